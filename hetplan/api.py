@@ -1,0 +1,265 @@
+"""Python API: one function per command, the CLI's twin. Returns plain data; never prints.
+
+Source: hetplan's own reconstruction (aiconfigurator-style CLI/API pairing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from hetplan import __version__
+from hetplan.catalog.loader import find_gpu, find_model, load_gpus, load_user_prices
+from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
+from hetplan.errors import InfeasibleError, InputError
+from hetplan.perf.arch import ModelArch
+from hetplan.perf.capacity import LengthStats
+from hetplan.perf.estimate import Estimate
+from hetplan.perf.estimate import estimate as _estimate
+from hetplan.perf.latency import InstanceModel
+from hetplan.perf.settings import PerfSettings
+from hetplan.scenario import Scenario
+from hetplan.solvers.cauchy import (
+    Allocation,
+    CandidateSet,
+    PlanRequest,
+    check_request,
+    enumerate_candidates,
+    predicted_latency,
+    solve_allocation,
+)
+from hetplan.units import parse_duration_s, parse_percentile
+from hetplan.workload.readers import Workload, load_workload, synthetic_workload
+
+HOURS_PER_MONTH = 730.0
+MAX_SAMPLES = 4000
+
+
+def estimate(model: str, gpu: str, tp: int = 1, pp: int = 1, batch: int = 1, prompt_tokens: int = 1024,
+             context_tokens: int | None = None, output_tokens: int | None = None, weight_dtype: str = "bf16",
+             kv_dtype: str = "bf16", settings: PerfSettings | None = None) -> Estimate:
+    """Latency, memory and throughput of one instance (``hetplan estimate``).
+
+    Raises:
+        InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
+    """
+    for field, value in (("batch", batch), ("prompt_tokens", prompt_tokens)):
+        if value < 1:
+            raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
+    if output_tokens is not None and output_tokens < 1:
+        raise InputError(f"output_tokens must be >= 1, got {output_tokens}", fix="pass --output-tokens 1 or more")
+    arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
+    inst = InstanceModel(arch, find_gpu(gpu), tp, pp, settings or PerfSettings())
+    ctx = prompt_tokens if context_tokens is None else context_tokens
+    if ctx < 1:
+        raise InputError(f"context_tokens must be >= 1, got {ctx}", fix="pass --context-tokens 1 or more")
+    return _estimate(inst, batch, prompt_tokens, ctx, output_tokens)
+
+
+def build_workload(scenario: Scenario) -> Workload:
+    """The scenario's workload (trace file or synthetic)."""
+    spec = scenario.workload
+    if spec.synthetic is not None:
+        s = spec.synthetic
+        return synthetic_workload(s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median,
+                                  s.output_tokens_median, s.sigma)
+    if spec.path is None:
+        raise InputError("workload: neither path nor synthetic is set",
+                         fix="set workload.path to a trace or workload.synthetic to a distribution")
+    return load_workload(scenario.resolve(spec.path) or "", spec.format, spec.rate_per_s)
+
+
+def _resolve_inputs(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str]]:
+    warnings: list[str] = []
+    check_cloud(scenario.cloud)
+    arch = ModelArch(find_model(scenario.resolve(scenario.model) if scenario.model.endswith(".json")
+                                else scenario.model), scenario.weight_dtype, scenario.kv_dtype)
+    workload = build_workload(scenario)
+    goodput = scenario.goodput_req_per_s or workload.arrival_rate_per_s
+    if goodput is None:
+        raise InputError("no goodput target", "the workload has no timestamps and no goodput was given",
+                         "pass --goodput REQ_PER_S or set workload.rate_per_s")
+    if scenario.goodput_req_per_s is None:
+        warnings.append(f"goodput target defaults to the workload's mean arrival rate, {goodput:.3f} req/s")
+    quantile = parse_percentile(scenario.slo.percentile)
+    ttft = parse_duration_s(scenario.slo.ttft, "ttft")
+    tpot = parse_duration_s(scenario.slo.tpot, "tpot")
+    user_prices = load_user_prices(scenario.resolve(scenario.prices)) if scenario.prices else None  # type: ignore[arg-type]
+    inventory: dict[str, int] = {}
+    for name, count in scenario.inventory.items():
+        if count < 0:
+            raise InputError(f"inventory.{name} must be >= 0, got {count}", fix="give a GPU count")
+        inventory[find_gpu(name).name] = int(count)
+    if scenario.gpus:
+        gpus = [find_gpu(g) for g in scenario.gpus]
+    elif inventory:
+        gpus = [find_gpu(g) for g in inventory]
+    else:
+        gpus = list(load_gpus().gpus)
+    prices: dict[str, GpuPrice] = {}
+    chosen = []
+    for gpu in dict.fromkeys(gpus):
+        price = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices)
+        if price is None:
+            if scenario.gpus or inventory:
+                raise InputError(f"no price for {gpu.name}" + (f" on {scenario.cloud}" if scenario.cloud else ""),
+                                 "every GPU type in the plan needs a $/GPU-hour",
+                                 "pass --prices FILE with usd_per_gpu_hour for it, or drop it from --gpus")
+            continue
+        try:
+            gpu.dense_tflops("bf16")
+        except KeyError:
+            warnings.append(f"{gpu.name} skipped: no compute figure in the catalog")
+            continue
+        if gpu.dense_tflops("bf16")[1]:
+            warnings.append(f"{gpu.name}: compute TFLOPS is an unverified estimate ({gpu.estimate_note})")
+        if price.illustrative:
+            warnings.append(f"{gpu.name}: price is illustrative, not a quote ({price.source})")
+        prices[gpu.name] = price
+        chosen.append(gpu)
+    prompt, output = workload.sample(MAX_SAMPLES)
+    stats = LengthStats(prompt, output, quantile)
+    tps = tuple(sorted(set(scenario.tp)))
+    if not tps or any(t < 1 for t in tps):
+        raise InputError(f"tp options must be positive integers, got {scenario.tp}", fix="pass e.g. --tp 1,2,4,8")
+    req = PlanRequest(arch, stats, float(goodput), ttft, tpot, tuple(chosen), prices, inventory, tps,
+                      scenario.max_ratio, scenario.headroom, scenario.top_k)
+    check_request(req)
+    return req, workload, warnings
+
+
+def _r(x: float, digits: int = 6) -> float:
+    """Round for stable, readable output (significant digits)."""
+    if x == 0 or not np.isfinite(x):
+        return float(x)
+    return float(f"{x:.{digits}g}")
+
+
+def _combo_doc(req: PlanRequest, cands: CandidateSet, combo: Any, count: int, load: float) -> dict[str, Any]:
+    tokens = req.stats.mean_prompt + req.stats.mean_output
+    lat = predicted_latency(req, cands, combo, load)
+    return {
+        "prefill_gpu": combo.prefill_gpu, "prefill_tp": combo.prefill_tp, "n_prefill": combo.n_prefill,
+        "decode_gpu": combo.decode_gpu, "decode_tp": combo.decode_tp, "n_decode": combo.n_decode,
+        "count": count,
+        "usd_per_hour": _r(combo.usd_per_hour),
+        "goodput_req_per_s": _r(combo.goodput_req_per_s),
+        "tokens_per_usd": _r(3600 * combo.goodput_req_per_s * tokens / combo.usd_per_hour),
+        "bound_by": combo.bound_by,
+        "prefill_capacity_req_per_s": _r(combo.prefill_rate_per_instance),
+        "decode_capacity_req_per_s": _r(combo.decode_rate_per_instance),
+        "kv_transfer_capacity_req_per_s": _r(combo.kv_transfer_rate),
+        "decode_batch": combo.decode_batch,
+        "predicted_ttft_s": _r(lat["ttft_s"], 4),
+        "predicted_tpot_s": _r(lat["tpot_s"], 4),
+        "utilization": _r(lat["utilization"], 4),
+    }
+
+
+def _allocation_doc(req: PlanRequest, cands: CandidateSet, alloc: Allocation) -> dict[str, Any]:
+    tokens = req.stats.mean_prompt + req.stats.mean_output
+    combos = []
+    for combo, count in alloc.combos:
+        # goodput-weighted round robin: each copy carries target x its share of the capacity
+        load = req.goodput_req_per_s * combo.goodput_req_per_s / alloc.goodput_req_per_s
+        combos.append(_combo_doc(req, cands, combo, count, load))
+    return {
+        "status": alloc.status,
+        "total_usd_per_hour": _r(alloc.total_usd_per_hour),
+        "usd_per_month": _r(alloc.total_usd_per_hour * HOURS_PER_MONTH),
+        "goodput_req_per_s": _r(alloc.goodput_req_per_s),
+        "tokens_per_usd": _r(3600 * alloc.goodput_req_per_s * tokens / alloc.total_usd_per_hour),
+        "output_tokens_per_usd": _r(3600 * alloc.goodput_req_per_s * req.stats.mean_output / alloc.total_usd_per_hour),
+        "gpus_used": alloc.gpus_used(),
+        "combos": combos,
+    }
+
+
+def plan(scenario: Scenario) -> dict[str, Any]:
+    """Plan the cheapest Cauchy deployment for ``scenario`` and its homogeneous baseline.
+
+    Returns the plan document (the ``--json`` output and the plan file), deterministic for equal inputs.
+
+    Raises:
+        InputError: bad scenario fields. InfeasibleError: no plan meets the target (names the binding
+        constraint).
+    """
+    req, workload, warnings = _resolve_inputs(scenario)
+    cands = enumerate_candidates(req)
+    het = solve_allocation(req, cands.combos, "heterogeneous plan")
+    homo_doc, by_gpu = _homogeneous(req, cands)
+    gain = None
+    if homo_doc.get("status") != "infeasible":
+        gain = 1.0 - het.total_usd_per_hour / homo_doc["total_usd_per_hour"]
+    doc: dict[str, Any] = {
+        "schema_version": 1,
+        "kind": "plan",
+        "hetplan_version": __version__,
+        "strategy": "cauchy",
+        "scenario": _scenario_doc(scenario, req, workload),
+    }
+    doc.update(_allocation_doc(req, cands, het))
+    doc["tokens_per_usd_basis"] = "input+output tokens per USD at the plan's goodput capacity (output_tokens_per_usd: output only)"
+    doc["homogeneous_baseline"] = homo_doc
+    doc["homogeneous_by_gpu"] = by_gpu
+    doc["gain_over_homogeneous"] = None if gain is None else _r(gain, 4)
+    doc["solver"] = {
+        "backend": "HiGHS via PuLP",
+        "status": het.status,
+        "mip_gap": _r(het.mip_gap, 4),
+        "instance_options": len(cands.options),
+        "combos_enumerated": cands.enumerated,
+        "combos_in_ilp": len(cands.combos),
+    }
+    doc["warnings"] = warnings
+    return doc
+
+
+def _homogeneous(req: PlanRequest, cands: CandidateSet) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Best single-GPU-type fleet (every combo on one type), solved per type under the same inventory."""
+    by_gpu: dict[str, Any] = {}
+    best: tuple[float, str, Allocation] | None = None
+    for gpu in sorted({c.prefill_gpu for c in cands.combos if c.homogeneous}):
+        combos = [c for c in cands.combos if c.prefill_gpu == gpu and c.decode_gpu == gpu]
+        try:
+            alloc = solve_allocation(req, combos, f"{gpu}-only fleet")
+        except InfeasibleError as exc:
+            by_gpu[gpu] = {"status": "infeasible", "reason": exc.why or exc.what}
+            continue
+        by_gpu[gpu] = {"status": alloc.status, "total_usd_per_hour": _r(alloc.total_usd_per_hour),
+                       "goodput_req_per_s": _r(alloc.goodput_req_per_s)}
+        if best is None or (alloc.total_usd_per_hour, gpu) < best[:2]:
+            best = (alloc.total_usd_per_hour, gpu, alloc)
+    for gpu in req.gpus:
+        by_gpu.setdefault(gpu.name, {"status": "infeasible",
+                                     "reason": "no single-type combo of this GPU meets the SLOs"})
+    by_gpu = dict(sorted(by_gpu.items()))
+    if best is None:
+        return {"status": "infeasible", "reason": "no single GPU type can meet the target alone under the SLOs "
+                                                  "and inventory"}, by_gpu
+    doc = {"gpu": best[1]}
+    doc.update(_allocation_doc(req, cands, best[2]))
+    return doc, by_gpu
+
+
+def _scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> dict[str, Any]:
+    return {
+        "name": scenario.name,
+        "model": req.arch.spec.name,
+        "weight_dtype": req.arch.weight_dtype,
+        "kv_dtype": req.arch.kv_dtype,
+        "goodput_target_req_per_s": _r(req.goodput_req_per_s),
+        "headroom": req.headroom,
+        "demand_req_per_s": _r(req.demand_req_per_s),
+        "slo": {"ttft_s": req.ttft_slo_s, "tpot_s": req.tpot_slo_s, "percentile": _r(req.stats.quantile * 100)},
+        "workload": workload.summary(),
+        "gpus": [g.name for g in req.gpus],
+        "inventory": dict(sorted(req.inventory.items())),
+        "prices": {name: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source}
+                   for name, p in sorted(req.prices.items())},
+        "tp_options": list(req.tp_options),
+        "max_ratio": req.max_ratio,
+        "perf_settings": asdict(req.settings),
+    }

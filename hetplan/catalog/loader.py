@@ -1,0 +1,230 @@
+"""Load the shipped catalogs and user files, and look names up with "did you mean" suggestions.
+
+The catalogs ship inside the wheel as ``hetplan/_catalogs`` (built from the repository's ``catalogs/``); in a
+source checkout or an editable install the repository folder is used. ``HETPLAN_CATALOG_DIR`` points
+elsewhere (for instance at a folder written by ``hetplan profile merge``).
+
+Source: hetplan's own reconstruction (after SkyPilot's catalog loader: one function per catalog, schema
+versioned, errors that end with how to fix them).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from hetplan.catalog.schemas import (
+    GpuCatalog,
+    GpuSpec,
+    ModelCatalog,
+    ModelSpec,
+    PriceCatalog,
+    PriceEntry,
+    UserPriceFile,
+)
+from hetplan.errors import CatalogError, InputError
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def catalog_dir() -> Path:
+    """Return the folder that holds ``gpus.yaml``, ``prices.yaml`` and ``models.yaml``.
+
+    Raises:
+        CatalogError: no catalog folder can be found (a broken install).
+    """
+    override = os.environ.get("HETPLAN_CATALOG_DIR")
+    candidates = [Path(override)] if override else []
+    package = Path(__file__).resolve().parents[1]
+    candidates += [package / "_catalogs", package.parent / "catalogs"]
+    for folder in candidates:
+        if (folder / "gpus.yaml").is_file():
+            return folder
+    raise CatalogError(
+        "cannot find hetplan's catalogs",
+        f"looked in: {', '.join(str(c) for c in candidates)}",
+        "reinstall hetplan (pip install .) or set HETPLAN_CATALOG_DIR to a folder with gpus.yaml",
+    )
+
+
+def read_yaml_file(path: Path, schema: type[T], what: str) -> T:
+    """Read ``path`` as YAML (or JSON) and validate it against ``schema``.
+
+    Raises:
+        InputError: the file is missing or unreadable.
+        CatalogError: the content does not match the schema; the message names the field path.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}", str(exc), "check the path") from None
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{what} {path} is not valid YAML", str(exc).splitlines()[0], "fix the syntax") from None
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise CatalogError(f"{what} {path} does not match its schema", format_validation(exc),
+                           "fix the named fields (see catalogs/README.md for the schema)") from None
+
+
+def format_validation(exc: ValidationError) -> str:
+    """One line per pydantic error: ``field.path: message``."""
+    parts = []
+    for err in exc.errors()[:8]:
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        parts.append(f"{loc}: {err['msg']}")
+    more = len(exc.errors()) - 8
+    if more > 0:
+        parts.append(f"... and {more} more")
+    return "; ".join(parts)
+
+
+@functools.cache
+def load_gpus() -> GpuCatalog:
+    """The shipped GPU catalog (cached)."""
+    return read_yaml_file(catalog_dir() / "gpus.yaml", GpuCatalog, "GPU catalog")
+
+
+@functools.cache
+def load_prices() -> PriceCatalog:
+    """The shipped price catalog (cached)."""
+    return read_yaml_file(catalog_dir() / "prices.yaml", PriceCatalog, "price catalog")
+
+
+@functools.cache
+def load_models() -> ModelCatalog:
+    """The shipped model catalog (cached)."""
+    return read_yaml_file(catalog_dir() / "models.yaml", ModelCatalog, "model catalog")
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+    if not close:
+        lowered = {c.lower(): c for c in choices}
+        close = [lowered[c] for c in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.4)]
+    return f"did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def find_gpu(name: str, gpus: tuple[GpuSpec, ...] | None = None) -> GpuSpec:
+    """Look a GPU up by name or alias, ignoring case and punctuation (``h100`` finds ``H100-SXM``).
+
+    Raises:
+        InputError: unknown name, with suggestions.
+    """
+    gpus = gpus if gpus is not None else load_gpus().gpus
+    wanted = _norm(name)
+    for gpu in gpus:
+        if wanted == _norm(gpu.name) or any(wanted == _norm(a) for a in gpu.aliases):
+            return gpu
+    names = [g.name for g in gpus] + [a for g in gpus for a in g.aliases]
+    hint = _suggest(name, names)
+    raise InputError(f"unknown GPU {name!r}", hint or "no catalog GPU has a similar name",
+                     "run 'hetplan catalog gpus' to list the known GPUs")
+
+
+def find_model(name: str) -> ModelSpec:
+    """Look a model up by catalog name or Hugging Face repo, or read a ``config.json`` path.
+
+    Raises:
+        InputError: unknown name (with suggestions) or an unreadable config file.
+    """
+    path = Path(name)
+    if name.endswith(".json") or path.is_file() or (path.is_dir() and (path / "config.json").is_file()):
+        return model_from_hf_config(path)
+    wanted = _norm(name)
+    models = load_models().models
+    for model in models:
+        if wanted in (_norm(model.name), _norm(model.hf_repo)):
+            return model
+    hint = _suggest(name, [m.name for m in models])
+    raise InputError(f"unknown model {name!r}", hint or "no catalog model has a similar name",
+                     "run 'hetplan catalog models', or pass a Hugging Face config.json path to --model")
+
+
+def model_from_hf_config(path: Path) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` (file or folder holding one).
+
+    Reads ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads``
+    (default: attention heads), ``head_dim`` (default hidden/heads), ``intermediate_size`` (or OPT's
+    ``ffn_dim``), ``vocab_size``, ``max_position_embeddings``, ``tie_word_embeddings``; MoE keys
+    ``num_local_experts``/``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
+    ``n_shared_experts``, ``first_k_dense_replace``; MLA keys ``kv_lora_rank``, ``qk_rope_head_dim``.
+
+    Raises:
+        InputError: the file is missing, not JSON, or lacks a required key (named in the message).
+    """
+    file = path / "config.json" if path.is_dir() else path
+    try:
+        cfg = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read model config {file}", str(exc), "check the --model path") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"model config {file} is not JSON", str(exc), "pass a Hugging Face config.json") from None
+    if not isinstance(cfg, dict):
+        raise InputError(f"model config {file} is not a JSON object", fix="pass a Hugging Face config.json")
+
+    def need(*keys: str) -> Any:
+        for key in keys:
+            if cfg.get(key) is not None:
+                return cfg[key]
+        raise InputError(f"model config {file} lacks {' or '.join(keys)}",
+                         fix="pass a decoder-only transformer's config.json")
+
+    hidden = int(need("hidden_size", "d_model", "n_embd"))
+    heads = int(need("num_attention_heads", "n_head"))
+    experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
+    fields: dict[str, Any] = {
+        "name": cfg.get("_name_or_path") or file.parent.name or file.stem,
+        "hf_repo": cfg.get("_name_or_path", ""),
+        "architecture": (cfg.get("architectures") or [""])[0],
+        "hidden_size": hidden,
+        "num_hidden_layers": int(need("num_hidden_layers", "n_layer")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(cfg.get("num_key_value_heads") or heads),
+        "head_dim": int(cfg.get("head_dim") or hidden // heads),
+        "intermediate_size": int(need("intermediate_size", "ffn_dim", "n_inner")),
+        "vocab_size": int(need("vocab_size")),
+        "max_position_embeddings": int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 4096),
+        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "gated_mlp": "ffn_dim" not in cfg and cfg.get("hidden_act", "silu") != "relu",
+        "source": str(file),
+        "params_method": "computed from config",
+    }
+    if experts:
+        fields["num_experts"] = int(experts)
+        fields["experts_per_token"] = int(need("num_experts_per_tok"))
+        if cfg.get("moe_intermediate_size"):
+            fields["moe_intermediate_size"] = int(cfg["moe_intermediate_size"])
+        fields["num_shared_experts"] = int(cfg.get("n_shared_experts") or 0)
+        fields["first_k_dense_replace"] = int(cfg.get("first_k_dense_replace") or 0)
+    if cfg.get("kv_lora_rank"):
+        fields["kv_lora_rank"] = int(cfg["kv_lora_rank"])
+        fields["qk_rope_head_dim"] = int(cfg.get("qk_rope_head_dim") or 64)
+    try:
+        return ModelSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise InputError(f"model config {file} is not usable", format_validation(exc),
+                         "check the config's head counts") from None
+
+
+def price_rows(gpu: GpuSpec) -> list[PriceEntry]:
+    """All catalog price rows for ``gpu`` (matched by canonical name)."""
+    return [p for p in load_prices().prices if p.gpu == gpu.name]
+
+
+def load_user_prices(path: Path) -> UserPriceFile:
+    """Read a user price file (see :class:`UserPriceFile`)."""
+    return read_yaml_file(path, UserPriceFile, "price file")

@@ -1,0 +1,65 @@
+"""Resolve one $/GPU-hour per GPU type from the price catalog, a cloud choice, spot, and a user price file.
+
+Rules: a user price file wins; otherwise the catalog row of the chosen cloud (cheapest listing of that GPU
+there), or, with no cloud given, the cheapest listing over all clouds whose price includes the host VM (GCP
+rows are GPU-attachment prices only and are used only when ``--cloud gcp`` asks for them).
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetplan.catalog.loader import find_gpu, load_prices
+from hetplan.catalog.schemas import GpuSpec, UserPriceFile
+from hetplan.errors import InputError
+
+
+@dataclass(frozen=True)
+class GpuPrice:
+    """The price used for one GPU type: ``usd_per_gpu_hour`` and where it came from."""
+
+    gpu: str
+    usd_per_gpu_hour: float
+    source: str
+    illustrative: bool = False
+
+
+def resolve_price(gpu: GpuSpec, cloud: str | None = None, spot: bool = False,
+                  user: UserPriceFile | None = None) -> GpuPrice | None:
+    """The price of ``gpu`` under the rules above, or None when no source prices it."""
+    if user is not None:
+        for name, value in user.usd_per_gpu_hour.items():
+            if find_gpu(name).name == gpu.name:
+                label = f"price file: {user.source} ({user.as_of})" + (" [illustrative]" if user.illustrative else "")
+                return GpuPrice(gpu.name, float(value), label, user.illustrative)
+    rows = [p for p in load_prices().prices if p.gpu == gpu.name]
+    if cloud:
+        rows = [p for p in rows if p.cloud == cloud]
+    else:
+        rows = [p for p in rows if p.includes_host]
+    best: tuple[float, str, str] | None = None
+    for row in rows:
+        value = row.spot_usd_per_gpu_hour if spot else row.on_demand_usd_per_gpu_hour
+        if value is None:
+            continue
+        key = (value, row.cloud, row.instance_type)
+        if best is None or key < best:
+            best = key
+    if best is None:
+        return None
+    kind = "spot" if spot else "on-demand"
+    return GpuPrice(gpu.name, float(best[0]), f"{best[1]} {best[2]} {kind} (catalog)")
+
+
+def known_clouds() -> list[str]:
+    """Clouds present in the price catalog, sorted."""
+    return sorted({p.cloud for p in load_prices().prices})
+
+
+def check_cloud(cloud: str | None) -> None:
+    """Raise :class:`InputError` for a cloud the catalog does not list."""
+    if cloud is not None and cloud not in known_clouds():
+        raise InputError(f"unknown cloud {cloud!r}", f"the price catalog lists {', '.join(known_clouds())}",
+                         "pick one of them, or pass --prices FILE with your own prices")

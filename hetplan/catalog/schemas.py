@@ -1,0 +1,202 @@
+"""Schemas of the catalog YAML files (GPUs, prices, models) and of user price files.
+
+Records are frozen pydantic models with unknown fields forbidden: they are read from files, and they are
+immutable afterwards, so the domain code uses them directly instead of copying every field into a twin
+dataclass. Every catalog file carries ``schema_version``, ``source`` and ``as_of``.
+
+Source: hetplan's own reconstruction; fields follow ``shared/data/*.csv`` with units in the names.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 1
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuSpec(_Record):
+    """One accelerator. Compute figures are dense (never sparse) peak TFLOPS per dtype; ``hbm_gib`` is the
+    device memory in GiB (HBM or GDDR), ``hbm_gb_per_s`` its bandwidth in GB/s (1e9 bytes/s),
+    ``interconnect_gb_per_s`` the aggregate bidirectional GPU-to-GPU link figure of the datasheet and
+    ``network_gbit_per_s`` the scale-out NIC bandwidth per GPU (an assumption unless you set it)."""
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    vendor: str = ""
+    form_factor: str = ""
+    arch: str = ""
+    bf16_dense_tflops: float | None = Field(default=None, gt=0)
+    fp16_dense_tflops: float | None = Field(default=None, gt=0)
+    fp8_dense_tflops: float | None = Field(default=None, gt=0)
+    int8_dense_tops: float | None = Field(default=None, gt=0)
+    fp16_dense_tflops_estimate: float | None = Field(default=None, gt=0)
+    estimate_note: str | None = None
+    hbm_gib: float = Field(gt=0)
+    memory_type: str = ""
+    hbm_gb_per_s: float = Field(gt=0)
+    interconnect: str = ""
+    interconnect_gb_per_s: float = Field(gt=0)
+    network_gbit_per_s: float = Field(gt=0)
+    tdp_w: float | None = None
+    notes: str = ""
+    source_url: str | None = None
+    crosscheck_url: str | None = None
+
+    def dense_tflops(self, dtype: str) -> tuple[float, bool]:
+        """Peak dense TFLOPS for ``dtype`` (``bf16``, ``fp16``, ``fp8``, ``int8``) and whether it is an
+        unverified estimate. Falls back: bf16 -> fp16 (same tensor-core rate on pre-Ampere parts), fp8/int8
+        -> the 16-bit rate when the part has no 8-bit tensor cores (weights are upcast).
+
+        Raises:
+            KeyError: the GPU has no compute figure at all (neither published nor estimated).
+        """
+        published = {
+            "bf16": self.bf16_dense_tflops or self.fp16_dense_tflops,
+            "fp16": self.fp16_dense_tflops or self.bf16_dense_tflops,
+            "fp8": self.fp8_dense_tflops,
+            "int8": self.int8_dense_tops,
+        }
+        value = published.get(dtype)
+        if value is None and dtype in ("fp8", "int8", "int4"):
+            value = self.bf16_dense_tflops or self.fp16_dense_tflops
+        if value is None and dtype == "int4":
+            value = published["fp16"]
+        if value is not None:
+            return float(value), False
+        if self.fp16_dense_tflops_estimate is not None:
+            return float(self.fp16_dense_tflops_estimate), True
+        raise KeyError(self.name)
+
+
+class GpuCatalog(_Record):
+    schema_version: Literal[1]
+    kind: Literal["gpus"]
+    source: str
+    as_of: str
+    gpus: tuple[GpuSpec, ...]
+
+
+class PriceEntry(_Record):
+    """One price listing: $/GPU-hour on demand and spot for a cloud instance type (``None`` = not offered)."""
+
+    gpu: str
+    in_gpu_catalog: bool = True
+    cloud: str
+    instance_type: str = ""
+    gpus_per_instance: int = Field(default=1, ge=1)
+    region: str = ""
+    on_demand_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    spot_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    includes_host: bool = True
+    listed_gpu: str | None = None
+    notes: str | None = None
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _has_a_price(self) -> PriceEntry:
+        if self.on_demand_usd_per_gpu_hour is None and self.spot_usd_per_gpu_hour is None:
+            raise ValueError(f"price row for {self.gpu} on {self.cloud} has neither on-demand nor spot price")
+        return self
+
+
+class PriceCatalog(_Record):
+    schema_version: Literal[1]
+    kind: Literal["prices"]
+    source: str
+    as_of: str
+    currency: Literal["USD"] = "USD"
+    prices: tuple[PriceEntry, ...]
+
+
+class UserPriceFile(_Record):
+    """A user's own prices: ``usd_per_gpu_hour`` maps GPU name -> $/GPU-hour and overrides the catalog.
+
+    Example::
+
+        schema_version: 1
+        kind: prices
+        source: "our 2026 reserved-instance contract"
+        as_of: "2026-11-01"
+        illustrative: false
+        usd_per_gpu_hour: {H800: 2.10, A800: 1.30, H20: 0.95}
+    """
+
+    schema_version: Literal[1]
+    kind: Literal["prices"]
+    source: str
+    as_of: str
+    illustrative: bool = False
+    notes: str | None = None
+    usd_per_gpu_hour: dict[str, float]
+
+    @model_validator(mode="after")
+    def _positive(self) -> UserPriceFile:
+        for name, value in self.usd_per_gpu_hour.items():
+            if not value > 0:
+                raise ValueError(f"usd_per_gpu_hour.{name} must be > 0, got {value}")
+        return self
+
+
+class ModelSpec(_Record):
+    """Architecture facts of a decoder-only transformer, named as in Hugging Face ``config.json``.
+
+    MoE: ``num_experts`` routed experts of width ``moe_intermediate_size`` (defaults to
+    ``intermediate_size``), ``experts_per_token`` active, ``num_shared_experts`` always active, and the first
+    ``first_k_dense_replace`` layers dense. MLA (DeepSeek): ``kv_lora_rank`` + ``qk_rope_head_dim`` elements
+    of KV per token per layer instead of ``2 * num_key_value_heads * head_dim``.
+    """
+
+    name: str
+    hf_repo: str = ""
+    architecture: str = ""
+    hidden_size: int = Field(gt=0)
+    num_hidden_layers: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    max_position_embeddings: int = Field(gt=0)
+    num_experts: int | None = Field(default=None, gt=0)
+    experts_per_token: int | None = Field(default=None, gt=0)
+    moe_intermediate_size: int | None = Field(default=None, gt=0)
+    num_shared_experts: int = Field(default=0, ge=0)
+    first_k_dense_replace: int = Field(default=0, ge=0)
+    kv_lora_rank: int | None = Field(default=None, gt=0)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0)
+    gated_mlp: bool = True
+    tie_word_embeddings: bool = False
+    params_total_b: float | None = Field(default=None, gt=0)
+    params_active_b: float | None = Field(default=None, gt=0)
+    params_method: str = "computed from config"
+    notes: str | None = None
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        if (self.num_experts is None) != (self.experts_per_token is None):
+            raise ValueError("num_experts and experts_per_token must be given together")
+        if self.num_experts is not None and self.experts_per_token is not None:
+            if self.experts_per_token > self.num_experts:
+                raise ValueError("experts_per_token must be <= num_experts")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        return self
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts is not None
+
+
+class ModelCatalog(_Record):
+    schema_version: Literal[1]
+    kind: Literal["models"]
+    source: str
+    as_of: str
+    models: tuple[ModelSpec, ...]

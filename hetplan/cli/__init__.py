@@ -1,0 +1,1 @@
+"""Command-line interface (typer): parse, call :mod:`hetplan.api`, render. No arithmetic here."""

@@ -1,0 +1,76 @@
+"""``hetplan catalog gpus|models|prices``."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hetplan.catalog.loader import find_gpu, load_gpus, load_models, load_prices
+from hetplan.cli.main import catalog_app, run_guarded
+from hetplan.io import to_json
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+@catalog_app.command("gpus")
+def gpus(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List GPUs: dense TFLOPS, memory, bandwidth, links."""
+    cat = run_guarded(load_gpus)
+    if json_out:
+        typer.echo(to_json([g.model_dump() for g in cat.gpus]), nl=False)
+        return
+    t = Table(title=f"GPUs (as of {cat.as_of}; dense TFLOPS, never sparse)")
+    for col in ("name", "aliases", "bf16 TFLOPS", "fp8 TFLOPS", "HBM GiB", "HBM GB/s", "link GB/s", "net Gbit/s"):
+        t.add_column(col, justify="left" if col in ("name", "aliases") else "right")
+    for g in cat.gpus:
+        bf16 = g.bf16_dense_tflops or g.fp16_dense_tflops
+        t.add_row(g.name, ", ".join(g.aliases), _fmt(bf16) if bf16 else f"~{_fmt(g.fp16_dense_tflops_estimate)}?",
+                  _fmt(g.fp8_dense_tflops), _fmt(g.hbm_gib), _fmt(g.hbm_gb_per_s), _fmt(g.interconnect_gb_per_s),
+                  _fmt(g.network_gbit_per_s))
+    Console().print(t)
+
+
+@catalog_app.command("models")
+def models(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List models: layers, heads, KV heads, parameters."""
+    cat = run_guarded(load_models)
+    if json_out:
+        typer.echo(to_json([m.model_dump() for m in cat.models]), nl=False)
+        return
+    t = Table(title=f"Models (as of {cat.as_of})")
+    for col in ("name", "layers", "hidden", "heads", "kv heads", "experts", "params B", "active B"):
+        t.add_column(col, justify="left" if col == "name" else "right")
+    for m in cat.models:
+        t.add_row(m.name, str(m.num_hidden_layers), str(m.hidden_size), str(m.num_attention_heads),
+                  str(m.num_key_value_heads), f"{m.experts_per_token}/{m.num_experts}" if m.is_moe else "-",
+                  _fmt(m.params_total_b), _fmt(m.params_active_b))
+    Console().print(t)
+
+
+@catalog_app.command("prices")
+def prices(
+    gpu: str = typer.Option(None, "--gpu", help="Only this GPU."),
+    cloud: str = typer.Option(None, "--cloud", help="Only this cloud."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List $/GPU-hour per cloud, on-demand and spot."""
+    cat = run_guarded(load_prices)
+    rows = list(cat.prices)
+    if gpu:
+        name = run_guarded(lambda: find_gpu(gpu)).name
+        rows = [p for p in rows if p.gpu == name]
+    if cloud:
+        rows = [p for p in rows if p.cloud == cloud]
+    if json_out:
+        typer.echo(to_json([p.model_dump() for p in rows]), nl=False)
+        return
+    t = Table(title=f"Prices, $/GPU-hour (as of {cat.as_of}; {cat.source.split(';')[0]})")
+    for col in ("gpu", "cloud", "instance", "GPUs", "on-demand", "spot", "host incl."):
+        t.add_column(col, justify="right" if col in ("GPUs", "on-demand", "spot") else "left")
+    for p in rows:
+        t.add_row(p.gpu, p.cloud, p.instance_type[:40], str(p.gpus_per_instance), _fmt(p.on_demand_usd_per_gpu_hour),
+                  _fmt(p.spot_usd_per_gpu_hour), "yes" if p.includes_host else "no")
+    Console().print(t)

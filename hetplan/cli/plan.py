@@ -1,0 +1,178 @@
+"""``hetplan plan``: cheapest heterogeneous prefill/decode deployment for a scenario or flags."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from hetplan import api
+from hetplan.catalog.loader import format_validation
+from hetplan.cli.main import app, err_console, run_guarded
+from hetplan.errors import InputError
+from hetplan.io import dump_for_path, to_json, write_atomic
+from hetplan.scenario import Scenario, load_scenario
+from hetplan.units import format_duration
+
+
+def _split(text: str, field: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise InputError(f"{field}: empty list", fix=f"pass e.g. --{field} a,b")
+    return items
+
+
+def _inventory(text: str) -> dict[str, int]:
+    inv: dict[str, int] = {}
+    for item in _split(text, "inventory"):
+        name, sep, count = item.partition("=")
+        if not sep or not count.strip().isdigit():
+            raise InputError(f"inventory: cannot read {item!r}", "expected GPU=COUNT",
+                             "write e.g. --inventory H800=16,A800=32,H20=32")
+        inv[name.strip()] = int(count)
+    return inv
+
+
+def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Scenario:
+    """Merge a scenario file (optional) with command-line overrides and validate the result."""
+    base: dict[str, Any] = {}
+    base_dir = "."
+    if scenario_file is not None:
+        loaded = load_scenario(scenario_file)
+        base = loaded.model_dump(by_alias=True, exclude={"base_dir"}, exclude_none=True)
+        base_dir = loaded.base_dir
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key in ("ttft", "tpot", "percentile"):
+            base.setdefault("slo", {})[key] = value
+        elif key == "workload_path":
+            base["workload"] = {"path": str(Path(value).resolve()), "format": overrides.get("workload_format") or "auto"}
+        elif key == "synthetic":
+            base["workload"] = {"synthetic": {"class": value, "rate_per_s": overrides.get("rate") or
+                                              overrides.get("goodput_req_per_s") or 1.0}}
+        elif key in ("workload_format", "rate"):
+            if key == "rate" and "workload" in base and "synthetic" not in base["workload"]:
+                base["workload"]["rate_per_s"] = value
+        elif key == "prices":
+            base["prices"] = str(Path(value).resolve())
+        elif key == "model" and str(value).endswith(".json"):
+            base["model"] = str(Path(value).resolve())
+        else:
+            base[key] = value
+    if "model" not in base:
+        raise InputError("no model given", fix="pass --model NAME or a scenario file with 'model:'")
+    if "workload" not in base:
+        raise InputError("no workload given", fix="pass --workload TRACE, --synthetic CLASS, or a scenario file")
+    try:
+        scenario = Scenario.model_validate(base)
+    except ValidationError as exc:
+        raise InputError("invalid scenario", format_validation(exc), "fix the named fields") from None
+    return scenario.model_copy(update={"base_dir": base_dir})
+
+
+@app.command()
+def plan(
+    scenario_file: Path = typer.Argument(None, help="Scenario YAML (flags override its fields).", show_default=False),
+    model: str = typer.Option(None, "--model", "-m", help="Catalog model name or config.json path."),
+    workload: Path = typer.Option(None, "--workload", "-w", help="Trace: Azure CSV, Mooncake JSONL or length CSV."),
+    workload_format: str = typer.Option(None, "--workload-format", help="auto, azure, mooncake or lengths."),
+    synthetic: str = typer.Option(None, "--synthetic",
+                                  help="Synthetic class: long-input-short-output, balanced, short-input-long-output."),
+    rate: float = typer.Option(None, "--rate", help="Arrival rate, req/s, for length-only or synthetic workloads."),
+    goodput: float = typer.Option(None, "--goodput", help="Goodput target, req/s (default: the trace's rate)."),
+    ttft: str = typer.Option(None, "--ttft", help="TTFT SLO, e.g. 2s or 800ms."),
+    tpot: str = typer.Option(None, "--tpot", help="TPOT SLO, e.g. 80ms."),
+    percentile: str = typer.Option(None, "--percentile", help="SLO percentile, e.g. 90 or p99."),
+    gpus: str = typer.Option(None, "--gpus", help="Candidate GPU types, comma-separated."),
+    inventory: str = typer.Option(None, "--inventory", help="GPU counts available, e.g. H800=16,H20=32."),
+    cloud: str = typer.Option(None, "--cloud", help="Take prices from this cloud (aws, azure, gcp, lambda, ...)."),
+    spot: bool = typer.Option(None, "--spot/--on-demand", help="Use spot prices."),
+    prices: Path = typer.Option(None, "--prices", help="Price file overriding catalog prices."),
+    headroom: float = typer.Option(None, "--headroom", help="Extra goodput to provision, fraction (default 0.1)."),
+    tp: str = typer.Option(None, "--tp", help="TP degrees to consider, e.g. 1,2,4,8."),
+    max_ratio: int = typer.Option(None, "--max-ratio", help="Largest n and m in an n:m combo (default 8)."),
+    weight_dtype: str = typer.Option(None, "--weight-dtype", help="bf16, fp16, fp8, int8 or int4."),
+    kv_dtype: str = typer.Option(None, "--kv-dtype", help="bf16, fp16 or fp8."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write the plan file (YAML, or JSON for *.json)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
+) -> None:
+    """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target."""
+
+    def work() -> tuple[dict[str, Any], float]:
+        overrides: dict[str, Any] = {
+            "model": model, "workload_path": workload, "workload_format": workload_format, "synthetic": synthetic,
+            "rate": rate, "goodput_req_per_s": goodput, "ttft": ttft, "tpot": tpot, "percentile": percentile,
+            "gpus": _split(gpus, "gpus") if gpus else None,
+            "inventory": _inventory(inventory) if inventory else None,
+            "cloud": cloud, "spot": spot, "prices": prices, "headroom": headroom,
+            "tp": [int(x) for x in _split(tp, "tp") if x.isdigit()] if tp else None,
+            "max_ratio": max_ratio, "weight_dtype": weight_dtype, "kv_dtype": kv_dtype,
+        }
+        if tp and not all(x.isdigit() for x in _split(tp, "tp")):
+            raise InputError(f"tp: cannot read {tp!r}", fix="pass e.g. --tp 1,2,4,8")
+        scenario = build_scenario(scenario_file, overrides)
+        if out is not None and out.exists() and not force:
+            write_atomic(out, "", force=False)  # raises the no-clobber error before any work
+        start = time.perf_counter()
+        doc = api.plan(scenario)
+        elapsed = time.perf_counter() - start
+        if out is not None:
+            write_atomic(out, dump_for_path(out, doc), force=force)
+        return doc, elapsed
+
+    doc, elapsed = run_guarded(work)
+    if json_out:
+        typer.echo(to_json(doc), nl=False)
+    else:
+        render_plan(doc, Console())
+    err_console.print(f"planned in {elapsed:.2f} s" + (f"; wrote {out}" if out else ""))
+
+
+def _combo_rows(table: Table, combos: list[dict[str, Any]]) -> None:
+    for c in combos:
+        table.add_row(
+            f"{c['n_prefill']}x{c['prefill_gpu']}/TP{c['prefill_tp']} -> {c['n_decode']}x{c['decode_gpu']}/TP{c['decode_tp']}",
+            str(c["count"]), f"{c['usd_per_hour']:.2f}", f"{c['goodput_req_per_s']:.2f}",
+            f"{c['tokens_per_usd'] / 1e3:,.0f}k", format_duration(c["predicted_ttft_s"]),
+            format_duration(c["predicted_tpot_s"]), f"{c['utilization'] * 100:.0f}%", c["bound_by"].replace("kv_transfer", "kv"))
+
+
+def render_plan(doc: dict[str, Any], console: Console) -> None:
+    """Rich tables for a plan document."""
+    sc = doc["scenario"]
+    slo = sc["slo"]
+    console.print(f"[bold]{sc['name']}[/]: {sc['model']} ({sc['weight_dtype']}), workload {sc['workload']['name']} "
+                  f"({sc['workload']['requests']} requests), goodput target {sc['goodput_target_req_per_s']:g} req/s "
+                  f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
+                  f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}")
+    q = f"p{slo['percentile']:g}"
+    homo = doc["homogeneous_baseline"]
+    homo_title = f"Best homogeneous fleet ({homo['gpu']} only)" if "gpu" in homo else "Best homogeneous fleet"
+    for title, part in (("Heterogeneous plan (Cauchy)", doc), (homo_title, homo)):
+        if part.get("status") == "infeasible":
+            console.print(f"[yellow]{title}: infeasible[/] - {part['reason']}")
+            continue
+        table = Table(title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
+                            f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)")
+        for col in ("combo: prefill -> decode", "count", "$/h", "req/s", "tok/USD", f"{q} TTFT", "TPOT", "util",
+                    "bound"):
+            table.add_column(col, justify="left" if col in ("combo: prefill -> decode", "bound") else "right",
+                             overflow="fold")
+        _combo_rows(table, part["combos"])
+        console.print(table)
+        console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
+    if doc.get("gain_over_homogeneous") is not None:
+        console.print(f"[bold green]Saves {doc['gain_over_homogeneous'] * 100:.1f} %[/] of $/hour against the best "
+                      f"homogeneous fleet (${doc['homogeneous_baseline']['total_usd_per_hour']:.2f}/h).")
+    s = doc["solver"]
+    console.print(f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']} combos "
+                  f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']} in the ILP")
+    for w in doc.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)

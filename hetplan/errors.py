@@ -1,0 +1,61 @@
+"""Typed, expected failures of hetplan.
+
+Every error carries three parts that the CLI prints as ``Error:`` / ``Why:`` / ``To fix:``. Expected failures
+(bad input, infeasible plan, out of memory) are :class:`HetplanError` subclasses; anything else is a bug and
+shows a traceback only with ``--debug``.
+
+Source: hetplan's own reconstruction (layout after aiconfigurator's ``sdk/errors.py``).
+"""
+
+from __future__ import annotations
+
+
+class HetplanError(Exception):
+    """Base of all expected failures.
+
+    Args:
+        what: one line saying what failed.
+        why: the numbers behind it, with units.
+        fix: how the user can fix it.
+        exit_code: 1 for an expected failure (infeasible, does not fit), 2 for bad usage or input.
+    """
+
+    exit_code = 1
+
+    def __init__(self, what: str, why: str = "", fix: str = "") -> None:
+        super().__init__(what)
+        self.what = what
+        self.why = why
+        self.fix = fix
+
+    def render(self) -> str:
+        """Return the three-part message as plain text."""
+        lines = [f"Error: {self.what}"]
+        if self.why:
+            lines.append(f"Why: {self.why}")
+        if self.fix:
+            lines.append(f"To fix: {self.fix}")
+        return "\n".join(lines)
+
+
+class InputError(HetplanError):
+    """Bad user input: an unknown name, a malformed file, a value out of range (exit code 2)."""
+
+    exit_code = 2
+
+
+class CatalogError(InputError):
+    """A catalog or user-supplied data file does not match its schema (exit code 2)."""
+
+
+class OutOfMemoryError(HetplanError):
+    """The model (weights plus KV reserve) does not fit the chosen GPU, TP and PP (exit code 1)."""
+
+
+class InfeasibleError(HetplanError):
+    """No deployment meets the goodput target under the SLOs and inventory; ``why`` names the binding
+    constraint and by how much (exit code 1)."""
+
+
+class OutputExistsError(InputError):
+    """An output file exists and ``--force`` was not given (exit code 2)."""

@@ -1,0 +1,85 @@
+"""``hetplan estimate``: one instance's latencies, memory and steady-state throughput.
+
+Source: DESIGN §2; the steady-state throughput cycle is hetplan's own reconstruction of what MLPerf Offline and
+TensorRT-LLM throughput tables measure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hetplan.perf.latency import InstanceModel
+
+
+def max_output_tokens_per_s(inst: InstanceModel, prompt_tokens: float, output_tokens: float) -> float:
+    """Steady-state output tokens/s of one instance serving prompts of ``prompt_tokens`` and
+    ``output_tokens`` each, at the largest batch that fits (KV for ``S + O`` tokens per sequence, capped by
+    ``max_num_seqs``).
+
+    Continuous batching cycle: B sequences decode ``O`` steps at the mean context ``S + O/2``; while they do,
+    B new prompts are prefilled in iterations of at most ``max_num_batched_tokens`` tokens. Throughput =
+    ``B * O / (T_prefill(B prompts) + O * T_decode(B, S + O/2))``. Returns 0 when not even one sequence fits.
+    """
+    batch = int(min(inst.settings.max_num_seqs, inst.max_batch_size(prompt_tokens + output_tokens)))
+    if batch < 1:
+        return 0.0
+    iterations = max(1, math.ceil(batch * prompt_tokens / inst.settings.max_num_batched_tokens))
+    prefill = float(inst.prefill_latency_s(prompt_tokens, batch)) + (iterations - 1) * inst.overhead_s
+    decode = output_tokens * float(inst.decode_step_latency_s(batch, prompt_tokens + output_tokens / 2))
+    return batch * output_tokens / (prefill + decode)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Result of :func:`estimate`; field names are the ``--json`` keys."""
+
+    model: str
+    gpu: str
+    tp: int
+    pp: int
+    weight_dtype: str
+    kv_dtype: str
+    batch: int
+    prompt_tokens: int
+    context_tokens: int
+    prefill_latency_s: float
+    decode_step_latency_s: float
+    kv_capacity_tokens: int
+    max_batch_size: int
+    weights_gib_per_gpu: float
+    kv_bytes_per_token: float
+    output_tokens: int | None
+    max_output_tokens_per_s: float | None
+    compute_tflops_is_estimate: bool
+
+
+def estimate(inst: InstanceModel, batch: int, prompt_tokens: int, context_tokens: int,
+             output_tokens: int | None = None) -> Estimate:
+    """Evaluate ``inst`` at one operating point.
+
+    Args:
+        batch: B, prompts in the prefill iteration and sequences in the decode iteration.
+        prompt_tokens: S, tokens per prompt.
+        context_tokens: C, tokens of context held by each decoding sequence.
+        output_tokens: O; when given, also the steady-state output throughput.
+
+    Raises:
+        OutOfMemoryError: the weights do not fit.
+    """
+    inst.require_fit()
+    tput = max_output_tokens_per_s(inst, prompt_tokens, output_tokens) if output_tokens else None
+    return Estimate(
+        model=inst.arch.spec.name, gpu=inst.gpu.name, tp=inst.tp, pp=inst.pp,
+        weight_dtype=inst.arch.weight_dtype, kv_dtype=inst.arch.kv_dtype, batch=batch,
+        prompt_tokens=prompt_tokens, context_tokens=context_tokens,
+        prefill_latency_s=float(inst.prefill_latency_s(prompt_tokens, batch)),
+        decode_step_latency_s=float(inst.decode_step_latency_s(batch, context_tokens)),
+        kv_capacity_tokens=inst.kv_capacity_tokens,
+        max_batch_size=int(inst.max_batch_size(context_tokens)),
+        weights_gib_per_gpu=inst.weights_gib_per_gpu,
+        kv_bytes_per_token=inst.arch.kv_bytes_per_token,
+        output_tokens=output_tokens,
+        max_output_tokens_per_s=tput,
+        compute_tflops_is_estimate=inst.compute_is_estimate,
+    )

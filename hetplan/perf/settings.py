@@ -1,0 +1,77 @@
+"""Efficiency priors and engine settings of the performance model.
+
+Every constant that no paper pins down lives here with a default and a way to calibrate it:
+
+- ``prefill_mfu`` / ``decode_mbu`` / ``decode_mfu``: achieved fraction of the datasheet's dense TFLOPS and memory
+  bandwidth. Defaults were fitted on the measured DGX-A100 Llama-2-70B latencies in Splitwise's data
+  (``benchmarks/accuracy.py --fit`` reproduces the fit); ``hetplan profile`` replaces them per GPU.
+- ``step_overhead_s``: fixed framework time per engine iteration (scheduling, sampling, kernel launches); the
+  measured A100 data decode at about 45 ms per step at batch 1 on TP4 and TP8 although the bandwidth roofline is
+  5-11 ms, so this is never zero.
+- ``tp_sync_overhead_s``: extra time per iteration per doubling of TP (inter-process broadcast and
+  synchronisation that grows with the number of workers), fitted on the same data.
+- ``allreduce_latency_s`` / ``link_efficiency``: α and the achieved fraction of the unidirectional datasheet
+  link bandwidth in the ring all-reduce model ``2(t-1)·α + 2(t-1)/t · M / (η · B_link)``.
+
+Per-GPU overrides go in ``gpu_overrides`` (``{"H100-SXM": GpuEfficiency(...)}``); a profile file sets them.
+
+Source: DESIGN §2 for the model shape; the defaults are hetplan's own calibration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class GpuEfficiency:
+    """Achieved fractions of datasheet peaks and fixed overheads for one GPU type."""
+
+    prefill_mfu: float = 0.668
+    decode_mfu: float = 0.45
+    decode_mbu: float = 0.675
+    step_overhead_s: float = 0.005
+    tp_sync_overhead_s: float = 0.0016
+    allreduce_latency_s: float = 1.05e-5
+    link_efficiency: float = 0.277
+
+
+@dataclass(frozen=True)
+class PerfSettings:
+    """Settings of the performance model and of the engine it imitates (vLLM defaults).
+
+    Attributes:
+        default: efficiency prior for GPUs without an override.
+        gpu_overrides: per GPU name (canonical catalog name) efficiency, e.g. from ``hetplan profile``.
+        gpu_memory_utilization: share of device memory the engine may use (vLLM default 0.9).
+        activation_reserve_gib: per-GPU memory kept for activations and CUDA graphs, GiB.
+        block_size_tokens: KV block size (vLLM default 16).
+        max_num_seqs: cap on the decode batch (vLLM ``--max-num-seqs``).
+        max_num_batched_tokens: cap on tokens in one prefill iteration (vLLM ``--max-num-batched-tokens``).
+        network_efficiency: achieved share of the NIC bandwidth for prefill->decode KV transfer.
+        kv_transfer_base_latency_s: fixed latency per KV transfer (connection setup, NIXL handshake).
+        pp_link_latency_s: latency per pipeline-stage hand-off.
+    """
+
+    default: GpuEfficiency = field(default_factory=GpuEfficiency)
+    gpu_overrides: tuple[tuple[str, GpuEfficiency], ...] = ()
+    gpu_memory_utilization: float = 0.9
+    activation_reserve_gib: float = 1.25
+    block_size_tokens: int = 16
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    network_efficiency: float = 0.7
+    kv_transfer_base_latency_s: float = 0.002
+    pp_link_latency_s: float = 5e-5
+
+    def for_gpu(self, gpu_name: str) -> GpuEfficiency:
+        """Efficiency for ``gpu_name``: its override if any, else the default prior."""
+        for name, eff in self.gpu_overrides:
+            if name == gpu_name:
+                return eff
+        return self.default
+
+    def with_override(self, gpu_name: str, eff: GpuEfficiency) -> PerfSettings:
+        """A copy with ``eff`` set for ``gpu_name``."""
+        rest = tuple((n, e) for n, e in self.gpu_overrides if n != gpu_name)
+        return replace(self, gpu_overrides=tuple(sorted(rest + ((gpu_name, eff),), key=lambda x: x[0])))

@@ -1,0 +1,1 @@
+"""Solvers: the MILP layer and the Cauchy combo planner."""

@@ -1,0 +1,337 @@
+"""Cauchy: the cheapest set of heterogeneous prefill/decode GPU combos that meets a goodput target.
+
+A combo ⟨n × GPU_p (TP t_p), m × GPU_d (TP t_d)⟩ serves ``G = min(n·μ_p, m·μ_d, μ_kv)`` req/s within the SLOs
+(capacities from :mod:`hetplan.perf.capacity`) at ``P = n·t_p·π_p + m·t_d·π_d`` $/hour. Candidates are every
+ordered pair of (GPU type, TP) instance options, homogeneous pairs included, with coprime ratios n:m ≤ the bound
+(a k·n:k·m combo is k copies of n:m, so nothing is lost). The deployment ILP (DESIGN §3.1)::
+
+    minimize    Σ_c P_c · y_c
+    subject to  Σ_c G_c · y_c ≥ (1 + headroom) · goodput target
+                Σ_c GPUs_{c,g} · y_c ≤ inventory_g        for every GPU type g with an inventory
+                y_c ∈ ℕ
+
+is solved by HiGHS through :mod:`hetplan.solvers.milp`; a second stage keeps the cost and picks the fewest
+combos. Pruning keeps, per instance pair, the two ratios with the most tokens/USD, then the ``top_k`` best
+combos overall plus every homogeneous candidate, so the heterogeneous optimum is never worse than the
+homogeneous one. Infeasibility names the binding constraint with numbers.
+
+Source: Cauchy (SoCC 2025) for the combo formulation and the ILP; candidate pruning, the queueing model and
+the diagnostics are hetplan's own reconstruction (no public code exists).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hetplan.catalog.pricing import GpuPrice
+from hetplan.catalog.schemas import GpuSpec
+from hetplan.errors import InfeasibleError, InputError
+from hetplan.perf.arch import ModelArch
+from hetplan.perf.capacity import (
+    DecodeCapacity,
+    LengthStats,
+    PrefillCapacity,
+    decode_capacity,
+    prefill_capacity,
+    prefill_ttft_quantile_s,
+)
+from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
+from hetplan.perf.settings import PerfSettings
+from hetplan.solvers.milp import max_value, solve_covering
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything the Cauchy solver needs.
+
+    Attributes:
+        arch: model with dtypes.
+        stats: length samples and SLO quantile.
+        goodput_req_per_s: target goodput (req/s) before headroom.
+        ttft_slo_s, tpot_slo_s: SLOs in seconds at ``stats.quantile``.
+        gpus: GPU types that may be used.
+        prices: $/GPU-hour per GPU name (every type in ``gpus`` must have one).
+        inventory: GPU name -> count available (absent = unlimited).
+        tp_options: TP degrees to consider.
+        max_ratio: largest n and m in a combo.
+        headroom: extra goodput fraction to provision (0.1 = 10 %).
+        top_k: combos kept for the ILP after pruning (plus all homogeneous ones).
+        settings: performance-model settings.
+    """
+
+    arch: ModelArch
+    stats: LengthStats
+    goodput_req_per_s: float
+    ttft_slo_s: float
+    tpot_slo_s: float
+    gpus: tuple[GpuSpec, ...]
+    prices: dict[str, GpuPrice]
+    inventory: dict[str, int] = field(default_factory=dict)
+    tp_options: tuple[int, ...] = (1, 2, 4, 8)
+    max_ratio: int = 8
+    headroom: float = 0.1
+    top_k: int = 400
+    settings: PerfSettings = PerfSettings()
+    time_limit_s: float = 30.0
+
+    @property
+    def demand_req_per_s(self) -> float:
+        return self.goodput_req_per_s * (1.0 + self.headroom)
+
+
+@dataclass(frozen=True)
+class InstanceOption:
+    """One (GPU type, TP) that fits the model, with its decode capacity."""
+
+    gpu: GpuSpec
+    tp: int
+    model: InstanceModel
+    decode: DecodeCapacity
+    network_bytes_per_s: float
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.gpu.name, self.tp)
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One candidate combo and its predicted performance (one copy of it)."""
+
+    prefill_gpu: str
+    prefill_tp: int
+    n_prefill: int
+    decode_gpu: str
+    decode_tp: int
+    n_decode: int
+    goodput_req_per_s: float
+    usd_per_hour: float
+    prefill_rate_per_instance: float
+    decode_rate_per_instance: float
+    kv_transfer_rate: float
+    decode_batch: int
+    decode_step_s: float
+    link_bytes_per_s: float
+    bound_by: str
+
+    @property
+    def homogeneous(self) -> bool:
+        return self.prefill_gpu == self.decode_gpu
+
+    def gpus_used(self) -> dict[str, int]:
+        used = {self.prefill_gpu: self.n_prefill * self.prefill_tp}
+        used[self.decode_gpu] = used.get(self.decode_gpu, 0) + self.n_decode * self.decode_tp
+        return used
+
+    @property
+    def label(self) -> str:
+        return (f"{self.n_prefill}x{self.prefill_gpu} TP{self.prefill_tp} -> "
+                f"{self.n_decode}x{self.decode_gpu} TP{self.decode_tp}")
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A solved deployment: combos with counts, cost, capacity and solver status."""
+
+    combos: tuple[tuple[Combo, int], ...]
+    total_usd_per_hour: float
+    goodput_req_per_s: float
+    status: str
+    mip_gap: float
+    candidates: int
+
+    def gpus_used(self) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for combo, count in self.combos:
+            for name, n in combo.gpus_used().items():
+                used[name] = used.get(name, 0) + n * count
+        return dict(sorted(used.items()))
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    """Every candidate kept for the ILP, plus counts for reporting."""
+
+    combos: tuple[Combo, ...]
+    enumerated: int
+    options: tuple[InstanceOption, ...]
+    prefill_caps: dict[tuple[str, int, float], PrefillCapacity]
+
+
+def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]]:
+    options, skipped = [], []
+    need = req.stats.max_context
+    for gpu in req.gpus:
+        for tp in req.tp_options:
+            if req.arch.attention_heads % tp:
+                continue
+            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings)
+            if inst.kv_capacity_tokens < need:
+                skipped.append(f"{gpu.name} TP{tp}: KV room {inst.kv_capacity_tokens} tokens < {need:.0f}")
+                continue
+            dec = decode_capacity(inst, req.stats, req.tpot_slo_s)
+            options.append(InstanceOption(gpu, tp, inst, dec, network_bytes_per_s(gpu, tp, req.settings)))
+    return options, skipped
+
+
+def enumerate_candidates(req: PlanRequest) -> CandidateSet:
+    """Build and prune the candidate combos (see module docstring).
+
+    Raises:
+        InfeasibleError: no instance option fits the model, or none meets the TTFT or TPOT SLO even idle.
+    """
+    options, skipped = _instance_options(req)
+    if not options:
+        raise InfeasibleError(
+            f"{req.arch.spec.name} does not fit any candidate GPU at TP {'/'.join(map(str, req.tp_options))}",
+            "; ".join(skipped[:6]) + (" ..." if len(skipped) > 6 else ""),
+            "add GPUs with more memory, allow higher TP (--tp 1,2,4,8), or quantize (--weight-dtype fp8)")
+    s_mean_kv = float((req.stats.prompt_tokens * req.arch.kv_bytes_per_token).mean())
+    caps: dict[tuple[str, int, float], PrefillCapacity] = {}
+
+    def pcap(p: InstanceOption, link: float) -> PrefillCapacity:
+        key = (p.gpu.name, p.tp, link)
+        if key not in caps:
+            caps[key] = prefill_capacity(p.model, req.stats, req.ttft_slo_s, link)
+        return caps[key]
+
+    ratios = [(n, m) for n in range(1, req.max_ratio + 1) for m in range(1, req.max_ratio + 1) if math.gcd(n, m) == 1]
+    rn = np.array([r[0] for r in ratios], dtype=float)
+    rm = np.array([r[1] for r in ratios], dtype=float)
+    combos: list[Combo] = []
+    enumerated = 0
+    for p in options:
+        for d in options:
+            if d.decode.rate_per_s <= 0:
+                continue
+            link = min(p.network_bytes_per_s, d.network_bytes_per_s)
+            pc = pcap(p, link)
+            if pc.rate_per_s <= 0:
+                continue
+            enumerated += len(ratios)
+            kv_rate = np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s) / s_mean_kv
+            good = np.minimum(np.minimum(rn * pc.rate_per_s, rm * d.decode.rate_per_s), kv_rate)
+            price = (rn * p.tp * req.prices[p.gpu.name].usd_per_gpu_hour
+                     + rm * d.tp * req.prices[d.gpu.name].usd_per_gpu_hour)
+            ce = good / price
+            keep = np.argsort(-ce, kind="stable")[:2]
+            for i in keep:
+                n, m = ratios[int(i)]
+                bound = ["prefill", "decode", "kv_transfer"][int(np.argmin(
+                    [n * pc.rate_per_s, m * d.decode.rate_per_s, kv_rate[i]]))]
+                combos.append(Combo(p.gpu.name, p.tp, n, d.gpu.name, d.tp, m, float(good[i]), float(price[i]),
+                                    pc.rate_per_s, d.decode.rate_per_s, float(kv_rate[i]), d.decode.batch,
+                                    d.decode.step_s, link, bound))
+    if not combos:
+        raise _slo_infeasible(req, options, pcap)
+    combos.sort(key=lambda c: (-c.goodput_req_per_s / c.usd_per_hour, c.usd_per_hour, c.label))
+    kept = combos[: req.top_k] + [c for c in combos[req.top_k:] if c.homogeneous]
+    return CandidateSet(tuple(kept), enumerated, tuple(options), caps)
+
+
+def _slo_infeasible(req: PlanRequest, options: list[InstanceOption], pcap) -> InfeasibleError:  # noqa: ANN001
+    q = round(req.stats.quantile * 100)
+    best_tpot = min(options, key=lambda o: o.decode.min_tpot_s)
+    if best_tpot.decode.min_tpot_s > req.tpot_slo_s:
+        return InfeasibleError(
+            "the TPOT SLO cannot be met by any candidate decode instance",
+            f"TPOT SLO {req.tpot_slo_s * 1e3:.0f} ms binds: the fastest decode step at batch 1 is "
+            f"{best_tpot.decode.min_tpot_s * 1e3:.1f} ms ({best_tpot.gpu.name} TP{best_tpot.tp}), "
+            f"{(best_tpot.decode.min_tpot_s / req.tpot_slo_s - 1) * 100:.0f} % over",
+            "relax --tpot, allow higher TP, or add faster-memory GPUs")
+    fastest = min(((pcap(o, o.network_bytes_per_s), o) for o in options), key=lambda x: x[0].min_ttft_s)
+    return InfeasibleError(
+        "the TTFT SLO cannot be met by any candidate prefill instance",
+        f"TTFT SLO {req.ttft_slo_s:.3g} s binds: the fastest idle p{q} TTFT (prefill + KV transfer) is "
+        f"{fastest[0].min_ttft_s:.3g} s ({fastest[1].gpu.name} TP{fastest[1].tp}), "
+        f"{(fastest[0].min_ttft_s / req.ttft_slo_s - 1) * 100:.0f} % over",
+        "relax --ttft, allow higher TP, or add GPUs with more TFLOPS")
+
+
+def _usage(combos: tuple[Combo, ...] | list[Combo], names: list[str]) -> list[list[int]]:
+    return [[c.gpus_used().get(g, 0) for c in combos] for g in names]
+
+
+def solve_allocation(req: PlanRequest, combos: list[Combo] | tuple[Combo, ...], what: str = "plan") -> Allocation:
+    """Solve the deployment ILP over ``combos``.
+
+    Raises:
+        InfeasibleError: inventory cannot reach the demand; names each GPU type that binds and by how much.
+    """
+    combos = list(combos)
+    if not combos:
+        raise InfeasibleError(f"no candidate combos for the {what}", "every candidate failed the SLOs",
+                              "relax the SLOs or add GPU types")
+    names = sorted({g for c in combos for g in c.gpus_used()})
+    usage = _usage(combos, names)
+    cap = [req.inventory.get(g) for g in names]
+    demand = req.demand_req_per_s
+    upper = []
+    for i, c in enumerate(combos):
+        ub = math.ceil(demand / c.goodput_req_per_s)
+        for g, row in enumerate(usage):
+            if row[i] and cap[g] is not None:
+                ub = min(ub, int(cap[g] // row[i]))
+        upper.append(max(ub, 0))
+    result = solve_covering([c.usd_per_hour for c in combos], [c.goodput_req_per_s for c in combos], demand,
+                            usage, cap, upper, time_limit_s=req.time_limit_s)
+    if result.status not in ("optimal", "time_limit"):
+        raise _inventory_infeasible(req, combos, names, usage, cap, what)
+    chosen = tuple((c, n) for c, n in zip(combos, result.counts, strict=True) if n > 0)
+    chosen = tuple(sorted(chosen, key=lambda x: (x[0].label, x[1])))
+    total = sum(c.usd_per_hour * n for c, n in chosen)
+    goodput = sum(c.goodput_req_per_s * n for c, n in chosen)
+    return Allocation(chosen, total, goodput, result.status, result.gap, len(combos))
+
+
+def _inventory_infeasible(req: PlanRequest, combos: list[Combo], names: list[str], usage: list[list[int]],
+                          cap: list[int | None], what: str) -> InfeasibleError:
+    demand = req.demand_req_per_s
+    best = max_value([c.goodput_req_per_s for c in combos], usage, cap)
+    free = solve_covering([c.usd_per_hour for c in combos], [c.goodput_req_per_s for c in combos], demand,
+                          upper=[math.ceil(demand / c.goodput_req_per_s) for c in combos])
+    needs = []
+    if free.status == "optimal":
+        used: dict[str, int] = {}
+        for c, n in zip(combos, free.counts, strict=True):
+            for g, k in c.gpus_used().items():
+                used[g] = used.get(g, 0) + k * n
+        for g in sorted(used):
+            have = req.inventory.get(g)
+            if have is not None and used[g] > have:
+                needs.append(f"needs {used[g]} {g}, inventory has {have}")
+    inv = ", ".join(f"{g}={req.inventory[g]}" for g in names if g in req.inventory)
+    why = (f"the {what} needs {demand:.2f} req/s (goodput {req.goodput_req_per_s:g} x {1 + req.headroom:g} headroom) "
+           f"but the inventory ({inv}) supports at most {best:.2f} req/s within the SLOs, "
+           f"{(1 - best / demand) * 100:.0f} % short")
+    if needs:
+        why += "; the cheapest unconstrained plan " + "; ".join(needs)
+    return InfeasibleError(f"inventory cannot meet the goodput target for the {what}", why,
+                           "add GPUs to --inventory, lower --goodput or --headroom, or relax the SLOs")
+
+
+def predicted_latency(req: PlanRequest, cands: CandidateSet, combo: Combo, load_req_per_s: float) -> dict[str, float]:
+    """Predicted q-quantile TTFT and TPOT of one combo copy carrying ``load_req_per_s``."""
+    opt = {o.key: o for o in cands.options}
+    p = opt[(combo.prefill_gpu, combo.prefill_tp)]
+    service = np.asarray(p.model.prefill_latency_s(req.stats.prompt_tokens), dtype=float)
+    kv = np.asarray(kv_transfer_s(req.arch, req.stats.prompt_tokens, combo.link_bytes_per_s, req.settings))
+    ttft = prefill_ttft_quantile_s(load_req_per_s / combo.n_prefill, service, kv, req.stats.quantile)
+    return {"ttft_s": ttft, "tpot_s": combo.decode_step_s, "utilization": load_req_per_s / combo.goodput_req_per_s}
+
+
+def check_request(req: PlanRequest) -> None:
+    """Validate ranges; raises :class:`InputError` naming the field."""
+    if not req.goodput_req_per_s > 0:
+        raise InputError(f"goodput must be > 0 req/s, got {req.goodput_req_per_s}", fix="pass e.g. --goodput 5")
+    if req.headroom < 0:
+        raise InputError(f"headroom must be >= 0, got {req.headroom}", fix="pass e.g. --headroom 0.1")
+    if req.max_ratio < 1:
+        raise InputError(f"max ratio must be >= 1, got {req.max_ratio}", fix="pass e.g. --max-ratio 8")
+    missing = [g.name for g in req.gpus if g.name not in req.prices]
+    if missing:
+        raise InputError(f"no price for {', '.join(missing)}", "every candidate GPU needs a $/GPU-hour",
+                         "pass --prices FILE with usd_per_gpu_hour for them, or pick another --cloud")

@@ -1,0 +1,155 @@
+"""The one place hetplan calls PuLP and HiGHS.
+
+:func:`solve_covering` solves the deployment ILP that Cauchy (and, later, Mélange) reduce to::
+
+    minimize    Σ_c cost_c · y_c
+    subject to  Σ_c value_c · y_c ≥ demand                   (goodput)
+                Σ_c use_{c,g} · y_c ≤ cap_g     for each g  (inventory)
+                y_c ∈ {0, 1, 2, …}, y_c ≤ ub_c
+
+and optionally a second, lexicographic stage: among solutions with cost ≤ (1+ε)·optimum, fewest units.
+
+HiGHS prints a banner on stdout the first time a solver is created in a process, even with ``msg=False``
+(DESIGN §3.5); stdout's file descriptor is pointed at /dev/null while HiGHS runs, so ``--json`` stays clean.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pulp
+
+
+@contextlib.contextmanager
+def quiet_stdout() -> Iterator[None]:
+    """Send file descriptor 1 to /dev/null for the duration (C-level prints included)."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+@dataclass(frozen=True)
+class MilpResult:
+    """Outcome: ``status`` ("optimal", "infeasible", "time_limit", …), integer ``counts`` per column,
+    ``objective`` (cost), ``gap`` (relative MIP gap reported by HiGHS, 0 when proven optimal)."""
+
+    status: str
+    counts: tuple[int, ...]
+    objective: float
+    gap: float
+
+
+def _solver(time_limit_s: float, gap: float) -> pulp.LpSolver:
+    return pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap, threads=1)
+
+
+def _run(prob: pulp.LpProblem, solver: pulp.LpSolver) -> str:
+    with quiet_stdout():
+        prob.solve(solver)
+    return {1: "optimal", 0: "not_solved", -1: "infeasible", -2: "unbounded", -3: "undefined"}.get(
+        prob.status, "undefined")
+
+
+def solve_covering(cost: Sequence[float], value: Sequence[float], demand: float,
+                   usage: Sequence[Sequence[float]] = (), capacity: Sequence[float | None] = (),
+                   upper: Sequence[int] | None = None, second_stage_epsilon: float | None = 1e-9,
+                   time_limit_s: float = 30.0, mip_gap: float = 0.0) -> MilpResult:
+    """Solve the covering ILP above.
+
+    Args:
+        cost: shape (C,), cost per unit of column c (e.g. $/hour of one combo).
+        value: shape (C,), value per unit (e.g. req/s of goodput).
+        demand: required Σ value·y.
+        usage: shape (G, C): resource g used per unit of column c (e.g. GPUs of type g).
+        capacity: shape (G,): limit per resource (None = unlimited).
+        upper: shape (C,): optional upper bound per column.
+        second_stage_epsilon: if not None, re-solve for the fewest units at cost ≤ (1+ε)·optimum.
+        time_limit_s, mip_gap: HiGHS limits; a time-limited answer is reported as ``time_limit``.
+
+    Returns:
+        :class:`MilpResult`; ``counts`` are rounded integers of the incumbent.
+    """
+    n = len(cost)
+    prob = pulp.LpProblem("covering", pulp.LpMinimize)
+    ys = [pulp.LpVariable(f"y{i:05d}", lowBound=0, upBound=None if upper is None else int(upper[i]), cat="Integer")
+          for i in range(n)]
+    prob += pulp.lpSum(float(cost[i]) * ys[i] for i in range(n))
+    prob += pulp.lpSum(float(value[i]) * ys[i] for i in range(n)) >= float(demand), "demand"
+    for g, row in enumerate(usage):
+        cap = capacity[g] if g < len(capacity) else None
+        if cap is None:
+            continue
+        terms = [float(row[i]) * ys[i] for i in range(n) if row[i]]
+        if terms:
+            prob += pulp.lpSum(terms) <= float(cap), f"cap{g:03d}"
+    solver = _solver(time_limit_s, mip_gap)
+    status = _run(prob, solver)
+    if status != "optimal":
+        if status == "not_solved" and all(v.varValue is not None for v in ys):
+            status = "time_limit"
+        else:
+            return MilpResult(status, tuple(0 for _ in ys), float("nan"), float("nan"))
+    best = float(pulp.value(prob.objective) or 0.0)
+    counts = tuple(int(round(v.varValue or 0.0)) for v in ys)
+    gap = _gap(prob)
+    if second_stage_epsilon is not None and n:
+        prob2 = prob.deepcopy()
+        prob2.sense = pulp.LpMinimize
+        ys2 = {v.name: v for v in prob2.variables()}
+        y2 = [ys2[v.name] for v in ys]
+        prob2 += pulp.lpSum(float(cost[i]) * y2[i] for i in range(n)) <= best * (1 + second_stage_epsilon) + 1e-9, "cost"
+        prob2.setObjective(pulp.lpSum(y2))
+        if _run(prob2, _solver(time_limit_s, mip_gap)) == "optimal":
+            counts = tuple(int(round(v.varValue or 0.0)) for v in y2)
+            best = sum(float(cost[i]) * counts[i] for i in range(n))
+    return MilpResult(status, counts, best, gap)
+
+
+def _gap(prob: pulp.LpProblem) -> float:
+    solution_gap = getattr(prob, "solverModel", None)
+    try:
+        info = solution_gap.getInfo() if solution_gap is not None else None
+        return float(getattr(info, "mip_gap", 0.0)) if info is not None else 0.0
+    except Exception:  # noqa: BLE001 - the gap is informative only; HiGHS versions differ
+        return 0.0
+
+
+def max_value(value: Sequence[float], usage: Sequence[Sequence[float]], capacity: Sequence[float | None],
+              time_limit_s: float = 10.0) -> float:
+    """Largest Σ value·y (y integer ≥ 0) within the resource capacities; inf if some column is unbounded."""
+    n = len(value)
+    prob = pulp.LpProblem("max_value", pulp.LpMaximize)
+    ys = [pulp.LpVariable(f"y{i:05d}", lowBound=0, cat="Integer") for i in range(n)]
+    prob += pulp.lpSum(float(value[i]) * ys[i] for i in range(n))
+    bounded = [False] * n
+    for g, row in enumerate(usage):
+        cap = capacity[g]
+        if cap is None:
+            continue
+        terms = [float(row[i]) * ys[i] for i in range(n) if row[i]]
+        for i in range(n):
+            if row[i]:
+                bounded[i] = True
+        if terms:
+            prob += pulp.lpSum(terms) <= float(cap), f"cap{g:03d}"
+    if not all(bounded):
+        return float("inf")
+    status = _run(prob, _solver(time_limit_s, 0.0))
+    return float(pulp.value(prob.objective) or 0.0) if status == "optimal" else 0.0

@@ -1,0 +1,68 @@
+"""Unit parsing and conversion, in one place.
+
+Durations accept ``2s``, ``80ms``, ``1.5 s``, ``500us`` or a bare number of seconds. Sizes use GiB = 2**30
+bytes for memory and GB = 1e9 bytes for bandwidth, as vendors do.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hetplan.errors import InputError
+
+GIB = 2**30
+GB = 1e9
+TERA = 1e12
+
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|us|µs|min)?\s*$")
+_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0}
+
+
+def parse_duration_s(value: str | float | int, field: str = "duration") -> float:
+    """Parse a duration such as ``2s``, ``80ms`` or ``0.08`` into seconds (float > 0).
+
+    Raises:
+        InputError: the text is not a positive duration; the message names ``field``.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = _DURATION_RE.match(str(value))
+        if not match:
+            raise InputError(
+                f"{field}: cannot read {value!r} as a duration",
+                "expected a number followed by s, ms or us",
+                f"write it like '2s' or '80ms', e.g. --{field.replace('_', '-')} 80ms",
+            )
+        seconds = float(match.group(1)) * _SCALE[match.group(2)]
+    if not seconds > 0:
+        raise InputError(f"{field}: must be greater than zero, got {value!r}", fix="give a positive duration")
+    return seconds
+
+
+def parse_percentile(value: str | float, field: str = "percentile") -> float:
+    """Parse a percentile given as ``90``, ``p90``, ``0.9`` or ``99.9`` into a fraction in (0, 1).
+
+    Raises:
+        InputError: not a percentile in (0, 100).
+    """
+    text = str(value).strip().lower().lstrip("p")
+    try:
+        number = float(text)
+    except ValueError:
+        raise InputError(f"{field}: cannot read {value!r}", fix="write e.g. 90, p90 or 0.9") from None
+    fraction = number / 100.0 if number > 1.0 else number
+    if not 0.0 < fraction < 1.0:
+        raise InputError(f"{field}: {value!r} is outside (0, 100)", fix="write e.g. 90, p90 or 0.9")
+    return fraction
+
+
+def format_duration(seconds: float) -> str:
+    """Render seconds as ``123 ms`` or ``1.23 s`` for tables."""
+    if seconds != seconds or seconds == float("inf"):
+        return "inf"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.0f} ms" if seconds >= 0.01 else f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
