@@ -103,8 +103,12 @@ def mg1_wait_quantile_s(rate: float, mean_s: float, second_moment_s2: float, qua
 
 def prefill_ttft_quantile_s(rate: float, service_s: np.ndarray, kv_s: np.ndarray, quantile: float) -> float:
     """Predicted q-quantile TTFT of a prefill instance at arrival ``rate`` (see module docstring)."""
-    wait = mg1_wait_quantile_s(rate, float(service_s.mean()), float((service_s**2).mean()), quantile)
-    return wait + float(np.percentile(service_s + kv_s, quantile * 100))
+    return _ttft_q(rate, float(service_s.mean()), float((service_s**2).mean()),
+                   float(np.percentile(service_s + kv_s, quantile * 100)), quantile)
+
+
+def _ttft_q(rate: float, mean_s: float, second_s2: float, idle_q_s: float, quantile: float) -> float:
+    return mg1_wait_quantile_s(rate, mean_s, second_s2, quantile) + idle_q_s
 
 
 def prefill_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: float,
@@ -112,14 +116,14 @@ def prefill_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: float,
     """Largest arrival rate (req/s) one prefill instance serves with q-quantile TTFT ≤ ``ttft_slo_s``."""
     service = np.asarray(inst.prefill_latency_s(stats.prompt_tokens), dtype=float)
     kv = np.asarray(kv_transfer_s(inst.arch, stats.prompt_tokens, link_bytes_per_s, inst.settings), dtype=float)
-    idle = prefill_ttft_quantile_s(0.0, service, kv, stats.quantile)
-    mean_s = float(service.mean())
+    mean_s, second_s2 = float(service.mean()), float((service**2).mean())
+    idle = float(np.percentile(service + kv, stats.quantile * 100))
     if idle > ttft_slo_s:
         return PrefillCapacity(0.0, idle, mean_s)
     lo, hi = 0.0, 1.0 / mean_s
     for _ in range(BISECT_STEPS):
         mid = (lo + hi) / 2
-        if prefill_ttft_quantile_s(mid, service, kv, stats.quantile) <= ttft_slo_s:
+        if _ttft_q(mid, mean_s, second_s2, idle, stats.quantile) <= ttft_slo_s:
             lo = mid
         else:
             hi = mid

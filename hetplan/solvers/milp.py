@@ -87,20 +87,21 @@ def solve_covering(cost: Sequence[float], value: Sequence[float], demand: float,
         :class:`MilpResult`; ``counts`` are rounded integers of the incumbent.
     """
     n = len(cost)
-    prob = pulp.LpProblem("covering", pulp.LpMinimize)
-    ys = [pulp.LpVariable(f"y{i:05d}", lowBound=0, upBound=None if upper is None else int(upper[i]), cat="Integer")
-          for i in range(n)]
-    prob += pulp.lpSum(float(cost[i]) * ys[i] for i in range(n))
-    prob += pulp.lpSum(float(value[i]) * ys[i] for i in range(n)) >= float(demand), "demand"
-    for g, row in enumerate(usage):
-        cap = capacity[g] if g < len(capacity) else None
-        if cap is None:
-            continue
-        terms = [float(row[i]) * ys[i] for i in range(n) if row[i]]
-        if terms:
-            prob += pulp.lpSum(terms) <= float(cap), f"cap{g:03d}"
-    solver = _solver(time_limit_s, mip_gap)
-    status = _run(prob, solver)
+
+    def build(name: str) -> tuple[pulp.LpProblem, list[pulp.LpVariable]]:
+        prob = pulp.LpProblem(name, pulp.LpMinimize)
+        ys = [_var(prob, f"y{i:05d}", None if upper is None else int(upper[i])) for i in range(n)]
+        prob += pulp.lpSum(float(value[i]) * ys[i] for i in range(n)) >= float(demand), "demand"
+        for g, row in enumerate(usage):
+            cap = capacity[g] if g < len(capacity) else None
+            terms = [float(row[i]) * ys[i] for i in range(n) if row[i]]
+            if cap is not None and terms:
+                prob += pulp.lpSum(terms) <= float(cap), f"cap{g:03d}"
+        return prob, ys
+
+    prob, ys = build("covering")
+    prob.setObjective(pulp.lpSum(float(cost[i]) * ys[i] for i in range(n)))
+    status = _run(prob, _solver(time_limit_s, mip_gap))
     if status != "optimal":
         if status == "not_solved" and all(v.varValue is not None for v in ys):
             status = "time_limit"
@@ -110,16 +111,19 @@ def solve_covering(cost: Sequence[float], value: Sequence[float], demand: float,
     counts = tuple(int(round(v.varValue or 0.0)) for v in ys)
     gap = _gap(prob)
     if second_stage_epsilon is not None and n:
-        prob2 = prob.deepcopy()
-        prob2.sense = pulp.LpMinimize
-        ys2 = {v.name: v for v in prob2.variables()}
-        y2 = [ys2[v.name] for v in ys]
-        prob2 += pulp.lpSum(float(cost[i]) * y2[i] for i in range(n)) <= best * (1 + second_stage_epsilon) + 1e-9, "cost"
+        prob2, y2 = build("fewest_units")
+        limit = best * (1 + second_stage_epsilon) + 1e-9
+        prob2 += pulp.lpSum(float(cost[i]) * y2[i] for i in range(n)) <= limit, "cost"
         prob2.setObjective(pulp.lpSum(y2))
         if _run(prob2, _solver(time_limit_s, mip_gap)) == "optimal":
             counts = tuple(int(round(v.varValue or 0.0)) for v in y2)
             best = sum(float(cost[i]) * counts[i] for i in range(n))
     return MilpResult(status, counts, best, gap)
+
+
+def _var(prob: pulp.LpProblem, name: str, upper: int | None) -> pulp.LpVariable:
+    """A non-negative integer variable attached to ``prob`` (PuLP >= 3.3 API)."""
+    return prob.add_variable(name, lowBound=0, upBound=upper, cat="Integer")
 
 
 def _gap(prob: pulp.LpProblem) -> float:
@@ -136,8 +140,8 @@ def max_value(value: Sequence[float], usage: Sequence[Sequence[float]], capacity
     """Largest Σ value·y (y integer ≥ 0) within the resource capacities; inf if some column is unbounded."""
     n = len(value)
     prob = pulp.LpProblem("max_value", pulp.LpMaximize)
-    ys = [pulp.LpVariable(f"y{i:05d}", lowBound=0, cat="Integer") for i in range(n)]
-    prob += pulp.lpSum(float(value[i]) * ys[i] for i in range(n))
+    ys = [_var(prob, f"y{i:05d}", None) for i in range(n)]
+    prob.setObjective(pulp.lpSum(float(value[i]) * ys[i] for i in range(n)))
     bounded = [False] * n
     for g, row in enumerate(usage):
         cap = capacity[g]

@@ -1,0 +1,93 @@
+import math
+
+import pytest
+
+from hetplan.errors import InfeasibleError
+from hetplan.solvers.cauchy import enumerate_candidates, solve_allocation
+from tests.helpers import gpu, request
+
+X = gpu("X", tflops=1000, gb_per_s=2000)
+Y = gpu("Y", tflops=150, gb_per_s=4000)
+PRICES = {"X": 4.0, "Y": 2.0}
+
+
+def best_ce_by_pair(req):
+    cands = enumerate_candidates(req)
+    best = {}
+    for c in cands.combos:
+        key = (c.prefill_gpu, c.decode_gpu)
+        best[key] = max(best.get(key, 0.0), c.goodput_req_per_s / c.usd_per_hour)
+    return best
+
+
+def test_relative_advantage_design_s4():
+    """DESIGN §4: X (1000 TFLOPS, 2 TB/s, $4/h), Y (150 TFLOPS, 4 TB/s, $2/h): best <X,Y>, worst <Y,X>."""
+    best = best_ce_by_pair(request([X, Y], PRICES, ttft=5.0))
+    ranked = sorted(best, key=best.get, reverse=True)
+    assert ranked[0] == ("X", "Y")
+    assert ranked[-1] == ("Y", "X")
+    assert best[("Y", "X")] < min(best[("X", "X")], best[("Y", "Y")])
+    assert max(best[("X", "X")], best[("Y", "Y")]) < best[("X", "Y")]
+
+
+def test_plan_invariants_and_heterogeneous_wins():
+    req = request([X, Y], PRICES, inventory={"X": 20, "Y": 20}, goodput=20.0, ttft=5.0)
+    cands = enumerate_candidates(req)
+    alloc = solve_allocation(req, cands.combos)
+    used = alloc.gpus_used()
+    assert alloc.total_usd_per_hour == pytest.approx(sum(PRICES[g] * n for g, n in used.items()))
+    assert alloc.goodput_req_per_s >= req.demand_req_per_s
+    assert all(used[g] <= req.inventory[g] for g in used)
+    homo = solve_allocation(req, [c for c in cands.combos if c.homogeneous])
+    assert alloc.total_usd_per_hour <= homo.total_usd_per_hour
+    assert any(not c.homogeneous for c, _ in alloc.combos)
+
+
+def test_ilp_matches_brute_force_on_small_instance():
+    req = request([X, Y], PRICES, inventory={"X": 6, "Y": 6}, goodput=12.0, ttft=5.0, max_ratio=2)
+    combos = list(enumerate_candidates(req).combos)
+    alloc = solve_allocation(req, combos)
+    best = math.inf
+
+    def rec(i, goodput, cost, used):
+        nonlocal best
+        if cost >= best:
+            return
+        if goodput >= req.demand_req_per_s:
+            best = cost
+            return
+        if i == len(combos):
+            return
+        c = combos[i]
+        k = 0
+        while True:
+            u = {g: used.get(g, 0) + n * k for g, n in c.gpus_used().items()}
+            u = {**used, **u}
+            if any(u[g] > req.inventory[g] for g in u):
+                break
+            rec(i + 1, goodput + k * c.goodput_req_per_s, cost + k * c.usd_per_hour, u)
+            k += 1
+
+    rec(0, 0.0, 0.0, {})
+    assert alloc.total_usd_per_hour == pytest.approx(best)
+
+
+def test_infeasible_inventory_names_binding_type():
+    req = request([X], {"X": 4.0}, inventory={"X": 2}, goodput=50.0, ttft=5.0)
+    with pytest.raises(InfeasibleError) as info:
+        solve_allocation(req, enumerate_candidates(req).combos)
+    why = info.value.why
+    assert "inventory (X=2)" in why and "needs" in why and "X, inventory has 2" in why
+
+
+def test_infeasible_ttft_slo_says_by_how_much():
+    req = request([Y], {"Y": 2.0}, ttft=0.01)
+    with pytest.raises(InfeasibleError) as info:
+        enumerate_candidates(req)
+    assert "TTFT SLO" in info.value.why and "% over" in info.value.why
+
+
+def test_infeasible_tpot_slo():
+    req = request([X], {"X": 4.0}, tpot=0.001)
+    with pytest.raises(InfeasibleError, match="TPOT"):
+        enumerate_candidates(req)
