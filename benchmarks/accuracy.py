@@ -44,9 +44,16 @@ def load_measured(data: Path) -> list[dict]:
             groups[key].append((float(r["prompt_time"]) / 1e3, float(r["token_time"]) / 1e3))
     rows = []
     for (tp, b, s, o), vals in sorted(groups.items()):
-        rows.append({"tp": tp, "batch": b, "prompt": s, "output": o,
-                     "prefill_s": statistics.median(v[0] for v in vals),
-                     "decode_s": statistics.median(v[1] for v in vals)})
+        rows.append(
+            {
+                "tp": tp,
+                "batch": b,
+                "prompt": s,
+                "output": o,
+                "prefill_s": statistics.median(v[0] for v in vals),
+                "decode_s": statistics.median(v[1] for v in vals),
+            }
+        )
     return rows
 
 
@@ -131,7 +138,9 @@ def published_errors(data: Path, settings: PerfSettings) -> list[tuple[str, floa
                 b = int(static.group(1))
                 if int(inst.max_batch_size(isl + osl)) < b:
                     continue
-                cycle = float(inst.prefill_latency_s(isl, b)) + osl * float(inst.decode_step_latency_s(b, isl + osl / 2))
+                cycle = float(inst.prefill_latency_s(isl, b)) + osl * float(
+                    inst.decode_step_latency_s(b, isl + osl / 2)
+                )
                 tput = b * osl / cycle
             else:
                 tput = max_output_tokens_per_s(inst, isl, osl)
@@ -164,12 +173,16 @@ def main() -> int:
         settings = PerfSettings(default=eff)
     pre, dec = measured_errors(rows, settings)
     print(f"measured DGX-A100 Llama-2-70B ({len(rows)} configurations, medians of repeats)")
-    print(f"  prefill median |error| = {np.median(np.abs(pre)) * 100:.1f} %  (p90 {np.percentile(np.abs(pre), 90) * 100:.1f} %)")
-    print(f"  decode  median |error| = {np.median(np.abs(dec)) * 100:.1f} %  (p90 {np.percentile(np.abs(dec), 90) * 100:.1f} %)")
+    for label, err in (("prefill", pre), ("decode ", dec)):
+        med, p90 = np.median(np.abs(err)) * 100, np.percentile(np.abs(err), 90) * 100
+        print(f"  {label} median |error| = {med:.1f} %  (p90 {p90:.1f} %)")
     if args.verbose:
         for r, p, d in zip(rows, pre, dec, strict=True):
-            print(f"    tp={r['tp']} b={r['batch']:>2} s={r['prompt']:>4} o={r['output']:>4} "
-                  f"prefill {r['prefill_s'] * 1e3:8.1f} ms {p * 100:+6.1f} %  decode {r['decode_s'] * 1e3:6.1f} ms {d * 100:+6.1f} %")
+            print(
+                f"    tp={r['tp']} b={r['batch']:>2} s={r['prompt']:>4} o={r['output']:>4} "
+                f"prefill {r['prefill_s'] * 1e3:8.1f} ms {p * 100:+6.1f} %  "
+                f"decode {r['decode_s'] * 1e3:6.1f} ms {d * 100:+6.1f} %"
+            )
     pub = published_errors(args.data, settings)
     errs = np.array([e for *_, e in pub])
     print(f"published throughput (MLPerf Offline + TensorRT-LLM tables, {len(pub)} rows)")

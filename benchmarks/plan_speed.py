@@ -42,11 +42,26 @@ def main() -> int:
         else:
             prices[g.name] = p.usd_per_gpu_hour
     price_file = Path(tempfile.mkdtemp()) / "prices.yaml"
-    price_file.write_text(yaml.safe_dump({"schema_version": 1, "kind": "prices", "source": "benchmark placeholders",
-                                          "as_of": "n/a", "usd_per_gpu_hour": prices}))
-    scenario = Scenario(model=args.model, workload={"path": str(ROOT / "examples/data/azure_conv_15min.csv")},
-                        goodput_req_per_s=20, gpus=[g.name for g in gpus], tp=[1, 2, 4, 8], max_ratio=8,
-                        prices=str(price_file))
+    price_file.write_text(
+        yaml.safe_dump(
+            {
+                "schema_version": 1,
+                "kind": "prices",
+                "source": "benchmark placeholders",
+                "as_of": "n/a",
+                "usd_per_gpu_hour": prices,
+            }
+        )
+    )
+    scenario = Scenario(
+        model=args.model,
+        workload={"path": str(ROOT / "examples/data/azure_conv_15min.csv")},
+        goodput_req_per_s=20,
+        gpus=[g.name for g in gpus],
+        tp=[1, 2, 4, 8],
+        max_ratio=8,
+        prices=str(price_file),
+    )
     print(f"{len(gpus)} GPU types; placeholder prices for {len(placeholder)}: {', '.join(placeholder)}")
     times: dict[str, list[float]] = {"inputs": [], "enumerate": [], "ilp": [], "total": []}
     for run in range(args.repeats + 1):
@@ -63,8 +78,10 @@ def main() -> int:
             times[key].append(value)
     print(f"instance options (GPU x TP that fit): {len(cands.options)}")
     types_in_ilp = len({g for c in cands.combos for g in c.gpus_used()})
-    print(f"combos enumerated: {cands.enumerated:,}; ILP: {len(cands.combos)} integer variables, 1 demand row "
-          f"(+ one inventory row per GPU type with an inventory; {types_in_ilp} types appear)")
+    print(
+        f"combos enumerated: {cands.enumerated:,}; ILP: {len(cands.combos)} integer variables, 1 demand row "
+        f"(+ one inventory row per GPU type with an inventory; {types_in_ilp} types appear)"
+    )
     print(f"plan: ${alloc.total_usd_per_hour:.2f}/h, {alloc.goodput_req_per_s:.2f} req/s, status {alloc.status}")
     for key, vals in times.items():
         print(f"  {key:10s} median {statistics.median(vals):.3f} s  (runs: {', '.join(f'{v:.3f}' for v in vals)})")

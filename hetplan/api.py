@@ -37,9 +37,19 @@ HOURS_PER_MONTH = 730.0
 MAX_SAMPLES = 4000
 
 
-def estimate(model: str, gpu: str, tp: int = 1, pp: int = 1, batch: int = 1, prompt_tokens: int = 1024,
-             context_tokens: int | None = None, output_tokens: int | None = None, weight_dtype: str = "bf16",
-             kv_dtype: str = "bf16", settings: PerfSettings | None = None) -> Estimate:
+def estimate(
+    model: str,
+    gpu: str,
+    tp: int = 1,
+    pp: int = 1,
+    batch: int = 1,
+    prompt_tokens: int = 1024,
+    context_tokens: int | None = None,
+    output_tokens: int | None = None,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    settings: PerfSettings | None = None,
+) -> Estimate:
     """Latency, memory and throughput of one instance (``hetplan estimate``).
 
     Raises:
@@ -63,24 +73,33 @@ def build_workload(scenario: Scenario) -> Workload:
     spec = scenario.workload
     if spec.synthetic is not None:
         s = spec.synthetic
-        return synthetic_workload(s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median,
-                                  s.output_tokens_median, s.sigma)
+        return synthetic_workload(
+            s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median, s.output_tokens_median, s.sigma
+        )
     if spec.path is None:
-        raise InputError("workload: neither path nor synthetic is set",
-                         fix="set workload.path to a trace or workload.synthetic to a distribution")
+        raise InputError(
+            "workload: neither path nor synthetic is set",
+            fix="set workload.path to a trace or workload.synthetic to a distribution",
+        )
     return load_workload(scenario.resolve(spec.path) or "", spec.format, spec.rate_per_s)
 
 
 def _resolve_inputs(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str]]:
     warnings: list[str] = []
     check_cloud(scenario.cloud)
-    arch = ModelArch(find_model(scenario.resolve(scenario.model) if scenario.model.endswith(".json")
-                                else scenario.model), scenario.weight_dtype, scenario.kv_dtype)
+    arch = ModelArch(
+        find_model((scenario.resolve(scenario.model) if scenario.model.endswith(".json") else None) or scenario.model),
+        scenario.weight_dtype,
+        scenario.kv_dtype,
+    )
     workload = build_workload(scenario)
     goodput = scenario.goodput_req_per_s or workload.arrival_rate_per_s
     if goodput is None:
-        raise InputError("no goodput target", "the workload has no timestamps and no goodput was given",
-                         "pass --goodput REQ_PER_S or set workload.rate_per_s")
+        raise InputError(
+            "no goodput target",
+            "the workload has no timestamps and no goodput was given",
+            "pass --goodput REQ_PER_S or set workload.rate_per_s",
+        )
     if scenario.goodput_req_per_s is None:
         warnings.append(f"goodput target defaults to the workload's mean arrival rate, {goodput:.3f} req/s")
     quantile = parse_percentile(scenario.slo.percentile)
@@ -104,9 +123,11 @@ def _resolve_inputs(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str
         price = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices)
         if price is None:
             if scenario.gpus or inventory:
-                raise InputError(f"no price for {gpu.name}" + (f" on {scenario.cloud}" if scenario.cloud else ""),
-                                 "every GPU type in the plan needs a $/GPU-hour",
-                                 "pass --prices FILE with usd_per_gpu_hour for it, or drop it from --gpus")
+                raise InputError(
+                    f"no price for {gpu.name}" + (f" on {scenario.cloud}" if scenario.cloud else ""),
+                    "every GPU type in the plan needs a $/GPU-hour",
+                    "pass --prices FILE with usd_per_gpu_hour for it, or drop it from --gpus",
+                )
             continue
         try:
             gpu.dense_tflops("bf16")
@@ -124,8 +145,20 @@ def _resolve_inputs(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str
     tps = tuple(sorted(set(scenario.tp)))
     if not tps or any(t < 1 for t in tps):
         raise InputError(f"tp options must be positive integers, got {scenario.tp}", fix="pass e.g. --tp 1,2,4,8")
-    req = PlanRequest(arch, stats, float(goodput), ttft, tpot, tuple(chosen), prices, inventory, tps,
-                      scenario.max_ratio, scenario.headroom, scenario.top_k)
+    req = PlanRequest(
+        arch,
+        stats,
+        float(goodput),
+        ttft,
+        tpot,
+        tuple(chosen),
+        prices,
+        inventory,
+        tps,
+        scenario.max_ratio,
+        scenario.headroom,
+        scenario.top_k,
+    )
     check_request(req)
     return req, workload, warnings
 
@@ -141,8 +174,12 @@ def _combo_doc(req: PlanRequest, cands: CandidateSet, combo: Any, count: int, lo
     tokens = req.stats.mean_prompt + req.stats.mean_output
     lat = predicted_latency(req, cands, combo, load)
     return {
-        "prefill_gpu": combo.prefill_gpu, "prefill_tp": combo.prefill_tp, "n_prefill": combo.n_prefill,
-        "decode_gpu": combo.decode_gpu, "decode_tp": combo.decode_tp, "n_decode": combo.n_decode,
+        "prefill_gpu": combo.prefill_gpu,
+        "prefill_tp": combo.prefill_tp,
+        "n_prefill": combo.n_prefill,
+        "decode_gpu": combo.decode_gpu,
+        "decode_tp": combo.decode_tp,
+        "n_decode": combo.n_decode,
         "count": count,
         "usd_per_hour": _r(combo.usd_per_hour),
         "goodput_req_per_s": _r(combo.goodput_req_per_s),
@@ -201,7 +238,9 @@ def plan(scenario: Scenario) -> dict[str, Any]:
         "scenario": _scenario_doc(scenario, req, workload),
     }
     doc.update(_allocation_doc(req, cands, het))
-    doc["tokens_per_usd_basis"] = "input+output tokens per USD at the plan's goodput capacity (output_tokens_per_usd: output only)"
+    doc["tokens_per_usd_basis"] = (
+        "input+output tokens per USD at the plan's goodput capacity (output_tokens_per_usd: output only)"
+    )
     doc["homogeneous_baseline"] = homo_doc
     doc["homogeneous_by_gpu"] = by_gpu
     doc["gain_over_homogeneous"] = None if gain is None else _r(gain, 4)
@@ -228,17 +267,23 @@ def _homogeneous(req: PlanRequest, cands: CandidateSet) -> tuple[dict[str, Any],
         except InfeasibleError as exc:
             by_gpu[gpu] = {"status": "infeasible", "reason": exc.why or exc.what}
             continue
-        by_gpu[gpu] = {"status": alloc.status, "total_usd_per_hour": _r(alloc.total_usd_per_hour),
-                       "goodput_req_per_s": _r(alloc.goodput_req_per_s)}
+        by_gpu[gpu] = {
+            "status": alloc.status,
+            "total_usd_per_hour": _r(alloc.total_usd_per_hour),
+            "goodput_req_per_s": _r(alloc.goodput_req_per_s),
+        }
         if best is None or (alloc.total_usd_per_hour, gpu) < best[:2]:
             best = (alloc.total_usd_per_hour, gpu, alloc)
-    for gpu in req.gpus:
-        by_gpu.setdefault(gpu.name, {"status": "infeasible",
-                                     "reason": "no single-type combo of this GPU meets the SLOs"})
+    for spec in req.gpus:
+        by_gpu.setdefault(
+            spec.name, {"status": "infeasible", "reason": "no single-type combo of this GPU meets the SLOs"}
+        )
     by_gpu = dict(sorted(by_gpu.items()))
     if best is None:
-        return {"status": "infeasible", "reason": "no single GPU type can meet the target alone under the SLOs "
-                                                  "and inventory"}, by_gpu
+        return {
+            "status": "infeasible",
+            "reason": "no single GPU type can meet the target alone under the SLOs and inventory",
+        }, by_gpu
     doc = {"gpu": best[1]}
     doc.update(_allocation_doc(req, cands, best[2]))
     return doc, by_gpu
@@ -257,8 +302,9 @@ def _scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> d
         "workload": workload.summary(),
         "gpus": [g.name for g in req.gpus],
         "inventory": dict(sorted(req.inventory.items())),
-        "prices": {name: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source}
-                   for name, p in sorted(req.prices.items())},
+        "prices": {
+            name: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for name, p in sorted(req.prices.items())
+        },
         "tp_options": list(req.tp_options),
         "max_ratio": req.max_ratio,
         "perf_settings": asdict(req.settings),

@@ -35,8 +35,11 @@ def write_atomic(path: str | Path, text: str, force: bool = False) -> Path:
     """
     path = Path(path)
     if path.exists() and not force:
-        raise OutputExistsError(f"{path} already exists", "hetplan does not overwrite files unless asked",
-                                "pass --force to overwrite it, or choose another --out")
+        raise OutputExistsError(
+            f"{path} already exists",
+            "hetplan does not overwrite files unless asked",
+            "pass --force to overwrite it, or choose another --out",
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

@@ -12,21 +12,49 @@ from hetplan.perf.capacity import LengthStats
 from hetplan.solvers.cauchy import PlanRequest
 
 
-def gpu(name: str, tflops: float, gb_per_s: float, hbm_gib: float = 80, link: float = 900,
-        net_gbit: float = 400) -> GpuSpec:
-    return GpuSpec(name=name, bf16_dense_tflops=tflops, fp16_dense_tflops=tflops, hbm_gib=hbm_gib,
-                   hbm_gb_per_s=gb_per_s, interconnect_gb_per_s=link, network_gbit_per_s=net_gbit)
+def gpu(
+    name: str, tflops: float, gb_per_s: float, hbm_gib: float = 80, link: float = 900, net_gbit: float = 400
+) -> GpuSpec:
+    return GpuSpec(
+        name=name,
+        bf16_dense_tflops=tflops,
+        fp16_dense_tflops=tflops,
+        hbm_gib=hbm_gib,
+        hbm_gb_per_s=gb_per_s,
+        interconnect_gb_per_s=link,
+        network_gbit_per_s=net_gbit,
+    )
 
 
-def request(gpus: list[GpuSpec], prices: dict[str, float], inventory: dict[str, int] | None = None,
-            model: str = "Llama-3-8B", goodput: float = 10.0, ttft: float = 2.0, tpot: float = 0.1,
-            prompt: int = 1024, output: int = 256, tp: tuple[int, ...] = (1,), max_ratio: int = 4,
-            headroom: float = 0.0, top_k: int = 10_000) -> PlanRequest:
+def request(
+    gpus: list[GpuSpec],
+    prices: dict[str, float],
+    inventory: dict[str, int] | None = None,
+    model: str = "Llama-3-8B",
+    goodput: float = 10.0,
+    ttft: float = 2.0,
+    tpot: float = 0.1,
+    prompt: int = 1024,
+    output: int = 256,
+    tp: tuple[int, ...] = (1,),
+    max_ratio: int = 4,
+    headroom: float = 0.0,
+    top_k: int = 10_000,
+) -> PlanRequest:
     rng = np.random.default_rng(0)
     p = np.maximum(1, rng.normal(prompt, prompt * 0.2, 500)).astype(int)
     o = np.maximum(2, rng.normal(output, output * 0.2, 500)).astype(int)
     return PlanRequest(
-        arch=ModelArch(find_model(model)), stats=LengthStats(p, o, 0.9), goodput_req_per_s=goodput,
-        ttft_slo_s=ttft, tpot_slo_s=tpot, gpus=tuple(gpus),
+        arch=ModelArch(find_model(model)),
+        stats=LengthStats(p, o, 0.9),
+        goodput_req_per_s=goodput,
+        ttft_slo_s=ttft,
+        tpot_slo_s=tpot,
+        gpus=tuple(gpus),
         prices={g.name: GpuPrice(g.name, prices[g.name], "test") for g in gpus},
-        inventory=inventory or {}, tp_options=tp, max_ratio=max_ratio, headroom=headroom, top_k=top_k)
+        inventory=inventory or {},
+        tp_options=tp,
+        max_ratio=max_ratio,
+        headroom=headroom,
+        top_k=top_k,
+    )

@@ -72,8 +72,11 @@ def read_yaml_file(path: Path, schema: type[T], what: str) -> T:
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
-        raise CatalogError(f"{what} {path} does not match its schema", format_validation(exc),
-                           "fix the named fields (see catalogs/README.md for the schema)") from None
+        raise CatalogError(
+            f"{what} {path} does not match its schema",
+            format_validation(exc),
+            "fix the named fields (see catalogs/README.md for the schema)",
+        ) from None
 
 
 def format_validation(exc: ValidationError) -> str:
@@ -131,8 +134,11 @@ def find_gpu(name: str, gpus: tuple[GpuSpec, ...] | None = None) -> GpuSpec:
             return gpu
     names = [g.name for g in gpus] + [a for g in gpus for a in g.aliases]
     hint = _suggest(name, names)
-    raise InputError(f"unknown GPU {name!r}", hint or "no catalog GPU has a similar name",
-                     "run 'hetplan catalog gpus' to list the known GPUs")
+    raise InputError(
+        f"unknown GPU {name!r}",
+        hint or "no catalog GPU has a similar name",
+        "run 'hetplan catalog gpus' to list the known GPUs",
+    )
 
 
 def find_model(name: str) -> ModelSpec:
@@ -150,8 +156,11 @@ def find_model(name: str) -> ModelSpec:
         if wanted in (_norm(model.name), _norm(model.hf_repo)):
             return model
     hint = _suggest(name, [m.name for m in models])
-    raise InputError(f"unknown model {name!r}", hint or "no catalog model has a similar name",
-                     "run 'hetplan catalog models', or pass a Hugging Face config.json path to --model")
+    raise InputError(
+        f"unknown model {name!r}",
+        hint or "no catalog model has a similar name",
+        "run 'hetplan catalog models', or pass a Hugging Face config.json path to --model",
+    )
 
 
 def model_from_hf_config(path: Path) -> ModelSpec:
@@ -180,8 +189,9 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         for key in keys:
             if cfg.get(key) is not None:
                 return cfg[key]
-        raise InputError(f"model config {file} lacks {' or '.join(keys)}",
-                         fix="pass a decoder-only transformer's config.json")
+        raise InputError(
+            f"model config {file} lacks {' or '.join(keys)}", fix="pass a decoder-only transformer's config.json"
+        )
 
     hidden = int(need("hidden_size", "d_model", "n_embd"))
     heads = int(need("num_attention_heads", "n_head"))
@@ -216,8 +226,9 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as exc:
-        raise InputError(f"model config {file} is not usable", format_validation(exc),
-                         "check the config's head counts") from None
+        raise InputError(
+            f"model config {file} is not usable", format_validation(exc), "check the config's head counts"
+        ) from None
 
 
 def price_rows(gpu: GpuSpec) -> list[PriceEntry]:

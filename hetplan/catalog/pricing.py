@@ -26,8 +26,9 @@ class GpuPrice:
     illustrative: bool = False
 
 
-def resolve_price(gpu: GpuSpec, cloud: str | None = None, spot: bool = False,
-                  user: UserPriceFile | None = None) -> GpuPrice | None:
+def resolve_price(
+    gpu: GpuSpec, cloud: str | None = None, spot: bool = False, user: UserPriceFile | None = None
+) -> GpuPrice | None:
     """The price of ``gpu`` under the rules above, or None when no source prices it."""
     if user is not None:
         for name, value in user.usd_per_gpu_hour.items():
@@ -41,10 +42,10 @@ def resolve_price(gpu: GpuSpec, cloud: str | None = None, spot: bool = False,
         rows = [p for p in rows if p.includes_host]
     best: tuple[float, str, str] | None = None
     for row in rows:
-        value = row.spot_usd_per_gpu_hour if spot else row.on_demand_usd_per_gpu_hour
-        if value is None:
+        listed = row.spot_usd_per_gpu_hour if spot else row.on_demand_usd_per_gpu_hour
+        if listed is None:
             continue
-        key = (value, row.cloud, row.instance_type)
+        key = (listed, row.cloud, row.instance_type)
         if best is None or key < best:
             best = key
     if best is None:
@@ -61,5 +62,8 @@ def known_clouds() -> list[str]:
 def check_cloud(cloud: str | None) -> None:
     """Raise :class:`InputError` for a cloud the catalog does not list."""
     if cloud is not None and cloud not in known_clouds():
-        raise InputError(f"unknown cloud {cloud!r}", f"the price catalog lists {', '.join(known_clouds())}",
-                         "pick one of them, or pass --prices FILE with your own prices")
+        raise InputError(
+            f"unknown cloud {cloud!r}",
+            f"the price catalog lists {', '.join(known_clouds())}",
+            "pick one of them, or pass --prices FILE with your own prices",
+        )

@@ -27,9 +27,16 @@ def gpus(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
         t.add_column(col, justify="left" if col in ("name", "aliases") else "right")
     for g in cat.gpus:
         bf16 = g.bf16_dense_tflops or g.fp16_dense_tflops
-        t.add_row(g.name, ", ".join(g.aliases), _fmt(bf16) if bf16 else f"~{_fmt(g.fp16_dense_tflops_estimate)}?",
-                  _fmt(g.fp8_dense_tflops), _fmt(g.hbm_gib), _fmt(g.hbm_gb_per_s), _fmt(g.interconnect_gb_per_s),
-                  _fmt(g.network_gbit_per_s))
+        t.add_row(
+            g.name,
+            ", ".join(g.aliases),
+            _fmt(bf16) if bf16 else f"~{_fmt(g.fp16_dense_tflops_estimate)}?",
+            _fmt(g.fp8_dense_tflops),
+            _fmt(g.hbm_gib),
+            _fmt(g.hbm_gb_per_s),
+            _fmt(g.interconnect_gb_per_s),
+            _fmt(g.network_gbit_per_s),
+        )
     Console().print(t)
 
 
@@ -44,9 +51,16 @@ def models(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -
     for col in ("name", "layers", "hidden", "heads", "kv heads", "experts", "params B", "active B"):
         t.add_column(col, justify="left" if col == "name" else "right")
     for m in cat.models:
-        t.add_row(m.name, str(m.num_hidden_layers), str(m.hidden_size), str(m.num_attention_heads),
-                  str(m.num_key_value_heads), f"{m.experts_per_token}/{m.num_experts}" if m.is_moe else "-",
-                  _fmt(m.params_total_b), _fmt(m.params_active_b))
+        t.add_row(
+            m.name,
+            str(m.num_hidden_layers),
+            str(m.hidden_size),
+            str(m.num_attention_heads),
+            str(m.num_key_value_heads),
+            f"{m.experts_per_token}/{m.num_experts}" if m.is_moe else "-",
+            _fmt(m.params_total_b),
+            _fmt(m.params_active_b),
+        )
     Console().print(t)
 
 
@@ -71,6 +85,13 @@ def prices(
     for col in ("gpu", "cloud", "instance", "GPUs", "on-demand", "spot", "host incl."):
         t.add_column(col, justify="right" if col in ("GPUs", "on-demand", "spot") else "left")
     for p in rows:
-        t.add_row(p.gpu, p.cloud, p.instance_type[:40], str(p.gpus_per_instance), _fmt(p.on_demand_usd_per_gpu_hour),
-                  _fmt(p.spot_usd_per_gpu_hour), "yes" if p.includes_host else "no")
+        t.add_row(
+            p.gpu,
+            p.cloud,
+            p.instance_type[:40],
+            str(p.gpus_per_instance),
+            _fmt(p.on_demand_usd_per_gpu_hour),
+            _fmt(p.spot_usd_per_gpu_hour),
+            "yes" if p.includes_host else "no",
+        )
     Console().print(t)

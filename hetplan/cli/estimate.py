@@ -28,8 +28,11 @@ def estimate(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Predict prefill and decode latency, KV capacity and throughput of one instance."""
-    est = run_guarded(lambda: api.estimate(model, gpu, tp, pp, batch, prompt_tokens, context_tokens, output_tokens,
-                                           weight_dtype, kv_dtype))
+    est = run_guarded(
+        lambda: api.estimate(
+            model, gpu, tp, pp, batch, prompt_tokens, context_tokens, output_tokens, weight_dtype, kv_dtype
+        )
+    )
     doc = asdict(est)
     if json_out:
         typer.echo(to_json(doc), nl=False)

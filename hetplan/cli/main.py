@@ -14,8 +14,12 @@ from rich.console import Console
 from hetplan import __version__
 from hetplan.errors import HetplanError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Capacity planner for LLM serving on heterogeneous GPU fleets.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Capacity planner for LLM serving on heterogeneous GPU fleets.",
+)
 catalog_app = typer.Typer(no_args_is_help=True, help="List the GPU, model and price catalogs.")
 app.add_typer(catalog_app, name="catalog")
 

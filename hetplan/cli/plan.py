@@ -32,8 +32,11 @@ def _inventory(text: str) -> dict[str, int]:
     for item in _split(text, "inventory"):
         name, sep, count = item.partition("=")
         if not sep or not count.strip().isdigit():
-            raise InputError(f"inventory: cannot read {item!r}", "expected GPU=COUNT",
-                             "write e.g. --inventory H800=16,A800=32,H20=32")
+            raise InputError(
+                f"inventory: cannot read {item!r}",
+                "expected GPU=COUNT",
+                "write e.g. --inventory H800=16,A800=32,H20=32",
+            )
         inv[name.strip()] = int(count)
     return inv
 
@@ -52,10 +55,17 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
         if key in ("ttft", "tpot", "percentile"):
             base.setdefault("slo", {})[key] = value
         elif key == "workload_path":
-            base["workload"] = {"path": str(Path(value).resolve()), "format": overrides.get("workload_format") or "auto"}
+            base["workload"] = {
+                "path": str(Path(value).resolve()),
+                "format": overrides.get("workload_format") or "auto",
+            }
         elif key == "synthetic":
-            base["workload"] = {"synthetic": {"class": value, "rate_per_s": overrides.get("rate") or
-                                              overrides.get("goodput_req_per_s") or 1.0}}
+            base["workload"] = {
+                "synthetic": {
+                    "class": value,
+                    "rate_per_s": overrides.get("rate") or overrides.get("goodput_req_per_s") or 1.0,
+                }
+            }
         elif key in ("workload_format", "rate"):
             if key == "rate" and "workload" in base and "synthetic" not in base["workload"]:
                 base["workload"]["rate_per_s"] = value
@@ -82,8 +92,9 @@ def plan(
     model: str = typer.Option(None, "--model", "-m", help="Catalog model name or config.json path."),
     workload: Path = typer.Option(None, "--workload", "-w", help="Trace: Azure CSV, Mooncake JSONL or length CSV."),
     workload_format: str = typer.Option(None, "--workload-format", help="auto, azure, mooncake or lengths."),
-    synthetic: str = typer.Option(None, "--synthetic",
-                                  help="Synthetic class: long-input-short-output, balanced, short-input-long-output."),
+    synthetic: str = typer.Option(
+        None, "--synthetic", help="Synthetic class: long-input-short-output, balanced, short-input-long-output."
+    ),
     rate: float = typer.Option(None, "--rate", help="Arrival rate, req/s, for length-only or synthetic workloads."),
     goodput: float = typer.Option(None, "--goodput", help="Goodput target, req/s (default: the trace's rate)."),
     ttft: str = typer.Option(None, "--ttft", help="TTFT SLO, e.g. 2s or 800ms."),
@@ -107,13 +118,25 @@ def plan(
 
     def work() -> tuple[dict[str, Any], float]:
         overrides: dict[str, Any] = {
-            "model": model, "workload_path": workload, "workload_format": workload_format, "synthetic": synthetic,
-            "rate": rate, "goodput_req_per_s": goodput, "ttft": ttft, "tpot": tpot, "percentile": percentile,
+            "model": model,
+            "workload_path": workload,
+            "workload_format": workload_format,
+            "synthetic": synthetic,
+            "rate": rate,
+            "goodput_req_per_s": goodput,
+            "ttft": ttft,
+            "tpot": tpot,
+            "percentile": percentile,
             "gpus": _split(gpus, "gpus") if gpus else None,
             "inventory": _inventory(inventory) if inventory else None,
-            "cloud": cloud, "spot": spot, "prices": prices, "headroom": headroom,
+            "cloud": cloud,
+            "spot": spot,
+            "prices": prices,
+            "headroom": headroom,
             "tp": [int(x) for x in _split(tp, "tp") if x.isdigit()] if tp else None,
-            "max_ratio": max_ratio, "weight_dtype": weight_dtype, "kv_dtype": kv_dtype,
+            "max_ratio": max_ratio,
+            "weight_dtype": weight_dtype,
+            "kv_dtype": kv_dtype,
         }
         if tp and not all(x.isdigit() for x in _split(tp, "tp")):
             raise InputError(f"tp: cannot read {tp!r}", fix="pass e.g. --tp 1,2,4,8")
@@ -138,20 +161,29 @@ def plan(
 def _combo_rows(table: Table, combos: list[dict[str, Any]]) -> None:
     for c in combos:
         table.add_row(
-            f"{c['n_prefill']}x{c['prefill_gpu']}/TP{c['prefill_tp']} -> {c['n_decode']}x{c['decode_gpu']}/TP{c['decode_tp']}",
-            str(c["count"]), f"{c['usd_per_hour']:.2f}", f"{c['goodput_req_per_s']:.2f}",
-            f"{c['tokens_per_usd'] / 1e3:,.0f}k", format_duration(c["predicted_ttft_s"]),
-            format_duration(c["predicted_tpot_s"]), f"{c['utilization'] * 100:.0f}%", c["bound_by"].replace("kv_transfer", "kv"))
+            f"{c['n_prefill']}x{c['prefill_gpu']}/TP{c['prefill_tp']} -> "
+            f"{c['n_decode']}x{c['decode_gpu']}/TP{c['decode_tp']}",
+            str(c["count"]),
+            f"{c['usd_per_hour']:.2f}",
+            f"{c['goodput_req_per_s']:.2f}",
+            f"{c['tokens_per_usd'] / 1e3:,.0f}k",
+            format_duration(c["predicted_ttft_s"]),
+            format_duration(c["predicted_tpot_s"]),
+            f"{c['utilization'] * 100:.0f}%",
+            c["bound_by"].replace("kv_transfer", "kv"),
+        )
 
 
 def render_plan(doc: dict[str, Any], console: Console) -> None:
     """Rich tables for a plan document."""
     sc = doc["scenario"]
     slo = sc["slo"]
-    console.print(f"[bold]{sc['name']}[/]: {sc['model']} ({sc['weight_dtype']}), workload {sc['workload']['name']} "
-                  f"({sc['workload']['requests']} requests), goodput target {sc['goodput_target_req_per_s']:g} req/s "
-                  f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
-                  f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}")
+    console.print(
+        f"[bold]{sc['name']}[/]: {sc['model']} ({sc['weight_dtype']}), workload {sc['workload']['name']} "
+        f"({sc['workload']['requests']} requests), goodput target {sc['goodput_target_req_per_s']:g} req/s "
+        f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
+        f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
+    )
     q = f"p{slo['percentile']:g}"
     homo = doc["homogeneous_baseline"]
     homo_title = f"Best homogeneous fleet ({homo['gpu']} only)" if "gpu" in homo else "Best homogeneous fleet"
@@ -159,20 +191,36 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         if part.get("status") == "infeasible":
             console.print(f"[yellow]{title}: infeasible[/] - {part['reason']}")
             continue
-        table = Table(title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
-                            f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)")
-        for col in ("combo: prefill -> decode", "count", "$/h", "req/s", "tok/USD", f"{q} TTFT", "TPOT", "util",
-                    "bound"):
-            table.add_column(col, justify="left" if col in ("combo: prefill -> decode", "bound") else "right",
-                             overflow="fold")
+        table = Table(
+            title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
+            f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)"
+        )
+        for col in (
+            "combo: prefill -> decode",
+            "count",
+            "$/h",
+            "req/s",
+            "tok/USD",
+            f"{q} TTFT",
+            "TPOT",
+            "util",
+            "bound",
+        ):
+            table.add_column(
+                col, justify="left" if col in ("combo: prefill -> decode", "bound") else "right", overflow="fold"
+            )
         _combo_rows(table, part["combos"])
         console.print(table)
         console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
     if doc.get("gain_over_homogeneous") is not None:
-        console.print(f"[bold green]Saves {doc['gain_over_homogeneous'] * 100:.1f} %[/] of $/hour against the best "
-                      f"homogeneous fleet (${doc['homogeneous_baseline']['total_usd_per_hour']:.2f}/h).")
+        console.print(
+            f"[bold green]Saves {doc['gain_over_homogeneous'] * 100:.1f} %[/] of $/hour against the best "
+            f"homogeneous fleet (${doc['homogeneous_baseline']['total_usd_per_hour']:.2f}/h)."
+        )
     s = doc["solver"]
-    console.print(f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']} combos "
-                  f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']} in the ILP")
+    console.print(
+        f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']} combos "
+        f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']} in the ILP"
+    )
     for w in doc.get("warnings", []):
         console.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)

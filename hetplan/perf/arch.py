@@ -15,22 +15,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from hetplan.catalog.schemas import ModelSpec
 from hetplan.errors import InputError
 
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "auto": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0}
 EMBED_BYTES = 2.0
+ArrayLike = float | np.ndarray
 
 
 def check_dtypes(weight_dtype: str, kv_dtype: str) -> None:
     """Raise :class:`InputError` for an unknown weight or KV dtype, listing the valid ones."""
     if weight_dtype not in WEIGHT_BYTES:
-        raise InputError(f"weight dtype {weight_dtype!r} is not supported",
-                         f"supported: {', '.join(WEIGHT_BYTES)}", "pass e.g. --weight-dtype bf16")
+        raise InputError(
+            f"weight dtype {weight_dtype!r} is not supported",
+            f"supported: {', '.join(WEIGHT_BYTES)}",
+            "pass e.g. --weight-dtype bf16",
+        )
     if kv_dtype not in KV_BYTES:
-        raise InputError(f"KV dtype {kv_dtype!r} is not supported",
-                         f"supported: {', '.join(KV_BYTES)}", "pass e.g. --kv-dtype fp8")
+        raise InputError(
+            f"KV dtype {kv_dtype!r} is not supported", f"supported: {', '.join(KV_BYTES)}", "pass e.g. --kv-dtype fp8"
+        )
 
 
 @dataclass(frozen=True)
@@ -97,8 +104,9 @@ class ModelArch:
         assert s.num_experts is not None
         moe_layers = s.num_hidden_layers - s.first_k_dense_replace
         moe = p["expert"] * (s.num_experts + s.num_shared_experts) + s.hidden_size * s.num_experts
-        return (s.num_hidden_layers * (p["attn"] + p["norms"]) + s.first_k_dense_replace * p["dense_mlp"]
-                + moe_layers * moe)
+        return (
+            s.num_hidden_layers * (p["attn"] + p["norms"]) + s.first_k_dense_replace * p["dense_mlp"] + moe_layers * moe
+        )
 
     @cached_property
     def params_total(self) -> float:
@@ -138,7 +146,7 @@ class ModelArch:
         """Bytes of one routed expert in one layer (0 for dense models)."""
         return self._per_layer["expert"] * WEIGHT_BYTES[self.weight_dtype] if self.spec.is_moe else 0.0
 
-    def decode_weight_bytes(self, tokens: float) -> float:
+    def decode_weight_bytes(self, tokens: ArrayLike) -> ArrayLike:
         """Weight bytes read by one decode step over ``tokens`` sequences. MoE: each layer reads
         ``E * (1 - (1 - k/E)**T)`` distinct experts (DESIGN §2), so reads approach the whole model at large
         batch; dense models read everything."""
@@ -147,7 +155,7 @@ class ModelArch:
             return self.weight_bytes
         assert s.num_experts is not None and s.experts_per_token is not None
         e, k = s.num_experts, s.experts_per_token
-        touched = e * (1.0 - (1.0 - k / e) ** max(tokens, 1.0))
+        touched = e * (1.0 - (1.0 - k / e) ** np.maximum(tokens, 1.0))
         moe_layers = s.num_hidden_layers - s.first_k_dense_replace
         return self.weight_bytes - moe_layers * (e - touched) * self.expert_bytes
 
@@ -168,14 +176,14 @@ class ModelArch:
         return max(1, min(tp, self.spec.num_key_value_heads))
 
     # -- FLOPs ----------------------------------------------------------------------------------------
-    def prefill_flops(self, prompt_tokens: float, batch: float = 1.0) -> float:
+    def prefill_flops(self, prompt_tokens: ArrayLike, batch: ArrayLike = 1.0) -> ArrayLike:
         """FLOPs of prefilling ``batch`` prompts of ``prompt_tokens`` tokens each (causal half counted)."""
         s = prompt_tokens
         lm_head = 2.0 * self.spec.vocab_size * self.spec.hidden_size
         per_prompt = 2.0 * self.matmul_params_active * s + 2.0 * self.layers * self.d_q * s * s + lm_head
         return batch * per_prompt
 
-    def decode_flops(self, batch: float, context_tokens_sum: float) -> float:
+    def decode_flops(self, batch: ArrayLike, context_tokens_sum: ArrayLike) -> ArrayLike:
         """FLOPs of one decode step for ``batch`` sequences holding ``context_tokens_sum`` tokens in total."""
         lm_head = 2.0 * self.spec.vocab_size * self.spec.hidden_size
         return batch * (2.0 * self.matmul_params_active + lm_head) + 4.0 * self.layers * self.d_q * context_tokens_sum

@@ -103,16 +103,22 @@ def mg1_wait_quantile_s(rate: float, mean_s: float, second_moment_s2: float, qua
 
 def prefill_ttft_quantile_s(rate: float, service_s: np.ndarray, kv_s: np.ndarray, quantile: float) -> float:
     """Predicted q-quantile TTFT of a prefill instance at arrival ``rate`` (see module docstring)."""
-    return _ttft_q(rate, float(service_s.mean()), float((service_s**2).mean()),
-                   float(np.percentile(service_s + kv_s, quantile * 100)), quantile)
+    return _ttft_q(
+        rate,
+        float(service_s.mean()),
+        float((service_s**2).mean()),
+        float(np.percentile(service_s + kv_s, quantile * 100)),
+        quantile,
+    )
 
 
 def _ttft_q(rate: float, mean_s: float, second_s2: float, idle_q_s: float, quantile: float) -> float:
     return mg1_wait_quantile_s(rate, mean_s, second_s2, quantile) + idle_q_s
 
 
-def prefill_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: float,
-                     link_bytes_per_s: float) -> PrefillCapacity:
+def prefill_capacity(
+    inst: InstanceModel, stats: LengthStats, ttft_slo_s: float, link_bytes_per_s: float
+) -> PrefillCapacity:
     """Largest arrival rate (req/s) one prefill instance serves with q-quantile TTFT ≤ ``ttft_slo_s``."""
     service = np.asarray(inst.prefill_latency_s(stats.prompt_tokens), dtype=float)
     kv = np.asarray(kv_transfer_s(inst.arch, stats.prompt_tokens, link_bytes_per_s, inst.settings), dtype=float)

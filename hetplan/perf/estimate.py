@@ -21,7 +21,7 @@ def max_output_tokens_per_s(inst: InstanceModel, prompt_tokens: float, output_to
     B new prompts are prefilled in iterations of at most ``max_num_batched_tokens`` tokens. Throughput =
     ``B * O / (T_prefill(B prompts) + O * T_decode(B, S + O/2))``. Returns 0 when not even one sequence fits.
     """
-    batch = int(min(inst.settings.max_num_seqs, inst.max_batch_size(prompt_tokens + output_tokens)))
+    batch = min(inst.settings.max_num_seqs, int(inst.max_batch_size(prompt_tokens + output_tokens)))
     if batch < 1:
         return 0.0
     iterations = max(1, math.ceil(batch * prompt_tokens / inst.settings.max_num_batched_tokens))
@@ -54,8 +54,9 @@ class Estimate:
     compute_tflops_is_estimate: bool
 
 
-def estimate(inst: InstanceModel, batch: int, prompt_tokens: int, context_tokens: int,
-             output_tokens: int | None = None) -> Estimate:
+def estimate(
+    inst: InstanceModel, batch: int, prompt_tokens: int, context_tokens: int, output_tokens: int | None = None
+) -> Estimate:
     """Evaluate ``inst`` at one operating point.
 
     Args:
@@ -70,9 +71,15 @@ def estimate(inst: InstanceModel, batch: int, prompt_tokens: int, context_tokens
     inst.require_fit()
     tput = max_output_tokens_per_s(inst, prompt_tokens, output_tokens) if output_tokens else None
     return Estimate(
-        model=inst.arch.spec.name, gpu=inst.gpu.name, tp=inst.tp, pp=inst.pp,
-        weight_dtype=inst.arch.weight_dtype, kv_dtype=inst.arch.kv_dtype, batch=batch,
-        prompt_tokens=prompt_tokens, context_tokens=context_tokens,
+        model=inst.arch.spec.name,
+        gpu=inst.gpu.name,
+        tp=inst.tp,
+        pp=inst.pp,
+        weight_dtype=inst.arch.weight_dtype,
+        kv_dtype=inst.arch.kv_dtype,
+        batch=batch,
+        prompt_tokens=prompt_tokens,
+        context_tokens=context_tokens,
         prefill_latency_s=float(inst.prefill_latency_s(prompt_tokens, batch)),
         decode_step_latency_s=float(inst.decode_step_latency_s(batch, context_tokens)),
         kv_capacity_tokens=inst.kv_capacity_tokens,

@@ -58,7 +58,9 @@ class InstanceModel:
         if self.arch.attention_heads % self.tp:
             raise InputError(
                 f"TP {self.tp} does not divide the {self.arch.attention_heads} attention heads of "
-                f"{self.arch.spec.name}", fix="choose a TP degree that divides the head count")
+                f"{self.arch.spec.name}",
+                fix="choose a TP degree that divides the head count",
+            )
         if self.arch.layers < self.pp:
             raise InputError(f"PP {self.pp} exceeds the {self.arch.layers} layers", fix="lower --pp")
 
@@ -135,7 +137,8 @@ class InstanceModel:
                 f"needs {need:.1f} GiB per GPU for weights and activations plus KV for {min_tokens} tokens; "
                 f"{have:.1f} GiB usable ({self.gpu.hbm_gib:g} GiB x {self.settings.gpu_memory_utilization}), "
                 f"KV room {self.kv_capacity_tokens} tokens",
-                "raise TP or PP, quantize weights (--weight-dtype fp8 or int4) or pick a GPU with more memory")
+                "raise TP or PP, quantize weights (--weight-dtype fp8 or int4) or pick a GPU with more memory",
+            )
 
     def max_batch_size(self, context_tokens: ArrayLike) -> np.ndarray:
         """Largest number of sequences of ``context_tokens`` each whose KV fits (no cap by max_num_seqs)."""
@@ -183,8 +186,9 @@ class InstanceModel:
         return np.maximum(compute, memory) + self.allreduce_s(b) + self.pp_handoff_s(b) + self.overhead_s
 
 
-def kv_transfer_s(arch: ModelArch, prompt_tokens: ArrayLike, link_bytes_per_s: float,
-                  settings: PerfSettings) -> np.ndarray:
+def kv_transfer_s(
+    arch: ModelArch, prompt_tokens: ArrayLike, link_bytes_per_s: float, settings: PerfSettings
+) -> np.ndarray:
     """Prefill->decode KV transfer time: ``prompt_tokens * kv_bytes / link + base latency`` (DESIGN §2).
 
     ``link_bytes_per_s`` is the achieved bandwidth between the two instances (bytes/s)."""

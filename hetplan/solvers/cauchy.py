@@ -128,8 +128,10 @@ class Combo:
 
     @property
     def label(self) -> str:
-        return (f"{self.n_prefill}x{self.prefill_gpu} TP{self.prefill_tp} -> "
-                f"{self.n_decode}x{self.decode_gpu} TP{self.decode_tp}")
+        return (
+            f"{self.n_prefill}x{self.prefill_gpu} TP{self.prefill_tp} -> "
+            f"{self.n_decode}x{self.decode_gpu} TP{self.decode_tp}"
+        )
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,8 @@ def enumerate_candidates(req: PlanRequest) -> CandidateSet:
         raise InfeasibleError(
             f"{req.arch.spec.name} does not fit any candidate GPU at TP {'/'.join(map(str, req.tp_options))}",
             "; ".join(skipped[:6]) + (" ..." if len(skipped) > 6 else ""),
-            "add GPUs with more memory, allow higher TP (--tp 1,2,4,8), or quantize (--weight-dtype fp8)")
+            "add GPUs with more memory, allow higher TP (--tp 1,2,4,8), or quantize (--weight-dtype fp8)",
+        )
     s_mean_kv = float((req.stats.prompt_tokens * req.arch.kv_bytes_per_token).mean())
     caps: dict[tuple[str, int, float], PrefillCapacity] = {}
 
@@ -214,21 +217,40 @@ def enumerate_candidates(req: PlanRequest) -> CandidateSet:
             enumerated += len(ratios)
             kv_rate = np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s) / s_mean_kv
             good = np.minimum(np.minimum(rn * pc.rate_per_s, rm * d.decode.rate_per_s), kv_rate)
-            price = (rn * p.tp * req.prices[p.gpu.name].usd_per_gpu_hour
-                     + rm * d.tp * req.prices[d.gpu.name].usd_per_gpu_hour)
+            price = (
+                rn * p.tp * req.prices[p.gpu.name].usd_per_gpu_hour
+                + rm * d.tp * req.prices[d.gpu.name].usd_per_gpu_hour
+            )
             ce = good / price
             keep = np.argsort(-ce, kind="stable")[:2]
             for i in keep:
                 n, m = ratios[int(i)]
-                bound = ["prefill", "decode", "kv_transfer"][int(np.argmin(
-                    [n * pc.rate_per_s, m * d.decode.rate_per_s, kv_rate[i]]))]
-                combos.append(Combo(p.gpu.name, p.tp, n, d.gpu.name, d.tp, m, float(good[i]), float(price[i]),
-                                    pc.rate_per_s, d.decode.rate_per_s, float(kv_rate[i]), d.decode.batch,
-                                    d.decode.step_s, link, bound))
+                bound = ["prefill", "decode", "kv_transfer"][
+                    int(np.argmin([n * pc.rate_per_s, m * d.decode.rate_per_s, kv_rate[i]]))
+                ]
+                combos.append(
+                    Combo(
+                        p.gpu.name,
+                        p.tp,
+                        n,
+                        d.gpu.name,
+                        d.tp,
+                        m,
+                        float(good[i]),
+                        float(price[i]),
+                        pc.rate_per_s,
+                        d.decode.rate_per_s,
+                        float(kv_rate[i]),
+                        d.decode.batch,
+                        d.decode.step_s,
+                        link,
+                        bound,
+                    )
+                )
     if not combos:
         raise _slo_infeasible(req, options, pcap)
     combos.sort(key=lambda c: (-c.goodput_req_per_s / c.usd_per_hour, c.usd_per_hour, c.label))
-    kept = combos[: req.top_k] + [c for c in combos[req.top_k:] if c.homogeneous]
+    kept = combos[: req.top_k] + [c for c in combos[req.top_k :] if c.homogeneous]
     return CandidateSet(tuple(kept), enumerated, tuple(options), caps)
 
 
@@ -241,14 +263,16 @@ def _slo_infeasible(req: PlanRequest, options: list[InstanceOption], pcap) -> In
             f"TPOT SLO {req.tpot_slo_s * 1e3:.0f} ms binds: the fastest decode step at batch 1 is "
             f"{best_tpot.decode.min_tpot_s * 1e3:.1f} ms ({best_tpot.gpu.name} TP{best_tpot.tp}), "
             f"{(best_tpot.decode.min_tpot_s / req.tpot_slo_s - 1) * 100:.0f} % over",
-            "relax --tpot, allow higher TP, or add faster-memory GPUs")
+            "relax --tpot, allow higher TP, or add faster-memory GPUs",
+        )
     fastest = min(((pcap(o, o.network_bytes_per_s), o) for o in options), key=lambda x: x[0].min_ttft_s)
     return InfeasibleError(
         "the TTFT SLO cannot be met by any candidate prefill instance",
         f"TTFT SLO {req.ttft_slo_s:.3g} s binds: the fastest idle p{q} TTFT (prefill + KV transfer) is "
         f"{fastest[0].min_ttft_s:.3g} s ({fastest[1].gpu.name} TP{fastest[1].tp}), "
         f"{(fastest[0].min_ttft_s / req.ttft_slo_s - 1) * 100:.0f} % over",
-        "relax --ttft, allow higher TP, or add GPUs with more TFLOPS")
+        "relax --ttft, allow higher TP, or add GPUs with more TFLOPS",
+    )
 
 
 def _usage(combos: tuple[Combo, ...] | list[Combo], names: list[str]) -> list[list[int]]:
@@ -263,8 +287,9 @@ def solve_allocation(req: PlanRequest, combos: list[Combo] | tuple[Combo, ...], 
     """
     combos = list(combos)
     if not combos:
-        raise InfeasibleError(f"no candidate combos for the {what}", "every candidate failed the SLOs",
-                              "relax the SLOs or add GPU types")
+        raise InfeasibleError(
+            f"no candidate combos for the {what}", "every candidate failed the SLOs", "relax the SLOs or add GPU types"
+        )
     names = sorted({g for c in combos for g in c.gpus_used()})
     usage = _usage(combos, names)
     cap = [req.inventory.get(g) for g in names]
@@ -272,12 +297,19 @@ def solve_allocation(req: PlanRequest, combos: list[Combo] | tuple[Combo, ...], 
     upper = []
     for i, c in enumerate(combos):
         ub = math.ceil(demand / c.goodput_req_per_s)
-        for g, row in enumerate(usage):
-            if row[i] and cap[g] is not None:
-                ub = min(ub, int(cap[g] // row[i]))
+        for limit, row in zip(cap, usage, strict=True):
+            if row[i] and limit is not None:
+                ub = min(ub, int(limit // row[i]))
         upper.append(max(ub, 0))
-    result = solve_covering([c.usd_per_hour for c in combos], [c.goodput_req_per_s for c in combos], demand,
-                            usage, cap, upper, time_limit_s=req.time_limit_s)
+    result = solve_covering(
+        [c.usd_per_hour for c in combos],
+        [c.goodput_req_per_s for c in combos],
+        demand,
+        usage,
+        cap,
+        upper,
+        time_limit_s=req.time_limit_s,
+    )
     if result.status not in ("optimal", "time_limit"):
         raise _inventory_infeasible(req, combos, names, usage, cap, what)
     chosen = tuple((c, n) for c, n in zip(combos, result.counts, strict=True) if n > 0)
@@ -287,12 +319,17 @@ def solve_allocation(req: PlanRequest, combos: list[Combo] | tuple[Combo, ...], 
     return Allocation(chosen, total, goodput, result.status, result.gap, len(combos))
 
 
-def _inventory_infeasible(req: PlanRequest, combos: list[Combo], names: list[str], usage: list[list[int]],
-                          cap: list[int | None], what: str) -> InfeasibleError:
+def _inventory_infeasible(
+    req: PlanRequest, combos: list[Combo], names: list[str], usage: list[list[int]], cap: list[int | None], what: str
+) -> InfeasibleError:
     demand = req.demand_req_per_s
     best = max_value([c.goodput_req_per_s for c in combos], usage, cap)
-    free = solve_covering([c.usd_per_hour for c in combos], [c.goodput_req_per_s for c in combos], demand,
-                          upper=[math.ceil(demand / c.goodput_req_per_s) for c in combos])
+    free = solve_covering(
+        [c.usd_per_hour for c in combos],
+        [c.goodput_req_per_s for c in combos],
+        demand,
+        upper=[math.ceil(demand / c.goodput_req_per_s) for c in combos],
+    )
     needs = []
     if free.status == "optimal":
         used: dict[str, int] = {}
@@ -304,13 +341,18 @@ def _inventory_infeasible(req: PlanRequest, combos: list[Combo], names: list[str
             if have is not None and used[g] > have:
                 needs.append(f"needs {used[g]} {g}, inventory has {have}")
     inv = ", ".join(f"{g}={req.inventory[g]}" for g in names if g in req.inventory)
-    why = (f"the {what} needs {demand:.2f} req/s (goodput {req.goodput_req_per_s:g} x {1 + req.headroom:g} headroom) "
-           f"but the inventory ({inv}) supports at most {best:.2f} req/s within the SLOs, "
-           f"{(1 - best / demand) * 100:.0f} % short")
+    why = (
+        f"the {what} needs {demand:.2f} req/s (goodput {req.goodput_req_per_s:g} x {1 + req.headroom:g} headroom) "
+        f"but the inventory ({inv}) supports at most {best:.2f} req/s within the SLOs, "
+        f"{(1 - best / demand) * 100:.0f} % short"
+    )
     if needs:
         why += "; the cheapest unconstrained plan " + "; ".join(needs)
-    return InfeasibleError(f"inventory cannot meet the goodput target for the {what}", why,
-                           "add GPUs to --inventory, lower --goodput or --headroom, or relax the SLOs")
+    return InfeasibleError(
+        f"inventory cannot meet the goodput target for the {what}",
+        why,
+        "add GPUs to --inventory, lower --goodput or --headroom, or relax the SLOs",
+    )
 
 
 def predicted_latency(req: PlanRequest, cands: CandidateSet, combo: Combo, load_req_per_s: float) -> dict[str, float]:
@@ -333,5 +375,8 @@ def check_request(req: PlanRequest) -> None:
         raise InputError(f"max ratio must be >= 1, got {req.max_ratio}", fix="pass e.g. --max-ratio 8")
     missing = [g.name for g in req.gpus if g.name not in req.prices]
     if missing:
-        raise InputError(f"no price for {', '.join(missing)}", "every candidate GPU needs a $/GPU-hour",
-                         "pass --prices FILE with usd_per_gpu_hour for them, or pick another --cloud")
+        raise InputError(
+            f"no price for {', '.join(missing)}",
+            "every candidate GPU needs a $/GPU-hour",
+            "pass --prices FILE with usd_per_gpu_hour for them, or pick another --cloud",
+        )

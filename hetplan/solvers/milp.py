@@ -64,13 +64,21 @@ def _run(prob: pulp.LpProblem, solver: pulp.LpSolver) -> str:
     with quiet_stdout():
         prob.solve(solver)
     return {1: "optimal", 0: "not_solved", -1: "infeasible", -2: "unbounded", -3: "undefined"}.get(
-        prob.status, "undefined")
+        prob.status, "undefined"
+    )
 
 
-def solve_covering(cost: Sequence[float], value: Sequence[float], demand: float,
-                   usage: Sequence[Sequence[float]] = (), capacity: Sequence[float | None] = (),
-                   upper: Sequence[int] | None = None, second_stage_epsilon: float | None = 1e-9,
-                   time_limit_s: float = 30.0, mip_gap: float = 0.0) -> MilpResult:
+def solve_covering(
+    cost: Sequence[float],
+    value: Sequence[float],
+    demand: float,
+    usage: Sequence[Sequence[float]] = (),
+    capacity: Sequence[float | None] = (),
+    upper: Sequence[int] | None = None,
+    second_stage_epsilon: float | None = 1e-9,
+    time_limit_s: float = 30.0,
+    mip_gap: float = 0.0,
+) -> MilpResult:
     """Solve the covering ILP above.
 
     Args:
@@ -135,8 +143,12 @@ def _gap(prob: pulp.LpProblem) -> float:
         return 0.0
 
 
-def max_value(value: Sequence[float], usage: Sequence[Sequence[float]], capacity: Sequence[float | None],
-              time_limit_s: float = 10.0) -> float:
+def max_value(
+    value: Sequence[float],
+    usage: Sequence[Sequence[float]],
+    capacity: Sequence[float | None],
+    time_limit_s: float = 10.0,
+) -> float:
     """Largest Σ value·y (y integer ≥ 0) within the resource capacities; inf if some column is unbounded."""
     n = len(value)
     prob = pulp.LpProblem("max_value", pulp.LpMaximize)

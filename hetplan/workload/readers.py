@@ -85,28 +85,38 @@ class Workload:
         return self.prompt_tokens[idx], self.output_tokens[idx]
 
 
-def _finish(name: str, source: str, attribution: str, times_s: np.ndarray | None, prompt: np.ndarray,
-            output: np.ndarray, rate_per_s: float | None) -> Workload:
+def _finish(
+    name: str,
+    source: str,
+    attribution: str,
+    times_s: np.ndarray | None,
+    prompt: np.ndarray,
+    output: np.ndarray,
+    rate_per_s: float | None,
+) -> Workload:
     if prompt.size == 0:
         raise InputError(f"workload {source} has no requests", fix="pass a trace with at least one row")
     if np.any(prompt < 1) or np.any(output < 0):
-        raise InputError(f"workload {source} has negative or zero prompt lengths",
-                         fix="clean the trace: every request needs >= 1 prompt token")
+        raise InputError(
+            f"workload {source} has negative or zero prompt lengths",
+            fix="clean the trace: every request needs >= 1 prompt token",
+        )
     output = np.maximum(output, 1)
     duration = None
     if times_s is not None and times_s.size > 1:
         duration = float(times_s.max() - times_s.min())
         if rate_per_s is None and duration > 0:
             rate_per_s = (times_s.size - 1) / duration
-    return Workload(name, source, attribution, rate_per_s, duration, prompt.astype(np.int64),
-                    output.astype(np.int64))
+    return Workload(name, source, attribution, rate_per_s, duration, prompt.astype(np.int64), output.astype(np.int64))
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(path)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read workload {path}", str(exc).splitlines()[0], "check the path and format") from None
+        raise InputError(
+            f"cannot read workload {path}", str(exc).splitlines()[0], "check the path and format"
+        ) from None
 
 
 AZURE_ATTRIBUTION = "Azure LLM inference trace 2023 (Patel et al., Splitwise, ISCA 2024), CC-BY-4.0"
@@ -118,15 +128,26 @@ def read_azure_csv(path: Path, rate_per_s: float | None = None) -> Workload:
     df = _read_csv(path)
     missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(df.columns)
     if missing:
-        raise InputError(f"{path} is not an Azure trace: missing columns {sorted(missing)}",
-                         fix="pass a CSV with TIMESTAMP, ContextTokens, GeneratedTokens")
+        raise InputError(
+            f"{path} is not an Azure trace: missing columns {sorted(missing)}",
+            fix="pass a CSV with TIMESTAMP, ContextTokens, GeneratedTokens",
+        )
     times = pd.to_datetime(df["TIMESTAMP"], errors="coerce")
     if times.isna().any():
-        raise InputError(f"{path}: {int(times.isna().sum())} TIMESTAMP values are not dates",
-                         fix="timestamps look like '2023-11-16 18:15:46.68'")
+        raise InputError(
+            f"{path}: {int(times.isna().sum())} TIMESTAMP values are not dates",
+            fix="timestamps look like '2023-11-16 18:15:46.68'",
+        )
     seconds = (times - times.min()).dt.total_seconds().to_numpy()
-    return _finish(path.stem, str(path), AZURE_ATTRIBUTION, seconds, df["ContextTokens"].to_numpy(),
-                   df["GeneratedTokens"].to_numpy(), rate_per_s)
+    return _finish(
+        path.stem,
+        str(path),
+        AZURE_ATTRIBUTION,
+        seconds,
+        df["ContextTokens"].to_numpy(),
+        df["GeneratedTokens"].to_numpy(),
+        rate_per_s,
+    )
 
 
 def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None) -> Workload:
@@ -143,30 +164,44 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None) -> Workload
                     prompt.append(int(row["input_length"]))
                     output.append(int(row["output_length"]))
                 except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                    raise InputError(f"{path}:{lineno} is not a Mooncake record ({exc})",
-                                     fix="each line needs timestamp (ms), input_length, output_length") from None
+                    raise InputError(
+                        f"{path}:{lineno} is not a Mooncake record ({exc})",
+                        fix="each line needs timestamp (ms), input_length, output_length",
+                    ) from None
     except OSError as exc:
         raise InputError(f"cannot read workload {path}", str(exc), "check the path") from None
-    return _finish(path.stem, str(path), MOONCAKE_ATTRIBUTION, np.array(times), np.array(prompt),
-                   np.array(output), rate_per_s)
+    return _finish(
+        path.stem, str(path), MOONCAKE_ATTRIBUTION, np.array(times), np.array(prompt), np.array(output), rate_per_s
+    )
 
 
 def read_length_csv(path: Path, rate_per_s: float | None = None) -> Workload:
     """Read a length-only CSV (``num_prefill_tokens, num_decode_tokens`` or ``prompt_tokens, output_tokens``).
     The arrival rate comes from ``rate_per_s`` (the goodput target is used when it is None)."""
     df = _read_csv(path)
-    for pcol, ocol in (("num_prefill_tokens", "num_decode_tokens"), ("prompt_tokens", "output_tokens"),
-                       ("input_length", "output_length")):
+    for pcol, ocol in (
+        ("num_prefill_tokens", "num_decode_tokens"),
+        ("prompt_tokens", "output_tokens"),
+        ("input_length", "output_length"),
+    ):
         if pcol in df.columns and ocol in df.columns:
             return _finish(path.stem, str(path), "", None, df[pcol].to_numpy(), df[ocol].to_numpy(), rate_per_s)
-    raise InputError(f"{path}: no prompt/output length columns",
-                     f"columns are {list(df.columns)[:6]}",
-                     "use num_prefill_tokens/num_decode_tokens or prompt_tokens/output_tokens")
+    raise InputError(
+        f"{path}: no prompt/output length columns",
+        f"columns are {list(df.columns)[:6]}",
+        "use num_prefill_tokens/num_decode_tokens or prompt_tokens/output_tokens",
+    )
 
 
-def synthetic_workload(kind: str = "balanced", rate_per_s: float = 1.0, requests: int = 2000, seed: int = 0,
-                       prompt_tokens_median: float | None = None, output_tokens_median: float | None = None,
-                       sigma: float = 0.6) -> Workload:
+def synthetic_workload(
+    kind: str = "balanced",
+    rate_per_s: float = 1.0,
+    requests: int = 2000,
+    seed: int = 0,
+    prompt_tokens_median: float | None = None,
+    output_tokens_median: float | None = None,
+    sigma: float = 0.6,
+) -> Workload:
     """Lognormal prompt/output lengths and Poisson arrivals at ``rate_per_s``.
 
     ``kind`` is one of :data:`SYNTHETIC_CLASSES` (or ``custom`` with both medians given).
@@ -179,13 +214,18 @@ def synthetic_workload(kind: str = "balanced", rate_per_s: float = 1.0, requests
     elif kind == "custom":
         p_med, o_med = 0.0, 0.0
     else:
-        raise InputError(f"unknown synthetic workload class {kind!r}",
-                         f"known: {', '.join(SYNTHETIC_CLASSES)}, custom", "pick one of the known classes")
+        raise InputError(
+            f"unknown synthetic workload class {kind!r}",
+            f"known: {', '.join(SYNTHETIC_CLASSES)}, custom",
+            "pick one of the known classes",
+        )
     p_med = prompt_tokens_median or p_med
     o_med = output_tokens_median or o_med
     if not (p_med > 0 and o_med > 0 and rate_per_s > 0 and requests > 0):
-        raise InputError("synthetic workload needs positive medians, rate and request count",
-                         fix="set prompt_tokens_median, output_tokens_median, rate_per_s > 0")
+        raise InputError(
+            "synthetic workload needs positive medians, rate and request count",
+            fix="set prompt_tokens_median, output_tokens_median, rate_per_s > 0",
+        )
     rng = np.random.default_rng(seed)
     prompt = np.maximum(1, np.round(rng.lognormal(np.log(p_med), sigma, requests))).astype(np.int64)
     output = np.maximum(1, np.round(rng.lognormal(np.log(o_med), sigma, requests))).astype(np.int64)
@@ -213,6 +253,7 @@ def load_workload(path: str | Path, fmt: str = "auto", rate_per_s: float | None 
             fmt = "azure" if "ContextTokens" in header else "lengths"
     readers = {"azure": read_azure_csv, "mooncake": read_mooncake_jsonl, "lengths": read_length_csv}
     if fmt not in readers:
-        raise InputError(f"unknown workload format {fmt!r}", f"known: {', '.join(readers)}, synthetic",
-                         "set format to one of them")
+        raise InputError(
+            f"unknown workload format {fmt!r}", f"known: {', '.join(readers)}, synthetic", "set format to one of them"
+        )
     return readers[fmt](path, rate_per_s)

@@ -30,17 +30,32 @@ def test_plan_json_is_byte_identical(example_a_json):
 
 def test_plan_json_fields_and_invariants(example_a_json):
     doc = json.loads(example_a_json[0])
-    for key in ("status", "total_usd_per_hour", "goodput_req_per_s", "tokens_per_usd", "gpus_used", "combos",
-                "homogeneous_baseline"):
+    for key in (
+        "status",
+        "total_usd_per_hour",
+        "goodput_req_per_s",
+        "tokens_per_usd",
+        "gpus_used",
+        "combos",
+        "homogeneous_baseline",
+    ):
         assert key in doc
     assert doc["status"] == "optimal"
     prices = {g: p["usd_per_gpu_hour"] for g, p in doc["scenario"]["prices"].items()}
-    assert doc["total_usd_per_hour"] == pytest.approx(sum(prices[g] * n for g, n in doc["gpus_used"].items()),
-                                                      rel=1e-5)
+    assert doc["total_usd_per_hour"] == pytest.approx(sum(prices[g] * n for g, n in doc["gpus_used"].items()), rel=1e-5)
     assert doc["goodput_req_per_s"] >= doc["scenario"]["demand_req_per_s"]
     for combo in doc["combos"]:
-        for key in ("prefill_gpu", "prefill_tp", "n_prefill", "decode_gpu", "decode_tp", "n_decode", "count",
-                    "usd_per_hour", "goodput_req_per_s"):
+        for key in (
+            "prefill_gpu",
+            "prefill_tp",
+            "n_prefill",
+            "decode_gpu",
+            "decode_tp",
+            "n_decode",
+            "count",
+            "usd_per_hour",
+            "goodput_req_per_s",
+        ):
             assert key in combo
         assert combo["predicted_ttft_s"] <= doc["scenario"]["slo"]["ttft_s"]
         assert combo["predicted_tpot_s"] <= doc["scenario"]["slo"]["tpot_s"]
@@ -71,14 +86,31 @@ def test_out_never_overwrites_without_force(tmp_path, examples):
     res = invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--out", out, "--goodput", 1)
     assert res.exit_code == 2 and "--force" in res.output
     assert out.read_text() == first
-    assert invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--out", out, "--force", "--goodput", 1
-                  ).exit_code == 0
+    assert (
+        invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--out", out, "--force", "--goodput", 1).exit_code == 0
+    )
     assert out.read_text() != first
 
 
 def test_plan_from_flags_with_synthetic_workload():
-    res = invoke("plan", "--model", "Llama-3-8B", "--synthetic", "balanced", "--goodput", 4, "--gpus", "H100,L4",
-                 "--cloud", "aws", "--ttft", "1s", "--tpot", "50ms", "--json")
+    res = invoke(
+        "plan",
+        "--model",
+        "Llama-3-8B",
+        "--synthetic",
+        "balanced",
+        "--goodput",
+        4,
+        "--gpus",
+        "H100,L4",
+        "--cloud",
+        "aws",
+        "--ttft",
+        "1s",
+        "--tpot",
+        "50ms",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["status"] == "optimal"
 
@@ -89,14 +121,17 @@ def test_infeasible_inventory_exit_1(examples):
     assert "Error: inventory cannot meet" in res.output and "To fix:" in res.output
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("--gpus", "H10O"), "did you mean"),
-    (("--ttft", "fast"), "ttft"),
-    (("--percentile", "150"), "percentile"),
-    (("--inventory", "H800"), "GPU=COUNT"),
-    (("--cloud", "mars"), "unknown cloud"),
-    (("--model", "Llama-9"), "unknown model"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("--gpus", "H10O"), "did you mean"),
+        (("--ttft", "fast"), "ttft"),
+        (("--percentile", "150"), "percentile"),
+        (("--inventory", "H800"), "GPU=COUNT"),
+        (("--cloud", "mars"), "unknown cloud"),
+        (("--model", "Llama-9"), "unknown model"),
+    ],
+)
 def test_bad_input_exit_2(examples, args, needle):
     res = invoke("plan", examples / "llama3-70b-azure-conv.yaml", *args)
     assert res.exit_code == 2, res.output
@@ -105,12 +140,34 @@ def test_bad_input_exit_2(examples, args, needle):
 
 
 def test_estimate_json():
-    res = invoke("estimate", "--model", "Llama-2-70B", "--gpu", "A100-80GB", "--tp", 4, "--batch", 1,
-                 "--prompt-tokens", 512, "--context-tokens", 576, "--output-tokens", 128, "--json")
+    res = invoke(
+        "estimate",
+        "--model",
+        "Llama-2-70B",
+        "--gpu",
+        "A100-80GB",
+        "--tp",
+        4,
+        "--batch",
+        1,
+        "--prompt-tokens",
+        512,
+        "--context-tokens",
+        576,
+        "--output-tokens",
+        128,
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    for key in ("prefill_latency_s", "decode_step_latency_s", "kv_capacity_tokens", "max_batch_size",
-                "weights_gib_per_gpu", "max_output_tokens_per_s"):
+    for key in (
+        "prefill_latency_s",
+        "decode_step_latency_s",
+        "kv_capacity_tokens",
+        "max_batch_size",
+        "weights_gib_per_gpu",
+        "max_output_tokens_per_s",
+    ):
         assert key in doc
     assert doc["prefill_latency_s"] == pytest.approx(0.127, rel=0.15)  # measured DGX-A100 median: 127 ms
 

@@ -54,15 +54,21 @@ def test_param_counts_match_published(model):
 
 
 def test_hf_config_dense_and_moe(tmp_path):
-    dense = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32,
-             "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-             "vocab_size": 128256, "max_position_embeddings": 8192}
+    dense = {
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_position_embeddings": 8192,
+    }
     (tmp_path / "dense").mkdir()
     (tmp_path / "dense" / "config.json").write_text(json.dumps(dense))
     spec = find_model(str(tmp_path / "dense" / "config.json"))
     assert ModelArch(spec).params_total / 1e9 == pytest.approx(8.03, rel=0.01)
-    moe = dict(dense, num_local_experts=8, num_experts_per_tok=2, vocab_size=32000,
-               max_position_embeddings=32768)
+    moe = dict(dense, num_local_experts=8, num_experts_per_tok=2, vocab_size=32000, max_position_embeddings=32768)
     (tmp_path / "moe.json").write_text(json.dumps(moe))
     arch = ModelArch(model_from_hf_config(tmp_path / "moe.json"))
     assert arch.params_total / 1e9 == pytest.approx(46.7, rel=0.01)
@@ -80,8 +86,11 @@ def test_prices_cloud_and_user_override(tmp_path):
     assert resolve_price(h100, "aws").usd_per_gpu_hour == pytest.approx(12.29)
     assert resolve_price(h100, "lambda").usd_per_gpu_hour == pytest.approx(2.99)
     cheapest = resolve_price(h100)
-    assert cheapest.usd_per_gpu_hour == min(p.on_demand_usd_per_gpu_hour for p in load_prices().prices
-                                            if p.gpu == "H100-SXM" and p.includes_host and p.on_demand_usd_per_gpu_hour)
+    assert cheapest.usd_per_gpu_hour == min(
+        p.on_demand_usd_per_gpu_hour
+        for p in load_prices().prices
+        if p.gpu == "H100-SXM" and p.includes_host and p.on_demand_usd_per_gpu_hour
+    )
     assert resolve_price(find_gpu("H800")) is None
     f = tmp_path / "p.yaml"
     f.write_text("schema_version: 1\nkind: prices\nsource: test\nas_of: '2026-01-01'\nusd_per_gpu_hour: {H100: 1.5}\n")

@@ -9,11 +9,14 @@ from hetplan.solvers.milp import max_value, solve_covering
 def brute_force(cost, value, demand, usage, cap, bound=8):
     best = None
     for ys in itertools.product(range(bound + 1), repeat=len(cost)):
-        if sum(v * y for v, y in zip(value, ys)) < demand - 1e-9:
+        if sum(v * y for v, y in zip(value, ys, strict=False)) < demand - 1e-9:
             continue
-        if any(c is not None and sum(u * y for u, y in zip(row, ys)) > c for row, c in zip(usage, cap)):
+        if any(
+            c is not None and sum(u * y for u, y in zip(row, ys, strict=False)) > c
+            for row, c in zip(usage, cap, strict=False)
+        ):
             continue
-        total = sum(c * y for c, y in zip(cost, ys))
+        total = sum(c * y for c, y in zip(cost, ys, strict=False))
         if best is None or total < best - 1e-9:
             best = total
     return best
@@ -35,7 +38,7 @@ def test_ilp_equals_brute_force(seed):
     else:
         assert got.status == "optimal"
         assert got.objective == pytest.approx(expected, abs=1e-6)
-        assert sum(c * y for c, y in zip(cost, got.counts)) == pytest.approx(expected, abs=1e-6)
+        assert sum(c * y for c, y in zip(cost, got.counts, strict=False)) == pytest.approx(expected, abs=1e-6)
 
 
 def test_second_stage_prefers_fewer_units_at_equal_cost():

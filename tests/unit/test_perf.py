@@ -11,8 +11,9 @@ from hetplan.perf.latency import InstanceModel
 KIB = 1024
 
 
-@pytest.mark.parametrize("model,kib", [("Llama-3-8B", 128), ("Llama-2-70B", 320), ("Llama-3-70B", 320),
-                                       ("Llama-2-7B", 512)])
+@pytest.mark.parametrize(
+    "model,kib", [("Llama-3-8B", 128), ("Llama-2-70B", 320), ("Llama-3-70B", 320), ("Llama-2-7B", 512)]
+)
 def test_kv_bytes_per_token_fp16(model, kib):
     assert ModelArch(find_model(model), "fp16", "fp16").kv_bytes_per_token == kib * KIB
 

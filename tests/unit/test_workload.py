@@ -17,7 +17,7 @@ def test_mooncake_reader(fixtures):
     wl = load_workload(fixtures / "mooncake_300.jsonl")
     assert wl.n_requests == 300
     assert wl.prompt_tokens[0] == 40160
-    assert wl.duration_s == pytest.approx((wl.arrival_rate_per_s and 299 / wl.arrival_rate_per_s))
+    assert wl.duration_s == pytest.approx(wl.arrival_rate_per_s and 299 / wl.arrival_rate_per_s)
 
 
 def test_length_csv_needs_rate(fixtures):
