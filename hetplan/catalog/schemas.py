@@ -75,6 +75,8 @@ class GpuSpec(_Record):
 
 
 class GpuCatalog(_Record):
+    """The GPU catalog file (``catalogs/gpus.yaml``)."""
+
     schema_version: Literal[1]
     kind: Literal["gpus"]
     source: str
@@ -106,6 +108,8 @@ class PriceEntry(_Record):
 
 
 class PriceCatalog(_Record):
+    """The price catalog file (``catalogs/prices.yaml``)."""
+
     schema_version: Literal[1]
     kind: Literal["prices"]
     source: str
@@ -191,10 +195,13 @@ class ModelSpec(_Record):
 
     @property
     def is_moe(self) -> bool:
+        """True for mixture-of-experts models."""
         return self.num_experts is not None
 
 
 class ModelCatalog(_Record):
+    """The model catalog file (``catalogs/models.yaml``)."""
+
     schema_version: Literal[1]
     kind: Literal["models"]
     source: str

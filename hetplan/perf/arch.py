@@ -60,22 +60,27 @@ class ModelArch:
     # -- shapes ---------------------------------------------------------------------------------------
     @property
     def layers(self) -> int:
+        """Number of transformer layers L."""
         return self.spec.num_hidden_layers
 
     @property
     def d_model(self) -> int:
+        """Hidden size d."""
         return self.spec.hidden_size
 
     @property
     def d_q(self) -> int:
+        """Query width n_q x head_dim."""
         return self.spec.num_attention_heads * self.spec.head_dim
 
     @property
     def attention_heads(self) -> int:
+        """Query heads n_q."""
         return self.spec.num_attention_heads
 
     @property
     def kv_heads(self) -> int:
+        """KV heads n_kv."""
         return self.spec.num_key_value_heads
 
     # -- parameters -----------------------------------------------------------------------------------

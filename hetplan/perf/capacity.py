@@ -50,10 +50,12 @@ class LengthStats:
 
     @property
     def mean_prompt(self) -> float:
+        """Mean prompt length, tokens."""
         return float(self.prompt_tokens.mean())
 
     @property
     def mean_output(self) -> float:
+        """Mean output length, tokens."""
         return float(self.output_tokens.mean())
 
     @property

@@ -67,6 +67,7 @@ class InstanceModel:
     # -- constants ------------------------------------------------------------------------------------
     @cached_property
     def eff(self) -> GpuEfficiency:
+        """Efficiency prior in force for this GPU."""
         return self.settings.for_gpu(self.gpu.name)
 
     @cached_property
@@ -82,6 +83,7 @@ class InstanceModel:
 
     @cached_property
     def mem_bytes_per_s(self) -> float:
+        """Datasheet memory bandwidth, bytes/s."""
         return self.gpu.hbm_gb_per_s * GB
 
     @cached_property
@@ -91,19 +93,23 @@ class InstanceModel:
 
     @cached_property
     def overhead_s(self) -> float:
+        """Fixed framework time per iteration, seconds (never zero)."""
         return self.eff.step_overhead_s + self.eff.tp_sync_overhead_s * math.log2(self.tp)
 
     @property
     def gpus(self) -> int:
+        """GPUs in the instance, TP x PP."""
         return self.tp * self.pp
 
     # -- memory ---------------------------------------------------------------------------------------
     @cached_property
     def weights_gib_per_gpu(self) -> float:
+        """Weight memory per GPU, GiB."""
         return self.arch.weight_bytes / (self.tp * self.pp) / GIB
 
     @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV bytes one token occupies on each GPU."""
         return self.arch.kv_bytes_per_token / (self.arch.kv_shards(self.tp) * self.pp)
 
     @cached_property
@@ -124,6 +130,7 @@ class InstanceModel:
 
     @property
     def fits(self) -> bool:
+        """True when the weights fit and leave room for at least one KV block."""
         return self.kv_capacity_tokens > 0
 
     def require_fit(self, min_tokens: int = 1) -> None:

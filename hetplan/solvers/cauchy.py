@@ -79,6 +79,7 @@ class PlanRequest:
 
     @property
     def demand_req_per_s(self) -> float:
+        """Goodput to provision: target x (1 + headroom), req/s."""
         return self.goodput_req_per_s * (1.0 + self.headroom)
 
 
@@ -94,6 +95,7 @@ class InstanceOption:
 
     @property
     def key(self) -> tuple[str, int]:
+        """(GPU name, TP) of this option."""
         return (self.gpu.name, self.tp)
 
 
@@ -119,15 +121,18 @@ class Combo:
 
     @property
     def homogeneous(self) -> bool:
+        """True when prefill and decode run on the same GPU type."""
         return self.prefill_gpu == self.decode_gpu
 
     def gpus_used(self) -> dict[str, int]:
+        """GPUs per type name used (by one copy, or by the whole allocation)."""
         used = {self.prefill_gpu: self.n_prefill * self.prefill_tp}
         used[self.decode_gpu] = used.get(self.decode_gpu, 0) + self.n_decode * self.decode_tp
         return used
 
     @property
     def label(self) -> str:
+        """Human-readable ``n x GPU TP -> m x GPU TP``."""
         return (
             f"{self.n_prefill}x{self.prefill_gpu} TP{self.prefill_tp} -> "
             f"{self.n_decode}x{self.decode_gpu} TP{self.decode_tp}"
@@ -146,6 +151,7 @@ class Allocation:
     candidates: int
 
     def gpus_used(self) -> dict[str, int]:
+        """GPUs per type name used (by one copy, or by the whole allocation)."""
         used: dict[str, int] = {}
         for combo, count in self.combos:
             for name, n in combo.gpus_used().items():

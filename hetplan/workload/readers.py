@@ -56,6 +56,7 @@ class Workload:
 
     @property
     def n_requests(self) -> int:
+        """Number of requests in the workload."""
         return int(self.prompt_tokens.shape[0])
 
     def summary(self) -> dict[str, Any]:
