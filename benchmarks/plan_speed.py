@@ -30,6 +30,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="Llama-3-70B")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-ilp-combos", type=int, default=20000)
     args = ap.parse_args()
     gpus = [g for g in load_gpus().gpus if (g.bf16_dense_tflops or g.fp16_dense_tflops or g.fp16_dense_tflops_estimate)]
     prices: dict[str, float] = {}
@@ -60,6 +61,7 @@ def main() -> int:
         gpus=[g.name for g in gpus],
         tp=[1, 2, 4, 8],
         max_ratio=8,
+        max_ilp_combos=args.max_ilp_combos,
         prices=str(price_file),
     )
     print(f"{len(gpus)} GPU types; placeholder prices for {len(placeholder)}: {', '.join(placeholder)}")
@@ -82,7 +84,10 @@ def main() -> int:
         f"combos enumerated: {cands.enumerated:,}; ILP: {len(cands.combos)} integer variables, 1 demand row "
         f"(+ one inventory row per GPU type with an inventory; {types_in_ilp} types appear)"
     )
-    print(f"plan: ${alloc.total_usd_per_hour:.2f}/h, {alloc.goodput_req_per_s:.2f} req/s, status {alloc.status}")
+    print(
+        f"plan: ${alloc.total_usd_per_hour:.2f}/h, {alloc.goodput_req_per_s:.2f} req/s, status {alloc.status}, "
+        f"pruning {'exact' if cands.exact else 'heuristic'}"
+    )
     for key, vals in times.items():
         print(f"  {key:10s} median {statistics.median(vals):.3f} s  (runs: {', '.join(f'{v:.3f}' for v in vals)})")
     return 0

@@ -157,7 +157,7 @@ def _resolve_inputs(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str
         tps,
         scenario.max_ratio,
         scenario.headroom,
-        scenario.top_k,
+        scenario.max_ilp_combos,
     )
     check_request(req)
     return req, workload, warnings
@@ -251,6 +251,9 @@ def plan(scenario: Scenario) -> dict[str, Any]:
         "instance_options": len(cands.options),
         "combos_enumerated": cands.enumerated,
         "combos_in_ilp": len(cands.combos),
+        "pruning": "exact (dominated combos removed)"
+        if cands.exact
+        else f"heuristic (over {req.max_ilp_combos} non-dominated combos; best tokens/USD kept)",
     }
     doc["warnings"] = warnings
     return doc

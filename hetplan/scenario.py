@@ -85,7 +85,7 @@ class Scenario(_Strict):
     headroom: float = Field(default=0.1, ge=0)
     tp: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
     max_ratio: int = Field(default=8, ge=1, le=32)
-    top_k: int = Field(default=400, ge=1)
+    max_ilp_combos: int = Field(default=20000, ge=1)
     base_dir: str = Field(default=".", exclude=True)
 
     def resolve(self, relative: str | None) -> str | None:

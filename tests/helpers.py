@@ -56,5 +56,5 @@ def request(
         tp_options=tp,
         max_ratio=max_ratio,
         headroom=headroom,
-        top_k=top_k,
+        max_ilp_combos=top_k,
     )

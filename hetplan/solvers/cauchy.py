@@ -11,9 +11,10 @@ ordered pair of (GPU type, TP) instance options, homogeneous pairs included, wit
                 y_c ∈ ℕ
 
 is solved by HiGHS through :mod:`hetplan.solvers.milp`; a second stage keeps the cost and picks the fewest
-combos. Pruning keeps, per instance pair, the two ratios with the most tokens/USD, then the ``top_k`` best
-combos overall plus every homogeneous candidate, so the heterogeneous optimum is never worse than the
-homogeneous one. Infeasibility names the binding constraint with numbers.
+combos. Pruning is exact: a combo is dropped only when another one has at least its goodput and uses no more
+GPUs of any type (see :func:`_pareto_filter`), which cannot change the optimum; only past ``max_ilp_combos``
+survivors does a heuristic cut apply (the plan then says so). The homogeneous candidates are a subset of the
+heterogeneous ones, so the heterogeneous optimum is never worse. Infeasibility names the binding constraint.
 
 Source: Cauchy (SoCC 2025) for the combo formulation and the ILP; candidate pruning, the queueing model and
 the diagnostics are hetplan's own reconstruction (no public code exists).
@@ -21,6 +22,7 @@ the diagnostics are hetplan's own reconstruction (no public code exists).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -58,7 +60,8 @@ class PlanRequest:
         tp_options: TP degrees to consider.
         max_ratio: largest n and m in a combo.
         headroom: extra goodput fraction to provision (0.1 = 10 %).
-        top_k: combos kept for the ILP after pruning (plus all homogeneous ones).
+        max_ilp_combos: cap on the ILP's size after exact (dominance) pruning; past it, the best by tokens/USD
+            plus every homogeneous combo are kept and the plan says the pruning was heuristic.
         settings: performance-model settings.
     """
 
@@ -73,7 +76,7 @@ class PlanRequest:
     tp_options: tuple[int, ...] = (1, 2, 4, 8)
     max_ratio: int = 8
     headroom: float = 0.1
-    top_k: int = 400
+    max_ilp_combos: int = 20000
     settings: PerfSettings = PerfSettings()
     time_limit_s: float = 30.0
 
@@ -167,6 +170,8 @@ class CandidateSet:
     enumerated: int
     options: tuple[InstanceOption, ...]
     prefill_caps: dict[tuple[str, int, float], PrefillCapacity]
+    exact: bool = True
+    best_req_per_s_per_usd_by_pair: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]]:
@@ -185,8 +190,9 @@ def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]
     return options, skipped
 
 
-def enumerate_candidates(req: PlanRequest) -> CandidateSet:
-    """Build and prune the candidate combos (see module docstring).
+def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
+    """Build and prune the candidate combos (see module docstring); ``prune=False`` keeps every combo with
+    positive goodput (for tests and inspection).
 
     Raises:
         InfeasibleError: no instance option fits the model, or none meets the TTFT or TPOT SLO even idle.
@@ -210,8 +216,7 @@ def enumerate_candidates(req: PlanRequest) -> CandidateSet:
     ratios = [(n, m) for n in range(1, req.max_ratio + 1) for m in range(1, req.max_ratio + 1) if math.gcd(n, m) == 1]
     rn = np.array([r[0] for r in ratios], dtype=float)
     rm = np.array([r[1] for r in ratios], dtype=float)
-    combos: list[Combo] = []
-    enumerated = 0
+    raw: list[_PairCombos] = []
     for p in options:
         for d in options:
             if d.decode.rate_per_s <= 0:
@@ -220,44 +225,143 @@ def enumerate_candidates(req: PlanRequest) -> CandidateSet:
             pc = pcap(p, link)
             if pc.rate_per_s <= 0:
                 continue
-            enumerated += len(ratios)
             kv_rate = np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s) / s_mean_kv
             good = np.minimum(np.minimum(rn * pc.rate_per_s, rm * d.decode.rate_per_s), kv_rate)
-            price = (
-                rn * p.tp * req.prices[p.gpu.name].usd_per_gpu_hour
-                + rm * d.tp * req.prices[d.gpu.name].usd_per_gpu_hour
-            )
-            ce = good / price
-            keep = np.argsort(-ce, kind="stable")[:2]
-            for i in keep:
-                n, m = ratios[int(i)]
-                bound = ["prefill", "decode", "kv_transfer"][
-                    int(np.argmin([n * pc.rate_per_s, m * d.decode.rate_per_s, kv_rate[i]]))
-                ]
-                combos.append(
-                    Combo(
-                        p.gpu.name,
-                        p.tp,
-                        n,
-                        d.gpu.name,
-                        d.tp,
-                        m,
-                        float(good[i]),
-                        float(price[i]),
-                        pc.rate_per_s,
-                        d.decode.rate_per_s,
-                        float(kv_rate[i]),
-                        d.decode.batch,
-                        d.decode.step_s,
-                        link,
-                        bound,
-                    )
-                )
-    if not combos:
+            raw.append(_PairCombos(p, d, pc, link, kv_rate, good))
+    if not raw:
         raise _slo_infeasible(req, options, pcap)
+    enumerated = len(raw) * len(ratios)
+    best_by_pair: dict[tuple[str, str], float] = {}
+    for pair in raw:
+        price = (
+            rn * pair.p.tp * req.prices[pair.p.gpu.name].usd_per_gpu_hour
+            + rm * pair.d.tp * req.prices[pair.d.gpu.name].usd_per_gpu_hour
+        )
+        key = (pair.p.gpu.name, pair.d.gpu.name)
+        best_by_pair[key] = max(best_by_pair.get(key, 0.0), float((pair.good / price).max()))
+    if prune:
+        keep = _pareto_filter(raw, rn.astype(int), rm.astype(int))
+    else:
+        keep = [(k, int(i)) for k, pair in enumerate(raw) for i in np.nonzero(pair.good > 0)[0]]
+    combos = [_make_combo(req, raw[k], ratios[i]) for k, i in keep]
     combos.sort(key=lambda c: (-c.goodput_req_per_s / c.usd_per_hour, c.usd_per_hour, c.label))
-    kept = combos[: req.top_k] + [c for c in combos[req.top_k :] if c.homogeneous]
-    return CandidateSet(tuple(kept), enumerated, tuple(options), caps)
+    exact = len(combos) <= req.max_ilp_combos or not prune
+    if not exact:
+        combos = combos[: req.max_ilp_combos] + [c for c in combos[req.max_ilp_combos :] if c.homogeneous]
+    return CandidateSet(tuple(combos), enumerated, tuple(options), caps, exact, dict(sorted(best_by_pair.items())))
+
+
+@dataclass(frozen=True, eq=False)
+class _PairCombos:
+    """All ratios of one (prefill option, decode option) pair, as arrays over the ratio list."""
+
+    p: InstanceOption
+    d: InstanceOption
+    pc: PrefillCapacity
+    link: float
+    kv_rate: np.ndarray
+    good: np.ndarray
+
+
+def _pareto_filter(raw: list[_PairCombos], rn: np.ndarray, rm: np.ndarray) -> list[tuple[int, int]]:
+    """Indices (pair, ratio) of the combos no other combo dominates.
+
+    Combo c' dominates c when it has at least c's goodput and uses at most as many GPUs of every type (so it
+    also costs no more). Replacing c by c' in any deployment keeps it feasible and no dearer, so dropping
+    dominated combos never changes the ILP optimum. Only combos whose GPU types are a subset of c's can dominate
+    c; GPU counts are small integers, so each type pair is a grid and a 2-D running maximum finds the survivors.
+    Ties (equal usage and goodput) keep the first in enumeration order.
+    """
+    names = sorted({x.gpu.name for pair in raw for x in (pair.p, pair.d)})
+    tid = {n: i for i, n in enumerate(names)}
+    n_ratio = rn.size
+    pair_idx = np.repeat(np.arange(len(raw)), n_ratio)
+    ratio_idx = np.tile(np.arange(n_ratio), len(raw))
+    tp_p = np.repeat([pair.p.tp for pair in raw], n_ratio)
+    tp_d = np.repeat([pair.d.tp for pair in raw], n_ratio)
+    t_p = np.repeat([tid[pair.p.gpu.name] for pair in raw], n_ratio)
+    t_d = np.repeat([tid[pair.d.gpu.name] for pair in raw], n_ratio)
+    good = np.concatenate([pair.good for pair in raw])
+    use_p = np.tile(rn, len(raw)) * tp_p
+    use_d = np.tile(rm, len(raw)) * tp_d
+    homo = t_p == t_d
+    swap = t_p > t_d
+    t_a = np.where(swap, t_d, t_p)
+    t_b = np.where(swap, t_p, t_d)
+    u_a = np.where(homo, use_p + use_d, np.where(swap, use_d, use_p))
+    u_b = np.where(homo, 0, np.where(swap, use_p, use_d))
+    alive = good > 0
+    keep_mask = np.zeros(good.size, dtype=bool)
+
+    def first_of_cells(mask: np.ndarray, cell: np.ndarray) -> np.ndarray:
+        idx = np.nonzero(mask)[0]
+        _, first = np.unique(cell[idx], return_index=True)
+        return idx[first]
+
+    single: dict[int, np.ndarray] = {}
+    for t in np.unique(t_a[homo & alive]):
+        sel = homo & alive & (t_a == t)
+        best = np.zeros(int(u_a[sel].max()) + 1)
+        np.maximum.at(best, u_a[sel], good[sel])
+        single[int(t)] = np.maximum.accumulate(best)
+        below = np.concatenate(([0.0], single[int(t)][:-1]))
+        ok = sel.copy()
+        ok[sel] = (good[sel] == best[u_a[sel]]) & (good[sel] > below[u_a[sel]])
+        keep_mask[first_of_cells(ok, u_a)] = True
+    group = t_a * len(names) + t_b
+    het = ~homo & alive
+    for gid in np.unique(group[het]):
+        sel = het & (group == gid)
+        a, b = int(gid) // len(names), int(gid) % len(names)
+        ua, ub, g = u_a[sel], u_b[sel], good[sel]
+        grid = np.zeros((int(ua.max()) + 1, int(ub.max()) + 1))
+        np.maximum.at(grid, (ua, ub), g)
+        if a in single:
+            col = single[a][: grid.shape[0]]
+            grid[: col.size, 0] = np.maximum(grid[: col.size, 0], col)
+        if b in single:
+            row = single[b][: grid.shape[1]]
+            grid[0, : row.size] = np.maximum(grid[0, : row.size], row)
+        prefix = np.maximum.accumulate(np.maximum.accumulate(grid, axis=0), axis=1)
+        left = np.where(ua > 0, prefix[np.maximum(ua - 1, 0), ub], 0.0)
+        down = np.where(ub > 0, prefix[ua, np.maximum(ub - 1, 0)], 0.0)
+        ok = sel.copy()
+        ok[sel] = (g == grid[ua, ub]) & (g > np.maximum(left, down))
+        keep_mask[first_of_cells(ok, u_a * 100_000 + u_b)] = True
+    chosen = np.nonzero(keep_mask)[0]
+    return [(int(pair_idx[i]), int(ratio_idx[i])) for i in chosen]
+
+
+def _make_combo(req: PlanRequest, pair: _PairCombos, ratio: tuple[int, int]) -> Combo:
+    n, m = ratio
+    p, d, pc = pair.p, pair.d, pair.pc
+    i = _RATIO_INDEX(req.max_ratio)[ratio]
+    price = n * p.tp * req.prices[p.gpu.name].usd_per_gpu_hour + m * d.tp * req.prices[d.gpu.name].usd_per_gpu_hour
+    limits = [n * pc.rate_per_s, m * d.decode.rate_per_s, float(pair.kv_rate[i])]
+    bound = ["prefill", "decode", "kv_transfer"][int(np.argmin(limits))]
+    return Combo(
+        p.gpu.name,
+        p.tp,
+        n,
+        d.gpu.name,
+        d.tp,
+        m,
+        float(pair.good[i]),
+        float(price),
+        pc.rate_per_s,
+        d.decode.rate_per_s,
+        float(pair.kv_rate[i]),
+        d.decode.batch,
+        d.decode.step_s,
+        pair.link,
+        bound,
+    )
+
+
+@functools.cache
+def _RATIO_INDEX(max_ratio: int) -> dict[tuple[int, int], int]:  # noqa: N802
+    ratios = [(n, m) for n in range(1, max_ratio + 1) for m in range(1, max_ratio + 1) if math.gcd(n, m) == 1]
+    return {r: i for i, r in enumerate(ratios)}
 
 
 def _slo_infeasible(req: PlanRequest, options: list[InstanceOption], pcap) -> InfeasibleError:  # noqa: ANN001
@@ -296,9 +400,10 @@ def solve_allocation(req: PlanRequest, combos: list[Combo] | tuple[Combo, ...], 
         raise InfeasibleError(
             f"no candidate combos for the {what}", "every candidate failed the SLOs", "relax the SLOs or add GPU types"
         )
-    names = sorted({g for c in combos for g in c.gpus_used()})
+    # only GPU types with an inventory need a row; the others are unlimited
+    names = sorted({g for c in combos for g in c.gpus_used()} & set(req.inventory))
     usage = _usage(combos, names)
-    cap = [req.inventory.get(g) for g in names]
+    cap: list[int | None] = [req.inventory[g] for g in names]
     demand = req.demand_req_per_s
     upper = []
     for i, c in enumerate(combos):

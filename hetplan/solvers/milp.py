@@ -99,16 +99,15 @@ def solve_covering(
     def build(name: str) -> tuple[pulp.LpProblem, list[pulp.LpVariable]]:
         prob = pulp.LpProblem(name, pulp.LpMinimize)
         ys = [_var(prob, f"y{i:05d}", None if upper is None else int(upper[i])) for i in range(n)]
-        prob += pulp.lpSum(float(value[i]) * ys[i] for i in range(n)) >= float(demand), "demand"
+        prob += _affine(ys, value) >= float(demand), "demand"
         for g, row in enumerate(usage):
             cap = capacity[g] if g < len(capacity) else None
-            terms = [float(row[i]) * ys[i] for i in range(n) if row[i]]
-            if cap is not None and terms:
-                prob += pulp.lpSum(terms) <= float(cap), f"cap{g:03d}"
+            if cap is not None and any(row):
+                prob += _affine(ys, row) <= float(cap), f"cap{g:03d}"
         return prob, ys
 
     prob, ys = build("covering")
-    prob.setObjective(pulp.lpSum(float(cost[i]) * ys[i] for i in range(n)))
+    prob.setObjective(_affine(ys, cost))
     status = _run(prob, _solver(time_limit_s, mip_gap))
     if status != "optimal":
         if status == "not_solved" and all(v.varValue is not None for v in ys):
@@ -121,12 +120,17 @@ def solve_covering(
     if second_stage_epsilon is not None and n:
         prob2, y2 = build("fewest_units")
         limit = best * (1 + second_stage_epsilon) + 1e-9
-        prob2 += pulp.lpSum(float(cost[i]) * y2[i] for i in range(n)) <= limit, "cost"
-        prob2.setObjective(pulp.lpSum(y2))
+        prob2 += _affine(y2, cost) <= limit, "cost"
+        prob2.setObjective(_affine(y2, [1.0] * n))
         if _run(prob2, _solver(time_limit_s, mip_gap)) == "optimal":
             counts = tuple(int(round(v.varValue or 0.0)) for v in y2)
             best = sum(float(cost[i]) * counts[i] for i in range(n))
     return MilpResult(status, counts, best, gap)
+
+
+def _affine(ys: Sequence[pulp.LpVariable], coefficients: Sequence[float]) -> pulp.LpAffineExpression:
+    """Σ coefficient·y over the non-zero coefficients, built in one call (much faster than ``lpSum`` of products)."""
+    return pulp.LpAffineExpression([(y, float(c)) for y, c in zip(ys, coefficients, strict=True) if c])
 
 
 def _var(prob: pulp.LpProblem, name: str, upper: int | None) -> pulp.LpVariable:
@@ -153,18 +157,17 @@ def max_value(
     n = len(value)
     prob = pulp.LpProblem("max_value", pulp.LpMaximize)
     ys = [_var(prob, f"y{i:05d}", None) for i in range(n)]
-    prob.setObjective(pulp.lpSum(float(value[i]) * ys[i] for i in range(n)))
+    prob.setObjective(_affine(ys, value))
     bounded = [False] * n
     for g, row in enumerate(usage):
         cap = capacity[g]
         if cap is None:
             continue
-        terms = [float(row[i]) * ys[i] for i in range(n) if row[i]]
         for i in range(n):
             if row[i]:
                 bounded[i] = True
-        if terms:
-            prob += pulp.lpSum(terms) <= float(cap), f"cap{g:03d}"
+        if any(row):
+            prob += _affine(ys, row) <= float(cap), f"cap{g:03d}"
     if not all(bounded):
         return float("inf")
     status = _run(prob, _solver(time_limit_s, 0.0))

@@ -12,12 +12,8 @@ PRICES = {"X": 4.0, "Y": 2.0}
 
 
 def best_ce_by_pair(req):
-    cands = enumerate_candidates(req)
-    best = {}
-    for c in cands.combos:
-        key = (c.prefill_gpu, c.decode_gpu)
-        best[key] = max(best.get(key, 0.0), c.goodput_req_per_s / c.usd_per_hour)
-    return best
+    """Best goodput per dollar of each (prefill type, decode type) over every enumerated combo."""
+    return enumerate_candidates(req).best_req_per_s_per_usd_by_pair
 
 
 def test_relative_advantage_design_s4():
@@ -91,3 +87,27 @@ def test_infeasible_tpot_slo():
     req = request([X], {"X": 4.0}, tpot=0.001)
     with pytest.raises(InfeasibleError, match="TPOT"):
         enumerate_candidates(req)
+
+
+@pytest.mark.parametrize("inventory", [None, {"X": 3, "Y": 9}, {"X": 9, "Y": 2}])
+@pytest.mark.parametrize("goodput", [3.0, 17.0, 40.0])
+def test_pruning_never_changes_the_optimum(inventory, goodput):
+    req = request([X, Y], PRICES, inventory=inventory, goodput=goodput, ttft=5.0, tp=(1, 2), max_ratio=4)
+    pruned = enumerate_candidates(req)
+    full = enumerate_candidates(req, prune=False)
+    assert pruned.exact and len(pruned.combos) < len(full.combos)
+    try:
+        expected = solve_allocation(req, full.combos).total_usd_per_hour
+    except InfeasibleError:
+        with pytest.raises(InfeasibleError):
+            solve_allocation(req, pruned.combos)
+        return
+    assert solve_allocation(req, pruned.combos).total_usd_per_hour == pytest.approx(expected)
+
+
+def test_larger_ratio_bound_never_costs_more():
+    costs = []
+    for max_ratio in (1, 2, 4, 8):
+        req = request([X, Y], PRICES, goodput=7.0, ttft=5.0, tp=(1, 2), max_ratio=max_ratio)
+        costs.append(solve_allocation(req, enumerate_candidates(req).combos).total_usd_per_hour)
+    assert all(b <= a + 1e-9 for a, b in zip(costs, costs[1:], strict=False))
