@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from hetplan.api import _resolve_inputs
+from hetplan.api import build_request
 from hetplan.catalog.loader import load_gpus
 from hetplan.catalog.pricing import resolve_price
 from hetplan.scenario import Scenario
@@ -68,7 +68,7 @@ def main() -> int:
     times: dict[str, list[float]] = {"inputs": [], "enumerate": [], "ilp": [], "total": []}
     for run in range(args.repeats + 1):
         t0 = time.perf_counter()
-        req, _, _ = _resolve_inputs(scenario)
+        req, _, _, _ = build_request(scenario)
         t1 = time.perf_counter()
         cands = enumerate_candidates(req)
         t2 = time.perf_counter()

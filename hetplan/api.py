@@ -84,8 +84,11 @@ def build_workload(scenario: Scenario) -> Workload:
     return load_workload(scenario.resolve(spec.path) or "", spec.format, spec.rate_per_s)
 
 
-def _resolve_inputs(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str]]:
+def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
+    """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
+    (GPU name, text; shown only when a plan uses that GPU)."""
     warnings: list[str] = []
+    gpu_warnings: list[tuple[str, str]] = []
     check_cloud(scenario.cloud)
     arch = ModelArch(
         find_model((scenario.resolve(scenario.model) if scenario.model.endswith(".json") else None) or scenario.model),
@@ -135,9 +138,29 @@ def _resolve_inputs(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str
             warnings.append(f"{gpu.name} skipped: no compute figure in the catalog")
             continue
         if gpu.dense_tflops("bf16")[1]:
-            warnings.append(f"{gpu.name}: compute TFLOPS is an unverified estimate ({gpu.estimate_note})")
+            tflops = gpu.dense_tflops("bf16")[0]
+            gpu_warnings.append(
+                (
+                    gpu.name,
+                    f"{gpu.name}: {tflops:g} TFLOPS is an estimate, not a datasheet figure "
+                    f"({gpu.estimate_note or 'no published value'})",
+                )
+            )
         if price.illustrative:
-            warnings.append(f"{gpu.name}: price is illustrative, not a quote ({price.source})")
+            gpu_warnings.append(
+                (
+                    gpu.name,
+                    f"{gpu.name}: ${price.usd_per_gpu_hour:g}/GPU-hour is illustrative, not a quote ({price.source})",
+                )
+            )
+        if price.unreliable:
+            gpu_warnings.append(
+                (
+                    gpu.name,
+                    f"{gpu.name}: ${price.usd_per_gpu_hour:g}/GPU-hour comes from a catalog row "
+                    f"flagged unreliable ({price.source}); pass --prices to set your own",
+                )
+            )
         prices[gpu.name] = price
         chosen.append(gpu)
     prompt, output = workload.sample(MAX_SAMPLES)
@@ -160,7 +183,7 @@ def _resolve_inputs(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str
         scenario.max_ilp_combos,
     )
     check_request(req)
-    return req, workload, warnings
+    return req, workload, warnings, gpu_warnings
 
 
 def _r(x: float, digits: int = 6) -> float:
@@ -223,7 +246,7 @@ def plan(scenario: Scenario) -> dict[str, Any]:
         InputError: bad scenario fields. InfeasibleError: no plan meets the target (names the binding
         constraint).
     """
-    req, workload, warnings = _resolve_inputs(scenario)
+    req, workload, warnings, gpu_warnings = build_request(scenario)
     cands = enumerate_candidates(req)
     het = solve_allocation(req, cands.combos, "heterogeneous plan")
     homo_doc, by_gpu = _homogeneous(req, cands)
@@ -255,7 +278,8 @@ def plan(scenario: Scenario) -> dict[str, Any]:
         if cands.exact
         else f"heuristic (over {req.max_ilp_combos} non-dominated combos; best tokens/USD kept)",
     }
-    doc["warnings"] = warnings
+    used = set(doc["gpus_used"]) | set(homo_doc.get("gpus_used", {}))
+    doc["warnings"] = warnings + [text for name, text in gpu_warnings if name in used]
     return doc
 
 

@@ -45,6 +45,9 @@ def write_atomic(path: str | Path, text: str, force: bool = False) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the mode a plain open() would
         os.replace(tmp, path)
     except OSError as exc:
         raise InputError(f"cannot write {path}", str(exc), "check the folder exists and is writable") from None

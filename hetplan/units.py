@@ -1,6 +1,7 @@
 """Unit parsing and conversion, in one place.
 
-Durations accept ``2s``, ``80ms``, ``1.5 s``, ``500us`` or a bare number of seconds. Sizes use GiB = 2**30
+Durations accept ``2s``, ``80ms``, ``1.5 s``, ``500us``; text without a unit is refused, numbers (from YAML) are
+seconds. Sizes use GiB = 2**30
 bytes for memory and GB = 1e9 bytes for bandwidth, as vendors do.
 
 Source: hetplan's own reconstruction.
@@ -21,7 +22,7 @@ _SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0}
 
 
 def parse_duration_s(value: str | float | int, field: str = "duration") -> float:
-    """Parse a duration such as ``2s``, ``80ms`` or ``0.08`` into seconds (float > 0).
+    """Parse a duration such as ``2s`` or ``80ms`` (text needs a unit) or a number of seconds into seconds.
 
     Raises:
         InputError: the text is not a positive duration; the message names ``field``.
@@ -35,6 +36,12 @@ def parse_duration_s(value: str | float | int, field: str = "duration") -> float
                 f"{field}: cannot read {value!r} as a duration",
                 "expected a number followed by s, ms or us",
                 f"write it like '2s' or '80ms', e.g. --{field.replace('_', '-')} 80ms",
+            )
+        if match.group(2) is None:
+            raise InputError(
+                f"{field}: {value!r} has no unit",
+                "a bare number is ambiguous (800 could mean 800 ms or 800 s)",
+                f"write it with a unit, e.g. --{field.replace('_', '-')} {value}ms or {value}s",
             )
         seconds = float(match.group(1)) * _SCALE[match.group(2)]
     if not seconds > 0:

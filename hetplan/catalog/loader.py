@@ -2,7 +2,7 @@
 
 The catalogs ship inside the wheel as ``hetplan/_catalogs`` (built from the repository's ``catalogs/``); in a
 source checkout or an editable install the repository folder is used. ``HETPLAN_CATALOG_DIR`` points
-elsewhere (for instance at a folder written by ``hetplan profile merge``).
+elsewhere (a folder with your own measured or negotiated figures).
 
 Source: hetplan's own reconstruction (after SkyPilot's catalog loader: one function per catalog, schema
 versioned, errors that end with how to fix them).
@@ -197,7 +197,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     heads = int(need("num_attention_heads", "n_head"))
     experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
     fields: dict[str, Any] = {
-        "name": cfg.get("_name_or_path") or file.parent.name or file.stem,
+        "name": cfg.get("_name_or_path") or (path.name if path.is_dir() else str(file)),
         "hf_repo": cfg.get("_name_or_path", ""),
         "architecture": (cfg.get("architectures") or [""])[0],
         "hidden_size": hidden,

@@ -2,7 +2,8 @@
 
 Rules: a user price file wins; otherwise the catalog row of the chosen cloud (cheapest listing of that GPU
 there), or, with no cloud given, the cheapest listing over all clouds whose price includes the host VM (GCP
-rows are GPU-attachment prices only and are used only when ``--cloud gcp`` asks for them).
+rows are GPU-attachment prices only and are used only when ``--cloud gcp`` asks for them). Rows the catalog flags
+``unreliable`` are skipped while another listing exists; a plan that still uses one says so.
 
 Source: hetplan's own reconstruction.
 """
@@ -24,6 +25,7 @@ class GpuPrice:
     usd_per_gpu_hour: float
     source: str
     illustrative: bool = False
+    unreliable: bool = False
 
 
 def resolve_price(
@@ -40,6 +42,7 @@ def resolve_price(
         rows = [p for p in rows if p.cloud == cloud]
     else:
         rows = [p for p in rows if p.includes_host]
+    rows = [p for p in rows if not p.unreliable] or rows
     best: tuple[float, str, str] | None = None
     for row in rows:
         listed = row.spot_usd_per_gpu_hour if spot else row.on_demand_usd_per_gpu_hour
@@ -51,7 +54,9 @@ def resolve_price(
     if best is None:
         return None
     kind = "spot" if spot else "on-demand"
-    return GpuPrice(gpu.name, float(best[0]), f"{best[1]} {best[2]} {kind} (catalog)")
+    row = next(p for p in rows if (p.cloud, p.instance_type) == best[1:])
+    flag = " [flagged unreliable in the catalog]" if row.unreliable else ""
+    return GpuPrice(gpu.name, float(best[0]), f"{best[1]} {best[2]} {kind} (catalog){flag}", unreliable=row.unreliable)
 
 
 def known_clouds() -> list[str]:

@@ -96,6 +96,7 @@ class PriceEntry(_Record):
     on_demand_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
     spot_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
     includes_host: bool = True
+    unreliable: bool = False
     listed_gpu: str | None = None
     notes: str | None = None
     source: str = ""

@@ -49,10 +49,14 @@ def estimate(
         ("KV per token (whole model)", f"{est.kv_bytes_per_token / 1024:.0f} KiB"),
     ]
     if est.max_output_tokens_per_s is not None:
-        rows.append(("max output tokens/s (steady state)", f"{est.max_output_tokens_per_s:,.0f}"))
+        rows.append(
+            ("max output tokens/s (steady state, largest batch that fits)", f"{est.max_output_tokens_per_s:,.0f}")
+        )
     for row in rows:
         table.add_row(*row)
     console = Console()
     console.print(table)
     if est.compute_tflops_is_estimate:
-        console.print(f"[yellow]warning:[/] {est.gpu}'s TFLOPS is an unverified estimate; profile it.")
+        console.print(
+            f"[yellow]warning:[/] {est.gpu}'s TFLOPS is an unverified estimate: measure it before trusting this."
+        )

@@ -60,5 +60,8 @@ from hetplan.cli import plan as _plan  # noqa: E402,F401
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (``--debug`` is accepted anywhere on the command line)."""
+    if "--debug" in sys.argv[1:]:
+        STATE["debug"] = True
+        sys.argv = [sys.argv[0], "--debug"] + [a for a in sys.argv[1:] if a != "--debug"]
     app()

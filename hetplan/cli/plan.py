@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -60,10 +61,17 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
                 "format": overrides.get("workload_format") or "auto",
             }
         elif key == "synthetic":
+            rate = overrides.get("rate") or overrides.get("goodput_req_per_s")
+            if rate is None:
+                raise InputError(
+                    "--synthetic needs an arrival rate",
+                    "a synthetic workload has no timestamps",
+                    "pass --rate REQ_PER_S or --goodput REQ_PER_S",
+                )
             base["workload"] = {
                 "synthetic": {
                     "class": value,
-                    "rate_per_s": overrides.get("rate") or overrides.get("goodput_req_per_s") or 1.0,
+                    "rate_per_s": rate,
                 }
             }
         elif key in ("workload_format", "rate"):
@@ -97,12 +105,18 @@ def plan(
     ),
     rate: float = typer.Option(None, "--rate", help="Arrival rate, req/s, for length-only or synthetic workloads."),
     goodput: float = typer.Option(None, "--goodput", help="Goodput target, req/s (default: the trace's rate)."),
-    ttft: str = typer.Option(None, "--ttft", help="TTFT SLO, e.g. 2s or 800ms."),
-    tpot: str = typer.Option(None, "--tpot", help="TPOT SLO, e.g. 80ms."),
-    percentile: str = typer.Option(None, "--percentile", help="SLO percentile, e.g. 90 or p99."),
-    gpus: str = typer.Option(None, "--gpus", help="Candidate GPU types, comma-separated."),
+    ttft: str = typer.Option(None, "--ttft", help="TTFT SLO with a unit, e.g. 2s or 800ms [default: 2s]."),
+    tpot: str = typer.Option(None, "--tpot", help="TPOT SLO with a unit, e.g. 80ms [default: 100ms]."),
+    percentile: str = typer.Option(None, "--percentile", help="SLO percentile, e.g. 90 or p99 [default: 90]."),
+    gpus: str = typer.Option(
+        None, "--gpus", help="Candidate GPU types, comma-separated [default: the inventory's, else every priced GPU]."
+    ),
     inventory: str = typer.Option(None, "--inventory", help="GPU counts available, e.g. H800=16,H20=32."),
-    cloud: str = typer.Option(None, "--cloud", help="Take prices from this cloud (aws, azure, gcp, lambda, ...)."),
+    cloud: str = typer.Option(
+        None,
+        "--cloud",
+        help="Take prices from this cloud (aws, azure, gcp, lambda, runpod, nebius) [default: cheapest listing].",
+    ),
     spot: bool = typer.Option(None, "--spot/--on-demand", help="Use spot prices."),
     prices: Path = typer.Option(None, "--prices", help="Price file overriding catalog prices."),
     headroom: float = typer.Option(None, "--headroom", help="Extra goodput to provision, fraction (default 0.1)."),
@@ -114,7 +128,10 @@ def plan(
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
 ) -> None:
-    """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target."""
+    """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
+
+    Example: hetplan plan examples/llama3-70b-azure-conv.yaml --goodput 8 --ttft 1s
+    """
 
     def work() -> tuple[dict[str, Any], float]:
         overrides: dict[str, Any] = {
@@ -158,11 +175,11 @@ def plan(
     err_console.print(f"planned in {elapsed:.2f} s" + (f"; wrote {out}" if out else ""))
 
 
-def _combo_rows(table: Table, combos: list[dict[str, Any]]) -> None:
+def _combo_rows(table: Table, combos: list[dict[str, Any]], wide: bool) -> None:
     for c in combos:
-        table.add_row(
-            f"{c['n_prefill']}x{c['prefill_gpu']}/TP{c['prefill_tp']} -> "
-            f"{c['n_decode']}x{c['decode_gpu']}/TP{c['decode_tp']}",
+        cells = [
+            f"{c['n_prefill']}x {c['prefill_gpu']} TP{c['prefill_tp']}\n"
+            f"-> {c['n_decode']}x {c['decode_gpu']} TP{c['decode_tp']}",
             str(c["count"]),
             f"{c['usd_per_hour']:.2f}",
             f"{c['goodput_req_per_s']:.2f}",
@@ -171,7 +188,10 @@ def _combo_rows(table: Table, combos: list[dict[str, Any]]) -> None:
             format_duration(c["predicted_tpot_s"]),
             f"{c['utilization'] * 100:.0f}%",
             c["bound_by"].replace("kv_transfer", "kv"),
-        )
+        ]
+        if not wide:
+            del cells[8], cells[4]
+        table.add_row(*cells)
 
 
 def render_plan(doc: dict[str, Any], console: Console) -> None:
@@ -180,47 +200,52 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
     slo = sc["slo"]
     console.print(
         f"[bold]{sc['name']}[/]: {sc['model']} ({sc['weight_dtype']}), workload {sc['workload']['name']} "
-        f"({sc['workload']['requests']} requests), goodput target {sc['goodput_target_req_per_s']:g} req/s "
+        f"({sc['workload']['requests']} requests), goodput target {sc['goodput_target_req_per_s']:.4g} req/s "
         f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
         f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
     )
-    q = f"p{slo['percentile']:g}"
     homo = doc["homogeneous_baseline"]
-    homo_title = f"Best homogeneous fleet ({homo['gpu']} only)" if "gpu" in homo else "Best homogeneous fleet"
-    for title, part in (("Heterogeneous plan (Cauchy)", doc), (homo_title, homo)):
+    same = doc.get("gain_over_homogeneous") is not None and doc["total_usd_per_hour"] == homo["total_usd_per_hour"]
+    parts = [("Cheapest plan (Cauchy search)", doc)]
+    if not same:
+        title = f"Best homogeneous fleet ({homo['gpu']} only)" if "gpu" in homo else "Best homogeneous fleet"
+        parts.append((title, homo))
+    for title, part in parts:
         if part.get("status") == "infeasible":
             console.print(f"[yellow]{title}: infeasible[/] - {part['reason']}")
             continue
-        table = Table(
-            title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
-            f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)"
-        )
-        for col in (
-            "combo: prefill -> decode",
-            "count",
-            "$/h",
-            "req/s",
-            "tok/USD",
-            f"{q} TTFT",
-            "TPOT",
-            "util",
-            "bound",
-        ):
-            table.add_column(
-                col, justify="left" if col in ("combo: prefill -> decode", "bound") else "right", overflow="fold"
-            )
-        _combo_rows(table, part["combos"])
-        console.print(table)
-        console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
-    if doc.get("gain_over_homogeneous") is not None:
+        _plan_table(title, part, f"p{slo['percentile']:g}", console)
+    if same:
+        console.print(f"The cheapest plan uses one GPU type ({homo['gpu']}): no heterogeneous combo beats it here.")
+    elif doc.get("gain_over_homogeneous") is not None:
         console.print(
             f"[bold green]Saves {doc['gain_over_homogeneous'] * 100:.1f} %[/] of $/hour against the best "
-            f"homogeneous fleet (${doc['homogeneous_baseline']['total_usd_per_hour']:.2f}/h)."
+            f"homogeneous fleet (${homo['total_usd_per_hour']:.2f}/h)."
         )
     s = doc["solver"]
     console.print(
-        f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']} combos "
-        f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']} in the ILP"
+        f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']:,} combos "
+        f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']:,} in the ILP, "
+        f"pruning {s['pruning']}"
     )
     for w in doc.get("warnings", []):
         console.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
+
+
+def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> None:
+    table = Table(
+        title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
+        f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    wide = console.width >= 100
+    table.add_column("combo: prefill -> decode", no_wrap=True)
+    for col in ("n", "$/h", "req/s", "tok/$", f"{q} TTFT", "TPOT", "util"):
+        if wide or col != "tok/$":
+            table.add_column(col, justify="right", no_wrap=True)
+    if wide:
+        table.add_column("bound", no_wrap=True)
+    _combo_rows(table, part["combos"], wide)
+    console.print(table)
+    console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))

@@ -4,7 +4,8 @@ Every constant that no paper pins down lives here with a default and a way to ca
 
 - ``prefill_mfu`` / ``decode_mbu`` / ``decode_mfu``: achieved fraction of the datasheet's dense TFLOPS and memory
   bandwidth. Defaults were fitted on the measured DGX-A100 Llama-2-70B latencies in Splitwise's data
-  (``benchmarks/accuracy.py --fit`` reproduces the fit); ``hetplan profile`` replaces them per GPU.
+  (``benchmarks/accuracy.py --fit`` reproduces the fit). Calibrate them for your stack by fitting measured
+  latencies the same way and setting ``gpu_overrides``.
 - ``step_overhead_s``: fixed framework time per engine iteration (scheduling, sampling, kernel launches); the
   measured A100 data decode at about 45 ms per step at batch 1 on TP4 and TP8 although the bandwidth roofline is
   5-11 ms, so this is never zero.
@@ -13,7 +14,7 @@ Every constant that no paper pins down lives here with a default and a way to ca
 - ``allreduce_latency_s`` / ``link_efficiency``: α and the achieved fraction of the unidirectional datasheet
   link bandwidth in the ring all-reduce model ``2(t-1)·α + 2(t-1)/t · M / (η · B_link)``.
 
-Per-GPU overrides go in ``gpu_overrides`` (``{"H100-SXM": GpuEfficiency(...)}``); a profile file sets them.
+Per-GPU overrides go in ``gpu_overrides`` (``(("H100-SXM", GpuEfficiency(...)),)``).
 
 Source: DESIGN §2 for the model shape; the defaults are hetplan's own calibration.
 """
@@ -42,7 +43,7 @@ class PerfSettings:
 
     Attributes:
         default: efficiency prior for GPUs without an override.
-        gpu_overrides: per GPU name (canonical catalog name) efficiency, e.g. from ``hetplan profile``.
+        gpu_overrides: per GPU name (canonical catalog name) efficiency, e.g. fitted on your own measurements.
         gpu_memory_utilization: share of device memory the engine may use (vLLM default 0.9).
         activation_reserve_gib: per-GPU memory kept for activations and CUDA graphs, GiB.
         block_size_tokens: KV block size (vLLM default 16).
