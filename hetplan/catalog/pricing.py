@@ -35,7 +35,7 @@ def resolve_price(
     if user is not None:
         for name, value in user.usd_per_gpu_hour.items():
             if find_gpu(name).name == gpu.name:
-                label = f"price file: {user.source} ({user.as_of})" + (" [illustrative]" if user.illustrative else "")
+                label = f"price file: {user.source}, as of {user.as_of}"
                 return GpuPrice(gpu.name, float(value), label, user.illustrative)
     rows = [p for p in load_prices().prices if p.gpu == gpu.name]
     if cloud:
