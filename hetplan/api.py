@@ -5,7 +5,9 @@ Source: hetplan's own reconstruction (aiconfigurator-style CLI/API pairing).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,7 @@ import numpy as np
 from hetplan import __version__
 from hetplan.catalog.loader import find_gpu, find_model, load_gpus, load_user_prices
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
+from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import LengthStats
@@ -20,7 +23,7 @@ from hetplan.perf.estimate import Estimate
 from hetplan.perf.estimate import estimate as _estimate
 from hetplan.perf.latency import InstanceModel
 from hetplan.perf.settings import PerfSettings
-from hetplan.scenario import Scenario
+from hetplan.scenario import MAX_TP, Scenario
 from hetplan.solvers.cauchy import (
     Allocation,
     CandidateSet,
@@ -60,6 +63,12 @@ def estimate(
             raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
     if output_tokens is not None and output_tokens < 1:
         raise InputError(f"output_tokens must be >= 1, got {output_tokens}", fix="pass --output-tokens 1 or more")
+    if tp > MAX_TP:
+        raise InputError(
+            f"TP {tp} spans more than one {MAX_TP}-GPU node",
+            "hetplan models tensor parallelism inside one node",
+            f"use --tp {MAX_TP} or less (and --pp)",
+        )
     arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
     inst = InstanceModel(arch, find_gpu(gpu), tp, pp, settings or PerfSettings())
     ctx = prompt_tokens if context_tokens is None else context_tokens
@@ -69,82 +78,127 @@ def estimate(
 
 
 def build_workload(scenario: Scenario) -> Workload:
-    """The scenario's workload (trace file or synthetic)."""
+    """The scenario's workload (trace file or synthetic); a trace's source is recorded as its file name and
+    SHA-256, so plans do not depend on the working directory."""
     spec = scenario.workload
     if spec.synthetic is not None:
         s = spec.synthetic
         return synthetic_workload(
             s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median, s.output_tokens_median, s.sigma
         )
-    if spec.path is None:
-        raise InputError(
-            "workload: neither path nor synthetic is set",
-            fix="set workload.path to a trace or workload.synthetic to a distribution",
-        )
-    return load_workload(scenario.resolve(spec.path) or "", spec.format, spec.rate_per_s)
+    path = Path(scenario.resolve(spec.path) or "")
+    display = path.name
+    if path.is_file():
+        display = f"{path.name} (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]})"
+    return load_workload(path, spec.format, spec.rate_per_s, display)
+
+
+def _model(scenario: Scenario) -> ModelArch:
+    local = Path(scenario.resolve(scenario.model) or "")
+    name = str(local) if local.exists() else scenario.model
+    return ModelArch(find_model(name), scenario.weight_dtype, scenario.kv_dtype)
+
+
+def _goodput(scenario: Scenario, workload: Workload, warnings: list[str]) -> float:
+    if scenario.goodput_req_per_s is not None:
+        return scenario.goodput_req_per_s
+    if workload.arrival_rate_per_s is None or not workload.arrival_rate_per_s > 0:
+        if workload.duration_s is None:
+            why = "the workload has no timestamps (a length-only file or a single request)"
+        else:
+            why = f"the workload's timestamps span {workload.duration_s:g} s, so it has no arrival rate"
+        raise InputError("no goodput target", why, "pass --goodput REQ_PER_S (or --rate for a length-only file)")
+    rate = workload.arrival_rate_per_s
+    warnings.append(f"goodput target defaults to the workload's mean arrival rate, {rate:.4g} req/s")
+    return rate
+
+
+def _inventory(scenario: Scenario) -> dict[str, int]:
+    inventory: dict[str, int] = {}
+    for name, count in scenario.inventory.items():
+        canonical = find_gpu(name).name
+        if canonical in inventory:
+            raise InputError(f"inventory names {canonical} twice ({name!r} is an alias)", fix="give each GPU once")
+        inventory[canonical] = int(count)
+    return inventory
+
+
+def _user_prices(scenario: Scenario) -> UserPriceFile | None:
+    if not scenario.prices:
+        return None
+    path = scenario.resolve(scenario.prices) or ""
+    user = load_user_prices(Path(path))
+    seen: dict[str, str] = {}
+    for name in user.usd_per_gpu_hour:
+        try:
+            canonical = find_gpu(name).name
+        except InputError as exc:
+            raise InputError(
+                f"price file {path}: {exc.what}", exc.why, "fix the GPU name in usd_per_gpu_hour"
+            ) from None
+        if canonical in seen:
+            raise InputError(
+                f"price file {path} prices {canonical} twice ({seen[canonical]!r} and {name!r})",
+                fix="keep one entry per GPU",
+            )
+        seen[canonical] = name
+    return user
+
+
+def _candidate_gpus(scenario: Scenario, inventory: dict[str, int], warnings: list[str]) -> list[GpuSpec]:
+    if scenario.gpus:
+        gpus = list(dict.fromkeys(find_gpu(g) for g in scenario.gpus))
+        left_out = sorted(set(inventory) - {g.name for g in gpus})
+        if left_out:
+            warnings.append(f"inventory of {', '.join(left_out)} is ignored: not among the candidate --gpus")
+        return gpus
+    if inventory:
+        return [find_gpu(g) for g in inventory]
+    return list(load_gpus().gpus)
 
 
 def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
     """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
-    (GPU name, text; shown only when a plan uses that GPU)."""
+    (GPU name, text; shown only when a plan uses that GPU).
+
+    Raises:
+        InputError: any invalid or inconsistent setting, named with its fix.
+    """
     warnings: list[str] = []
     gpu_warnings: list[tuple[str, str]] = []
     check_cloud(scenario.cloud)
-    arch = ModelArch(
-        find_model((scenario.resolve(scenario.model) if scenario.model.endswith(".json") else None) or scenario.model),
-        scenario.weight_dtype,
-        scenario.kv_dtype,
-    )
-    workload = build_workload(scenario)
-    goodput = scenario.goodput_req_per_s or workload.arrival_rate_per_s
-    if goodput is None:
-        raise InputError(
-            "no goodput target",
-            "the workload has no timestamps and no goodput was given",
-            "pass --goodput REQ_PER_S or set workload.rate_per_s",
-        )
-    if scenario.goodput_req_per_s is None:
-        warnings.append(f"goodput target defaults to the workload's mean arrival rate, {goodput:.3f} req/s")
+    arch = _model(scenario)
     quantile = parse_percentile(scenario.slo.percentile)
     ttft = parse_duration_s(scenario.slo.ttft, "ttft")
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
-    user_prices = load_user_prices(scenario.resolve(scenario.prices)) if scenario.prices else None  # type: ignore[arg-type]
-    inventory: dict[str, int] = {}
-    for name, count in scenario.inventory.items():
-        if count < 0:
-            raise InputError(f"inventory.{name} must be >= 0, got {count}", fix="give a GPU count")
-        inventory[find_gpu(name).name] = int(count)
-    if scenario.gpus:
-        gpus = [find_gpu(g) for g in scenario.gpus]
-    elif inventory:
-        gpus = [find_gpu(g) for g in inventory]
-    else:
-        gpus = list(load_gpus().gpus)
+    workload = build_workload(scenario)
+    goodput = _goodput(scenario, workload, warnings)
+    user_prices = _user_prices(scenario)
+    inventory = _inventory(scenario)
+    explicit = bool(scenario.gpus or inventory)
     prices: dict[str, GpuPrice] = {}
     chosen = []
-    for gpu in dict.fromkeys(gpus):
+    kind = "spot" if scenario.spot else "on-demand"
+    where = f" on {scenario.cloud}" if scenario.cloud else ""
+    for gpu in _candidate_gpus(scenario, inventory, warnings):
         price = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices)
         if price is None:
-            if scenario.gpus or inventory:
+            if explicit:
                 raise InputError(
-                    f"no price for {gpu.name}" + (f" on {scenario.cloud}" if scenario.cloud else ""),
+                    f"no {kind} price for {gpu.name}{where}",
                     "every GPU type in the plan needs a $/GPU-hour",
-                    "pass --prices FILE with usd_per_gpu_hour for it, or drop it from --gpus",
+                    "pass --prices FILE with usd_per_gpu_hour for it, pick another --cloud, or drop it from --gpus",
                 )
             continue
         try:
-            gpu.dense_tflops("bf16")
+            tflops, estimated = gpu.dense_tflops("bf16")
         except KeyError:
             warnings.append(f"{gpu.name} skipped: no compute figure in the catalog")
             continue
-        if gpu.dense_tflops("bf16")[1]:
-            tflops = gpu.dense_tflops("bf16")[0]
+        if estimated:
+            note = gpu.estimate_note or "no published value"
             gpu_warnings.append(
-                (
-                    gpu.name,
-                    f"{gpu.name}: {tflops:g} TFLOPS is an estimate, not a datasheet figure "
-                    f"({gpu.estimate_note or 'no published value'})",
-                )
+                (gpu.name, f"{gpu.name}: {tflops:g} TFLOPS is an estimate, not a datasheet figure ({note})")
             )
         if price.illustrative:
             gpu_warnings.append(
@@ -157,20 +211,32 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
             gpu_warnings.append(
                 (
                     gpu.name,
-                    f"{gpu.name}: ${price.usd_per_gpu_hour:g}/GPU-hour comes from a catalog row "
-                    f"flagged unreliable ({price.source}); pass --prices to set your own",
+                    f"{gpu.name}: ${price.usd_per_gpu_hour:g}/GPU-hour comes from a catalog "
+                    f"row flagged unreliable ({price.source}); pass --prices to set your own",
                 )
             )
         prices[gpu.name] = price
         chosen.append(gpu)
+    if not chosen:
+        raise InputError(
+            f"no candidate GPU has a {kind} price{where}",
+            "the catalog lists no matching price rows",
+            "drop --spot, pick another --cloud, or pass --prices",
+        )
+    heads = arch.attention_heads
+    tps = tuple(sorted({t for t in scenario.tp if heads % t == 0}))
+    dropped = sorted(set(scenario.tp) - set(tps))
+    if not tps:
+        raise InputError(
+            f"no TP degree in {sorted(set(scenario.tp))} divides the {heads} attention heads of {arch.spec.name}",
+            fix="pass TP degrees that divide the head count, e.g. --tp 1,2,4,8",
+        )
+    if dropped:
+        warnings.append(f"TP {', '.join(map(str, dropped))} skipped: does not divide the {heads} attention heads")
     prompt, output = workload.sample(MAX_SAMPLES)
-    stats = LengthStats(prompt, output, quantile)
-    tps = tuple(sorted(set(scenario.tp)))
-    if not tps or any(t < 1 for t in tps):
-        raise InputError(f"tp options must be positive integers, got {scenario.tp}", fix="pass e.g. --tp 1,2,4,8")
     req = PlanRequest(
         arch,
-        stats,
+        LengthStats(prompt, output, quantile),
         float(goodput),
         ttft,
         tpot,
@@ -266,7 +332,7 @@ def plan(scenario: Scenario) -> dict[str, Any]:
     )
     doc["homogeneous_baseline"] = homo_doc
     doc["homogeneous_by_gpu"] = by_gpu
-    doc["gain_over_homogeneous"] = None if gain is None else _r(gain, 4)
+    doc["gain_over_homogeneous"] = None if gain is None else round(gain, 4) + 0.0
     doc["solver"] = {
         "backend": "HiGHS via PuLP",
         "status": het.status,

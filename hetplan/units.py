@@ -13,6 +13,8 @@ import re
 
 from hetplan.errors import InputError
 
+MIN_SLO_S = 1e-4
+MAX_SLO_S = 3600.0
 GIB = 2**30
 GB = 1e9
 TERA = 1e12
@@ -27,7 +29,9 @@ def parse_duration_s(value: str | float | int, field: str = "duration") -> float
     Raises:
         InputError: the text is not a positive duration; the message names ``field``.
     """
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        raise InputError(f"{field}: {value!r} is not a duration", fix="write it like '2s' or '80ms'")
+    if isinstance(value, (int, float)):
         seconds = float(value)
     else:
         match = _DURATION_RE.match(str(value))
@@ -44,25 +48,38 @@ def parse_duration_s(value: str | float | int, field: str = "duration") -> float
                 f"write it with a unit, e.g. --{field.replace('_', '-')} {value}ms or {value}s",
             )
         seconds = float(match.group(1)) * _SCALE[match.group(2)]
-    if not seconds > 0:
-        raise InputError(f"{field}: must be greater than zero, got {value!r}", fix="give a positive duration")
+    if not MIN_SLO_S <= seconds <= MAX_SLO_S:
+        raise InputError(
+            f"{field}: {value!r} is outside {MIN_SLO_S * 1e3:g} ms .. {MAX_SLO_S:g} s",
+            fix="give a positive duration such as 2s or 80ms",
+        )
     return seconds
 
 
 def parse_percentile(value: str | float, field: str = "percentile") -> float:
-    """Parse a percentile given as ``90``, ``p90``, ``0.9`` or ``99.9`` into a fraction in (0, 1).
+    """Parse an SLO percentile given as ``90``, ``p90``, ``0.9`` or ``99.9`` into a fraction in [0.5, 0.9999].
+
+    Numbers above 1 are percents, numbers up to 1 fractions; ``p`` always means percent (``p1`` is 1 %, which
+    is refused as an SLO percentile).
 
     Raises:
-        InputError: not a percentile in (0, 100).
+        InputError: unreadable, or outside p50 .. p99.99.
     """
-    text = str(value).strip().lower().lstrip("p")
+    if isinstance(value, bool):
+        raise InputError(f"{field}: {value!r} is not a percentile", fix="write e.g. 90, p90 or 0.9")
+    text = str(value).strip().lower()
+    percent = text.startswith("p")
     try:
-        number = float(text)
+        number = float(text.lstrip("p"))
     except ValueError:
         raise InputError(f"{field}: cannot read {value!r}", fix="write e.g. 90, p90 or 0.9") from None
-    fraction = number / 100.0 if number > 1.0 else number
-    if not 0.0 < fraction < 1.0:
-        raise InputError(f"{field}: {value!r} is outside (0, 100)", fix="write e.g. 90, p90 or 0.9")
+    fraction = number / 100.0 if percent or number > 1.0 else number
+    if not 0.5 <= fraction <= 0.9999:
+        raise InputError(
+            f"{field}: {value!r} is outside p50 .. p99.99",
+            "SLO percentiles below the median say little about latency, and 100 % cannot be planned for",
+            "write e.g. 90, p90, 99 or 0.9",
+        )
     return fraction
 
 

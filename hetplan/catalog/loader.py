@@ -54,28 +54,50 @@ def catalog_dir() -> Path:
     )
 
 
-def read_yaml_file(path: Path, schema: type[T], what: str) -> T:
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses duplicate keys (the last one would silently win)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml_file(path: Path, schema: type[T], what: str, schema_doc: str = "see catalogs/README.md") -> T:
     """Read ``path`` as YAML (or JSON) and validate it against ``schema``.
 
     Raises:
-        InputError: the file is missing or unreadable.
-        CatalogError: the content does not match the schema; the message names the field path.
+        InputError: the file is missing, unreadable or not UTF-8 text.
+        CatalogError: invalid YAML (with line and column) or content that does not match the schema (the
+            message names the field path).
     """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a folder, not a file", fix="pass the file itself")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}", str(exc), "check the path") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{what} {path} is not UTF-8 text", fix=f"pass a YAML file ({schema_doc})") from None
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise CatalogError(f"{what} {path} is not valid YAML", str(exc).splitlines()[0], "fix the syntax") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise CatalogError(f"{what} {path} is not valid YAML{where}", str(problem), "fix the syntax") from None
+    if data is None:
+        raise CatalogError(f"{what} {path} is empty", fix=schema_doc)
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
         raise CatalogError(
-            f"{what} {path} does not match its schema",
-            format_validation(exc),
-            "fix the named fields (see catalogs/README.md for the schema)",
+            f"{what} {path} does not match its schema", format_validation(exc), f"fix the named fields ({schema_doc})"
         ) from None
 
 
@@ -83,8 +105,9 @@ def format_validation(exc: ValidationError) -> str:
     """One line per pydantic error: ``field.path: message``."""
     parts = []
     for err in exc.errors()[:8]:
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        parts.append(f"{loc}: {err['msg']}")
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
     more = len(exc.errors()) - 8
     if more > 0:
         parts.append(f"... and {more} more")
@@ -180,7 +203,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         cfg = json.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"cannot read model config {file}", str(exc), "check the --model path") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"model config {file} is not JSON", str(exc), "pass a Hugging Face config.json") from None
     if not isinstance(cfg, dict):
         raise InputError(f"model config {file} is not a JSON object", fix="pass a Hugging Face config.json")
@@ -193,42 +216,55 @@ def model_from_hf_config(path: Path) -> ModelSpec:
             f"model config {file} lacks {' or '.join(keys)}", fix="pass a decoder-only transformer's config.json"
         )
 
-    hidden = int(need("hidden_size", "d_model", "n_embd"))
-    heads = int(need("num_attention_heads", "n_head"))
-    experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
-    fields: dict[str, Any] = {
-        "name": cfg.get("_name_or_path") or (path.name if path.is_dir() else str(file)),
-        "hf_repo": cfg.get("_name_or_path", ""),
-        "architecture": (cfg.get("architectures") or [""])[0],
-        "hidden_size": hidden,
-        "num_hidden_layers": int(need("num_hidden_layers", "n_layer")),
-        "num_attention_heads": heads,
-        "num_key_value_heads": int(cfg.get("num_key_value_heads") or heads),
-        "head_dim": int(cfg.get("head_dim") or hidden // heads),
-        "intermediate_size": int(need("intermediate_size", "ffn_dim", "n_inner")),
-        "vocab_size": int(need("vocab_size")),
-        "max_position_embeddings": int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 4096),
-        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
-        "gated_mlp": "ffn_dim" not in cfg and cfg.get("hidden_act", "silu") != "relu",
-        "source": str(file),
-        "params_method": "computed from config",
-    }
-    if experts:
-        fields["num_experts"] = int(experts)
-        fields["experts_per_token"] = int(need("num_experts_per_tok"))
-        if cfg.get("moe_intermediate_size"):
-            fields["moe_intermediate_size"] = int(cfg["moe_intermediate_size"])
-        fields["num_shared_experts"] = int(cfg.get("n_shared_experts") or 0)
-        fields["first_k_dense_replace"] = int(cfg.get("first_k_dense_replace") or 0)
-    if cfg.get("kv_lora_rank"):
-        fields["kv_lora_rank"] = int(cfg["kv_lora_rank"])
-        fields["qk_rope_head_dim"] = int(cfg.get("qk_rope_head_dim") or 64)
+    try:
+        hidden = int(need("hidden_size", "d_model", "n_embd"))
+        heads = int(need("num_attention_heads", "n_head"))
+        experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
+        fields: dict[str, Any] = {
+            "name": cfg.get("_name_or_path") or (path.name if path.is_dir() else str(file)),
+            "hf_repo": cfg.get("_name_or_path", ""),
+            "architecture": (cfg.get("architectures") or [""])[0],
+            "hidden_size": hidden,
+            "num_hidden_layers": int(need("num_hidden_layers", "n_layer")),
+            "num_attention_heads": heads,
+            "num_key_value_heads": int(_get(cfg, "num_key_value_heads", heads)),
+            "head_dim": int(_get(cfg, "head_dim", hidden // heads)),
+            "intermediate_size": int(need("intermediate_size", "ffn_dim", "n_inner")),
+            "vocab_size": int(need("vocab_size")),
+            "max_position_embeddings": int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 4096),
+            "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+            "gated_mlp": "ffn_dim" not in cfg and cfg.get("hidden_act", "silu") != "relu",
+            "source": str(file),
+            "params_method": "computed from config",
+        }
+        if experts:
+            fields["num_experts"] = int(experts)
+            fields["experts_per_token"] = int(need("num_experts_per_tok"))
+            if cfg.get("moe_intermediate_size"):
+                fields["moe_intermediate_size"] = int(cfg["moe_intermediate_size"])
+            fields["num_shared_experts"] = int(cfg.get("n_shared_experts") or 0)
+            fields["first_k_dense_replace"] = int(cfg.get("first_k_dense_replace") or 0)
+        if cfg.get("kv_lora_rank"):
+            fields["kv_lora_rank"] = int(cfg["kv_lora_rank"])
+            fields["qk_rope_head_dim"] = int(cfg.get("qk_rope_head_dim") or 64)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError) as exc:
+        raise InputError(
+            f"model config {file} has a value hetplan cannot use",
+            f"{type(exc).__name__}: {exc}",
+            "check the head counts and sizes: positive integers",
+        ) from None
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as exc:
         raise InputError(
             f"model config {file} is not usable", format_validation(exc), "check the config's head counts"
         ) from None
+
+
+def _get(cfg: dict[str, Any], key: str, default: Any) -> Any:
+    """``cfg[key]`` unless absent or null (a present 0 is kept, so validation can reject it)."""
+    value = cfg.get(key)
+    return default if value is None else value
 
 
 def price_rows(gpu: GpuSpec) -> list[PriceEntry]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 SCHEMA_VERSION = 1
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class GpuSpec(_Record):
@@ -138,7 +138,7 @@ class UserPriceFile(_Record):
     as_of: str
     illustrative: bool = False
     notes: str | None = None
-    usd_per_gpu_hour: dict[str, float]
+    usd_per_gpu_hour: dict[str, StrictFloat | StrictInt] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _positive(self) -> UserPriceFile:

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hetplan.catalog.loader import find_gpu, load_gpus, load_models, load_prices
+from hetplan.catalog.pricing import check_cloud
 from hetplan.cli.main import catalog_app, run_guarded
 from hetplan.io import to_json
 
@@ -24,7 +25,7 @@ def gpus(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
         return
     t = Table(title=f"GPUs (as of {cat.as_of}; dense TFLOPS, never sparse)")
     for col in ("name", "aliases", "bf16 TFLOPS", "fp8 TFLOPS", "HBM GiB", "HBM GB/s", "link GB/s", "net Gbit/s"):
-        t.add_column(col, justify="left" if col in ("name", "aliases") else "right")
+        t.add_column(col, justify="left" if col in ("name", "aliases") else "right", no_wrap=col == "name")
     for g in cat.gpus:
         bf16 = g.bf16_dense_tflops or g.fp16_dense_tflops
         t.add_row(
@@ -77,7 +78,8 @@ def prices(
         name = run_guarded(lambda: find_gpu(gpu)).name
         rows = [p for p in rows if p.gpu == name]
     if cloud:
-        rows = [p for p in rows if p.cloud == cloud]
+        run_guarded(lambda: check_cloud(cloud.lower()))
+        rows = [p for p in rows if p.cloud == cloud.lower()]
     if json_out:
         typer.echo(to_json([p.model_dump() for p in rows]), nl=False)
         return

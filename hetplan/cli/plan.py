@@ -16,71 +16,102 @@ from hetplan import api
 from hetplan.catalog.loader import format_validation
 from hetplan.cli.main import app, err_console, run_guarded
 from hetplan.errors import InputError
-from hetplan.io import dump_for_path, to_json, write_atomic
+from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 from hetplan.scenario import Scenario, load_scenario
 from hetplan.units import format_duration
 
+FLAG_FOR_FIELD = {
+    "goodput_req_per_s": "--goodput",
+    "headroom": "--headroom",
+    "tp": "--tp",
+    "max_ratio": "--max-ratio",
+    "gpus": "--gpus",
+    "inventory": "--inventory",
+    "cloud": "--cloud",
+    "slo.ttft": "--ttft",
+    "slo.tpot": "--tpot",
+    "slo.percentile": "--percentile",
+    "workload.synthetic.rate_per_s": "--rate/--goodput",
+    "workload.rate_per_s": "--rate",
+    "workload.synthetic.class": "--synthetic",
+}
 
-def _split(text: str, field: str) -> list[str]:
+
+def _split(text: str, flag: str, example: str) -> list[str]:
     items = [x.strip() for x in text.split(",") if x.strip()]
     if not items:
-        raise InputError(f"{field}: empty list", fix=f"pass e.g. --{field} a,b")
+        raise InputError(f"{flag}: empty list", fix=f"pass e.g. {flag} {example}")
     return items
 
 
 def _inventory(text: str) -> dict[str, int]:
     inv: dict[str, int] = {}
-    for item in _split(text, "inventory"):
+    for item in _split(text, "--inventory", "H800=16,H20=32"):
         name, sep, count = item.partition("=")
-        if not sep or not count.strip().isdigit():
+        if not sep or not count.strip().isdigit() or not name.strip():
             raise InputError(
-                f"inventory: cannot read {item!r}",
-                "expected GPU=COUNT",
+                f"--inventory: cannot read {item!r}",
+                "expected GPU=COUNT with a whole number",
                 "write e.g. --inventory H800=16,A800=32,H20=32",
             )
+        if name.strip() in inv:
+            raise InputError(f"--inventory names {name.strip()} twice", fix="give each GPU type once")
         inv[name.strip()] = int(count)
     return inv
 
 
+def _tp_list(text: str) -> list[int]:
+    items = _split(text, "--tp", "1,2,4,8")
+    if not all(x.isdigit() for x in items):
+        raise InputError(f"--tp: cannot read {text!r}", "expected whole numbers", "pass e.g. --tp 1,2,4,8")
+    return [int(x) for x in items]
+
+
 def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Scenario:
-    """Merge a scenario file (optional) with command-line overrides and validate the result."""
+    """Merge a scenario file (optional) with command-line overrides and validate the result.
+
+    Paths given on the command line are made absolute (they are relative to the working directory, the
+    scenario's own paths to its folder).
+    """
     base: dict[str, Any] = {}
     base_dir = "."
     if scenario_file is not None:
         loaded = load_scenario(scenario_file)
-        base = loaded.model_dump(by_alias=True, exclude={"base_dir"}, exclude_none=True)
+        base = loaded.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
         base_dir = loaded.base_dir
+    if overrides.get("workload_path") is not None and overrides.get("synthetic") is not None:
+        raise InputError("--workload and --synthetic both given", fix="pass one of them")
     for key, value in overrides.items():
         if value is None:
             continue
         if key in ("ttft", "tpot", "percentile"):
             base.setdefault("slo", {})[key] = value
         elif key == "workload_path":
-            base["workload"] = {
-                "path": str(Path(value).resolve()),
-                "format": overrides.get("workload_format") or "auto",
-            }
+            base["workload"] = {"path": str(Path(value).resolve())}
+            if overrides.get("workload_format") is not None:
+                base["workload"]["format"] = overrides["workload_format"]
+            if overrides.get("rate") is not None:
+                base["workload"]["rate_per_s"] = overrides["rate"]
         elif key == "synthetic":
-            rate = overrides.get("rate") or overrides.get("goodput_req_per_s")
+            rate = overrides["rate"] if overrides.get("rate") is not None else overrides.get("goodput_req_per_s")
             if rate is None:
                 raise InputError(
                     "--synthetic needs an arrival rate",
                     "a synthetic workload has no timestamps",
                     "pass --rate REQ_PER_S or --goodput REQ_PER_S",
                 )
-            base["workload"] = {
-                "synthetic": {
-                    "class": value,
-                    "rate_per_s": rate,
-                }
-            }
+            if overrides.get("workload_format") is not None:
+                raise InputError("--workload-format applies to trace files, not --synthetic", fix="drop it")
+            base["workload"] = {"synthetic": {"class": value, "rate_per_s": rate}}
         elif key in ("workload_format", "rate"):
-            if key == "rate" and "workload" in base and "synthetic" not in base["workload"]:
-                base["workload"]["rate_per_s"] = value
-        elif key == "prices":
-            base["prices"] = str(Path(value).resolve())
-        elif key == "model" and str(value).endswith(".json"):
-            base["model"] = str(Path(value).resolve())
+            if overrides.get("workload_path") is None and overrides.get("synthetic") is None:
+                workload = base.get("workload")
+                if workload is None or "synthetic" in workload:
+                    flag = "--workload-format" if key == "workload_format" else "--rate"
+                    raise InputError(f"{flag} needs a trace file", fix="pass --workload TRACE (or --synthetic)")
+                workload["format" if key == "workload_format" else "rate_per_s"] = value
+        elif key in ("prices", "model") and (key == "prices" or Path(str(value)).exists()):
+            base[key] = str(Path(value).resolve())
         else:
             base[key] = value
     if "model" not in base:
@@ -90,8 +121,15 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
     try:
         scenario = Scenario.model_validate(base)
     except ValidationError as exc:
-        raise InputError("invalid scenario", format_validation(exc), "fix the named fields") from None
-    return scenario.model_copy(update={"base_dir": base_dir})
+        raise InputError("invalid plan settings", _with_flags(format_validation(exc)), "fix the named values") from None
+    return scenario.with_base_dir(base_dir)
+
+
+def _with_flags(text: str) -> str:
+    """Add the command-line flag after each scenario field a validation message names."""
+    for field_name, flag in sorted(FLAG_FOR_FIELD.items(), key=lambda x: -len(x[0])):
+        text = text.replace(f"{field_name}:", f"{field_name} ({flag}):")
+    return text
 
 
 @app.command()
@@ -144,22 +182,20 @@ def plan(
             "ttft": ttft,
             "tpot": tpot,
             "percentile": percentile,
-            "gpus": _split(gpus, "gpus") if gpus else None,
-            "inventory": _inventory(inventory) if inventory else None,
+            "gpus": _split(gpus, "--gpus", "H100,L4") if gpus is not None else None,
+            "inventory": _inventory(inventory) if inventory is not None else None,
             "cloud": cloud,
             "spot": spot,
             "prices": prices,
             "headroom": headroom,
-            "tp": [int(x) for x in _split(tp, "tp") if x.isdigit()] if tp else None,
+            "tp": _tp_list(tp) if tp is not None else None,
             "max_ratio": max_ratio,
             "weight_dtype": weight_dtype,
             "kv_dtype": kv_dtype,
         }
-        if tp and not all(x.isdigit() for x in _split(tp, "tp")):
-            raise InputError(f"tp: cannot read {tp!r}", fix="pass e.g. --tp 1,2,4,8")
         scenario = build_scenario(scenario_file, overrides)
-        if out is not None and out.exists() and not force:
-            write_atomic(out, "", force=False)  # raises the no-clobber error before any work
+        if out is not None:
+            check_output(out, force)  # refuse before any work is done
         start = time.perf_counter()
         doc = api.plan(scenario)
         elapsed = time.perf_counter() - start

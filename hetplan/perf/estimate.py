@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hetplan.errors import InputError, OutOfMemoryError
 from hetplan.perf.latency import InstanceModel
 
 
@@ -66,9 +67,26 @@ def estimate(
         output_tokens: O; when given, also the steady-state output throughput.
 
     Raises:
-        OutOfMemoryError: the weights do not fit.
+        OutOfMemoryError: the weights, or ``batch`` sequences of the given context, do not fit.
+        InputError: the request is longer than the model's context window.
     """
     inst.require_fit()
+    window = inst.arch.spec.max_position_embeddings
+    longest = max(prompt_tokens, context_tokens) + (output_tokens or 0)
+    if longest > window:
+        raise InputError(
+            f"{longest:,} tokens of context exceed {inst.arch.spec.name}'s window of {window:,}",
+            f"prompt {prompt_tokens:,}, context {context_tokens:,}, output {output_tokens or 0:,} tokens",
+            "lower --prompt-tokens, --context-tokens or --output-tokens",
+        )
+    max_batch = int(inst.max_batch_size(max(prompt_tokens, context_tokens)))
+    if batch > max_batch:
+        raise OutOfMemoryError(
+            f"batch {batch} does not fit the KV cache of {inst.gpu.name} TP{inst.tp} PP{inst.pp}",
+            f"{batch} sequences of {max(prompt_tokens, context_tokens):,} tokens need more than the "
+            f"{inst.kv_capacity_tokens:,} tokens of KV room; at most {max_batch} fit",
+            "lower --batch, raise --tp, or use --kv-dtype fp8",
+        )
     tput = max_output_tokens_per_s(inst, prompt_tokens, output_tokens) if output_tokens else None
     return Estimate(
         model=inst.arch.spec.name,

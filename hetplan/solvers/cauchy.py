@@ -183,7 +183,16 @@ def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]
                 continue
             inst = InstanceModel(req.arch, gpu, tp, 1, req.settings)
             if inst.kv_capacity_tokens < need:
-                skipped.append(f"{gpu.name} TP{tp}: KV room {inst.kv_capacity_tokens} tokens < {need:.0f}")
+                if inst.kv_capacity_tokens == 0:
+                    usable = gpu.hbm_gib * req.settings.gpu_memory_utilization - req.settings.activation_reserve_gib
+                    skipped.append(
+                        f"{gpu.name} TP{tp}: weights {inst.weights_gib_per_gpu:.1f} GiB/GPU > {usable:.1f} GiB usable"
+                    )
+                else:
+                    skipped.append(
+                        f"{gpu.name} TP{tp}: KV room {inst.kv_capacity_tokens:,} tokens < the "
+                        f"p{req.stats.quantile * 100:g} request's {need:,.0f}"
+                    )
                 continue
             dec = decode_capacity(inst, req.stats, req.tpot_slo_s)
             options.append(InstanceOption(gpu, tp, inst, dec, network_bytes_per_s(gpu, tp, req.settings)))

@@ -4,6 +4,7 @@
 
     minimize    Σ_c cost_c · y_c
     subject to  Σ_c value_c · y_c ≥ demand                   (goodput)
+                Σ_c y_c ≥ 1                                 (a deployment is never empty)
                 Σ_c use_{c,g} · y_c ≤ cap_g     for each g  (inventory)
                 y_c ∈ {0, 1, 2, …}, y_c ≤ ub_c
 
@@ -100,6 +101,8 @@ def solve_covering(
         prob = pulp.LpProblem(name, pulp.LpMinimize)
         ys = [_var(prob, f"y{i:05d}", None if upper is None else int(upper[i])) for i in range(n)]
         prob += _affine(ys, value) >= float(demand), "demand"
+        if n:
+            prob += _affine(ys, [1.0] * n) >= 1, "not_empty"  # a deployment has at least one unit
         for g, row in enumerate(usage):
             cap = capacity[g] if g < len(capacity) else None
             if cap is not None and any(row):

@@ -15,6 +15,8 @@ Cauchy paper names the classes but does not publish their distributions).
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,29 +88,54 @@ class Workload:
         return self.prompt_tokens[idx], self.output_tokens[idx]
 
 
+MAX_TOKENS = 10_000_000
+MAX_SYNTHETIC_REQUESTS = 1_000_000
+
+
+def _tokens(values: Any, column: str, source: str, minimum: int) -> np.ndarray:
+    """Validate a column of token counts: numeric, finite, integral, within [minimum, MAX_TOKENS].
+
+    Raises:
+        InputError: naming the first bad row (1-based data row) and column.
+    """
+    series = pd.Series(values)
+    if series.map(lambda v: isinstance(v, bool)).any():
+        series = series.map(lambda v: float("nan") if isinstance(v, bool) else v)
+    numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(numbers) | (numbers != np.round(numbers)) | (numbers < minimum) | (numbers > MAX_TOKENS)
+    if bad.any():
+        row = int(np.nonzero(bad)[0][0])
+        raise InputError(
+            f"workload {source}: {column} in row {row + 1} is {values[row]!r}",
+            f"{int(bad.sum())} row(s) have {column} that is not a whole number in [{minimum}, {MAX_TOKENS:,}]",
+            "clean the trace: token counts are whole numbers, prompts have at least 1 token",
+        )
+    return numbers.astype(np.int64)
+
+
 def _finish(
     name: str,
     source: str,
     attribution: str,
     times_s: np.ndarray | None,
-    prompt: np.ndarray,
-    output: np.ndarray,
+    prompt: Any,
+    output: Any,
     rate_per_s: float | None,
+    prompt_column: str = "prompt tokens",
+    output_column: str = "output tokens",
 ) -> Workload:
-    if prompt.size == 0:
+    if len(prompt) == 0:
         raise InputError(f"workload {source} has no requests", fix="pass a trace with at least one row")
-    if np.any(prompt < 1) or np.any(output < 0):
-        raise InputError(
-            f"workload {source} has negative or zero prompt lengths",
-            fix="clean the trace: every request needs >= 1 prompt token",
-        )
-    output = np.maximum(output, 1)
+    prompt_tokens = _tokens(np.asarray(prompt, dtype=object), prompt_column, source, 1)
+    output_tokens = np.maximum(_tokens(np.asarray(output, dtype=object), output_column, source, 0), 1)
     duration = None
     if times_s is not None and times_s.size > 1:
+        if not np.all(np.isfinite(times_s)):
+            raise InputError(f"workload {source}: some timestamps are not finite numbers", fix="fix the timestamps")
         duration = float(times_s.max() - times_s.min())
         if rate_per_s is None and duration > 0:
             rate_per_s = (times_s.size - 1) / duration
-    return Workload(name, source, attribution, rate_per_s, duration, prompt.astype(np.int64), output.astype(np.int64))
+    return Workload(name, source, attribution, rate_per_s, duration, prompt_tokens, output_tokens)
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -124,8 +151,10 @@ AZURE_ATTRIBUTION = "Azure LLM inference trace 2023 (Patel et al., Splitwise, IS
 MOONCAKE_ATTRIBUTION = "Mooncake trace (kvcache-ai/Mooncake, FAST'25), Apache-2.0"
 
 
-def read_azure_csv(path: Path, rate_per_s: float | None = None) -> Workload:
-    """Read an Azure LLM inference trace CSV (``TIMESTAMP, ContextTokens, GeneratedTokens``)."""
+def read_azure_csv(path: Path, rate_per_s: float | None = None, display: str | None = None) -> Workload:
+    """Read an Azure LLM inference trace CSV (``TIMESTAMP, ContextTokens, GeneratedTokens``).
+
+    ``display`` is the name recorded as the workload's source (default: the path)."""
     df = _read_csv(path)
     missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(df.columns)
     if missing:
@@ -133,25 +162,37 @@ def read_azure_csv(path: Path, rate_per_s: float | None = None) -> Workload:
             f"{path} is not an Azure trace: missing columns {sorted(missing)}",
             fix="pass a CSV with TIMESTAMP, ContextTokens, GeneratedTokens",
         )
-    times = pd.to_datetime(df["TIMESTAMP"], errors="coerce")
-    if times.isna().any():
+    if pd.api.types.is_numeric_dtype(df["TIMESTAMP"]):
         raise InputError(
-            f"{path}: {int(times.isna().sum())} TIMESTAMP values are not dates",
-            fix="timestamps look like '2023-11-16 18:15:46.68'",
+            f"{path}: TIMESTAMP holds numbers, not date-times",
+            "the Azure format has timestamps like '2023-11-16 18:15:46.6805900'",
+            "convert the timestamps, or use a Mooncake JSONL (timestamp in ms) for numeric times",
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pandas warns while inferring the format; bad rows are reported below
+        times = pd.to_datetime(df["TIMESTAMP"], errors="coerce", format="mixed")
+    if times.isna().any():
+        row = int(np.nonzero(times.isna().to_numpy())[0][0])
+        raise InputError(
+            f"{path}: TIMESTAMP in row {row + 1} is not a date-time ({df['TIMESTAMP'].iloc[row]!r})",
+            f"{int(times.isna().sum())} row(s) affected",
+            "timestamps look like '2023-11-16 18:15:46.68'",
         )
     seconds = (times - times.min()).dt.total_seconds().to_numpy()
     return _finish(
         path.stem,
-        str(path),
+        display or str(path),
         AZURE_ATTRIBUTION,
         seconds,
         df["ContextTokens"].to_numpy(),
         df["GeneratedTokens"].to_numpy(),
         rate_per_s,
+        "ContextTokens",
+        "GeneratedTokens",
     )
 
 
-def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None) -> Workload:
+def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: str | None = None) -> Workload:
     """Read a Mooncake JSONL trace (``timestamp`` ms, ``input_length``, ``output_length``)."""
     times, prompt, output = [], [], []
     try:
@@ -162,23 +203,33 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None) -> Workload
                 try:
                     row = json.loads(line)
                     times.append(float(row["timestamp"]) / 1e3)
-                    prompt.append(int(row["input_length"]))
-                    output.append(int(row["output_length"]))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                    prompt.append(row["input_length"])
+                    output.append(row["output_length"])
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError) as exc:
                     raise InputError(
-                        f"{path}:{lineno} is not a Mooncake record ({exc})",
+                        f"{path}:{lineno} is not a Mooncake record ({type(exc).__name__}: {exc})",
                         fix="each line needs timestamp (ms), input_length, output_length",
                     ) from None
     except OSError as exc:
         raise InputError(f"cannot read workload {path}", str(exc), "check the path") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"workload {path} is not UTF-8 text", str(exc), "pass a JSONL text file") from None
     return _finish(
-        path.stem, str(path), MOONCAKE_ATTRIBUTION, np.array(times), np.array(prompt), np.array(output), rate_per_s
+        path.stem,
+        display or str(path),
+        MOONCAKE_ATTRIBUTION,
+        np.array(times, dtype=float),
+        prompt,
+        output,
+        rate_per_s,
+        "input_length",
+        "output_length",
     )
 
 
-def read_length_csv(path: Path, rate_per_s: float | None = None) -> Workload:
+def read_length_csv(path: Path, rate_per_s: float | None = None, display: str | None = None) -> Workload:
     """Read a length-only CSV (``num_prefill_tokens, num_decode_tokens`` or ``prompt_tokens, output_tokens``).
-    The arrival rate comes from ``rate_per_s`` (the goodput target is used when it is None)."""
+    The arrival rate comes from ``rate_per_s``; without it the goodput target must be given."""
     df = _read_csv(path)
     for pcol, ocol in (
         ("num_prefill_tokens", "num_decode_tokens"),
@@ -186,7 +237,17 @@ def read_length_csv(path: Path, rate_per_s: float | None = None) -> Workload:
         ("input_length", "output_length"),
     ):
         if pcol in df.columns and ocol in df.columns:
-            return _finish(path.stem, str(path), "", None, df[pcol].to_numpy(), df[ocol].to_numpy(), rate_per_s)
+            return _finish(
+                path.stem,
+                display or str(path),
+                "",
+                None,
+                df[pcol].to_numpy(),
+                df[ocol].to_numpy(),
+                rate_per_s,
+                pcol,
+                ocol,
+            )
     raise InputError(
         f"{path}: no prompt/output length columns",
         f"columns are {list(df.columns)[:6]}",
@@ -222,27 +283,38 @@ def synthetic_workload(
         )
     p_med = prompt_tokens_median or p_med
     o_med = output_tokens_median or o_med
-    if not (p_med > 0 and o_med > 0 and rate_per_s > 0 and requests > 0):
+    if not (0 < p_med <= MAX_TOKENS and 0 < o_med <= MAX_TOKENS and 0 < rate_per_s < math.inf):
         raise InputError(
-            "synthetic workload needs positive medians, rate and request count",
-            fix="set prompt_tokens_median, output_tokens_median, rate_per_s > 0",
+            "synthetic workload needs finite positive medians and rate",
+            f"got prompt {p_med}, output {o_med}, rate {rate_per_s} req/s",
+            "set prompt_tokens_median, output_tokens_median and rate_per_s > 0",
+        )
+    if not (0 < requests <= MAX_SYNTHETIC_REQUESTS and 0 < sigma <= 3 and seed >= 0):
+        raise InputError(
+            "synthetic workload: requests, sigma or seed out of range",
+            f"requests {requests} (1..{MAX_SYNTHETIC_REQUESTS:,}), sigma {sigma} (0..3], seed {seed} (>= 0)",
+            "use values in those ranges",
         )
     rng = np.random.default_rng(seed)
-    prompt = np.maximum(1, np.round(rng.lognormal(np.log(p_med), sigma, requests))).astype(np.int64)
-    output = np.maximum(1, np.round(rng.lognormal(np.log(o_med), sigma, requests))).astype(np.int64)
+    prompt = np.clip(np.round(rng.lognormal(np.log(p_med), sigma, requests)), 1, MAX_TOKENS).astype(np.int64)
+    output = np.clip(np.round(rng.lognormal(np.log(o_med), sigma, requests)), 1, MAX_TOKENS).astype(np.int64)
     times = np.cumsum(rng.exponential(1.0 / rate_per_s, requests))
     source = f"synthetic {kind} (median prompt {p_med:g}, output {o_med:g}, sigma {sigma}, seed {seed})"
     wl = _finish(kind, source, "", times, prompt, output, None)
     return Workload(wl.name, wl.source, "", rate_per_s, wl.duration_s, wl.prompt_tokens, wl.output_tokens)
 
 
-def load_workload(path: str | Path, fmt: str = "auto", rate_per_s: float | None = None) -> Workload:
+def load_workload(
+    path: str | Path, fmt: str = "auto", rate_per_s: float | None = None, display: str | None = None
+) -> Workload:
     """Read a workload file, detecting the format from the extension and header when ``fmt`` is ``auto``.
 
     Raises:
         InputError: missing file, unknown format or malformed content.
     """
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"workload {path} is a folder, not a file", fix="pass the trace file itself")
     if not path.is_file():
         raise InputError(f"workload file {path} does not exist", fix="check the --workload path")
     if fmt == "auto":
@@ -257,4 +329,4 @@ def load_workload(path: str | Path, fmt: str = "auto", rate_per_s: float | None 
         raise InputError(
             f"unknown workload format {fmt!r}", f"known: {', '.join(readers)}, synthetic", "set format to one of them"
         )
-    return readers[fmt](path, rate_per_s)
+    return readers[fmt](path, rate_per_s, display)

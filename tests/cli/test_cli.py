@@ -181,3 +181,48 @@ def test_estimate_oom_exit_1():
 def test_catalog_lists(what, needle):
     res = invoke("catalog", what, "--json")
     assert res.exit_code == 0 and needle in res.stdout
+
+
+def test_only_used_gpus_are_warned_about(examples):
+    doc = json.loads(invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--json").stdout)
+    used = set(doc["gpus_used"]) | set(doc["homogeneous_baseline"].get("gpus_used", {}))
+    warned = {w.split(":")[0] for w in doc["warnings"]}
+    assert warned and warned <= used
+
+
+@pytest.mark.parametrize(
+    "args,code,needle",
+    [
+        (("--tp", "3"), 2, "divides"),
+        (("--spot", "--cloud", "lambda"), 2, "spot price"),
+        (("--goodput", "inf"), 2, "--goodput"),
+        (("--gpus", ""), 2, "empty"),
+        (("--ttft", "800"), 2, "no unit"),
+        (("--workload", "examples/data/azure_conv_15min.csv"), 2, "both given"),
+    ],
+)
+def test_flag_errors(args, code, needle):
+    res = invoke("plan", "--model", "Llama-3-8B", "--synthetic", "balanced", "--goodput", 4, *args)
+    assert res.exit_code == code, res.output
+    assert needle in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    "args,code,needle",
+    [
+        (("--batch", "100000000"), 1, "does not fit the KV cache"),
+        (("--prompt-tokens", "10000000"), 2, "window"),
+        (("--tp", "16"), 2, "node"),
+    ],
+)
+def test_estimate_refuses_impossible_points(args, code, needle):
+    res = invoke("estimate", "--model", "Llama-3-8B", "--gpu", "H100", *args)
+    assert res.exit_code == code, res.output
+    assert needle in res.output
+
+
+def test_plan_source_does_not_depend_on_working_directory(examples, monkeypatch):
+    first = invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--json").stdout
+    monkeypatch.chdir(examples)
+    second = invoke("plan", "llama3-70b-azure-conv.yaml", "--json").stdout
+    assert first == second

@@ -1,0 +1,139 @@
+"""Bad input gets a clear, typed error (regression tests for cases found by trying to break the CLI)."""
+
+import json
+import os
+import stat
+
+import pytest
+
+from hetplan.catalog import find_model
+from hetplan.errors import CatalogError, InputError, OutputExistsError
+from hetplan.io import to_json, write_atomic
+from hetplan.scenario import load_scenario
+from hetplan.units import parse_duration_s, parse_percentile
+from hetplan.workload import load_workload
+
+
+@pytest.mark.parametrize("text", ["800", "abc", "0s", "-1ms", "1e-9s", True])
+def test_bad_durations(text):
+    with pytest.raises(InputError):
+        parse_duration_s(text, "ttft")
+
+
+def test_durations():
+    assert parse_duration_s("80ms", "tpot") == pytest.approx(0.08)
+    assert parse_duration_s(2, "ttft") == 2.0  # YAML numbers are seconds
+
+
+@pytest.mark.parametrize("text,expected", [("90", 0.9), ("p99", 0.99), (0.95, 0.95), ("99.9", 0.999), (50, 0.5)])
+def test_percentiles(text, expected):
+    assert parse_percentile(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["0", "100", "p1", "1e-9", "abc", "1", True])
+def test_bad_percentiles(text):
+    with pytest.raises(InputError):
+        parse_percentile(text)
+
+
+def write(tmp_path, name, text, mode="w"):
+    path = tmp_path / name
+    with open(path, mode) as fh:
+        fh.write(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,abc,4\n", "ContextTokens in row 1"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,,4\n", "ContextTokens in row 1"),
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,10,4\n2023-11-16 18:15:47,12,-1\n",
+            "GeneratedTokens in row 2",
+        ),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n0,10,4\n1,12,5\n", "numbers, not date-times"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,10,4\n", "not a date-time"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,10.5,4\n", "whole number"),
+    ],
+)
+def test_bad_azure_rows_name_row_and_column(tmp_path, body, needle):
+    with pytest.raises(InputError) as info:
+        load_workload(write(tmp_path, "t.csv", body))
+    assert needle in info.value.render()
+    assert info.value.exit_code == 2
+
+
+def test_mooncake_bad_values(tmp_path):
+    for line in (
+        '{"timestamp": 0, "input_length": 1e999, "output_length": 2}',
+        '{"timestamp": 0, "input_length": true, "output_length": 2}',
+    ):
+        with pytest.raises(InputError):
+            load_workload(write(tmp_path, "m.jsonl", line + "\n"))
+    with pytest.raises(InputError, match="UTF-8"):
+        load_workload(write(tmp_path, "b.jsonl", b"\xff\xfe\x00garbage", "wb"))
+
+
+def test_scenario_yaml_problems(tmp_path):
+    base = "model: Llama-3-8B\nworkload: {synthetic: {class: balanced, rate_per_s: 1}}\n"
+    with pytest.raises(CatalogError, match="line 3"):
+        load_scenario(write(tmp_path, "d.yaml", base + "model: Llama-3-70B\n"))
+    with pytest.raises(CatalogError) as info:
+        load_scenario(write(tmp_path, "b.yaml", "model: X\nworkload: {path: a.csv, synthetic: {rate_per_s: 1}}\n"))
+    assert "exactly one" in info.value.why
+    for extra in ("base_dir: /tmp\n", "goodput_req_per_s: .inf\n", "headroom: -1\n", "gpus: []\n", "tp: [16]\n"):
+        with pytest.raises(CatalogError):
+            load_scenario(write(tmp_path, "x.yaml", base + extra))
+    with pytest.raises(InputError, match="UTF-8"):
+        load_scenario(write(tmp_path, "bin.yaml", b"\xff\xfe\x00", "wb"))
+    assert load_scenario(write(tmp_path, "ok.yaml", base)).model == "Llama-3-8B"
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {
+            "hidden_size": 4096,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 0,
+            "intermediate_size": 1,
+            "vocab_size": 10,
+        },
+        {
+            "hidden_size": "big",
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "intermediate_size": 1,
+            "vocab_size": 10,
+        },
+        [1, 2, 3],
+    ],
+)
+def test_bad_hf_configs(tmp_path, cfg):
+    with pytest.raises(InputError):
+        find_model(str(write(tmp_path, "config.json", json.dumps(cfg))))
+
+
+def test_write_atomic_rules(tmp_path):
+    target = tmp_path / "plan.yaml"
+    write_atomic(target, "a")
+    os.chmod(target, 0o640)
+    with pytest.raises(OutputExistsError):
+        write_atomic(target, "b")
+    write_atomic(target, "b", force=True)
+    assert target.read_text() == "b" and stat.S_IMODE(target.stat().st_mode) == 0o640
+    (tmp_path / "adir").mkdir()
+    for bad in (tmp_path / "adir", str(tmp_path / "new") + "/", "-", ""):
+        with pytest.raises(InputError):
+            write_atomic(bad, "x", force=True)
+    link = tmp_path / "dangling"
+    link.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(InputError):
+        write_atomic(link, "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "dangling", "plan.yaml"]
+
+
+def test_json_refuses_nan():
+    with pytest.raises(ValueError):
+        to_json({"x": float("inf")})
