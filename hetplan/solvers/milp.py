@@ -175,3 +175,72 @@ def max_value(
         return float("inf")
     status = _run(prob, _solver(time_limit_s, 0.0))
     return float(pulp.value(prob.objective) or 0.0) if status == "optimal" else 0.0
+
+
+@dataclass(frozen=True)
+class AssignmentResult:
+    """Outcome of :func:`solve_slice_assignment`: ``status``, instances per type (``counts``), the type each
+    slice goes to (``assignment``, -1 when unsolved) and the cost."""
+
+    status: str
+    counts: tuple[int, ...]
+    assignment: tuple[int, ...]
+    objective: float
+
+
+def solve_slice_assignment(
+    type_cost: Sequence[float],
+    slice_load: Sequence[Sequence[float | None]],
+    usage: Sequence[Sequence[float]] = (),
+    capacity: Sequence[float | None] = (),
+    time_limit_s: float = 30.0,
+) -> AssignmentResult:
+    """Mélange's ILP: put every slice of traffic on one instance type and buy enough instances of each type.
+
+    ::
+
+        minimize    Σ_g cost_g · n_g
+        subject to  Σ_g x_{s,g} = 1                       for every slice s
+                    Σ_s load_{s,g} · x_{s,g} ≤ n_g          for every type g   (load = slice rate / T_{g,b(s)})
+                    Σ_g use_{r,g} · n_g ≤ cap_r             for every resource r (inventory)
+                    x binary, n_g ∈ ℕ
+
+    Args:
+        type_cost: shape (G,), $/hour of one instance of type g.
+        slice_load: shape (S, G), instances of type g that slice s would occupy; None where g cannot serve s.
+        usage, capacity: shape (R, G) and (R,), e.g. GPUs of a GPU model used by one instance of each type.
+
+    Source: Mélange (Griggs et al., 2024) for the formulation; inventory rows are hetplan's addition.
+    """
+    n_types, n_slices = len(type_cost), len(slice_load)
+    prob = pulp.LpProblem("melange", pulp.LpMinimize)
+    counts = [_var(prob, f"n{g:03d}", None) for g in range(n_types)]
+    x: dict[tuple[int, int], pulp.LpVariable] = {}
+    for s in range(n_slices):
+        for g in range(n_types):
+            if slice_load[s][g] is not None:
+                x[s, g] = prob.add_variable(f"x{s:04d}_{g:03d}", lowBound=0, upBound=1, cat="Integer")
+        options = [x[s, g] for g in range(n_types) if (s, g) in x]
+        if not options:
+            return AssignmentResult(
+                "infeasible", tuple(0 for _ in counts), tuple(-1 for _ in range(n_slices)), float("nan")
+            )
+        prob += _affine(options, [1.0] * len(options)) == 1, f"slice{s:04d}"
+    for g in range(n_types):
+        terms = [(x[s, g], float(slice_load[s][g] or 0.0)) for s in range(n_slices) if (s, g) in x]
+        terms.append((counts[g], -1.0))
+        prob += pulp.LpAffineExpression(terms) <= 0, f"type{g:03d}"
+    for r, row in enumerate(usage):
+        cap = capacity[r] if r < len(capacity) else None
+        if cap is not None and any(row):
+            prob += _affine(counts, row) <= float(cap), f"res{r:03d}"
+    prob.setObjective(_affine(counts, type_cost))
+    status = _run(prob, _solver(time_limit_s, 0.0))
+    if status != "optimal":
+        return AssignmentResult(status, tuple(0 for _ in counts), tuple(-1 for _ in range(n_slices)), float("nan"))
+    assignment = []
+    for s in range(n_slices):
+        chosen = [g for g in range(n_types) if (s, g) in x and (x[s, g].varValue or 0.0) > 0.5]
+        assignment.append(chosen[0] if chosen else -1)
+    n = tuple(int(round(v.varValue or 0.0)) for v in counts)
+    return AssignmentResult(status, n, tuple(assignment), sum(float(c) * k for c, k in zip(type_cost, n, strict=True)))

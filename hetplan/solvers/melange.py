@@ -1,0 +1,248 @@
+"""Mélange: the cheapest mix of GPU types for aggregated (non-disaggregated) serving, per request size.
+
+Requests are bucketed by (prompt length, output length); each instance type g (GPU model and TP) has a
+capacity T_{g,b}, the highest rate of bucket-b requests one instance serves within the SLOs. Each bucket's traffic
+is cut into k equal slices and every slice is assigned to one type; the ILP (DESIGN §3.2, solved by
+:func:`hetplan.solvers.milp.solve_slice_assignment`) buys enough instances of each type for the slices it holds:
+
+    minimize Σ_g c_g·n_g  s.t.  Σ_g x_{s,g} = 1,  Σ_s (r_s / T_{g,b(s)})·x_{s,g} ≤ n_g,  inventory.
+
+Properties the tests check: cost(k·m) ≤ cost(k); cost ≥ Σ_b λ_b · min_g c_g / T_{g,b}.
+
+Aggregated capacity (hetplan's own reconstruction; Mélange profiles it on hardware): prefill runs first
+(vLLM's default), taking a share f = λ·E[T_prefill] of the GPU; TTFT is the M/G/1 wait of those prefills at
+utilisation f plus the prefill itself; decode steps run in the remaining 1 - f, so a request's TPOT is
+step(B, c)/(1 - f), with B the concurrency Little's law gives, ``B = λ·(E[O]-1)·step(B, c)/(1 - f)``. T_{g,b} is
+the largest λ that keeps TTFT_q, TPOT, KV capacity and ``max_num_seqs``; found by bisection.
+
+Source: Mélange (Griggs et al., "Mélange: Cost Efficient Large Language Model Serving by Exploiting GPU
+Heterogeneity", 2024) for buckets, slices and the ILP; inventory rows and the capacity model are hetplan's own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetplan.catalog.pricing import GpuPrice
+from hetplan.errors import InfeasibleError
+from hetplan.perf.capacity import BISECT_STEPS, LengthStats, mg1_wait_quantile_s
+from hetplan.perf.latency import InstanceModel
+from hetplan.solvers.cauchy import PlanRequest
+from hetplan.solvers.milp import solve_slice_assignment
+
+PROMPT_EDGES = (0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, math.inf)
+OUTPUT_EDGES = (0, 64, 128, 256, 512, 1024, 2048, math.inf)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Requests with prompt in [prompt_lo, prompt_hi) and output in [output_lo, output_hi) tokens."""
+
+    prompt_lo: float
+    prompt_hi: float
+    output_lo: float
+    output_hi: float
+    share: float
+    stats: LengthStats
+
+    @property
+    def label(self) -> str:
+        def rng(lo: float, hi: float) -> str:
+            return f"{lo:g}+" if math.isinf(hi) else f"{lo:g}-{hi:g}"
+
+        return f"in {rng(self.prompt_lo, self.prompt_hi)}, out {rng(self.output_lo, self.output_hi)}"
+
+
+def make_buckets(
+    stats: LengthStats, prompt_edges: tuple[float, ...] = PROMPT_EDGES, output_edges: tuple[float, ...] = OUTPUT_EDGES
+) -> list[Bucket]:
+    """Split the length samples into non-empty buckets (shares sum to 1), in edge order."""
+    p, o = stats.prompt_tokens, stats.output_tokens
+    buckets = []
+    for i in range(len(prompt_edges) - 1):
+        for j in range(len(output_edges) - 1):
+            mask = (
+                (p >= prompt_edges[i]) & (p < prompt_edges[i + 1]) & (o >= output_edges[j]) & (o < output_edges[j + 1])
+            )
+            if mask.any():
+                buckets.append(
+                    Bucket(
+                        prompt_edges[i],
+                        prompt_edges[i + 1],
+                        output_edges[j],
+                        output_edges[j + 1],
+                        float(mask.mean()),
+                        LengthStats(p[mask], o[mask], stats.quantile),
+                    )
+                )
+    return buckets
+
+
+def aggregated_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: float, tpot_slo_s: float) -> float:
+    """Highest arrival rate (req/s) one aggregated instance serves within both SLOs (module docstring)."""
+    service = np.asarray(inst.prefill_latency_s(stats.prompt_tokens), dtype=float)
+    mean_s, second_s2 = float(service.mean()), float((service**2).mean())
+    prefill_q = float(np.percentile(service, stats.quantile * 100))
+    ctx = stats.decode_context
+    kv_limit = int(inst.max_batch_size(stats.prompt_tokens.max() + stats.output_tokens.max()))
+    kv_limit = min(kv_limit, int(inst.max_batch_size(ctx)), inst.settings.max_num_seqs)
+    if kv_limit < 1 or prefill_q > ttft_slo_s:
+        return 0.0
+    batches = np.arange(1, kv_limit + 1)
+    steps = np.asarray(inst.decode_step_latency_s(batches, ctx), dtype=float)
+    tokens_after_first = max(stats.mean_output - 1.0, 1.0)
+
+    def ok(rate: float) -> bool:
+        busy = rate * mean_s
+        if busy >= 1.0:
+            return False
+        if mg1_wait_quantile_s(rate, mean_s, second_s2, stats.quantile) + prefill_q > ttft_slo_s:
+            return False
+        stretched = steps / (1.0 - busy)
+        enough = np.nonzero(batches >= rate * tokens_after_first * stretched)[0]
+        return bool(enough.size) and bool(stretched[enough[0]] <= tpot_slo_s)
+
+    if not ok(1e-9):
+        return 0.0
+    lo, hi = 0.0, 1.0 / mean_s
+    for _ in range(BISECT_STEPS):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """One (GPU, TP) instance type: $/hour of one instance and capacity (req/s) per bucket."""
+
+    gpu: str
+    tp: int
+    usd_per_hour: float
+    capacity_req_per_s: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class MelangePlan:
+    """Solved Mélange deployment: instances per type, which type serves each bucket slice, cost, capacity."""
+
+    types: tuple[InstanceType, ...]
+    counts: tuple[int, ...]
+    buckets: tuple[Bucket, ...]
+    slices: int
+    assignment: tuple[int, ...]
+    total_usd_per_hour: float
+    status: str
+    lower_bound_usd_per_hour: float
+    demand_req_per_s: float
+
+    def type_load(self) -> list[float]:
+        """Instances' worth of traffic each type carries at the planned demand (≤ its count)."""
+        load = [0.0] * len(self.types)
+        per_bucket = len(self.assignment) // max(len(self.buckets), 1)
+        for s, g in enumerate(self.assignment):
+            b = s // per_bucket
+            rate = self.demand_req_per_s * self.buckets[b].share / self.slices
+            load[g] += rate / self.types[g].capacity_req_per_s[b]
+        return load
+
+    @property
+    def goodput_req_per_s(self) -> float:
+        """Goodput capacity: the demand scaled until the first type's instances are full."""
+        ratios = [n / load for n, load in zip(self.counts, self.type_load(), strict=True) if load > 0]
+        return self.demand_req_per_s * min(ratios) if ratios else 0.0
+
+    def gpus_used(self) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for t, n in zip(self.types, self.counts, strict=True):
+            if n:
+                used[t.gpu] = used.get(t.gpu, 0) + n * t.tp
+        return dict(sorted(used.items()))
+
+
+def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType]:
+    """Every (GPU, TP) of the request that fits the model, with its per-bucket aggregated capacity."""
+    types = []
+    for gpu in req.gpus:
+        price: GpuPrice = req.prices[gpu.name]
+        for tp in req.tp_options:
+            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings)
+            if inst.kv_capacity_tokens < req.stats.max_context:
+                continue
+            caps = tuple(aggregated_capacity(inst, b.stats, req.ttft_slo_s, req.tpot_slo_s) for b in buckets)
+            if any(c > 0 for c in caps):
+                types.append(InstanceType(gpu.name, tp, tp * price.usd_per_gpu_hour, caps))
+    return types
+
+
+def plan_melange(req: PlanRequest, slices_per_bucket: int = 4) -> MelangePlan:
+    """Plan the cheapest aggregated deployment for ``req`` (demand = goodput x (1 + headroom)).
+
+    Raises:
+        InfeasibleError: some bucket has no type that meets the SLOs, or the inventory is too small.
+    """
+    buckets = make_buckets(req.stats)
+    types = instance_types(req, buckets)
+    slo = f"TTFT {req.ttft_slo_s:g} s, TPOT {req.tpot_slo_s * 1e3:g} ms at p{req.stats.quantile * 100:g}"
+    return solve_melange(types, buckets, req.demand_req_per_s, slices_per_bucket, req.inventory, req.time_limit_s, slo)
+
+
+def solve_melange(
+    types: list[InstanceType],
+    buckets: list[Bucket],
+    demand_req_per_s: float,
+    slices_per_bucket: int = 4,
+    inventory: dict[str, int] | None = None,
+    time_limit_s: float = 30.0,
+    slo: str = "the SLOs",
+) -> MelangePlan:
+    """Solve Mélange's ILP for ``demand_req_per_s`` spread over ``buckets`` by their shares.
+
+    Raises:
+        InfeasibleError: a bucket no type can serve, or an inventory too small for the demand.
+    """
+    inventory = inventory or {}
+    k = max(1, int(slices_per_bucket))
+    loads: list[list[float | None]] = []
+    for i, b in enumerate(buckets):
+        rate = demand_req_per_s * b.share / k
+        row = [rate / t.capacity_req_per_s[i] if t.capacity_req_per_s[i] > 0 else None for t in types]
+        if all(v is None for v in row):
+            raise InfeasibleError(
+                f"Mélange: no GPU type serves requests with {b.label} tokens within {slo}",
+                f"{b.share * 100:.1f} % of the traffic is in that bucket",
+                "relax the SLOs or add GPU types with more memory or compute",
+            )
+        loads.extend([row] * k)
+    names = sorted({t.gpu for t in types} & set(inventory))
+    usage = [[t.tp if t.gpu == g else 0 for t in types] for g in names]
+    cap: list[float | None] = [inventory[g] for g in names]
+    result = solve_slice_assignment([t.usd_per_hour for t in types], loads, usage, cap, time_limit_s)
+    if result.status != "optimal":
+        raise InfeasibleError(
+            "Mélange: the inventory cannot hold the demand with aggregated instances",
+            f"needs {demand_req_per_s:.2f} req/s; inventory {', '.join(f'{g}={inventory[g]}' for g in names)}",
+            "add GPUs to --inventory or lower --goodput",
+        )
+    return MelangePlan(
+        tuple(types),
+        result.counts,
+        tuple(buckets),
+        k,
+        result.assignment,
+        result.objective,
+        result.status,
+        lower_bound(types, buckets, demand_req_per_s),
+        demand_req_per_s,
+    )
+
+
+def lower_bound(types: list[InstanceType], buckets: list[Bucket], demand: float) -> float:
+    """LP bound Σ_b λ_b · min_g c_g / T_{g,b} ($/hour): no integer plan can be cheaper (DESIGN §3.2)."""
+    total = 0.0
+    for i, b in enumerate(buckets):
+        unit = [t.usd_per_hour / t.capacity_req_per_s[i] for t in types if t.capacity_req_per_s[i] > 0]
+        total += demand * b.share * min(unit) if unit else math.inf
+    return total
