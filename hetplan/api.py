@@ -6,32 +6,25 @@ Source: hetplan's own reconstruction (aiconfigurator-style CLI/API pairing).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from hetplan import __version__
 from hetplan.catalog.loader import find_gpu, find_model, load_gpus, load_user_prices
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
-from hetplan.errors import InfeasibleError, InputError
+from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import LengthStats
 from hetplan.perf.estimate import Estimate
 from hetplan.perf.estimate import estimate as _estimate
 from hetplan.perf.latency import InstanceModel
 from hetplan.perf.settings import PerfSettings
+from hetplan.planning import build_plan
 from hetplan.scenario import MAX_TP, Scenario
 from hetplan.solvers.cauchy import (
-    Allocation,
-    CandidateSet,
     PlanRequest,
     check_request,
-    enumerate_candidates,
-    predicted_latency,
-    solve_allocation,
 )
 from hetplan.units import parse_duration_s, parse_percentile
 from hetplan.workload.readers import Workload, load_workload, synthetic_workload
@@ -252,153 +245,17 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
     return req, workload, warnings, gpu_warnings
 
 
-def _r(x: float, digits: int = 6) -> float:
-    """Round for stable, readable output (significant digits)."""
-    if x == 0 or not np.isfinite(x):
-        return float(x)
-    return float(f"{x:.{digits}g}")
+def plan(
+    scenario: Scenario, strategy: str = "cauchy", analysis: bool = True, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
-
-def _combo_doc(req: PlanRequest, cands: CandidateSet, combo: Any, count: int, load: float) -> dict[str, Any]:
-    tokens = req.stats.mean_prompt + req.stats.mean_output
-    lat = predicted_latency(req, cands, combo, load)
-    return {
-        "prefill_gpu": combo.prefill_gpu,
-        "prefill_tp": combo.prefill_tp,
-        "n_prefill": combo.n_prefill,
-        "decode_gpu": combo.decode_gpu,
-        "decode_tp": combo.decode_tp,
-        "n_decode": combo.n_decode,
-        "count": count,
-        "usd_per_hour": _r(combo.usd_per_hour),
-        "goodput_req_per_s": _r(combo.goodput_req_per_s),
-        "tokens_per_usd": _r(3600 * combo.goodput_req_per_s * tokens / combo.usd_per_hour),
-        "bound_by": combo.bound_by,
-        "prefill_capacity_req_per_s": _r(combo.prefill_rate_per_instance),
-        "decode_capacity_req_per_s": _r(combo.decode_rate_per_instance),
-        "kv_transfer_capacity_req_per_s": _r(combo.kv_transfer_rate),
-        "decode_batch": combo.decode_batch,
-        "predicted_ttft_s": _r(lat["ttft_s"], 4),
-        "predicted_tpot_s": _r(lat["tpot_s"], 4),
-        "utilization": _r(lat["utilization"], 4),
-    }
-
-
-def _allocation_doc(req: PlanRequest, cands: CandidateSet, alloc: Allocation) -> dict[str, Any]:
-    tokens = req.stats.mean_prompt + req.stats.mean_output
-    combos = []
-    for combo, count in alloc.combos:
-        # goodput-weighted round robin: each copy carries target x its share of the capacity
-        load = req.goodput_req_per_s * combo.goodput_req_per_s / alloc.goodput_req_per_s
-        combos.append(_combo_doc(req, cands, combo, count, load))
-    return {
-        "status": alloc.status,
-        "total_usd_per_hour": _r(alloc.total_usd_per_hour),
-        "usd_per_month": _r(alloc.total_usd_per_hour * HOURS_PER_MONTH),
-        "goodput_req_per_s": _r(alloc.goodput_req_per_s),
-        "tokens_per_usd": _r(3600 * alloc.goodput_req_per_s * tokens / alloc.total_usd_per_hour),
-        "output_tokens_per_usd": _r(3600 * alloc.goodput_req_per_s * req.stats.mean_output / alloc.total_usd_per_hour),
-        "gpus_used": alloc.gpus_used(),
-        "combos": combos,
-    }
-
-
-def plan(scenario: Scenario) -> dict[str, Any]:
-    """Plan the cheapest Cauchy deployment for ``scenario`` and its homogeneous baseline.
-
-    Returns the plan document (the ``--json`` output and the plan file), deterministic for equal inputs.
+    Returns the plan document (the ``--json`` output and the plan file), deterministic for equal inputs; see
+    :mod:`hetplan.planning`. ``analysis`` adds price sensitivity and cost versus goodput (extra ILP solves).
 
     Raises:
         InputError: bad scenario fields. InfeasibleError: no plan meets the target (names the binding
         constraint).
     """
     req, workload, warnings, gpu_warnings = build_request(scenario)
-    cands = enumerate_candidates(req)
-    het = solve_allocation(req, cands.combos, "heterogeneous plan")
-    homo_doc, by_gpu = _homogeneous(req, cands)
-    gain = None
-    if homo_doc.get("status") != "infeasible":
-        gain = 1.0 - het.total_usd_per_hour / homo_doc["total_usd_per_hour"]
-    doc: dict[str, Any] = {
-        "schema_version": 1,
-        "kind": "plan",
-        "hetplan_version": __version__,
-        "strategy": "cauchy",
-        "scenario": _scenario_doc(scenario, req, workload),
-    }
-    doc.update(_allocation_doc(req, cands, het))
-    doc["tokens_per_usd_basis"] = (
-        "input+output tokens per USD at the plan's goodput capacity (output_tokens_per_usd: output only)"
-    )
-    doc["homogeneous_baseline"] = homo_doc
-    doc["homogeneous_by_gpu"] = by_gpu
-    doc["gain_over_homogeneous"] = None if gain is None else round(gain, 4) + 0.0
-    doc["solver"] = {
-        "backend": "HiGHS via PuLP",
-        "status": het.status,
-        "mip_gap": _r(het.mip_gap, 4),
-        "instance_options": len(cands.options),
-        "combos_enumerated": cands.enumerated,
-        "combos_in_ilp": len(cands.combos),
-        "pruning": "exact (dominated combos removed)"
-        if cands.exact
-        else f"heuristic (over {req.max_ilp_combos} non-dominated combos; best tokens/USD kept)",
-    }
-    used = set(doc["gpus_used"]) | set(homo_doc.get("gpus_used", {}))
-    doc["warnings"] = warnings + [text for name, text in gpu_warnings if name in used]
-    return doc
-
-
-def _homogeneous(req: PlanRequest, cands: CandidateSet) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Best single-GPU-type fleet (every combo on one type), solved per type under the same inventory."""
-    by_gpu: dict[str, Any] = {}
-    best: tuple[float, str, Allocation] | None = None
-    for gpu in sorted({c.prefill_gpu for c in cands.combos if c.homogeneous}):
-        combos = [c for c in cands.combos if c.prefill_gpu == gpu and c.decode_gpu == gpu]
-        try:
-            alloc = solve_allocation(req, combos, f"{gpu}-only fleet")
-        except InfeasibleError as exc:
-            by_gpu[gpu] = {"status": "infeasible", "reason": exc.why or exc.what}
-            continue
-        by_gpu[gpu] = {
-            "status": alloc.status,
-            "total_usd_per_hour": _r(alloc.total_usd_per_hour),
-            "goodput_req_per_s": _r(alloc.goodput_req_per_s),
-        }
-        if best is None or (alloc.total_usd_per_hour, gpu) < best[:2]:
-            best = (alloc.total_usd_per_hour, gpu, alloc)
-    for spec in req.gpus:
-        by_gpu.setdefault(
-            spec.name, {"status": "infeasible", "reason": "no single-type combo of this GPU meets the SLOs"}
-        )
-    by_gpu = dict(sorted(by_gpu.items()))
-    if best is None:
-        return {
-            "status": "infeasible",
-            "reason": "no single GPU type can meet the target alone under the SLOs and inventory",
-        }, by_gpu
-    doc = {"gpu": best[1]}
-    doc.update(_allocation_doc(req, cands, best[2]))
-    return doc, by_gpu
-
-
-def _scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> dict[str, Any]:
-    return {
-        "name": scenario.name,
-        "model": req.arch.spec.name,
-        "weight_dtype": req.arch.weight_dtype,
-        "kv_dtype": req.arch.kv_dtype,
-        "goodput_target_req_per_s": _r(req.goodput_req_per_s),
-        "headroom": req.headroom,
-        "demand_req_per_s": _r(req.demand_req_per_s),
-        "slo": {"ttft_s": req.ttft_slo_s, "tpot_s": req.tpot_slo_s, "percentile": _r(req.stats.quantile * 100)},
-        "workload": workload.summary(),
-        "gpus": [g.name for g in req.gpus],
-        "inventory": dict(sorted(req.inventory.items())),
-        "prices": {
-            name: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for name, p in sorted(req.prices.items())
-        },
-        "tp_options": list(req.tp_options),
-        "max_ratio": req.max_ratio,
-        "perf_settings": asdict(req.settings),
-    }
+    return build_plan(req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hetplan.catalog.loader import format_validation, read_yaml_file
 from hetplan.errors import InputError
@@ -35,6 +35,16 @@ class ComboDoc(_Open):
     usd_per_hour: float = Field(ge=0)
     goodput_req_per_s: float = Field(ge=0)
     decode_batch: int = Field(ge=0)
+
+
+class InstanceDoc(_Open):
+    """One aggregated instance type of a Mélange plan: ``count`` instances of ``gpu`` at TP ``tp``."""
+
+    role: str
+    gpu: str
+    tp: int = Field(ge=1)
+    count: int = Field(ge=1)
+    usd_per_hour: float = Field(ge=0)
 
 
 class ScenarioDoc(_Open):
@@ -60,7 +70,14 @@ class PlanDoc(_Open):
     total_usd_per_hour: float
     goodput_req_per_s: float
     gpus_used: dict[str, int]
-    combos: list[ComboDoc] = Field(min_length=1)
+    combos: list[ComboDoc] = Field(default_factory=list)
+    instances: list[InstanceDoc] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> PlanDoc:
+        if not self.combos and not self.instances:
+            raise ValueError("a plan needs combos (disaggregated) or instances (aggregated)")
+        return self
 
 
 def load_plan(path: str | Path) -> dict[str, Any]:

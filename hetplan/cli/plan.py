@@ -165,6 +165,14 @@ def plan(
     out: Path = typer.Option(None, "--out", "-o", help="Write the plan file (YAML, or JSON for *.json)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
+    strategy: str = typer.Option(
+        "cauchy",
+        "--strategy",
+        help="cauchy (mixed prefill/decode), homogeneous (one GPU type) or melange (aggregated).",
+    ),
+    analysis: bool = typer.Option(
+        True, "--analysis/--no-analysis", help="Add price sensitivity and cost vs goodput (about 1 s more)."
+    ),
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
 
@@ -197,7 +205,8 @@ def plan(
         if out is not None:
             check_output(out, force)  # refuse before any work is done
         start = time.perf_counter()
-        doc = api.plan(scenario)
+        with err_console.status("planning", spinner="dots") as status:
+            doc = api.plan(scenario, strategy.lower(), analysis, progress=lambda text: status.update(text))
         elapsed = time.perf_counter() - start
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
@@ -230,8 +239,15 @@ def _combo_rows(table: Table, combos: list[dict[str, Any]], wide: bool) -> None:
         table.add_row(*cells)
 
 
+TITLES = {
+    "cauchy": "Cheapest plan (Cauchy search)",
+    "homogeneous": "Best homogeneous fleet",
+    "melange": "Mélange plan (aggregated serving)",
+}
+
+
 def render_plan(doc: dict[str, Any], console: Console) -> None:
-    """Rich tables for a plan document."""
+    """Rich tables for a plan document: the deployment, then every strategy side by side."""
     sc = doc["scenario"]
     slo = sc["slo"]
     console.print(
@@ -240,24 +256,14 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
         f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
     )
-    homo = doc["homogeneous_baseline"]
-    same = doc.get("gain_over_homogeneous") is not None and doc["total_usd_per_hour"] == homo["total_usd_per_hour"]
-    parts = [("Cheapest plan (Cauchy search)", doc)]
-    if not same:
-        title = f"Best homogeneous fleet ({homo['gpu']} only)" if "gpu" in homo else "Best homogeneous fleet"
-        parts.append((title, homo))
-    for title, part in parts:
-        if part.get("status") == "infeasible":
-            console.print(f"[yellow]{title}: infeasible[/] - {part['reason']}")
-            continue
-        _plan_table(title, part, f"p{slo['percentile']:g}", console)
-    if same:
-        console.print(f"The cheapest plan uses one GPU type ({homo['gpu']}): no heterogeneous combo beats it here.")
-    elif doc.get("gain_over_homogeneous") is not None:
-        console.print(
-            f"[bold green]Saves {doc['gain_over_homogeneous'] * 100:.1f} %[/] of $/hour against the best "
-            f"homogeneous fleet (${homo['total_usd_per_hour']:.2f}/h)."
-        )
+    title = TITLES.get(doc["strategy"], doc["strategy"])
+    if doc.get("gpu"):
+        title += f" ({doc['gpu']} only)"
+    if doc["combos"]:
+        _plan_table(title, doc, f"p{slo['percentile']:g}", console)
+    else:
+        _instances_table(title, doc, console)
+    _comparison(doc, console)
     s = doc["solver"]
     console.print(
         f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']:,} combos "
@@ -266,6 +272,53 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
     )
     for w in doc.get("warnings", []):
         console.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
+
+
+def _comparison(doc: dict[str, Any], console: Console) -> None:
+    rows = [(doc["strategy"], doc)] + list(doc.get("baselines", {}).items())
+    table = Table(title="Strategies compared", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("strategy", "$/h", "req/s", "tok/USD", "GPUs", "plan saves"):
+        table.add_column(col, justify="left" if col in ("strategy", "GPUs") else "right")
+    for name, part in rows:
+        label = name + (" (this plan)" if part is doc else "")
+        if part.get("status") == "infeasible":
+            table.add_row(label, "-", "-", "-", "infeasible", "-")
+            continue
+        gpus = ", ".join(f"{n}x {g}" for g, n in part["gpus_used"].items())
+        saves = "" if part is doc else f"{(1 - doc['total_usd_per_hour'] / part['total_usd_per_hour']) * 100:+.1f} %"
+        table.add_row(
+            label,
+            f"{part['total_usd_per_hour']:.2f}",
+            f"{part['goodput_req_per_s']:.2f}",
+            f"{part['tokens_per_usd'] / 1e3:,.0f}k",
+            gpus,
+            saves,
+        )
+    console.print(table)
+    for name, part in rows[1:]:
+        if part.get("status") == "infeasible":
+            console.print(f"[yellow]{name}: infeasible[/] - {part['reason']}", highlight=False)
+
+
+def _instances_table(title: str, part: dict[str, Any], console: Console) -> None:
+    table = Table(
+        title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
+        f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for col in ("instance", "n", "$/h each", "util", "traffic"):
+        table.add_column(col, justify="left" if col == "instance" else "right", no_wrap=True)
+    for inst in part["instances"]:
+        table.add_row(
+            f"{inst['gpu']} TP{inst['tp']} ({inst['role']})",
+            str(inst["count"]),
+            f"{inst['usd_per_hour']:.2f}",
+            f"{inst['utilization'] * 100:.0f}%",
+            f"{inst['traffic_share'] * 100:.0f}%",
+        )
+    console.print(table)
+    console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
 
 
 def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> None:

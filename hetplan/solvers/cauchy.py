@@ -398,8 +398,11 @@ def _usage(combos: tuple[Combo, ...] | list[Combo], names: list[str]) -> list[li
     return [[c.gpus_used().get(g, 0) for c in combos] for g in names]
 
 
-def solve_allocation(req: PlanRequest, combos: list[Combo] | tuple[Combo, ...], what: str = "plan") -> Allocation:
-    """Solve the deployment ILP over ``combos``.
+def solve_allocation(
+    req: PlanRequest, combos: list[Combo] | tuple[Combo, ...], what: str = "plan", fewest_combos: bool = True
+) -> Allocation:
+    """Solve the deployment ILP over ``combos`` (``fewest_combos``: the second, tie-breaking stage; cost-only
+    callers such as sensitivity analyses skip it).
 
     Raises:
         InfeasibleError: inventory cannot reach the demand; names each GPU type that binds and by how much.
@@ -428,6 +431,7 @@ def solve_allocation(req: PlanRequest, combos: list[Combo] | tuple[Combo, ...], 
         usage,
         cap,
         upper,
+        second_stage_epsilon=1e-9 if fewest_combos else None,
         time_limit_s=req.time_limit_s,
     )
     if result.status not in ("optimal", "time_limit"):

@@ -132,7 +132,7 @@ class MelangePlan:
     counts: tuple[int, ...]
     buckets: tuple[Bucket, ...]
     slices: int
-    assignment: tuple[int, ...]
+    assignment: tuple[tuple[int, ...], ...]  # slices of bucket b on type g, shape (B, G)
     total_usd_per_hour: float
     status: str
     lower_bound_usd_per_hour: float
@@ -141,11 +141,11 @@ class MelangePlan:
     def type_load(self) -> list[float]:
         """Instances' worth of traffic each type carries at the planned demand (≤ its count)."""
         load = [0.0] * len(self.types)
-        per_bucket = len(self.assignment) // max(len(self.buckets), 1)
-        for s, g in enumerate(self.assignment):
-            b = s // per_bucket
-            rate = self.demand_req_per_s * self.buckets[b].share / self.slices
-            load[g] += rate / self.types[g].capacity_req_per_s[b]
+        for b, row in enumerate(self.assignment):
+            for g, slices in enumerate(row):
+                if slices:
+                    rate = self.demand_req_per_s * self.buckets[b].share * slices / self.slices
+                    load[g] += rate / self.types[g].capacity_req_per_s[b]
         return load
 
     @property
@@ -215,11 +215,11 @@ def solve_melange(
                 f"{b.share * 100:.1f} % of the traffic is in that bucket",
                 "relax the SLOs or add GPU types with more memory or compute",
             )
-        loads.extend([row] * k)
+        loads.append(row)
     names = sorted({t.gpu for t in types} & set(inventory))
     usage = [[t.tp if t.gpu == g else 0 for t in types] for g in names]
     cap: list[float | None] = [inventory[g] for g in names]
-    result = solve_slice_assignment([t.usd_per_hour for t in types], loads, usage, cap, time_limit_s)
+    result = solve_slice_assignment([t.usd_per_hour for t in types], loads, k, usage, cap, time_limit_s)
     if result.status != "optimal":
         raise InfeasibleError(
             "Mélange: the inventory cannot hold the demand with aggregated instances",
@@ -231,7 +231,7 @@ def solve_melange(
         result.counts,
         tuple(buckets),
         k,
-        result.assignment,
+        result.slices,
         result.objective,
         result.status,
         lower_bound(types, buckets, demand_req_per_s),

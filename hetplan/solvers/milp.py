@@ -179,18 +179,19 @@ def max_value(
 
 @dataclass(frozen=True)
 class AssignmentResult:
-    """Outcome of :func:`solve_slice_assignment`: ``status``, instances per type (``counts``), the type each
-    slice goes to (``assignment``, -1 when unsolved) and the cost."""
+    """Outcome of :func:`solve_slice_assignment`: ``status``, instances per type (``counts``), slices of each
+    bucket given to each type (``slices``, shape (B, G)) and the cost."""
 
     status: str
     counts: tuple[int, ...]
-    assignment: tuple[int, ...]
+    slices: tuple[tuple[int, ...], ...]
     objective: float
 
 
 def solve_slice_assignment(
     type_cost: Sequence[float],
     slice_load: Sequence[Sequence[float | None]],
+    slices_per_bucket: int,
     usage: Sequence[Sequence[float]] = (),
     capacity: Sequence[float | None] = (),
     time_limit_s: float = 30.0,
@@ -205,29 +206,34 @@ def solve_slice_assignment(
                     Σ_g use_{r,g} · n_g ≤ cap_r             for every resource r (inventory)
                     x binary, n_g ∈ ℕ
 
+    The k slices of one bucket are identical, so instead of k binaries per (bucket, type) the model uses one
+    integer z_{b,g} ∈ [0, k] with Σ_g z_{b,g} = k: the same optimum without k! symmetric solutions.
+
     Args:
         type_cost: shape (G,), $/hour of one instance of type g.
-        slice_load: shape (S, G), instances of type g that slice s would occupy; None where g cannot serve s.
+        slice_load: shape (B, G), instances of type g that ONE slice of bucket b occupies; None where g cannot
+            serve b.
+        slices_per_bucket: k.
         usage, capacity: shape (R, G) and (R,), e.g. GPUs of a GPU model used by one instance of each type.
 
-    Source: Mélange (Griggs et al., 2024) for the formulation; inventory rows are hetplan's addition.
+    Source: Mélange (Griggs et al., 2024) for the formulation; inventory rows and the aggregation of identical
+    slices are hetplan's.
     """
-    n_types, n_slices = len(type_cost), len(slice_load)
+    n_types, n_buckets, k = len(type_cost), len(slice_load), int(slices_per_bucket)
     prob = pulp.LpProblem("melange", pulp.LpMinimize)
     counts = [_var(prob, f"n{g:03d}", None) for g in range(n_types)]
-    x: dict[tuple[int, int], pulp.LpVariable] = {}
-    for s in range(n_slices):
+    z: dict[tuple[int, int], pulp.LpVariable] = {}
+    empty = AssignmentResult("infeasible", tuple(0 for _ in counts), (), float("nan"))
+    for b in range(n_buckets):
         for g in range(n_types):
-            if slice_load[s][g] is not None:
-                x[s, g] = prob.add_variable(f"x{s:04d}_{g:03d}", lowBound=0, upBound=1, cat="Integer")
-        options = [x[s, g] for g in range(n_types) if (s, g) in x]
+            if slice_load[b][g] is not None:
+                z[b, g] = _var(prob, f"z{b:04d}_{g:03d}", k)
+        options = [z[b, g] for g in range(n_types) if (b, g) in z]
         if not options:
-            return AssignmentResult(
-                "infeasible", tuple(0 for _ in counts), tuple(-1 for _ in range(n_slices)), float("nan")
-            )
-        prob += _affine(options, [1.0] * len(options)) == 1, f"slice{s:04d}"
+            return empty
+        prob += _affine(options, [1.0] * len(options)) == k, f"bucket{b:04d}"
     for g in range(n_types):
-        terms = [(x[s, g], float(slice_load[s][g] or 0.0)) for s in range(n_slices) if (s, g) in x]
+        terms = [(z[b, g], float(slice_load[b][g] or 0.0)) for b in range(n_buckets) if (b, g) in z]
         terms.append((counts[g], -1.0))
         prob += pulp.LpAffineExpression(terms) <= 0, f"type{g:03d}"
     for r, row in enumerate(usage):
@@ -237,10 +243,10 @@ def solve_slice_assignment(
     prob.setObjective(_affine(counts, type_cost))
     status = _run(prob, _solver(time_limit_s, 0.0))
     if status != "optimal":
-        return AssignmentResult(status, tuple(0 for _ in counts), tuple(-1 for _ in range(n_slices)), float("nan"))
-    assignment = []
-    for s in range(n_slices):
-        chosen = [g for g in range(n_types) if (s, g) in x and (x[s, g].varValue or 0.0) > 0.5]
-        assignment.append(chosen[0] if chosen else -1)
+        return AssignmentResult(status, empty.counts, (), float("nan"))
+    slices = tuple(
+        tuple(int(round(z[b, g].varValue or 0.0)) if (b, g) in z else 0 for g in range(n_types))
+        for b in range(n_buckets)
+    )
     n = tuple(int(round(v.varValue or 0.0)) for v in counts)
-    return AssignmentResult(status, n, tuple(assignment), sum(float(c) * k for c, k in zip(type_cost, n, strict=True)))
+    return AssignmentResult(status, n, slices, sum(float(c) * m for c, m in zip(type_cost, n, strict=True)))

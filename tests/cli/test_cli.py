@@ -18,7 +18,7 @@ def example_a_json():
     from tests.conftest import EXAMPLES
 
     first = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--json")
-    second = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--json")
+    second = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--json")  # with the analysis block
     assert first.exit_code == 0, first.output
     return first.stdout, second.stdout
 
@@ -65,7 +65,7 @@ def test_plan_json_fields_and_invariants(example_a_json):
 
 
 def test_example_b_respects_inventory(examples):
-    res = invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--json")
+    res = invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--json", "--no-analysis")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     inv = doc["scenario"]["inventory"]
@@ -74,16 +74,16 @@ def test_example_b_respects_inventory(examples):
 
 
 def test_plan_table_output(examples):
-    res = invoke("plan", examples / "llama3-70b-azure-conv.yaml")
+    res = invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--no-analysis")
     assert res.exit_code == 0, res.output
     assert "Cheapest plan (Cauchy search)" in res.stdout and "homogeneous" in res.stdout
 
 
 def test_out_never_overwrites_without_force(tmp_path, examples):
     out = tmp_path / "plan.yaml"
-    assert invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--out", out).exit_code == 0
+    assert invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--out", out, "--no-analysis").exit_code == 0
     first = out.read_text()
-    res = invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--out", out, "--goodput", 1)
+    res = invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--out", out, "--goodput", 1, "--no-analysis")
     assert res.exit_code == 2 and "--force" in res.output
     assert out.read_text() == first
     assert (
@@ -110,6 +110,7 @@ def test_plan_from_flags_with_synthetic_workload():
         "--tpot",
         "50ms",
         "--json",
+        "--no-analysis",
     )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["status"] == "optimal"
@@ -184,7 +185,7 @@ def test_catalog_lists(what, needle):
 
 
 def test_only_used_gpus_are_warned_about(examples):
-    doc = json.loads(invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--json").stdout)
+    doc = json.loads(invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--json", "--no-analysis").stdout)
     used = set(doc["gpus_used"]) | set(doc["homogeneous_baseline"].get("gpus_used", {}))
     warned = {w.split(":")[0] for w in doc["warnings"]}
     assert warned and warned <= used
@@ -222,7 +223,40 @@ def test_estimate_refuses_impossible_points(args, code, needle):
 
 
 def test_plan_source_does_not_depend_on_working_directory(examples, monkeypatch):
-    first = invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--json").stdout
+    first = invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--json", "--no-analysis").stdout
     monkeypatch.chdir(examples)
-    second = invoke("plan", "llama3-70b-azure-conv.yaml", "--json").stdout
+    second = invoke("plan", "llama3-70b-azure-conv.yaml", "--json", "--no-analysis").stdout
     assert first == second
+
+
+def test_plan_records_every_strategy_and_analysis(example_a_json):
+    doc = json.loads(example_a_json[0])
+    assert set(doc["baselines"]) == {"homogeneous", "melange"}
+    assert doc["gain_over_melange"] == pytest.approx(
+        1 - doc["total_usd_per_hour"] / doc["baselines"]["melange"]["total_usd_per_hour"], abs=1e-4
+    )
+    sens = doc["analysis"]["price_sensitivity"]
+    assert {row["gpu"] for row in sens} == set(doc["scenario"]["prices"])
+    for row in sens:  # re-optimising can only match or beat keeping the same deployment at the new prices
+        assert row["replanned_usd_per_hour"] <= row["plan_usd_per_hour"] + 1e-6
+    curve = doc["analysis"]["cost_vs_goodput"]
+    costs = [row["cauchy_usd_per_hour"] for row in curve]
+    assert costs == sorted(costs)
+    at_target = next(row for row in curve if row["goodput_req_per_s"] == doc["scenario"]["goodput_target_req_per_s"])
+    assert at_target["cauchy_usd_per_hour"] == doc["total_usd_per_hour"]
+
+
+@pytest.mark.parametrize("strategy", ["homogeneous", "melange"])
+def test_other_strategies(examples, tmp_path, strategy):
+    out = tmp_path / "plan.json"
+    res = invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--strategy", strategy, "--no-analysis", "--out", out)
+    assert res.exit_code == 0, res.output
+    from hetplan.planfile import load_plan
+
+    doc = load_plan(out)
+    assert doc["strategy"] == strategy and "cauchy" in doc["baselines"]
+    assert doc["total_usd_per_hour"] >= doc["baselines"]["cauchy"]["total_usd_per_hour"] or strategy == "melange"
+    inv = doc["scenario"]["inventory"]
+    assert all(n <= inv[g] for g, n in doc["gpus_used"].items())
+    prices = {g: p["usd_per_gpu_hour"] for g, p in doc["scenario"]["prices"].items()}
+    assert doc["total_usd_per_hour"] == pytest.approx(sum(prices[g] * n for g, n in doc["gpus_used"].items()), rel=1e-5)
