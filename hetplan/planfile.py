@@ -19,6 +19,8 @@ from hetplan.errors import InputError
 
 
 class _Open(BaseModel):
+    """Any mapping (fields beyond the checked ones are kept)."""
+
     model_config = ConfigDict(extra="allow")
 
 

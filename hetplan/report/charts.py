@@ -1,0 +1,87 @@
+"""Charts for the HTML report, as inline SVG text (deterministic: fixed hash salt, no dates, text kept as text).
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+STRATEGY_COLORS = {"cauchy": "#2b6cb0", "homogeneous": "#a0aec0", "melange": "#dd6b20"}
+RC: Any = {
+    "svg.hashsalt": "hetplan",
+    "svg.fonttype": "none",
+    "font.size": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]  # drop the XML prolog and doctype: the SVG is inlined into HTML
+
+
+def cost_by_strategy(plan: dict[str, Any]) -> str:
+    """Bar chart: $/hour of each strategy for one plan's scenario (infeasible ones omitted)."""
+    rows = [(n, s["total_usd_per_hour"]) for n, s in plan["strategies"].items() if s.get("status") != "infeasible"]
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(5.5, 2.8))
+        bars = ax.bar(
+            [n for n, _ in rows], [c for _, c in rows], color=[STRATEGY_COLORS.get(n, "#718096") for n, _ in rows]
+        )
+        for bar, (_, cost) in zip(bars, rows, strict=True):
+            ax.annotate(f"${cost:,.2f}/h", (bar.get_x() + bar.get_width() / 2, cost), ha="center", va="bottom")
+        ax.set_ylabel("$/hour")
+        ax.margins(y=0.15)
+        ax.set_title("Cost by strategy")
+        return _svg(fig)
+
+
+def gpu_mix(plan: dict[str, Any]) -> str:
+    """Stacked horizontal bars: GPUs of each type used by each strategy."""
+    rows = [(n, s["gpus_used"]) for n, s in plan["strategies"].items() if s.get("status") != "infeasible"]
+    gpus = sorted({g for _, used in rows for g in used})
+    cmap = plt.get_cmap("tab10")
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(6.5, 0.6 + 0.55 * len(rows)))
+        left = [0.0] * len(rows)
+        for i, gpu in enumerate(gpus):
+            counts = [used.get(gpu, 0) for _, used in rows]
+            ax.barh([n for n, _ in rows], counts, left=left, color=cmap(i % 10), label=gpu)
+            left = [a + b for a, b in zip(left, counts, strict=True)]
+        ax.set_xlabel("GPUs")
+        ax.set_title("GPU mix")
+        ax.invert_yaxis()
+        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+        return _svg(fig)
+
+
+def cost_vs_goodput(plan: dict[str, Any]) -> str:
+    """Lines: $/hour of each strategy against the goodput target (points where it is feasible)."""
+    curve = plan["cost_vs_goodput"]
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(5.5, 3.0))
+        for name, color in STRATEGY_COLORS.items():
+            pts = [
+                (r["goodput_req_per_s"], r[f"{name}_usd_per_hour"])
+                for r in curve
+                if r.get(f"{name}_usd_per_hour") is not None
+            ]
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", color=color, label=name)
+        ax.axvline(plan["goodput_target_req_per_s"], color="#718096", linestyle=":", linewidth=1)
+        ax.set_xlabel("goodput target (req/s)")
+        ax.set_ylabel("$/hour")
+        ax.set_title("Cost versus goodput target")
+        ax.legend(frameon=False)
+        return _svg(fig)

@@ -1,0 +1,188 @@
+"""The CI cost gate: compare a plan with a stored baseline plan and explain what changed.
+
+A plan fails when its $/hour rose by more than ``max_cost_increase`` (a fraction) or, when set, its tokens/USD fell
+below ``min_tokens_per_usd_ratio`` times the baseline's. The explanation lists what differs: model, SLOs, goodput
+target, prices per GPU, GPUs per type, combos added or removed, and predicted capacity.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from hetplan.errors import InputError
+from hetplan.report.model import combo_label
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Outcome of one comparison. ``cost_change`` and ``tokens_per_usd_ratio`` are relative to the baseline."""
+
+    name: str
+    passed: bool
+    baseline_usd_per_hour: float
+    usd_per_hour: float
+    cost_change: float
+    tokens_per_usd_ratio: float
+    failures: tuple[str, ...] = ()
+    changes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "baseline_usd_per_hour": self.baseline_usd_per_hour,
+            "usd_per_hour": self.usd_per_hour,
+            "cost_change_fraction": round(self.cost_change, 6) + 0.0,
+            "tokens_per_usd_ratio": round(self.tokens_per_usd_ratio, 6) + 0.0,
+            "failures": list(self.failures),
+            "changes": list(self.changes),
+        }
+
+
+def parse_fraction(text: str | float, field_name: str) -> float:
+    """Read ``2%``, ``0.5 %`` or a fraction below 1 such as ``0.02``.
+
+    Raises:
+        InputError: unreadable, negative, or a bare number of 1 or more (ambiguous: write ``2%``).
+    """
+    raw = str(text).strip()
+    try:
+        value = float(raw.rstrip("%").strip()) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise InputError(f"{field_name}: cannot read {text!r}", fix=f"write e.g. {field_name} 2%") from None
+    if not raw.endswith("%") and value >= 1.0:
+        raise InputError(
+            f"{field_name}: {text!r} is ambiguous",
+            "a bare number of 1 or more could mean percent",
+            f"write a percent with its sign, e.g. {field_name} {raw}%",
+        )
+    if not 0.0 <= value < 10.0:
+        raise InputError(f"{field_name}: {text!r} is out of range", fix="give a non-negative percentage such as 2%")
+    return value
+
+
+def _deployment(plan: dict[str, Any]) -> Counter[str]:
+    units: Counter[str] = Counter()
+    for part in plan.get("combos", []) + plan.get("instances", []):
+        units[combo_label(part)] += part["count"]
+    return units
+
+
+def explain(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+    """Readable lines saying what differs between two plan documents (empty when nothing does)."""
+    lines = []
+    cs, bs = current["scenario"], baseline["scenario"]
+    for key, label in (
+        ("model", "model"),
+        ("weight_dtype", "weight dtype"),
+        ("kv_dtype", "KV dtype"),
+        ("goodput_target_req_per_s", "goodput target (req/s)"),
+        ("headroom", "headroom"),
+    ):
+        if cs.get(key) != bs.get(key):
+            lines.append(f"{label}: {bs.get(key)} -> {cs.get(key)}")
+    if current.get("strategy") != baseline.get("strategy"):
+        lines.append(f"strategy: {baseline.get('strategy')} -> {current.get('strategy')}")
+    if cs.get("slo") != bs.get("slo"):
+        lines.append(f"SLO: {bs.get('slo')} -> {cs.get('slo')}")
+    if cs.get("workload", {}).get("source") != bs.get("workload", {}).get("source"):
+        lines.append(f"workload: {bs.get('workload', {}).get('source')} -> {cs.get('workload', {}).get('source')}")
+    cp = {g: p["usd_per_gpu_hour"] for g, p in cs.get("prices", {}).items()}
+    bp = {g: p["usd_per_gpu_hour"] for g, p in bs.get("prices", {}).items()}
+    for gpu in sorted(set(cp) | set(bp)):
+        if cp.get(gpu) != bp.get(gpu):
+            old = "-" if gpu not in bp else f"${bp[gpu]:g}"
+            new = "-" if gpu not in cp else f"${cp[gpu]:g}"
+            lines.append(f"price of {gpu}: {old} -> {new} per GPU-hour")
+    cu, bu = current["gpus_used"], baseline["gpus_used"]
+    for gpu in sorted(set(cu) | set(bu)):
+        if cu.get(gpu, 0) != bu.get(gpu, 0):
+            lines.append(f"GPUs of {gpu}: {bu.get(gpu, 0)} -> {cu.get(gpu, 0)}")
+    cd, bd = _deployment(current), _deployment(baseline)
+    for label in sorted(set(cd) | set(bd)):
+        if cd[label] != bd[label]:
+            verb = "added" if not bd[label] else "removed" if not cd[label] else "count changed"
+            lines.append(f"{verb}: {label} ({bd[label]} -> {cd[label]})")
+    if abs(current["goodput_req_per_s"] - baseline["goodput_req_per_s"]) > 1e-9:
+        lines.append(
+            f"predicted goodput capacity: {baseline['goodput_req_per_s']:.4g} -> "
+            f"{current['goodput_req_per_s']:.4g} req/s"
+        )
+    if current.get("hetplan_version") != baseline.get("hetplan_version"):
+        lines.append(f"hetplan version: {baseline.get('hetplan_version')} -> {current.get('hetplan_version')}")
+    return lines
+
+
+def compare(
+    current: dict[str, Any],
+    baseline: dict[str, Any],
+    max_cost_increase: float,
+    min_tokens_per_usd_ratio: float | None = None,
+    name: str | None = None,
+) -> GateResult:
+    """Gate ``current`` against ``baseline`` (plan documents)."""
+    old, new = baseline["total_usd_per_hour"], current["total_usd_per_hour"]
+    change = new / old - 1.0 if old > 0 else 0.0
+    ratio = current["tokens_per_usd"] / baseline["tokens_per_usd"] if baseline["tokens_per_usd"] else 1.0
+    failures = []
+    if change > max_cost_increase + 1e-12:
+        failures.append(
+            f"cost rose {change * 100:+.2f} % (${old:,.2f}/h -> ${new:,.2f}/h), more than the allowed "
+            f"+{max_cost_increase * 100:g} %"
+        )
+    if min_tokens_per_usd_ratio is not None and ratio < min_tokens_per_usd_ratio - 1e-12:
+        failures.append(
+            f"tokens/USD fell to {ratio:.4f}x the baseline ({baseline['tokens_per_usd']:,.0f} -> "
+            f"{current['tokens_per_usd']:,.0f}), below the required {min_tokens_per_usd_ratio:g}x"
+        )
+    return GateResult(
+        name or current["scenario"]["name"],
+        not failures,
+        old,
+        new,
+        change,
+        ratio,
+        tuple(failures),
+        tuple(explain(current, baseline)),
+    )
+
+
+def github_annotations(results: list[GateResult]) -> str:
+    """GitHub Actions workflow commands: one ``::error`` per failure, a ``::notice`` per passing plan."""
+    lines = []
+    for r in results:
+        if r.passed:
+            lines.append(
+                f"::notice title=hetplan cost gate::{r.name}: ${r.usd_per_hour:,.2f}/h "
+                f"({r.cost_change * 100:+.2f} % against the baseline)"
+            )
+        for failure in r.failures:
+            lines.append(f"::error title=hetplan cost gate::{r.name}: {failure}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def markdown_summary(results: list[GateResult], max_cost_increase: float) -> str:
+    """A Markdown summary for a CI job page or pull-request comment."""
+    passed = all(r.passed for r in results)
+    out = [
+        f"## hetplan cost gate: {'passed' if passed else 'FAILED'}",
+        "",
+        f"Allowed cost increase: +{max_cost_increase * 100:g} %",
+        "",
+        "| scenario | baseline $/h | now $/h | change | tokens/USD ratio | result |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        out.append(
+            f"| {r.name} | {r.baseline_usd_per_hour:,.2f} | {r.usd_per_hour:,.2f} | {r.cost_change * 100:+.2f} % "
+            f"| {r.tokens_per_usd_ratio:.4f}x | {'pass' if r.passed else 'FAIL'} |"
+        )
+    for r in results:
+        if r.changes or r.failures:
+            out += ["", f"### {r.name}", ""]
+            out += [f"- **{f}**" for f in r.failures] + [f"- {c}" for c in r.changes]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,249 @@
+"""Render a report document as JSON, Markdown (fits a pull-request comment), self-contained HTML or rich tables.
+
+Every renderer is a pure function of the report document, so equal plans give byte-identical reports.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from hetplan.io import to_json
+from hetplan.report import charts
+
+
+def render_json(report: dict[str, Any]) -> str:
+    """The report document as stable JSON."""
+    return to_json(report)
+
+
+def _usd(x: float | None) -> str:
+    return "-" if x is None else f"${x:,.2f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.1f} %"
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.0f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def _gpus(used: dict[str, int]) -> str:
+    return ", ".join(f"{n}x {g}" for g, n in used.items())
+
+
+def _headline(p: dict[str, Any]) -> list[tuple[str, str]]:
+    slo = p["slo"]
+    return [
+        ("$/hour", _usd(p["usd_per_hour"])),
+        ("$/month (730 h)", _usd(p["usd_per_month"])),
+        ("$ per million tokens (in+out)", _usd(p["usd_per_million_tokens"])),
+        ("tokens/USD, input+output", f"{p['tokens_per_usd']:,.0f}"),
+        ("tokens/USD, output only", f"{p['output_tokens_per_usd']:,.0f}"),
+        ("goodput capacity / target", f"{p['goodput_req_per_s']:.2f} / {p['goodput_target_req_per_s']:g} req/s"),
+        ("SLO", f"p{slo['percentile']:g} TTFT {_ms(slo['ttft_s'])}, TPOT {_ms(slo['tpot_s'])}"),
+        ("GPUs", _gpus(p["gpus_used"])),
+    ]
+
+
+def _deployment_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    q = f"p{p['slo']['percentile']:g}"
+    if p["deployment"] and "predicted_ttft_s" in p["deployment"][0]:
+        head = ["combo: prefill -> decode", "n", "$/h", "req/s", f"{q} TTFT", "TPOT", "util", "SLO"]
+        rows = [
+            [
+                d["label"],
+                str(d["count"]),
+                f"{d['usd_per_hour_each']:.2f}",
+                f"{d['goodput_req_per_s_each']:.2f}",
+                _ms(d["predicted_ttft_s"]),
+                _ms(d["predicted_tpot_s"]),
+                f"{d['utilization'] * 100:.0f} %",
+                "met" if d["meets_ttft_slo"] and d["meets_tpot_slo"] else "MISSED",
+            ]
+            for d in p["deployment"]
+        ]
+        return head, rows
+    head = ["instance", "n", "$/h", "traffic", "util"]
+    rows = [
+        [
+            d["label"],
+            str(d["count"]),
+            f"{d['usd_per_hour_each']:.2f}",
+            f"{d['traffic_share'] * 100:.0f} %",
+            f"{d['utilization'] * 100:.0f} %",
+        ]
+        for d in p["deployment"]
+    ]
+    return head, rows
+
+
+def _strategy_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    head = ["strategy", "$/h", "req/s", "tok/USD", "GPUs", "plan saves", "tok/USD x"]
+    rows = []
+    for name, s in p["strategies"].items():
+        label = name + (" (plan)" if name == p["strategy"] else "")
+        if s.get("status") == "infeasible":
+            rows.append([label, "-", "-", "-", "infeasible: " + s.get("reason", "")[:120], "-", "-"])
+            continue
+        gain = p["gains"].get(name, {})
+        rows.append(
+            [
+                label,
+                f"{s['total_usd_per_hour']:.2f}",
+                f"{s['goodput_req_per_s']:.2f}",
+                f"{s['tokens_per_usd']:,.0f}",
+                _gpus(s["gpus_used"]),
+                _pct(gain.get("cost_saved_fraction")),
+                "-" if gain.get("tokens_per_usd_ratio") is None else f"{gain['tokens_per_usd_ratio']:.3f}x",
+            ]
+        )
+    return head, rows
+
+
+def _sensitivity_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    head = ["GPU price", "this plan $/h", "re-planned $/h", "best alternative"]
+    rows = []
+    for r in p["price_sensitivity"]:
+        alt = (
+            "-"
+            if r["best_alternative"] is None
+            else f"{r['best_alternative']} {_usd(r['best_alternative_usd_per_hour'])}"
+        )
+        rows.append(
+            [
+                f"{r['gpu']} {(r['price_factor'] - 1) * 100:+.0f} %",
+                _usd(r["plan_usd_per_hour"]),
+                _usd(r["replanned_usd_per_hour"]),
+                alt,
+            ]
+        )
+    return head, rows
+
+
+# -- Markdown ---------------------------------------------------------------------------------------------------
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(cell(h) for h in head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """Markdown for a pull-request comment: headline numbers, deployment, strategies, price sensitivity."""
+    out = ["# hetplan cost report", ""]
+    for p in report["plans"]:
+        out += [f"## {p['name']}: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan", ""]
+        out += _md_table(["", ""], [[k, v] for k, v in _headline(p)]) + [""]
+        out += ["### Deployment", ""] + _md_table(*_deployment_rows(p)) + [""]
+        out += ["### Strategies compared", ""] + _md_table(*_strategy_rows(p)) + [""]
+        if p["price_sensitivity"]:
+            out += ["<details><summary>Price sensitivity (each GPU type ±20 %)</summary>", ""]
+            out += _md_table(*_sensitivity_rows(p)) + ["", "</details>", ""]
+        for w in p["warnings"]:
+            out.append(f"> warning: {w}")
+        if p["warnings"]:
+            out.append("")
+        out += [
+            f"<sub>{p['tokens_per_usd_basis']}; workload {p['workload'].get('source', '')}; plan {p['source']}</sub>",
+            "",
+        ]
+    return "\n".join(out)
+
+
+# -- HTML -------------------------------------------------------------------------------------------------------
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#1a202c}
+h1{font-size:1.6rem}h2{font-size:1.3rem;margin-top:2.5rem;border-bottom:1px solid #e2e8f0}h3{font-size:1.05rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #e2e8f0;padding:.3rem .6rem;text-align:right}
+th{background:#f7fafc}td:first-child,th:first-child{text-align:left}.charts{display:flex;flex-wrap:wrap;gap:1rem}
+.chart{border:1px solid #e2e8f0;padding:.5rem}.warn{color:#975a16}.missed{color:#c53030;font-weight:bold}
+footer{color:#718096;font-size:.85rem;margin-top:2rem}
+"""
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    header = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>" if any(head) else ""
+    parts = ["<table>" + header]
+    for row in rows:
+        cells = "".join(
+            f'<td class="missed">{html.escape(c)}</td>' if c == "MISSED" else f"<td>{html.escape(c)}</td>" for c in row
+        )
+        parts.append(f"<tr>{cells}</tr>")
+    parts.append("</table>")
+    return "\n".join(parts)
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """One self-contained HTML file (inline CSS and SVG charts; no scripts, no external resources)."""
+    body = ["<h1>hetplan cost report</h1>"]
+    for p in report["plans"]:
+        body.append(
+            f"<h2>{html.escape(p['name'])}: {html.escape(p['model'])} ({html.escape(p['weight_dtype'])}), "
+            f"{html.escape(p['strategy'])} plan</h2>"
+        )
+        body.append(_html_table(["", ""], [[k, v] for k, v in _headline(p)]))
+        body.append('<div class="charts">')
+        body.append(f'<div class="chart" id="chart-cost-{html.escape(p["name"])}">{charts.cost_by_strategy(p)}</div>')
+        body.append(f'<div class="chart" id="chart-gpus-{html.escape(p["name"])}">{charts.gpu_mix(p)}</div>')
+        if p["cost_vs_goodput"]:
+            body.append(
+                f'<div class="chart" id="chart-goodput-{html.escape(p["name"])}">{charts.cost_vs_goodput(p)}</div>'
+            )
+        body.append("</div>")
+        body.append("<h3>Deployment</h3>" + _html_table(*_deployment_rows(p)))
+        body.append("<h3>Strategies compared</h3>" + _html_table(*_strategy_rows(p)))
+        if p["price_sensitivity"]:
+            body.append("<h3>Price sensitivity (each GPU type ±20 %)</h3>" + _html_table(*_sensitivity_rows(p)))
+        for w in p["warnings"]:
+            body.append(f'<p class="warn">warning: {html.escape(w)}</p>')
+        body.append(
+            f"<p><small>{html.escape(p['tokens_per_usd_basis'])}; workload "
+            f"{html.escape(str(p['workload'].get('source', '')))}; plan {html.escape(p['source'])}</small></p>"
+        )
+    body.append(f"<footer>hetplan {html.escape(report['hetplan_version'])}</footer>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        "<title>hetplan cost report</title>\n<style>"
+        + CSS
+        + "</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )
+
+
+# -- terminal ---------------------------------------------------------------------------------------------------
+def render_terminal(report: dict[str, Any], console: Console) -> None:
+    """Rich tables on ``console``."""
+    for p in report["plans"]:
+        console.print(
+            f"[bold]{p['name']}[/]: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan [dim]({p['source']})[/]",
+            highlight=False,
+        )
+        for title, (head, rows) in (
+            ("", (["", ""], [[k, v] for k, v in _headline(p)])),
+            ("Deployment", _deployment_rows(p)),
+            ("Strategies compared", _strategy_rows(p)),
+            ("Price sensitivity (each GPU type ±20 %)", _sensitivity_rows(p)),
+        ):
+            if not rows:
+                continue
+            keep = [i for i, h in enumerate(head) if h != "GPUs" or console.width >= 110]
+            table = Table(title=title or None, box=box.SIMPLE_HEAD, pad_edge=False, show_header=bool(title))
+            for i in keep:
+                table.add_column(head[i], justify="left" if i == 0 or head[i] == "GPUs" else "right", no_wrap=True)
+            for row in rows:
+                cells = [row[0].replace(" -> ", "\n-> ")] + row[1:]
+                table.add_row(*[cells[i] for i in keep])
+            console.print(table)
+        for w in p["warnings"]:
+            console.print(f"[yellow]warning:[/] {w}", highlight=False)

@@ -1,0 +1,179 @@
+"""Reports and the cost gate. The report tests read a stored plan (tests/fixtures/plan_example_a.json) so they test
+rendering only; regenerate the fixture and golden file after an intended model change with:
+
+    hetplan plan examples/llama3-70b-azure-conv.yaml --out tests/fixtures/plan_example_a.json --force
+    hetplan report tests/fixtures/plan_example_a.json --format json --out tests/golden/report_example_a.json --force
+"""
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from hetplan.cli.main import app
+from hetplan.errors import InputError
+from hetplan.planfile import load_plan
+from hetplan.report.gate import compare, github_annotations, markdown_summary, parse_fraction
+from tests.conftest import ROOT
+
+PLAN = ROOT / "tests" / "fixtures" / "plan_example_a.json"
+GOLDEN = ROOT / "tests" / "golden" / "report_example_a.json"
+runner = CliRunner()
+ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
+
+
+def invoke(*args):
+    return runner.invoke(app, list(map(str, args)), env=ENV)
+
+
+def test_report_json_matches_golden():
+    res = invoke("report", PLAN, "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert res.stdout == GOLDEN.read_text()
+
+
+@pytest.mark.parametrize("fmt", ["json", "md", "html"])
+def test_reports_are_byte_identical(tmp_path, fmt):
+    a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+    assert invoke("report", PLAN, "--format", fmt, "--out", a).exit_code == 0
+    assert invoke("report", PLAN, "--format", fmt, "--out", b).exit_code == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_report_contents():
+    doc = json.loads(invoke("report", PLAN, "--format", "json").stdout)
+    p = doc["plans"][0]
+    plan = load_plan(PLAN)
+    assert p["usd_per_hour"] == plan["total_usd_per_hour"]
+    assert p["usd_per_month"] == pytest.approx(plan["total_usd_per_hour"] * 730, rel=1e-5)
+    tokens = plan["scenario"]["workload"]["prompt_tokens_mean"] + plan["scenario"]["workload"]["output_tokens_mean"]
+    assert p["usd_per_million_tokens"] == pytest.approx(
+        plan["total_usd_per_hour"] / (3600 * plan["goodput_req_per_s"] * tokens) * 1e6,
+        rel=0.02,  # the planner's means come from a deterministic sample of <= 4,000 requests
+    )
+    assert set(p["strategies"]) == {"cauchy", "homogeneous", "melange"}
+    assert p["gains"]["homogeneous"]["cost_saved_fraction"] == pytest.approx(plan["gain_over_homogeneous"], abs=1e-4)
+    assert all(d["meets_ttft_slo"] and d["meets_tpot_slo"] for d in p["deployment"])
+    assert len(p["price_sensitivity"]) == 2 * len(plan["scenario"]["prices"])
+
+
+def test_markdown_and_html_carry_the_numbers():
+    md = invoke("report", PLAN, "--format", "md").stdout
+    assert "$63.35" in md and "Strategies compared" in md and "| melange |" in md
+    html = invoke("report", PLAN, "--format", "html").stdout
+    assert html.startswith("<!DOCTYPE html>") and html.count("<svg") == 3
+    for external in ("<script", "<link", 'src="http', 'href="http', "url(http"):
+        assert external not in html  # self-contained: nothing to fetch
+
+
+def _costlier(plan, factor):
+    doc = copy.deepcopy(plan)
+    doc["total_usd_per_hour"] = plan["total_usd_per_hour"] * factor
+    doc["tokens_per_usd"] = plan["tokens_per_usd"] / factor
+    return doc
+
+
+@pytest.mark.parametrize("factor,code", [(0.9, 0), (1.0, 0), (1.019, 0), (1.05, 1)])
+def test_gate_exit_codes(tmp_path, factor, code):
+    plan = load_plan(PLAN)
+    current = tmp_path / "plan.json"
+    current.write_text(json.dumps(_costlier(plan, factor)))
+    res = invoke("report", current, "--baseline", PLAN, "--max-cost-increase", "2%", "--format", "json")
+    assert res.exit_code == code, res.output
+    gate = json.loads(res.stdout)["gate"]
+    assert gate["passed"] is (code == 0)
+    assert gate["results"][0]["cost_change_fraction"] == pytest.approx(factor - 1, abs=1e-6)
+
+
+def test_gate_tokens_ratio_and_explanation(tmp_path):
+    plan = load_plan(PLAN)
+    other = copy.deepcopy(plan)
+    other["scenario"]["prices"]["H100-SXM"]["usd_per_gpu_hour"] = 14.0
+    other["gpus_used"] = dict(plan["gpus_used"], **{"H100-SXM": 4})
+    other["combos"][1]["count"] = 2
+    other["tokens_per_usd"] = plan["tokens_per_usd"] * 0.9
+    result = compare(other, plan, 0.02, 0.95)
+    assert not result.passed and "tokens/USD fell" in result.failures[0]
+    assert "price of H100-SXM: $12.29 -> $14 per GPU-hour" in result.changes
+    assert "GPUs of H100-SXM: 2 -> 4" in result.changes
+    assert any(c.startswith("count changed: 1x H100-SXM TP2") for c in result.changes)
+    assert "::error title=hetplan cost gate::" in github_annotations([result])
+    assert "FAILED" in markdown_summary([result], 0.02)
+
+
+def test_gate_summary_file_and_annotations(tmp_path):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    res = invoke("report", PLAN, "--baseline", PLAN, "--github", "--summary", summary)
+    assert res.exit_code == 0
+    assert "::notice title=hetplan cost gate::" in res.stdout
+    assert summary.read_text().startswith("earlier step\n## hetplan cost gate: passed")
+
+
+@pytest.mark.parametrize("text,value", [("2%", 0.02), ("0.5 %", 0.005), ("0.02", 0.02), ("0%", 0.0)])
+def test_parse_fraction(text, value):
+    assert parse_fraction(text, "--max-cost-increase") == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["2", "abc", "-1%", "5000%"])
+def test_parse_fraction_refuses(text):
+    with pytest.raises(InputError):
+        parse_fraction(text, "--max-cost-increase")
+
+
+def test_report_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "plan"}')
+    res = invoke("report", bad)
+    assert res.exit_code == 2 and "not a usable hetplan plan" in res.output
+    res = invoke("report", PLAN, "--format", "pdf")
+    assert res.exit_code == 2 and "--format" in res.output
+    out = tmp_path / "r.md"
+    out.write_text("keep")
+    res = invoke("report", PLAN, "--out", out)
+    assert res.exit_code == 2 and out.read_text() == "keep"
+
+
+def test_gate_command_replans_scenarios(tmp_path, examples):
+    base = tmp_path / "baseline.json"
+    scen = examples / "llama3-70b-azure-conv.yaml"
+    assert invoke("gate", scen, "--baseline", base, "--update-baseline").exit_code == 0
+    res = invoke("gate", scen, "--baseline", base, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["results"][0]["cost_change_fraction"] == 0.0
+    dearer = tmp_path / "dearer.yaml"
+    dearer.write_text(
+        scen.read_text()
+        .replace("goodput_req_per_s: 5", "goodput_req_per_s: 8")
+        .replace("path: data/", f"path: {examples}/data/")
+    )
+    res = invoke("gate", dearer, "--baseline", base, "--json")
+    assert res.exit_code == 1
+    result = json.loads(res.stdout)["results"][0]
+    assert result["cost_change_fraction"] > 0.02 and "goodput target (req/s): 5.0 -> 8.0" in result["changes"]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_html_report_renders_in_headless_chromium(tmp_path):
+    html = tmp_path / "report.html"
+    assert invoke("report", PLAN, "--out", html).exit_code == 0
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_html_report.py"), str(html)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    broken = tmp_path / "broken.html"
+    broken.write_text(html.read_text().replace("<svg", "<xsvg").replace("</svg>", "</xsvg>"))
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_html_report.py"), str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 1
