@@ -177,3 +177,19 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
         timeout=300,
     )
     assert run.returncode == 1
+
+
+def test_committed_example_baseline_still_holds(examples):
+    """The examples' stored gate baseline (examples/ci/baseline.json) must still pass: a change to hetplan's
+    model or catalogs that makes an example dearer by more than 2 % fails here until the baseline is refreshed
+    on purpose (hetplan gate examples/*.yaml --baseline examples/ci/baseline.json --update-baseline)."""
+    res = invoke(
+        "gate",
+        examples / "llama3-70b-azure-conv.yaml",
+        examples / "cauchy-h800-a800-h20.yaml",
+        "--baseline",
+        examples / "ci" / "baseline.json",
+        "--json",
+    )
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)["results"]) == 2
