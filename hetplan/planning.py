@@ -258,6 +258,8 @@ def summary_doc(req: PlanRequest, s: Solved) -> dict[str, Any]:
     }
     if s.gpu is not None:
         doc["gpu"] = s.gpu
+    if s.melange is not None:
+        doc["lower_bound_usd_per_hour"] = rnd(s.melange.lower_bound_usd_per_hour)
     return doc
 
 
@@ -291,6 +293,7 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
             doc["combos"].append(_combo_doc(req, planner.cands, combo, count, load))
     if s.melange is not None:
         doc["instances"] = _melange_instances(s.melange)
+        doc["lower_bound_usd_per_hour"] = rnd(s.melange.lower_bound_usd_per_hour)
     return doc
 
 

@@ -255,6 +255,8 @@ def test_other_strategies(examples, tmp_path, strategy):
 
     doc = load_plan(out)
     assert doc["strategy"] == strategy and "cauchy" in doc["baselines"]
+    melange = doc if strategy == "melange" else doc["baselines"]["melange"]
+    assert melange["total_usd_per_hour"] >= melange["lower_bound_usd_per_hour"]  # never below the LP bound
     assert doc["total_usd_per_hour"] >= doc["baselines"]["cauchy"]["total_usd_per_hour"] or strategy == "melange"
     inv = doc["scenario"]["inventory"]
     assert all(n <= inv[g] for g, n in doc["gpus_used"].items())
