@@ -59,3 +59,22 @@ class InfeasibleError(HetplanError):
 
 class OutputExistsError(InputError):
     """An output file exists and ``--force`` was not given (exit code 2)."""
+
+
+class EmitRuleError(HetplanError):
+    """A plan cannot be turned into a deployment: it breaks a serving-engine rule (KV connector TP pairing, block
+    size or KV dtype mismatch, TP not dividing the heads, GPUs per instance, memory fit, unknown GPU node label), or
+    the emitted files fail offline validation. ``rule`` names the broken rule; ``violations`` holds every broken
+    rule as ``(rule, what, why, fix)`` (exit code 1)."""
+
+    def __init__(
+        self,
+        what: str,
+        why: str = "",
+        fix: str = "",
+        rule: str = "",
+        violations: tuple[tuple[str, str, str, str], ...] = (),
+    ) -> None:
+        super().__init__(what, why, fix)
+        self.rule = rule
+        self.violations = violations

@@ -1,0 +1,165 @@
+"""llm-d target: one LWS ``DisaggregatedSet`` per combo and one ``InferencePool`` per routing unit.
+
+Files (under ``llmd/``):
+
+- ``<unit>.yaml`` for a combo: a ``DisaggregatedSet`` (``disaggregatedset.x-k8s.io/v1``) whose ``slices`` is the
+  combo's copy count and whose roles ``prefill`` and ``decode`` run the plan's instances per copy on their GPU
+  types; decode pods carry llm-d's routing sidecar (port 8000 in front of vLLM on 8200), as llm-d's P/D mode
+  expects. For an aggregated unit: a ``LeaderWorkerSet``.
+- ``<unit>`` ``InferencePool`` (``inference.networking.k8s.io/v1``) in the same file, selecting that unit's serving
+  pods and naming its endpoint picker ``<unit>-epp``; one pool per unit keeps prefill/decode pairing inside a combo.
+- ``README.md``: how to install the endpoint pickers and split traffic across pools by goodput share.
+
+Source: DESIGN §5 (target 3); llm-d labels (``llm-d.ai/inference-serving``, ``llm-d.ai/role``) and sidecar ports
+follow the llm-d-modelservice chart's values; the layout is hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hetplan.emit.common import LABEL, group_labels, md_header, meta, unit_labels, yaml_docs
+from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit, apportion
+from hetplan.emit.kubernetes import engine_container, pod_spec, worker_container
+from hetplan.errors import EmitRuleError
+
+SIDECAR_VLLM_PORT = 8200
+EPP_PORT = 9002
+WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def _labels(ir: DeploymentIR, g: InstanceGroup, serving: bool) -> dict[str, str]:
+    labels = group_labels(ir, g, serving)
+    if serving:
+        labels["llm-d.ai/inference-serving"] = "true"
+        labels["llm-d.ai/role"] = {"aggregated": "both"}.get(g.role, g.role)
+    return labels
+
+
+def _sidecar(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
+    return {
+        "name": "routing-proxy",
+        "image": ir.settings.routing_sidecar_image,
+        "restartPolicy": "Always",  # a native sidecar: starts first, lives as long as the pod
+        "args": [f"--port={g.port}", f"--vllm-port={SIDECAR_VLLM_PORT}", "--connector=nixlv2", "--secure-proxy=false"],
+        "ports": [{"name": "http", "containerPort": g.port, "protocol": "TCP"}],
+    }
+
+
+def _serving_pod(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
+    if g.role == "decode":
+        container = engine_container(ir, g, SIDECAR_VLLM_PORT)
+        container["ports"][0]["name"] = "vllm"
+        return pod_spec(g, [container], initContainers=[_sidecar(ir, g)])
+    return pod_spec(g, [engine_container(ir, g)])
+
+
+def _lws_template(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
+    serving = {"metadata": {"labels": _labels(ir, g, True)}, "spec": _serving_pod(ir, g)}
+    if not g.multi_node:
+        return {"size": 1, "workerTemplate": serving}
+    return {
+        "size": g.nodes_per_instance,
+        "restartPolicy": "RecreateGroupOnPodRestart",
+        "leaderTemplate": serving,
+        "workerTemplate": {
+            "metadata": {"labels": _labels(ir, g, False)},
+            "spec": pod_spec(g, [worker_container(ir, g)]),
+        },
+    }
+
+
+def _workload(ir: DeploymentIR, unit: ServingUnit) -> dict[str, Any]:
+    labels = unit_labels(ir, unit)
+    agg = unit.group("aggregated")
+    if agg is not None:
+        return {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": meta(ir, unit.name, labels),
+            "spec": {"replicas": agg.replicas, "leaderWorkerTemplate": _lws_template(ir, agg)},
+        }
+    roles = []
+    for g in unit.groups:
+        roles.append(
+            {
+                "name": g.role,
+                "spec": {"replicas": g.instances_per_copy, "leaderWorkerTemplate": _lws_template(ir, g)},
+            }
+        )
+    return {
+        "apiVersion": "disaggregatedset.x-k8s.io/v1",
+        "kind": "DisaggregatedSet",
+        "metadata": meta(ir, unit.name, labels),
+        "spec": {"slices": unit.count, "roles": roles},
+    }
+
+
+def _pool(ir: DeploymentIR, unit: ServingUnit) -> dict[str, Any]:
+    selector = {
+        "llm-d.ai/inference-serving": "true",
+        f"{LABEL}/deployment": ir.name,
+        f"{LABEL}/unit": f"u{unit.index}",
+        WORKER_INDEX: "0",
+    }
+    annotations = {f"{LABEL}/goodput-share": str(round(unit.goodput_share, 4))}
+    return {
+        "apiVersion": "inference.networking.k8s.io/v1",
+        "kind": "InferencePool",
+        "metadata": meta(ir, unit.name, unit_labels(ir, unit), annotations),
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "targetPorts": [{"number": ir.settings.engine_port}],
+            "endpointPickerRef": {
+                "kind": "Service",
+                "name": f"{unit.name}-epp",
+                "port": {"number": EPP_PORT},
+                "failureMode": "FailClose",
+            },
+        },
+    }
+
+
+def _readme(ir: DeploymentIR) -> str:
+    weights = apportion([u.goodput_share for u in ir.units], 100)
+    refs = "\n".join(
+        f"    - group: inference.networking.k8s.io\n      kind: InferencePool\n      name: {u.name}\n      weight: {w}"
+        for u, w in zip(ir.units, weights, strict=True)
+    )
+    rows = "\n".join(
+        f"| {u.name} | {'DisaggregatedSet' if u.kind == 'disaggregated' else 'LeaderWorkerSet'} | {u.count} | "
+        + ", ".join(f"{g.role} {g.instances_per_copy} x {g.gpu} TP{g.tp}" for g in u.groups)
+        + f" | {round(u.goodput_share, 4)} |"
+        for u in ir.units
+    )
+    return (
+        f"# llm-d manifests for {ir.name}\n\n"
+        + md_header(ir)
+        + "\nNeeds the LeaderWorkerSet controller with DisaggregatedSet, the Gateway API Inference Extension CRDs "
+        "(InferencePool v1) and, for each pool, an endpoint picker (EPP) Service named `<pool>-epp` on port "
+        f"{EPP_PORT} configured for prefill/decode scheduling (llm-d's inference scheduler with its P/D profile).\n\n"
+        "| unit | kind | slices | per slice | goodput share |\n|---|---|---|---|---|\n" + rows + "\n\n"
+        "One pool per unit keeps prefill/decode pairing inside a combo. Route across the pools by goodput share, "
+        "e.g. an HTTPRoute on your inference gateway with weighted backends:\n\n"
+        "```yaml\n    backendRefs:\n" + refs + "\n```\n"
+    )
+
+
+def emit_llmd(ir: DeploymentIR) -> dict[str, str]:
+    """Files of the llm-d target, keyed by path relative to the output folder (fixed order).
+
+    Raises:
+        EmitRuleError: the plan uses MooncakeConnector (hetplan emits llm-d's sidecar with NIXL only).
+    """
+    if ir.settings.kv_connector != "NixlConnector":
+        raise EmitRuleError(
+            f"the llm-d target does not support {ir.settings.kv_connector}",
+            "[rule llmd-connector] hetplan emits llm-d's routing sidecar with the NIXL connector (nixlv2) only",
+            "use --kv-connector nixl for llm-d, or emit other targets with --target",
+            rule="llmd-connector",
+        )
+    files = {}
+    for u in ir.units:
+        files[f"llmd/{u.name}.yaml"] = yaml_docs(ir, [_workload(ir, u), _pool(ir, u)])
+    files["llmd/README.md"] = _readme(ir)
+    return files
