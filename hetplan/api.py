@@ -6,13 +6,15 @@ Source: hetplan's own reconstruction (aiconfigurator-style CLI/API pairing).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from hetplan.catalog.loader import find_gpu, find_model, load_gpus, load_user_prices
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
+from hetplan.emit.ir import EmitSettings
+from hetplan.emit.writer import EmitResult, emit_plan
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import LengthStats
@@ -20,6 +22,7 @@ from hetplan.perf.estimate import Estimate
 from hetplan.perf.estimate import estimate as _estimate
 from hetplan.perf.latency import InstanceModel
 from hetplan.perf.settings import PerfSettings
+from hetplan.planfile import load_plan
 from hetplan.planning import build_plan
 from hetplan.scenario import MAX_TP, Scenario
 from hetplan.solvers.cauchy import (
@@ -259,3 +262,27 @@ def plan(
     """
     req, workload, warnings, gpu_warnings = build_request(scenario)
     return build_plan(req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress)
+
+
+def emit(
+    plan_doc: dict[str, Any] | str | Path,
+    out_dir: str | Path,
+    targets: Iterable[str] = ("all",),
+    settings: EmitSettings | None = None,
+    validate: bool = False,
+    force: bool = False,
+) -> EmitResult:
+    """Write deployable files for a plan (``hetplan emit``): vLLM scripts, Kubernetes, llm-d and/or Dynamo
+    manifests under ``out_dir/<target>/``, plus ``out_dir/manifest.json`` (file, target, SHA-256).
+
+    ``plan_doc`` is a plan document (as returned by :func:`plan`) or the path of a plan file. ``targets`` are
+    ``vllm``, ``kubernetes``, ``llmd``, ``dynamo`` or ``all``. With ``validate`` the files are checked offline
+    before anything is written (see :mod:`hetplan.emit.validate`). Files are written atomically; existing ones
+    are replaced only with ``force``. Same inputs -> byte-identical files.
+
+    Raises:
+        InputError: bad plan, settings or targets, or an output exists without ``force`` (exit 2).
+        EmitRuleError: the plan breaks a deployment rule or the files fail validation; nothing is written (exit 1).
+    """
+    doc = plan_doc if isinstance(plan_doc, dict) else load_plan(plan_doc)
+    return emit_plan(doc, out_dir, targets, settings, validate, force)
