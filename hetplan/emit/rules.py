@@ -48,7 +48,9 @@ class Violation:
 
 
 def _where(g: InstanceGroup) -> str:
-    return f"unit {g.unit_index} {g.role} ({g.gpu}, TP {g.tp}, PP {g.pp})"
+    """How the plan's table names a group: combo N (combos[N]) or, for aggregated plans, instance type N."""
+    unit = f"instance type {g.unit_index}" if g.role == "aggregated" else f"combo {g.unit_index} {g.role}"
+    return f"{unit} ({g.gpu}, TP {g.tp}, PP {g.pp})"
 
 
 def rule_gpu_vendor(ir: DeploymentIR) -> list[Violation]:
@@ -163,7 +165,7 @@ def rule_connector_tp(ir: DeploymentIR) -> list[Violation]:
             out.append(
                 Violation(
                     "nixl-tp",
-                    f"unit {u.index} pairs prefill TP {p.tp} ({p.gpu}) with decode TP {d.tp} ({d.gpu}) under "
+                    f"combo {u.index} pairs prefill TP {p.tp} ({p.gpu}) with decode TP {d.tp} ({d.gpu}) under "
                     "NixlConnector",
                     f"NixlConnector moves KV from prefill to decode only when prefill TP <= decode TP; "
                     f"here {p.tp} > {d.tp}",
@@ -175,7 +177,7 @@ def rule_connector_tp(ir: DeploymentIR) -> list[Violation]:
             out.append(
                 Violation(
                     "mooncake-tp",
-                    f"unit {u.index} pairs prefill TP {p.tp} ({p.gpu}) with decode TP {d.tp} ({d.gpu}) under "
+                    f"combo {u.index} pairs prefill TP {p.tp} ({p.gpu}) with decode TP {d.tp} ({d.gpu}) under "
                     "MooncakeConnector",
                     f"MooncakeConnector needs equal TP on both sides; here {p.tp} != {d.tp}",
                     "use --kv-connector nixl, or re-plan with a single TP degree (--tp N)",
@@ -202,7 +204,7 @@ def rule_kv_layout(ir: DeploymentIR) -> list[Violation]:
             out.append(
                 Violation(
                     "kv-layout",
-                    f"unit {u.index}: prefill --block-size {p.engine.block_size_tokens} differs from decode "
+                    f"combo {u.index}: prefill --block-size {p.engine.block_size_tokens} differs from decode "
                     f"--block-size {d.engine.block_size_tokens}",
                     "KV blocks are copied block for block from prefill to decode, so both sides need one size",
                     "use one block size for both roles",
@@ -212,7 +214,7 @@ def rule_kv_layout(ir: DeploymentIR) -> list[Violation]:
             out.append(
                 Violation(
                     "kv-layout",
-                    f"unit {u.index}: prefill --kv-cache-dtype {p.engine.kv_cache_dtype} differs from decode "
+                    f"combo {u.index}: prefill --kv-cache-dtype {p.engine.kv_cache_dtype} differs from decode "
                     f"--kv-cache-dtype {d.engine.kv_cache_dtype}",
                     "the decode side reads the KV bytes exactly as the prefill side wrote them",
                     "use one KV cache dtype for both roles",
@@ -242,9 +244,9 @@ def rule_fit(ir: DeploymentIR) -> list[Violation]:
     vLLM refuses to start when its KV cache cannot hold one sequence of ``--max-model-len`` tokens; hetplan
     predicts the KV capacity with its memory model (``InstanceModel.kv_capacity_tokens``, GiB).
     """
-    out = []
     spec = find_model(ir.model.name)
     arch = ModelArch(spec, ir.model.weight_dtype, ir.model.kv_dtype)
+    short: list[tuple[InstanceGroup, InstanceModel, int]] = []
     for g in ir.groups:
         e = g.engine
         settings = PerfSettings(
@@ -257,13 +259,17 @@ def rule_fit(ir: DeploymentIR) -> list[Violation]:
             capacity = inst.kv_capacity_tokens
         except InputError:
             continue  # TP not dividing the heads or PP beyond the layers: reported by the other rules
-        if capacity >= e.max_model_len_tokens:
-            continue
+        if capacity < e.max_model_len_tokens:
+            short.append((g, inst, capacity))
+    room = min((c for _, _, c in short), default=0)
+    fix = "raise TP or PP, quantize, or pick a GPU with more memory"
+    if room > 0:
+        fix = f"pass --max-model-len {room} or less, or " + fix
+    out = []
+    for g, inst, capacity in short:
+        e = g.engine
         need = inst.weights_gib_per_gpu + ir.activation_reserve_gib
         have = inst.gpu.hbm_gib * e.gpu_memory_utilization
-        fix = "raise TP or PP, quantize, or pick a GPU with more memory"
-        if capacity > 0:
-            fix = f"pass --max-model-len {capacity} or less, or " + fix
         out.append(
             Violation(
                 "fit",

@@ -148,7 +148,7 @@ def _group_scripts(ir: DeploymentIR, g: InstanceGroup) -> dict[str, str]:
         f"and {g.name}-worker.sh with LEADER=<leader host> on the other {n - 1}.",
     ]
     worker = [
-        'LEADER="${LEADER:?set LEADER to the host running this instance\'s leader script}"',
+        'LEADER="${LEADER:?set LEADER to the host running the leader script of this instance}"',
         f'exec ray start --address="${{LEADER}}:{RAY_PORT}" --block',
     ]
     about_worker = [what, f"Worker node of a {n}-node instance ({g.gpus_per_pod} {g.gpu} GPUs on this node)."]

@@ -1,0 +1,121 @@
+"""Plan documents for emitter tests: real plans of the shipped examples (solved once per process) and small
+synthetic ones built by hand (no solver), plus helpers to read emitted files."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from typing import Any
+
+import yaml
+
+from hetplan import api
+from hetplan.emit import build_ir, render
+from hetplan.emit.ir import EmitSettings
+from hetplan.scenario import load_scenario
+from tests.conftest import EXAMPLES
+
+PERF = {
+    "gpu_memory_utilization": 0.9,
+    "activation_reserve_gib": 1.25,
+    "block_size_tokens": 16,
+    "max_num_seqs": 256,
+    "max_num_batched_tokens": 8192,
+}
+
+
+@cache
+def _solved(example: str, strategy: str) -> dict[str, Any]:
+    return api.plan(load_scenario(EXAMPLES / f"{example}.yaml"), strategy=strategy, analysis=False)
+
+
+def example_plan(example: str, strategy: str = "cauchy") -> dict[str, Any]:
+    """A plan of a shipped example (solved once per test process; a fresh copy each call)."""
+    return copy.deepcopy(_solved(example, strategy))
+
+
+def combo(
+    prefill_gpu: str,
+    prefill_tp: int,
+    n_prefill: int,
+    decode_gpu: str,
+    decode_tp: int,
+    n_decode: int,
+    count: int = 1,
+    goodput: float = 2.0,
+    **extra: Any,
+) -> dict[str, Any]:
+    doc = {
+        "prefill_gpu": prefill_gpu,
+        "prefill_tp": prefill_tp,
+        "n_prefill": n_prefill,
+        "decode_gpu": decode_gpu,
+        "decode_tp": decode_tp,
+        "n_decode": n_decode,
+        "count": count,
+        "usd_per_hour": 10.0,
+        "goodput_req_per_s": goodput,
+        "prefill_capacity_req_per_s": 3.0,
+        "decode_batch": 40,
+    }
+    doc.update(extra)
+    return doc
+
+
+def plan_doc(
+    combos: list[dict[str, Any]] | None = None,
+    instances: list[dict[str, Any]] | None = None,
+    model: str = "Llama-3-8B",
+    name: str = "syn",
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    inventory: dict[str, int] | None = None,
+    perf: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A minimal valid plan document; ``gpus_used`` is computed from the combos and instances."""
+    combos = combos or []
+    instances = instances or []
+    used: dict[str, int] = {}
+    for c in combos:
+        for side, n in (("prefill", "n_prefill"), ("decode", "n_decode")):
+            gpus = c[n] * c[f"{side}_tp"] * c.get(f"{side}_pp", 1) * c["count"]
+            used[c[f"{side}_gpu"]] = used.get(c[f"{side}_gpu"], 0) + gpus
+    for i in instances:
+        used[i["gpu"]] = used.get(i["gpu"], 0) + i["count"] * i["tp"] * i.get("pp", 1)
+    goodput = sum(c["goodput_req_per_s"] * c["count"] for c in combos) or 4.0
+    return {
+        "schema_version": 1,
+        "kind": "plan",
+        "strategy": "cauchy" if combos else "melange",
+        "status": "optimal",
+        "scenario": {
+            "name": name,
+            "model": model,
+            "weight_dtype": weight_dtype,
+            "kv_dtype": kv_dtype,
+            "slo": {"ttft_s": 2.0, "tpot_s": 0.1, "percentile": 90.0},
+            "prices": {},
+            "inventory": inventory or {},
+            "perf_settings": {**PERF, **(perf or {})},
+        },
+        "total_usd_per_hour": 10.0 * len(combos),
+        "goodput_req_per_s": goodput,
+        "gpus_used": dict(sorted(used.items())),
+        "combos": combos,
+        "instances": instances,
+    }
+
+
+def files_of(plan: dict[str, Any], settings: EmitSettings | None = None, targets: tuple[str, ...] = ("all",)):
+    """{path: text} of the rendered targets (rules checked)."""
+    return {path: text for path, (_, text) in render(build_ir(plan, settings), targets).items()}
+
+
+def docs(text: str) -> list[dict[str, Any]]:
+    """The YAML documents of one emitted file."""
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def all_docs(files: dict[str, str], prefix: str) -> list[dict[str, Any]]:
+    """Every manifest in the YAML files under ``prefix``."""
+    return [d for path, text in files.items() if path.startswith(prefix) and path.endswith(".yaml") for d in docs(text)]
