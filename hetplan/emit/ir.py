@@ -202,6 +202,17 @@ class ServingUnit:
         """The unit's group of ``role``, if any."""
         return next((g for g in self.groups if g.role == role), None)
 
+    def pair(self) -> tuple[InstanceGroup, InstanceGroup]:
+        """(prefill, decode) groups of a disaggregated unit.
+
+        Raises:
+            ValueError: the unit lacks one of the two roles (an IR not built by :func:`build_ir`).
+        """
+        p, d = self.group("prefill"), self.group("decode")
+        if p is None or d is None:
+            raise ValueError(f"unit {self.index} has no prefill/decode pair")
+        return p, d
+
 
 @dataclass(frozen=True)
 class ModelIR:

@@ -231,8 +231,7 @@ def router_args(ir: DeploymentIR, unit: ServingUnit) -> list[str]:
     agg = unit.group("aggregated")
     if agg is not None:
         return [*common, "--selector", *selector("aggregated"), "--policy", policy(agg.replicas), *tail]
-    p, d = unit.group("prefill"), unit.group("decode")
-    assert p is not None and d is not None  # a disaggregated unit has both roles (built by build_ir)
+    p, d = unit.pair()
     args = ["--vllm-pd-disaggregation", *common]
     if p.engine.kv_connector == "MooncakeConnector":
         args += ["--kv-connector", "mooncake"]

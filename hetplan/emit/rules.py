@@ -148,12 +148,7 @@ def rule_gpus_per_instance(ir: DeploymentIR) -> list[Violation]:
 
 
 def _pairs(ir: DeploymentIR) -> list[tuple[ServingUnit, InstanceGroup, InstanceGroup]]:
-    out = []
-    for u in ir.units:
-        p, d = u.group("prefill"), u.group("decode")
-        if p is not None and d is not None:
-            out.append((u, p, d))
-    return out
+    return [(u, *u.pair()) for u in ir.units if u.kind == "disaggregated"]
 
 
 def rule_connector_tp(ir: DeploymentIR) -> list[Violation]:

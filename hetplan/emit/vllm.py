@@ -82,8 +82,7 @@ def router_argv(ir: DeploymentIR, unit: ServingUnit) -> list[str]:
     if agg is not None:
         urls = [f"http://{h}:{agg.port}" for h in instance_hosts(agg)]
         return ["vllm-router", "--worker-urls", *urls, "--policy", policy(agg.replicas), *tail]
-    p, d = unit.group("prefill"), unit.group("decode")
-    assert p is not None and d is not None  # a disaggregated unit has both roles (built by build_ir)
+    p, d = unit.pair()
     argv = ["vllm-router", "--vllm-pd-disaggregation"]
     mooncake = p.engine.kv_connector == "MooncakeConnector"
     if mooncake:
@@ -127,10 +126,9 @@ def _env_lines(g: InstanceGroup) -> list[str]:
 
 
 def _group_scripts(ir: DeploymentIR, g: InstanceGroup) -> dict[str, str]:
-    what = (
-        f"unit {g.unit_index} {g.role} on {g.gpu}: TP {g.tp}, PP {g.pp}, {g.replicas} instance(s) "
-        f"(hosts {g.name}-0 .. {g.name}-{g.replicas - 1})."
-    )
+    unit = f"instance type {g.unit_index}" if g.role == "aggregated" else f"combo {g.unit_index} {g.role}"
+    hosts = f"host {g.name}-0" if g.replicas == 1 else f"hosts {g.name}-0 .. {g.name}-{g.replicas - 1}"
+    what = f"{unit} on {g.gpu}: TP {g.tp}, PP {g.pp}, {g.replicas} instance(s) ({hosts})."
     serve = _command(serve_argv(ir, g))
     if not g.multi_node:
         about = [what, f"Run once per instance, on a host with {g.gpus_per_instance} free {g.gpu} GPU(s)."]
@@ -149,7 +147,8 @@ def _group_scripts(ir: DeploymentIR, g: InstanceGroup) -> dict[str, str]:
     ]
     worker = [
         'LEADER="${LEADER:?set LEADER to the host running the leader script of this instance}"',
-        f'exec ray start --address="${{LEADER}}:{RAY_PORT}" --block',
+        "# retry until the leader's Ray head is up; --block keeps this node in the cluster",
+        f'until ray start --address="${{LEADER}}:{RAY_PORT}" --block; do sleep 5; done',
     ]
     about_worker = [what, f"Worker node of a {n}-node instance ({g.gpus_per_pod} {g.gpu} GPUs on this node)."]
     return {
@@ -181,6 +180,7 @@ def _readme(ir: DeploymentIR) -> str:
         f"Model `{ir.model.source}` served as `{ir.model.served_name}`, image line `{ir.settings.image}`.\n\n"
         "| unit | role | GPU | TP | PP | instances | nodes x GPUs per instance | script |\n"
         "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "Unit uN is combo N of the plan (instance type N of an aggregated plan). "
         "Start every instance (each on its own GPUs), then each unit's router. Router scripts name instance hosts "
         "`<group>-<k>`: map them in DNS or `/etc/hosts`, or edit the URLs.\n\n"
         "## Traffic split across units\n\n"
@@ -197,7 +197,8 @@ def emit_vllm(ir: DeploymentIR) -> dict[str, str]:
     for g in ir.groups:
         files.update(_group_scripts(ir, g))
     for u in ir.units:
-        about = [f"Router of unit {u.index} ({u.kind}); share of traffic {fmt(round(u.goodput_share, 4))}."]
+        what = f"combo {u.index}" if u.kind == "disaggregated" else f"instance type {u.index}"
+        about = [f"Router of {what} ({u.kind}); share of traffic {fmt(round(u.goodput_share, 4))}."]
         files[f"vllm/{u.name}-router.sh"] = _script(ir, about, [_command(router_argv(ir, u))])
     files["vllm/README.md"] = _readme(ir)
     return files

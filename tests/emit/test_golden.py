@@ -1,0 +1,101 @@
+"""Golden files and byte-identical output.
+
+``tests/golden/emit/plan.yaml`` is a hand-made plan; its emitted files for every target are kept under
+``tests/golden/emit/expected/`` and must match byte for byte. After an intended change to an emitter, regenerate
+them and review the diff::
+
+    HETPLAN_UPDATE_GOLDEN=1 pytest tests/emit/test_golden.py
+    git diff tests/golden/emit
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hetplan import api
+from hetplan.emit.ir import EmitSettings
+from tests.conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden" / "emit"
+PLAN = GOLDEN / "plan.yaml"
+EXPECTED = GOLDEN / "expected"
+SETTINGS = EmitSettings(
+    gpus_per_node=4, dynamo_api_versions=("v1beta1", "v1alpha1"), router_image="registry.example/vllm-router:0.1"
+)
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("golden")
+    api.emit(PLAN, out, ["all"], SETTINGS, validate=True)
+    return out
+
+
+def test_golden_files_match(emitted):
+    got = _tree(emitted)
+    if os.environ.get("HETPLAN_UPDATE_GOLDEN") == "1":
+        for old in EXPECTED.rglob("*"):
+            if old.is_file():
+                old.unlink()
+        for rel, data in got.items():
+            (EXPECTED / rel).parent.mkdir(parents=True, exist_ok=True)
+            (EXPECTED / rel).write_bytes(data)
+    want = _tree(EXPECTED)
+    assert sorted(got) == sorted(want), "file set differs: regenerate with HETPLAN_UPDATE_GOLDEN=1 (see docstring)"
+    for rel in want:
+        assert got[rel] == want[rel], f"{rel} differs from tests/golden/emit/expected/{rel}"
+    targets = {rel.split("/")[0] for rel in want if "/" in rel}
+    assert targets == {"vllm", "kubernetes", "llmd", "dynamo"}
+
+
+def test_manifest_lists_every_file_with_its_sha256(emitted):
+    manifest = json.loads((emitted / "manifest.json").read_text())
+    files = {e["file"]: e for e in manifest["files"]}
+    on_disk = {rel for rel in _tree(emitted) if rel != "manifest.json"}
+    assert set(files) == on_disk
+    for rel, entry in files.items():
+        assert entry["sha256"] == hashlib.sha256((emitted / rel).read_bytes()).hexdigest()
+        assert entry["target"] == rel.split("/")[0]
+    assert manifest["targets"] == ["vllm", "kubernetes", "llmd", "dynamo"]
+    assert [e["file"] for e in manifest["files"]] == sorted(files)
+    assert all(os.access(emitted / rel, os.X_OK) for rel in files if rel.endswith(".sh"))
+
+
+def test_output_is_byte_identical_across_runs_and_processes(emitted, tmp_path):
+    again = tmp_path / "again"
+    api.emit(PLAN, again, ["all"], SETTINGS)
+    assert _tree(again) == _tree(emitted)
+    # a fresh interpreter with another hash seed: no set or dict ordering leaks into the files
+    other = tmp_path / "other"
+    code = (
+        "from hetplan import api; from hetplan.emit.ir import EmitSettings; import sys; "
+        "api.emit(sys.argv[1], sys.argv[2], ['all'], EmitSettings(gpus_per_node=4, "
+        "dynamo_api_versions=('v1beta1', 'v1alpha1'), router_image='registry.example/vllm-router:0.1'))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    subprocess.run([sys.executable, "-c", code, str(PLAN), str(other)], check=True, env=env, cwd=ROOT)
+    assert _tree(other) == _tree(emitted)
+
+
+def test_existing_files_are_not_overwritten_without_force(emitted, tmp_path):
+    out = tmp_path / "out"
+    api.emit(PLAN, out, ["vllm"], SETTINGS)
+    before = _tree(out)
+    from hetplan.errors import OutputExistsError
+
+    with pytest.raises(OutputExistsError):
+        api.emit(PLAN, out, ["vllm", "kubernetes"], SETTINGS)
+    assert _tree(out) == before  # refused before writing anything, even the new kubernetes files
+    api.emit(PLAN, out, ["vllm", "kubernetes"], SETTINGS, force=True)
+    assert any(rel.startswith("kubernetes/") for rel in _tree(out))
