@@ -151,7 +151,7 @@ class InstanceGroup:
 
     ``replicas`` is the planned instance count (all copies of the combo), the autoscaling minimum;
     ``max_replicas`` the autoscaling maximum. An instance uses ``tp * pp`` GPUs spread over
-    ``nodes_per_instance`` pods of ``gpus_per_pod`` GPUs each. ``scale_metric`` / ``scale_target`` name the
+    ``nodes_per_instance`` pods of ``gpus_per_pod`` GPUs each. ``scale_metric`` / ``scale_target_requests`` name the
     per-pod vLLM metric and value autoscalers hold (see :func:`build_ir`).
     """
 
@@ -174,7 +174,7 @@ class InstanceGroup:
     port: int
     engine: EngineFlags
     scale_metric: str
-    scale_target: int
+    scale_target_requests: int
 
     @property
     def multi_node(self) -> bool:
@@ -469,7 +469,7 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
             port=s.engine_port,
             engine=engine,
             scale_metric=metric,
-            scale_target=max(1, target),
+            scale_target_requests=max(1, target),
         )
 
     units: list[ServingUnit] = []

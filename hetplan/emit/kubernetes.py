@@ -167,7 +167,7 @@ def _target_ref(g: InstanceGroup) -> dict[str, str]:
 def _autoscaler(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any] | None:
     s = ir.settings
     labels = group_labels(ir, g, serving=False)
-    annotations = {f"{LABEL}/scale-rule": f"hold {g.scale_metric} at {g.scale_target} per pod"}
+    annotations = {f"{LABEL}/scale-rule": f"hold {g.scale_metric} at {g.scale_target_requests} per pod"}
     window = {"scaleDown": {"stabilizationWindowSeconds": 300}}  # hysteresis: no flapping of whole instances
     if s.autoscaler == "keda":
         query = f'sum({g.scale_metric}{{namespace="{ir.namespace}",pod=~"{g.name}-.*"}})'
@@ -188,7 +188,7 @@ def _autoscaler(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any] | None:
                         "metadata": {
                             "serverAddress": s.prometheus_url,
                             "query": query,
-                            "threshold": str(g.scale_target),
+                            "threshold": str(g.scale_target_requests),
                         },
                     }
                 ],
@@ -208,7 +208,7 @@ def _autoscaler(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any] | None:
                         "type": "Pods",
                         "pods": {
                             "metric": {"name": g.scale_metric.replace(":", "_")},
-                            "target": {"type": "AverageValue", "averageValue": str(g.scale_target)},
+                            "target": {"type": "AverageValue", "averageValue": str(g.scale_target_requests)},
                         },
                     }
                 ],
@@ -325,7 +325,7 @@ def _readme(ir: DeploymentIR, replicas: list[int]) -> str:
     rows = "\n".join(
         f"| {g.name} | {'LeaderWorkerSet' if g.multi_node else 'Deployment'} | {g.role} | {g.gpu} "
         f"(`{g.gpu_label_key}={g.gpu_label_value}`) | {g.gpus_per_pod} x {g.nodes_per_instance} | {g.replicas} | "
-        f"{g.max_replicas} | {g.scale_metric} = {g.scale_target} |"
+        f"{g.max_replicas} | {g.scale_metric} = {g.scale_target_requests} |"
         for g in ir.groups
     )
     routers = "\n".join(
