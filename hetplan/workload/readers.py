@@ -46,6 +46,7 @@ class Workload:
         duration_s: span of the timestamps, seconds (None when unknown).
         prompt_tokens: shape (n,), int, prompt length per request.
         output_tokens: shape (n,), int >= 1, output length per request.
+        arrival_s: shape (n,), seconds since the first request, when the source has timestamps (else None).
     """
 
     name: str
@@ -55,6 +56,7 @@ class Workload:
     duration_s: float | None
     prompt_tokens: np.ndarray = field(repr=False)
     output_tokens: np.ndarray = field(repr=False)
+    arrival_s: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_requests(self) -> int:
@@ -135,7 +137,8 @@ def _finish(
         duration = float(times_s.max() - times_s.min())
         if rate_per_s is None and duration > 0:
             rate_per_s = (times_s.size - 1) / duration
-    return Workload(name, source, attribution, rate_per_s, duration, prompt_tokens, output_tokens)
+    arrival = None if times_s is None else np.asarray(times_s, dtype=float) - float(np.min(times_s))
+    return Workload(name, source, attribution, rate_per_s, duration, prompt_tokens, output_tokens, arrival)
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -301,7 +304,7 @@ def synthetic_workload(
     times = np.cumsum(rng.exponential(1.0 / rate_per_s, requests))
     source = f"synthetic {kind} (median prompt {p_med:g}, output {o_med:g}, sigma {sigma}, seed {seed})"
     wl = _finish(kind, source, "", times, prompt, output, None)
-    return Workload(wl.name, wl.source, "", rate_per_s, wl.duration_s, wl.prompt_tokens, wl.output_tokens)
+    return Workload(wl.name, wl.source, "", rate_per_s, wl.duration_s, wl.prompt_tokens, wl.output_tokens, wl.arrival_s)
 
 
 def load_workload(

@@ -1,0 +1,348 @@
+"""The autoscaling schedule: how many copies of each combo to run in every window of a load curve.
+
+Method (Cauchy scales whole combos; the rest is hetplan's own reconstruction):
+
+1. **Demand per window**: the curve's rate made Poisson-equivalent for its burstiness (see ``curves.py``), times
+   (1 + headroom), never below ``min_goodput_req_per_s``.
+2. **Start-up lag**: a combo of GPU type g is ready ``startup_lag_s[g]`` after it is requested, so the capacity
+   requested in window w covers the highest demand of windows w .. w + lag (lag in windows, the largest over the
+   plan's GPU types). The curve itself serves as that look-ahead forecast; a live controller would use a forecast.
+3. **Levels**: demands are rounded up to a geometric grid (``level_step``, 5 % by default), so the 2,016 windows of a
+   14-day curve share a few dozen levels and each level is solved once.
+4. **Nested fleets**: the fleet for the highest level is the cost-optimal Cauchy plan; each lower level keeps a
+   cheapest subset of the next one that still covers it (the same ILP, with counts bounded by the bigger fleet).
+   Moving between levels therefore only adds or removes whole combos.
+5. **Hysteresis and cool-down**: scale out at once; scale in only after the target stayed below
+   (1 - hysteresis) x the current level for ``cooldown_s``, and then to the highest level of that period. At most
+   ``max_changes_per_window`` combos are added or removed per window (scale-in first stops; scale-out can then fall
+   short, and the schedule says where).
+6. **Availability**: removed combos stop at once; added ones count only after their start-up lag. A window is short
+   when the available capacity is below its demand; the schedule lists how many and by how much.
+
+Costs are paid from the moment a combo is requested. Static fleets sized for the peak and for the mean demand
+(their cost-optimal plans) are the comparisons; the mean fleet's short windows are reported too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from hetplan.autoscale.curves import LoadCurve
+from hetplan.errors import InfeasibleError, InputError
+from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest, enumerate_candidates, solve_allocation
+from hetplan.solvers.milp import solve_covering
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    """Controller settings (defaults are hetplan's choices; set them to what your cluster does).
+
+    Attributes:
+        startup_lag_s: GPU type -> seconds from request to serving (model load); ``default_startup_lag_s`` otherwise.
+        cooldown_s: how long demand must stay low before scaling in, seconds.
+        hysteresis: scale in only when the target is below (1 - hysteresis) x the current level.
+        max_changes_per_window: most combos added plus removed in one window.
+        min_goodput_req_per_s: capacity never planned below this (the minimum fleet), req/s.
+        level_step: relative spacing of demand levels.
+        design_utilization, max_cv, service_cv: burstiness model (``curves.py``).
+    """
+
+    startup_lag_s: tuple[tuple[str, float], ...] = ()
+    default_startup_lag_s: float = 300.0
+    cooldown_s: float = 1800.0
+    hysteresis: float = 0.1
+    max_changes_per_window: int = 8
+    min_goodput_req_per_s: float = 0.0
+    level_step: float = 0.05
+    design_utilization: float = 0.8
+    max_cv: float = 4.0
+    service_cv: float = 1.0
+
+    def lag_for(self, gpu: str) -> float:
+        return dict(self.startup_lag_s).get(gpu, self.default_startup_lag_s)
+
+    def check(self) -> None:
+        """Raise :class:`InputError` for out-of-range settings."""
+        if not (
+            0 <= self.hysteresis < 1
+            and self.cooldown_s >= 0
+            and self.max_changes_per_window >= 1
+            and self.min_goodput_req_per_s >= 0
+            and 0 < self.level_step <= 1
+            and 0 < self.design_utilization < 1
+            and self.max_cv >= 1
+            and self.default_startup_lag_s >= 0
+            and all(v >= 0 for _, v in self.startup_lag_s)
+        ):
+            raise InputError(
+                "autoscale settings out of range",
+                str(self),
+                "use 0 <= hysteresis < 1, cooldown >= 0, max changes >= 1, 0 < level step <= 1, lags >= 0",
+            )
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A set of combos with counts; ``capacity_req_per_s`` and ``usd_per_hour`` are totals."""
+
+    counts: tuple[int, ...]
+    capacity_req_per_s: float
+    usd_per_hour: float
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """The schedule and its costs (arrays have one entry per window)."""
+
+    curve: LoadCurve
+    settings: ScheduleSettings
+    combos: tuple[Combo, ...]
+    levels: tuple[float, ...]
+    fleets: tuple[Fleet, ...]
+    demand_req_per_s: np.ndarray = field(repr=False)
+    requested_level: np.ndarray = field(repr=False)
+    available_level: np.ndarray = field(repr=False)
+    lag_windows: int = 0
+    capped_cv_windows: int = 0
+    static_peak: Allocation | None = None
+    static_mean: Allocation | None = None
+    nesting: str = "top-down"
+    per_window_optimum_usd_per_hour: np.ndarray | None = field(default=None, repr=False)
+
+    def capacity(self, which: np.ndarray) -> np.ndarray:
+        return np.array([self.fleets[int(i)].capacity_req_per_s for i in which])
+
+    def cost_per_window(self) -> np.ndarray:
+        return np.array([self.fleets[int(i)].usd_per_hour for i in self.requested_level])
+
+    @property
+    def hours(self) -> float:
+        return self.curve.windows * self.curve.window_s / 3600.0
+
+
+def _levels(demand: np.ndarray, step: float, floor: float) -> tuple[np.ndarray, list[float]]:
+    positive = demand[demand > 0]
+    base = max(float(positive.min()) if positive.size else 1.0, floor, 1e-6)
+    idx = np.where(demand > base, np.ceil(np.log(np.maximum(demand, base) / base) / math.log1p(step) - 1e-9), 0)
+    idx = idx.astype(int)
+    values = [base * (1 + step) ** k for k in range(int(idx.max()) + 1)]
+    used = sorted(set(idx.tolist()))
+    remap = {k: i for i, k in enumerate(used)}
+    return np.array([remap[k] for k in idx]), [values[k] for k in used]
+
+
+def _fleet(combos: list[Combo], counts: tuple[int, ...]) -> Fleet:
+    cap = sum(c.goodput_req_per_s * n for c, n in zip(combos, counts, strict=True))
+    cost = sum(c.usd_per_hour * n for c, n in zip(combos, counts, strict=True))
+    return Fleet(counts, cap, cost)
+
+
+def build_schedule(req: PlanRequest, curve: LoadCurve, settings: ScheduleSettings = ScheduleSettings()) -> Schedule:
+    """Plan the combo schedule for ``curve`` (module docstring).
+
+    ``req`` supplies the model, lengths, SLOs, GPUs, prices and inventory; its goodput is ignored (the curve sets
+    the demand), its headroom is applied to every window.
+
+    Raises:
+        InputError: bad settings. InfeasibleError: even the peak's cheapest plan is infeasible under the SLOs.
+    """
+    settings.check()
+    cands = enumerate_candidates(req)
+    combos = list(cands.combos)
+    eff = curve.effective_rate(settings.design_utilization, settings.service_cv, settings.max_cv)
+    capped = int(np.sum(curve.cv > settings.max_cv))
+    demand = np.maximum(eff * (1 + req.headroom), settings.min_goodput_req_per_s)
+    lag_s = max((settings.lag_for(g.name) for g in req.gpus), default=settings.default_startup_lag_s)
+    lag_w = int(math.ceil(lag_s / curve.window_s - 1e-9))
+    ahead = np.array([demand[w : w + lag_w + 1].max() for w in range(curve.windows)])
+    level_idx, levels = _levels(ahead, settings.level_step, settings.min_goodput_req_per_s)
+
+    per_level = _per_level(req, combos, levels)
+    best: tuple[float, str, list[Fleet], np.ndarray] | None = None
+    for name, fleets in (("top-down nested", _nest_down(req, combos, levels)), ("per-level optimum", per_level)):
+        requested = _control(level_idx, fleets, curve, settings)
+        total = float(sum(fleets[int(i)].usd_per_hour for i in requested))
+        if best is None or total < best[0] - 1e-9:
+            best = (total, name, fleets, requested)
+    assert best is not None
+    _, nesting, fleets, requested = best
+    optimum = [f.usd_per_hour for f in per_level]
+    available = np.array([requested[max(0, w - lag_w) : w + 1].min() for w in range(curve.windows)])
+    peak_alloc = solve_allocation(
+        replace(req, goodput_req_per_s=float(demand.max()), headroom=0.0), combos, "peak of the load curve"
+    )
+    mean_req = replace(req, goodput_req_per_s=max(float(demand.mean()), 1e-9), headroom=0.0)
+    try:
+        static_mean: Allocation | None = solve_allocation(mean_req, combos, "mean of the load curve")
+    except InfeasibleError:
+        static_mean = None
+    return Schedule(
+        curve,
+        settings,
+        tuple(combos),
+        tuple(levels),
+        tuple(fleets),
+        demand,
+        requested,
+        available,
+        lag_w,
+        capped,
+        peak_alloc,
+        static_mean,
+        nesting,
+        np.array([optimum[int(i)] for i in level_idx]),
+    )
+
+
+def _per_level(req: PlanRequest, combos: list[Combo], levels: list[float]) -> list[Fleet]:
+    """The cost-optimal fleet of every level, solved independently (fewest combos among equal costs)."""
+    index = {id(c): i for i, c in enumerate(combos)}
+    fleets = []
+    for level in levels:
+        try:
+            alloc = solve_allocation(replace(req, goodput_req_per_s=level, headroom=0.0), combos, "level")
+        except InfeasibleError:
+            fleets.append(fleets[-1] if fleets else Fleet(tuple(0 for _ in combos), 0.0, 0.0))
+            continue
+        counts = [0] * len(combos)
+        for combo, n in alloc.combos:
+            counts[index[id(combo)]] = n
+        fleets.append(_fleet(combos, tuple(counts)))
+    return fleets
+
+
+def _nest_down(req: PlanRequest, combos: list[Combo], levels: list[float]) -> list[Fleet]:
+    """Top-down nesting: the peak level's optimal fleet, then cheapest subsets for each lower level."""
+    top = solve_allocation(replace(req, goodput_req_per_s=levels[-1], headroom=0.0), combos, "peak of the load curve")
+    index = {id(c): i for i, c in enumerate(combos)}
+    counts = [0] * len(combos)
+    for combo, n in top.combos:
+        counts[index[id(combo)]] = n
+    fleets = [Fleet((), 0.0, 0.0)] * len(levels)
+    fleets[-1] = _fleet(combos, tuple(counts))
+    for i in range(len(levels) - 2, -1, -1):
+        parent = fleets[i + 1].counts
+        cols = [k for k, n in enumerate(parent) if n]
+        res = solve_covering(
+            [combos[k].usd_per_hour for k in cols],
+            [combos[k].goodput_req_per_s for k in cols],
+            levels[i],
+            upper=[parent[k] for k in cols],
+            second_stage_epsilon=None,
+        )
+        child = [0] * len(combos)
+        for k, n in zip(cols, res.counts, strict=True):
+            child[k] = n
+        fleets[i] = _fleet(combos, tuple(child)) if res.status == "optimal" else fleets[i + 1]
+    return fleets
+
+
+def _changes(a: Fleet, b: Fleet) -> int:
+    return sum(abs(x - y) for x, y in zip(a.counts, b.counts, strict=True))
+
+
+def _control(target: np.ndarray, fleets: list[Fleet], curve: LoadCurve, settings: ScheduleSettings) -> np.ndarray:
+    """Requested level per window: scale out at once, scale in after the cool-down, at most
+    ``max_changes_per_window`` combos changed per window (module docstring)."""
+    counts = np.array([f.counts for f in fleets], dtype=int)
+    changes = np.abs(counts[:, None, :] - counts[None, :, :]).sum(axis=2)
+    cost = np.array([f.usd_per_hour for f in fleets])
+    cap = np.array([f.capacity_req_per_s for f in fleets])
+    bound = settings.max_changes_per_window
+    cool = max(1, int(math.ceil(settings.cooldown_s / curve.window_s - 1e-9)))
+    levels = np.arange(len(fleets))
+    requested = np.zeros(curve.windows, dtype=int)
+    current = int(target[0])
+    low_since: int | None = None
+    for w in range(curve.windows):
+        want = int(target[w])
+        if cap[want] > cap[current] + 1e-12:
+            ok = levels[(levels >= want) & (changes[current] <= bound)]
+            if ok.size:
+                current = int(ok[np.argmin(cost[ok])])
+            else:  # the change bound binds: get as close as it allows
+                near = levels[(changes[current] <= bound) & (cap > cap[current])]
+                current = int(near[np.argmax(cap[near])]) if near.size else current
+            low_since = None
+        elif cap[want] < (1 - settings.hysteresis) * cap[current]:
+            low_since = w if low_since is None else low_since
+            if w - low_since + 1 >= cool:
+                goal = int(target[max(0, w - cool + 1) : w + 1].max())
+                ok = levels[(levels >= goal) & (changes[current] <= bound) & (cost < cost[current])]
+                if ok.size:
+                    current = int(ok[np.argmin(cost[ok])])
+                low_since = None
+        else:
+            low_since = None
+        requested[w] = current
+    return requested
+
+
+def summary(s: Schedule) -> dict[str, Any]:
+    """Costs, short windows and GPU-hours of a schedule against static peak and mean fleets (JSON-friendly)."""
+    hours_per_window = s.curve.window_s / 3600.0
+    cost = float(s.cost_per_window().sum() * hours_per_window)
+    avail_cap = s.capacity(s.available_level)
+    short = avail_cap + 1e-9 < s.demand_req_per_s
+    peak_cost = s.static_peak.total_usd_per_hour * s.hours if s.static_peak else None
+    mean_cap = s.static_mean.goodput_req_per_s if s.static_mean else 0.0
+    mean_short = s.demand_req_per_s > mean_cap + 1e-9
+    gpu_hours: dict[str, float] = {}
+    for w in range(s.curve.windows):
+        fleet = s.fleets[int(s.requested_level[w])]
+        for combo, n in zip(s.combos, fleet.counts, strict=True):
+            for gpu, k in combo.gpus_used().items():
+                gpu_hours[gpu] = gpu_hours.get(gpu, 0.0) + k * n * hours_per_window
+    changes = [
+        _changes(s.fleets[int(a)], s.fleets[int(b)])
+        for a, b in zip(s.requested_level[:-1], s.requested_level[1:], strict=True)
+    ]
+    deficit = np.where(short, s.demand_req_per_s - avail_cap, 0.0)
+    return {
+        "windows": s.curve.windows,
+        "window_s": s.curve.window_s,
+        "hours": round(s.hours, 4),
+        "levels": len(s.levels),
+        "startup_lag_windows": s.lag_windows,
+        "windows_with_capped_cv": s.capped_cv_windows,
+        "peak_demand_req_per_s": round(float(s.demand_req_per_s.max()), 6),
+        "mean_demand_req_per_s": round(float(s.demand_req_per_s.mean()), 6),
+        "schedule_usd": round(cost, 2),
+        "static_peak_usd": None if peak_cost is None else round(peak_cost, 2),
+        "static_mean_usd": None if s.static_mean is None else round(s.static_mean.total_usd_per_hour * s.hours, 2),
+        "saving_vs_static_peak": None if not peak_cost else round(1 - cost / peak_cost, 4),
+        "nesting": s.nesting,
+        "per_window_optimum_usd": None
+        if s.per_window_optimum_usd_per_hour is None
+        else round(float(s.per_window_optimum_usd_per_hour.sum() * hours_per_window), 2),
+        "short_windows": int(short.sum()),
+        "largest_shortfall_req_per_s": round(float(deficit.max()), 6),
+        "static_mean_short_windows": int(mean_short.sum()),
+        "combo_changes": int(sum(changes)),
+        "windows_with_changes": int(sum(1 for c in changes if c)),
+        "gpu_hours": {g: round(v, 2) for g, v in sorted(gpu_hours.items())},
+    }
+
+
+def rows(s: Schedule) -> list[dict[str, Any]]:
+    """One row per window: demand, requested and available capacity, cost, fleet (for CSV/JSON output)."""
+    out = []
+    for w in range(s.curve.windows):
+        fleet = s.fleets[int(s.requested_level[w])]
+        mix = "; ".join(f"{n}x [{c.label}]" for c, n in zip(s.combos, fleet.counts, strict=True) if n)
+        out.append(
+            {
+                "window_start_s": float(s.curve.start_s[w]),
+                "rate_req_per_s": round(float(s.curve.rate_req_per_s[w]), 6),
+                "demand_req_per_s": round(float(s.demand_req_per_s[w]), 6),
+                "requested_capacity_req_per_s": round(fleet.capacity_req_per_s, 6),
+                "available_capacity_req_per_s": round(s.fleets[int(s.available_level[w])].capacity_req_per_s, 6),
+                "usd_per_hour": round(fleet.usd_per_hour, 4),
+                "combos": mix,
+            }
+        )
+    return out
