@@ -55,8 +55,12 @@ def combo(
         "count": count,
         "usd_per_hour": 10.0,
         "goodput_req_per_s": goodput,
+        "bound_by": "prefill",
         "prefill_capacity_req_per_s": 3.0,
         "decode_batch": 40,
+        "predicted_ttft_s": 1.0,
+        "predicted_tpot_s": 0.05,
+        "utilization": 0.8,
     }
     doc.update(extra)
     return doc
@@ -83,6 +87,7 @@ def plan_doc(
     for i in instances:
         used[i["gpu"]] = used.get(i["gpu"], 0) + i["count"] * i["tp"] * i.get("pp", 1)
     goodput = sum(c["goodput_req_per_s"] * c["count"] for c in combos) or 4.0
+    total = 10.0 * sum(c["count"] for c in combos) + sum(i.get("usd_per_hour", 10.0) for i in instances)
     return {
         "schema_version": 1,
         "kind": "plan",
@@ -93,13 +98,27 @@ def plan_doc(
             "model": model,
             "weight_dtype": weight_dtype,
             "kv_dtype": kv_dtype,
+            "goodput_target_req_per_s": goodput / 1.1,
+            "headroom": 0.1,
+            "demand_req_per_s": goodput,
             "slo": {"ttft_s": 2.0, "tpot_s": 0.1, "percentile": 90.0},
-            "prices": {},
+            "workload": {
+                "name": "synthetic",
+                "source": "hand-made test plan",
+                "requests": 1000,
+                "prompt_tokens_mean": 1024.0,
+                "output_tokens_mean": 256.0,
+            },
+            "gpus": sorted(used),
             "inventory": inventory or {},
+            "prices": {gpu: {"usd_per_gpu_hour": 2.0, "source": "test price"} for gpu in sorted(used)},
             "perf_settings": {**PERF, **(perf or {})},
         },
-        "total_usd_per_hour": 10.0 * len(combos),
+        "total_usd_per_hour": total,
+        "usd_per_month": total * 730.0,
         "goodput_req_per_s": goodput,
+        "tokens_per_usd": 3600 * goodput * 1280.0 / total,
+        "output_tokens_per_usd": 3600 * goodput * 256.0 / total,
         "gpus_used": dict(sorted(used.items())),
         "combos": combos,
         "instances": instances,
