@@ -36,7 +36,7 @@ def check_output(path: str | Path, force: bool) -> int | None:
     raw = str(path)
     if raw in ("", "-") or raw.endswith(("/", os.sep)):
         raise InputError(
-            f"--out {raw!r} is not a file path", fix="give a file name such as plan.yaml (use --json for stdout)"
+            f"--out {raw!r} is not a file path", fix="give a file name (leave --out out to print to stdout)"
         )
     target = Path(raw)
     if not os.path.lexists(target):

@@ -10,9 +10,9 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
 from hetplan.catalog.loader import format_validation, read_yaml_file
 from hetplan.errors import InputError
@@ -21,7 +21,12 @@ from hetplan.errors import InputError
 class _Open(BaseModel):
     """Any mapping (fields beyond the checked ones are kept)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+PlanMapping = _Open
+Usd = Annotated[float, Field(ge=0)]
+PositiveUsd = Annotated[float, Field(gt=0)]
 
 
 class ComboDoc(_Open):
@@ -34,9 +39,13 @@ class ComboDoc(_Open):
     decode_tp: int = Field(ge=1)
     n_decode: int = Field(ge=1)
     count: int = Field(ge=1)
-    usd_per_hour: float = Field(ge=0)
-    goodput_req_per_s: float = Field(ge=0)
+    usd_per_hour: PositiveUsd
+    goodput_req_per_s: float = Field(gt=0)
     decode_batch: int = Field(ge=0)
+    predicted_ttft_s: float = Field(ge=0)
+    predicted_tpot_s: float = Field(ge=0)
+    utilization: float = Field(ge=0)
+    bound_by: str
 
 
 class InstanceDoc(_Open):
@@ -46,7 +55,28 @@ class InstanceDoc(_Open):
     gpu: str
     tp: int = Field(ge=1)
     count: int = Field(ge=1)
-    usd_per_hour: float = Field(ge=0)
+    usd_per_hour: PositiveUsd
+    utilization: float = Field(ge=0)
+    traffic_share: float = Field(ge=0, le=1.0001)
+
+
+class PriceDoc(_Open):
+    usd_per_gpu_hour: PositiveUsd
+    source: str
+
+
+class SloDoc(_Open):
+    ttft_s: float = Field(gt=0)
+    tpot_s: float = Field(gt=0)
+    percentile: float = Field(gt=0, lt=100)
+
+
+class WorkloadDoc(_Open):
+    name: str
+    source: str
+    requests: int = Field(ge=1)
+    prompt_tokens_mean: float = Field(gt=0)
+    output_tokens_mean: float = Field(gt=0)
 
 
 class ScenarioDoc(_Open):
@@ -56,24 +86,74 @@ class ScenarioDoc(_Open):
     model: str
     weight_dtype: str
     kv_dtype: str
-    slo: dict[str, float]
-    prices: dict[str, dict[str, Any]]
+    goodput_target_req_per_s: float = Field(gt=0)
+    demand_req_per_s: float = Field(gt=0)
+    headroom: float = Field(ge=0)
+    slo: SloDoc
+    workload: WorkloadDoc
+    prices: dict[str, PriceDoc]
     perf_settings: dict[str, Any]
 
 
+class SummaryDoc(_Open):
+    """Another strategy's outcome inside a plan: its totals, or why it is infeasible."""
+
+    status: Literal["optimal", "time_limit", "infeasible"]
+    reason: str | None = None
+    total_usd_per_hour: PositiveUsd | None = None
+    goodput_req_per_s: float | None = Field(default=None, gt=0)
+    tokens_per_usd: Usd | None = None
+    output_tokens_per_usd: Usd | None = None
+    gpus_used: dict[str, NonNegativeInt] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> SummaryDoc:
+        if self.status == "infeasible" and not self.reason:
+            raise ValueError("an infeasible baseline needs a reason")
+        if self.status != "infeasible" and None in (
+            self.total_usd_per_hour,
+            self.goodput_req_per_s,
+            self.tokens_per_usd,
+            self.gpus_used,
+        ):
+            raise ValueError("a solved baseline needs total_usd_per_hour, goodput_req_per_s, tokens_per_usd, gpus_used")
+        return self
+
+
+class SensitivityDoc(_Open):
+    gpu: str
+    price_factor: float = Field(gt=0)
+    plan_usd_per_hour: Usd
+    replanned_usd_per_hour: Usd | None
+    best_alternative: str | None
+    best_alternative_usd_per_hour: Usd | None
+
+
+class AnalysisDoc(_Open):
+    price_sensitivity: list[SensitivityDoc] = Field(default_factory=list)
+    cost_vs_goodput: list[dict[str, float | None]] = Field(default_factory=list)
+
+
 class PlanDoc(_Open):
-    """The checked part of a plan document."""
+    """The checked part of a plan document: everything reports, gates and emitters read."""
 
     schema_version: int = Field(ge=1, le=1)
-    kind: str = Field(pattern="^plan$")
+    kind: Literal["plan"]
     strategy: str
-    status: str
+    status: Literal["optimal", "time_limit"]
     scenario: ScenarioDoc
-    total_usd_per_hour: float
-    goodput_req_per_s: float
-    gpus_used: dict[str, int]
+    total_usd_per_hour: PositiveUsd
+    usd_per_month: PositiveUsd
+    usd_per_million_tokens: Usd | None = None
+    goodput_req_per_s: float = Field(gt=0)
+    tokens_per_usd: Usd
+    output_tokens_per_usd: Usd
+    gpus_used: dict[str, NonNegativeInt]
     combos: list[ComboDoc] = Field(default_factory=list)
     instances: list[InstanceDoc] = Field(default_factory=list)
+    baselines: dict[str, SummaryDoc] = Field(default_factory=dict)
+    analysis: AnalysisDoc | None = None
+    warnings: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _not_empty(self) -> PlanDoc:

@@ -84,8 +84,11 @@ class Solved:
 class Planner:
     """Solves one request with every strategy; reusable with other prices or demands for the analysis."""
 
-    def __init__(self, req: PlanRequest) -> None:
+    def __init__(self, req: PlanRequest, token_means: tuple[float, float] | None = None) -> None:
         self.req = req
+        # tokens/USD accounting uses the whole workload's mean prompt and output lengths (the capacity model may
+        # use a sample of it)
+        self.token_means = token_means or (req.stats.mean_prompt, req.stats.mean_output)
         self.cands: CandidateSet = enumerate_candidates(req)
         self.buckets: list[Bucket] = make_buckets(req.stats)
         self._types: list[InstanceType] | None = None
@@ -183,7 +186,7 @@ def build_plan(
         raise InputError(f"unknown strategy {strategy!r}", f"known: {', '.join(STRATEGIES)}", "pick one of them")
     step = progress or (lambda _: None)
     step("enumerating combos")
-    planner = Planner(req)
+    planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
     step("solving Cauchy, homogeneous and Mélange plans")
     solved = {name: planner.solve(name) for name in STRATEGIES}
     _, by_gpu = planner._homogeneous(req)
@@ -199,7 +202,7 @@ def build_plan(
     }
     doc.update(solved_doc(planner, chosen))
     doc["tokens_per_usd_basis"] = TOKENS_BASIS
-    doc["baselines"] = {name: summary_doc(req, s) for name, s in solved.items() if name != strategy}
+    doc["baselines"] = {name: summary_doc(planner, s) for name, s in solved.items() if name != strategy}
     homo = solved["homogeneous"]
     doc["homogeneous_baseline"] = (
         {"status": "infeasible", "reason": homo.error.why or homo.error.what}
@@ -215,7 +218,7 @@ def build_plan(
     doc["solver"] = {
         "backend": "HiGHS via PuLP",
         "status": chosen.allocation.status if chosen.allocation is not None else "optimal",
-        "mip_gap": rnd(chosen.allocation.mip_gap, 4) if chosen.allocation is not None else 0.0,
+        "mip_gap": rnd(chosen.allocation.mip_gap, 4) if chosen.allocation and chosen.allocation.mip_gap > 1e-9 else 0.0,
         "instance_options": len(cands.options),
         "combos_enumerated": cands.enumerated,
         "combos_in_ilp": len(cands.combos),
@@ -236,18 +239,18 @@ def build_plan(
     return doc
 
 
-def _tokens(req: PlanRequest, goodput: float, cost: float) -> tuple[float, float]:
+def _tokens(means: tuple[float, float], goodput: float, cost: float) -> tuple[float, float]:
     if cost <= 0:
         return 0.0, 0.0
-    both = 3600 * goodput * (req.stats.mean_prompt + req.stats.mean_output) / cost
-    return rnd(both), rnd(3600 * goodput * req.stats.mean_output / cost)
+    both = 3600 * goodput * (means[0] + means[1]) / cost
+    return rnd(both), rnd(3600 * goodput * means[1] / cost)
 
 
-def summary_doc(req: PlanRequest, s: Solved) -> dict[str, Any]:
+def summary_doc(planner: Planner, s: Solved) -> dict[str, Any]:
     """Cost, capacity, tokens/USD and GPUs of one strategy's outcome (or why it is infeasible)."""
     if s.error is not None:
         return {"status": "infeasible", "reason": s.error.why or s.error.what}
-    both, out = _tokens(req, s.goodput, s.cost)
+    both, out = _tokens(planner.token_means, s.goodput, s.cost)
     doc: dict[str, Any] = {
         "status": "optimal",
         "total_usd_per_hour": rnd(s.cost),
@@ -266,8 +269,8 @@ def summary_doc(req: PlanRequest, s: Solved) -> dict[str, Any]:
 def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
     """The full deployment part of a plan document for one strategy's outcome."""
     req = planner.req
-    both, out = _tokens(req, s.goodput, s.cost)
-    tokens_per_req = req.stats.mean_prompt + req.stats.mean_output
+    both, out = _tokens(planner.token_means, s.goodput, s.cost)
+    tokens_per_req = sum(planner.token_means)
     doc: dict[str, Any] = {}
     if s.gpu is not None:
         doc["gpu"] = s.gpu
@@ -290,15 +293,16 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
         for combo, count in alloc.combos:
             # goodput-weighted round robin: each copy carries the target times its share of the capacity
             load = req.goodput_req_per_s * combo.goodput_req_per_s / alloc.goodput_req_per_s
-            doc["combos"].append(_combo_doc(req, planner.cands, combo, count, load))
+            doc["combos"].append(_combo_doc(req, planner.cands, combo, count, load, sum(planner.token_means)))
     if s.melange is not None:
         doc["instances"] = _melange_instances(s.melange)
         doc["lower_bound_usd_per_hour"] = rnd(s.melange.lower_bound_usd_per_hour)
     return doc
 
 
-def _combo_doc(req: PlanRequest, cands: CandidateSet, combo: Combo, count: int, load: float) -> dict[str, Any]:
-    tokens = req.stats.mean_prompt + req.stats.mean_output
+def _combo_doc(
+    req: PlanRequest, cands: CandidateSet, combo: Combo, count: int, load: float, tokens: float
+) -> dict[str, Any]:
     lat = predicted_latency(req, cands, combo, load)
     return {
         "prefill_gpu": combo.prefill_gpu,

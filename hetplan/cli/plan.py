@@ -10,6 +10,7 @@ import typer
 from pydantic import ValidationError
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hetplan import api
@@ -143,17 +144,17 @@ def plan(
     ),
     rate: float = typer.Option(None, "--rate", help="Arrival rate, req/s, for length-only or synthetic workloads."),
     goodput: float = typer.Option(None, "--goodput", help="Goodput target, req/s (default: the trace's rate)."),
-    ttft: str = typer.Option(None, "--ttft", help="TTFT SLO with a unit, e.g. 2s or 800ms [default: 2s]."),
-    tpot: str = typer.Option(None, "--tpot", help="TPOT SLO with a unit, e.g. 80ms [default: 100ms]."),
-    percentile: str = typer.Option(None, "--percentile", help="SLO percentile, e.g. 90 or p99 [default: 90]."),
+    ttft: str = typer.Option(None, "--ttft", help="TTFT SLO with a unit, e.g. 2s or 800ms (default 2s)."),
+    tpot: str = typer.Option(None, "--tpot", help="TPOT SLO with a unit, e.g. 80ms (default 100ms)."),
+    percentile: str = typer.Option(None, "--percentile", help="SLO percentile, e.g. 90 or p99 (default 90)."),
     gpus: str = typer.Option(
-        None, "--gpus", help="Candidate GPU types, comma-separated [default: the inventory's, else every priced GPU]."
+        None, "--gpus", help="Candidate GPU types, comma-separated (default: the inventory's, else every priced GPU)."
     ),
     inventory: str = typer.Option(None, "--inventory", help="GPU counts available, e.g. H800=16,H20=32."),
     cloud: str = typer.Option(
         None,
         "--cloud",
-        help="Take prices from this cloud (aws, azure, gcp, lambda, runpod, nebius) [default: cheapest listing].",
+        help="Take prices from this cloud (aws, azure, gcp, lambda, runpod, nebius) (default: the cheapest listing).",
     ),
     spot: bool = typer.Option(None, "--spot/--on-demand", help="Use spot prices."),
     prices: Path = typer.Option(None, "--prices", help="Price file overriding catalog prices."),
@@ -240,7 +241,7 @@ def _combo_rows(table: Table, combos: list[dict[str, Any]], wide: bool) -> None:
 
 
 TITLES = {
-    "cauchy": "Cheapest plan (Cauchy search)",
+    "cauchy": "Cauchy plan (cheapest mixed prefill/decode deployment)",
     "homogeneous": "Best homogeneous fleet",
     "melange": "Mélange plan (aggregated serving)",
 }
@@ -251,7 +252,8 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
     sc = doc["scenario"]
     slo = sc["slo"]
     console.print(
-        f"[bold]{sc['name']}[/]: {sc['model']} ({sc['weight_dtype']}), workload {sc['workload']['name']} "
+        f"[bold]{escape(sc['name'])}[/]: {escape(sc['model'])} ({sc['weight_dtype']}), workload "
+        f"{escape(sc['workload']['name'])} "
         f"({sc['workload']['requests']} requests), goodput target {sc['goodput_target_req_per_s']:.4g} req/s "
         f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
         f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
@@ -270,8 +272,15 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']:,} in the ILP, "
         f"pruning {s['pruning']}"
     )
+    for name, part in doc.get("baselines", {}).items():
+        if part.get("status") != "infeasible" and part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
+            console.print(
+                f"note: {name} is {(1 - part['total_usd_per_hour'] / doc['total_usd_per_hour']) * 100:.1f} % "
+                f"cheaper per hour here; plan it with --strategy {name}.",
+                highlight=False,
+            )
     for w in doc.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
 
 
 def _comparison(doc: dict[str, Any], console: Console) -> None:
@@ -297,7 +306,7 @@ def _comparison(doc: dict[str, Any], console: Console) -> None:
     console.print(table)
     for name, part in rows[1:]:
         if part.get("status") == "infeasible":
-            console.print(f"[yellow]{name}: infeasible[/] - {part['reason']}", highlight=False)
+            console.print(f"[yellow]{name}: infeasible[/] - {escape(part['reason'])}", highlight=False)
 
 
 def _instances_table(title: str, part: dict[str, Any], console: Console) -> None:

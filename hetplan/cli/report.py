@@ -3,40 +3,60 @@ stored baseline)."""
 
 from __future__ import annotations
 
-import os
+import math
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from hetplan import api
 from hetplan.catalog.loader import read_yaml_file
 from hetplan.cli.main import app, err_console, run_guarded
-from hetplan.errors import InputError
+from hetplan.errors import HetplanError, InputError
 from hetplan.io import check_output, to_json, write_atomic
-from hetplan.planfile import _Open, check_plan, load_plan
-from hetplan.report.gate import GateResult, compare, github_annotations, markdown_summary, parse_fraction
+from hetplan.planfile import PlanMapping, check_plan, load_plan
+from hetplan.report.gate import (
+    GateResult,
+    compare,
+    failed,
+    github_annotations,
+    markdown_summary,
+    parse_fraction,
+)
 from hetplan.report.model import build_report
 from hetplan.report.render import render_html, render_json, render_markdown, render_terminal
 from hetplan.scenario import load_scenario
 
 FORMATS = ("term", "md", "html", "json")
+GATE_KIND = "gate-baseline"
 
 
 def _format_for(fmt: str | None, out: Path | None) -> str:
     if fmt is None:
-        suffix = out.suffix.lower() if out else ""
-        fmt = {".md": "md", ".html": "html", ".htm": "html", ".json": "json"}.get(
-            suffix, "term" if out is None else "md"
-        )
+        if out is None:
+            return "term"
+        suffix = out.suffix.lower()
+        fmt = {".md": "md", ".html": "html", ".htm": "html", ".json": "json"}.get(suffix)
+        if fmt is None:
+            raise InputError(
+                f"cannot tell the format of {out}",
+                "its suffix is not .md, .html or .json",
+                "pass --format md|html|json, or name the file *.md, *.html or *.json",
+            )
+    fmt = fmt.lower()
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt!r} is not known", f"known: {', '.join(FORMATS)}", "pick one of them")
+    if fmt == "term" and out is not None:
+        raise InputError(
+            "--format term prints tables to the terminal", fix="use --format md (or html, json) with --out"
+        )
     return fmt
 
 
 def _read_doc(path: Path, what: str) -> dict[str, Any]:
-    return read_yaml_file(path, _Open, what, "a plan file written by 'hetplan plan --out'").model_dump()
+    return read_yaml_file(path, PlanMapping, what, "a plan file written by 'hetplan plan --out'").model_dump()
 
 
 def _load_baseline(path: Path) -> dict[str, Any]:
@@ -46,6 +66,11 @@ def _load_baseline(path: Path) -> dict[str, Any]:
         raise InputError(f"{path} is a report, not a plan", fix="use a plan file: hetplan plan ... --json > base.json")
     check_plan(doc, str(path))
     return doc
+
+
+def _check_summary_path(summary: Path | None) -> None:
+    if summary is not None and not summary.parent.is_dir():
+        raise InputError(f"--summary {summary}: folder {summary.parent} does not exist", fix="create it first")
 
 
 def _append_summary(path: Path, text: str) -> None:
@@ -59,15 +84,15 @@ def _append_summary(path: Path, text: str) -> None:
 @app.command()
 def report(
     plans: list[Path] = typer.Argument(..., help="Plan files written by 'hetplan plan --out' (YAML or JSON)."),
-    fmt: str = typer.Option(None, "--format", "-f", help="term, md, html or json [default: from --out, else term]."),
+    fmt: str = typer.Option(None, "--format", "-f", help="term, md, html or json (default: from --out, else term)."),
     out: Path = typer.Option(None, "--out", "-o", help="Write the report to this file instead of stdout."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     baseline: Path = typer.Option(None, "--baseline", help="Gate against this baseline plan (JSON or YAML)."),
-    max_cost_increase: str = typer.Option("2%", "--max-cost-increase", help="Allowed $/hour rise against --baseline."),
+    max_cost_increase: str = typer.Option(None, "--max-cost-increase", help="Allowed $/hour rise (default 2%)."),
     min_ratio: float = typer.Option(
         None, "--min-tokens-per-usd-ratio", help="Fail when tokens/USD falls below this multiple of the baseline's."
     ),
-    github: bool = typer.Option(False, "--github", help="Print GitHub Actions annotations for the gate."),
+    github: bool = typer.Option(False, "--github", help="Print GitHub Actions annotations for the gate (stdout)."),
     summary: Path = typer.Option(
         None, "--summary", help="Append a Markdown gate summary here (e.g. $GITHUB_STEP_SUMMARY)."
     ),
@@ -77,21 +102,38 @@ def report(
     Example: hetplan report plan.json --baseline base.json --max-cost-increase 2%
     """
 
-    def work() -> tuple[str, dict[str, Any], list[GateResult]]:
+    def work() -> tuple[str, dict[str, Any], list[GateResult], float]:
         kind = _format_for(fmt, out)
+        gate_opts = max_cost_increase is not None or min_ratio is not None or github or summary is not None
+        if baseline is None and gate_opts:
+            raise InputError(
+                "gate options need --baseline",
+                "--max-cost-increase, --min-tokens-per-usd-ratio, --github and --summary only apply to a gate",
+                "add --baseline BASE.json",
+            )
+        if github and out is None and kind in ("md", "json", "html"):
+            raise InputError(
+                "--github prints annotations on stdout, where this report goes too",
+                fix="write the report with --out FILE",
+            )
+        allowed = parse_fraction(max_cost_increase or "2%", "--max-cost-increase")
+        _check_ratio(min_ratio)
+        _check_summary_path(summary)
         if out is not None:
             check_output(out, force)
         docs = [(p.name, load_plan(p)) for p in plans]
         rep = build_report(docs)
         results: list[GateResult] = []
         if baseline is not None:
-            allowed = parse_fraction(max_cost_increase, "--max-cost-increase")
-            if min_ratio is not None and not 0 < min_ratio <= 10:
-                raise InputError(f"--min-tokens-per-usd-ratio {min_ratio} is out of range", fix="use e.g. 0.98")
             base = _load_baseline(baseline)
-            results = [
-                compare(doc, base, allowed, min_ratio, name=f"{doc['scenario']['name']} ({src})") for src, doc in docs
-            ]
+            for src, doc in docs:
+                if doc["scenario"]["name"] != base["scenario"]["name"]:
+                    raise InputError(
+                        f"{src} plans scenario {doc['scenario']['name']!r}, the baseline {base['scenario']['name']!r}",
+                        "the gate compares a scenario with its own earlier plan",
+                        "pass the baseline of the same scenario",
+                    )
+                results.append(compare(doc, base, allowed, min_ratio, name=f"{doc['scenario']['name']} ({src})"))
             rep["gate"] = {
                 "baseline": baseline.name,
                 "max_cost_increase_fraction": allowed,
@@ -99,57 +141,71 @@ def report(
                 "results": [r.as_dict() for r in results],
                 "passed": all(r.passed for r in results),
             }
-        return kind, rep, results
+        return kind, rep, results, allowed
 
-    kind, rep, results = run_guarded(work)
-    gate_md = markdown_summary(results, rep["gate"]["max_cost_increase_fraction"]) if results else ""
+    kind, rep, results, allowed = run_guarded(work)
+    gate_md = markdown_summary(results, allowed) if results else ""
+    text = ""
     if kind == "json":
         text = render_json(rep)
     elif kind == "md":
         text = render_markdown(rep) + ("\n" + gate_md if gate_md else "")
     elif kind == "html":
-        text = render_html(rep)
-        if gate_md:
-            text = text.replace("</body>", "<pre>" + gate_md.replace("<", "&lt;") + "</pre>\n</body>")
-    else:
-        text = ""
+        text = render_html(rep, gate_md)
     if out is not None:
-        run_guarded(lambda: write_atomic(out, text if kind != "term" else render_markdown(rep), force=force))
-        err_console.print(f"wrote {out}")
+        run_guarded(lambda: write_atomic(out, text, force=force))
+        err_console.print(f"wrote {escape(str(out))}")
     elif kind == "term":
         render_terminal(rep, Console())
     else:
         typer.echo(text, nl=False)
     if results:
-        _print_gate(
-            results, rep["gate"]["max_cost_increase_fraction"], github, summary, quiet=kind == "json" and not out
-        )
-        if not all(r.passed for r in results):
-            raise typer.Exit(1)
+        _finish_gate(results, allowed, github, summary, [])
 
 
-def _print_gate(results: list[GateResult], allowed: float, github: bool, summary: Path | None, quiet: bool) -> None:
+def _check_ratio(min_ratio: float | None) -> None:
+    if min_ratio is not None and not (math.isfinite(min_ratio) and 0 < min_ratio <= 10):
+        raise InputError(f"--min-tokens-per-usd-ratio {min_ratio} is out of range", fix="use e.g. 0.98")
+
+
+def _finish_gate(
+    results: list[GateResult],
+    allowed: float,
+    github: bool,
+    summary: Path | None,
+    warnings: list[str],
+    quiet: bool = False,
+) -> None:
     if github:
-        typer.echo(github_annotations(results), nl=False)
+        typer.echo(github_annotations(results, warnings), nl=False)
     if summary is not None:
-        run_guarded(lambda: _append_summary(summary, markdown_summary(results, allowed)))
-    if quiet:
-        return
+        run_guarded(lambda: _append_summary(summary, markdown_summary(results, allowed, warnings)))
+    if not quiet:
+        _print_gate(results, allowed, warnings)
+    if not results or not all(r.passed for r in results):
+        raise typer.Exit(1)
+
+
+def _print_gate(results: list[GateResult], allowed: float, warnings: list[str]) -> None:
+    for w in warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(w)}")
+    if not results:
+        err_console.print("gate [red]FAIL[/]: nothing was compared")
     for r in results:
         state = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
-        err_console.print(
-            f"gate {state} {r.name}: ${r.baseline_usd_per_hour:,.2f}/h -> ${r.usd_per_hour:,.2f}/h "
-            f"({r.cost_change * 100:+.2f} %, allowed +{allowed * 100:g} %), tokens/USD "
-            f"{r.tokens_per_usd_ratio:.4f}x",
-            highlight=False,
-        )
+        if math.isnan(r.usd_per_hour):
+            err_console.print(f"gate {state} {escape(r.name)}")
+        else:
+            err_console.print(
+                f"gate {state} {escape(r.name)}: ${r.baseline_usd_per_hour:,.2f}/h -> ${r.usd_per_hour:,.2f}/h "
+                f"({r.cost_change * 100:+.2f} %, allowed +{allowed * 100:g} %), tokens/USD "
+                f"{r.tokens_per_usd_ratio:.4f}x",
+                highlight=False,
+            )
         for line in r.failures:
-            err_console.print(f"  [red]{line}[/]", highlight=False)
+            err_console.print(f"  [red]{escape(line)}[/]", highlight=False)
         for line in r.changes:
             err_console.print(f"  {line}", highlight=False, markup=False)
-
-
-GATE_KIND = "gate-baseline"
 
 
 @app.command()
@@ -158,63 +214,86 @@ def gate(
     baseline: Path = typer.Option(..., "--baseline", help="Baseline file (JSON) holding one plan per scenario."),
     max_cost_increase: str = typer.Option("2%", "--max-cost-increase", help="Allowed $/hour rise per scenario."),
     min_ratio: float = typer.Option(None, "--min-tokens-per-usd-ratio", help="Minimum tokens/USD vs the baseline."),
-    update: bool = typer.Option(False, "--update-baseline", help="Write the new plans as the baseline (on purpose)."),
-    github: bool = typer.Option(False, "--github", help="Print GitHub Actions annotations."),
+    update: bool = typer.Option(
+        False, "--update-baseline", help="Add or refresh these scenarios' plans in the baseline (on purpose)."
+    ),
+    github: bool = typer.Option(False, "--github", help="Print GitHub Actions annotations (stdout)."),
     summary: Path = typer.Option(None, "--summary", help="Append a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)."),
     json_out: bool = typer.Option(False, "--json", help="Print the gate results as JSON."),
 ) -> None:
     """Re-plan SCENARIOS and compare each with the stored baseline, so a change to models, prices, SLOs or
-    hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails."""
+    hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails or was not compared."""
 
-    def work() -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None, float]:
+    def work() -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, Any] | None, float]:
         allowed = parse_fraction(max_cost_increase, "--max-cost-increase")
+        _check_ratio(min_ratio)
+        _check_summary_path(summary)
+        if json_out and github:
+            raise InputError("--json and --github both print on stdout", fix="drop one of them")
+        if update and (json_out or github or summary is not None):
+            raise InputError(
+                "--update-baseline writes the baseline; it does not gate",
+                fix="drop --json, --github and --summary when updating",
+            )
+        stored = _read_gate_baseline(baseline) if (not update or baseline.exists()) else None
+        loaded: list[tuple[Path, Any]] = []
+        for path in scenarios:
+            scenario = load_scenario(path)
+            if any(scenario.name == s.name for _, s in loaded):
+                raise InputError(f"two scenarios are named {scenario.name!r}", fix="give each scenario a unique name")
+            loaded.append((path, scenario))
         fresh: dict[str, dict[str, Any]] = {}
+        broken: dict[str, str] = {}
         with err_console.status("re-planning scenarios", spinner="dots") as status:
-            for path in scenarios:
-                scenario = load_scenario(path)
-                if scenario.name in fresh:
-                    raise InputError(
-                        f"two scenarios are named {scenario.name!r}", fix="give each scenario a unique name"
-                    )
-                status.update(f"planning {scenario.name}")
-                fresh[scenario.name] = api.plan(scenario, analysis=False)
-        stored = None
-        if not update:
-            stored = _read_gate_baseline(baseline)
-        return fresh, stored, allowed
+            for path, scenario in loaded:
+                status.update(f"planning {escape(scenario.name)}")
+                try:
+                    fresh[scenario.name] = api.plan(scenario, analysis=False)
+                except HetplanError as exc:
+                    if update:
+                        raise InputError(
+                            f"scenario {scenario.name!r} ({path}) cannot be planned: {exc.what}", exc.why, exc.fix
+                        ) from None
+                    broken[scenario.name] = f"cannot be planned now ({path}): {exc.what}. {exc.why}".strip()
+        return fresh, broken, stored, allowed
 
-    fresh, stored, allowed = run_guarded(work)
+    fresh, broken, stored, allowed = run_guarded(work)
     if update:
-        doc = {"schema_version": 1, "kind": GATE_KIND, "scenarios": fresh}
+        kept = dict(stored["scenarios"]) if stored else {}
+        kept.update(fresh)
+        doc = {"schema_version": 1, "kind": GATE_KIND, "scenarios": dict(sorted(kept.items()))}
         run_guarded(lambda: write_atomic(baseline, to_json(doc), force=True))
-        err_console.print(f"wrote the baseline for {len(fresh)} scenario(s) to {baseline}")
+        err_console.print(f"updated {len(fresh)} scenario(s) in {escape(str(baseline))} ({len(kept)} in all)")
         return
     assert stored is not None
-    results = []
+    results: list[GateResult] = []
     for name, plan in fresh.items():
         if name not in stored["scenarios"]:
-            err_console.print(f"[yellow]{name}: not in the baseline[/] (run with --update-baseline to add it)")
-            continue
-        results.append(compare(plan, stored["scenarios"][name], allowed, min_ratio, name=name))
-    missing = [n for n in stored["scenarios"] if n not in fresh]
+            results.append(failed(name, "not in the baseline; add it on purpose with --update-baseline"))
+        else:
+            results.append(compare(plan, stored["scenarios"][name], allowed, min_ratio, name=name))
+    results += [failed(name, reason) for name, reason in broken.items()]
+    warnings = [
+        f"{name}: in the baseline but not re-planned (not among the scenarios given)"
+        for name in stored["scenarios"]
+        if name not in fresh and name not in broken
+    ]
     if json_out:
         typer.echo(
             to_json(
                 {
-                    "passed": all(r.passed for r in results),
+                    "passed": bool(results) and all(r.passed for r in results),
                     "results": [r.as_dict() for r in results],
-                    "baseline_only": missing,
+                    "warnings": warnings,
                 }
             ),
             nl=False,
         )
-    _print_gate(results, allowed, github, summary, quiet=json_out)
-    if not all(r.passed for r in results):
-        raise typer.Exit(1)
+    _finish_gate(results, allowed, github, summary, warnings, quiet=json_out)
 
 
 def _read_gate_baseline(path: Path) -> dict[str, Any]:
-    if not os.path.exists(path):
+    if not path.exists():
         raise InputError(f"baseline {path} does not exist", fix="create it once with --update-baseline")
     doc = _read_doc(path, "gate baseline")
     if doc.get("kind") != GATE_KIND or not isinstance(doc.get("scenarios"), dict):

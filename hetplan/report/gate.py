@@ -9,6 +9,7 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,36 +32,39 @@ class GateResult:
     changes: tuple[str, ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, Any]:
+        def num(x: float) -> float | None:
+            return None if math.isnan(x) else round(x, 6) + 0.0
+
         return {
             "name": self.name,
             "passed": self.passed,
-            "baseline_usd_per_hour": self.baseline_usd_per_hour,
-            "usd_per_hour": self.usd_per_hour,
-            "cost_change_fraction": round(self.cost_change, 6) + 0.0,
-            "tokens_per_usd_ratio": round(self.tokens_per_usd_ratio, 6) + 0.0,
+            "baseline_usd_per_hour": num(self.baseline_usd_per_hour),
+            "usd_per_hour": num(self.usd_per_hour),
+            "cost_change_fraction": num(self.cost_change),
+            "tokens_per_usd_ratio": num(self.tokens_per_usd_ratio),
             "failures": list(self.failures),
             "changes": list(self.changes),
         }
 
 
 def parse_fraction(text: str | float, field_name: str) -> float:
-    """Read ``2%``, ``0.5 %`` or a fraction below 1 such as ``0.02``.
+    """Read a percentage written with its sign: ``2%``, ``0.5 %``.
 
     Raises:
-        InputError: unreadable, negative, or a bare number of 1 or more (ambiguous: write ``2%``).
+        InputError: unreadable, negative, non-finite, or a bare number (``2`` or ``0.02`` would be ambiguous).
     """
     raw = str(text).strip()
+    if not raw.endswith("%") or raw.count("%") != 1:
+        raise InputError(
+            f"{field_name}: {text!r} has no percent sign",
+            "a bare number could mean a percent or a fraction",
+            f"write it as a percentage, e.g. {field_name} 2%",
+        )
     try:
-        value = float(raw.rstrip("%").strip()) / 100.0 if raw.endswith("%") else float(raw)
+        value = float(raw[:-1].strip()) / 100.0
     except ValueError:
         raise InputError(f"{field_name}: cannot read {text!r}", fix=f"write e.g. {field_name} 2%") from None
-    if not raw.endswith("%") and value >= 1.0:
-        raise InputError(
-            f"{field_name}: {text!r} is ambiguous",
-            "a bare number of 1 or more could mean percent",
-            f"write a percent with its sign, e.g. {field_name} {raw}%",
-        )
-    if not 0.0 <= value < 10.0:
+    if not math.isfinite(value) or not 0.0 <= value < 10.0:
         raise InputError(f"{field_name}: {text!r} is out of range", fix="give a non-negative percentage such as 2%")
     return value
 
@@ -151,23 +155,40 @@ def compare(
     )
 
 
-def github_annotations(results: list[GateResult]) -> str:
-    """GitHub Actions workflow commands: one ``::error`` per failure, a ``::notice`` per passing plan."""
-    lines = []
+def failed(name: str, reason: str) -> GateResult:
+    """A scenario that could not be compared (infeasible now, or missing from the baseline) fails the gate."""
+    nan = float("nan")
+    return GateResult(name, False, nan, nan, nan, nan, (reason,), ())
+
+
+def _escape(text: str) -> str:
+    """Escape a workflow-command message (GitHub: % CR LF)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def github_annotations(results: list[GateResult], warnings: list[str] | None = None) -> str:
+    """GitHub Actions workflow commands: one ``::error`` per failure, ``::warning`` per warning, a ``::notice``
+    per passing plan. Written to stdout, where the runner reads them."""
+    lines = [f"::warning title=hetplan cost gate::{_escape(w)}" for w in warnings or []]
     for r in results:
         if r.passed:
             lines.append(
-                f"::notice title=hetplan cost gate::{r.name}: ${r.usd_per_hour:,.2f}/h "
-                f"({r.cost_change * 100:+.2f} % against the baseline)"
+                _escape_cmd(
+                    "notice", f"{r.name}: ${r.usd_per_hour:,.2f}/h ({r.cost_change * 100:+.2f} % against the baseline)"
+                )
             )
         for failure in r.failures:
-            lines.append(f"::error title=hetplan cost gate::{r.name}: {failure}")
+            lines.append(_escape_cmd("error", f"{r.name}: {failure}"))
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def markdown_summary(results: list[GateResult], max_cost_increase: float) -> str:
+def _escape_cmd(kind: str, message: str) -> str:
+    return f"::{kind} title=hetplan cost gate::{_escape(message)}"
+
+
+def markdown_summary(results: list[GateResult], max_cost_increase: float, warnings: list[str] | None = None) -> str:
     """A Markdown summary for a CI job page or pull-request comment."""
-    passed = all(r.passed for r in results)
+    passed = bool(results) and all(r.passed for r in results)
     out = [
         f"## hetplan cost gate: {'passed' if passed else 'FAILED'}",
         "",
@@ -177,10 +198,17 @@ def markdown_summary(results: list[GateResult], max_cost_increase: float) -> str
         "|---|---|---|---|---|---|",
     ]
     for r in results:
+        if math.isnan(r.usd_per_hour):
+            out.append(f"| {r.name} | - | - | - | - | FAIL |")
+            continue
         out.append(
             f"| {r.name} | {r.baseline_usd_per_hour:,.2f} | {r.usd_per_hour:,.2f} | {r.cost_change * 100:+.2f} % "
             f"| {r.tokens_per_usd_ratio:.4f}x | {'pass' if r.passed else 'FAIL'} |"
         )
+    if not results:
+        out.append("| (nothing compared) | - | - | - | - | FAIL |")
+    for w in warnings or []:
+        out += ["", f"> warning: {w}"]
     for r in results:
         if r.changes or r.failures:
             out += ["", f"### {r.name}", ""]

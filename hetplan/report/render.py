@@ -8,10 +8,12 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hetplan.io import to_json
@@ -91,7 +93,7 @@ def _strategy_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     for name, s in p["strategies"].items():
         label = name + (" (plan)" if name == p["strategy"] else "")
         if s.get("status") == "infeasible":
-            rows.append([label, "-", "-", "-", "infeasible: " + s.get("reason", "")[:120], "-", "-"])
+            rows.append([label, "-", "-", "-", "infeasible (see below)", "-", "-"])
             continue
         gain = p["gains"].get(name, {})
         rows.append(
@@ -128,6 +130,21 @@ def _sensitivity_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def _notes(p: dict[str, Any]) -> list[str]:
+    """Sentences a reader needs beside the tables: a cheaper strategy, and why baselines are infeasible."""
+    notes = []
+    for name, s in p["strategies"].items():
+        if s.get("status") == "infeasible":
+            notes.append(f"{name} is infeasible: {s.get('reason', '')}")
+        elif name != p["strategy"] and s["total_usd_per_hour"] < p["usd_per_hour"]:
+            notes.append(
+                f"{name} is {(1 - s['total_usd_per_hour'] / p['usd_per_hour']) * 100:.1f} % cheaper per hour "
+                f"than this {p['strategy']} plan (tokens/USD {s['tokens_per_usd']:,.0f} against "
+                f"{p['tokens_per_usd']:,.0f}); plan it with --strategy {name}."
+            )
+    return notes
+
+
 # -- Markdown ---------------------------------------------------------------------------------------------------
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
     def cell(text: str) -> str:
@@ -146,13 +163,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         out += _md_table(["", ""], [[k, v] for k, v in _headline(p)]) + [""]
         out += ["### Deployment", ""] + _md_table(*_deployment_rows(p)) + [""]
         out += ["### Strategies compared", ""] + _md_table(*_strategy_rows(p)) + [""]
+        out += [f"- {line}" for line in _notes(p)] + ([""] if _notes(p) else [])
         if p["price_sensitivity"]:
             out += ["<details><summary>Price sensitivity (each GPU type ±20 %)</summary>", ""]
             out += _md_table(*_sensitivity_rows(p)) + ["", "</details>", ""]
         for w in p["warnings"]:
-            out.append(f"> warning: {w}")
-        if p["warnings"]:
-            out.append("")
+            out += [f"> warning: {w}", ""]
         out += [
             f"<sub>{p['tokens_per_usd_basis']}; workload {p['workload'].get('source', '')}; plan {p['source']}</sub>",
             "",
@@ -183,25 +199,33 @@ def _html_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(parts)
 
 
-def render_html(report: dict[str, Any]) -> str:
+def _chart(kind: str, index: int, svg: str) -> str:
+    """Wrap an SVG with ids made unique per chart (matplotlib reuses ids such as figure_1 in every figure)."""
+    prefix = f"p{index}-{kind}-"
+    svg = re.sub(r'id="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}{m.group(1)})", svg)
+    svg = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m.group(1)}"', svg)
+    return f'<div class="chart" id="p{index}-{kind}">{svg}</div>'
+
+
+def render_html(report: dict[str, Any], gate_markdown: str = "") -> str:
     """One self-contained HTML file (inline CSS and SVG charts; no scripts, no external resources)."""
     body = ["<h1>hetplan cost report</h1>"]
-    for p in report["plans"]:
+    for index, p in enumerate(report["plans"]):
         body.append(
             f"<h2>{html.escape(p['name'])}: {html.escape(p['model'])} ({html.escape(p['weight_dtype'])}), "
             f"{html.escape(p['strategy'])} plan</h2>"
         )
         body.append(_html_table(["", ""], [[k, v] for k, v in _headline(p)]))
         body.append('<div class="charts">')
-        body.append(f'<div class="chart" id="chart-cost-{html.escape(p["name"])}">{charts.cost_by_strategy(p)}</div>')
-        body.append(f'<div class="chart" id="chart-gpus-{html.escape(p["name"])}">{charts.gpu_mix(p)}</div>')
+        body.append(_chart("cost", index, charts.cost_by_strategy(p)))
+        body.append(_chart("gpus", index, charts.gpu_mix(p)))
         if p["cost_vs_goodput"]:
-            body.append(
-                f'<div class="chart" id="chart-goodput-{html.escape(p["name"])}">{charts.cost_vs_goodput(p)}</div>'
-            )
+            body.append(_chart("goodput", index, charts.cost_vs_goodput(p)))
         body.append("</div>")
         body.append("<h3>Deployment</h3>" + _html_table(*_deployment_rows(p)))
         body.append("<h3>Strategies compared</h3>" + _html_table(*_strategy_rows(p)))
+        body += [f"<p>{html.escape(line)}</p>" for line in _notes(p)]
         if p["price_sensitivity"]:
             body.append("<h3>Price sensitivity (each GPU type ±20 %)</h3>" + _html_table(*_sensitivity_rows(p)))
         for w in p["warnings"]:
@@ -210,6 +234,8 @@ def render_html(report: dict[str, Any]) -> str:
             f"<p><small>{html.escape(p['tokens_per_usd_basis'])}; workload "
             f"{html.escape(str(p['workload'].get('source', '')))}; plan {html.escape(p['source'])}</small></p>"
         )
+    if gate_markdown:
+        body.append("<h2>Cost gate</h2><pre>" + html.escape(gate_markdown) + "</pre>")
     body.append(f"<footer>hetplan {html.escape(report['hetplan_version'])}</footer>")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -226,7 +252,8 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
     """Rich tables on ``console``."""
     for p in report["plans"]:
         console.print(
-            f"[bold]{p['name']}[/]: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan [dim]({p['source']})[/]",
+            f"[bold]{escape(p['name'])}[/]: {escape(p['model'])} ({p['weight_dtype']}), {p['strategy']} plan "
+            f"[dim]({escape(p['source'])})[/]",
             highlight=False,
         )
         for title, (head, rows) in (
@@ -243,7 +270,9 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
                 table.add_column(head[i], justify="left" if i == 0 or head[i] == "GPUs" else "right", no_wrap=True)
             for row in rows:
                 cells = [row[0].replace(" -> ", "\n-> ")] + row[1:]
-                table.add_row(*[cells[i] for i in keep])
+                table.add_row(*[escape(cells[i]) for i in keep])
             console.print(table)
+        for line in _notes(p):
+            console.print(line, highlight=False, markup=False)
         for w in p["warnings"]:
-            console.print(f"[yellow]warning:[/] {w}", highlight=False)
+            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

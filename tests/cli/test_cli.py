@@ -76,7 +76,7 @@ def test_example_b_respects_inventory(examples):
 def test_plan_table_output(examples):
     res = invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--no-analysis")
     assert res.exit_code == 0, res.output
-    assert "Cheapest plan (Cauchy search)" in res.stdout and "homogeneous" in res.stdout
+    assert "Cauchy plan (cheapest mixed prefill/decode deployment)" in res.stdout and "homogeneous" in res.stdout
 
 
 def test_out_never_overwrites_without_force(tmp_path, examples):

@@ -114,12 +114,12 @@ def test_gate_summary_file_and_annotations(tmp_path):
     assert summary.read_text().startswith("earlier step\n## hetplan cost gate: passed")
 
 
-@pytest.mark.parametrize("text,value", [("2%", 0.02), ("0.5 %", 0.005), ("0.02", 0.02), ("0%", 0.0)])
+@pytest.mark.parametrize("text,value", [("2%", 0.02), ("0.5 %", 0.005), ("0%", 0.0), ("100%", 1.0)])
 def test_parse_fraction(text, value):
     assert parse_fraction(text, "--max-cost-increase") == pytest.approx(value)
 
 
-@pytest.mark.parametrize("text", ["2", "abc", "-1%", "5000%"])
+@pytest.mark.parametrize("text", ["2", "0.02", "abc", "-1%", "5000%", "2%%", "inf%", "nan%"])
 def test_parse_fraction_refuses(text):
     with pytest.raises(InputError):
         parse_fraction(text, "--max-cost-increase")
@@ -193,3 +193,89 @@ def test_committed_example_baseline_still_holds(examples):
     )
     assert res.exit_code == 0, res.output
     assert len(json.loads(res.stdout)["results"]) == 2
+
+
+def _scenario(tmp_path, examples, name, goodput=5, extra=""):
+    text = (examples / "llama3-70b-azure-conv.yaml").read_text()
+    text = (
+        text.replace("name: llama3-70b-azure-conv", f"name: {name}")
+        .replace("goodput_req_per_s: 5", f"goodput_req_per_s: {goodput}")
+        .replace("path: data/", f"path: {examples}/data/")
+    )
+    path = tmp_path / f"{name}.yaml".replace("/", "_")
+    path.write_text(text + extra)
+    return path
+
+
+def test_gate_fails_on_unknown_or_unplannable_scenarios_and_warns_on_skipped(tmp_path, examples):
+    base = tmp_path / "base.json"
+    a, b = _scenario(tmp_path, examples, "a"), _scenario(tmp_path, examples, "b")
+    assert invoke("gate", a, b, "--baseline", base, "--update-baseline").exit_code == 0
+    new = _scenario(tmp_path, examples, "new")
+    res = invoke("gate", new, "--baseline", base, "--json")
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    assert doc["passed"] is False and "not in the baseline" in doc["results"][0]["failures"][0]
+    assert len(doc["warnings"]) == 2  # a and b were not re-planned
+    broken = _scenario(tmp_path, examples, "a", extra="inventory: {H100: 0, A100-80GB: 0, L40S: 0, L4: 0, A10G: 0}\n")
+    res = invoke("gate", broken, b, "--baseline", base, "--github")
+    assert res.exit_code == 1
+    assert "::error title=hetplan cost gate::a: cannot be planned now" in res.stdout
+    assert "::notice title=hetplan cost gate::b:" in res.stdout  # the other scenario was still compared
+
+
+def test_update_baseline_merges_and_refuses_other_files(tmp_path, examples):
+    base = tmp_path / "base.json"
+    a, b = _scenario(tmp_path, examples, "a"), _scenario(tmp_path, examples, "b")
+    assert invoke("gate", a, b, "--baseline", base, "--update-baseline").exit_code == 0
+    assert invoke("gate", a, "--baseline", base, "--update-baseline").exit_code == 0
+    assert set(json.loads(base.read_text())["scenarios"]) == {"a", "b"}
+    res = invoke("gate", a, "--baseline", PLAN, "--update-baseline")
+    assert res.exit_code == 2 and "not a gate baseline" in res.output
+
+
+def test_report_gate_refuses_mismatches_and_mixed_stdout(tmp_path, examples):
+    other = tmp_path / "other.json"
+    assert invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--no-analysis", "--out", other).exit_code == 0
+    res = invoke("report", other, "--baseline", PLAN)
+    assert res.exit_code == 2 and "the gate compares a scenario with its own earlier plan" in res.output
+    res = invoke("report", PLAN, "--baseline", PLAN, "--format", "json", "--github")
+    assert res.exit_code == 2 and "--out" in res.output
+    res = invoke("report", PLAN, "--max-cost-increase", "5%")
+    assert res.exit_code == 2 and "need --baseline" in res.output
+    res = invoke("report", PLAN, "--baseline", PLAN, "--summary", tmp_path / "missing" / "s.md")
+    assert res.exit_code == 2
+
+
+def test_markup_in_names_is_printed_not_interpreted(tmp_path, examples):
+    scen = _scenario(tmp_path, examples, "prod [/] v2")
+    out = tmp_path / "p.json"
+    res = invoke("plan", scen, "--no-analysis", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "prod [/] v2" in res.stdout
+    res = invoke("report", out)
+    assert res.exit_code == 0 and "prod [/] v2" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d.pop("usd_per_month"),
+        lambda d: d["combos"][0].pop("predicted_ttft_s"),
+        lambda d: d["scenario"]["prices"]["H100-SXM"].pop("source"),
+        lambda d: d.__setitem__("total_usd_per_hour", "42.2"),
+        lambda d: d.__setitem__("total_usd_per_hour", -1.0),
+        lambda d: d.__setitem__("gpus_used", {"H20": -2}),
+        lambda d: d.__setitem__("warnings", "one"),
+        lambda d: d.__setitem__("status", "infeasible"),
+        lambda d: d["baselines"]["melange"].pop("total_usd_per_hour"),
+    ],
+)
+def test_edited_plans_are_refused_with_the_field(tmp_path, edit):
+    doc = json.loads(PLAN.read_text())
+    edit(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    res = invoke("report", bad)
+    assert res.exit_code == 2, res.output
+    assert "not a usable hetplan plan" in res.output and "Traceback" not in res.output
