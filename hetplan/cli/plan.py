@@ -174,13 +174,21 @@ def plan(
     analysis: bool = typer.Option(
         True, "--analysis/--no-analysis", help="Add price sensitivity and cost vs goodput (about 1 s more)."
     ),
+    emit_dir: Path = typer.Option(
+        None, "--emit", help="Also write every deployable target for the plan here (as 'hetplan emit --target all')."
+    ),
+    validate: bool = typer.Option(False, "--validate", help="With --emit: check the manifests offline first."),
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
 
     Example: hetplan plan examples/llama3-70b-azure-conv.yaml --goodput 8 --ttft 1s
     """
 
+    emitted: list[Any] = []
+
     def work() -> tuple[dict[str, Any], float]:
+        if validate and emit_dir is None:
+            raise InputError("--validate checks emitted files", fix="add --emit DIR")
         overrides: dict[str, Any] = {
             "model": model,
             "workload_path": workload,
@@ -211,6 +219,8 @@ def plan(
         elapsed = time.perf_counter() - start
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
+        if emit_dir is not None:
+            emitted.append(api.emit(doc, emit_dir, ("all",), validate=validate, force=force))
         return doc, elapsed
 
     doc, elapsed = run_guarded(work)
@@ -218,7 +228,11 @@ def plan(
         typer.echo(to_json(doc), nl=False)
     else:
         render_plan(doc, Console())
-    err_console.print(f"planned in {elapsed:.2f} s" + (f"; wrote {out}" if out else ""))
+    err_console.print(f"planned in {elapsed:.2f} s" + (f"; wrote {escape(str(out))}" if out else ""))
+    if emitted:
+        from hetplan.cli.emit import render_result
+
+        err_console.print(render_result(emitted[0]), markup=False, highlight=False)
 
 
 def _combo_rows(table: Table, combos: list[dict[str, Any]], wide: bool) -> None:

@@ -262,3 +262,14 @@ def test_other_strategies(examples, tmp_path, strategy):
     assert all(n <= inv[g] for g, n in doc["gpus_used"].items())
     prices = {g: p["usd_per_gpu_hour"] for g, p in doc["scenario"]["prices"].items()}
     assert doc["total_usd_per_hour"] == pytest.approx(sum(prices[g] * n for g, n in doc["gpus_used"].items()), rel=1e-5)
+
+
+def test_plan_emit_writes_all_targets_and_validates(tmp_path, examples):
+    out = tmp_path / "deploy"
+    res = invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--no-analysis", "--emit", out, "--validate")
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    targets = {entry["target"] for entry in manifest["files"]} if isinstance(manifest, dict) else set()
+    assert {"vllm", "kubernetes", "llmd", "dynamo"} <= targets
+    assert "all passed" in res.output
+    assert invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--validate").exit_code == 2
