@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hetplan.catalog.loader import find_gpu, find_model, load_gpus, load_user_prices
+import numpy as np
+from pydantic import ValidationError
+
+from hetplan import __version__
+from hetplan.catalog.loader import find_gpu, find_model, format_validation, load_gpus, load_user_prices
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.emit.ir import EmitSettings
@@ -25,10 +30,7 @@ from hetplan.perf.settings import PerfSettings
 from hetplan.planfile import load_plan
 from hetplan.planning import build_plan
 from hetplan.scenario import MAX_TP, Scenario
-from hetplan.solvers.cauchy import (
-    PlanRequest,
-    check_request,
-)
+from hetplan.solvers.cauchy import PlanRequest, check_request, predicted_latency
 from hetplan.units import parse_duration_s, parse_percentile
 from hetplan.workload.readers import Workload, load_workload, synthetic_workload
 
@@ -286,3 +288,158 @@ def emit(
     """
     doc = plan_doc if isinstance(plan_doc, dict) else load_plan(plan_doc)
     return emit_plan(doc, out_dir, targets, settings, validate, force)
+
+
+def autoscale(
+    scenario: Scenario, spec: dict[str, Any], curve_path: Path | None = None, diurnal_text: str | None = None
+) -> dict[str, Any]:
+    """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``).
+
+    ``spec`` holds :class:`hetplan.scenario.AutoscaleSpec` fields (durations as text); the curve comes from
+    ``curve_path`` (ServeGen per-window CSV or a request trace) or ``diurnal_text`` ("DAYS,PEAK,TROUGH").
+
+    Returns a document with ``summary`` (costs, short windows, GPU-hours), ``windows`` (one row each), ``curve`` and
+    ``deployment``: a plan document whose combos carry ``min_count``/``max_count`` for autoscaler bounds.
+
+    Raises:
+        InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
+    """
+    from hetplan.autoscale.curves import diurnal, load_curve
+    from hetplan.autoscale.schedule import ScheduleSettings, build_schedule, rows, summary
+    from hetplan.planning import Planner, rnd, scenario_doc
+    from hetplan.scenario import AutoscaleSpec
+
+    try:
+        parsed = AutoscaleSpec.model_validate(spec)
+    except ValidationError as exc:
+        raise InputError("invalid autoscale settings", format_validation(exc), "fix the named values") from None
+    window_s = None if parsed.window is None else parse_duration_s(parsed.window, "window", 1.0, 86400.0)
+    if diurnal_text is not None:
+        parts = [p.strip() for p in diurnal_text.split(",")]
+        try:
+            days, peak, trough = (float(p) for p in parts)
+        except ValueError:
+            raise InputError(
+                f"--diurnal {diurnal_text!r}: expected DAYS,PEAK,TROUGH", fix="e.g. --diurnal 7,12,2"
+            ) from None
+        curve = diurnal(days, window_s or 600.0, peak, trough)
+    else:
+        assert curve_path is not None
+        curve = load_curve(curve_path, window_s)
+    lags = tuple(
+        sorted(
+            (find_gpu(g).name, parse_duration_s(v, f"startup lag of {g}", 0.0, 86400.0))
+            for g, v in parsed.startup_lag_by_gpu.items()
+        )
+    )
+    settings = ScheduleSettings(
+        startup_lag_s=lags,
+        default_startup_lag_s=parse_duration_s(parsed.startup_lag, "startup_lag", 0.0, 86400.0),
+        cooldown_s=parse_duration_s(parsed.cooldown, "cooldown", 0.0, 7 * 86400.0),
+        hysteresis=parsed.hysteresis,
+        max_changes_per_window=parsed.max_changes_per_window,
+        min_goodput_req_per_s=parsed.min_goodput_req_per_s,
+        level_step=parsed.level_step,
+        design_utilization=parsed.design_utilization,
+        max_cv=parsed.max_cv,
+    )
+    req, workload, warnings, _ = build_request(scenario.model_copy(update={"goodput_req_per_s": 1.0}))
+    sched = build_schedule(req, curve, settings)
+    counts = np.array([sched.fleets[int(i)].counts for i in sched.requested_level])
+    planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
+    peak_req = replace(req, goodput_req_per_s=float(sched.demand_req_per_s.max()), headroom=0.0)
+    deployment = scenario_doc(scenario, peak_req, workload)
+    combos = []
+    tokens = sum(planner.token_means)
+    for k, combo in enumerate(sched.combos):
+        high, low = int(counts[:, k].max()), int(counts[:, k].min())
+        if high:
+            doc = _schedule_combo(planner, peak_req, combo, high, tokens)
+            doc["min_count"] = low
+            combos.append(doc)
+    used: dict[str, int] = {}
+    for doc in combos:
+        for role in ("prefill", "decode"):
+            gpu = doc[f"{role}_gpu"]
+            used[gpu] = used.get(gpu, 0) + doc[f"n_{role}"] * doc[f"{role}_tp"] * doc["count"]
+    total = sum(d["usd_per_hour"] * d["count"] for d in combos)
+    goodput = sum(d["goodput_req_per_s"] * d["count"] for d in combos)
+    plan_doc: dict[str, Any] = {
+        "schema_version": 1,
+        "kind": "plan",
+        "hetplan_version": __version__,
+        "strategy": "cauchy",
+        "scenario": deployment,
+    }
+    plan_doc.update(
+        {
+            "status": "optimal",
+            "total_usd_per_hour": rnd(total),
+            "usd_per_month": rnd(total * 730),
+            "goodput_req_per_s": rnd(goodput),
+            "tokens_per_usd": rnd(3600 * goodput * tokens / total),
+            "output_tokens_per_usd": rnd(3600 * goodput * planner.token_means[1] / total),
+            "gpus_used": dict(sorted(used.items())),
+            "combos": combos,
+            "instances": [],
+            "warnings": warnings,
+            "autoscaling": "combos carry min_count (fewest copies over the schedule) and count (most); "
+            "predicted latencies are at full load",
+        }
+    )
+    return {
+        "schema_version": 1,
+        "kind": "autoscale-schedule",
+        "hetplan_version": __version__,
+        "scenario": scenario.name,
+        "curve": {
+            "name": curve.name,
+            "source": curve.source,
+            "attribution": curve.attribution,
+            "window_s": curve.window_s,
+            "windows": curve.windows,
+        },
+        "settings": {
+            "startup_lag_s": settings.default_startup_lag_s,
+            "startup_lag_by_gpu_s": dict(lags),
+            "cooldown_s": settings.cooldown_s,
+            "hysteresis": settings.hysteresis,
+            "max_changes_per_window": settings.max_changes_per_window,
+            "min_goodput_req_per_s": settings.min_goodput_req_per_s,
+            "level_step": settings.level_step,
+            "design_utilization": settings.design_utilization,
+            "max_cv": settings.max_cv,
+            "headroom": req.headroom,
+        },
+        "summary": summary(sched),
+        "deployment": plan_doc,
+        "windows": rows(sched),
+    }
+
+
+def _schedule_combo(planner: Any, req: PlanRequest, combo: Any, count: int, tokens: float) -> dict[str, Any]:
+    """A combo document for a schedule's deployment, its latencies predicted at full load."""
+    from hetplan.planning import rnd
+
+    lat = predicted_latency(req, planner.cands, combo, combo.goodput_req_per_s * (1 - 1e-9))
+
+    return {
+        "prefill_gpu": combo.prefill_gpu,
+        "prefill_tp": combo.prefill_tp,
+        "n_prefill": combo.n_prefill,
+        "decode_gpu": combo.decode_gpu,
+        "decode_tp": combo.decode_tp,
+        "n_decode": combo.n_decode,
+        "count": count,
+        "usd_per_hour": rnd(combo.usd_per_hour),
+        "goodput_req_per_s": rnd(combo.goodput_req_per_s),
+        "tokens_per_usd": rnd(3600 * combo.goodput_req_per_s * tokens / combo.usd_per_hour),
+        "bound_by": combo.bound_by,
+        "prefill_capacity_req_per_s": rnd(combo.prefill_rate_per_instance),
+        "decode_capacity_req_per_s": rnd(combo.decode_rate_per_instance),
+        "kv_transfer_capacity_req_per_s": rnd(combo.kv_transfer_rate),
+        "decode_batch": combo.decode_batch,
+        "predicted_ttft_s": rnd(lat["ttft_s"], 4),
+        "predicted_tpot_s": rnd(lat["tpot_s"], 4),
+        "utilization": rnd(lat["utilization"], 4),
+    }

@@ -89,6 +89,22 @@ class SloSpec(_Strict):
     percentile: Duration = 90.0
 
 
+class AutoscaleSpec(_Strict):
+    """Settings of ``hetplan autoscale`` (durations like ``10m``; see ``hetplan/autoscale/schedule.py``)."""
+
+    load_curve: str | None = None
+    window: Duration | None = None
+    startup_lag: Duration = "5m"
+    startup_lag_by_gpu: dict[str, Duration] = Field(default_factory=dict)
+    cooldown: Duration = "30m"
+    hysteresis: float = Field(default=0.1, ge=0, lt=1)
+    max_changes_per_window: int = Field(default=8, ge=1, le=10_000)
+    min_goodput_req_per_s: float = Field(default=0.0, ge=0, le=1e7)
+    level_step: float = Field(default=0.05, gt=0, le=1)
+    design_utilization: float = Field(default=0.8, gt=0, lt=1)
+    max_cv: float = Field(default=4.0, ge=1, le=100)
+
+
 class Scenario(_Strict):
     """A planning scenario (see module docstring)."""
 
@@ -111,6 +127,7 @@ class Scenario(_Strict):
     tp: list[int] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
     max_ratio: int = Field(default=8, ge=1, le=32)
     max_ilp_combos: int = Field(default=20000, ge=1)
+    autoscale: AutoscaleSpec | None = None
     _base_dir: str = PrivateAttr(default=".")
 
     @field_validator("cloud")

@@ -19,12 +19,15 @@ GIB = 2**30
 GB = 1e9
 TERA = 1e12
 
-_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|us|µs|min)?\s*$")
-_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0}
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|us|µs|min|m|h)?\s*$")
+_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0, "m": 60.0, "h": 3600.0}
 
 
-def parse_duration_s(value: str | float | int, field: str = "duration") -> float:
-    """Parse a duration such as ``2s`` or ``80ms`` (text needs a unit) or a number of seconds into seconds.
+def parse_duration_s(
+    value: str | float | int, field: str = "duration", min_s: float | None = None, max_s: float | None = None
+) -> float:
+    """Parse a duration such as ``2s``, ``80ms``, ``10m`` or ``1h`` (text needs a unit; ``m`` is minutes, ``ms``
+    milliseconds) or a number of seconds into seconds, within [min_s, max_s] (default: the SLO range).
 
     Raises:
         InputError: the text is not a positive duration; the message names ``field``.
@@ -48,10 +51,12 @@ def parse_duration_s(value: str | float | int, field: str = "duration") -> float
                 f"write it with a unit, e.g. --{field.replace('_', '-')} {value}ms or {value}s",
             )
         seconds = float(match.group(1)) * _SCALE[match.group(2)]
-    if not MIN_SLO_S <= seconds <= MAX_SLO_S:
+    low = MIN_SLO_S if min_s is None else min_s
+    high = MAX_SLO_S if max_s is None else max_s
+    if not low <= seconds <= high:
         raise InputError(
-            f"{field}: {value!r} is outside {MIN_SLO_S * 1e3:g} ms .. {MAX_SLO_S:g} s",
-            fix="give a positive duration such as 2s or 80ms",
+            f"{field}: {value!r} is outside {low:g} s .. {high:g} s",
+            fix="give a duration such as 2s, 80ms or 10m",
         )
     return seconds
 

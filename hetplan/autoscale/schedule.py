@@ -201,7 +201,7 @@ def build_schedule(req: PlanRequest, curve: LoadCurve, settings: ScheduleSetting
 def _per_level(req: PlanRequest, combos: list[Combo], levels: list[float]) -> list[Fleet]:
     """The cost-optimal fleet of every level, solved independently (fewest combos among equal costs)."""
     index = {id(c): i for i, c in enumerate(combos)}
-    fleets = []
+    fleets: list[Fleet] = []
     for level in levels:
         try:
             alloc = solve_allocation(replace(req, goodput_req_per_s=level, headroom=0.0), combos, "level")

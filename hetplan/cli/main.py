@@ -54,7 +54,8 @@ def _root(
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, stream=sys.stderr)
 
 
-from hetplan.cli import catalog as _catalog  # noqa: E402,F401  (registers commands)
+from hetplan.cli import autoscale as _autoscale  # noqa: E402,F401  (registers commands)
+from hetplan.cli import catalog as _catalog  # noqa: E402,F401
 from hetplan.cli import emit as _emit  # noqa: E402,F401
 from hetplan.cli import estimate as _estimate  # noqa: E402,F401
 from hetplan.cli import plan as _plan  # noqa: E402,F401

@@ -68,6 +68,20 @@ def _load_baseline(path: Path) -> dict[str, Any]:
     return doc
 
 
+def _load_schedule(path: Path) -> dict[str, Any]:
+    """A schedule written by ``hetplan autoscale --out schedule.json`` (checked for what the report reads)."""
+    doc = _read_doc(path, "schedule")
+    need = {"scenario", "curve", "settings", "summary", "windows"}
+    missing = sorted(need - set(doc))
+    if missing or not isinstance(doc["windows"], list) or not doc["windows"]:
+        raise InputError(
+            f"{path} is not a usable schedule",
+            f"missing or empty: {', '.join(missing) or 'windows'}",
+            "write one with hetplan autoscale SCENARIO --load-curve FILE --out schedule.json",
+        )
+    return doc
+
+
 def _check_summary_path(summary: Path | None) -> None:
     if summary is not None and not summary.parent.is_dir():
         raise InputError(f"--summary {summary}: folder {summary.parent} does not exist", fix="create it first")
@@ -121,8 +135,16 @@ def report(
         _check_summary_path(summary)
         if out is not None:
             check_output(out, force)
-        docs = [(p.name, load_plan(p)) for p in plans]
-        rep = build_report(docs)
+        docs, schedules = [], []
+        for p in plans:
+            kind_of = _read_doc(p, "report input").get("kind")
+            if kind_of == "autoscale-schedule":
+                schedules.append((p.name, _load_schedule(p)))
+            else:
+                docs.append((p.name, load_plan(p)))
+        if baseline is not None and schedules:
+            raise InputError("--baseline gates plans, not schedules", fix="pass plan files with --baseline")
+        rep = build_report(docs, schedules)
         results: list[GateResult] = []
         if baseline is not None:
             base = _load_baseline(baseline)

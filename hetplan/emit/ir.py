@@ -245,6 +245,7 @@ class DeploymentIR:
     activation_reserve_gib: float
     ttft_slo_s: float
     notes: tuple[str, ...]
+    from_schedule: bool = False  # combos carry min_count from ``hetplan autoscale``: replicas = min, max = count
 
     @property
     def groups(self) -> tuple[InstanceGroup, ...]:
@@ -437,7 +438,19 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
         base = dns_name("hp-" + base)
     total_goodput = float(plan["goodput_req_per_s"]) or 1.0
 
-    def group(unit: int, role: Role, gpu_name: str, tp: int, pp: int, per_copy: int, count: int, target: int) -> Any:
+    def group(
+        unit: int,
+        role: Role,
+        gpu_name: str,
+        tp: int,
+        pp: int,
+        per_copy: int,
+        count: int,
+        target: int,
+        bounds: tuple[int, int] | None = None,
+    ) -> Any:
+        """One role of one unit; ``bounds`` (min, max copies, from an autoscaling schedule) override the
+        planned count as the autoscaler's minimum and the spare-inventory maximum."""
         gpu = find_gpu(gpu_name)
         per_node = s.gpus_per_node
         nodes, per_pod = _spread(tp * pp, per_node)
@@ -447,7 +460,7 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
             tp, pp, max_seqs, max_batched, utilization, max_len, block, dtype, quantization, kv_cache_dtype,
             s.kv_connector if kv_role else None, kv_role, backend,
         )  # fmt: skip
-        planned = per_copy * count
+        planned = per_copy * (bounds[0] if bounds else count)
         metric = "vllm:num_requests_running" if role == "decode" else "vllm:num_requests_waiting"
         return InstanceGroup(
             name=f"{base}-u{unit}-{role}-{dns_name(gpu.name, 20)}",
@@ -465,7 +478,7 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
             gpus_per_node=per_node,
             instances_per_copy=per_copy,
             replicas=planned,
-            max_replicas=_max_replicas(planned, tp * pp, gpu.name, plan, s),
+            max_replicas=per_copy * bounds[1] if bounds else _max_replicas(planned, tp * pp, gpu.name, plan, s),
             port=s.engine_port,
             engine=engine,
             scale_metric=metric,
@@ -477,12 +490,18 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
         where = f"plan combos[{i}]"
         count = _int(combo, "count", where)
         prefill_target = int(float(combo.get("prefill_capacity_req_per_s", 0.0) or 0.0) * ttft_slo_s)
+        bounds = None
+        if "min_count" in combo:  # a schedule from hetplan autoscale: the autoscaler moves between these
+            low = combo["min_count"]
+            if isinstance(low, bool) or not isinstance(low, int) or not 0 <= low <= count:
+                raise InputError(f"{where}.min_count must be an integer in 0..count, got {low!r}", fix="fix it")
+            bounds = (low, count)
         groups = (
             group(i, "prefill", combo["prefill_gpu"], _int(combo, "prefill_tp", where),
-                  _int(combo, "prefill_pp", where, 1), _int(combo, "n_prefill", where), count, prefill_target),
+                  _int(combo, "prefill_pp", where, 1), _int(combo, "n_prefill", where), count, prefill_target, bounds),
             group(i, "decode", combo["decode_gpu"], _int(combo, "decode_tp", where),
                   _int(combo, "decode_pp", where, 1), _int(combo, "n_decode", where), count,
-                  int(combo.get("decode_batch", 1))),
+                  int(combo.get("decode_batch", 1)), bounds),
         )  # fmt: skip
         goodput = float(combo["goodput_req_per_s"])
         units.append(
@@ -529,6 +548,7 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
         activation_reserve_gib=float(reserve),
         ttft_slo_s=ttft_slo_s,
         notes=tuple(notes),
+        from_schedule=any("min_count" in c for c in plan.get("combos") or []),
     )
 
 

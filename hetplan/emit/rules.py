@@ -128,7 +128,8 @@ def rule_gpus_per_instance(ir: DeploymentIR) -> list[Violation]:
             )
     used: dict[str, int] = {}
     for g in ir.groups:
-        used[g.gpu] = used.get(g.gpu, 0) + g.replicas * g.gpus_per_instance
+        copies = g.max_replicas if ir.from_schedule else g.replicas  # a schedule's plan counts its peak
+        used[g.gpu] = used.get(g.gpu, 0) + copies * g.gpus_per_instance
     plan = dict(ir.plan_gpus_used)
     if plan and used != plan:
         diff = ", ".join(

@@ -85,3 +85,39 @@ def cost_vs_goodput(plan: dict[str, Any]) -> str:
         ax.set_title("Cost versus goodput target")
         ax.legend(frameon=False)
         return _svg(fig)
+
+
+def schedule_over_time(sched: dict[str, Any]) -> str:
+    """Two panels over time: demand against available capacity (req/s), and the schedule's $/hour."""
+    rows = sched["windows"]
+    hours = [r["window_start_s"] / 3600.0 for r in rows]
+    with plt.rc_context(RC):
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(9.0, 4.6), sharex=True)
+        top.step(
+            hours,
+            [r["demand_req_per_s"] for r in rows],
+            where="post",
+            color="#dd6b20",
+            linewidth=0.8,
+            label="demand (burstiness-adjusted)",
+        )
+        top.step(
+            hours,
+            [r["available_capacity_req_per_s"] for r in rows],
+            where="post",
+            color="#2b6cb0",
+            linewidth=0.8,
+            label="available capacity",
+        )
+        top.set_ylabel("req/s")
+        top.legend(frameon=False, loc="upper right")
+        top.set_title("Demand, capacity and cost over time")
+        bottom.step(
+            hours, [r["usd_per_hour"] for r in rows], where="post", color="#2f855a", linewidth=0.8, label="schedule"
+        )
+        peak = sched["summary"]["static_peak_usd"] / sched["summary"]["hours"]
+        bottom.axhline(peak, color="#a0aec0", linestyle="--", linewidth=1, label="static peak fleet")
+        bottom.set_ylabel("$/hour")
+        bottom.set_xlabel("hours since the start of the curve")
+        bottom.legend(frameon=False, loc="upper right")
+        return _svg(fig)

@@ -116,11 +116,28 @@ def _summary(part: dict[str, Any]) -> dict[str, Any]:
     return {k: part[k] for k in keys if k in part}
 
 
-def build_report(plans: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The report document for ``(source, plan document)`` pairs, in the given order."""
+def schedule_report(doc: dict[str, Any], source: str) -> dict[str, Any]:
+    """Report section for an autoscaling schedule (``hetplan autoscale --out schedule.json``)."""
     return {
+        "source": source,
+        "scenario": doc["scenario"],
+        "curve": doc["curve"],
+        "settings": doc["settings"],
+        "summary": doc["summary"],
+        "windows": doc["windows"],
+    }
+
+
+def build_report(
+    plans: list[tuple[str, dict[str, Any]]], schedules: list[tuple[str, dict[str, Any]]] | None = None
+) -> dict[str, Any]:
+    """The report document for ``(source, plan document)`` pairs and autoscaling schedules, in the given order."""
+    report = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "report",
         "hetplan_version": __version__,
         "plans": [plan_report(doc, source) for source, doc in plans],
     }
+    if schedules:
+        report["schedules"] = [schedule_report(doc, source) for source, doc in schedules]
+    return report

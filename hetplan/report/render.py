@@ -130,6 +130,36 @@ def _sensitivity_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def _schedule_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    m = s["summary"]
+    peak = m["static_peak_usd"]
+    rows = [
+        ["autoscaled schedule", _usd(m["schedule_usd"]), _pct(-m["saving_vs_static_peak"]), str(m["short_windows"])],
+        ["static fleet sized for the peak", _usd(peak), _pct(0.0), "0"],
+    ]
+    if m["static_mean_usd"] is not None:
+        rows.append(
+            [
+                "static fleet sized for the mean",
+                _usd(m["static_mean_usd"]),
+                _pct(m["static_mean_usd"] / peak - 1),
+                str(m["static_mean_short_windows"]),
+            ]
+        )
+    rows.append(["re-solved every window (bound)", _usd(m["per_window_optimum_usd"]), "-", "-"])
+    return ["fleet", "cost", "vs peak fleet", "short windows"], rows
+
+
+def _schedule_text(s: dict[str, Any]) -> str:
+    m = s["summary"]
+    gpu_hours = ", ".join(f"{g} {h:,.0f}" for g, h in m["gpu_hours"].items() if h)
+    return (
+        f"{m['windows']} windows of {m['window_s']:g} s ({m['hours']:g} h); demand peak "
+        f"{m['peak_demand_req_per_s']:.3g} req/s, mean {m['mean_demand_req_per_s']:.3g} req/s; "
+        f"{m['combo_changes']} combo changes in {m['windows_with_changes']} windows; GPU-hours: {gpu_hours}"
+    )
+
+
 def _notes(p: dict[str, Any]) -> list[str]:
     """Sentences a reader needs beside the tables: a cheaper strategy, and why baselines are infeasible."""
     notes = []
@@ -173,6 +203,9 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"<sub>{p['tokens_per_usd_basis']}; workload {p['workload'].get('source', '')}; plan {p['source']}</sub>",
             "",
         ]
+    for s in report.get("schedules", []):
+        out += [f"## {s['scenario']}: autoscaling schedule over {s['curve']['source']}", ""]
+        out += _md_table(*_schedule_rows(s)) + ["", _schedule_text(s), ""]
     return "\n".join(out)
 
 
@@ -234,6 +267,13 @@ def render_html(report: dict[str, Any], gate_markdown: str = "") -> str:
             f"<p><small>{html.escape(p['tokens_per_usd_basis'])}; workload "
             f"{html.escape(str(p['workload'].get('source', '')))}; plan {html.escape(p['source'])}</small></p>"
         )
+    for index, s in enumerate(report.get("schedules", [])):
+        body.append(
+            f"<h2>{html.escape(s['scenario'])}: autoscaling schedule over {html.escape(s['curve']['source'])}</h2>"
+        )
+        body.append('<div class="charts">' + _chart("schedule", index, charts.schedule_over_time(s)) + "</div>")
+        body.append(_html_table(*_schedule_rows(s)))
+        body.append(f"<p>{html.escape(_schedule_text(s))}</p>")
     if gate_markdown:
         body.append("<h2>Cost gate</h2><pre>" + html.escape(gate_markdown) + "</pre>")
     body.append(f"<footer>hetplan {html.escape(report['hetplan_version'])}</footer>")
@@ -276,3 +316,13 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
             console.print(line, highlight=False, markup=False)
         for w in p["warnings"]:
             console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+    for s in report.get("schedules", []):
+        console.print(f"[bold]{escape(s['scenario'])}[/]: autoscaling schedule over {escape(s['curve']['source'])}")
+        head, rows = _schedule_rows(s)
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for i, h in enumerate(head):
+            table.add_column(h, justify="left" if i == 0 else "right")
+        for row in rows:
+            table.add_row(*[escape(c) for c in row])
+        console.print(table)
+        console.print(_schedule_text(s), highlight=False, markup=False)

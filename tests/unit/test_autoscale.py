@@ -1,0 +1,128 @@
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from hetplan.autoscale.curves import LoadCurve, diurnal, load_curve, read_servegen
+from hetplan.autoscale.schedule import ScheduleSettings, build_schedule, summary
+from hetplan.cli.main import app
+from hetplan.errors import InputError
+from hetplan.solvers.cauchy import enumerate_candidates, solve_allocation
+from tests.helpers import gpu, request
+
+X = gpu("X", tflops=1000, gb_per_s=2000)
+Y = gpu("Y", tflops=150, gb_per_s=4000)
+PRICES = {"X": 4.0, "Y": 2.0}
+
+
+def curve(rates, cv=None, window_s=600.0):
+    rates = np.asarray(rates, dtype=float)
+    cvs = np.ones_like(rates) if cv is None else np.asarray(cv, dtype=float)
+    return LoadCurve("t", "test", "", window_s, np.arange(rates.size) * window_s, rates, cvs)
+
+
+def req(**kw):
+    return request([X, Y], PRICES, ttft=5.0, tp=(1, 2), max_ratio=4, **kw)
+
+
+def test_constant_curve_gives_the_static_plan():
+    r = req()
+    sched = build_schedule(r, curve([6.0] * 30))
+    assert len(set(sched.requested_level.tolist())) == 1
+    static = solve_allocation(r.__class__(**{**r.__dict__, "goodput_req_per_s": 6.0}), enumerate_candidates(r).combos)
+    assert sched.cost_per_window()[0] == pytest.approx(static.total_usd_per_hour)
+    s = summary(sched)
+    assert s["schedule_usd"] == pytest.approx(s["static_peak_usd"]) and s["combo_changes"] == 0
+
+
+def test_hysteresis_stops_flapping():
+    rng = np.random.default_rng(0)
+    noisy = np.clip(8.0 * (1 + 0.25 * rng.standard_normal(200)), 1.0, None)
+    lag0 = {"default_startup_lag_s": 0.0}
+    calm = summary(build_schedule(req(), curve(noisy), ScheduleSettings(hysteresis=0.5, cooldown_s=7200, **lag0)))
+    jumpy = summary(build_schedule(req(), curve(noisy), ScheduleSettings(hysteresis=0.0, cooldown_s=0, **lag0)))
+    assert jumpy["combo_changes"] >= 20
+    assert calm["combo_changes"] * 4 <= jumpy["combo_changes"]
+
+
+def test_zero_lag_never_short_and_never_dearer_than_peak():
+    rates = diurnal(days=2, window_s=600, peak_req_per_s=20, trough_req_per_s=1).rate_req_per_s
+    settings = ScheduleSettings(default_startup_lag_s=0.0, max_changes_per_window=10_000)
+    sched = build_schedule(req(), curve(rates), settings)
+    s = summary(sched)
+    assert s["short_windows"] == 0
+    assert np.all(sched.capacity(sched.available_level) >= sched.demand_req_per_s - 1e-9)
+    assert s["schedule_usd"] <= s["static_peak_usd"] + 1e-6
+    assert s["schedule_usd"] >= s["per_window_optimum_usd"] - 1e-6
+
+
+def test_lag_requests_capacity_ahead():
+    rates = [1.0] * 10 + [15.0] * 10
+    sched = build_schedule(req(), curve(rates), ScheduleSettings(default_startup_lag_s=1200.0))
+    assert sched.lag_windows == 2
+    assert summary(sched)["short_windows"] == 0  # requested two windows before the step
+
+
+def test_burstiness_raises_demand():
+    plain = curve([5.0] * 4)
+    bursty = curve([5.0] * 4, cv=[3.0] * 4)
+    assert np.all(bursty.effective_rate() > plain.effective_rate())
+    assert plain.effective_rate() == pytest.approx([5.0] * 4)
+
+
+def test_same_input_same_schedule():
+    rates = diurnal(days=1, window_s=900, peak_req_per_s=12, trough_req_per_s=2).rate_req_per_s
+    a = build_schedule(req(), curve(rates, window_s=900))
+    b = build_schedule(req(), curve(rates, window_s=900))
+    assert np.array_equal(a.requested_level, b.requested_level) and summary(a) == summary(b)
+
+
+def test_curve_readers(tmp_path, examples):
+    c = read_servegen(examples / "data" / "servegen_m_large_14d.csv")
+    assert c.windows == 2016 and c.window_s == 600
+    binned = load_curve(examples / "data" / "azure_conv_15min.csv", 60)
+    assert binned.windows == 15 and binned.rate_req_per_s.sum() * 60 == pytest.approx(4424)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("0,1,1\n600,x,1\n")
+    with pytest.raises(InputError, match="non-numeric"):
+        read_servegen(bad)
+    uneven = tmp_path / "uneven.csv"
+    uneven.write_text("0,1,1\n600,1,1\n700,1,1\n")
+    with pytest.raises(InputError, match="evenly spaced"):
+        read_servegen(uneven)
+
+
+def test_autoscale_cli_on_servegen(tmp_path, examples):
+    runner = CliRunner()
+    out = tmp_path / "schedule.json"
+    deploy = tmp_path / "deploy"
+    res = runner.invoke(
+        app,
+        [
+            "autoscale",
+            str(examples / "cauchy-h800-a800-h20.yaml"),
+            "--load-curve",
+            str(examples / "data" / "servegen_m_large_14d.csv"),
+            "--out",
+            str(out),
+            "--emit",
+            str(deploy),
+            "--json",
+        ],
+        env={"COLUMNS": "120"},
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    s = doc["summary"]
+    assert s["windows"] == 2016 and s["schedule_usd"] <= s["static_peak_usd"]
+    assert len(doc["windows"]) == 2016
+    scaled = [p for p in (deploy / "kubernetes").iterdir() if "scaledobject" in p.name.lower()] or list(
+        (deploy / "kubernetes").glob("*.yaml")
+    )
+    text = "\n".join(p.read_text() for p in scaled)
+    counts = [c for c in doc["deployment"]["combos"]]
+    assert any(c["min_count"] < c["count"] for c in counts)  # the autoscaler has room to move
+    assert "minReplicaCount" in text and "maxReplicaCount" in text
+    res = runner.invoke(app, ["report", str(out), "--format", "md"])
+    assert res.exit_code == 0 and "autoscaling schedule" in res.stdout
