@@ -289,8 +289,9 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
     for name, part in doc.get("baselines", {}).items():
         if part.get("status") != "infeasible" and part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
             console.print(
-                f"note: {name} is {(1 - part['total_usd_per_hour'] / doc['total_usd_per_hour']) * 100:.1f} % "
-                f"cheaper per hour here; plan it with --strategy {name}.",
+                f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here, this plan "
+                f"{(doc['total_usd_per_hour'] / part['total_usd_per_hour'] - 1) * 100:.1f} % more; plan it with "
+                f"--strategy {name}.",
                 highlight=False,
             )
     for w in doc.get("warnings", []):

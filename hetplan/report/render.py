@@ -168,9 +168,9 @@ def _notes(p: dict[str, Any]) -> list[str]:
             notes.append(f"{name} is infeasible: {s.get('reason', '')}")
         elif name != p["strategy"] and s["total_usd_per_hour"] < p["usd_per_hour"]:
             notes.append(
-                f"{name} is {(1 - s['total_usd_per_hour'] / p['usd_per_hour']) * 100:.1f} % cheaper per hour "
-                f"than this {p['strategy']} plan (tokens/USD {s['tokens_per_usd']:,.0f} against "
-                f"{p['tokens_per_usd']:,.0f}); plan it with --strategy {name}."
+                f"{name} costs ${s['total_usd_per_hour']:,.2f}/h, this {p['strategy']} plan "
+                f"{(p['usd_per_hour'] / s['total_usd_per_hour'] - 1) * 100:.1f} % more (tokens/USD "
+                f"{s['tokens_per_usd']:,.0f} against {p['tokens_per_usd']:,.0f}); plan it with --strategy {name}."
             )
     return notes
 
