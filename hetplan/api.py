@@ -30,7 +30,7 @@ from hetplan.perf.settings import PerfSettings
 from hetplan.planfile import load_plan
 from hetplan.planning import build_plan
 from hetplan.scenario import MAX_TP, Scenario
-from hetplan.solvers.cauchy import PlanRequest, check_request, predicted_latency
+from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
 from hetplan.workload.readers import Workload, load_workload, synthetic_workload
 
@@ -306,7 +306,7 @@ def autoscale(
     """
     from hetplan.autoscale.curves import diurnal, load_curve
     from hetplan.autoscale.schedule import ScheduleSettings, build_schedule, rows, summary
-    from hetplan.planning import Planner, rnd, scenario_doc
+    from hetplan.planning import Planner, combo_doc, rnd, scenario_doc
     from hetplan.scenario import AutoscaleSpec
 
     try:
@@ -354,7 +354,8 @@ def autoscale(
     for k, combo in enumerate(sched.combos):
         high, low = int(counts[:, k].max()), int(counts[:, k].min())
         if high:
-            doc = _schedule_combo(planner, peak_req, combo, high, tokens)
+            # latencies predicted at full load (the most a copy carries before the autoscaler adds one)
+            doc = combo_doc(peak_req, planner.cands, combo, high, combo.goodput_req_per_s * (1 - 1e-9), tokens)
             doc["min_count"] = low
             combos.append(doc)
     used: dict[str, int] = {}
@@ -414,32 +415,4 @@ def autoscale(
         "summary": summary(sched),
         "deployment": plan_doc,
         "windows": rows(sched),
-    }
-
-
-def _schedule_combo(planner: Any, req: PlanRequest, combo: Any, count: int, tokens: float) -> dict[str, Any]:
-    """A combo document for a schedule's deployment, its latencies predicted at full load."""
-    from hetplan.planning import rnd
-
-    lat = predicted_latency(req, planner.cands, combo, combo.goodput_req_per_s * (1 - 1e-9))
-
-    return {
-        "prefill_gpu": combo.prefill_gpu,
-        "prefill_tp": combo.prefill_tp,
-        "n_prefill": combo.n_prefill,
-        "decode_gpu": combo.decode_gpu,
-        "decode_tp": combo.decode_tp,
-        "n_decode": combo.n_decode,
-        "count": count,
-        "usd_per_hour": rnd(combo.usd_per_hour),
-        "goodput_req_per_s": rnd(combo.goodput_req_per_s),
-        "tokens_per_usd": rnd(3600 * combo.goodput_req_per_s * tokens / combo.usd_per_hour),
-        "bound_by": combo.bound_by,
-        "prefill_capacity_req_per_s": rnd(combo.prefill_rate_per_instance),
-        "decode_capacity_req_per_s": rnd(combo.decode_rate_per_instance),
-        "kv_transfer_capacity_req_per_s": rnd(combo.kv_transfer_rate),
-        "decode_batch": combo.decode_batch,
-        "predicted_ttft_s": rnd(lat["ttft_s"], 4),
-        "predicted_tpot_s": rnd(lat["tpot_s"], 4),
-        "utilization": rnd(lat["utilization"], 4),
     }

@@ -293,16 +293,18 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
         for combo, count in alloc.combos:
             # goodput-weighted round robin: each copy carries the target times its share of the capacity
             load = req.goodput_req_per_s * combo.goodput_req_per_s / alloc.goodput_req_per_s
-            doc["combos"].append(_combo_doc(req, planner.cands, combo, count, load, sum(planner.token_means)))
+            doc["combos"].append(combo_doc(req, planner.cands, combo, count, load, sum(planner.token_means)))
     if s.melange is not None:
         doc["instances"] = _melange_instances(s.melange)
         doc["lower_bound_usd_per_hour"] = rnd(s.melange.lower_bound_usd_per_hour)
     return doc
 
 
-def _combo_doc(
+def combo_doc(
     req: PlanRequest, cands: CandidateSet, combo: Combo, count: int, load: float, tokens: float
 ) -> dict[str, Any]:
+    """One combo's part of a plan document; latencies predicted with one copy carrying ``load`` req/s and
+    tokens/USD from ``tokens`` (mean prompt + output tokens per request)."""
     lat = predicted_latency(req, cands, combo, load)
     return {
         "prefill_gpu": combo.prefill_gpu,
