@@ -96,16 +96,16 @@ def autoscale(
             spec["min_goodput_req_per_s"] = min_goodput
         if window is not None:
             spec["window"] = window
-        curve_path = (
-            load_curve
-            if load_curve is not None
-            else (Path(scenario.resolve(spec["load_curve"]) or "") if spec.get("load_curve") else None)
-        )
-        if (curve_path is None) == (diurnal is None):
+        if load_curve is not None and diurnal is not None:
+            raise InputError("--load-curve and --diurnal both given", fix="pass one of them")
+        curve_path = load_curve
+        if curve_path is None and diurnal is None and spec.get("load_curve"):  # flags override the scenario's curve
+            curve_path = Path(scenario.resolve(spec["load_curve"]) or "")
+        if curve_path is None and diurnal is None:
             raise InputError(
-                "give one load curve",
-                "pass --load-curve FILE, --diurnal DAYS,PEAK,TROUGH, or set autoscale.load_curve in the scenario",
-                "pick exactly one",
+                "no load curve",
+                "the scenario sets no autoscale.load_curve",
+                "pass --load-curve FILE or --diurnal DAYS,PEAK,TROUGH",
             )
         if out is not None:
             check_output(out, force)

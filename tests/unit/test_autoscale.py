@@ -126,3 +126,14 @@ def test_autoscale_cli_on_servegen(tmp_path, examples):
     assert "minReplicaCount" in text and "maxReplicaCount" in text
     res = runner.invoke(app, ["report", str(out), "--format", "md"])
     assert res.exit_code == 0 and "autoscaling schedule" in res.stdout
+
+
+def test_flags_override_the_scenarios_curve(examples):
+    runner = CliRunner()
+    res = runner.invoke(
+        app, ["autoscale", str(examples / "llama3-70b-azure-conv.yaml"), "--diurnal", "1,8,2", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["curve"]["name"] == "diurnal"
+    res = runner.invoke(app, ["autoscale", str(examples / "cauchy-h800-a800-h20.yaml")])
+    assert res.exit_code == 2 and "no load curve" in res.output
