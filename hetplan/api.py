@@ -25,7 +25,7 @@ from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import LengthStats
 from hetplan.perf.estimate import Estimate
 from hetplan.perf.estimate import estimate as _estimate
-from hetplan.perf.latency import InstanceModel
+from hetplan.perf.latency import InstanceModel, compute_dtype
 from hetplan.perf.settings import PerfSettings
 from hetplan.planfile import load_plan
 from hetplan.planning import build_plan
@@ -143,7 +143,10 @@ def _user_prices(scenario: Scenario) -> UserPriceFile | None:
     return user
 
 
-def _candidate_gpus(scenario: Scenario, inventory: dict[str, int], warnings: list[str]) -> list[GpuSpec]:
+def _candidate_gpus(
+    scenario: Scenario, inventory: dict[str, int], warnings: list[str], user: UserPriceFile | None = None
+) -> list[GpuSpec]:
+    """--gpus, else the inventory's types, else the GPUs a user price file prices, else every catalog GPU."""
     if scenario.gpus:
         gpus = list(dict.fromkeys(find_gpu(g) for g in scenario.gpus))
         left_out = sorted(set(inventory) - {g.name for g in gpus})
@@ -152,6 +155,8 @@ def _candidate_gpus(scenario: Scenario, inventory: dict[str, int], warnings: lis
         return gpus
     if inventory:
         return [find_gpu(g) for g in inventory]
+    if user is not None:
+        return list(dict.fromkeys(find_gpu(g) for g in user.usd_per_gpu_hour))
     return list(load_gpus().gpus)
 
 
@@ -173,12 +178,12 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
     goodput = _goodput(scenario, workload, warnings)
     user_prices = _user_prices(scenario)
     inventory = _inventory(scenario)
-    explicit = bool(scenario.gpus or inventory)
+    explicit = bool(scenario.gpus or inventory or user_prices)
     prices: dict[str, GpuPrice] = {}
     chosen = []
     kind = "spot" if scenario.spot else "on-demand"
     where = f" on {scenario.cloud}" if scenario.cloud else ""
-    for gpu in _candidate_gpus(scenario, inventory, warnings):
+    for gpu in _candidate_gpus(scenario, inventory, warnings, user_prices):
         price = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices)
         if price is None:
             if explicit:
@@ -189,9 +194,12 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
                 )
             continue
         try:
-            tflops, estimated = gpu.dense_tflops("bf16")
-        except KeyError:
-            warnings.append(f"{gpu.name} skipped: no compute figure in the catalog")
+            tflops, estimated = gpu.dense_tflops(compute_dtype(arch.weight_dtype))
+        except KeyError as exc:
+            warnings.append(
+                f"{gpu.name} skipped: {exc.args[0] if exc.args else 'no compute figure'}"
+                + (" (plan with --weight-dtype fp16 to use it)" if gpu.fp16_dense_tflops else "")
+            )
             continue
         if estimated:
             note = gpu.estimate_note or "no published value"
@@ -231,6 +239,24 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         )
     if dropped:
         warnings.append(f"TP {', '.join(map(str, dropped))} skipped: does not divide the {heads} attention heads")
+    window = arch.spec.max_position_embeddings
+    too_long = (workload.prompt_tokens + workload.output_tokens) > window
+    if too_long.all():
+        raise InputError(
+            f"every request is longer than {arch.spec.name}'s {window:,}-token context window",
+            fix="use a model with a longer context or a trace of shorter requests",
+        )
+    if too_long.any():
+        warnings.append(
+            f"{int(too_long.sum())} request(s) ({too_long.mean() * 100:.2g} %) exceed {arch.spec.name}'s "
+            f"{window:,}-token context window and are left out of the length distribution"
+        )
+        workload = replace(
+            workload,
+            prompt_tokens=workload.prompt_tokens[~too_long],
+            output_tokens=workload.output_tokens[~too_long],
+            arrival_s=None if workload.arrival_s is None else workload.arrival_s[~too_long],
+        )
     prompt, output = workload.sample(MAX_SAMPLES)
     req = PlanRequest(
         arch,
@@ -356,7 +382,8 @@ def autoscale(
         if high:
             # latencies predicted at full load (the most a copy carries before the autoscaler adds one)
             doc = combo_doc(peak_req, planner.cands, combo, high, combo.goodput_req_per_s * (1 - 1e-9), tokens)
-            doc["min_count"] = low
+            # pod metrics cannot wake a combo with no pods, so each combo the schedule uses keeps one copy
+            doc["min_count"] = max(low, 1)
             combos.append(doc)
     used: dict[str, int] = {}
     for doc in combos:
@@ -384,8 +411,9 @@ def autoscale(
             "combos": combos,
             "instances": [],
             "warnings": warnings,
-            "autoscaling": "combos carry min_count (fewest copies over the schedule) and count (most); "
-            "predicted latencies are at full load",
+            "autoscaling": "combos carry min_count (fewest copies over the schedule, at least 1: pod metrics "
+            "cannot wake a combo with no pods) and count (most); the schedule's own cost lets unused combo types "
+            "drop to zero; predicted latencies are at full load",
         }
     )
     return {

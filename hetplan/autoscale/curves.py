@@ -132,8 +132,10 @@ def bin_trace(path: Path, window_s: float) -> LoadCurve:
         gaps = np.diff(times[idx == w])
         if gaps.size >= 2 and gaps.mean() > 0:
             cvs[w] = float(gaps.std() / gaps.mean())
+    covered = np.full(n, float(window_s))
+    covered[-1] = max(float(times[-1] - (n - 1) * window_s), float(window_s) / n, 1.0)  # a partial last window
     return LoadCurve(
-        wl.name, wl.source, wl.attribution, float(window_s), np.arange(n) * window_s, counts / window_s, cvs
+        wl.name, wl.source, wl.attribution, float(window_s), np.arange(n) * window_s, counts / covered, cvs
     )
 
 

@@ -93,6 +93,12 @@ def read_yaml_file(path: Path, schema: type[T], what: str, schema_doc: str = "se
         raise CatalogError(f"{what} {path} is not valid YAML{where}", str(problem), "fix the syntax") from None
     if data is None:
         raise CatalogError(f"{what} {path} is empty", fix=schema_doc)
+    if not isinstance(data, dict):
+        raise CatalogError(
+            f"{what} {path} is not a YAML or JSON mapping of fields (is it the right file?)",
+            f"it holds a {type(data).__name__}",
+            schema_doc,
+        )
     try:
         return schema.model_validate(data)
     except ValidationError as exc:

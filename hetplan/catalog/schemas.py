@@ -50,14 +50,16 @@ class GpuSpec(_Record):
 
     def dense_tflops(self, dtype: str) -> tuple[float, bool]:
         """Peak dense TFLOPS for ``dtype`` (``bf16``, ``fp16``, ``fp8``, ``int8``) and whether it is an
-        unverified estimate. Falls back: bf16 -> fp16 (same tensor-core rate on pre-Ampere parts), fp8/int8
-        -> the 16-bit rate when the part has no 8-bit tensor cores (weights are upcast).
+        unverified estimate. Falls back: bf16 -> fp16 where only one 16-bit figure is listed (Ampere and newer run
+        both at the same rate), fp8/int8 -> the 16-bit rate when the part has no 8-bit tensor cores (weights are
+        upcast). Volta, Turing and Pascal parts have no bf16 at all.
 
         Raises:
-            KeyError: the GPU has no compute figure at all (neither published nor estimated).
+            KeyError: the GPU has no figure for ``dtype`` (no bf16 before Ampere; nothing published or estimated).
         """
+        no_bf16 = self.bf16_dense_tflops is None and self.arch in ("Volta", "Turing", "Pascal")
         published = {
-            "bf16": self.bf16_dense_tflops or self.fp16_dense_tflops,
+            "bf16": None if no_bf16 else self.bf16_dense_tflops or self.fp16_dense_tflops,
             "fp16": self.fp16_dense_tflops or self.bf16_dense_tflops,
             "fp8": self.fp8_dense_tflops,
             "int8": self.int8_dense_tops,
@@ -69,6 +71,8 @@ class GpuSpec(_Record):
             value = published["fp16"]
         if value is not None:
             return float(value), False
+        if no_bf16 and dtype == "bf16":
+            raise KeyError(f"{self.name} ({self.arch}) has no bf16 tensor cores")
         if self.fp16_dense_tflops_estimate is not None:
             return float(self.fp16_dense_tflops_estimate), True
         raise KeyError(self.name)

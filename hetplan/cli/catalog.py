@@ -50,7 +50,7 @@ def models(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -
         return
     t = Table(title=f"Models (as of {cat.as_of})")
     for col in ("name", "layers", "hidden", "heads", "kv heads", "experts", "params B", "active B"):
-        t.add_column(col, justify="left" if col == "name" else "right")
+        t.add_column(col, justify="left" if col == "name" else "right", no_wrap=col == "name")
     for m in cat.models:
         t.add_row(
             m.name,
@@ -85,7 +85,7 @@ def prices(
         return
     t = Table(title=f"Prices, $/GPU-hour (as of {cat.as_of}; {cat.source.split(';')[0]})")
     for col in ("gpu", "cloud", "instance", "GPUs", "on-demand", "spot", "host incl."):
-        t.add_column(col, justify="right" if col in ("GPUs", "on-demand", "spot") else "left")
+        t.add_column(col, justify="right" if col in ("GPUs", "on-demand", "spot") else "left", no_wrap=col == "gpu")
     for p in rows:
         t.add_row(
             p.gpu,

@@ -50,7 +50,10 @@ def estimate(
     ]
     if est.max_output_tokens_per_s is not None:
         rows.append(
-            ("max output tokens/s (steady state, largest batch that fits)", f"{est.max_output_tokens_per_s:,.0f}")
+            (
+                "max output tokens/s (steady state incl. prefill, largest batch that fits)",
+                f"{est.max_output_tokens_per_s:,.0f}",
+            )
         )
     for row in rows:
         table.add_row(*row)

@@ -172,7 +172,9 @@ def plan(
         help="cauchy (mixed prefill/decode), homogeneous (one GPU type) or melange (aggregated).",
     ),
     analysis: bool = typer.Option(
-        True, "--analysis/--no-analysis", help="Add price sensitivity and cost vs goodput (about 1 s more)."
+        True,
+        "--analysis/--no-analysis",
+        help="Add price sensitivity and cost vs goodput (many ILP solves: 1 s to tens of seconds).",
     ),
     emit_dir: Path = typer.Option(
         None, "--emit", help="Also write every deployable target for the plan here (as 'hetplan emit --target all')."
@@ -213,6 +215,12 @@ def plan(
         scenario = build_scenario(scenario_file, overrides)
         if out is not None:
             check_output(out, force)  # refuse before any work is done
+        if emit_dir is not None and not force and (emit_dir / "manifest.json").exists():
+            raise InputError(
+                f"--emit {emit_dir} already holds emitted files",
+                "hetplan does not overwrite them",
+                "pass --force, or choose another --emit folder",
+            )
         start = time.perf_counter()
         with err_console.status("planning", spinner="dots") as status:
             doc = api.plan(scenario, strategy.lower(), analysis, progress=lambda text: status.update(text))

@@ -34,8 +34,8 @@ ArrayLike = float | np.ndarray
 
 
 def compute_dtype(weight_dtype: str) -> str:
-    """Tensor-core dtype the GEMMs run in: fp8/int8 weights use 8-bit math, int4 (W4A16) uses 16-bit."""
-    return {"fp8": "fp8", "int8": "int8"}.get(weight_dtype, "bf16")
+    """Tensor-core dtype the GEMMs run in: fp8/int8 weights use 8-bit math, fp16 fp16, bf16 and int4 (W4A16) bf16."""
+    return {"fp8": "fp8", "int8": "int8", "fp16": "fp16"}.get(weight_dtype, "bf16")
 
 
 @dataclass(frozen=True)

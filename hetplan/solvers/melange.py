@@ -162,6 +162,15 @@ class MelangePlan:
         return dict(sorted(used.items()))
 
 
+MIN_CAPACITY_REQ_PER_S = 1e-3
+
+
+def _usable(capacity: float) -> float:
+    """Capacities that only just meet the SLO (below 0.001 req/s, i.e. one request in 17 minutes) count as 0: they
+    would need thousands of instances and make the ILP numerically hard."""
+    return capacity if capacity >= MIN_CAPACITY_REQ_PER_S else 0.0
+
+
 def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType]:
     """Every (GPU, TP) of the request that fits the model, with its per-bucket aggregated capacity."""
     types = []
@@ -171,7 +180,7 @@ def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType
             inst = InstanceModel(req.arch, gpu, tp, 1, req.settings)
             if inst.kv_capacity_tokens < req.stats.max_context:
                 continue
-            caps = tuple(aggregated_capacity(inst, b.stats, req.ttft_slo_s, req.tpot_slo_s) for b in buckets)
+            caps = tuple(_usable(aggregated_capacity(inst, b.stats, req.ttft_slo_s, req.tpot_slo_s)) for b in buckets)
             if any(c > 0 for c in caps):
                 types.append(InstanceType(gpu.name, tp, tp * price.usd_per_gpu_hour, caps))
     return types

@@ -82,7 +82,10 @@ def test_curve_readers(tmp_path, examples):
     c = read_servegen(examples / "data" / "servegen_m_large_14d.csv")
     assert c.windows == 2016 and c.window_s == 600
     binned = load_curve(examples / "data" / "azure_conv_15min.csv", 60)
-    assert binned.windows == 15 and binned.rate_req_per_s.sum() * 60 == pytest.approx(4424)
+    assert binned.windows == 15
+    full = binned.rate_req_per_s[:-1]
+    assert 4424 - 600 < full.sum() * 60 < 4424  # the last window is partial
+    assert 0.5 < binned.rate_req_per_s[-1] / full.mean() < 2  # and its rate is not diluted by the missing part
     bad = tmp_path / "bad.csv"
     bad.write_text("0,1,1\n600,x,1\n")
     with pytest.raises(InputError, match="non-numeric"):
@@ -122,7 +125,7 @@ def test_autoscale_cli_on_servegen(tmp_path, examples):
     )
     text = "\n".join(p.read_text() for p in scaled)
     counts = [c for c in doc["deployment"]["combos"]]
-    assert any(c["min_count"] < c["count"] for c in counts)  # the autoscaler has room to move
+    assert all(1 <= c["min_count"] <= c["count"] for c in counts)  # pod metrics need one live copy to scale
     assert "minReplicaCount" in text and "maxReplicaCount" in text
     res = runner.invoke(app, ["report", str(out), "--format", "md"])
     assert res.exit_code == 0 and "autoscaling schedule" in res.stdout
