@@ -457,7 +457,8 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
         backend = "ray" if nodes > 1 else None
         kv_role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(role)
         engine = EngineFlags(
-            tp, pp, max_seqs, max_batched, utilization, max_len, block, dtype, quantization, kv_cache_dtype,
+            tp, pp, min(max_seqs, target) if role == "decode" else max_seqs, max_batched, utilization, max_len, block,
+            dtype, quantization, kv_cache_dtype,
             s.kv_connector if kv_role else None, kv_role, backend,
         )  # fmt: skip
         planned = per_copy * (bounds[0] if bounds else count)

@@ -12,7 +12,7 @@ exec vllm serve meta-llama/Meta-Llama-3-70B \
   --tensor-parallel-size 4 \
   --dtype bfloat16 \
   --max-model-len 8192 \
-  --max-num-seqs 256 \
+  --max-num-seqs 96 \
   --max-num-batched-tokens 8192 \
   --gpu-memory-utilization 0.9 \
   --block-size 16 \

@@ -17,7 +17,7 @@ exec vllm serve meta-llama/Meta-Llama-3-70B \
   --distributed-executor-backend ray \
   --dtype bfloat16 \
   --max-model-len 8192 \
-  --max-num-seqs 256 \
+  --max-num-seqs 128 \
   --max-num-batched-tokens 8192 \
   --gpu-memory-utilization 0.9 \
   --block-size 16 \
