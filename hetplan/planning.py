@@ -19,7 +19,7 @@ import numpy as np
 
 from hetplan import __version__
 from hetplan.catalog.pricing import GpuPrice
-from hetplan.errors import HetplanError, InfeasibleError, InputError
+from hetplan.errors import InfeasibleError, InputError
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import (
     Allocation,
@@ -416,4 +416,4 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
     }
 
 
-__all__ = ["STRATEGIES", "HetplanError", "Planner", "build_plan", "rnd", "scenario_doc", "solved_doc", "summary_doc"]
+__all__ = ["STRATEGIES", "Planner", "build_plan", "rnd", "scenario_doc", "solved_doc", "summary_doc"]

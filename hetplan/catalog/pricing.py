@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetplan.catalog.loader import find_gpu, load_prices
+from hetplan.catalog.loader import find_gpu, load_prices, price_rows
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.errors import InputError
 
@@ -37,7 +37,7 @@ def resolve_price(
             if find_gpu(name).name == gpu.name:
                 label = f"price file: {user.source}, as of {user.as_of}"
                 return GpuPrice(gpu.name, float(value), label, user.illustrative)
-    rows = [p for p in load_prices().prices if p.gpu == gpu.name]
+    rows = price_rows(gpu)
     if cloud:
         rows = [p for p in rows if p.cloud == cloud]
     else:
