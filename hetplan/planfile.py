@@ -183,7 +183,7 @@ def check_plan(data: dict[str, Any], where: str = "plan") -> None:
         raise InputError(
             f"{where} is a Hetis deployment spec, which emitters and reports cannot use",
             "no serving engine runs Hetis today, so there is nothing to emit, and the spec has no cost to report",
-            "read the spec itself (it is JSON/YAML), or plan with --strategy cauchy|homogeneous|melange for emit/report",
+            "read the spec itself (JSON/YAML), or plan with --strategy cauchy|homogeneous|melange for emit/report",
         )
     try:
         PlanDoc.model_validate(data)

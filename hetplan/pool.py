@@ -245,11 +245,11 @@ def load_pool(path: str | Path) -> Pool:
     return resolve_pool(read_yaml_file(Path(path), PoolFile, "pool file", POOL_DOC))
 
 
-def pool_from_counts(name: str, groups: list[tuple[str, int]], **links: LinkEntry) -> Pool:
+def pool_from_counts(name: str, groups: list[tuple[str, int]], links: LinksEntry | None = None) -> Pool:
     """A pool with one node (and one domain) per ``(gpu type, count)`` group: the quick way tests and callers
     describe "4 x A100 + 4 x RTX-3090" without a file."""
     nodes = [
         NodeEntry(name=f"{find_gpu(g).name.lower()}-node{k}", domains=[DomainEntry(gpus=[GpuEntry(type=g, count=c)])])
         for k, (g, c) in enumerate(groups)
     ]
-    return resolve_pool(PoolFile(name=name, nodes=nodes, links=LinksEntry(**links)))
+    return resolve_pool(PoolFile(name=name, nodes=nodes, links=links or LinksEntry()))

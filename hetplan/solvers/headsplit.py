@@ -124,10 +124,11 @@ def solve_milp(
         InfeasibleError: the KV cache of the batch does not fit the devices' memory.
     """
     work, mem = _matrices(devices, classes)
+    # times in microseconds: HiGHS's absolute MIP gap (1e-6) would otherwise be a visible share of a makespan
     res = solve_min_makespan(
-        work,
+        [[w * 1e6 for w in row] for row in work],
         [kv_heads if c.requests else 0 for c in classes],
-        [d.fixed_s for d in devices],
+        [d.fixed_s * 1e6 for d in devices],
         mem,
         [d.kv_capacity_head_tokens for d in devices],
         time_limit_s,
@@ -139,17 +140,34 @@ def solve_milp(
 
 
 def solve_greedy(devices: list[AttentionDevice], classes: list[LengthClass], kv_heads: int) -> HeadSplit:
-    """Water-filling head split for large pools: O(K·H·J) placement plus single-head moves off the slowest device.
+    """Water-filling head split for large pools: place one head at a time where the finishing time grows least
+    (largest work first), move single heads off the slowest device while that helps, then try closing each used
+    device (its fixed cost may not pay) and keep the best. O(J·(K·H·J + moves)).
 
     Raises:
         InfeasibleError: a head fits no device's remaining memory.
     """
+    best = _fill(devices, classes, kv_heads, frozenset())
+    if best is None:
+        raise _infeasible(devices, classes, kv_heads)
+    for j in range(len(devices)):
+        if not any(best.heads[k][j] for k in range(len(classes))):
+            continue
+        trial = _fill(devices, classes, kv_heads, frozenset({j}))
+        if trial is not None and trial.makespan_s < best.makespan_s - 1e-15:
+            best = trial
+    return best
+
+
+def _fill(
+    devices: list[AttentionDevice], classes: list[LengthClass], kv_heads: int, closed: frozenset[int]
+) -> HeadSplit | None:
     work, mem = _matrices(devices, classes)
     n_dev = len(devices)
     heads = [[0] * n_dev for _ in classes]
     t = [0.0] * n_dev
     used = [False] * n_dev
-    free = [d.kv_capacity_head_tokens for d in devices]
+    free = [d.kv_capacity_head_tokens if j not in closed else -1.0 for j, d in enumerate(devices)]
     order = sorted(range(len(classes)), key=lambda k: -max(work[k]) if classes[k].requests else 0.0)
     for k in order:
         if not classes[k].requests:
@@ -163,7 +181,7 @@ def solve_greedy(devices: list[AttentionDevice], classes: list[LengthClass], kv_
                 if new < best_t - EPS:
                     best, best_t = j, new
             if best < 0:
-                raise _infeasible(devices, classes, kv_heads)
+                return None
             heads[k][best] += 1
             t[best], used[best] = best_t, True
             free[best] -= mem[k][best]
@@ -206,13 +224,50 @@ def _refine(
                 peak = max([t_from, t_to] + [t[i] for i in range(n_dev) if i not in (j, worst)])
                 if peak < best_peak - 1e-15:
                     best_move, best_peak = (k, j), peak
-        if best_move is None:
+        if best_move is not None:
+            k, j = best_move
+            heads[k][worst] -= 1
+            heads[k][j] += 1
+            free[worst] += mem[k][worst]
+            free[j] -= mem[k][j]
+            continue
+        if not _swap(work, mem, heads, free, t, worst):
             return
-        k, j = best_move
-        heads[k][worst] -= 1
-        heads[k][j] += 1
-        free[worst] += mem[k][worst]
-        free[j] -= mem[k][j]
+
+
+def _swap(
+    work: list[list[float]],
+    mem: list[list[float]],
+    heads: list[list[int]],
+    free: list[float],
+    t: list[float],
+    worst: int,
+) -> bool:
+    """Exchange one head of class k on the slowest device for one of class q on another device when that lowers
+    the larger of the two times below the current peak (devices stay used, so fixed costs do not change)."""
+    n_cls, n_dev = len(work), len(t)
+    peak = t[worst]
+    for k in range(n_cls):
+        if not heads[k][worst]:
+            continue
+        for j in range(n_dev):
+            if j == worst:
+                continue
+            for q in range(n_cls):
+                if q == k or not heads[q][j]:
+                    continue
+                t_w = t[worst] - work[k][worst] + work[q][worst]
+                t_j = t[j] - work[q][j] + work[k][j]
+                mem_ok = free[worst] + mem[k][worst] - mem[q][worst] >= -EPS and free[j] + mem[q][j] - mem[k][j] >= -EPS
+                if mem_ok and max(t_w, t_j) < peak - 1e-15:
+                    heads[k][worst] -= 1
+                    heads[q][worst] += 1
+                    heads[q][j] -= 1
+                    heads[k][j] += 1
+                    free[worst] += mem[k][worst] - mem[q][worst]
+                    free[j] += mem[q][j] - mem[k][j]
+                    return True
+    return False
 
 
 def solve(

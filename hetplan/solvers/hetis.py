@@ -26,6 +26,7 @@ Every unknown constant is in :class:`HetisSettings`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -273,7 +274,7 @@ def _dense_parts(
 ) -> tuple[list[float], float]:
     perf = settings.perf
     stages = [dense_stage_s(arch, st.gpu, st.tp, st.layers / arch.layers, batch, perf) for st in replica]
-    link = min((pool.link(a.devices[0], b.devices[0]).bytes_per_s for a, b in zip(replica, replica[1:])), default=1.0)
+    link = min((pool.link(a.devices[0], b.devices[0]).bytes_per_s for a, b in pairwise(replica)), default=1.0)
     fixed = max(overhead_s(arch, st.gpu, st.tp, perf) for st in replica) + handoff_s(
         arch, len(replica), batch, link, perf
     )
@@ -289,7 +290,7 @@ def _prefill_bottleneck(
         prefill_stage_s(arch, st.gpu, st.tp, st.layers / arch.layers, work.prompt_tokens, perf) for st in replica
     ]
     bottleneck = max(float(p.mean()) for p in per_stage)
-    link = min((pool.link(a.devices[0], b.devices[0]).bytes_per_s for a, b in zip(replica, replica[1:])), default=1.0)
+    link = min((pool.link(a.devices[0], b.devices[0]).bytes_per_s for a, b in pairwise(replica)), default=1.0)
     total = np.sum(per_stage, axis=0) + max(overhead_s(arch, st.gpu, st.tp, perf) for st in replica)
     if len(replica) > 1:
         hops = len(replica) - 1
@@ -483,21 +484,21 @@ def _excluded(
         tried = [(s, r) for s, r in evaluated if any(x.name == d.name for x in s.layout.devices)]
         if top.dense_req_per_s <= 0:
             out.append((d, "every layout that includes it misses the TPOT SLO"))
-        elif tried:
-            s, rate = max(tried, key=lambda x: x[1])
-            out.append(
-                (
-                    d,
-                    f"more useful for attention: best layout with it ({s.layout.label()}) serves {rate:.3g} req/s "
-                    f"in all, the chosen one {chosen_full:.3g}",
-                )
-            )
-        else:
+        elif top.dense_req_per_s < chosen.dense_req_per_s or not tried:
             out.append(
                 (
                     d,
                     f"straggler: the best layout with it ({top.layout.label()}) reaches {top.dense_req_per_s:.3g} "
                     f"req/s dense, the chosen one {chosen.dense_req_per_s:.3g}",
+                )
+            )
+        else:
+            s, rate = max(tried, key=lambda x: x[1])  # a layout with it beat the chosen one on dense throughput
+            out.append(
+                (
+                    d,
+                    f"more useful for attention: best layout with it ({s.layout.label()}) serves {rate:.3g} req/s "
+                    f"in all, the chosen one {chosen_full:.3g}",
                 )
             )
     return out

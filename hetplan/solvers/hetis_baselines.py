@@ -98,7 +98,7 @@ def splitwise(
             work.prompt_tokens * arch.kv_bytes_per_token / pool.inter_node.bytes_per_s + perf.kv_transfer_base_latency_s
         )
         prefill[name] = (1.0 / float(lat.mean()), float(np.percentile(lat + kv_s, q)))
-        cap = int(min(settings.max_batch_per_replica, m.max_batch_size(ctx)))
+        cap = min(settings.max_batch_per_replica, int(m.max_batch_size(ctx)))
         best = (0.0, 0, float("inf"))
         for b in range(cap, 0, -1):
             step = float(m.decode_step_latency_s(b, ctx))
@@ -171,10 +171,11 @@ def _memory_layers(
         i = over[0]
         extra = layers[i] - caps[i]
         layers[i] = caps[i]
-        room = [j for j in range(len(layers)) if layers[j] < caps[j]]
-        speeds = [stages[j][1] for j in room]
-        add = split_layers(extra + len(room), speeds) if room else []
-        for j, a in zip(room, add, strict=True):
+        open_stages = [j for j in range(len(layers)) if layers[j] < caps[j]]
+        if not open_stages:
+            return None
+        add = split_layers(extra + len(open_stages), [stages[j][1] for j in open_stages])
+        for j, a in zip(open_stages, add, strict=True):
             layers[j] += a - 1
     return layers if all(n <= c for n, c in zip(layers, caps, strict=True)) else None
 

@@ -73,9 +73,9 @@ def memory_use(devices: Sequence[AttentionDevice], requests: Sequence[RunningReq
 
 
 def imbalance(times: Sequence[float]) -> float:
-    """max t_j / mean t_j over devices in use (1 when balanced or idle)."""
-    busy = [t for t in times if t > 0]
-    return max(busy) / (sum(busy) / len(busy)) if busy else 1.0
+    """max t_j / mean t_j over all devices of the split (1 when balanced or all idle)."""
+    mean = sum(times) / len(times) if times else 0.0
+    return max(times) / mean if mean > 0 else 1.0
 
 
 def redispatch(
