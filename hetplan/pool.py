@@ -45,7 +45,7 @@ from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError
 from hetplan.units import GB
 
-POOL_DOC = "see examples/hetis-pool.yaml and hetplan/pool.py"
+POOL_DOC = "see examples/hetis/pool.yaml and hetplan/pool.py"
 
 
 class _Strict(BaseModel):

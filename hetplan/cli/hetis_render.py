@@ -33,7 +33,7 @@ def hetis_work(
         raise InputError("--pool is for --strategy hetis", fix="add --strategy hetis, or drop --pool")
     if pool is None:
         raise InputError(
-            "--strategy hetis needs a GPU pool", fix="pass --pool POOL.yaml (see examples/hetis-pool.yaml)"
+            "--strategy hetis needs a GPU pool", fix="pass --pool POOL.yaml (see examples/hetis/pool.yaml)"
         )
     if emit_dir is not None:
         raise InputError(

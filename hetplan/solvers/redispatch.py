@@ -9,8 +9,8 @@ As requests grow and finish, the split chosen at admission drifts. The rule, che
 3. **Accept** moving one KV head of request r from device j to device k when
    ``(makespan before − makespan after) · remaining_steps_r > transfer_s``, with
    ``transfer_s = L_r · bytes_per_head_token / link_bytes_per_s[j][k]`` (the head's KV crosses the link once); for
-   the memory trigger the move must also keep k under the watermark and must not raise the makespan by more
-   than the transfer pays back (the same inequality with the gain allowed to be ≤ 0 replaced by the memory need).
+   the memory trigger the move must keep k under the watermark, and the makespan it adds times the remaining
+   steps must not exceed the transfer time (``gain ≥ −transfer_s``).
    The target is the device that gives the lowest makespan after the move. At most ``max_moves`` moves per call.
 
 The step-time model is :func:`hetplan.solvers.headsplit.device_times` at request granularity.

@@ -10,7 +10,7 @@ from hetplan.cli.main import app
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-POOL = EXAMPLES / "hetis-pool.yaml"
+POOL = EXAMPLES / "hetis" / "pool.yaml"
 
 
 def invoke(*args):
@@ -18,7 +18,7 @@ def invoke(*args):
 
 
 def test_hetis_json_is_deterministic_and_complete(tmp_path):
-    args = ("plan", EXAMPLES / "hetis-opt-30b.yaml", "--strategy", "hetis", "--pool", POOL, "--json")
+    args = ("plan", EXAMPLES / "hetis" / "opt-30b.yaml", "--strategy", "hetis", "--pool", POOL, "--json")
     first, second = invoke(*args), invoke(*args)
     assert first.exit_code == 0, first.output
     assert first.stdout == second.stdout
@@ -38,12 +38,12 @@ def test_hetis_json_is_deterministic_and_complete(tmp_path):
 
 def test_hetis_tables_and_out_file_refused_by_emit_and_report(tmp_path):
     out = tmp_path / "hetis.json"
-    res = invoke("plan", EXAMPLES / "hetis-llama2-13b.yaml", "--strategy", "hetis", "--pool", POOL, "--out", out)
+    res = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", POOL, "--out", out)
     assert res.exit_code == 0, res.output
     for text in ("Roles per device", "KV heads per request", "splitwise-style", "hexgen-style", "No serving engine"):
         assert text in res.output
     assert json.loads(out.read_text())["strategy"] == "hetis"
-    again = invoke("plan", EXAMPLES / "hetis-llama2-13b.yaml", "--strategy", "hetis", "--pool", POOL, "--out", out)
+    again = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", POOL, "--out", out)
     assert again.exit_code == 2  # no overwrite without --force
     for cmd in (("emit", out, "--out", tmp_path / "deploy"), ("report", out)):
         r = invoke(*cmd)
@@ -51,9 +51,9 @@ def test_hetis_tables_and_out_file_refused_by_emit_and_report(tmp_path):
 
 
 def test_hetis_flag_errors():
-    r = invoke("plan", EXAMPLES / "hetis-llama2-13b.yaml", "--strategy", "hetis")
+    r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis")
     assert r.exit_code == 2 and "--pool" in r.output
-    r = invoke("plan", EXAMPLES / "hetis-llama2-13b.yaml", "--pool", POOL)
+    r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--pool", POOL)
     assert r.exit_code == 2 and "--strategy hetis" in r.output
-    r = invoke("plan", EXAMPLES / "hetis-llama2-13b.yaml", "--strategy", "hetis", "--pool", EXAMPLES / "nope.yaml")
+    r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", EXAMPLES / "nope.yaml")
     assert r.exit_code == 2 and "Traceback" not in r.output

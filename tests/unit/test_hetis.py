@@ -147,7 +147,7 @@ def test_split_layers_proportional_and_complete():
 
 @pytest.fixture(scope="module")
 def example_pool():
-    return load_pool(EXAMPLES / "hetis-pool.yaml")
+    return load_pool(EXAMPLES / "hetis" / "pool.yaml")
 
 
 def _work(seed: int = 0) -> Workload:
