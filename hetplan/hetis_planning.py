@@ -79,6 +79,21 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
             output_tokens=workload.output_tokens[keep],
             arrival_s=None if workload.arrival_s is None else workload.arrival_s[keep],
         )
+    ignored = [
+        flag
+        for flag, value in (
+            ("--gpus", scenario.gpus),
+            ("--inventory", scenario.inventory),
+            ("--prices", scenario.prices),
+            ("--cloud", scenario.cloud),
+            ("--spot", scenario.spot),
+        )
+        if value
+    ]
+    if ignored:
+        warnings.append(
+            f"{', '.join(ignored)} ignored: the pool file sets the GPUs, and a Hetis plan of an owned pool has no prices"
+        )
     prompt, output = workload.sample(MAX_SAMPLES)
     work = Workload(prompt, output, quantile)
     plan = plan_hetis(arch, pool, work, tpot, settings)

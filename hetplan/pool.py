@@ -17,6 +17,7 @@ Example::
       - name: a100-node
         domains:
           - gpus: [{type: A100-40GB-PCIe, count: 4}]
+            interconnect_gb_per_s: 64
       - name: p100-node
         domains:
           - gpus: [{type: P100-PCIe, count: 4}]
@@ -63,9 +64,12 @@ class GpuEntry(_Strict):
 
 
 class DomainEntry(_Strict):
-    """GPUs sharing one NVLink or PCIe fabric (tensor parallelism stays inside one domain)."""
+    """GPUs sharing one NVLink or PCIe fabric (tensor parallelism stays inside one domain).
+    ``interconnect_gb_per_s`` (bidirectional aggregate, the catalog's convention) replaces the GPUs' catalog link
+    figure, e.g. 64 for PCIe Gen4 x16 when the cards have no NVLink between all of them."""
 
     gpus: list[GpuEntry] = Field(min_length=1)
+    interconnect_gb_per_s: float | None = Field(default=None, gt=0, le=1e5)
 
 
 class NodeEntry(_Strict):
@@ -193,8 +197,10 @@ class Pool:
         return dict(sorted(out.items()))
 
 
-def _apply_measured(spec: GpuSpec, entry: GpuEntry) -> GpuSpec:
+def _apply_measured(spec: GpuSpec, entry: GpuEntry, domain: DomainEntry) -> GpuSpec:
     update: dict[str, float] = {}
+    if domain.interconnect_gb_per_s is not None:
+        update["interconnect_gb_per_s"] = domain.interconnect_gb_per_s
     if entry.measured_tflops is not None:
         update["bf16_dense_tflops"] = entry.measured_tflops
         update["fp16_dense_tflops"] = entry.measured_tflops
@@ -221,7 +227,7 @@ def resolve_pool(doc: PoolFile) -> Pool:
                     raise InputError(
                         f"pool: nodes.{n}.domains.{d}.gpus.{g}.type: {exc.what}", exc.why, exc.fix
                     ) from None
-                spec = _apply_measured(spec, entry)
+                spec = _apply_measured(spec, entry, dom)
                 measured = entry.measured_tflops is not None or entry.measured_hbm_gb_per_s is not None
                 for _ in range(entry.count):
                     devices.append(Device(f"{node.name}/gpu{i}", spec, node.name, domain, measured))

@@ -274,7 +274,7 @@ def solve(
     devices: list[AttentionDevice],
     classes: list[LengthClass],
     kv_heads: int,
-    milp_max_devices: int = 24,
+    milp_max_devices: int = 16,
     time_limit_s: float = 10.0,
 ) -> HeadSplit:
     """The MILP for up to ``milp_max_devices`` devices, else the greedy water-filling.

@@ -60,7 +60,7 @@ class HetisSettings:
     attention_kernel_s_per_layer: float = 5e-6
     length_class_edges_tokens: tuple[int, ...] = (512, 2048)
     max_batch_per_replica: int = 256
-    milp_max_devices: int = 24
+    milp_max_devices: int = 16
     full_eval_top_n: int = 4
     max_pp: int = 4
     perf: PerfSettings = field(default_factory=PerfSettings)
