@@ -92,7 +92,7 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     ]
     if ignored:
         warnings.append(
-            f"{', '.join(ignored)} ignored: the pool file sets the GPUs, and a Hetis plan of an owned pool has no prices"
+            f"{', '.join(ignored)} ignored: the pool file sets the GPUs; a Hetis plan of an owned pool has no prices"
         )
     prompt, output = workload.sample(MAX_SAMPLES)
     work = Workload(prompt, output, quantile)
