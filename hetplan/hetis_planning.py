@@ -96,7 +96,7 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
         )
     prompt, output = workload.sample(MAX_SAMPLES)
     work = Workload(prompt, output, quantile)
-    plan = plan_hetis(arch, pool, work, tpot, settings)
+    plan = plan_hetis(arch, pool, work, tpot, settings, ttft)
     base = {f.__name__: f(arch, pool, work, ttft, tpot, settings) for f in (splitwise, hexgen)}
     doc: dict[str, Any] = {
         "schema_version": 1,
@@ -206,7 +206,7 @@ def _split_doc(plan: HetisPlan) -> list[dict[str, Any]]:
     out = []
     for r, rep in enumerate(plan.replicas):
         if rep.split is None:
-            out.append({"replica": r, "status": "infeasible", "classes": []})
+            out.append({"replica": r, "status": "infeasible", "reason": rep.reason, "classes": []})
             continue
         names = [d.name for d in rep.attention]
         out.append(
@@ -215,6 +215,7 @@ def _split_doc(plan: HetisPlan) -> list[dict[str, Any]]:
                 "method": rep.split.method,
                 "status": rep.split.status,
                 "makespan_s": rnd(rep.split.makespan_s),
+                "reason": rep.reason,
                 "devices": [
                     {"name": d.name, "role": d.role, "step_s": rnd(t)}
                     for d, t in zip(rep.attention, rep.split.device_s, strict=True)
@@ -234,7 +235,7 @@ def _split_doc(plan: HetisPlan) -> list[dict[str, Any]]:
 
 
 def _predicted(plan: HetisPlan, work: Workload, ttft_slo_s: float) -> dict[str, Any]:
-    served = [r for r in plan.replicas if r.req_per_s > 0]
+    served = [r for r in plan.replicas if r.req_per_s > 0] or list(plan.replicas)
     return {
         "req_per_s": rnd(plan.req_per_s),
         "output_tokens_per_s": rnd(plan.req_per_s * work.mean_output),

@@ -95,8 +95,9 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         )
     console.print(roles)
     for part in doc["head_split"]:
+        if part.get("reason"):
+            console.print(f"[yellow]replica {part['replica']} serves nothing:[/] {escape(part['reason'])}")
         if not part["classes"]:
-            console.print(f"replica {part['replica']}: no batch meets the TPOT SLO")
             continue
         names = [d["name"] for d in part["devices"]]
         table = Table(

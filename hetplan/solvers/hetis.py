@@ -101,7 +101,8 @@ class Layout:
 
 @dataclass(frozen=True)
 class ReplicaResult:
-    """One DP replica at its largest batch under the TPOT SLO."""
+    """One DP replica at its largest batch under the TPOT SLO; ``req_per_s`` is 0 and ``reason`` says why when
+    it misses the TPOT SLO at batch 1 or the TTFT SLO."""
 
     batch: int
     tpot_s: float
@@ -112,6 +113,7 @@ class ReplicaResult:
     attention: tuple[AttentionDevice, ...]
     classes: tuple[LengthClass, ...]
     kv_capacity_tokens: float
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -331,6 +333,7 @@ def evaluate_replica(
     tpot_s: float,
     settings: HetisSettings,
     exact: bool = True,
+    ttft_s: float | None = None,
 ) -> ReplicaResult:
     """Largest batch (micro-batch ``B`` × ``pp``) whose TPOT holds with the head split, and the replica's
     throughput, TTFT and KV capacity there (see :mod:`hetis_model`). Bisection uses the greedy split; the final
@@ -367,14 +370,18 @@ def evaluate_replica(
             else:
                 hi = mid - 1
     if lo == 0:
-        return ReplicaResult(0, float("inf"), float("inf"), 0.0, 0.0, None, tuple(devs), (), kv_tokens)
+        reason = "misses the TPOT SLO even at batch 1"
+        return ReplicaResult(0, float("inf"), float("inf"), 0.0, 0.0, None, tuple(devs), (), kv_tokens, reason)
     tpot, split, dense = step(lo, exact)
     if split is None or tpot > tpot_s:  # the exact split is never worse; fall back to the greedy answer
         tpot, split, dense = step(lo, False)
     rate = 1.0 / (pre + work.mean_output * tpot / (pp * lo))
-    return ReplicaResult(
-        lo * pp, tpot, ttft_idle + tpot, rate, dense, split, tuple(devs), tuple(_classes(pp * lo, spec)), kv_tokens
-    )
+    ttft = ttft_idle + tpot
+    reason = ""
+    if ttft_s is not None and ttft > ttft_s:
+        rate, reason = 0.0, f"p{work.quantile * 100:g} TTFT {ttft:.3g} s is above the SLO {ttft_s:g} s"
+    classes = tuple(_classes(pp * lo, spec))
+    return ReplicaResult(lo * pp, tpot, ttft, rate, dense, split, tuple(devs), classes, kv_tokens, reason)
 
 
 def _share_workers(layout: Layout, workers: list[Device]) -> list[tuple[Device, ...]]:
@@ -396,21 +403,28 @@ def evaluate_layout(
     tpot_s: float,
     settings: HetisSettings,
     exact: bool = True,
+    ttft_s: float | None = None,
 ) -> tuple[list[ReplicaResult], list[tuple[Device, ...]]]:
     """Every replica of ``layout`` with every non-primary device as an attention worker."""
     primary = {d.name for d in layout.devices}
     workers = [d for d in pool.devices if d.name not in primary]
     shares = _share_workers(layout, workers)
     return [
-        evaluate_replica(arch, pool, rep, ws, work, tpot_s, settings, exact)
+        evaluate_replica(arch, pool, rep, ws, work, tpot_s, settings, exact, ttft_s)
         for rep, ws in zip(layout.replicas, shares, strict=True)
     ], shares
 
 
 def plan_hetis(
-    arch: ModelArch, pool: Pool, work: Workload, tpot_s: float, settings: HetisSettings | None = None
+    arch: ModelArch,
+    pool: Pool,
+    work: Workload,
+    tpot_s: float,
+    settings: HetisSettings | None = None,
+    ttft_s: float | None = None,
 ) -> HetisPlan:
-    """Search primary workers and split attention (see module docstring).
+    """Search primary workers and split attention (see module docstring). ``tpot_s`` and ``ttft_s`` are the SLOs
+    in seconds (a replica whose predicted TTFT misses ``ttft_s`` counts for no throughput).
 
     Raises:
         InputError: the pool has no GPU that can run the model's GEMMs in its dtype.
@@ -446,13 +460,20 @@ def plan_hetis(
     full: dict[int, float] = {}
     best: tuple[float, LayoutScore, list[ReplicaResult], list[tuple[Device, ...]]] | None = None
     for i, s in enumerate(feasible[: settings.full_eval_top_n]):
-        reps, shares = evaluate_layout(arch, pool, s.layout, work, tpot_s, settings, exact=False)
+        reps, shares = evaluate_layout(arch, pool, s.layout, work, tpot_s, settings, False, ttft_s)
         full[i] = sum(r.req_per_s for r in reps)
         if best is None or full[i] > best[0] + 1e-12:
             best = (full[i], s, reps, shares)
     assert best is not None
+    if best[0] <= 0:
+        why = "; ".join(sorted({r.reason for r in best[2] if r.reason})) or "no replica serves any request"
+        raise InfeasibleError(
+            f"no Hetis layout of pool {pool.name} meets the SLOs",
+            f"layout with the best dense throughput, {best[1].layout.label()}: {why}",
+            "relax --ttft or --tpot, or add faster GPUs",
+        )
     chosen = best[1]
-    reps, shares = evaluate_layout(arch, pool, chosen.layout, work, tpot_s, settings, exact=True)
+    reps, shares = evaluate_layout(arch, pool, chosen.layout, work, tpot_s, settings, True, ttft_s)
     evaluated = [(feasible[i], rate) for i, rate in full.items()]
     excluded = _excluded(pool, arch, chosen, best[0], scores, evaluated)
     tier_rows = tuple((devs[0].gpu.name, speed, len(devs)) for speed, devs in ranked)

@@ -57,3 +57,8 @@ def test_hetis_flag_errors():
     assert r.exit_code == 2 and "--strategy hetis" in r.output
     r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", EXAMPLES / "nope.yaml")
     assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_hetis_infeasible_slo_names_the_bound():
+    r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", POOL, "--ttft", "50ms")
+    assert r.exit_code == 1 and "TTFT" in r.output and "Traceback" not in r.output

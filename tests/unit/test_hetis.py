@@ -258,3 +258,22 @@ def test_pool_file_errors_name_the_field(tmp_path):
     assert pool.counts() == {"A100-80GB-SXM": 2, "RTX-3090": 1}
     a, b, c = pool.devices
     assert pool.link(a, b).bytes_per_s == 300e9 and pool.link(a, c) == pool.inter_node
+
+
+def test_real_workers_get_heads_in_proportion_to_memory_bandwidth(tmp_path):
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "schema_version: 1\nkind: pool\nname: eq\nnodes:\n"
+        "  - {name: main, domains: [{gpus: [{type: A100-80GB-SXM, count: 1}]}]}\n"
+        "  - {name: w, domains: [{gpus: [{type: A100-80GB-SXM, count: 1}, {type: RTX-3090, count: 1}]}]}\n"
+    )
+    pool = load_pool(path)
+    arch = ModelArch(find_model("Llama-2-13B"), "fp16", "fp16")
+    settings = HetisSettings()
+    primary = enumerate_layouts(pool, arch, settings)[0].replicas[0]
+    workers = tuple(d for d in pool.devices if d.node == "w")  # same domain: equal links to the primary
+    devices = [d for d in attention_devices(arch, pool, primary, workers, settings) if d.role == "attention"]
+    split = headsplit.solve_milp(devices, [LengthClass("long", 1500.0, 24)], arch.kv_heads)
+    a100, rtx = split.heads[0]
+    want = arch.kv_heads * 2039 / (2039 + 936)  # decode attention is bandwidth-bound: heads follow GB/s
+    assert abs(a100 - want) <= 1.0 and a100 + rtx == arch.kv_heads
