@@ -50,13 +50,14 @@ def hetis_work(
     return doc, elapsed
 
 
-def hetis_output(doc: dict[str, Any], json_out: bool, out: Path | None) -> None:
-    """Print the document (JSON or tables) and the engine note on stderr."""
+def hetis_output(doc: dict[str, Any], json_out: bool, out: Path | None, elapsed_s: float) -> None:
+    """Print the document (JSON or tables), then the planning time and the engine note on stderr."""
     if json_out:
         typer.echo(to_json(doc), nl=False)
     else:
         render_hetis(doc, Console())
-    err_console.print(f"note: {doc['engine_note']}" + (f" Wrote {escape(str(out))}." if out else ""))
+    err_console.print(f"planned in {elapsed_s:.2f} s" + (f"; wrote {escape(str(out))}" if out else ""))
+    err_console.print(f"note: {doc['engine_note']}")
 
 
 def _ms(x: float | None) -> str:

@@ -245,7 +245,7 @@ def plan(
     if doc.get("kind") == "hetis-deployment":
         from hetplan.cli.hetis_render import hetis_output
 
-        hetis_output(doc, json_out, out)
+        hetis_output(doc, json_out, out, elapsed)
         return
     # --- end Hetis ---
     if json_out:
