@@ -179,6 +179,12 @@ def load_plan(path: str | Path) -> dict[str, Any]:
 
 def check_plan(data: dict[str, Any], where: str = "plan") -> None:
     """Validate a plan document already in memory (see :class:`PlanDoc`)."""
+    if data.get("kind") == "hetis-deployment":  # Hetis (issue 7): a spec for an engine that does not exist yet
+        raise InputError(
+            f"{where} is a Hetis deployment spec, which emitters and reports cannot use",
+            "no serving engine runs Hetis today, so there is nothing to emit, and the spec has no cost to report",
+            "read the spec itself (JSON/YAML), or plan with --strategy cauchy|homogeneous|melange for emit/report",
+        )
     try:
         PlanDoc.model_validate(data)
     except ValidationError as exc:

@@ -169,7 +169,7 @@ def plan(
     strategy: str = typer.Option(
         "cauchy",
         "--strategy",
-        help="cauchy (mixed prefill/decode), homogeneous (one GPU type) or melange (aggregated).",
+        help="cauchy (mixed prefill/decode), homogeneous (one GPU type), melange (aggregated) or hetis (with --pool).",
     ),
     analysis: bool = typer.Option(
         True,
@@ -180,6 +180,9 @@ def plan(
         None, "--emit", help="Also write every deployable target for the plan here (as 'hetplan emit --target all')."
     ),
     validate: bool = typer.Option(False, "--validate", help="With --emit: check the manifests offline first."),
+    # --- Hetis (issue 7): --strategy hetis plans a fixed GPU pool; see hetplan/hetis_planning.py ---
+    pool: Path = typer.Option(None, "--pool", help="With --strategy hetis: the GPU pool file (POOL.yaml)."),
+    # --- end Hetis ---
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
 
@@ -215,6 +218,12 @@ def plan(
         scenario = build_scenario(scenario_file, overrides)
         if out is not None:
             check_output(out, force)  # refuse before any work is done
+        # --- Hetis (issue 7) ---
+        if strategy.lower() == "hetis" or pool is not None:
+            from hetplan.cli.hetis_render import hetis_work
+
+            return hetis_work(scenario, strategy, pool, out, force, emit_dir)
+        # --- end Hetis ---
         if emit_dir is not None and not force and (emit_dir / "manifest.json").exists():
             raise InputError(
                 f"--emit {emit_dir} already holds emitted files",
@@ -232,6 +241,13 @@ def plan(
         return doc, elapsed
 
     doc, elapsed = run_guarded(work)
+    # --- Hetis (issue 7) ---
+    if doc.get("kind") == "hetis-deployment":
+        from hetplan.cli.hetis_render import hetis_output
+
+        hetis_output(doc, json_out, out, elapsed)
+        return
+    # --- end Hetis ---
     if json_out:
         typer.echo(to_json(doc), nl=False)
     else:

@@ -257,3 +257,71 @@ def solve_slice_assignment(
     )
     n = tuple(int(round(v.varValue or 0.0)) for v in counts)
     return AssignmentResult(status, n, slices, sum(float(c) * m for c, m in zip(type_cost, n, strict=True)))
+
+
+@dataclass(frozen=True)
+class MakespanResult:
+    """Outcome of :func:`solve_min_makespan`: ``status``, units of item k on device j (``units``, shape (K, J)),
+    the makespan ``max_j t_j`` (seconds when the inputs are seconds) and the MIP gap."""
+
+    status: str
+    units: tuple[tuple[int, ...], ...]
+    makespan: float
+    gap: float
+
+
+def solve_min_makespan(
+    work: Sequence[Sequence[float]],
+    demand: Sequence[int],
+    fixed: Sequence[float],
+    memory: Sequence[Sequence[float]],
+    memory_capacity: Sequence[float],
+    time_limit_s: float = 10.0,
+    mip_gap: float = 0.0,
+) -> MakespanResult:
+    """Place integer units of K items on J devices so that the slowest device finishes first (Hetis head split)::
+
+        minimize    T
+        subject to  Σ_j x_{k,j} = demand_k                                   for every item k
+                    Σ_k work_{k,j}·x_{k,j} + fixed_j·u_j ≤ T                 for every device j
+                    Σ_k mem_{k,j}·x_{k,j} ≤ cap_j                           for every device j
+                    x_{k,j} ≤ demand_k·u_j,  x ∈ ℕ,  u ∈ {0, 1}
+
+    ``u_j`` is 1 when device j takes any unit; it pays ``fixed_j`` (e.g. link latency) only then.
+
+    Args:
+        work: shape (K, J), time device j spends per unit of item k.
+        demand: shape (K,), units of item k to place.
+        fixed: shape (J,), time device j pays when used at all.
+        memory, memory_capacity: shape (K, J) memory per unit and (J,) memory per device (same unit).
+
+    Returns:
+        :class:`MakespanResult`; status ``infeasible`` when memory cannot hold the demand.
+
+    Source: the min-max formulation of Hetis (SC '25) head dispatch as DESIGN §3.3 writes it; the linking of
+    ``fixed`` through binaries is hetplan's.
+    """
+    n_items, n_dev = len(demand), len(fixed)
+    prob = pulp.LpProblem("min_makespan", pulp.LpMinimize)
+    t = prob.add_variable("T", lowBound=0, cat="Continuous")
+    x = [[_var(prob, f"x{k:03d}_{j:03d}", int(demand[k])) for j in range(n_dev)] for k in range(n_items)]
+    u = [prob.add_variable(f"u{j:03d}", lowBound=0, upBound=1, cat="Integer") for j in range(n_dev)]
+    for k in range(n_items):
+        prob += _affine(x[k], [1.0] * n_dev) == int(demand[k]), f"demand{k:03d}"
+    for j in range(n_dev):
+        terms = [(x[k][j], float(work[k][j])) for k in range(n_items) if work[k][j]]
+        terms += [(u[j], float(fixed[j])), (t, -1.0)]
+        prob += pulp.LpAffineExpression(terms) <= 0, f"time{j:03d}"
+        mem = [(x[k][j], float(memory[k][j])) for k in range(n_items) if memory[k][j]]
+        if mem:
+            prob += pulp.LpAffineExpression(mem) <= float(memory_capacity[j]), f"mem{j:03d}"
+        for k in range(n_items):
+            prob += pulp.LpAffineExpression([(x[k][j], 1.0), (u[j], -float(demand[k]))]) <= 0, f"use{k:03d}_{j:03d}"
+    prob.setObjective(pulp.LpAffineExpression([(t, 1.0)]))
+    status = _run(prob, _solver(time_limit_s, mip_gap))
+    if status == "not_solved" and all(v.varValue is not None for row in x for v in row):
+        status = "time_limit"
+    if status not in ("optimal", "time_limit"):
+        return MakespanResult(status, (), float("nan"), float("nan"))
+    units = tuple(tuple(int(round(v.varValue or 0.0)) for v in row) for row in x)
+    return MakespanResult(status, units, float(t.varValue or 0.0), _gap(prob))

@@ -1,0 +1,156 @@
+"""``hetplan plan --strategy hetis --pool POOL.yaml``: run the Hetis planner and render its deployment spec."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from hetplan.cli.main import err_console
+from hetplan.errors import InputError
+from hetplan.io import dump_for_path, to_json, write_atomic
+from hetplan.scenario import Scenario
+from hetplan.units import format_duration
+
+
+def hetis_work(
+    scenario: Scenario, strategy: str, pool: Path | None, out: Path | None, force: bool, emit_dir: Path | None
+) -> tuple[dict[str, Any], float]:
+    """Check the flags, plan with Hetis, write ``--out``; returns the document and the seconds it took.
+
+    Raises:
+        InputError: ``--pool`` without ``--strategy hetis`` or the reverse, or ``--emit`` (nothing to emit).
+    """
+    from hetplan.hetis_planning import hetis_plan
+
+    if strategy.lower() != "hetis":
+        raise InputError("--pool is for --strategy hetis", fix="add --strategy hetis, or drop --pool")
+    if pool is None:
+        raise InputError(
+            "--strategy hetis needs a GPU pool", fix="pass --pool POOL.yaml (see examples/hetis/pool.yaml)"
+        )
+    if emit_dir is not None:
+        raise InputError(
+            "--emit has no target for a Hetis plan",
+            "no serving engine runs Hetis today",
+            "drop --emit; --out writes the JSON deployment spec",
+        )
+    start = time.perf_counter()
+    with err_console.status("planning Hetis primaries and head split", spinner="dots"):
+        doc = hetis_plan(scenario, pool)
+    elapsed = time.perf_counter() - start
+    if out is not None:
+        write_atomic(out, dump_for_path(out, doc), force=force)
+    return doc, elapsed
+
+
+def hetis_output(doc: dict[str, Any], json_out: bool, out: Path | None, elapsed_s: float) -> None:
+    """Print the document (JSON or tables), then the planning time and the engine note on stderr."""
+    if json_out:
+        typer.echo(to_json(doc), nl=False)
+    else:
+        render_hetis(doc, Console())
+    err_console.print(f"planned in {elapsed_s:.2f} s" + (f"; wrote {escape(str(out))}" if out else ""))
+    err_console.print(f"note: {doc['engine_note']}")
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else format_duration(x)
+
+
+def render_hetis(doc: dict[str, Any], console: Console) -> None:
+    """Roles per device, the primary layout, the head table per length class and the comparison."""
+    sc, pred, lay = doc["scenario"], doc["predicted"], doc["layout"]
+    slo = sc["slo"]
+    console.print(
+        f"[bold]{escape(sc['name'])}[/]: {escape(sc['model'])} ({sc['weight_dtype']}) on pool "
+        f"{escape(doc['pool']['name'])} ({', '.join(f'{n}x {g}' for g, n in doc['pool']['gpus'].items())}), "
+        f"workload {escape(sc['workload']['name'])}, SLO p{slo['percentile']:g} TTFT {format_duration(slo['ttft_s'])}, "
+        f"TPOT {format_duration(slo['tpot_s'])}"
+    )
+    console.print(
+        f"Hetis primaries: {lay['label']} ({lay['layouts_considered']} layouts considered); "
+        f"{pred['req_per_s']:.3g} req/s, {pred['output_tokens_per_s']:,.0f} output tokens/s, "
+        f"TPOT {_ms(pred['tpot_s'])}, p{slo['percentile']:g} TTFT {_ms(pred['ttft_s'])}, "
+        f"KV capacity {pred['kv_capacity_tokens']:,.0f} tokens, decode batch {pred['decode_batch']}"
+    )
+    roles = Table(title="Roles per device", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("device", "gpu", "role", "replica", "stage/rank", "layers", "why"):
+        roles.add_column(col, overflow="fold")
+    for d in doc["pool"]["devices"]:
+        primary = d["role"] == "primary"
+        roles.add_row(
+            d["name"],
+            d["gpu"],
+            d["role"],
+            str(d.get("replica", "-")),
+            f"{d['stage']}/{d['tp_rank']}" if primary else "-",
+            str(d["layers"]) if primary else "-",
+            d.get("reason", ""),
+        )
+    console.print(roles)
+    for part in doc["head_split"]:
+        if part.get("reason"):
+            console.print(f"[yellow]replica {part['replica']} serves nothing:[/] {escape(part['reason'])}")
+        if not part["classes"]:
+            continue
+        names = [d["name"] for d in part["devices"]]
+        table = Table(
+            title=f"Replica {part['replica']}: KV heads per request by length class ({part['method']}, slowest "
+            f"device {format_duration(part['makespan_s'])} per step)",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
+        table.add_column("class (context)", no_wrap=True)
+        table.add_column("requests", justify="right")
+        for n in names:
+            table.add_column(n.replace("+", "+\n").replace("/", "/\n"), justify="right")
+        for c in part["classes"]:
+            table.add_row(
+                f"{c['name']} ({c['context_tokens']:,.0f})",
+                str(c["requests"]),
+                *[str(c["kv_heads"].get(n, 0)) for n in names],
+            )
+        table.add_row("step time", "", *[format_duration(d["step_s"]) for d in part["devices"]])
+        console.print(table)
+    cmp_table = Table(title="Same pool, three strategies", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("strategy", "req/s", "TPOT", "TTFT", "KV tokens", "Hetis gain", "layout"):
+        cmp_table.add_column(col, justify="left" if col in ("strategy", "layout") else "right", overflow="fold")
+    cmp_table.add_row(
+        "hetis (this plan)",
+        f"{pred['req_per_s']:.3g}",
+        _ms(pred["tpot_s"]),
+        _ms(pred["ttft_s"]),
+        f"{pred['kv_capacity_tokens']:,.0f}",
+        "",
+        lay["label"],
+    )
+    for name, b in doc["baselines"].items():
+        label = {"splitwise": "splitwise-style", "hexgen": "hexgen-style"}.get(name, name)
+        if b["status"] == "infeasible":
+            cmp_table.add_row(label, "-", "-", "-", "-", "-", f"infeasible: {b['reason']}")
+            continue
+        ratio = doc["throughput_ratio_over"].get(name)
+        cmp_table.add_row(
+            label,
+            f"{b['req_per_s']:.3g}",
+            _ms(b["tpot_s"]),
+            _ms(b["ttft_s"]),
+            f"{b['kv_capacity_tokens']:,.0f}",
+            f"{ratio:.2f}x" if ratio else "-",
+            b["layout"],
+        )
+    console.print(cmp_table)
+    kv = doc.get("kv_capacity_ratio_over_splitwise")
+    if kv:
+        console.print(f"KV capacity: {kv:.2f}x the Splitwise-style phase split's (KV only on decode GPUs).")
+    if not pred["ttft_within_slo"]:
+        console.print("[yellow]warning:[/] predicted TTFT is above the TTFT SLO", highlight=False)
+    for w in doc.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

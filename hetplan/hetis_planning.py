@@ -1,0 +1,262 @@
+"""The Hetis deployment spec: ``hetplan plan --strategy hetis --pool POOL.yaml`` (DESIGN §3.3).
+
+Hetis plans a fixed pool (no prices, no goodput ILP), so it cannot be a Cauchy plan document; it writes its own
+kind, ``hetis-deployment``, which ``hetplan emit`` and ``hetplan report`` refuse with a clear message. **No serving
+engine runs Hetis today**: the document is a spec for one (roles per device, the primary layout, the head table
+per length class), not files to deploy.
+
+Document fields (all numbers rounded to 6 significant digits; same inputs give byte-identical output):
+
+- ``kind`` ``hetis-deployment``, ``schema_version`` 1, ``strategy`` ``hetis``, ``engine_note``.
+- ``scenario``: model, dtypes, SLOs (``ttft_s``, ``tpot_s``, ``percentile``), workload summary, goodput target.
+- ``pool``: name, GPUs per type, links; ``devices``: one row per GPU with ``role`` (``primary`` or ``attention``),
+  ``replica``, ``stage``, ``tp_rank``, ``layers`` (primaries), and ``reason`` (attention workers: why not primary).
+- ``layout``: ``dp``, ``pp``, ``tp`` and per replica its stages (devices, GPU type, layers).
+- ``head_split``: per replica the length classes (``requests`` in the running batch, ``context_tokens``) with the
+  KV heads each device holds for every request of the class, the per-device step time and the solver used.
+- ``predicted``: ``req_per_s``, ``output_tokens_per_s``, ``tpot_s``, ``ttft_s`` (idle q-quantile prefill + one
+  step; no queueing), ``kv_capacity_tokens``, ``decode_batch``; ``baselines`` (Splitwise-style, HexGen-style) and
+  ``throughput_ratio_over`` each, ``kv_capacity_ratio_over_splitwise``.
+- ``settings``: :class:`HetisSettings` in force.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from hetplan import __version__
+from hetplan.api import _model, build_workload
+from hetplan.errors import InputError
+from hetplan.planning import rnd
+from hetplan.pool import Pool, load_pool
+from hetplan.scenario import Scenario
+from hetplan.solvers.hetis import HetisPlan, plan_hetis
+from hetplan.solvers.hetis_baselines import BaselineResult, hexgen, splitwise
+from hetplan.solvers.hetis_model import HetisSettings, Workload
+from hetplan.units import parse_duration_s, parse_percentile
+
+KIND = "hetis-deployment"
+ENGINE_NOTE = (
+    "No serving engine runs Hetis today (the paper's system is not public): this is a deployment spec for one, "
+    "not files to deploy. hetplan emit and hetplan report do not read it."
+)
+MAX_SAMPLES = 2000
+
+
+def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSettings | None = None) -> dict[str, Any]:
+    """Plan ``scenario`` on the pool file with Hetis and both baselines; return the ``hetis-deployment`` document.
+
+    Raises:
+        InputError: bad scenario or pool file. InfeasibleError: no primary layout fits or meets the TPOT SLO.
+    """
+    settings = settings or HetisSettings()
+    pool = load_pool(pool_path)
+    arch = _model(scenario)
+    quantile = parse_percentile(scenario.slo.percentile)
+    ttft = parse_duration_s(scenario.slo.ttft, "ttft")
+    tpot = parse_duration_s(scenario.slo.tpot, "tpot")
+    workload = build_workload(scenario)
+    warnings: list[str] = []
+    window = arch.spec.max_position_embeddings
+    keep = (workload.prompt_tokens + workload.output_tokens) <= window
+    if not keep.any():
+        raise InputError(
+            f"every request is longer than {arch.spec.name}'s {window:,}-token context window",
+            fix="use a model with a longer context or a trace of shorter requests",
+        )
+    if not keep.all():
+        warnings.append(
+            f"{int((~keep).sum())} request(s) ({(~keep).mean() * 100:.2g} %) exceed {arch.spec.name}'s "
+            f"{window:,}-token context window and are left out of the length distribution"
+        )
+        workload = replace(
+            workload,
+            prompt_tokens=workload.prompt_tokens[keep],
+            output_tokens=workload.output_tokens[keep],
+            arrival_s=None if workload.arrival_s is None else workload.arrival_s[keep],
+        )
+    ignored = [
+        flag
+        for flag, value in (
+            ("--gpus", scenario.gpus),
+            ("--inventory", scenario.inventory),
+            ("--prices", scenario.prices),
+            ("--cloud", scenario.cloud),
+            ("--spot", scenario.spot),
+        )
+        if value
+    ]
+    if ignored:
+        warnings.append(
+            f"{', '.join(ignored)} ignored: the pool file sets the GPUs; a Hetis plan of an owned pool has no prices"
+        )
+    prompt, output = workload.sample(MAX_SAMPLES)
+    work = Workload(prompt, output, quantile)
+    plan = plan_hetis(arch, pool, work, tpot, settings, ttft)
+    base = {f.__name__: f(arch, pool, work, ttft, tpot, settings) for f in (splitwise, hexgen)}
+    doc: dict[str, Any] = {
+        "schema_version": 1,
+        "kind": KIND,
+        "hetplan_version": __version__,
+        "strategy": "hetis",
+        "engine_note": ENGINE_NOTE,
+        "scenario": {
+            "name": scenario.name,
+            "model": arch.spec.name,
+            "weight_dtype": arch.weight_dtype,
+            "kv_dtype": arch.kv_dtype,
+            "slo": {"ttft_s": ttft, "tpot_s": tpot, "percentile": rnd(quantile * 100)},
+            "workload": workload.summary(),
+            "goodput_target_req_per_s": scenario.goodput_req_per_s,
+        },
+        "pool": _pool_doc(pool, plan),
+        "layout": _layout_doc(plan),
+        "head_split": _split_doc(plan),
+        "predicted": _predicted(plan, work, ttft),
+    }
+    doc["baselines"] = {name: _baseline_doc(b) for name, b in base.items()}
+    doc["throughput_ratio_over"] = {
+        name: rnd(plan.req_per_s / b.req_per_s, 4) if b.req_per_s > 0 else None for name, b in base.items()
+    }
+    sw = base["splitwise"].kv_capacity_tokens
+    doc["kv_capacity_ratio_over_splitwise"] = rnd(plan.kv_capacity_tokens / sw, 4) if sw > 0 else None
+    if scenario.goodput_req_per_s is not None and plan.req_per_s < scenario.goodput_req_per_s:
+        warnings.append(
+            f"the pool serves {plan.req_per_s:.3g} req/s with Hetis, below the goodput target "
+            f"{scenario.goodput_req_per_s:g} req/s"
+        )
+    doc["warnings"] = warnings
+    doc["settings"] = _settings_doc(settings)
+    return doc
+
+
+def _settings_doc(settings: HetisSettings) -> dict[str, Any]:
+    out = asdict(settings)
+    out["length_class_edges_tokens"] = list(settings.length_class_edges_tokens)
+    return out
+
+
+def _pool_doc(pool: Pool, plan: HetisPlan) -> dict[str, Any]:
+    roles: dict[str, dict[str, Any]] = {}
+    for r, rep in enumerate(plan.layout.replicas):
+        for s, st in enumerate(rep):
+            for k, d in enumerate(st.devices):
+                roles[d.name] = {"role": "primary", "replica": r, "stage": s, "tp_rank": k, "layers": st.layers}
+    for r, ws in enumerate(plan.workers):
+        for d in ws:
+            roles[d.name] = {"role": "attention", "replica": r}
+    for d, why in plan.excluded:
+        roles.setdefault(d.name, {"role": "attention"})["reason"] = why
+    return {
+        "name": pool.name,
+        "gpus": pool.counts(),
+        "links": {
+            "intra_node": {
+                "gb_per_s": rnd(pool.intra_node.bytes_per_s / 1e9),
+                "latency_us": rnd(pool.intra_node.latency_s * 1e6),
+            },
+            "inter_node": {
+                "gb_per_s": rnd(pool.inter_node.bytes_per_s / 1e9),
+                "latency_us": rnd(pool.inter_node.latency_s * 1e6),
+            },
+            "overrides": [
+                {
+                    "between": list(pair),
+                    "gb_per_s": rnd(link.bytes_per_s / 1e9),
+                    "latency_us": rnd(link.latency_s * 1e6),
+                }
+                for pair, link in pool.overrides
+            ],
+        },
+        "tiers": [{"gpu": name, "tflops": rnd(speed), "devices": n} for name, speed, n in plan.tiers],
+        "devices": [
+            {
+                "name": d.name,
+                "gpu": d.gpu.name,
+                "node": d.node,
+                "domain": d.domain,
+                "measured": d.measured,
+                **roles[d.name],
+            }
+            for d in pool.devices
+        ],
+    }
+
+
+def _layout_doc(plan: HetisPlan) -> dict[str, Any]:
+    lay = plan.layout
+    return {
+        "dp": lay.dp,
+        "pp": lay.pp,
+        "tp": lay.tp,
+        "label": lay.label(),
+        "replicas": [
+            [{"devices": [d.name for d in st.devices], "gpu": st.gpu.name, "layers": st.layers} for st in rep]
+            for rep in lay.replicas
+        ],
+        "layouts_considered": len(plan.scores),
+    }
+
+
+def _split_doc(plan: HetisPlan) -> list[dict[str, Any]]:
+    out = []
+    for r, rep in enumerate(plan.replicas):
+        if rep.split is None:
+            out.append({"replica": r, "status": "infeasible", "reason": rep.reason, "classes": []})
+            continue
+        names = [d.name for d in rep.attention]
+        out.append(
+            {
+                "replica": r,
+                "method": rep.split.method,
+                "status": rep.split.status,
+                "makespan_s": rnd(rep.split.makespan_s),
+                "reason": rep.reason,
+                "devices": [
+                    {"name": d.name, "role": d.role, "step_s": rnd(t)}
+                    for d, t in zip(rep.attention, rep.split.device_s, strict=True)
+                ],
+                "classes": [
+                    {
+                        "name": c.name,
+                        "requests": c.requests,
+                        "context_tokens": rnd(c.context_tokens),
+                        "kv_heads": {n: h for n, h in zip(names, rep.split.heads[k], strict=True) if h},
+                    }
+                    for k, c in enumerate(rep.classes)
+                ],
+            }
+        )
+    return out
+
+
+def _predicted(plan: HetisPlan, work: Workload, ttft_slo_s: float) -> dict[str, Any]:
+    served = [r for r in plan.replicas if r.req_per_s > 0] or list(plan.replicas)
+    return {
+        "req_per_s": rnd(plan.req_per_s),
+        "output_tokens_per_s": rnd(plan.req_per_s * work.mean_output),
+        "tpot_s": rnd(max((r.tpot_s for r in served), default=0.0), 4),
+        "ttft_s": rnd(max((r.ttft_s for r in served), default=0.0), 4),
+        "ttft_within_slo": all(r.ttft_s <= ttft_slo_s for r in served),
+        "kv_capacity_tokens": rnd(plan.kv_capacity_tokens),
+        "decode_batch": sum(r.batch for r in plan.replicas),
+        "basis": "capacity at full utilisation, no queueing; TTFT = idle q-quantile prefill + one decode step",
+    }
+
+
+def _baseline_doc(b: BaselineResult) -> dict[str, Any]:
+    if b.reason:
+        return {"status": "infeasible", "reason": b.reason}
+    return {
+        "status": "solved",
+        "layout": b.layout,
+        "req_per_s": rnd(b.req_per_s),
+        "tpot_s": rnd(b.tpot_s, 4),
+        "ttft_s": rnd(b.ttft_s, 4),
+        "kv_capacity_tokens": rnd(b.kv_capacity_tokens),
+        "gpus_used": b.gpus_used,
+    }
