@@ -180,6 +180,15 @@ def plan(
         None, "--emit", help="Also write every deployable target for the plan here (as 'hetplan emit --target all')."
     ),
     validate: bool = typer.Option(False, "--validate", help="With --emit: check the manifests offline first."),
+    # -- measured profiles and A1/A2 pruning (hetplan profile; docs/profile.md) --
+    profile_files: list[Path] = typer.Option(
+        None, "--profile", help="Profile file from 'hetplan profile' (repeat): measured figures replace datasheet."
+    ),
+    prune_with: Path = typer.Option(
+        None, "--prune-with", help="A1/A2 fit from 'hetplan profile fit': enumerate only its best GPU pairs."
+    ),
+    prune_top_k: int = typer.Option(6, "--prune-top-k", help="With --prune-with: heterogeneous GPU pairs kept."),
+    # -- end of profile options --
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
 
@@ -223,7 +232,15 @@ def plan(
             )
         start = time.perf_counter()
         with err_console.status("planning", spinner="dots") as status:
-            doc = api.plan(scenario, strategy.lower(), analysis, progress=lambda text: status.update(text))
+            doc = api.plan(
+                scenario,
+                strategy.lower(),
+                analysis,
+                progress=lambda text: status.update(text),
+                profiles=list(profile_files or []),
+                prune_with=prune_with,
+                prune_top_k=prune_top_k,
+            )
         elapsed = time.perf_counter() - start
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
