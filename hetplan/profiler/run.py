@@ -340,8 +340,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
     measured["profiled_at"] = now
     measured["profile_source"] = f"hetplan profile {'--quick ' if req.quick else ''}on {info['device_name']}"
     if matched is not None:
-        gpu = matched.model_copy(update={"measured": measured})
-        gpu = GpuSpec.model_validate(gpu.model_dump())
+        gpu = GpuSpec.model_validate({**matched.model_dump(), "measured": measured})
     else:
         short = re.sub(r"\(R\)|\(TM\)|CPU|@.*$", "", info["device_name"])
         name = ("CPU-" if kind == "cpu" else "") + re.sub(r"[^A-Za-z0-9.]+", "-", short).strip("-")
