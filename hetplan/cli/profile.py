@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,8 @@ def profile(
     def work() -> Any:
         if out is not None:
             check_output(out, force)
-        req = ProfileRequest(device, quick, model, gpu, " ".join(["hetplan", *sys.argv[1:]]))
+        command = f"hetplan profile --device {device}{' --quick' if quick else ''} --model {model}"
+        req = ProfileRequest(device, quick, model, gpu, command + (f" --gpu {gpu}" if gpu else ""))
         with Progress(
             TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err_console, transient=True
         ) as bar:

@@ -17,10 +17,9 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hetplan import __version__
 from hetplan.catalog.loader import find_gpu, find_model
@@ -30,6 +29,7 @@ from hetplan.profiler.bench import DTYPE_BYTES, SIZES, Bench, Sizes, require_tor
 from hetplan.profiler.profile_file import ProfileFile, ProfileMatch, new_device_spec
 
 Progress = Callable[[str, int, int], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,9 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
     decode_dtype = "bf16"
     for m in sizes.decode_m:
         for name, n, k in shapes:
-            timing = bench.gemm(decode_dtype, m, n, k)
+            timed = _attempt(notes, f"decode GEMM {m}x{n}x{k}", bench.gemm, decode_dtype, m, n, k)
+            if timed is None:
+                continue
             nbytes = (m * k + k * n + m * n) * DTYPE_BYTES[decode_dtype]
             tables["decode_gemm"].append(
                 {
@@ -261,9 +263,9 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
                     "m": m,
                     "n": n,
                     "k": k,
-                    "tflops": _rate(2 * m * n * k / timing.median_s / 1e12),
-                    "gb_per_s": _rate(nbytes / timing.median_s / 1e9),
-                    **timing.row(),
+                    "tflops": _rate(2 * m * n * k / timed.median_s / 1e12),
+                    "gb_per_s": _rate(nbytes / timed.median_s / 1e9),
+                    **timed.row(),
                 }
             )
     done += 1
@@ -282,20 +284,24 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
         heads, kv_heads = max(heads // 8, 1), max(kv_heads // 8, 1)
     tables["attention_prefill"] = []
     for s in sizes.attention_prefill_tokens:
-        timing = bench.attention(1, s, s, heads, kv_heads, head_dim)
+        timed = _attempt(notes, f"attention prefill {s}", bench.attention, 1, s, s, heads, kv_heads, head_dim)
+        if timed is None:
+            continue
         flops = 4 * s * s * heads * head_dim / 2
         tables["attention_prefill"].append(
             {"prompt_tokens": s, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
-             "tflops": _rate(flops / timing.median_s / 1e12), **timing.row()}
+             "tflops": _rate(flops / timed.median_s / 1e12), **timed.row()}
         )  # fmt: skip
     tables["attention_decode"] = []
     b = sizes.attention_decode_batch
     for kv_len in sizes.attention_decode_kv_tokens:
-        timing = bench.attention(b, 1, kv_len, heads, kv_heads, head_dim)
+        timed = _attempt(notes, f"attention decode {kv_len}", bench.attention, b, 1, kv_len, heads, kv_heads, head_dim)
+        if timed is None:
+            continue
         kv_bytes = 2 * b * kv_heads * kv_len * head_dim * 2
         tables["attention_decode"].append(
             {"batch": b, "kv_tokens": kv_len, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
-             "kv_gb_per_s": _rate(kv_bytes / timing.median_s / 1e9), **timing.row()}
+             "kv_gb_per_s": _rate(kv_bytes / timed.median_s / 1e9), **timed.row()}
         )  # fmt: skip
     done += 1
     measured: dict[str, Any] = {
@@ -307,13 +313,14 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
     }
     if kind == "cuda":
         step("host <-> device")
-        host = bench.host_copies()
+        host = _attempt(notes, "host <-> device copies", bench.host_copies) or {}
         tables["host_link"] = [
             {"direction": name, "mib": sizes.host_bytes >> 20,
              "gb_per_s": _rate(sizes.host_bytes / timing.median_s / 1e9), **timing.row()}
             for name, timing in host.items()
         ]  # fmt: skip
-        measured["host_to_device_gb_per_s"] = tables["host_link"][0]["gb_per_s"]
+        if host:
+            measured["host_to_device_gb_per_s"] = tables["host_link"][0]["gb_per_s"]
         done += 1
         visible = int(info.get("gpus_visible", 1))
         if "all-reduce" in steps:
@@ -356,7 +363,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
         notes.insert(0, "CPU profile: figures measured on a CPU at small sizes, to test the tool, not a GPU")
     provenance = {
         "hetplan_version": __version__,
-        "command": req.command or " ".join(["hetplan", *sys.argv[1:]]),
+        "command": req.command or f"hetplan profile --device {req.device}",
         "quick": req.quick,
         "model_shapes": spec.name,
         "profiled_at": now,
@@ -375,6 +382,16 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
         provenance=provenance,
         notes=notes,
     )
+
+
+def _attempt(notes: list[str], what: str, fn: Callable[..., T], *args: Any) -> T | None:
+    """``fn(*args)``, or ``None`` with a note when torch raises (a kernel this device or build lacks, out of memory):
+    one failed benchmark leaves the rest of the profile standing."""
+    try:
+        return fn(*args)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        notes.append(f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+        return None
 
 
 def _efficiency(gpu: GpuSpec, matched: GpuSpec | None) -> dict[str, float]:

@@ -128,3 +128,17 @@ def test_cuda_timing_uses_events():
     bench = Bench("cuda:0", SIZES["cuda-quick"])
     t = bench.gemm("bf16", 1024, 1024, 1024)
     assert t.median_s > 0 and t.p10_s <= t.median_s <= t.p90_s
+
+
+def test_a_failing_benchmark_leaves_the_rest_of_the_profile(monkeypatch):
+    from hetplan.profiler.bench import Bench
+    from hetplan.profiler.run import ProfileRequest, run_profile
+
+    def broken(self, *args):
+        raise RuntimeError("no kernel for this shape")
+
+    monkeypatch.setattr(Bench, "attention", broken)
+    prof = run_profile(ProfileRequest("cpu", quick=True))
+    assert prof.tables["attention_prefill"] == [] and prof.tables["attention_decode"] == []
+    assert any(n.startswith("attention prefill 128 failed: RuntimeError") for n in prof.notes)
+    assert prof.gpu.measured.gemm_tflops["bf16"] > 0
