@@ -86,11 +86,16 @@ def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
         cmd.append("--quick")
     if gpu:
         cmd += ["--gpu", gpu]
-    script = "set -e\n"
+    steps = ["set -e"]
     if s.install:
-        script += f"pip install --quiet {shlex.quote(s.install)}\n"
-    script += " ".join(shlex.quote(c) for c in cmd) + "\n"
-    script += f"echo {shlex.quote(BEGIN)}\ncat {out}\necho {shlex.quote(END)}\n"
+        steps.append(f"pip install --quiet {shlex.quote(s.install)}")
+    steps += [
+        " ".join(shlex.quote(c) for c in cmd),
+        f"echo {shlex.quote(BEGIN)}",
+        f"cat {out}",
+        f"echo {shlex.quote(END)}",
+    ]
+    script = "; ".join(steps)
     labels = {"app.kubernetes.io/name": "hetplan-profile", "app.kubernetes.io/managed-by": "hetplan"}
     volume: dict[str, Any] = (
         {"name": "profiles", "persistentVolumeClaim": {"claimName": s.pvc}}
@@ -105,7 +110,7 @@ def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
             "backoffLimit": 1,
             "ttlSecondsAfterFinished": 86400,
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": dict(labels)},
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {s.label_key: label_value},

@@ -145,8 +145,10 @@ def profile_notes(loaded: LoadedProfiles, candidates: list[str]) -> list[str]:
             f"{g.name}: measured figures from {where} replace the datasheet and efficiency priors: {figures}, "
             f"read {m.memory_read_gb_per_s:,.4g} GB/s"
         )
-        if prof.is_cpu:
+        if prof.is_cpu and prof.match.catalog_gpu is not None:
             text += f" - these are a CPU's figures, not a {g.name}'s: use such a plan only to test the pipeline"
+        elif prof.is_cpu:
+            text += " - a CPU registered as a new device type from its profile"
         notes.append(text)
     return notes
 
