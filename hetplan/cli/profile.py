@@ -145,9 +145,12 @@ def _emit_jobs(
 ) -> None:
     from hetplan.profiler.job import DEFAULT_IMAGE, JobSettings, build_jobs
 
+    settings_used: list[JobSettings] = []
+
     def work() -> dict[str, str]:
         settings = JobSettings(label_key, image or DEFAULT_IMAGE, install, namespace, gpus_per_job, quick, pvc=pvc)
         files = build_jobs(labels, settings)
+        settings_used.append(settings)
         if out is not None and not json_out:
             if out.exists() and not out.is_dir():
                 raise InputError(f"--out {out} is a file", fix="with --emit-job, --out is a folder")
@@ -159,9 +162,9 @@ def _emit_jobs(
 
     files = run_guarded(work)
     if json_out:
-        import yaml
+        from hetplan.profiler.job import build_job
 
-        typer.echo(to_json({name: yaml.safe_load(text) for name, text in files.items()}), nl=False)
+        typer.echo(to_json(dict(build_job(label, settings_used[0]) for label in labels)), nl=False)
         return
     if out is None:
         typer.echo("\n---\n".join(files.values()), nl=False)

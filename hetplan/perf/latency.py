@@ -73,7 +73,7 @@ class InstanceModel:
         prior = self.settings.for_gpu(self.gpu.name)
         if self.gpu.measured is None:
             return prior
-        return measured_efficiency(self.gpu, prior, compute_dtype(self.arch.weight_dtype))
+        return measured_efficiency(self.gpu, prior, compute_dtype(self.arch.weight_dtype), self.settings)
 
     @cached_property
     def peak_flops(self) -> float:

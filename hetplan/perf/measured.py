@@ -20,29 +20,19 @@ the ring formula's ``B_link`` being nccl-tests' bus bandwidth) and ``allreduce_l
 The two reference efficiencies are not measured on the A100 the priors came from (no such system was at hand):
 the defaults, 0.80 for a bf16 GEMM and 0.90 for a streaming read, are hetplan's assumption, in line with the
 ceilings quoted in hetplan's issue 3 for an H200 (about 790 of 989 dense TFLOP/s and 4.3 of 4.8 TB/s). Calibrate:
-run ``hetplan profile`` on the system your priors were fitted on and set ``reference_gemm_efficiency = measured
-bf16 / datasheet bf16`` and ``reference_memory_efficiency = measured read / datasheet bandwidth``.
+run ``hetplan profile`` on the system your priors were fitted on and set the :class:`PerfSettings` fields
+``reference_gemm_efficiency = measured bf16 / datasheet bf16`` and ``reference_memory_efficiency = measured read /
+datasheet bandwidth`` (and refit the priors on that system's latencies as ``settings.py`` describes).
 
 Source: hetplan's own reconstruction; DESIGN §2 ("efficiency priors, to be replaced by profiles").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from hetplan.catalog.schemas import GpuSpec
-from hetplan.perf.settings import GpuEfficiency
-
-
-@dataclass(frozen=True)
-class MeasuredReference:
-    """Kernel efficiencies (fraction of datasheet) assumed on the system the efficiency priors were fitted on."""
-
-    reference_gemm_efficiency: float = 0.80
-    reference_memory_efficiency: float = 0.90
-
-
-REFERENCE = MeasuredReference()
+from hetplan.perf.settings import GpuEfficiency, PerfSettings
 
 
 def _scaled(prior: float, measured_over_peak: float, reference: float) -> float:
@@ -50,7 +40,7 @@ def _scaled(prior: float, measured_over_peak: float, reference: float) -> float:
 
 
 def measured_efficiency(
-    gpu: GpuSpec, prior: GpuEfficiency, compute_dtype: str, reference: MeasuredReference = REFERENCE
+    gpu: GpuSpec, prior: GpuEfficiency, compute_dtype: str, settings: PerfSettings = PerfSettings()
 ) -> GpuEfficiency:
     """The efficiencies (against ``gpu``'s datasheet peaks) that make the model use ``gpu.measured``.
 
@@ -58,7 +48,8 @@ def measured_efficiency(
         gpu: a GPU with a ``measured`` block (returned unchanged otherwise).
         prior: the efficiency prior in force (default or a per-GPU override).
         compute_dtype: tensor-core dtype of the GEMMs (``bf16``, ``fp16``, ``fp8``, ``int8``).
-        reference: kernel efficiencies of the system the prior was fitted on.
+        settings: holds ``reference_gemm_efficiency`` / ``reference_memory_efficiency``, the kernel efficiencies
+            of the system the prior was fitted on.
 
     Returns:
         A :class:`GpuEfficiency` whose ``prefill_mfu``/``decode_mfu`` x datasheet TFLOPS equals measured TFLOPS x
@@ -79,13 +70,13 @@ def measured_efficiency(
         ratio = measured_tflops / peak_tflops
         eff = replace(
             eff,
-            prefill_mfu=_scaled(prior.prefill_mfu, ratio, reference.reference_gemm_efficiency),
-            decode_mfu=_scaled(prior.decode_mfu, ratio, reference.reference_gemm_efficiency),
+            prefill_mfu=_scaled(prior.prefill_mfu, ratio, settings.reference_gemm_efficiency),
+            decode_mfu=_scaled(prior.decode_mfu, ratio, settings.reference_gemm_efficiency),
         )
     eff = replace(
         eff,
         decode_mbu=_scaled(
-            prior.decode_mbu, m.memory_read_gb_per_s / gpu.hbm_gb_per_s, reference.reference_memory_efficiency
+            prior.decode_mbu, m.memory_read_gb_per_s / gpu.hbm_gb_per_s, settings.reference_memory_efficiency
         ),
     )
     if m.allreduce_bus_gb_per_s is not None and m.allreduce_gpus:

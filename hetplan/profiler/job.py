@@ -12,7 +12,8 @@ so it can be collected from the logs::
 With ``pvc`` the file is also kept on that PersistentVolumeClaim, mounted at ``/profiles``; otherwise
 ``/profiles`` is an ``emptyDir``. The catalog GPU name passed with ``--gpu`` comes from hetplan's label table
 (:data:`hetplan.emit.ir.DEFAULT_GPU_LABELS`) when the label value is in it; otherwise the pod matches the device
-name itself. Jobs are validated offline with kubernetes-validate (strict) before anything is written.
+name itself. Jobs are validated offline before anything is written, by :func:`hetplan.emit.validate.validate_files`
+(kubernetes-validate, strict, plus Kubernetes' name and label syntax).
 
 Source: hetplan's own reconstruction.
 """
@@ -24,10 +25,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-import kubernetes_validate
-
 from hetplan.emit.ir import DEFAULT_GPU_LABELS, check_label_value
-from hetplan.emit.validate import check_kubernetes_version
+from hetplan.emit.validate import check_kubernetes_version, validate_files
 from hetplan.errors import InputError
 from hetplan.io import to_yaml
 
@@ -137,7 +136,7 @@ def build_jobs(label_values: list[str], s: JobSettings) -> dict[str, str]:
 
     Raises:
         InputError: no label, a bad label value, namespace or GPU count, duplicate labels, or a Job that fails
-            kubernetes-validate (a bug; the message names the field).
+            validation (a bug; the message names the field).
     """
     if not label_values:
         raise InputError("--emit-job needs GPU node labels", fix="pass --gpu-label VALUE for each GPU type")
@@ -152,12 +151,8 @@ def build_jobs(label_values: list[str], s: JobSettings) -> dict[str, str]:
         fname, job = build_job(value, s)
         if fname in files:
             raise InputError(f"--gpu-label {value} given twice", fix="give each GPU label once")
-        try:
-            kubernetes_validate.validate(job, s.kubernetes_version, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            where = ".".join(str(p) for p in exc.path) or "(root)"
-            raise InputError(
-                f"emitted Job {fname} is not valid", f"{where}: {exc.message}", "report this bug"
-            ) from None
         files[fname] = to_yaml(job)
+    report = validate_files(files, s.kubernetes_version)
+    if not report.ok:
+        raise InputError("an emitted Job is not valid", "; ".join(report.errors), "report this bug")
     return dict(sorted(files.items()))

@@ -58,3 +58,22 @@ def test_jobs_print_to_stdout_without_out():
     res = invoke("profile", "--emit-job", "--gpu-label", "NVIDIA-L4")
     assert res.exit_code == 0, res.output
     assert yaml.safe_load(res.stdout)["kind"] == "Job"
+
+
+def test_an_invalid_job_is_caught_before_writing(monkeypatch):
+    import pytest
+
+    from hetplan.errors import InputError
+    from hetplan.profiler import job as job_mod
+
+    real = job_mod.build_job
+
+    def broken(value, s):
+        name, obj = real(value, s)
+        obj["spec"]["template"]["spec"]["containers"][0]["resources"]["limitz"] = {}
+        return name, obj
+
+    monkeypatch.setattr(job_mod, "build_job", broken)
+    with pytest.raises(InputError) as exc:
+        build_jobs(["NVIDIA-L4"], JobSettings())
+    assert "limitz" in exc.value.why

@@ -14,12 +14,13 @@ from hetplan.catalog.schemas import GpuCatalog
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel
-from hetplan.perf.measured import REFERENCE
+from hetplan.perf.settings import PerfSettings
 from hetplan.profiler.profile_file import dump_profile, load_profile, load_profiles
 from tests.conftest import EXAMPLES
 from tests.profiler.helpers import make_profile, write_profile
 
 runner = CliRunner()
+SETTINGS = PerfSettings()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 
@@ -59,8 +60,8 @@ def test_reference_efficiencies_leave_the_model_unchanged():
     h100 = find_gpu("H100")
     peak = h100.dense_tflops("bf16")[0]
     same = make_profile(
-        bf16_tflops=peak * REFERENCE.reference_gemm_efficiency,
-        read_gb_per_s=h100.hbm_gb_per_s * REFERENCE.reference_memory_efficiency,
+        bf16_tflops=peak * SETTINGS.reference_gemm_efficiency,
+        read_gb_per_s=h100.hbm_gb_per_s * SETTINGS.reference_memory_efficiency,
     ).gpu
     a, b = _inst(h100), _inst(same)
     assert float(b.prefill_latency_s(4096)) == pytest.approx(float(a.prefill_latency_s(4096)), rel=1e-9)
@@ -71,8 +72,8 @@ def test_measured_figures_scale_compute_and_bandwidth_terms():
     h100 = find_gpu("H100")
     peak = h100.dense_tflops("bf16")[0]
     half = make_profile(
-        bf16_tflops=peak * REFERENCE.reference_gemm_efficiency / 2,
-        read_gb_per_s=h100.hbm_gb_per_s * REFERENCE.reference_memory_efficiency / 2,
+        bf16_tflops=peak * SETTINGS.reference_gemm_efficiency / 2,
+        read_gb_per_s=h100.hbm_gb_per_s * SETTINGS.reference_memory_efficiency / 2,
     ).gpu
     a, b = _inst(h100), _inst(half)
     # effective compute = measured x prior / reference: half the measured TFLOPS, half the effective
