@@ -31,7 +31,9 @@ def profile(
     ctx: typer.Context,
     device: str = typer.Option("cuda:0", "--device", "-d", help="cuda, cuda:N or cpu (cpu: small sizes, a test)."),
     quick: bool = typer.Option(False, "--quick", help="Fewer shapes and repeats (about a minute on a GPU)."),
-    out: Path = typer.Option(None, "--out", "-o", help="Write the profile here (YAML; JSON for *.json)."),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Write the profile here (YAML; JSON for *.json); with --emit-job, a folder."
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     json_out: bool = typer.Option(False, "--json", help="Print the profile as JSON on stdout."),
     model: str = typer.Option("Llama-3-8B", "--model", "-m", help="Model whose weight shapes the GEMMs use."),
@@ -88,6 +90,8 @@ def profile(
         render_profile(prof, Console())
     if out is not None:
         err_console.print(f"wrote {escape(str(out))}")
+    elif not json_out:
+        err_console.print("not saved: pass --out FILE to keep the profile (and its per-shape tables)")
 
 
 def _refuse_gpu_label() -> None:
@@ -145,12 +149,10 @@ def _emit_jobs(
 ) -> None:
     from hetplan.profiler.job import DEFAULT_IMAGE, JobSettings, build_jobs
 
-    settings_used: list[JobSettings] = []
+    settings = JobSettings(label_key, image or DEFAULT_IMAGE, install, namespace, gpus_per_job, quick, pvc=pvc)
 
     def work() -> dict[str, str]:
-        settings = JobSettings(label_key, image or DEFAULT_IMAGE, install, namespace, gpus_per_job, quick, pvc=pvc)
         files = build_jobs(labels, settings)
-        settings_used.append(settings)
         if out is not None and not json_out:
             if out.exists() and not out.is_dir():
                 raise InputError(f"--out {out} is a file", fix="with --emit-job, --out is a folder")
@@ -164,7 +166,7 @@ def _emit_jobs(
     if json_out:
         from hetplan.profiler.job import build_job
 
-        typer.echo(to_json(dict(build_job(label, settings_used[0]) for label in labels)), nl=False)
+        typer.echo(to_json(dict(build_job(label, settings) for label in labels)), nl=False)
         return
     if out is None:
         typer.echo("\n---\n".join(files.values()), nl=False)

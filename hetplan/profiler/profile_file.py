@@ -91,7 +91,7 @@ def dump_profile(prof: ProfileFile) -> str:
 
 @dataclass(frozen=True)
 class LoadedProfiles:
-    """Profiles read for a plan: the GPU entries to overlay on the catalog and one note per profile."""
+    """Profiles read for a plan: the GPU entries to overlay on the catalog and (file name, profile) pairs."""
 
     specs: tuple[GpuSpec, ...]
     files: tuple[tuple[str, ProfileFile], ...]
