@@ -6,7 +6,7 @@ Source: hetplan's own reconstruction (aiconfigurator-style CLI/API pairing).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,14 @@ import numpy as np
 from pydantic import ValidationError
 
 from hetplan import __version__
-from hetplan.catalog.loader import find_gpu, find_model, format_validation, load_gpus, load_user_prices
+from hetplan.catalog.loader import (
+    active_gpus,
+    find_gpu,
+    find_model,
+    format_validation,
+    gpu_overlay,
+    load_user_prices,
+)
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.emit.ir import EmitSettings
@@ -29,6 +36,9 @@ from hetplan.perf.latency import InstanceModel, compute_dtype
 from hetplan.perf.settings import PerfSettings
 from hetplan.planfile import load_plan
 from hetplan.planning import build_plan
+from hetplan.profiler.fit import DEFAULT_TOP_K, fit_doc, keep_pairs, load_fit
+from hetplan.profiler.fit import fit_ce as _fit_ce
+from hetplan.profiler.profile_file import load_profiles, profile_notes
 from hetplan.scenario import MAX_TP, Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
@@ -50,8 +60,9 @@ def estimate(
     weight_dtype: str = "bf16",
     kv_dtype: str = "bf16",
     settings: PerfSettings | None = None,
+    profiles: Sequence[Path] = (),
 ) -> Estimate:
-    """Latency, memory and throughput of one instance (``hetplan estimate``).
+    """Latency, memory and throughput of one instance (``hetplan estimate``); ``profiles`` as in :func:`plan`.
 
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
@@ -68,7 +79,10 @@ def estimate(
             f"use --tp {MAX_TP} or less (and --pp)",
         )
     arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
-    inst = InstanceModel(arch, find_gpu(gpu), tp, pp, settings or PerfSettings())
+    loaded = load_profiles(profiles) if profiles else None
+    with gpu_overlay(loaded.specs if loaded else ()):
+        spec = find_gpu(gpu)
+    inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings())
     ctx = prompt_tokens if context_tokens is None else context_tokens
     if ctx < 1:
         raise InputError(f"context_tokens must be >= 1, got {ctx}", fix="pass --context-tokens 1 or more")
@@ -157,7 +171,7 @@ def _candidate_gpus(
         return [find_gpu(g) for g in inventory]
     if user is not None:
         return list(dict.fromkeys(find_gpu(g) for g in user.usd_per_gpu_hour))
-    return list(load_gpus().gpus)
+    return list(active_gpus())
 
 
 def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
@@ -201,7 +215,7 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
                 + (" (plan with --weight-dtype fp16 to use it)" if gpu.fp16_dense_tflops else "")
             )
             continue
-        if estimated:
+        if estimated and gpu.measured is None:
             note = gpu.estimate_note or "no published value"
             gpu_warnings.append(
                 (gpu.name, f"{gpu.name}: {tflops:g} TFLOPS is an estimate, not a datasheet figure ({note})")
@@ -277,19 +291,66 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
 
 
 def plan(
-    scenario: Scenario, strategy: str = "cauchy", analysis: bool = True, progress: Callable[[str], None] | None = None
+    scenario: Scenario,
+    strategy: str = "cauchy",
+    analysis: bool = True,
+    progress: Callable[[str], None] | None = None,
+    profiles: Sequence[Path] = (),
+    prune_with: Path | None = None,
+    prune_top_k: int = DEFAULT_TOP_K,
 ) -> dict[str, Any]:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
     Returns the plan document (the ``--json`` output and the plan file), deterministic for equal inputs; see
     :mod:`hetplan.planning`. ``analysis`` adds price sensitivity and cost versus goodput (extra ILP solves).
+    ``profiles`` are ``hetplan profile`` files whose measured figures replace the datasheet and efficiency priors
+    of their GPUs (:mod:`hetplan.profiler.profile_file`; the plan lists them under ``scenario.profiles`` and says
+    what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
+    every homogeneous pair) are the only ones enumerated (:func:`hetplan.profiler.fit.keep_pairs`).
 
     Raises:
-        InputError: bad scenario fields. InfeasibleError: no plan meets the target (names the binding
-        constraint).
+        InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
+        the binding constraint).
     """
-    req, workload, warnings, gpu_warnings = build_request(scenario)
-    return build_plan(req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress)
+    loaded = load_profiles(profiles) if profiles else None
+    with gpu_overlay(loaded.specs if loaded else ()):
+        req, workload, warnings, gpu_warnings = build_request(scenario)
+        if loaded is not None:
+            warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
+        if prune_with is not None:
+            fit = load_fit(prune_with)
+            req = replace(req, keep_pairs=keep_pairs(fit.a1, fit.a2, req, prune_top_k))
+        doc = build_plan(req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress)
+    if loaded is not None:
+        doc["scenario"]["profiles"] = [
+            {
+                "file": name,
+                "gpu": prof.gpu.name,
+                "device_kind": prof.gpu.measured.device_kind if prof.gpu.measured else None,
+                "device_name": prof.gpu.measured.device_name if prof.gpu.measured else None,
+                "profiled_at": prof.gpu.measured.profiled_at if prof.gpu.measured else None,
+            }
+            for name, prof in loaded.files
+        ]
+    if prune_with is not None:
+        doc["scenario"]["prune_with"] = {"file": Path(prune_with).name, "top_k": prune_top_k}
+    return doc
+
+
+def fit_ce(scenario: Scenario, profiles: Sequence[Path] = ()) -> dict[str, Any]:
+    """Fit Cauchy's A1/A2 cost-efficiency model for ``scenario``'s workload and GPUs (``hetplan profile fit``);
+    returns the fit document (:func:`hetplan.profiler.fit.fit_doc`).
+
+    Raises:
+        InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
+        fits the model or meets the SLOs.
+    """
+    loaded = load_profiles(profiles) if profiles else None
+    with gpu_overlay(loaded.specs if loaded else ()):
+        req, workload, _, _ = build_request(scenario)
+        tokens = float(workload.prompt_tokens.mean() + workload.output_tokens.mean())
+        fit = _fit_ce(req, tokens)
+        return fit_doc(fit, req, workload.summary(), scenario.name)
 
 
 def emit(

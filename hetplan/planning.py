@@ -222,9 +222,7 @@ def build_plan(
         "instance_options": len(cands.options),
         "combos_enumerated": cands.enumerated,
         "combos_in_ilp": len(cands.combos),
-        "pruning": "exact (dominated combos removed)"
-        if cands.exact
-        else f"heuristic (over {req.max_ilp_combos} non-dominated combos; best tokens/USD kept)",
+        "pruning": _pruning_text(req, cands),
         "melange_buckets": len(planner.buckets),
         "melange_slices_per_bucket": 4,
     }
@@ -237,6 +235,19 @@ def build_plan(
     used = set(doc["gpus_used"]) | set(doc["homogeneous_baseline"].get("gpus_used", {}))
     doc["warnings"] = warnings + [text for name, text in gpu_warnings if name in used]
     return doc
+
+
+def _pruning_text(req: PlanRequest, cands: CandidateSet) -> str:
+    text = (
+        "exact (dominated combos removed)"
+        if cands.exact
+        else f"heuristic (over {req.max_ilp_combos} non-dominated combos; best tokens/USD kept)"
+    )
+    if req.keep_pairs is None:
+        return text
+    het = len(req.gpus) * (len(req.gpus) - 1)
+    kept = sum(1 for p, d in req.keep_pairs if p != d)
+    return f"A1/A2 fit kept {kept} of {het} heterogeneous GPU pairs and every homogeneous one (heuristic), then {text}"
 
 
 def _tokens(means: tuple[float, float], goodput: float, cost: float) -> tuple[float, float]:

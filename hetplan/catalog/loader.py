@@ -10,10 +10,13 @@ versioned, errors that end with how to fix them).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import functools
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -138,6 +141,30 @@ def load_models() -> ModelCatalog:
     return read_yaml_file(catalog_dir() / "models.yaml", ModelCatalog, "model catalog")
 
 
+_GPU_OVERLAY: contextvars.ContextVar[tuple[GpuSpec, ...]] = contextvars.ContextVar("gpu_overlay", default=())
+
+
+@contextlib.contextmanager
+def gpu_overlay(specs: tuple[GpuSpec, ...]) -> Iterator[None]:
+    """Within the block, :func:`active_gpus` (and so :func:`find_gpu`) sees ``specs`` in place of the catalog
+    entries of the same name, and any new names added after them: how ``--profile`` files take effect."""
+    token = _GPU_OVERLAY.set(tuple(specs))
+    try:
+        yield
+    finally:
+        _GPU_OVERLAY.reset(token)
+
+
+def active_gpus() -> tuple[GpuSpec, ...]:
+    """The GPU catalog with the current :func:`gpu_overlay` applied (profiled GPUs replace their entries)."""
+    overlay = {g.name: g for g in _GPU_OVERLAY.get()}
+    if not overlay:
+        return load_gpus().gpus
+    base = load_gpus().gpus
+    known = {g.name for g in base}
+    return tuple(overlay.get(g.name, g) for g in base) + tuple(g for g in overlay.values() if g.name not in known)
+
+
 def _norm(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
@@ -156,7 +183,7 @@ def find_gpu(name: str, gpus: tuple[GpuSpec, ...] | None = None) -> GpuSpec:
     Raises:
         InputError: unknown name, with suggestions.
     """
-    gpus = gpus if gpus is not None else load_gpus().gpus
+    gpus = gpus if gpus is not None else active_gpus()
     wanted = _norm(name)
     for gpu in gpus:
         if wanted == _norm(gpu.name) or any(wanted == _norm(a) for a in gpu.aliases):

@@ -20,6 +20,56 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+class GpuMeasured(_Record):
+    """What ``hetplan profile`` measured on one device (see ``hetplan/profiler/``); the full per-shape tables stay
+    in the profile file. When a :class:`GpuSpec` carries this block the performance model uses it in place of the
+    datasheet peaks and the efficiency priors (:func:`hetplan.perf.measured.measured_efficiency`).
+
+    ``gemm_tflops`` maps a dtype (``bf16``, ``fp16``, ``fp8``, ``tf32``, ``fp32``) to the best median TFLOP/s over
+    the prefill-like GEMM shapes; ``memory_read_gb_per_s`` is a read-heavy kernel's bandwidth (what decode does)
+    and ``memory_copy_gb_per_s`` a device copy's (bytes read + written per second), both GB/s = 1e9 bytes/s;
+    ``allreduce_bus_gb_per_s`` / ``allreduce_latency_s`` the NCCL all-reduce bus bandwidth (large messages) and
+    latency (smallest message) over ``allreduce_gpus`` GPUs, when measured. ``device_kind`` ``cpu`` marks a
+    profile taken on a CPU (a test of the tool, not a GPU measurement)."""
+
+    device_kind: Literal["cuda", "cpu"]
+    device_name: str
+    gemm_tflops: dict[str, float] = Field(min_length=1)
+    memory_read_gb_per_s: float = Field(gt=0)
+    memory_copy_gb_per_s: float = Field(gt=0)
+    host_to_device_gb_per_s: float | None = Field(default=None, gt=0)
+    allreduce_bus_gb_per_s: float | None = Field(default=None, gt=0)
+    allreduce_latency_s: float | None = Field(default=None, gt=0)
+    allreduce_gpus: int | None = Field(default=None, ge=2)
+    profiled_at: str = ""
+    profile_source: str = ""
+
+    def __hash__(self) -> int:  # frozen records are hashable; the dict field needs a stable stand-in
+        return hash(self.model_dump_json())
+
+    @model_validator(mode="after")
+    def _positive(self) -> GpuMeasured:
+        for dtype, value in self.gemm_tflops.items():
+            if not value > 0:
+                raise ValueError(f"gemm_tflops.{dtype} must be > 0, got {value}")
+        return self
+
+    def tflops(self, dtype: str) -> float | None:
+        """Measured TFLOP/s for the compute dtype ``dtype`` with the datasheet's fallbacks: fp8/int8/int4 fall
+        back to bf16 then fp16 (as :meth:`GpuSpec.dense_tflops`), bf16 <-> fp16; ``None`` when nothing fits."""
+        chain = {
+            "bf16": ("bf16", "fp16"),
+            "fp16": ("fp16", "bf16"),
+            "fp8": ("fp8", "bf16", "fp16"),
+            "int8": ("int8", "bf16", "fp16"),
+            "int4": ("bf16", "fp16"),
+        }.get(dtype, (dtype,))
+        for name in chain:
+            if name in self.gemm_tflops:
+                return float(self.gemm_tflops[name])
+        return None
+
+
 class GpuSpec(_Record):
     """One accelerator. Compute figures are dense (never sparse) peak TFLOPS per dtype; ``hbm_gib`` is the
     device memory in GiB (HBM or GDDR), ``hbm_gb_per_s`` its bandwidth in GB/s (1e9 bytes/s),
@@ -47,6 +97,7 @@ class GpuSpec(_Record):
     notes: str = ""
     source_url: str | None = None
     crosscheck_url: str | None = None
+    measured: GpuMeasured | None = None
 
     def dense_tflops(self, dtype: str) -> tuple[float, bool]:
         """Peak dense TFLOPS for ``dtype`` (``bf16``, ``fp16``, ``fp8``, ``int8``) and whether it is an

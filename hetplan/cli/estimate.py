@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -26,11 +27,24 @@ def estimate(
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="bf16, fp16, fp8, int8 or int4."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16, fp16 or fp8."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    profile_files: list[Path] = typer.Option(
+        None, "--profile", help="Profile file from 'hetplan profile': measured figures replace datasheet."
+    ),
 ) -> None:
     """Predict prefill and decode latency, KV capacity and throughput of one instance."""
     est = run_guarded(
         lambda: api.estimate(
-            model, gpu, tp, pp, batch, prompt_tokens, context_tokens, output_tokens, weight_dtype, kv_dtype
+            model,
+            gpu,
+            tp,
+            pp,
+            batch,
+            prompt_tokens,
+            context_tokens,
+            output_tokens,
+            weight_dtype,
+            kv_dtype,
+            profiles=list(profile_files or []),
         )
     )
     doc = asdict(est)

@@ -59,6 +59,7 @@ from hetplan.cli import catalog as _catalog  # noqa: E402,F401
 from hetplan.cli import emit as _emit  # noqa: E402,F401
 from hetplan.cli import estimate as _estimate  # noqa: E402,F401
 from hetplan.cli import plan as _plan  # noqa: E402,F401
+from hetplan.cli import profile as _profile  # noqa: E402,F401
 from hetplan.cli import report as _report  # noqa: E402,F401
 
 

@@ -183,6 +183,15 @@ def plan(
     # --- Hetis (issue 7): --strategy hetis plans a fixed GPU pool; see hetplan/hetis_planning.py ---
     pool: Path = typer.Option(None, "--pool", help="With --strategy hetis: the GPU pool file (POOL.yaml)."),
     # --- end Hetis ---
+    # -- measured profiles and A1/A2 pruning (hetplan profile; docs/profile.md) --
+    profile_files: list[Path] = typer.Option(
+        None, "--profile", help="Profile file from 'hetplan profile' (repeat): measured figures replace datasheet."
+    ),
+    prune_with: Path = typer.Option(
+        None, "--prune-with", help="A1/A2 fit from 'hetplan profile fit': enumerate only its best GPU pairs."
+    ),
+    prune_top_k: int = typer.Option(6, "--prune-top-k", help="With --prune-with: heterogeneous GPU pairs kept."),
+    # -- end of profile options --
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
 
@@ -222,6 +231,13 @@ def plan(
         if strategy.lower() == "hetis" or pool is not None:
             from hetplan.cli.hetis_render import hetis_work
 
+            if profile_files or prune_with is not None:
+                raise InputError(
+                    "--profile and --prune-with do not apply to --strategy hetis",
+                    "a Hetis plan reads measured figures from the pool file",
+                    "drop them, and put measured TFLOPS/GB/s in the pool file's GPU entries",
+                )
+
             return hetis_work(scenario, strategy, pool, out, force, emit_dir)
         # --- end Hetis ---
         if emit_dir is not None and not force and (emit_dir / "manifest.json").exists():
@@ -232,7 +248,15 @@ def plan(
             )
         start = time.perf_counter()
         with err_console.status("planning", spinner="dots") as status:
-            doc = api.plan(scenario, strategy.lower(), analysis, progress=lambda text: status.update(text))
+            doc = api.plan(
+                scenario,
+                strategy.lower(),
+                analysis,
+                progress=lambda text: status.update(text),
+                profiles=list(profile_files or []),
+                prune_with=prune_with,
+                prune_top_k=prune_top_k,
+            )
         elapsed = time.perf_counter() - start
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)

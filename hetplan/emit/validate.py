@@ -36,7 +36,7 @@ CUSTOM_SCHEMAS: dict[tuple[str, str], str] = {
     ("nvidia.com/v1beta1", "DynamoGraphDeployment"): "nvidia.com/dynamographdeployment_v1beta1.json",
     ("nvidia.com/v1alpha1", "DynamoGraphDeployment"): "nvidia.com/dynamographdeployment_v1alpha1.json",
 }
-CORE_API_VERSIONS = ("v1", "apps/v1", "autoscaling/v2", "rbac.authorization.k8s.io/v1")
+CORE_API_VERSIONS = ("v1", "apps/v1", "autoscaling/v2", "rbac.authorization.k8s.io/v1", "batch/v1")
 
 NOT_CHECKED: tuple[str, ...] = (
     "admission webhooks of the controllers (LeaderWorkerSet, KEDA, Dynamo operator, inference extension) and "

@@ -27,6 +27,7 @@ import numpy as np
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError, OutOfMemoryError
 from hetplan.perf.arch import ModelArch
+from hetplan.perf.measured import measured_efficiency
 from hetplan.perf.settings import GpuEfficiency, PerfSettings
 from hetplan.units import GB, GIB, TERA
 
@@ -67,8 +68,12 @@ class InstanceModel:
     # -- constants ------------------------------------------------------------------------------------
     @cached_property
     def eff(self) -> GpuEfficiency:
-        """Efficiency prior in force for this GPU."""
-        return self.settings.for_gpu(self.gpu.name)
+        """Efficiency in force for this GPU: the prior (or the GPU's override), adjusted to the GPU's measured
+        figures when it carries a profile (see :mod:`hetplan.perf.measured`)."""
+        prior = self.settings.for_gpu(self.gpu.name)
+        if self.gpu.measured is None:
+            return prior
+        return measured_efficiency(self.gpu, prior, compute_dtype(self.arch.weight_dtype), self.settings)
 
     @cached_property
     def peak_flops(self) -> float:

@@ -14,6 +14,10 @@ Every constant that no paper pins down lives here with a default and a way to ca
 - ``allreduce_latency_s`` / ``link_efficiency``: α and the achieved fraction of the unidirectional datasheet
   link bandwidth in the ring all-reduce model ``2(t-1)·α + 2(t-1)/t · M / (η · B_link)``.
 
+- ``reference_gemm_efficiency`` / ``reference_memory_efficiency``: the kernel efficiencies (fraction of the
+  datasheet) assumed on the system the priors were fitted on; a profiled GPU's measured figures replace the
+  datasheet with these divided out of the priors (see ``measured.py``, which says how to calibrate them).
+
 Per-GPU overrides go in ``gpu_overrides`` (``(("H100-SXM", GpuEfficiency(...)),)``).
 
 Source: DESIGN §2 for the model shape; the defaults are hetplan's own calibration.
@@ -52,6 +56,8 @@ class PerfSettings:
         network_efficiency: achieved share of the NIC bandwidth for prefill->decode KV transfer.
         kv_transfer_base_latency_s: fixed latency per KV transfer (connection setup, NIXL handshake).
         pp_link_latency_s: latency per pipeline-stage hand-off.
+        reference_gemm_efficiency: bf16 GEMM TFLOP/s / datasheet assumed on the priors' reference system.
+        reference_memory_efficiency: streaming-read GB/s / datasheet assumed on the priors' reference system.
     """
 
     default: GpuEfficiency = field(default_factory=GpuEfficiency)
@@ -64,6 +70,8 @@ class PerfSettings:
     network_efficiency: float = 0.7
     kv_transfer_base_latency_s: float = 0.002
     pp_link_latency_s: float = 5e-5
+    reference_gemm_efficiency: float = 0.80
+    reference_memory_efficiency: float = 0.90
 
     def for_gpu(self, gpu_name: str) -> GpuEfficiency:
         """Efficiency for ``gpu_name``: its override if any, else the default prior."""

@@ -63,6 +63,8 @@ class PlanRequest:
         max_ilp_combos: cap on the ILP's size after exact (dominance) pruning; past it, the best by tokens/USD
             plus every homogeneous combo are kept and the plan says the pruning was heuristic.
         settings: performance-model settings.
+        keep_pairs: when set, only these (prefill GPU, decode GPU) type pairs are enumerated (``--prune-with``, an
+            A1/A2 fit: :func:`hetplan.profiler.fit.keep_pairs`); a heuristic, so the plan says so.
     """
 
     arch: ModelArch
@@ -79,6 +81,7 @@ class PlanRequest:
     max_ilp_combos: int = 20000
     settings: PerfSettings = PerfSettings()
     time_limit_s: float = 30.0
+    keep_pairs: frozenset[tuple[str, str]] | None = None
 
     @property
     def demand_req_per_s(self) -> float:
@@ -229,6 +232,8 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     for p in options:
         for d in options:
             if d.decode.rate_per_s <= 0:
+                continue
+            if req.keep_pairs is not None and (p.gpu.name, d.gpu.name) not in req.keep_pairs:
                 continue
             link = min(p.network_bytes_per_s, d.network_bytes_per_s)
             pc = pcap(p, link)

@@ -1,0 +1,72 @@
+"""Run ``hetplan profile --quick`` on a GPU and compare it with the issue-3 targets for an H200.
+
+Prints the wall time of the quick profile, bf16 GEMM TFLOP/s against the >= 700 target and device copy TB/s against
+the >= 4.0 target (about 790 TFLOP/s and 4.3 TB/s are the ceilings measured on such a card), every measured figure,
+and writes the profile file. Needs torch with CUDA, numpy, pyyaml and pydantic (not typer/rich/pulp: it calls the
+profiler directly, so a bare PyTorch environment with those three suffices).
+
+Usage: python benchmarks/profile_gpu.py [--device cuda:0] [--out profile.yaml] [--full]
+Exit status: 0 when both targets are met, 1 when one is missed, 3 when no CUDA GPU is visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BF16_TARGET_TFLOPS = 700.0
+COPY_TARGET_TB_PER_S = 4.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--out", type=Path, default=Path("profile-gpu.yaml"))
+    ap.add_argument("--full", action="store_true", help="the full profile instead of --quick")
+    args = ap.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        print(f"no CUDA GPU visible (torch {torch.__version__}, CUDA build {torch.version.cuda})", file=sys.stderr)
+        return 3
+    from hetplan.io import to_yaml
+    from hetplan.profiler.profile_file import dump_profile
+    from hetplan.profiler.run import ProfileRequest, run_profile
+
+    def tell(name: str, done: int, total: int) -> None:
+        print(f"[{done}/{total}] {name} ({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
+
+    quick = not args.full
+    start = time.perf_counter()
+    command = f"python benchmarks/profile_gpu.py --device {args.device}" + (" --full" if args.full else "")
+    prof = run_profile(ProfileRequest(args.device, quick, command=command), tell)
+    wall = time.perf_counter() - start
+    args.out.write_text(dump_profile(prof), encoding="utf-8")
+    m = prof.gpu.measured
+    assert m is not None
+    bf16 = m.gemm_tflops.get("bf16", 0.0)
+    copy_tb = m.memory_copy_gb_per_s / 1000
+    ok_bf16, ok_copy = bf16 >= BF16_TARGET_TFLOPS, copy_tb >= COPY_TARGET_TB_PER_S
+    print(f"device: {m.device_name} -> {prof.gpu.name} ({prof.match.how})")
+    print(f"profile: {'quick' if quick else 'full'}, {wall:.1f} s wall (including torch/CUDA start-up)")
+    print(f"bf16 GEMM: {bf16:,.1f} TFLOP/s (target >= {BF16_TARGET_TFLOPS:g}): {'PASS' if ok_bf16 else 'FAIL'}")
+    print(f"device copy: {copy_tb:.2f} TB/s (target >= {COPY_TARGET_TB_PER_S:g}): {'PASS' if ok_copy else 'FAIL'}")
+    print(to_yaml({"measured": m.model_dump(mode="json", exclude_none=True), "notes": prof.notes}), end="")
+    print(to_yaml({"efficiency_vs_datasheet": prof.efficiency_vs_datasheet, "provenance": prof.provenance}), end="")
+    best = {}
+    for row in prof.tables.get("gemm", []):
+        if row["tflops"] >= best.get(row["dtype"], {"tflops": 0})["tflops"]:
+            best[row["dtype"]] = row
+    for dtype, row in best.items():
+        print(f"best {dtype} shape: {row['m']}x{row['n']}x{row['k']} ({row['shape']}), spread {row['spread']:.1%}")
+    print(f"wrote {args.out}")
+    return 0 if ok_bf16 and ok_copy else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

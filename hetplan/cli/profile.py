@@ -1,0 +1,289 @@
+"""``hetplan profile``: measure a GPU (or the CPU), merge profiles into a catalog, emit profiling Jobs, fit A1/A2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from hetplan import api
+from hetplan.cli.main import app, err_console, run_guarded
+from hetplan.errors import InputError
+from hetplan.io import check_output, dump_for_path, to_json, write_atomic
+
+profile_app = typer.Typer(
+    no_args_is_help=False,
+    invoke_without_command=True,
+    help="Measure a GPU (GEMM TFLOP/s per dtype, memory and host bandwidth, attention, all-reduce) into a profile "
+    "file; 'merge' profiles into a catalog folder; 'fit' Cauchy's A1/A2 cost-efficiency model.",
+)
+app.add_typer(profile_app, name="profile")
+
+
+@profile_app.callback()
+def profile(
+    ctx: typer.Context,
+    device: str = typer.Option("cuda:0", "--device", "-d", help="cuda, cuda:N or cpu (cpu: small sizes, a test)."),
+    quick: bool = typer.Option(False, "--quick", help="Fewer shapes and repeats (about a minute on a GPU)."),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Write the profile here (YAML; JSON for *.json); with --emit-job, a folder."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+    json_out: bool = typer.Option(False, "--json", help="Print the profile as JSON on stdout."),
+    model: str = typer.Option("Llama-3-8B", "--model", "-m", help="Model whose weight shapes the GEMMs use."),
+    gpu: str = typer.Option(None, "--gpu", "-g", help="Catalog GPU to file the figures under (default: matched)."),
+    emit_job: bool = typer.Option(False, "--emit-job", help="Write Kubernetes Jobs that profile each --gpu-label."),
+    gpu_label: list[str] = typer.Option(None, "--gpu-label", help="With --emit-job: a GPU node label value (repeat)."),
+    label_key: str = typer.Option("nvidia.com/gpu.product", "--gpu-label-key", help="With --emit-job: label key."),
+    image: str = typer.Option(None, "--image", help="With --emit-job: image with CUDA torch (default PyTorch's)."),
+    install: str = typer.Option("hetplan", "--install", help="With --emit-job: pip requirement ('' = none)."),
+    namespace: str = typer.Option("default", "--namespace", help="With --emit-job: namespace of the Jobs."),
+    gpus_per_job: int = typer.Option(1, "--gpus-per-job", help="With --emit-job: GPUs per Job (2+: all-reduce)."),
+    pvc: str = typer.Option(None, "--pvc", help="With --emit-job: PersistentVolumeClaim that keeps the files."),
+) -> None:
+    """Measure one device and write its profile (see docs/profile.md).
+
+    Examples: hetplan profile --quick --out h200.yaml;  hetplan profile --device cpu --quick --out p.yaml;
+    hetplan profile --emit-job --gpu-label NVIDIA-H100-80GB-HBM3 --gpu-label NVIDIA-L4 --out jobs/
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if emit_job:
+        _emit_jobs(
+            gpu_label or [], out, force, json_out, label_key, image, install, namespace, gpus_per_job, pvc, quick
+        )
+        return
+    if gpu_label:
+        run_guarded(_refuse_gpu_label)
+    from hetplan.profiler.profile_file import dump_profile
+    from hetplan.profiler.run import ProfileRequest, run_profile
+
+    def work() -> Any:
+        if out is not None:
+            check_output(out, force)
+        command = f"hetplan profile --device {device}{' --quick' if quick else ''} --model {model}"
+        req = ProfileRequest(device, quick, model, gpu, command + (f" --gpu {gpu}" if gpu else ""))
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err_console, transient=True
+        ) as bar:
+            task = bar.add_task("starting", total=None)
+
+            def tell(name: str, done: int, total: int) -> None:
+                bar.update(task, description=f"profiling: {name}", completed=done, total=total)
+
+            prof = run_profile(req, tell)
+        if out is not None:
+            text = to_json(prof.model_dump(mode="json")) if str(out).endswith(".json") else dump_profile(prof)
+            write_atomic(out, text, force=force)
+        return prof
+
+    prof = run_guarded(work)
+    if json_out:
+        typer.echo(to_json(prof.model_dump(mode="json")), nl=False)
+    else:
+        render_profile(prof, Console())
+    if out is not None:
+        err_console.print(f"wrote {escape(str(out))}")
+    elif not json_out:
+        err_console.print("not saved: pass --out FILE to keep the profile (and its per-shape tables)")
+
+
+def _refuse_gpu_label() -> None:
+    raise InputError("--gpu-label is for --emit-job", fix="add --emit-job, or drop --gpu-label")
+
+
+def render_profile(prof: Any, console: Console) -> None:
+    """Summary table of a profile: measured figures, datasheet, efficiency."""
+    g, m = prof.gpu, prof.gpu.measured
+    label = "CPU" if m.device_kind == "cpu" else "GPU"
+    console.print(
+        f"[bold]{escape(m.device_name)}[/] ({label}) -> {escape(g.name)} ({escape(prof.match.how)})", highlight=False
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("figure", "measured", "datasheet", "measured / datasheet"):
+        table.add_column(col, justify="left" if col == "figure" else "right")
+    matched = prof.match.catalog_gpu is not None
+    for dtype, value in sorted(m.gemm_tflops.items()):
+        eff = prof.efficiency_vs_datasheet.get(dtype)
+        sheet = ""
+        if matched and eff:
+            peak = g.dense_tflops("bf16" if dtype == "tf32" else dtype)[0]
+            sheet = f"{peak / 2 if dtype == 'tf32' else peak:,.4g}"
+        table.add_row(f"GEMM {dtype} TFLOP/s", f"{value:,.4g}", sheet, f"{eff:.1%}" if eff else "")
+    for key, value in (("read", m.memory_read_gb_per_s), ("copy", m.memory_copy_gb_per_s)):
+        eff = prof.efficiency_vs_datasheet.get(f"memory_{key}")
+        table.add_row(
+            f"memory {key} GB/s",
+            f"{value:,.4g}",
+            f"{g.hbm_gb_per_s:,.4g}" if matched else "",
+            f"{eff:.1%}" if eff else "",
+        )
+    if m.host_to_device_gb_per_s:
+        table.add_row("host -> device GB/s (pinned)", f"{m.host_to_device_gb_per_s:,.4g}", "", "")
+    if m.allreduce_bus_gb_per_s:
+        table.add_row(f"all-reduce bus GB/s ({m.allreduce_gpus} GPUs)", f"{m.allreduce_bus_gb_per_s:,.4g}", "", "")
+        table.add_row("all-reduce latency (smallest message)", f"{(m.allreduce_latency_s or 0) * 1e6:,.1f} us", "", "")
+    console.print(table)
+    for note in prof.notes:
+        console.print(f"note: {escape(note)}", highlight=False)
+
+
+def _emit_jobs(
+    labels: list[str],
+    out: Path | None,
+    force: bool,
+    json_out: bool,
+    label_key: str,
+    image: str | None,
+    install: str,
+    namespace: str,
+    gpus_per_job: int,
+    pvc: str | None,
+    quick: bool,
+) -> None:
+    from hetplan.profiler.job import DEFAULT_IMAGE, JobSettings, build_jobs
+
+    settings = JobSettings(label_key, image or DEFAULT_IMAGE, install, namespace, gpus_per_job, quick, pvc=pvc)
+
+    def work() -> dict[str, str]:
+        files = build_jobs(labels, settings)
+        if out is not None and not json_out:
+            if out.exists() and not out.is_dir():
+                raise InputError(f"--out {out} is a file", fix="with --emit-job, --out is a folder")
+            for name in files:
+                check_output(out / name, force)
+            for name, text in files.items():
+                write_atomic(out / name, text, force=force)
+        return files
+
+    files = run_guarded(work)
+    if json_out:
+        from hetplan.profiler.job import build_job
+
+        typer.echo(to_json(dict(build_job(label, settings) for label in labels)), nl=False)
+        return
+    if out is None:
+        typer.echo("\n---\n".join(files.values()), nl=False)
+        return
+    err_console.print(
+        f"wrote {len(files)} Job(s) to {escape(str(out))} (validated with kubernetes-validate, strict); "
+        f"collect each profile with: kubectl logs job/NAME | sed -n '/^# hetplan-profile-begin/,"
+        f"/^# hetplan-profile-end/p' | sed '1d;$d' > NAME.yaml"
+    )
+
+
+@profile_app.command("merge")
+def merge(
+    profiles: list[Path] = typer.Argument(..., help="Profile files (one per GPU type)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Catalog folder to write (gpus, prices, models YAML)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite files in --out."),
+) -> None:
+    """Combine profiles into a catalog folder; use it with HETPLAN_CATALOG_DIR=FOLDER hetplan plan ..."""
+    from hetplan.profiler.profile_file import merge_profiles
+
+    written = run_guarded(lambda: merge_profiles(list(profiles), out, force))
+    err_console.print(
+        f"wrote {len(written)} files to {escape(str(out))}; plan with it: HETPLAN_CATALOG_DIR={escape(str(out))} "
+        "hetplan plan ..."
+    )
+
+
+@profile_app.command("fit")
+def fit(
+    scenario_file: Path = typer.Argument(None, help="Scenario YAML (flags override its fields).", show_default=False),
+    model: str = typer.Option(None, "--model", "-m", help="Catalog model name or config.json path."),
+    workload: Path = typer.Option(None, "--workload", "-w", help="Trace: Azure CSV, Mooncake JSONL or length CSV."),
+    synthetic: str = typer.Option(
+        None, "--synthetic", help="Synthetic class: long-input-short-output, balanced, short-input-long-output."
+    ),
+    rate: float = typer.Option(None, "--rate", help="Arrival rate, req/s (synthetic or length-only workloads)."),
+    gpus: str = typer.Option(None, "--gpus", help="GPU types to fit over, comma-separated."),
+    cloud: str = typer.Option(None, "--cloud", help="Take prices from this cloud."),
+    prices: Path = typer.Option(None, "--prices", help="Price file overriding catalog prices."),
+    ttft: str = typer.Option(None, "--ttft", help="TTFT SLO with a unit (default 2s)."),
+    tpot: str = typer.Option(None, "--tpot", help="TPOT SLO with a unit (default 100ms)."),
+    tp: str = typer.Option(None, "--tp", help="TP degrees to consider, e.g. 1,2,4,8."),
+    profile_files: list[Path] = typer.Option(None, "--profile", help="Profile file(s) with measured figures."),
+    out: Path = typer.Option(None, "--out", "-o", help="Save the fit (YAML, or JSON for *.json)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+    json_out: bool = typer.Option(False, "--json", help="Print the fit as JSON on stdout."),
+) -> None:
+    """Fit CE ~ A1*F_p/price_p + A2*B_d/price_d over every GPU pair (DESIGN 3.1) and rank prefill/decode GPUs.
+
+    Example: hetplan profile fit --model Llama-3-70B --synthetic long-input-short-output --gpus H100,A100-80GB,L40S
+    """
+    from hetplan.cli.plan import _split, _tp_list, build_scenario
+
+    def work() -> dict[str, Any]:
+        overrides: dict[str, Any] = {
+            "model": model,
+            "workload_path": workload,
+            "synthetic": synthetic,
+            "rate": rate if rate is not None or synthetic is None else 1.0,
+            "ttft": ttft,
+            "tpot": tpot,
+            "gpus": _split(gpus, "--gpus", "H100,L4") if gpus is not None else None,
+            "cloud": cloud,
+            "prices": prices,
+            "tp": _tp_list(tp) if tp is not None else None,
+            "goodput_req_per_s": None if scenario_file is not None else 1.0,
+        }
+        scenario = build_scenario(scenario_file, overrides)
+        if out is not None:
+            check_output(out, force)
+        with err_console.status("fitting A1/A2 over every GPU pair", spinner="dots"):
+            doc = api.fit_ce(scenario, list(profile_files or []))
+        if out is not None:
+            write_atomic(out, dump_for_path(out, doc), force=force)
+        return doc
+
+    doc = run_guarded(work)
+    if json_out:
+        typer.echo(to_json(doc), nl=False)
+    else:
+        render_fit(doc, Console())
+    if out is not None:
+        err_console.print(f"wrote {escape(str(out))}; plan with it: hetplan plan ... --prune-with {escape(str(out))}")
+
+
+def render_fit(doc: dict[str, Any], console: Console) -> None:
+    """A1, A2, goodness of fit, the relative-advantage ranking and the pairs."""
+    ratio = doc["a1_over_a2"]
+    wl = doc["workload"]
+    console.print(
+        f"[bold]A1/A2 fit[/] for {escape(doc['model'])}, workload {escape(doc['workload']['name'])} "
+        f"(mean prompt {wl['prompt_tokens_mean']:,.0f}, output {wl['output_tokens_mean']:,.0f} "
+        f"tokens)\n  A1 = {doc['a1']:,.6g} ({doc['units']['a1']})\n  A2 = {doc['a2']:,.6g} ({doc['units']['a2']})\n"
+        f"  A1/A2 = {'-' if ratio is None else f'{ratio:,.4g}'}   R² = {doc['r2']:.4f}   "
+        f"Spearman (fitted vs full model) = {doc['spearman']:.4f}   pairs fitted: {len(doc['pairs'])}",
+        highlight=False,
+    )
+    rank = doc["ranking"]
+    table = Table(title="Relative advantage (best first)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("#", "prefill GPU", "TFLOP/s per $/h", "decode GPU", "GB/s per $/h"):
+        table.add_column(col, justify="right" if "per" in col or col == "#" else "left")
+    for i, (p, d) in enumerate(zip(rank["prefill"], rank["decode"], strict=True), 1):
+        table.add_row(
+            str(i), p["gpu"], f"{p['tflops_per_usd_hour']:,.4g}", d["gpu"], f"{d['gb_per_s_per_usd_hour']:,.4g}"
+        )
+    console.print(table)
+    pairs = Table(title="GPU pairs: full model vs fit (tokens/USD)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("prefill -> decode", "full model", "fitted"):
+        pairs.add_column(col, justify="left" if col.startswith("prefill") else "right")
+    for row in doc["pairs"][:12]:
+        pairs.add_row(
+            f"{row['prefill_gpu']} -> {row['decode_gpu']}",
+            f"{row['tokens_per_usd']:,.0f}",
+            f"{row['fitted_tokens_per_usd']:,.0f}",
+        )
+    console.print(pairs)
+    if len(doc["pairs"]) > 12:
+        console.print(f"... {len(doc['pairs']) - 12} more pairs (--json for all)")
+    if doc["left_out"]:
+        console.print(f"left out (no feasible combo): {escape(', '.join(doc['left_out']))}", highlight=False)

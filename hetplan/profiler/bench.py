@@ -1,0 +1,277 @@
+"""Microbenchmarks behind ``hetplan profile`` (PyTorch, imported inside the functions).
+
+Each benchmark builds its tensors once, warms up, picks how many back-to-back calls make one sample (so one sample
+lasts at least ``min_sample_s`` and launch gaps do not dominate small kernels), then takes ``repeats`` samples.
+On CUDA a sample is timed with CUDA events around the calls; on the CPU with ``time.perf_counter``. Every result
+carries the median, the p10/p90 spread and the number of samples; throughputs are computed from the median.
+
+- GEMM (``torch.matmul``; fp8 through ``torch._scaled_mm`` on compute capability >= 8.9): TFLOP/s = 2·M·N·K / t
+  over prefill-like shapes (M = thousands of tokens against the model's weight shapes, plus one square shape) and
+  decode-like shapes (M = 1...256), whose achieved GB/s (A, B and C bytes / t) is recorded too.
+- Memory: a device copy (GB/s = 2 x bytes / t, read + write) and a read-heavy reduction (``torch.sum``, bytes / t)
+  on buffers well past the last-level cache.
+- Attention (``scaled_dot_product_attention``, GQA as the model has it): causal prefill over several prompt
+  lengths (TFLOP/s with the causal half counted) and one-token decode against growing KV lengths (KV GB/s).
+- Host <-> device: pinned-memory copies, GB/s (CUDA only).
+
+Sizes: :data:`SIZES` (``cuda``/``cuda-quick`` for GPUs, ``cpu``/``cpu-quick`` so the same code runs in seconds on a
+CPU, whose results are labelled as CPU figures).
+
+Source: hetplan's own reconstruction; DESIGN §2 (what the roofline needs) and issue 3.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hetplan.errors import InputError
+
+TORCH_FIX = 'pip install "hetplan[profile]" (or pip install torch==2.13.0 for the CPU build)'
+
+
+def require_torch() -> Any:
+    """Import torch, or raise :class:`InputError` saying how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise InputError(
+            "hetplan profile needs PyTorch", "torch is not installed in this environment", TORCH_FIX
+        ) from None
+    return torch
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Problem sizes of one profiling mode (see :data:`SIZES`)."""
+
+    prefill_m: tuple[int, ...]
+    decode_m: tuple[int, ...]
+    shape_divisor: int
+    square: int
+    memory_bytes: int
+    attention_prefill_tokens: tuple[int, ...]
+    attention_decode_kv_tokens: tuple[int, ...]
+    attention_decode_batch: int
+    host_bytes: int
+    allreduce_bytes: tuple[int, ...]
+    warmup: int
+    repeats: int
+    min_sample_s: float
+    dtypes: tuple[str, ...]
+
+
+MIB = 1 << 20
+SIZES: dict[str, Sizes] = {
+    "cuda": Sizes(
+        (2048, 4096, 8192),
+        (1, 8, 32, 64, 128, 256),
+        1,
+        8192,
+        4096 * MIB,
+        (1024, 4096, 16384),
+        (1024, 4096, 16384, 65536),
+        16,
+        1024 * MIB,
+        tuple(8 << (2 * i) for i in range(13)),
+        5,
+        20,
+        2e-3,
+        ("bf16", "fp16", "fp8", "tf32", "fp32"),
+    ),
+    "cuda-quick": Sizes(
+        (4096, 8192),
+        (1, 16, 64, 256),
+        1,
+        8192,
+        2048 * MIB,
+        (2048, 8192),
+        (2048, 16384),
+        16,
+        512 * MIB,
+        (8, 64 * 1024, MIB, 16 * MIB, 128 * MIB),
+        3,
+        10,
+        1e-3,
+        ("bf16", "fp16", "fp8", "tf32"),
+    ),
+    "cpu": Sizes(
+        (256, 512),
+        (1, 8, 32),
+        8,
+        512,
+        128 * MIB,
+        (256, 512),
+        (512, 2048),
+        2,
+        0,
+        (),
+        2,
+        5,
+        2e-3,
+        ("bf16", "fp16", "fp32"),
+    ),
+    "cpu-quick": Sizes((128,), (1, 16), 16, 256, 32 * MIB, (128,), (256,), 1, 0, (), 1, 3, 1e-3, ("bf16", "fp32")),
+}
+
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4, "fp32": 4}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: median and spread over ``repeats`` samples of ``calls`` back-to-back calls each."""
+
+    median_s: float
+    p10_s: float
+    p90_s: float
+    repeats: int
+    calls: int
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median."""
+        return (self.p90_s - self.p10_s) / self.median_s if self.median_s > 0 else 0.0
+
+    def row(self) -> dict[str, Any]:
+        """Table cells of the timing."""
+        return {
+            "median_s": float(f"{self.median_s:.4g}"),
+            "spread": round(self.spread, 4),
+            "repeats": self.repeats,
+            "calls_per_sample": self.calls,
+        }
+
+
+class Bench:
+    """Timing and tensor helpers on one device (``cuda:N`` or ``cpu``)."""
+
+    def __init__(self, device: str, sizes: Sizes) -> None:
+        self.torch = require_torch()
+        self.device = self.torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self.sizes = sizes
+
+    def sync(self) -> None:
+        """Wait for queued device work."""
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def time(self, fn: Callable[[], Any]) -> Timing:
+        """Warm up ``fn``, size a sample to ``min_sample_s``, then time ``repeats`` samples (see module doc)."""
+        s = self.sizes
+        for _ in range(max(s.warmup, 1)):
+            fn()
+        self.sync()
+        start = time.perf_counter()
+        fn()
+        self.sync()
+        one = max(time.perf_counter() - start, 1e-7)
+        calls = int(min(max(math.ceil(s.min_sample_s / one), 1), 1000))
+        samples = []
+        for _ in range(s.repeats):
+            if self.cuda:
+                begin = self.torch.cuda.Event(enable_timing=True)
+                end = self.torch.cuda.Event(enable_timing=True)
+                begin.record()
+                for _ in range(calls):
+                    fn()
+                end.record()
+                end.synchronize()
+                samples.append(begin.elapsed_time(end) / 1e3 / calls)
+            else:
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                samples.append((time.perf_counter() - t0) / calls)
+        arr = np.asarray(samples)
+        return Timing(
+            float(np.median(arr)), float(np.percentile(arr, 10)), float(np.percentile(arr, 90)), len(samples), calls
+        )
+
+    def dtype(self, name: str) -> Any:
+        """torch dtype of a GEMM dtype name (tf32 computes on fp32 tensors)."""
+        t = self.torch
+        return {"bf16": t.bfloat16, "fp16": t.float16, "tf32": t.float32, "fp32": t.float32}[name]
+
+    def supports_fp8(self) -> str | None:
+        """``None`` when fp8 GEMMs can run here, else why not."""
+        t = self.torch
+        if not self.cuda:
+            return "fp8 GEMMs need a CUDA GPU of compute capability 8.9 or newer"
+        major, minor = t.cuda.get_device_capability(self.device)
+        if (major, minor) < (8, 9):
+            return f"compute capability {major}.{minor} has no fp8 tensor cores (needs 8.9+)"
+        if not hasattr(t, "_scaled_mm") or not hasattr(t, "float8_e4m3fn"):
+            return f"torch {t.__version__} has no torch._scaled_mm"
+        return None
+
+    # -- GEMM ---------------------------------------------------------------------------------------------
+    def gemm(self, dtype: str, m: int, n: int, k: int) -> Timing:
+        """Time one ``(m x k) @ (k x n)`` GEMM in ``dtype`` (``fp8``: e4m3 inputs, bf16 output, unit scales)."""
+        t = self.torch
+        gen = t.Generator(device=self.device).manual_seed(0)
+        if dtype == "fp8":
+            a = t.randn(m, k, device=self.device, generator=gen).to(t.float8_e4m3fn)
+            b = t.randn(n, k, device=self.device, generator=gen).to(t.float8_e4m3fn).t()  # column-major (k x n)
+            one = t.ones((), device=self.device)
+
+            def run() -> Any:
+                return t._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=t.bfloat16)
+
+            return self.time(run)
+        dt = self.dtype(dtype)
+        a = t.randn(m, k, device=self.device, generator=gen).to(dt)
+        b = t.randn(k, n, device=self.device, generator=gen).to(dt)
+        c = t.empty(m, n, device=self.device, dtype=dt)
+        previous = t.backends.cuda.matmul.allow_tf32
+        t.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        try:
+            return self.time(lambda: t.matmul(a, b, out=c))
+        finally:
+            t.backends.cuda.matmul.allow_tf32 = previous
+
+    # -- memory -------------------------------------------------------------------------------------------
+    def memory(self) -> dict[str, Timing]:
+        """Device copy and read-only reduction over ``memory_bytes`` float32 buffers."""
+        t = self.torch
+        n = self.sizes.memory_bytes // 4
+        src = t.ones(n, device=self.device, dtype=t.float32)
+        dst = t.empty_like(src)
+        return {"copy": self.time(lambda: dst.copy_(src)), "read": self.time(lambda: t.sum(src))}
+
+    # -- attention ----------------------------------------------------------------------------------------
+    def attention(self, batch: int, q_tokens: int, kv_tokens: int, heads: int, kv_heads: int, head_dim: int) -> Timing:
+        """Time ``scaled_dot_product_attention`` in bf16: causal when ``q_tokens == kv_tokens`` (prefill), else
+        ``q_tokens`` queries against ``kv_tokens`` keys (decode). GQA runs natively where torch supports it
+        (``enable_gqa``), else K/V are expanded to the query heads before timing."""
+        t = self.torch
+        f = t.nn.functional
+        gen = t.Generator(device=self.device).manual_seed(0)
+        q = t.randn(batch, heads, q_tokens, head_dim, device=self.device, generator=gen, dtype=t.bfloat16)
+        k = t.randn(batch, kv_heads, kv_tokens, head_dim, device=self.device, generator=gen, dtype=t.bfloat16)
+        v = t.randn(batch, kv_heads, kv_tokens, head_dim, device=self.device, generator=gen, dtype=t.bfloat16)
+        causal = q_tokens == kv_tokens
+        try:
+            f.scaled_dot_product_attention(q[:, :, :1], k[:, :, :1], v[:, :, :1], enable_gqa=True)
+            return self.time(lambda: f.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True))
+        except TypeError:  # torch < 2.5: no enable_gqa
+            rep = heads // kv_heads
+            k2, v2 = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+            return self.time(lambda: f.scaled_dot_product_attention(q, k2, v2, is_causal=causal))
+
+    # -- host <-> device ----------------------------------------------------------------------------------
+    def host_copies(self) -> dict[str, Timing]:
+        """Pinned host -> device and device -> host copies of ``host_bytes`` (CUDA only)."""
+        t = self.torch
+        n = self.sizes.host_bytes
+        host = t.empty(n, dtype=t.uint8, pin_memory=True)
+        dev = t.empty(n, dtype=t.uint8, device=self.device)
+        return {
+            "host_to_device": self.time(lambda: dev.copy_(host, non_blocking=True)),
+            "device_to_host": self.time(lambda: host.copy_(dev, non_blocking=True)),
+        }

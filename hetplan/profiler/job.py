@@ -1,0 +1,158 @@
+"""Kubernetes Jobs that profile every GPU type of a cluster (``hetplan profile --emit-job``).
+
+One ``batch/v1`` Job per GPU node label value: a node selector on the label (``nvidia.com/gpu.product`` by default,
+the key NVIDIA GPU feature discovery sets), a ``nvidia.com/gpu`` request of ``gpus`` GPUs (2 or more also measures
+the NCCL all-reduce), and a container that installs hetplan when asked (``install``), runs ``hetplan profile
+--device cuda:0 [--quick] [--gpu NAME] --out /profiles/<gpu>.yaml`` and prints the file between two marker lines,
+so it can be collected from the logs::
+
+    kubectl logs job/hetplan-profile-nvidia-h100-80gb-hbm3 \\
+      | sed -n '/^# hetplan-profile-begin/,/^# hetplan-profile-end/p' | sed '1d;$d' > h100.yaml
+
+With ``pvc`` the file is also kept on that PersistentVolumeClaim, mounted at ``/profiles``; otherwise
+``/profiles`` is an ``emptyDir``. The catalog GPU name passed with ``--gpu`` comes from hetplan's label table
+(:data:`hetplan.emit.ir.DEFAULT_GPU_LABELS`) when the label value is in it; otherwise the pod matches the device
+name itself. Jobs are validated offline before anything is written, by :func:`hetplan.emit.validate.validate_files`
+(kubernetes-validate, strict, plus Kubernetes' name and label syntax).
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from hetplan.emit.ir import DEFAULT_GPU_LABELS, check_label_value
+from hetplan.emit.validate import check_kubernetes_version, validate_files
+from hetplan.errors import InputError
+from hetplan.io import to_yaml
+
+DEFAULT_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+BEGIN = "# hetplan-profile-begin"
+END = "# hetplan-profile-end"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """What the Jobs need besides the labels.
+
+    Attributes:
+        label_key: node label that selects a GPU type.
+        image: container image with a CUDA build of torch (the default is PyTorch's runtime image).
+        install: pip requirement installed before profiling (``""``: the image already has hetplan).
+        namespace: namespace of the Jobs.
+        gpus: GPUs requested per Job (2+ also measures the all-reduce).
+        quick: profile with ``--quick``.
+        model: model whose weight shapes the GEMMs use.
+        pvc: PersistentVolumeClaim to keep the files on (mounted at ``/profiles``), or ``None``.
+        kubernetes_version: schema version for validation.
+    """
+
+    label_key: str = "nvidia.com/gpu.product"
+    image: str = DEFAULT_IMAGE
+    install: str = "hetplan"
+    namespace: str = "default"
+    gpus: int = 1
+    quick: bool = True
+    model: str = "Llama-3-8B"
+    pvc: str | None = None
+    kubernetes_version: str = "1.33"
+
+
+def _dns(text: str) -> str:
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
+
+
+def catalog_name_for(label_value: str) -> str | None:
+    """Catalog GPU whose default node label value is ``label_value`` (case-insensitive), else ``None``."""
+    for name, value in sorted(DEFAULT_GPU_LABELS.items()):
+        if value.lower() == label_value.lower():
+            return name
+    return None
+
+
+def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
+    """(file name, Job object) for one GPU label value."""
+    gpu = catalog_name_for(label_value)
+    stem = _dns(gpu or label_value)[:40].strip("-") or "gpu"
+    name = f"hetplan-profile-{_dns(label_value)}"[:63].rstrip("-")
+    out = f"/profiles/{stem}.yaml"
+    cmd = ["hetplan", "profile", "--device", "cuda:0", "--model", s.model, "--out", out, "--force"]
+    if s.quick:
+        cmd.append("--quick")
+    if gpu:
+        cmd += ["--gpu", gpu]
+    steps = ["set -e"]
+    if s.install:
+        steps.append(f"pip install --quiet {shlex.quote(s.install)}")
+    steps += [
+        " ".join(shlex.quote(c) for c in cmd),
+        f"echo {shlex.quote(BEGIN)}",
+        f"cat {out}",
+        f"echo {shlex.quote(END)}",
+    ]
+    script = "; ".join(steps)
+    labels = {"app.kubernetes.io/name": "hetplan-profile", "app.kubernetes.io/managed-by": "hetplan"}
+    volume: dict[str, Any] = (
+        {"name": "profiles", "persistentVolumeClaim": {"claimName": s.pvc}}
+        if s.pvc
+        else {"name": "profiles", "emptyDir": {}}
+    )
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": s.namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 1,
+            "ttlSecondsAfterFinished": 86400,
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {s.label_key: label_value},
+                    "containers": [
+                        {
+                            "name": "profile",
+                            "image": s.image,
+                            "command": ["/bin/sh", "-c"],
+                            "args": [script],
+                            "resources": {"limits": {"nvidia.com/gpu": str(s.gpus)}},
+                            "volumeMounts": [{"name": "profiles", "mountPath": "/profiles"}],
+                        }
+                    ],
+                    "volumes": [volume],
+                },
+            },
+        },
+    }
+    return f"{name}.yaml", job
+
+
+def build_jobs(label_values: list[str], s: JobSettings) -> dict[str, str]:
+    """File name -> YAML text of one Job per label value, validated offline.
+
+    Raises:
+        InputError: no label, a bad label value, namespace or GPU count, duplicate labels, or a Job that fails
+            validation (a bug; the message names the field).
+    """
+    if not label_values:
+        raise InputError("--emit-job needs GPU node labels", fix="pass --gpu-label VALUE for each GPU type")
+    if s.gpus < 1:
+        raise InputError(f"--gpus-per-job must be >= 1, got {s.gpus}", fix="pass 1, or 2+ to measure all-reduce")
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", s.namespace):
+        raise InputError(f"namespace {s.namespace!r} is not a DNS-1123 label", fix="pass e.g. --namespace default")
+    check_kubernetes_version(s.kubernetes_version)
+    files: dict[str, str] = {}
+    for value in label_values:
+        check_label_value(value, "--gpu-label")
+        fname, job = build_job(value, s)
+        if fname in files:
+            raise InputError(f"--gpu-label {value} given twice", fix="give each GPU label once")
+        files[fname] = to_yaml(job)
+    report = validate_files(files, s.kubernetes_version)
+    if not report.ok:
+        raise InputError("an emitted Job is not valid", "; ".join(report.errors), "report this bug")
+    return dict(sorted(files.items()))

@@ -1,0 +1,417 @@
+"""Run the microbenchmarks on one device and build the profile file (``hetplan profile``).
+
+The steps are listed up front (so a progress bar knows the total), run in order, and each adds rows to a table;
+the summary figures (``gpu.measured``) are taken from the tables: per dtype, the best median TFLOP/s over the
+prefill-like GEMM shapes; memory, the copy and read bandwidths; the host link, host -> device; the all-reduce, the
+largest message's bus bandwidth and the smallest message's time. Efficiency against the datasheet is measured /
+datasheet for each figure the matched catalog GPU lists.
+
+Source: hetplan's own reconstruction (issue 3).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from hetplan import __version__
+from hetplan.catalog.loader import find_gpu, find_model
+from hetplan.catalog.schemas import GpuSpec, ModelSpec
+from hetplan.errors import InputError
+from hetplan.profiler.bench import DTYPE_BYTES, SIZES, Bench, Sizes, require_torch
+from hetplan.profiler.profile_file import ProfileFile, ProfileMatch, new_device_spec
+
+Progress = Callable[[str, int, int], None]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """What to profile: ``device`` (``cuda``, ``cuda:N`` or ``cpu``), ``quick`` sizes, the model whose weight
+    shapes the GEMMs use, and an optional catalog GPU name to file the figures under."""
+
+    device: str = "cuda:0"
+    quick: bool = False
+    model: str = "Llama-3-8B"
+    gpu: str | None = None
+    command: str = ""
+
+
+def weight_shapes(spec: ModelSpec, divisor: int = 1) -> list[tuple[str, int, int]]:
+    """(name, N, K) of one layer's GEMMs (QKV, attention output, gate+up, down) with TP 1, each dimension divided
+    by ``divisor`` (small CPU runs) and kept a multiple of 16."""
+
+    def cut(x: int) -> int:
+        return max(16, x // divisor // 16 * 16)
+
+    d, h = spec.hidden_size, spec.head_dim
+    q, kv = spec.num_attention_heads * h, spec.num_key_value_heads * h
+    ff = spec.moe_intermediate_size if spec.is_moe and spec.moe_intermediate_size else spec.intermediate_size
+    up = 2 * ff if spec.gated_mlp else ff
+    return [
+        ("qkv", cut(q + 2 * kv), cut(d)),
+        ("o", cut(d), cut(q)),
+        ("gate_up", cut(up), cut(d)),
+        ("down", cut(d), cut(ff)),
+    ]
+
+
+def resolve_device(device: str) -> tuple[str, str]:
+    """(torch device string, kind) for ``--device``; ``cuda`` means ``cuda:0``.
+
+    Raises:
+        InputError: an unknown device, or CUDA asked for where torch sees no GPU.
+    """
+    text = device.strip().lower()
+    if text == "cpu":
+        return "cpu", "cpu"
+    if not re.fullmatch(r"cuda(:\d+)?", text):
+        raise InputError(f"--device {device!r} is not a device", fix="pass --device cuda:0 (or cuda:N, or cpu)")
+    torch = require_torch()
+    if not torch.cuda.is_available():
+        raise InputError(
+            f"--device {device}: torch sees no CUDA GPU",
+            f"torch {torch.__version__} (CUDA build: {torch.version.cuda or 'none'})",
+            "run on a GPU node with a CUDA build of torch, or pass --device cpu to test the tool",
+        )
+    index = int(text.split(":")[1]) if ":" in text else 0
+    if index >= torch.cuda.device_count():
+        raise InputError(
+            f"--device {device}: no such GPU", f"torch sees {torch.cuda.device_count()}", "pick an index below that"
+        )
+    return f"cuda:{index}", "cuda"
+
+
+def _nvidia_smi(index: int) -> dict[str, Any]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {}
+    fields = ["driver_version", "clocks.max.sm", "clocks.max.memory", "clocks.sm", "power.limit"]
+    try:
+        out = subprocess.run(
+            [exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", str(index)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    values = [v.strip() for v in out.split(",")]
+    if len(values) != len(fields):
+        return {}
+    names = ["driver", "max_sm_clock_mhz", "max_memory_clock_mhz", "sm_clock_mhz_at_start", "power_limit_w"]
+    return dict(zip(names, values, strict=True))
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def device_info(bench: Bench, torch_device: str) -> dict[str, Any]:
+    """Device name, memory, and the versions and clocks the figures depend on."""
+    t = bench.torch
+    info: dict[str, Any] = {"torch_version": t.__version__, "python_version": platform.python_version()}
+    if bench.cuda:
+        index = bench.device.index or 0
+        props = t.cuda.get_device_properties(index)
+        info.update(
+            {
+                "device_kind": "cuda",
+                "device_name": props.name,
+                "memory_gib": round(props.total_memory / 2**30, 2),
+                "compute_capability": f"{props.major}.{props.minor}",
+                "multiprocessors": props.multi_processor_count,
+                "l2_cache_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 1) or None,
+                "gpus_visible": t.cuda.device_count(),
+                "cuda_version": t.version.cuda,
+                "cudnn_version": t.backends.cudnn.version(),
+            }
+        )
+        info.update(_nvidia_smi(index))
+    else:
+        pages = os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
+        info.update(
+            {
+                "device_kind": "cpu",
+                "device_name": _cpu_name(),
+                "memory_gib": round(pages * os.sysconf("SC_PAGE_SIZE") / 2**30, 2) if pages else 1.0,
+                "cpu_cores": os.cpu_count(),
+                "torch_threads": t.get_num_threads(),
+                "cuda_version": None,
+            }
+        )
+    return info
+
+
+def match_device(kind: str, name: str, gpu: str | None) -> tuple[GpuSpec | None, str]:
+    """The catalog GPU a device's figures belong to, and how it was found.
+
+    ``--gpu NAME`` wins. A CUDA device name becomes the NVIDIA GPU feature discovery label (``NVIDIA H100 80GB
+    HBM3`` -> ``NVIDIA-H100-80GB-HBM3``) looked up in hetplan's label table, then the name without ``NVIDIA`` in
+    the catalog. A CPU matches nothing.
+
+    Raises:
+        InputError: ``--gpu`` names no catalog GPU.
+    """
+    if gpu:
+        return find_gpu(gpu), f"--gpu {gpu}"
+    if kind == "cpu":
+        return None, "a CPU matches no catalog GPU (pass --gpu NAME to file its figures under one)"
+    from hetplan.emit.ir import DEFAULT_GPU_LABELS
+
+    label = re.sub(r"\s+", "-", name.strip())
+    for catalog_name, value in sorted(DEFAULT_GPU_LABELS.items()):
+        if value.lower() == label.lower():
+            return find_gpu(catalog_name), f"device name {name!r} -> node label {value}"
+    stripped = re.sub(r"^(nvidia|tesla)\s+", "", name.strip(), flags=re.I)
+    for candidate in (stripped, stripped.split()[0] if stripped else ""):
+        if not candidate:
+            continue
+        try:
+            return find_gpu(candidate), f"device name {name!r} -> catalog name {candidate!r}"
+        except InputError:
+            continue
+    return None, f"device name {name!r} matches no catalog GPU (pass --gpu NAME to name it)"
+
+
+def _rate(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def plan_steps(req: ProfileRequest, kind: str, sizes: Sizes, gpus_visible: int) -> list[str]:
+    """Names of the steps the run will take (for the progress bar's total)."""
+    steps = [f"GEMM {d}" for d in sizes.dtypes] + ["decode GEMM", "memory", "attention"]
+    if kind == "cuda":
+        steps.append("host <-> device")
+        if gpus_visible >= 2 and sizes.allreduce_bytes:
+            steps.append("all-reduce")
+    return steps
+
+
+def run_profile(req: ProfileRequest, progress: Progress | None = None) -> ProfileFile:
+    """Measure ``req.device`` and return the profile (see the module docstring).
+
+    Raises:
+        InputError: torch missing, bad device, unknown ``--model`` or ``--gpu``.
+    """
+    torch_device, kind = resolve_device(req.device)
+    sizes = SIZES[f"{kind}-quick" if req.quick else kind]
+    spec = find_model(req.model)
+    bench = Bench(torch_device, sizes)
+    info = device_info(bench, torch_device)
+    matched, how = match_device(kind, info["device_name"], req.gpu)
+    steps = plan_steps(req, kind, sizes, int(info.get("gpus_visible", 1)))
+    done = 0
+    tell = progress or (lambda *_: None)
+    notes: list[str] = []
+    tables: dict[str, list[dict[str, Any]]] = {"gemm": [], "decode_gemm": [], "memory": []}
+    best: dict[str, float] = {}
+
+    def step(name: str) -> None:
+        tell(name, done, len(steps))
+
+    shapes = weight_shapes(spec, sizes.shape_divisor)
+    for dtype in sizes.dtypes:
+        step(f"GEMM {dtype}")
+        why_not = bench.supports_fp8() if dtype == "fp8" else None
+        if kind == "cpu" and dtype == "tf32":
+            why_not = "tf32 is a CUDA tensor-core mode"
+        if why_not:
+            notes.append(f"GEMM {dtype} skipped: {why_not}")
+        else:
+            square = [("square", sizes.square, sizes.square, sizes.square)]
+            todo = square + [(name, m, n, k) for m in sizes.prefill_m for name, n, k in shapes]
+            for name, m, n, k in todo:
+                try:
+                    timing = bench.gemm(dtype, m, n, k)
+                except (RuntimeError, TypeError, ValueError) as exc:
+                    notes.append(f"GEMM {dtype} {m}x{n}x{k} failed: {str(exc).splitlines()[0][:160]}")
+                    continue
+                tflops = 2 * m * n * k / timing.median_s / 1e12
+                best[dtype] = max(best.get(dtype, 0.0), tflops)
+                tables["gemm"].append(
+                    {"dtype": dtype, "shape": name, "m": m, "n": n, "k": k, "tflops": _rate(tflops), **timing.row()}
+                )
+        done += 1
+    step("decode GEMM")
+    decode_dtype = "bf16"
+    for m in sizes.decode_m:
+        for name, n, k in shapes:
+            timed = _attempt(notes, f"decode GEMM {m}x{n}x{k}", bench.gemm, decode_dtype, m, n, k)
+            if timed is None:
+                continue
+            nbytes = (m * k + k * n + m * n) * DTYPE_BYTES[decode_dtype]
+            tables["decode_gemm"].append(
+                {
+                    "dtype": decode_dtype,
+                    "shape": name,
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "tflops": _rate(2 * m * n * k / timed.median_s / 1e12),
+                    "gb_per_s": _rate(nbytes / timed.median_s / 1e9),
+                    **timed.row(),
+                }
+            )
+    done += 1
+    step("memory")
+    mem = bench.memory()
+    copy_gb = 2 * sizes.memory_bytes / mem["copy"].median_s / 1e9
+    read_gb = sizes.memory_bytes / mem["read"].median_s / 1e9
+    for name, value in (("copy", copy_gb), ("read", read_gb)):
+        tables["memory"].append(
+            {"kernel": name, "buffer_mib": sizes.memory_bytes >> 20, "gb_per_s": _rate(value), **mem[name].row()}
+        )
+    done += 1
+    step("attention")
+    heads, kv_heads, head_dim = spec.num_attention_heads, spec.num_key_value_heads, spec.head_dim
+    if kind == "cpu":
+        heads, kv_heads = max(heads // 8, 1), max(kv_heads // 8, 1)
+    tables["attention_prefill"] = []
+    for s in sizes.attention_prefill_tokens:
+        timed = _attempt(notes, f"attention prefill {s}", bench.attention, 1, s, s, heads, kv_heads, head_dim)
+        if timed is None:
+            continue
+        flops = 4 * s * s * heads * head_dim / 2
+        tables["attention_prefill"].append(
+            {"prompt_tokens": s, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+             "tflops": _rate(flops / timed.median_s / 1e12), **timed.row()}
+        )  # fmt: skip
+    tables["attention_decode"] = []
+    b = sizes.attention_decode_batch
+    for kv_len in sizes.attention_decode_kv_tokens:
+        timed = _attempt(notes, f"attention decode {kv_len}", bench.attention, b, 1, kv_len, heads, kv_heads, head_dim)
+        if timed is None:
+            continue
+        kv_bytes = 2 * b * kv_heads * kv_len * head_dim * 2
+        tables["attention_decode"].append(
+            {"batch": b, "kv_tokens": kv_len, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+             "kv_gb_per_s": _rate(kv_bytes / timed.median_s / 1e9), **timed.row()}
+        )  # fmt: skip
+    done += 1
+    measured: dict[str, Any] = {
+        "device_kind": kind,
+        "device_name": info["device_name"],
+        "gemm_tflops": {d: _rate(v) for d, v in best.items()},
+        "memory_read_gb_per_s": _rate(read_gb),
+        "memory_copy_gb_per_s": _rate(copy_gb),
+    }
+    if kind == "cuda":
+        step("host <-> device")
+        host = _attempt(notes, "host <-> device copies", bench.host_copies) or {}
+        tables["host_link"] = [
+            {"direction": name, "mib": sizes.host_bytes >> 20,
+             "gb_per_s": _rate(sizes.host_bytes / timing.median_s / 1e9), **timing.row()}
+            for name, timing in host.items()
+        ]  # fmt: skip
+        if host:
+            measured["host_to_device_gb_per_s"] = tables["host_link"][0]["gb_per_s"]
+        done += 1
+        visible = int(info.get("gpus_visible", 1))
+        if "all-reduce" in steps:
+            step("all-reduce")
+            from hetplan.profiler.allreduce import measure_allreduce
+
+            try:
+                rows = measure_allreduce(visible, list(sizes.allreduce_bytes), sizes.warmup, sizes.repeats)
+                tables["allreduce"] = [{"gpus": visible, **r} for r in rows]
+                measured["allreduce_bus_gb_per_s"] = rows[-1]["busbw_gb_per_s"]
+                measured["allreduce_latency_s"] = rows[0]["median_s"]
+                measured["allreduce_gpus"] = visible
+            except Exception as exc:  # noqa: BLE001 - NCCL failures are recorded, the rest of the profile stands
+                notes.append(f"all-reduce skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+            done += 1
+        else:
+            notes.append(f"all-reduce skipped: {visible} GPU visible (needs 2 or more)")
+    else:
+        notes.append("host <-> device and all-reduce skipped: no GPU (CPU profile)")
+    if not best:
+        raise InputError("no GEMM ran on this device", "; ".join(notes), "check the torch install and --device")
+    tell("done", len(steps), len(steps))
+    now = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
+    measured["profiled_at"] = now
+    measured["profile_source"] = f"hetplan profile {'--quick ' if req.quick else ''}on {info['device_name']}"
+    if matched is not None:
+        gpu = GpuSpec.model_validate({**matched.model_dump(), "measured": measured})
+    else:
+        short = re.sub(r"\(R\)|\(TM\)|CPU|@.*$", "", info["device_name"])
+        name = ("CPU-" if kind == "cpu" else "") + re.sub(r"[^A-Za-z0-9.]+", "-", short).strip("-")
+        gpu = new_device_spec(
+            name[:48],
+            measured,
+            float(info["memory_gib"]),
+            "new device type from hetplan profile: datasheet figures are the measured ones; interconnect and "
+            "network figures are stand-ins, not measurements",
+        )
+    eff = _efficiency(gpu, matched)
+    if kind == "cpu":
+        notes.insert(0, "CPU profile: figures measured on a CPU at small sizes, to test the tool, not a GPU")
+    provenance = {
+        "hetplan_version": __version__,
+        "command": req.command or f"hetplan profile --device {req.device}",
+        "quick": req.quick,
+        "model_shapes": spec.name,
+        "profiled_at": now,
+        "timing": "CUDA events" if kind == "cuda" else "time.perf_counter",
+        "warmup": sizes.warmup,
+        "repeats": sizes.repeats,
+        **{k: v for k, v in info.items() if v is not None},
+    }
+    return ProfileFile(
+        schema_version=1,
+        kind="gpu-profile",
+        gpu=gpu,
+        match=ProfileMatch(catalog_gpu=matched.name if matched else None, how=how),
+        efficiency_vs_datasheet=eff,
+        tables=tables,
+        provenance=provenance,
+        notes=notes,
+    )
+
+
+def _attempt(notes: list[str], what: str, fn: Callable[..., T], *args: Any) -> T | None:
+    """``fn(*args)``, or ``None`` with a note when torch raises (a kernel this device or build lacks, out of memory):
+    one failed benchmark leaves the rest of the profile standing."""
+    try:
+        return fn(*args)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        notes.append(f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+        return None
+
+
+def _efficiency(gpu: GpuSpec, matched: GpuSpec | None) -> dict[str, float]:
+    """Measured / datasheet per dtype and for memory (``memory_read``, ``memory_copy``), when a catalog GPU matched."""
+    m = gpu.measured
+    if matched is None or m is None:
+        return {}
+    out: dict[str, float] = {}
+    for dtype, value in sorted(m.gemm_tflops.items()):
+        key = {"tf32": "bf16", "fp32": None}.get(dtype, dtype)
+        if key is None:
+            continue
+        try:
+            peak, estimated = matched.dense_tflops(key)
+        except KeyError:
+            continue
+        # tf32 tensor cores run at half the 16-bit dense rate on Ampere and Hopper
+        peak = peak / 2 if dtype == "tf32" else peak
+        if not estimated:
+            out[dtype] = round(value / peak, 4)
+    out["memory_read"] = round(m.memory_read_gb_per_s / matched.hbm_gb_per_s, 4)
+    out["memory_copy"] = round(m.memory_copy_gb_per_s / matched.hbm_gb_per_s, 4)
+    return out

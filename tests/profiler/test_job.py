@@ -1,0 +1,79 @@
+"""Kubernetes Jobs that profile each GPU type (hetplan profile --emit-job)."""
+
+from __future__ import annotations
+
+import yaml
+from typer.testing import CliRunner
+
+from hetplan.cli.main import app
+from hetplan.profiler.job import JobSettings, build_jobs
+
+runner = CliRunner()
+ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
+
+
+def invoke(*args):
+    return runner.invoke(app, list(map(str, args)), env=ENV)
+
+
+def test_one_valid_job_per_label(tmp_path):
+    out = tmp_path / "jobs"
+    res = invoke(
+        "profile", "--emit-job", "--gpu-label", "NVIDIA-H100-80GB-HBM3", "--gpu-label", "My-New-GPU",
+        "--out", out, "--pvc", "profiles", "--gpus-per-job", "8", "--quick",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["hetplan-profile-my-new-gpu.yaml", "hetplan-profile-nvidia-h100-80gb-hbm3.yaml"]
+    job = yaml.safe_load((out / files[1]).read_text())
+    pod = job["spec"]["template"]["spec"]
+    assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    container = pod["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    script = container["args"][0]
+    assert "hetplan profile --device cuda:0" in script and "--gpu H100-SXM" in script and "--quick" in script
+    assert "--out /profiles/h100-sxm.yaml" in script and "# hetplan-profile-begin" in script
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "profiles"
+    unknown = yaml.safe_load((out / files[0]).read_text())["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert "--gpu" not in unknown.replace("--gpu-", "")  # the pod matches an unknown device itself
+
+
+def test_jobs_are_validated_and_bad_labels_refused():
+    import pytest
+
+    from hetplan.errors import InputError
+
+    files = build_jobs(["NVIDIA-L4"], JobSettings())
+    assert list(files) == ["hetplan-profile-nvidia-l4.yaml"]
+    with pytest.raises(InputError):
+        build_jobs(["not a label!"], JobSettings())
+    with pytest.raises(InputError):
+        build_jobs([], JobSettings())
+    res = invoke("profile", "--gpu-label", "NVIDIA-L4")
+    assert res.exit_code == 2 and "--emit-job" in res.output
+
+
+def test_jobs_print_to_stdout_without_out():
+    res = invoke("profile", "--emit-job", "--gpu-label", "NVIDIA-L4")
+    assert res.exit_code == 0, res.output
+    assert yaml.safe_load(res.stdout)["kind"] == "Job"
+
+
+def test_an_invalid_job_is_caught_before_writing(monkeypatch):
+    import pytest
+
+    from hetplan.errors import InputError
+    from hetplan.profiler import job as job_mod
+
+    real = job_mod.build_job
+
+    def broken(value, s):
+        name, obj = real(value, s)
+        obj["spec"]["template"]["spec"]["containers"][0]["resources"]["limitz"] = {}
+        return name, obj
+
+    monkeypatch.setattr(job_mod, "build_job", broken)
+    with pytest.raises(InputError) as exc:
+        build_jobs(["NVIDIA-L4"], JobSettings())
+    assert "limitz" in exc.value.why
