@@ -19,6 +19,11 @@ from hetplan.scenario import Scenario
 from hetplan.units import format_duration
 
 
+def _rate(req_per_s: float) -> str:
+    """Requests per second with a fixed number of decimals, so the column lines up (2.20, not 2.2)."""
+    return f"{req_per_s:.2f}" if req_per_s >= 1 else f"{req_per_s:.3f}"
+
+
 def hetis_work(
     scenario: Scenario, strategy: str, pool: Path | None, out: Path | None, force: bool, emit_dir: Path | None
 ) -> tuple[dict[str, Any], float]:
@@ -115,7 +120,8 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
             table.add_row(
                 f"{c['name']} ({c['context_tokens']:,.0f})",
                 str(c["requests"]),
-                *[str(c["kv_heads"].get(n, 0)) for n in names],
+                # a class with no request in the batch has no split: "-" rather than 0 heads everywhere
+                *[str(c["kv_heads"].get(n, 0)) if c["requests"] else "-" for n in names],
             )
         table.add_row("step time", "", *[format_duration(d["step_s"]) for d in part["devices"]])
         console.print(table)
@@ -124,7 +130,7 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         cmp_table.add_column(col, justify="left" if col in ("strategy", "layout") else "right", overflow="fold")
     cmp_table.add_row(
         "hetis (this plan)",
-        f"{pred['req_per_s']:.3g}",
+        _rate(pred['req_per_s']),
         _ms(pred["tpot_s"]),
         _ms(pred["ttft_s"]),
         f"{pred['kv_capacity_tokens']:,.0f}",
@@ -139,7 +145,7 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         ratio = doc["throughput_ratio_over"].get(name)
         cmp_table.add_row(
             label,
-            f"{b['req_per_s']:.3g}",
+            _rate(b['req_per_s']),
             _ms(b["tpot_s"]),
             _ms(b["ttft_s"]),
             f"{b['kv_capacity_tokens']:,.0f}",
