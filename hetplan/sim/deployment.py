@@ -288,4 +288,59 @@ def deployment_from_plan(doc: dict[str, Any]) -> Deployment:
     return dep
 
 
-__all__ = ["Deployment", "Group", "InstanceSpec", "StepCost", "deployment_from_plan", "parse_bucket"]
+def simple_deployment(
+    model: str = "Llama-3-8B",
+    gpu: str = "H100-SXM",
+    tp: int = 1,
+    disaggregated: bool = False,
+    count: int = 1,
+    decode_gpu: str | None = None,
+    decode_tp: int | None = None,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    settings: PerfSettings | None = None,
+    ttft_slo_s: float = 2.0,
+    tpot_slo_s: float = 0.1,
+) -> Deployment:
+    """One routing group: ``count`` aggregated instances, or ``count`` prefill → ``count`` decode instances.
+
+    For tests, benchmarks and what-if runs without a plan file.
+
+    Raises:
+        InputError: unknown model or GPU. OutOfMemoryError: the model does not fit.
+    """
+    st = settings or PerfSettings()
+    arch = ModelArch(find_model(model))
+    dep = Deployment(arch, st, [], [], not disaggregated, ttft_slo_s, tpot_slo_s)
+
+    def add(role: str, name: str, t: int) -> int:
+        spec = find_gpu(name)
+        dep.model(spec.name, t).require_fit()
+        net = network_bytes_per_s(spec, t, st)
+        dep.instances.append(
+            InstanceSpec(
+                f"{role[0]}{len(dep.instances)}", role, spec.name, t, max_num_seqs, max_num_batched_tokens, 0, net
+            )  # fmt: skip
+        )
+        return len(dep.instances) - 1
+
+    if disaggregated:
+        pre = tuple(add("prefill", gpu, tp) for _ in range(count))
+        dec = tuple(add("decode", decode_gpu or gpu, decode_tp or tp) for _ in range(count))
+        link = min(dep.instances[pre[0]].network_bytes_per_s, dep.instances[dec[0]].network_bytes_per_s)
+        dep.groups.append(Group("simple", 1.0, pre, dec, link_bytes_per_s=link))
+    else:
+        idx = tuple(add("aggregated", gpu, tp) for _ in range(count))
+        dep.groups.append(Group("simple", 1.0, idx, idx))
+    return dep
+
+
+__all__ = [
+    "Deployment",
+    "Group",
+    "InstanceSpec",
+    "StepCost",
+    "deployment_from_plan",
+    "parse_bucket",
+    "simple_deployment",
+]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 import random
 from array import array
 from dataclasses import dataclass, field
@@ -88,8 +89,10 @@ class SimResult:
             also produced their previous token on that instance (pooled ITL samples, token-weighted).
         entry_gap_s: ITL samples of tokens whose previous token came from elsewhere (transfer, preemption).
         busy_s: per instance, seconds spent in iterations. end_s: time of the last event.
-        counters: events, iterations, preemptions, restores, recomputes, tier-2 share statistics.
-        instance_names / instance_roles: per instance.
+        counters: events, iterations, preemptions, restores, recomputes, tier-2 share statistics
+            (``tier2_tokens`` / ``saturated_tokens``: Tier 2's prefill tokens and the token budget over the CASCADE
+            iterations in which Tier 1 had more work than fitted).
+        instance_names / instance_roles: per instance. preempted: request ids in the order they were preempted.
     """
 
     first_token_s: np.ndarray
@@ -103,13 +106,14 @@ class SimResult:
     counters: dict[str, float] = field(default_factory=dict)
     instance_names: tuple[str, ...] = ()
     instance_roles: tuple[str, ...] = ()
+    preempted: tuple[int, ...] = ()
 
 
 class _Inst:
     __slots__ = (
         "idx", "role", "cost", "cap", "seqs_cap", "tok_cap", "group", "waiting", "prefilling", "running",
         "ctx_sum", "kv_used", "step_idx", "finish_at", "busy", "busy_s", "pieces", "n_dec", "new", "joiners",
-        "nic_free", "qtok", "qn", "outstanding", "last_end", "host_gib", "step_start", "t2_credit",
+        "nic_free", "step_est_s", "qtok", "qn", "outstanding", "last_end", "host_gib", "step_start", "t2_credit",
     )  # fmt: skip
 
     def __init__(self, idx: int, role: str, cost: StepCost, seqs: int, tokens: int, group: int) -> None:
@@ -130,6 +134,9 @@ class _Inst:
         self.new: list[int] = []
         self.joiners: list[int] = []
         self.nic_free = 0.0
+        # time per remaining token in CASCADE's decode budgets: a step at half the batch cap, 1k-token contexts
+        half = max(1, seqs // 2)
+        self.step_est_s = cost.decode_s(half, half * 1024.0)
         self.qtok = 0.0
         self.qn = 0
         self.outstanding = 0
@@ -146,7 +153,14 @@ class Simulator:
         InputError: bad router or settings.
     """
 
-    def __init__(self, dep: Deployment, stream: RequestStream, policy: Policy, config: SimConfig | None = None):
+    def __init__(
+        self,
+        dep: Deployment,
+        stream: RequestStream,
+        policy: Policy,
+        config: SimConfig | None = None,
+        record_estimates: bool = False,
+    ):
         self.dep, self.stream, self.policy = dep, stream, policy
         self.cfg = config or SimConfig()
         n = stream.n
@@ -180,13 +194,16 @@ class Simulator:
         self.last = [0.0] * n
         self.done = [_INF] * n
         self.dropped = [False] * n
+        self.record = record_estimates
+        self.estimate_s = [float("nan")] * n  # CASCADE's unscaled T̂ at arrival (only when recording)
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.step_s = array("d")
         self.step_w = array("l")
         self.entry_gap = array("d")
-        self.counters: dict[str, float] = {"events": 0, "iterations": 0, "preemptions": 0, "restores": 0, "recomputes": 0,
-                         "tier2_tokens": 0, "saturated_tokens": 0}  # fmt: skip
+        names = ("events", "iterations", "preemptions", "restores", "recomputes", "tier2_tokens", "saturated_tokens")
+        self.counters: dict[str, float] = dict.fromkeys(names, 0.0)
+        self.preempted: list[int] = []
         self.rng = random.Random(self.cfg.seed)
         self._rr_state: dict[int, list[float]] = {}
         self.group_out = [0] * len(dep.groups)
@@ -202,10 +219,10 @@ class Simulator:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, kind, a, b))
 
-    def _t_hat_s(self, inst: _Inst) -> float:
-        """CASCADE's T̂ for ``inst`` now (seconds)."""
+    def _t_hat_s(self, inst: _Inst, extra_tokens: float = 0.0, kappa: float | None = None) -> float:
+        """CASCADE's T̂ for ``inst`` now (seconds), with ``extra_tokens`` of one more prompt queued."""
         c = inst.cost
-        qtok, qn = inst.qtok, max(inst.qn, 1)
+        qtok, qn = inst.qtok + extra_tokens, max(inst.qn + (1 if extra_tokens else 0), 1)
         mean = max(qtok / qn, 1.0)
         full_n = max(inst.tok_cap / mean, 1.0)
         t_max = c.prefill_s(inst.tok_cap, inst.tok_cap * mean, int(full_n))
@@ -214,17 +231,18 @@ class Simulator:
         else:
             batches = max(qtok / inst.tok_cap, 1.0)
             t_cur = c.prefill_s(qtok, qtok * mean, qn) + (batches - 1.0) * c.overhead_s
-        return cascade_estimate_s(t_cur, t_max, self.kappa)
+        return cascade_estimate_s(t_cur, t_max, self.kappa if kappa is None else kappa)
 
-    def _decode_key(self, rid: int) -> float:
-        left = self.out[rid] - self.gen[rid]
-        tpot = self.tpot_slo[rid]
-        return self.first[rid] + tpot * (self.out[rid] - 1) - left * tpot
+    def _decode_key(self, inst: _Inst, rid: int, generated: int) -> float:
+        """CASCADE's latest useful start of a sequence that has its first token: its E2E deadline
+        ``first + TPOT SLO·(n−1)`` minus the remaining tokens at the instance's estimated step time."""
+        left = self.out[rid] - generated
+        return self.first[rid] + self.tpot_slo[rid] * (self.out[rid] - 1) - left * inst.step_est_s
 
     def _enqueue(self, inst: _Inst, rid: int, now: float) -> None:
         pol = self.policy
         if self.first[rid] < _INF and pol.kind == "cascade":
-            k = self._decode_key(rid)
+            k = self._decode_key(inst, rid, self.gen[rid])
         else:
             k = pol.key(self.arr[rid], self.prompt[rid], self.ttft_slo[rid])
         self.key[rid] = k
@@ -282,13 +300,16 @@ class Simulator:
         self.group_out[gi] += 1
         inst = min((self.insts[i] for i in g.prefill), key=lambda x: (x.qtok, x.outstanding, x.idx))
         self.need[rid] = self.prompt[rid]
+        if self.record:
+            self.estimate_s[rid] = self._t_hat_s(inst, self.prompt[rid], 1.0)
         self._enqueue(inst, rid, now)
 
     # -- one iteration ---------------------------------------------------------------------------------
     def _preempt(self, inst: _Inst, now: float) -> None:
         pol, run = self.policy, inst.running
         if pol.kind == "cascade":
-            victim = max(run, key=lambda r: (self._decode_key(r), r))
+            step = inst.step_idx
+            victim = max(run, key=lambda r: (self._decode_key(inst, r, self.gen[r] + step - self.join[r]), r))
         else:
             victim = max(run, key=lambda r: (pol.key(self.arr[r], self.prompt[r], self.ttft_slo[r]), r))
         del run[victim]
@@ -300,6 +321,7 @@ class Simulator:
         self.gen[victim] = g
         self.last[victim] = inst.last_end if g else self.last[victim]
         self.counters["preemptions"] += 1
+        self.preempted.append(victim)
         if pol.cascade is not None:
             gib = ctx * self.kv_bytes_per_token / GIB
             self.offload[victim] = 1 if inst.host_gib + gib <= pol.cascade.dram_gib else 2
@@ -340,7 +362,8 @@ class Simulator:
             budget -= take
         waiting = inst.waiting
         if waiting and (slots > 0):
-            chosen = self._admit(inst, now, budget, slots, n_dec, pieces)
+            total = inst.tok_cap - (n_dec if chunked else 0)
+            chosen = self._admit(inst, now, budget, slots, n_dec, pieces, total)
             for rid, take in pieces[len(pieces) - chosen :]:
                 k = self.done_pref[rid]
                 tokens += take
@@ -358,7 +381,9 @@ class Simulator:
         inst.busy_s += dur
         self._push(now + dur, _STEP, inst.idx)
 
-    def _admit(self, inst: _Inst, now: float, budget: float, slots: int, n_dec: int, pieces: list) -> int:
+    def _admit(
+        self, inst: _Inst, now: float, budget: float, slots: int, n_dec: int, pieces: list, total_budget: float
+    ) -> int:
         """Move waiting requests into this iteration; returns how many prefill pieces were appended."""
         waiting = inst.waiting
         chunked = self.cfg.chunked_prefill
@@ -426,34 +451,38 @@ class Simulator:
         else:
             thr = now + self._t_hat_s(inst)
             split = bisect.bisect_left(waiting, (thr, -1))
-            tier1_demand = len(waiting) > split
+            key = self.key
+            t2_cont = sum(g for rid, g in pieces[:before] if key[rid] < thr)  # Tier-2 prompts already started
             tier2 = list(range(split))
-            # Tier 2's reserved share: a credit of q2 x this batch's tokens (and slots); a whole prompt goes when
-            # the credit covers it, so without chunked prefill the long-run share is still q2
-            if self.q2 > 0 and tier2:
-                inst.t2_credit = min(inst.t2_credit + self.q2 * state[0], float(full))
+            has_t2 = bool(tier2) or t2_cont > 0
+            # Tier 2's reserved share: a credit of ceil(q2 x the iteration's token budget) per iteration, spent by
+            # Tier-2 work (including chunks of prompts already started), so the long-run share is at least q2
+            if self.q2 > 0 and has_t2:
+                credit = min(inst.t2_credit + math.ceil(self.q2 * total_budget), float(full)) - t2_cont
                 s_lim = max(1, int(self.q2 * state[1] + 0.5))
                 used_s = 0.0
-                while tier2 and used_s < s_lim:
+                while tier2 and used_s < s_lim and credit >= 1:
                     t0 = state[0]
-                    if not take(tier2[0], min(inst.t2_credit, state[0]), state[1]):
+                    if not take(tier2[0], min(credit, state[0]), state[1]):
                         break
                     tier2.pop(0)
                     used_s += 1
-                    inst.t2_credit -= t0 - state[0]
+                    credit -= t0 - state[0]
                     state[2] += t0 - state[0]
-            t1_start = state[0]
+                inst.t2_credit = credit
+            tier1_left = False
             for i in range(split, len(waiting)):
                 if not take(i, state[0], state[1]):
+                    tier1_left = True
                     break
             for i in tier2:  # work conserving: Tier 2 takes what Tier 1 left
                 t0 = state[0]
                 if not take(i, state[0], state[1]):
                     break
                 state[2] += t0 - state[0]
-            if tier1_demand and state[0] < 1 and t1_start > 0:
-                self.counters["saturated_tokens"] += budget
-                self.counters["tier2_tokens"] += state[2]
+            if tier1_left and has_t2:
+                self.counters["saturated_tokens"] += total_budget
+                self.counters["tier2_tokens"] += state[2] + t2_cont
         if taken:
             for i in sorted(taken, reverse=True):
                 del waiting[i]
@@ -624,6 +653,7 @@ class Simulator:
             dict(self.counters),
             tuple(s.name for s in self.dep.instances),
             tuple(s.role for s in self.dep.instances),
+            tuple(self.preempted),
         )
 
 
