@@ -172,6 +172,8 @@ def read_stream(
         raise InputError("no trace given", fix="pass --trace FILE")
     arrivals, prompts, outputs, labels = [], [], [], []
     for path in paths:
+        if not Path(path).is_file():
+            raise InputError(f"trace file {path} does not exist", fix="check the --trace path")
         wl = load_workload(path)
         if wl.arrival_s is None:
             raise InputError(

@@ -12,11 +12,10 @@ from hetplan.perf.settings import PerfSettings
 from hetplan.planfile import load_plan
 from hetplan.sim.deployment import StepCost, deployment_from_plan, parse_bucket, simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
-from hetplan.sim.metrics import jain_index, summarize, weighted_percentile
+from hetplan.sim.metrics import jain_index, weighted_percentile
 from hetplan.sim.policies import CascadeSettings, cascade_estimate_s, get_policy
 from hetplan.sim.run import SimRequest, calibrate, find_capacity, router_config, simulate, verify
 from hetplan.sim.trace import ClassSlo, make_stream, read_stream
-
 from tests.conftest import FIXTURES
 
 
