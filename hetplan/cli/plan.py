@@ -180,6 +180,12 @@ def plan(
         None, "--emit", help="Also write every deployable target for the plan here (as 'hetplan emit --target all')."
     ),
     validate: bool = typer.Option(False, "--validate", help="With --emit: check the manifests offline first."),
+    # -- simulator check of the chosen plan (hetplan.sim) -------------------------------------------------------
+    verify: bool = typer.Option(
+        False, "--verify", help="Replay the scenario's workload through the plan in the simulator; flag SLO misses."
+    ),
+    verify_policy: str = typer.Option("fcfs", "--verify-policy", help="Scheduling policy for --verify."),
+    # -- end of simulator check ---------------------------------------------------------------------------------
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
 
@@ -225,6 +231,11 @@ def plan(
         with err_console.status("planning", spinner="dots") as status:
             doc = api.plan(scenario, strategy.lower(), analysis, progress=lambda text: status.update(text))
         elapsed = time.perf_counter() - start
+        if verify:  # simulator check (hetplan.sim): recorded in the plan document
+            from hetplan.sim.run import verify_plan
+
+            with err_console.status("simulating the plan", spinner="dots"):
+                doc["verification"] = verify_plan(doc, api.build_workload(scenario), verify_policy)
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
         if emit_dir is not None:
@@ -237,6 +248,11 @@ def plan(
     else:
         render_plan(doc, Console())
     err_console.print(f"planned in {elapsed:.2f} s" + (f"; wrote {escape(str(out))}" if out else ""))
+    if "verification" in doc:  # simulator check (hetplan.sim)
+        v = doc["verification"]
+        err_console.print(f"verify: {v['summary']}", highlight=False, markup=False)
+        for text in v["misses"]:
+            err_console.print(f"[yellow]SLO miss (simulated):[/] {escape(text)}", highlight=False)
     if emitted:
         from hetplan.cli.emit import render_result
 

@@ -30,7 +30,8 @@ from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import request_outcomes, summarize
 from hetplan.sim.policies import CascadeSettings, get_policy
-from hetplan.sim.trace import ClassSlo, RequestStream
+from hetplan.sim.trace import ClassSlo, RequestStream, stream_from_workload
+from hetplan.workload.readers import Workload
 
 Q2_CANDIDATES = (0.0, 0.05, 0.1, 0.2, 0.3)
 
@@ -290,12 +291,39 @@ def verify(plan: dict[str, Any], stream: RequestStream, policy: str = "fcfs") ->
     tpot_q = float(np.percentile(tpot, q, method="higher")) if tpot.size else 0.0
     misses = []
     if ttft_q > slo["ttft_s"]:
-        misses.append(f"simulated p{q:g} TTFT {ttft_q:.3g} s exceeds the SLO {slo['ttft_s']:g} s")
+        misses.append(f"simulated p{q:g} TTFT {ttft_q:.4g} s exceeds the SLO {slo['ttft_s']:g} s")
     if tpot_q > slo["tpot_s"]:
-        misses.append(f"simulated p{q:g} TPOT {tpot_q * 1e3:.3g} ms exceeds the SLO {slo['tpot_s'] * 1e3:g} ms")
+        misses.append(f"simulated p{q:g} TPOT {tpot_q * 1e3:.4g} ms exceeds the SLO {slo['tpot_s'] * 1e3:g} ms")
     if m["attainment"]["joint"] < q / 100:
         misses.append(f"simulated joint SLO attainment {m['attainment']['joint']:.1%} is below {q:g} %")
     return {"metrics": m, "ttft_q_s": rnd(ttft_q, 5), "tpot_q_s": rnd(tpot_q, 5), "misses": misses}
+
+
+def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") -> dict[str, Any]:
+    """``hetplan plan --verify``: simulate the plan on its scenario's workload (see :func:`verify`).
+
+    Returns:
+        The ``verification`` block of the plan document: policy, attainment, goodput, percentile TTFT/TPOT,
+        a one-line summary and the list of misses.
+    """
+    v = verify(plan, stream_from_workload(workload), policy)
+    m = v["metrics"]
+    q = plan["scenario"]["slo"]["percentile"]
+    summary = (
+        f"simulated {m['requests']} requests ({policy}): joint SLO attainment {m['attainment']['joint']:.1%}, "
+        f"p{q:g} TTFT {v['ttft_q_s']:.3g} s, p{q:g} TPOT {v['tpot_q_s'] * 1e3:.3g} ms, goodput "
+        f"{m['goodput_req_per_s']:.3g} req/s"
+    )
+    return {
+        "policy": policy,
+        "requests": m["requests"],
+        "attainment": m["attainment"],
+        "goodput_req_per_s": m["goodput_req_per_s"],
+        f"ttft_p{q:g}_s": v["ttft_q_s"],
+        f"tpot_p{q:g}_s": v["tpot_q_s"],
+        "summary": summary,
+        "misses": v["misses"],
+    }
 
 
 __all__ = [

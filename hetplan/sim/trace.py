@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hetplan.errors import InputError
-from hetplan.workload.readers import load_workload
+from hetplan.workload.readers import Workload, load_workload
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,22 @@ def make_stream(
     )
 
 
+def stream_from_workload(wl: Workload, seed: int = 0) -> RequestStream:
+    """A one-class stream from a planner :class:`Workload`; a workload without timestamps (a length-only file
+    with a rate) gets Poisson arrivals at its rate from ``seed``.
+
+    Raises:
+        InputError: no timestamps and no rate.
+    """
+    arrival = wl.arrival_s
+    if arrival is None:
+        if not wl.arrival_rate_per_s:
+            raise InputError(f"workload {wl.name} has neither timestamps nor a rate", fix="give the workload a rate")
+        rng = np.random.default_rng(seed)
+        arrival = np.cumsum(rng.exponential(1.0 / wl.arrival_rate_per_s, wl.n_requests))
+    return make_stream(arrival, wl.prompt_tokens, wl.output_tokens, [wl.name] * wl.n_requests, source=wl.source)
+
+
 def read_stream(
     paths: list[str | Path], class_column: str | None = None, ttft_slo_s: float = 2.0, tpot_slo_s: float = 0.1
 ) -> RequestStream:
@@ -207,4 +223,4 @@ def read_stream(
     )
 
 
-__all__ = ["ClassSlo", "RequestStream", "make_stream", "read_stream"]
+__all__ = ["ClassSlo", "RequestStream", "make_stream", "read_stream", "stream_from_workload"]

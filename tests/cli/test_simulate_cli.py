@@ -94,3 +94,14 @@ def test_calibrate_writes_plan_and_router_config(tmp_path):
     assert again.exit_code == 2 and "--force" in again.output
     sim = invoke("simulate", out, "--trace", TRACE, "--policy", "cascade", "--json")
     assert json.loads(sim.stdout)["cascade"] == {"kappa": block["kappa"], "q2": block["q2"]}
+
+
+def test_plan_verify_records_the_simulation():
+    from tests.conftest import EXAMPLES
+
+    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--no-analysis", "--verify", "--json")
+    assert r.exit_code == 0, r.output
+    v = json.loads(r.stdout)["verification"]
+    assert v["requests"] == 4424 and v["policy"] == "fcfs"
+    assert 0 <= v["attainment"]["joint"] <= 1 and isinstance(v["misses"], list)
+    assert "verify: simulated 4424 requests" in r.stderr
