@@ -195,7 +195,9 @@ class Simulator:
         self.done = [_INF] * n
         self.dropped = [False] * n
         self.record = record_estimates
-        self.estimate_s = [float("nan")] * n  # CASCADE's unscaled T̂ at arrival (only when recording)
+        # when recording: CASCADE's unscaled T̂ and the time each request's prefill first started
+        self.estimate_s = [float("nan")] * n
+        self.scheduled_s = [float("nan")] * n
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.step_s = array("d")
@@ -219,18 +221,18 @@ class Simulator:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, kind, a, b))
 
-    def _t_hat_s(self, inst: _Inst, extra_tokens: float = 0.0, kappa: float | None = None) -> float:
-        """CASCADE's T̂ for ``inst`` now (seconds), with ``extra_tokens`` of one more prompt queued."""
+    def _t_hat_s(self, inst: _Inst, kappa: float | None = None) -> float:
+        """CASCADE's T̂ for a prompt joining ``inst``'s next batch now (seconds): T(current load) is the model's
+        latency of the batch the queued prompt tokens would form (at most ``max_num_batched_tokens``), T(max
+        load) that of a full batch of prompts of the queue's mean length. The wait so far is not in T̂: the
+        budget subtracts it separately."""
         c = inst.cost
-        qtok, qn = inst.qtok + extra_tokens, max(inst.qn + (1 if extra_tokens else 0), 1)
-        mean = max(qtok / qn, 1.0)
-        full_n = max(inst.tok_cap / mean, 1.0)
-        t_max = c.prefill_s(inst.tok_cap, inst.tok_cap * mean, int(full_n))
-        if qtok <= 0:
-            t_cur = c.prefill_s(mean, mean * mean, 1)
-        else:
-            batches = max(qtok / inst.tok_cap, 1.0)
-            t_cur = c.prefill_s(qtok, qtok * mean, qn) + (batches - 1.0) * c.overhead_s
+        full = float(inst.tok_cap)
+        mean = inst.qtok / inst.qn if inst.qn > 0 and inst.qtok > 0 else 1024.0
+        mean = min(max(mean, 1.0), full)
+        cur = min(max(inst.qtok, mean), full)
+        t_cur = c.prefill_s(cur, cur * mean, max(1, int(cur / mean + 0.5)))
+        t_max = c.prefill_s(full, full * mean, max(1, int(full / mean + 0.5)))
         return cascade_estimate_s(t_cur, t_max, self.kappa if kappa is None else kappa)
 
     def _decode_key(self, inst: _Inst, rid: int, generated: int) -> float:
@@ -300,8 +302,6 @@ class Simulator:
         self.group_out[gi] += 1
         inst = min((self.insts[i] for i in g.prefill), key=lambda x: (x.qtok, x.outstanding, x.idx))
         self.need[rid] = self.prompt[rid]
-        if self.record:
-            self.estimate_s[rid] = self._t_hat_s(inst, self.prompt[rid], 1.0)
         self._enqueue(inst, rid, now)
 
     # -- one iteration ---------------------------------------------------------------------------------
@@ -437,6 +437,9 @@ class Simulator:
                 return False
             if inst.kv_used + need + 1 > inst.cap:
                 return False
+            if self.record and self.first[rid] == _INF and self.scheduled_s[rid] != self.scheduled_s[rid]:
+                self.scheduled_s[rid] = now
+                self.estimate_s[rid] = self._t_hat_s(inst, 1.0)
             inst.kv_used += need
             pieces.append((rid, grant))
             state[0] -= grant

@@ -7,9 +7,10 @@ among running sequences (largest key first):
 - ``sjf``: prompt length (shortest prompt first).
 - ``edf``: deadline = arrival + the request's TTFT SLO.
 - ``cascade``: CASCADE's budget scheduling (DESIGN §3.4). The TTFT estimate of an instance is
-  ``T̂ = κ·(T(current load) + T(max load))/2``, where T(current load) is the performance model's time to prefill
-  the instance's queued prompt tokens and T(max load) that of one full batch (``max_num_batched_tokens``); a
-  request's budget is ``SLO − wait − T̂ = (arrival + TTFT SLO) − now − T̂``. Budget > 0 → Tier 1, else Tier 2.
+  ``T̂ = κ·(T(current load) + T(max load))/2``, where T(current load) is the performance model's latency of the
+  batch the instance's queued prompt tokens would form (capped at ``max_num_batched_tokens``) and T(max load)
+  that of a full batch; a request's budget is ``SLO − wait − T̂ = (arrival + TTFT SLO) − now − T̂``.
+  Budget > 0 → Tier 1, else Tier 2.
   Each batch reserves a share q₂ of its prefill tokens (and of its free sequence slots) for Tier 2, Tier 1 fills
   the rest, and Tier 2 takes whatever Tier 1 leaves (work conserving); within a tier, least budget first. Since
   T̂ is common to one instance's queue, "least budget" is the earliest deadline and the tier split is one

@@ -6,9 +6,12 @@
   target, by doubling/halving to bracket it and then bisection (``steps`` runs); capacity search is a layer above
   the simulator, as in Vidur.
 - :func:`calibrate`: CASCADE's safety coefficients. Each request's unscaled TTFT estimate ``T̂₀ = (T(current load)
-  + T(max load))/2`` is recorded when it reaches its prefill instance; κ is the smallest factor with
-  ``P(TTFT ≤ κ·T̂₀) ≥ q`` over the trace (the q-quantile of TTFT/T̂₀, numpy's "higher" method so the share is
-  at least q), measured under CASCADE with κ = 1. q₂ is then chosen from ``Q2_CANDIDATES`` as the share that
+  + T(max load))/2`` is recorded when its prefill is first scheduled; since the budget subtracts the wait
+  separately (budget = SLO − wait − T̂), T̂ predicts the TTFT *after* that wait, and κ is the smallest factor with
+  ``P(TTFT − wait ≤ κ·T̂₀) ≥ q`` over the trace, i.e. ``P(TTFT ≤ wait + κ·T̂₀) ≥ q`` (the q-quantile of the
+  ratio, numpy's "higher" method so the share is at least q), measured under CASCADE with κ = 1. The ratio
+  exceeds 1 where prompts are chunked over several iterations, share iterations with decoding, or wait for the
+  KV transfer. q₂ is then chosen from ``Q2_CANDIDATES`` as the share that
   gives the highest goodput under CASCADE with the fitted κ (ties: higher Jain index, then the smaller q₂). The
   result goes into the plan (``cascade`` block) and into a small router config.
 
@@ -210,7 +213,7 @@ def calibrate(req: SimRequest, quantile: float = 0.95, progress: Callable[[str],
     _, sim, _ = _run(base, dep, stream, record=True)
     est = np.array(sim.estimate_s)
     first = np.array(sim.first)
-    ttft = first - np.asarray(stream.arrival_s)
+    ttft = first - np.array(sim.scheduled_s)  # TTFT after the wait: what T̂ predicts
     ok = np.isfinite(ttft) & (est > 0)
     if not ok.any():
         raise InputError("no request reached its first token in the calibration run", fix="lower --rate-scale")
