@@ -456,19 +456,19 @@ class Simulator:
             split = bisect.bisect_left(waiting, (thr, -1))
             key = self.key
             t2_cont = sum(g for rid, g in pieces[:before] if key[rid] < thr)  # Tier-2 prompts already started
-            tier2 = list(range(split))
-            has_t2 = bool(tier2) or t2_cont > 0
+            t2 = 0  # next Tier-2 entry (waiting[:split], least budget first)
+            has_t2 = split > 0 or t2_cont > 0
             # Tier 2's reserved share: a credit of ceil(q2 x the iteration's token budget) per iteration, spent by
             # Tier-2 work (including chunks of prompts already started), so the long-run share is at least q2
             if self.q2 > 0 and has_t2:
                 credit = min(inst.t2_credit + math.ceil(self.q2 * total_budget), float(full)) - t2_cont
                 s_lim = max(1, int(self.q2 * state[1] + 0.5))
                 used_s = 0.0
-                while tier2 and used_s < s_lim and credit >= 1:
+                while t2 < split and used_s < s_lim and credit >= 1:
                     t0 = state[0]
-                    if not take(tier2[0], min(credit, state[0]), state[1]):
+                    if not take(t2, min(credit, state[0]), state[1]):
                         break
-                    tier2.pop(0)
+                    t2 += 1
                     used_s += 1
                     credit -= t0 - state[0]
                     state[2] += t0 - state[0]
@@ -478,7 +478,7 @@ class Simulator:
                 if not take(i, state[0], state[1]):
                     tier1_left = True
                     break
-            for i in tier2:  # work conserving: Tier 2 takes what Tier 1 left
+            for i in range(t2, split):  # work conserving: Tier 2 takes what Tier 1 left
                 t0 = state[0]
                 if not take(i, state[0], state[1]):
                     break

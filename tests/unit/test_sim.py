@@ -256,3 +256,42 @@ def test_bad_inputs_raise_input_errors(plan_a, conv):
         conv.with_slos(1.0, 0.1, {"nope": ClassSlo(1.0)})
     with pytest.raises(InputError):
         deployment_from_plan({"kind": "plan"})
+
+
+def test_one_request_on_an_idle_disaggregated_pair_is_hand_checkable():
+    from hetplan.perf.latency import kv_transfer_s
+
+    dep = simple_deployment(model="Llama-3-70B", gpu="H100-SXM", tp=2, disaggregated=True, decode_gpu="A100-80GB-SXM",
+                            decode_tp=4)  # fmt: skip
+    res = _run(dep, make_stream([0.0], [1000], [11]), "fcfs")
+    pre, dec = dep.model("H100-SXM", 2), dep.model("A100-80GB-SXM", 4)
+    link = dep.groups[0].link_bytes_per_s
+    ttft = float(pre.prefill_latency_s(1000, 1) + kv_transfer_s(dep.arch, 1000, link, dep.settings))
+    assert res.first_token_s[0] == pytest.approx(ttft, rel=1e-9)
+    steps = [float(dec.decode_step_latency_s(1, 1000 + k)) for k in range(1, 11)]
+    assert res.done_s[0] - res.first_token_s[0] == pytest.approx(sum(steps), rel=0.01)
+
+
+def test_cascade_restores_kv_when_the_tier_is_fast_and_recomputes_when_it_is_not(tight_kv):
+    dep, cap = tight_kv
+    fast = _run(dep, _pressure_stream(cap), "cascade", dram_gb_per_s=1000.0)
+    assert fast.counters["restores"] >= 1 and fast.counters["recomputes"] == 0
+    slow = _run(dep, _pressure_stream(cap), "cascade", dram_gib=0.0, ssd_gb_per_s=1e-6)
+    assert slow.counters["restores"] == 0 and slow.counters["recomputes"] >= 1
+    assert np.isfinite(slow.done_s).all() and np.isfinite(fast.done_s).all()
+
+
+@pytest.mark.parametrize("router", ["round-robin", "jsq", "random"])
+def test_every_router_uses_every_combo(plan_a, conv, router):
+    m = simulate(SimRequest(plan_a, conv, rate_scale=2.0, config=SimConfig(router=router, seed=1)))
+    busy = m["utilization"]["by_instance"]
+    assert all(u > 0 for u in busy.values()), busy
+    assert m["finished"] == 200
+
+
+def test_without_chunked_prefill_a_prompt_longer_than_the_token_cap_runs_alone():
+    dep = simple_deployment(max_num_batched_tokens=512)
+    res = _run(dep, make_stream([0.0, 0.0], [2000, 100], [1, 1]), "fcfs", chunked=False)
+    model = dep.model("H100-SXM", 1)
+    assert res.first_token_s[0] == pytest.approx(float(model.prefill_latency_s(2000, 1)), rel=1e-9)
+    assert res.first_token_s[1] > res.first_token_s[0]
