@@ -84,7 +84,8 @@ class SimResult:
 
     Attributes:
         first_token_s / done_s: shape (n,), absolute times (NaN: never reached).
-        dropped: shape (n,), bool: the request could never fit an instance's KV cache.
+        dropped: shape (n,), bool: the request (prompt + output) fits no group's KV cache (a request too long for
+            the group the router picked goes to the group with the most room instead).
         step_s / step_weight: per iteration, its duration and how many sequences produced a token in it that
             also produced their previous token on that instance (pooled ITL samples, token-weighted).
         entry_gap_s: ITL samples of tokens whose previous token came from elsewhere (transfer, preemption).
@@ -294,10 +295,14 @@ class Simulator:
 
     def _arrive(self, rid: int, now: float) -> None:
         gi = self._pick_group(rid)
+        size = self.prompt[rid] + self.out[rid]
+        if size > self.group_fit[gi]:  # too long for this group's KV cache: the roomiest group that fits, if any
+            fits = [k for k, cap in enumerate(self.group_fit) if cap >= size]
+            if not fits:
+                self.dropped[rid] = True  # fits no instance: counted as a miss
+                return
+            gi = max(fits, key=lambda k: (self.group_fit[k], -k))
         g: Group = self.dep.groups[gi]
-        if self.prompt[rid] + self.out[rid] > self.group_fit[gi]:
-            self.dropped[rid] = True  # can never fit this group's KV cache: a miss
-            return
         self.grp[rid] = gi
         self.group_out[gi] += 1
         inst = min((self.insts[i] for i in g.prefill), key=lambda x: (x.qtok, x.outstanding, x.idx))
