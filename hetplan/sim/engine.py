@@ -324,7 +324,8 @@ class Simulator:
         inst.kv_used -= ctx
         inst.outstanding -= 1
         self.gen[victim] = g
-        self.last[victim] = inst.last_end if g else self.last[victim]
+        if inst.step_idx > self.join[victim]:  # it produced a token here: the last one ended the last iteration
+            self.last[victim] = inst.last_end
         self.counters["preemptions"] += 1
         self.preempted.append(victim)
         if pol.cascade is not None:
@@ -429,7 +430,6 @@ class Simulator:
                     taken.append(i)
                     return True
                 self._release_host(inst, rid)
-                self.counters["recomputes"] += 1
             if limit_tokens <= 0:
                 return False
             if need <= limit_tokens:
@@ -589,6 +589,9 @@ class Simulator:
         inst.kv_used += 1
         if self.first[rid] == _INF:
             self.first[rid] = now
+        else:  # a recompute produced the next token: the gap since the token before the preemption is an ITL
+            self.entry_gap.append(now - self.last[rid])
+            self.counters["recomputes"] += 1
         self.last[rid] = now
         if self.gen[rid] >= self.out[rid]:
             inst.kv_used -= need + 1

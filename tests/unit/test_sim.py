@@ -117,7 +117,7 @@ def test_fcfs_preempts_the_latest_arrival_and_recomputes(tight_kv):
     res = _run(dep, _pressure_stream(cap), "fcfs")
     assert res.preempted[0] == 2
     assert np.isfinite(res.done_s).all()
-    assert res.counters["restores"] == 0
+    assert res.counters["restores"] == 0 and res.counters["recomputes"] == len(res.preempted)
 
 
 def test_jain_index_bounds():
