@@ -105,3 +105,13 @@ def test_plan_verify_records_the_simulation():
     assert v["requests"] == 4424 and v["policy"] == "fcfs"
     assert 0 <= v["attainment"]["joint"] <= 1 and isinstance(v["misses"], list)
     assert "verify: simulated 4424 requests" in r.stderr
+
+
+def test_simulate_out_is_written_once_without_force(tmp_path):
+    out = tmp_path / "metrics.yaml"
+    r = invoke("simulate", PLAN, "--trace", TRACE, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert "goodput_req_per_s:" in out.read_text()
+    again = invoke("simulate", PLAN, "--trace", TRACE, "--out", out)
+    assert again.exit_code == 2 and "--force" in again.output
+    assert invoke("simulate", PLAN, "--trace", TRACE, "--out", out, "--force").exit_code == 0
