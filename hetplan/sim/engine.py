@@ -23,11 +23,7 @@ Instances (vLLM-like engines, continuous batching):
 A decoding sequence's finish is found by step counting: joining at iteration k with r tokens left, it finishes
 at iteration k + r, so an iteration costs O(1) plus O(1) per sequence that joins, leaves or finishes.
 
-Router: ``round-robin`` (smooth weighted round-robin over combo copies, weights = each copy's planned goodput;
-for Mélange plans, over the instance types that serve the request's size bucket, weights = their shares),
-``jsq`` (the group with the fewest outstanding requests per unit of weight), ``random`` (weighted, seeded).
-Inside a combo the prefill instance with the fewest queued prompt tokens and the decode instance with the most
-free KV are chosen.
+Routing across combos is in :mod:`hetplan.sim.router`.
 
 Source: event/entity/scheduler split after Vidur (Agrawal et al., MLSys 2024); engine behaviour after vLLM's
 scheduler; the step-counting design and the mixed-iteration pricing are hetplan's own reconstruction.
@@ -38,76 +34,19 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-import random
 from array import array
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetplan.errors import InputError
 from hetplan.sim.deployment import Deployment, Group, StepCost
 from hetplan.sim.policies import Policy, cascade_estimate_s
+from hetplan.sim.result import SimResult
+from hetplan.sim.router import ROUTERS, Router, SimConfig
 from hetplan.sim.trace import RequestStream
 from hetplan.units import GB, GIB
 
-ROUTERS = ("round-robin", "jsq", "random")
 _STEP, _KV, _RESTORE = 1, 2, 3
 _INF = float("inf")
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """Settings of one simulation run.
-
-    Attributes:
-        router: ``round-robin``, ``jsq`` or ``random``.
-        seed: seed of the ``random`` router (the only random choice).
-        chunked_prefill: split long prompts across iterations (vLLM V1's default).
-        drain_s: simulated seconds allowed after the last arrival; requests still unfinished then are misses.
-    """
-
-    router: str = "round-robin"
-    seed: int = 0
-    chunked_prefill: bool = True
-    drain_s: float = 3600.0
-
-    def __post_init__(self) -> None:
-        if self.router not in ROUTERS:
-            raise InputError(f"unknown router {self.router!r}", f"known: {', '.join(ROUTERS)}", "pick one of them")
-        if not self.drain_s > 0:
-            raise InputError(f"drain_s must be > 0, got {self.drain_s}", fix="pass a positive drain time")
-
-
-@dataclass
-class SimResult:
-    """Raw outcome of a run; :mod:`hetplan.sim.metrics` turns it into metrics.
-
-    Attributes:
-        first_token_s / done_s: shape (n,), absolute times (NaN: never reached).
-        dropped: shape (n,), bool: the request (prompt + output) fits no group's KV cache (a request too long for
-            the group the router picked goes to the group with the most room instead).
-        step_s / step_weight: per iteration, its duration and how many sequences produced a token in it that
-            also produced their previous token on that instance (pooled ITL samples, token-weighted).
-        entry_gap_s: ITL samples of tokens whose previous token came from elsewhere (transfer, preemption).
-        busy_s: per instance, seconds spent in iterations. end_s: time of the last event.
-        counters: events, iterations, preemptions, restores, recomputes, tier-2 share statistics
-            (``tier2_tokens`` / ``saturated_tokens``: Tier 2's prefill tokens and the token budget over the CASCADE
-            iterations in which Tier 1 had more work than fitted).
-        instance_names / instance_roles: per instance. preempted: request ids in the order they were preempted.
-    """
-
-    first_token_s: np.ndarray
-    done_s: np.ndarray
-    dropped: np.ndarray
-    step_s: np.ndarray
-    step_weight: np.ndarray
-    entry_gap_s: np.ndarray
-    busy_s: np.ndarray
-    end_s: float
-    counters: dict[str, float] = field(default_factory=dict)
-    instance_names: tuple[str, ...] = ()
-    instance_roles: tuple[str, ...] = ()
-    preempted: tuple[int, ...] = ()
 
 
 class _Inst:
@@ -207,9 +146,7 @@ class Simulator:
         names = ("events", "iterations", "preemptions", "restores", "recomputes", "tier2_tokens", "saturated_tokens")
         self.counters: dict[str, float] = dict.fromkeys(names, 0.0)
         self.preempted: list[int] = []
-        self.rng = random.Random(self.cfg.seed)
-        self._rr_state: dict[int, list[float]] = {}
-        self.group_out = [0] * len(dep.groups)
+        self.router = Router(dep.groups, dep.aggregated, self.cfg.router, self.cfg.seed)
         cas = policy.cascade
         self.q2 = cas.q2 if cas else 0.0
         self.kappa = cas.kappa if cas else 1.0
@@ -259,42 +196,8 @@ class Simulator:
             self._start(inst, now)
 
     # -- routing ---------------------------------------------------------------------------------------
-    def _pick_group(self, rid: int) -> int:
-        groups = self.dep.groups
-        cands = list(range(len(groups)))
-        weights = [g.weight_req_per_s for g in groups]
-        bucket_key = -1
-        if self.dep.aggregated:
-            p, o = self.prompt[rid], self.out[rid]
-            sel = [
-                (gi, share)
-                for gi, g in enumerate(groups)
-                for (plo, phi, olo, ohi, share) in g.buckets
-                if plo <= p < phi and olo <= o < ohi and share > 0
-            ]
-            if sel:
-                cands = [gi for gi, _ in sel]
-                weights = [s for _, s in sel]
-                bucket_key = hash(tuple(cands))
-        router = self.cfg.router
-        if len(cands) == 1:
-            return cands[0]
-        if router == "jsq":
-            return min(cands, key=lambda gi: (self.group_out[gi] / max(weights[cands.index(gi)], 1e-9), gi))
-        if router == "random":
-            return self.rng.choices(cands, weights=weights)[0]
-        state = self._rr_state.setdefault(bucket_key, [0.0] * len(cands))
-        total = sum(weights)
-        best = 0
-        for k in range(len(cands)):
-            state[k] += weights[k]
-            if state[k] > state[best]:
-                best = k
-        state[best] -= total
-        return cands[best]
-
     def _arrive(self, rid: int, now: float) -> None:
-        gi = self._pick_group(rid)
+        gi = self.router.pick(self.prompt[rid], self.out[rid])
         size = self.prompt[rid] + self.out[rid]
         if size > self.group_fit[gi]:  # too long for this group's KV cache: the roomiest group that fits, if any
             fits = [k for k, cap in enumerate(self.group_fit) if cap >= size]
@@ -304,7 +207,7 @@ class Simulator:
             gi = max(fits, key=lambda k: (self.group_fit[k], -k))
         g: Group = self.dep.groups[gi]
         self.grp[rid] = gi
-        self.group_out[gi] += 1
+        self.router.outstanding[gi] += 1
         inst = min((self.insts[i] for i in g.prefill), key=lambda x: (x.qtok, x.outstanding, x.idx))
         self.need[rid] = self.prompt[rid]
         self._enqueue(inst, rid, now)
@@ -525,7 +428,7 @@ class Simulator:
         self.done[rid] = now
         self.last[rid] = now
         inst.outstanding -= 1
-        self.group_out[self.grp[rid]] -= 1
+        self.router.outstanding[self.grp[rid]] -= 1
 
     def _step_end(self, inst: _Inst, now: float) -> None:
         inst.step_idx += 1
@@ -607,7 +510,7 @@ class Simulator:
         self.last[rid] = now
         if self.out[rid] <= 1:
             self.done[rid] = now
-            self.group_out[self.grp[rid]] -= 1
+            self.router.outstanding[self.grp[rid]] -= 1
         else:
             g = self.dep.groups[self.grp[rid]]
             dst = max(

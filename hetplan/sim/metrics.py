@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from hetplan.planning import rnd
-from hetplan.sim.engine import SimResult
+from hetplan.sim.result import SimResult
 from hetplan.sim.trace import RequestStream
 
 PERCENTILES = (50.0, 90.0, 99.0)
