@@ -61,6 +61,7 @@ from hetplan.cli import estimate as _estimate  # noqa: E402,F401
 from hetplan.cli import plan as _plan  # noqa: E402,F401
 from hetplan.cli import profile as _profile  # noqa: E402,F401
 from hetplan.cli import report as _report  # noqa: E402,F401
+from hetplan.cli import simulate as _simulate  # noqa: E402,F401
 
 
 def main() -> None:

@@ -192,6 +192,12 @@ def plan(
     ),
     prune_top_k: int = typer.Option(6, "--prune-top-k", help="With --prune-with: heterogeneous GPU pairs kept."),
     # -- end of profile options --
+    # -- simulator check of the chosen plan (hetplan.sim) -------------------------------------------------------
+    verify: bool = typer.Option(
+        False, "--verify", help="Replay the scenario's workload through the plan in the simulator; flag SLO misses."
+    ),
+    verify_policy: str = typer.Option("fcfs", "--verify-policy", help="Scheduling policy for --verify."),
+    # -- end of simulator check ---------------------------------------------------------------------------------
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
 
@@ -237,6 +243,12 @@ def plan(
                     "a Hetis plan reads measured figures from the pool file",
                     "drop them, and put measured TFLOPS/GB/s in the pool file's GPU entries",
                 )
+            if verify:
+                raise InputError(
+                    "--verify does not apply to --strategy hetis",
+                    "the simulator replays prefill/decode combos and aggregated instances, not head-wise splits",
+                    "drop --verify",
+                )
 
             return hetis_work(scenario, strategy, pool, out, force, emit_dir)
         # --- end Hetis ---
@@ -258,6 +270,11 @@ def plan(
                 prune_top_k=prune_top_k,
             )
         elapsed = time.perf_counter() - start
+        if verify:  # simulator check (hetplan.sim): recorded in the plan document
+            from hetplan.sim.run import verify_plan
+
+            with err_console.status("simulating the plan", spinner="dots"):
+                doc["verification"] = verify_plan(doc, api.build_workload(scenario), verify_policy)
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
         if emit_dir is not None:
@@ -277,6 +294,11 @@ def plan(
     else:
         render_plan(doc, Console())
     err_console.print(f"planned in {elapsed:.2f} s" + (f"; wrote {escape(str(out))}" if out else ""))
+    if "verification" in doc:  # simulator check (hetplan.sim)
+        v = doc["verification"]
+        err_console.print(f"verify: {v['summary']}", highlight=False, markup=False)
+        for text in v["misses"]:
+            err_console.print(f"[yellow]SLO miss (simulated):[/] {escape(text)}", highlight=False)
     if emitted:
         from hetplan.cli.emit import render_result
 

@@ -1,0 +1,346 @@
+"""Simulated instances rebuilt from a plan document, with step times from hetplan's performance model.
+
+A plan file names, for each combo, the prefill and decode GPU, TP and counts and the decode batch; a Mélange plan
+names aggregated instance types and the request-size buckets each serves. :func:`deployment_from_plan` rebuilds
+the :class:`~hetplan.perf.latency.InstanceModel` of every instance from the plan's model, dtypes and
+``perf_settings`` (the same objects the planner used), so the simulator and the planner share one roofline.
+
+Step times (:class:`StepCost`) are *derived from* the performance model, never re-implemented:
+
+- decode step ``decode_s(b, ctx_sum)``: ``InstanceModel.decode_step_latency_s(b, ctx_sum / b)`` tabulated once per
+  instance type over b = 1..max_num_seqs and 129 context points, linearly interpolated in context. For fixed b
+  the roofline is the max of two affine functions of context, so the table is exact except inside the one grid
+  cell holding the kink.
+- prefill step over n prompt pieces with T tokens and attention work Q (Σ of ``(k+c)² − k²`` for a chunk of c
+  tokens after k already prefilled): the FLOPs of ``arch.prefill_flops`` are ``a·s + c·s² + lm`` per prompt (a
+  quadratic read off the model by evaluating it at s = 0, 1, 2); the batch is priced as the model's
+  ``prefill_latency_s(s_eq, n)`` with ``s_eq`` the equal prompt length of the same FLOPs. Memoised.
+- a mixed step (prefill pieces plus decoding sequences, as vLLM runs them) costs ``prefill + decode − overhead``:
+  one framework overhead per iteration. This mixing rule is hetplan's own reconstruction; the perf model prices
+  pure prefill and pure decode iterations only.
+- prefill→decode KV transfer: ``kv_transfer_s`` of the perf model over ``min(prefill NIC, decode NIC)``, the link
+  the planner used; transfers from one prefill instance queue on its NIC.
+
+Every step time includes the model's ``overhead_s`` and a memory-bandwidth floor, so it is never zero;
+construction raises if a settings file made it zero.
+
+Source: instance reconstruction and step pricing are hetplan's own; the split into entities (instances), events
+and schedulers follows Vidur (Agrawal et al., MLSys 2024).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from hetplan.catalog.loader import find_gpu, find_model
+from hetplan.errors import InputError
+from hetplan.perf.arch import ModelArch
+from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
+from hetplan.perf.settings import GpuEfficiency, PerfSettings
+from hetplan.planfile import check_plan
+
+CTX_POINTS = 128
+
+
+class StepCost:
+    """Step times of one instance type, from its :class:`InstanceModel` (see the module docstring).
+
+    Args:
+        model: the instance's performance model.
+        max_seqs: largest decode batch to tabulate (the engine's ``max_num_seqs``).
+        max_context_tokens: context length up to which the decode table is built (beyond it, linear
+            extrapolation of the last cell).
+
+    Raises:
+        InputError: a step time is not positive (settings with zero overhead and zero bandwidth floor).
+    """
+
+    def __init__(self, model: InstanceModel, max_seqs: int, max_context_tokens: int) -> None:
+        self.model = model
+        self.overhead_s = float(model.overhead_s)
+        arch = model.arch
+        f0, f1, f2 = (float(arch.prefill_flops(float(s), 1.0)) for s in (0, 1, 2))
+        self._quad = (f2 - 2 * f1 + f0) / 2.0
+        self._lin = f1 - f0 - self._quad
+        self._prefill_memo: dict[tuple[int, int], float] = {}
+        self.max_seqs = max(1, int(max_seqs))
+        self.ctx_step = max(1.0, float(max_context_tokens) / CTX_POINTS)
+        b = np.arange(1, self.max_seqs + 1, dtype=float)[:, None]
+        c = np.arange(CTX_POINTS + 1, dtype=float)[None, :] * self.ctx_step
+        table = np.asarray(model.decode_step_latency_s(b, c), dtype=float)
+        if not np.all(table > 0) or self.prefill_s(1, 1, 1) <= 0:
+            raise InputError(
+                f"step time of {model.gpu.name} TP{model.tp} is not positive",
+                "the performance settings give zero overhead and no bandwidth floor",
+                "set step_overhead_s > 0 in the plan's perf_settings",
+            )
+        self._table: list[list[float]] = [[]] + table.tolist()
+        self.kv_capacity_tokens = int(model.kv_capacity_tokens)
+
+    def decode_s(self, batch: int, ctx_sum: float) -> float:
+        """Seconds of one decode iteration of ``batch`` sequences holding ``ctx_sum`` tokens in total."""
+        if batch > self.max_seqs:
+            return float(self.model.decode_step_latency_s(batch, ctx_sum / batch))
+        row = self._table[batch]
+        x = ctx_sum / batch / self.ctx_step
+        i = int(x)
+        if i >= CTX_POINTS:
+            i = CTX_POINTS - 1
+        lo = row[i]
+        return lo + (row[i + 1] - lo) * (x - i)
+
+    def prefill_s(self, tokens: float, attn_sq: float, pieces: int) -> float:
+        """Seconds of one prefill iteration over ``pieces`` prompts (or chunks) with ``tokens`` tokens in total
+        and attention work ``attn_sq`` (Σ s² for whole prompts; see the module docstring for chunks)."""
+        n = max(1, pieces)
+        work = (self._lin * tokens + self._quad * attn_sq) / n
+        if self._quad > 0:
+            s_eq = (-self._lin + math.sqrt(self._lin * self._lin + 4 * self._quad * work)) / (2 * self._quad)
+        else:
+            s_eq = work / self._lin
+        key = (int(s_eq + 0.5), n)
+        t = self._prefill_memo.get(key)
+        if t is None:
+            t = float(self.model.prefill_latency_s(max(key[0], 1), n))
+            self._prefill_memo[key] = t
+        return t
+
+    def mixed_s(self, tokens: float, attn_sq: float, pieces: int, batch: int, ctx_sum: float) -> float:
+        """One iteration with prefill pieces and ``batch`` decoding sequences (one overhead per iteration)."""
+        if pieces == 0:
+            return self.decode_s(batch, ctx_sum)
+        if batch == 0:
+            return self.prefill_s(tokens, attn_sq, pieces)
+        return self.prefill_s(tokens, attn_sq, pieces) + self.decode_s(batch, ctx_sum) - self.overhead_s
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One simulated engine instance.
+
+    Attributes:
+        name: unique label, e.g. ``c0.0/p1`` (combo 0, copy 0, prefill instance 1).
+        role: ``prefill``, ``decode`` or ``aggregated``.
+        gpu / tp: GPU type and tensor-parallel degree.
+        max_num_seqs: cap on running sequences (a decode instance: the plan's decode batch).
+        max_num_batched_tokens: cap on tokens in one iteration.
+        group: index of the combo copy (disaggregated) or of the instance type (aggregated).
+        network_bytes_per_s: the instance's scale-out bandwidth for KV transfer, bytes/s.
+    """
+
+    name: str
+    role: str
+    gpu: str
+    tp: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    group: int
+    network_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Group:
+    """A unit the router balances over: a combo copy (prefill → decode) or an aggregated instance type.
+
+    Attributes:
+        label: readable name. weight_req_per_s: planned goodput (routing weight).
+        prefill / decode: instance indices (aggregated: both hold the same instances).
+        buckets: aggregated only, ``(prompt_lo, prompt_hi, output_lo, output_hi, share)`` the type serves.
+        link_bytes_per_s: prefill→decode link (disaggregated), bytes/s.
+    """
+
+    label: str
+    weight_req_per_s: float
+    prefill: tuple[int, ...]
+    decode: tuple[int, ...]
+    buckets: tuple[tuple[float, float, float, float, float], ...] = ()
+    link_bytes_per_s: float = 0.0
+
+
+@dataclass
+class Deployment:
+    """Instances and routing groups of a plan, with the shared model and settings."""
+
+    arch: ModelArch
+    settings: PerfSettings
+    instances: list[InstanceSpec]
+    groups: list[Group]
+    aggregated: bool
+    ttft_slo_s: float
+    tpot_slo_s: float
+    models: dict[tuple[str, int], InstanceModel] = field(default_factory=dict)
+
+    def model(self, gpu: str, tp: int) -> InstanceModel:
+        """The (cached) performance model of ``gpu`` at TP ``tp``."""
+        key = (gpu, tp)
+        if key not in self.models:
+            self.models[key] = InstanceModel(self.arch, find_gpu(gpu), tp, 1, self.settings)
+        return self.models[key]
+
+    def kv_transfer_coeffs(self, group: Group) -> tuple[float, float]:
+        """``(seconds, seconds per prompt token)`` of a prefill→decode KV transfer in ``group``."""
+        base = float(kv_transfer_s(self.arch, 0.0, group.link_bytes_per_s, self.settings))
+        per = float(kv_transfer_s(self.arch, 1.0, group.link_bytes_per_s, self.settings)) - base
+        return base, per
+
+
+def settings_from_doc(doc: dict[str, Any]) -> PerfSettings:
+    """Rebuild :class:`PerfSettings` from a plan's ``perf_settings`` (unknown keys refused).
+
+    Raises:
+        InputError: a field is unknown or has the wrong type.
+    """
+    known = {f.name for f in fields(PerfSettings)}
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise InputError(f"plan perf_settings has unknown fields {unknown}", fix="write the plan with this hetplan")
+    try:
+        kw = dict(doc)
+        if "default" in kw:
+            kw["default"] = GpuEfficiency(**kw["default"])
+        if "gpu_overrides" in kw:
+            kw["gpu_overrides"] = tuple((str(n), GpuEfficiency(**e)) for n, e in kw["gpu_overrides"])
+        return PerfSettings(**kw)
+    except (TypeError, ValueError) as exc:
+        raise InputError("plan perf_settings is malformed", str(exc), "write the plan with this hetplan") from None
+
+
+_RANGE = re.compile(
+    r"^\s*in (?P<plo>[\d.e+]+?)(?:-(?P<phi>[\d.e+]+)|\+), out (?P<olo>[\d.e+]+?)(?:-(?P<ohi>[\d.e+]+)|\+)\s*$"
+)
+
+
+def parse_bucket(label: str) -> tuple[float, float, float, float]:
+    """``"in 0-512, out 64-128"`` (a Mélange bucket label) → ``(0, 512, 64, 128)``; ``"in 8192+"`` → upper inf.
+
+    Raises:
+        InputError: the label is not in that form.
+    """
+    m = _RANGE.match(label)
+    if not m:
+        raise InputError(f"plan instance bucket {label!r} is not readable", fix="write the plan with this hetplan")
+    inf = float("inf")
+    return (
+        float(m["plo"]),
+        float(m["phi"]) if m["phi"] else inf,
+        float(m["olo"]),
+        float(m["ohi"]) if m["ohi"] else inf,
+    )
+
+
+def deployment_from_plan(doc: dict[str, Any]) -> Deployment:
+    """Rebuild every instance of a plan document (combos or aggregated instances).
+
+    Decode instances run at most the plan's ``decode_batch`` sequences (what ``hetplan emit`` passes as
+    ``--max-num-seqs``); prefill and aggregated instances use ``perf_settings.max_num_seqs``. Every instance uses
+    ``perf_settings.max_num_batched_tokens``.
+
+    Raises:
+        InputError: the document is not a plan, or names a model or GPU hetplan does not know.
+    """
+    check_plan(doc, "plan")
+    sc = doc["scenario"]
+    settings = settings_from_doc(sc.get("perf_settings", {}))
+    arch = ModelArch(find_model(sc["model"]), sc["weight_dtype"], sc["kv_dtype"])
+    instances: list[InstanceSpec] = []
+    groups: list[Group] = []
+    dep = Deployment(arch, settings, instances, groups, not doc["combos"], sc["slo"]["ttft_s"], sc["slo"]["tpot_s"])
+
+    def add(name: str, role: str, gpu: str, tp: int, seqs: int, group: int) -> int:
+        spec = find_gpu(gpu)
+        dep.model(spec.name, tp).require_fit()
+        net = network_bytes_per_s(spec, tp, settings)
+        instances.append(InstanceSpec(name, role, spec.name, tp, seqs, settings.max_num_batched_tokens, group, net))
+        return len(instances) - 1
+
+    for ci, c in enumerate(doc["combos"]):
+        seqs_d = int(c["decode_batch"]) or settings.max_num_seqs
+        for copy in range(int(c["count"])):
+            g = len(groups)
+            pre = tuple(
+                add(f"c{ci}.{copy}/p{i}", "prefill", c["prefill_gpu"], c["prefill_tp"], settings.max_num_seqs, g)
+                for i in range(int(c["n_prefill"]))
+            )
+            dec = tuple(
+                add(f"c{ci}.{copy}/d{i}", "decode", c["decode_gpu"], c["decode_tp"], seqs_d, g)
+                for i in range(int(c["n_decode"]))
+            )
+            link = min(instances[pre[0]].network_bytes_per_s, instances[dec[0]].network_bytes_per_s)
+            label = (
+                f"{c['n_prefill']}x {c['prefill_gpu']} TP{c['prefill_tp']} -> "
+                f"{c['n_decode']}x {c['decode_gpu']} TP{c['decode_tp']} #{copy}"
+            )
+            groups.append(Group(label, float(c["goodput_req_per_s"]), pre, dec, link_bytes_per_s=link))
+    for ti, t in enumerate(doc["instances"]):
+        g = len(groups)
+        idx = tuple(
+            add(f"m{ti}/a{i}", "aggregated", t["gpu"], t["tp"], settings.max_num_seqs, g)
+            for i in range(int(t["count"]))
+        )
+        buckets = tuple(parse_bucket(lbl) + (float(share),) for lbl, share in sorted(t.get("buckets", {}).items()))
+        label = f"{t['count']}x {t['gpu']} TP{t['tp']}"
+        groups.append(Group(label, float(t["traffic_share"]) or 1e-9, idx, idx, buckets))
+    return dep
+
+
+def simple_deployment(
+    model: str = "Llama-3-8B",
+    gpu: str = "H100-SXM",
+    tp: int = 1,
+    disaggregated: bool = False,
+    count: int = 1,
+    decode_gpu: str | None = None,
+    decode_tp: int | None = None,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    settings: PerfSettings | None = None,
+    ttft_slo_s: float = 2.0,
+    tpot_slo_s: float = 0.1,
+) -> Deployment:
+    """One routing group: ``count`` aggregated instances, or ``count`` prefill → ``count`` decode instances.
+
+    For tests, benchmarks and what-if runs without a plan file.
+
+    Raises:
+        InputError: unknown model or GPU. OutOfMemoryError: the model does not fit.
+    """
+    st = settings or PerfSettings()
+    arch = ModelArch(find_model(model))
+    dep = Deployment(arch, st, [], [], not disaggregated, ttft_slo_s, tpot_slo_s)
+
+    def add(role: str, name: str, t: int) -> int:
+        spec = find_gpu(name)
+        dep.model(spec.name, t).require_fit()
+        net = network_bytes_per_s(spec, t, st)
+        dep.instances.append(
+            InstanceSpec(
+                f"{role[0]}{len(dep.instances)}", role, spec.name, t, max_num_seqs, max_num_batched_tokens, 0, net
+            )  # fmt: skip
+        )
+        return len(dep.instances) - 1
+
+    if disaggregated:
+        pre = tuple(add("prefill", gpu, tp) for _ in range(count))
+        dec = tuple(add("decode", decode_gpu or gpu, decode_tp or tp) for _ in range(count))
+        link = min(dep.instances[pre[0]].network_bytes_per_s, dep.instances[dec[0]].network_bytes_per_s)
+        dep.groups.append(Group("simple", 1.0, pre, dec, link_bytes_per_s=link))
+    else:
+        idx = tuple(add("aggregated", gpu, tp) for _ in range(count))
+        dep.groups.append(Group("simple", 1.0, idx, idx))
+    return dep
+
+
+__all__ = [
+    "Deployment",
+    "Group",
+    "InstanceSpec",
+    "StepCost",
+    "deployment_from_plan",
+    "parse_bucket",
+    "simple_deployment",
+]

@@ -1,0 +1,45 @@
+"""The raw outcome of one simulation run (what :mod:`hetplan.sim.metrics` summarises).
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class SimResult:
+    """Raw outcome of a run; :mod:`hetplan.sim.metrics` turns it into metrics.
+
+    Attributes:
+        first_token_s / done_s: shape (n,), absolute times (NaN: never reached).
+        dropped: shape (n,), bool: the request (prompt + output) fits no group's KV cache (a request too long for
+            the group the router picked goes to the group with the most room instead).
+        step_s / step_weight: per iteration, its duration and how many sequences produced a token in it that
+            also produced their previous token on that instance (pooled ITL samples, token-weighted).
+        entry_gap_s: ITL samples of tokens whose previous token came from elsewhere (transfer, preemption).
+        busy_s: per instance, seconds spent in iterations. end_s: time of the last event.
+        counters: events, iterations, preemptions, restores, recomputes, tier-2 share statistics
+            (``tier2_tokens`` / ``saturated_tokens``: Tier 2's prefill tokens and the token budget over the CASCADE
+            iterations in which Tier 1 had more work than fitted).
+        instance_names / instance_roles: per instance. preempted: request ids in the order they were preempted.
+    """
+
+    first_token_s: np.ndarray
+    done_s: np.ndarray
+    dropped: np.ndarray
+    step_s: np.ndarray
+    step_weight: np.ndarray
+    entry_gap_s: np.ndarray
+    busy_s: np.ndarray
+    end_s: float
+    counters: dict[str, float] = field(default_factory=dict)
+    instance_names: tuple[str, ...] = ()
+    instance_roles: tuple[str, ...] = ()
+    preempted: tuple[int, ...] = ()
+
+
+__all__ = ["SimResult"]

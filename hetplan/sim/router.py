@@ -1,0 +1,98 @@
+"""Routing requests across a deployment's groups (combo copies or aggregated instance types).
+
+- ``round-robin``: smooth weighted round-robin (nginx's algorithm: deterministic, spreads each group's turns
+  evenly) over the combo copies, weights = each copy's planned goodput, as the planner assumed; for Mélange plans
+  over the instance types that serve the request's size bucket, weights = their shares of that bucket (requests
+  outside every bucket go over all types, weighted by traffic share).
+- ``jsq``: join the shortest queue, normalised: the group with the fewest outstanding requests per unit of weight.
+- ``random``: weighted random choice from an explicit seed (the simulator's only random choice).
+
+Inside a group the engine picks the prefill instance with the fewest queued prompt tokens and the decode instance
+with the most free KV (:mod:`hetplan.sim.engine`).
+
+Source: hetplan's own reconstruction (Cauchy routes by combo goodput; Mélange by request-size bucket).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from hetplan.errors import InputError
+from hetplan.sim.deployment import Group
+
+ROUTERS = ("round-robin", "jsq", "random")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Settings of one simulation run.
+
+    Attributes:
+        router: ``round-robin``, ``jsq`` or ``random``.
+        seed: seed of the ``random`` router (the only random choice).
+        chunked_prefill: split long prompts across iterations (vLLM V1's default).
+        drain_s: simulated seconds allowed after the last arrival; requests still unfinished then are misses.
+    """
+
+    router: str = "round-robin"
+    seed: int = 0
+    chunked_prefill: bool = True
+    drain_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise InputError(f"unknown router {self.router!r}", f"known: {', '.join(ROUTERS)}", "pick one of them")
+        if not self.drain_s > 0:
+            raise InputError(f"drain_s must be > 0, got {self.drain_s}", fix="pass a positive drain time")
+
+
+class Router:
+    """Picks a group for each request (see the module docstring).
+
+    Attributes:
+        outstanding: per group, requests routed there and not yet finished (the engine keeps it current).
+    """
+
+    def __init__(self, groups: list[Group], aggregated: bool, name: str, seed: int) -> None:
+        self.groups = groups
+        self.aggregated = aggregated
+        self.name = name
+        self.rng = random.Random(seed)
+        self.outstanding = [0] * len(groups)
+        self._rr: dict[tuple[int, ...], list[float]] = {}
+
+    def pick(self, prompt_tokens: int, output_tokens: int) -> int:
+        """Index of the group for a request of ``prompt_tokens`` / ``output_tokens``."""
+        groups = self.groups
+        cands = list(range(len(groups)))
+        weights = [g.weight_req_per_s for g in groups]
+        if self.aggregated:
+            sel = [
+                (gi, share)
+                for gi, g in enumerate(groups)
+                for (plo, phi, olo, ohi, share) in g.buckets
+                if plo <= prompt_tokens < phi and olo <= output_tokens < ohi and share > 0
+            ]
+            if sel:
+                cands = [gi for gi, _ in sel]
+                weights = [w for _, w in sel]
+        if len(cands) == 1:
+            return cands[0]
+        if self.name == "jsq":
+            k = min(range(len(cands)), key=lambda i: (self.outstanding[cands[i]] / max(weights[i], 1e-9), cands[i]))
+            return cands[k]
+        if self.name == "random":
+            return self.rng.choices(cands, weights=weights)[0]
+        state = self._rr.setdefault(tuple(cands), [0.0] * len(cands))
+        total = sum(weights)
+        best = 0
+        for k in range(len(cands)):
+            state[k] += weights[k]
+            if state[k] > state[best]:
+                best = k
+        state[best] -= total
+        return cands[best]
+
+
+__all__ = ["ROUTERS", "Router", "SimConfig"]

@@ -1,0 +1,341 @@
+"""Python twins of ``hetplan simulate``, ``hetplan simulate --find-capacity``, ``hetplan calibrate`` and
+``hetplan plan --verify``.
+
+- :func:`simulate`: one run of a trace through a plan under one policy → the metrics document.
+- :func:`find_capacity`: goodput capacity (DESIGN §1): the highest rate scale at which joint SLO attainment ≥
+  target, by doubling/halving to bracket it and then bisection (``steps`` runs); capacity search is a layer above
+  the simulator, as in Vidur.
+- :func:`calibrate`: CASCADE's safety coefficients. Each request's unscaled TTFT estimate ``T̂₀ = (T(current load)
+  + T(max load))/2`` is recorded when its prefill is first scheduled; since the budget subtracts the wait
+  separately (budget = SLO − wait − T̂), T̂ predicts the TTFT *after* that wait, and κ is the smallest factor with
+  ``P(TTFT − wait ≤ κ·T̂₀) ≥ q`` over the trace, i.e. ``P(TTFT ≤ wait + κ·T̂₀) ≥ q`` (the q-quantile of the
+  ratio, numpy's "higher" method so the share is at least q), measured under CASCADE with κ = 1. The ratio
+  exceeds 1 where prompts are chunked over several iterations, share iterations with decoding, or wait for the
+  KV transfer. q₂ is then chosen from ``Q2_CANDIDATES`` as the share that
+  gives the highest goodput under CASCADE with the fitted κ (ties: higher Jain index, then the smaller q₂). The
+  result goes into the plan (``cascade`` block) and into a small router config.
+
+Source: calibration procedure after DESIGN §3.4 (CASCADE calibrates κ on a trace so that P(TTFT ≤ T̂) ≥ q);
+the q₂ search is hetplan's own reconstruction (the paper does not say how q₂ is chosen).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from hetplan.errors import InputError
+from hetplan.planning import rnd
+from hetplan.sim.deployment import Deployment, deployment_from_plan
+from hetplan.sim.engine import SimConfig, SimResult, Simulator
+from hetplan.sim.metrics import request_outcomes, summarize
+from hetplan.sim.policies import CascadeSettings, get_policy
+from hetplan.sim.trace import ClassSlo, RequestStream, stream_from_workload
+from hetplan.workload.readers import Workload
+
+Q2_CANDIDATES = (0.0, 0.05, 0.1, 0.2, 0.3)
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    """What to simulate: a plan document, a request stream and the run's settings.
+
+    Attributes:
+        plan: plan document (as :func:`hetplan.planfile.load_plan` returns it).
+        stream: requests (unscaled). class_slos: per-class SLO overrides (else the plan's SLOs).
+        policy: fcfs, sjf, edf or cascade. rate_scale: arrival-rate multiplier.
+        cascade: CASCADE settings (default: the plan's calibrated κ and q₂, if any, else the defaults).
+        config: router, seed, chunked prefill, drain time. window_s: time-series window, seconds.
+    """
+
+    plan: dict[str, Any]
+    stream: RequestStream
+    class_slos: dict[str, ClassSlo] | None = None
+    policy: str = "fcfs"
+    rate_scale: float = 1.0
+    cascade: CascadeSettings | None = None
+    config: SimConfig = SimConfig()
+    window_s: float = 60.0
+
+
+def plan_cascade(plan: dict[str, Any]) -> CascadeSettings:
+    """CASCADE settings recorded in a plan by ``hetplan calibrate`` (defaults when absent).
+
+    Raises:
+        InputError: the plan's ``cascade`` block holds invalid values.
+    """
+    block = plan.get("cascade") or {}
+    try:
+        return CascadeSettings(kappa=float(block.get("kappa", 1.0)), q2=float(block.get("q2", 0.1)))
+    except (TypeError, ValueError):
+        raise InputError("the plan's cascade block is malformed", fix="re-run 'hetplan calibrate'") from None
+
+
+def _prepare(req: SimRequest) -> tuple[Deployment, RequestStream]:
+    dep = deployment_from_plan(req.plan)
+    slos = dict(req.class_slos or {})
+    for name, cls in (req.plan.get("cascade") or {}).get("classes", {}).items():
+        if name in req.stream.class_names and name not in slos:
+            slos[name] = ClassSlo(cls.get("ttft_slo_s"), cls.get("tpot_slo_s"))
+    stream = req.stream.with_slos(dep.ttft_slo_s, dep.tpot_slo_s, slos)
+    if req.window_s <= 0:
+        raise InputError(f"--window must be > 0, got {req.window_s}", fix="pass e.g. --window 60s")
+    return dep, stream.scaled(req.rate_scale)
+
+
+def _run(
+    req: SimRequest, dep: Deployment, stream: RequestStream, record: bool = False
+) -> tuple[dict[str, Any], Simulator, SimResult]:
+    cascade = req.cascade or plan_cascade(req.plan)
+    sim = Simulator(dep, stream, get_policy(req.policy, cascade), req.config, record_estimates=record)
+    res = sim.run()
+    return summarize(stream, res, req.window_s), sim, res
+
+
+def simulate(req: SimRequest) -> dict[str, Any]:
+    """Simulate ``req``; returns the metrics document with the run's settings (deterministic).
+
+    Raises:
+        InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
+    """
+    dep, stream = _prepare(req)
+    doc, sim, _ = _run(req, dep, stream)
+    head = {
+        "kind": "simulation",
+        "policy": req.policy.lower(),
+        "router": req.config.router,
+        "seed": req.config.seed,
+        "chunked_prefill": req.config.chunked_prefill,
+        "rate_scale": req.rate_scale,
+        "trace": stream.source,
+        "instances": len(dep.instances),
+        "plan_strategy": req.plan.get("strategy"),
+        "plan_goodput_req_per_s": req.plan.get("goodput_req_per_s"),
+        "slo_percentile": req.plan["scenario"]["slo"]["percentile"],
+    }
+    if sim.policy.cascade is not None:
+        head["cascade"] = {"kappa": sim.policy.cascade.kappa, "q2": sim.policy.cascade.q2}
+    return head | doc
+
+
+def find_capacity(
+    req: SimRequest,
+    target: float = 0.9,
+    steps: int = 8,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Highest rate scale with joint SLO attainment ≥ ``target`` (goodput capacity).
+
+    Attainment on a finite trace is not strictly monotone in the rate, so the answer is a bracket: attainment ≥
+    target at ``rate_scale`` and below it at ``failing_rate_scale`` (within a factor ``2**(1/2**steps)``).
+
+    Returns:
+        ``{"target", "rate_scale", "failing_rate_scale", "capped", "goodput_capacity_req_per_s",
+        "arrival_rate_per_s", "runs": [...], "metrics": <metrics at the capacity>}``; ``rate_scale`` is None when
+        even 1/64 of the rate misses, ``capped`` True when 64x still meets the target.
+
+    Raises:
+        InputError: ``target`` outside (0, 1].
+    """
+    if not 0 < target <= 1:
+        raise InputError(f"--target must be in (0, 1], got {target}", fix="pass e.g. --target 0.9")
+    step = progress or (lambda _: None)
+    runs: list[dict[str, Any]] = []
+    cache: dict[float, dict[str, Any]] = {}
+
+    def attain(scale: float) -> float:
+        if scale not in cache:
+            step(f"rate scale {scale:.4g}")
+            cache[scale] = simulate(replace(req, rate_scale=scale))
+            m = cache[scale]
+            runs.append({"rate_scale": rnd(scale, 6), "attainment": m["attainment"]["joint"],
+                         "goodput_req_per_s": m["goodput_req_per_s"]})  # fmt: skip
+        return float(cache[scale]["attainment"]["joint"])
+
+    lo, hi = None, None
+    x = 1.0
+    if attain(x) >= target:
+        lo = x
+        while hi is None and x < 64:
+            x *= 2
+            if attain(x) >= target:
+                lo = x
+            else:
+                hi = x
+    else:
+        hi = x
+        while lo is None and x > 1 / 64:
+            x /= 2
+            if attain(x) >= target:
+                lo = x
+            else:
+                hi = x
+    if lo is not None and hi is not None:
+        for _ in range(steps):
+            mid = (lo * hi) ** 0.5
+            if attain(mid) >= target:
+                lo = mid
+            else:
+                hi = mid
+    best = cache[lo] if lo is not None else None
+    return {
+        "kind": "capacity",
+        "target": target,
+        "policy": req.policy.lower(),
+        "rate_scale": None if lo is None else rnd(lo, 6),
+        "capped": lo is not None and hi is None,
+        "failing_rate_scale": None if hi is None else rnd(hi, 6),
+        "arrival_rate_per_s": None if best is None else best["arrival_rate_per_s"],
+        "goodput_capacity_req_per_s": None if best is None else best["goodput_req_per_s"],
+        "runs": sorted(runs, key=lambda r: r["rate_scale"]),
+        "metrics": best,
+    }
+
+
+def calibrate(req: SimRequest, quantile: float = 0.95, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Fit κ and choose q₂ for CASCADE on ``req``'s trace and plan (see the module docstring).
+
+    Returns:
+        The ``cascade`` block for the plan: kappa, q2, quantile, per-class SLOs and budgets, the q₂ sweep.
+
+    Raises:
+        InputError: ``quantile`` outside (0, 1), or no request reached its first token.
+    """
+    if not 0 < quantile < 1:
+        raise InputError(f"--quantile must be in (0, 1), got {quantile}", fix="pass e.g. --quantile 0.95")
+    step = progress or (lambda _: None)
+    dep, stream = _prepare(req)
+    base = replace(req, policy="cascade", cascade=CascadeSettings(kappa=1.0, q2=plan_cascade(req.plan).q2))
+    step("fitting kappa")
+    _, sim, _ = _run(base, dep, stream, record=True)
+    est = np.array(sim.estimate_s)
+    first = np.array(sim.first)
+    ttft = first - np.array(sim.scheduled_s)  # TTFT after the wait: what T̂ predicts
+    ok = np.isfinite(ttft) & (est > 0)
+    if not ok.any():
+        raise InputError("no request reached its first token in the calibration run", fix="lower --rate-scale")
+    ratio = ttft[ok] / est[ok]
+    kappa = max(float(np.quantile(ratio, quantile, method="higher")), 1e-3)
+    sweep = []
+    for q2 in Q2_CANDIDATES:
+        step(f"q2 = {q2:g}")
+        m, _, _ = _run(replace(req, policy="cascade", cascade=CascadeSettings(kappa=kappa, q2=q2)), dep, stream)
+        sweep.append({"q2": q2, "goodput_req_per_s": m["goodput_req_per_s"], "attainment": m["attainment"]["joint"],
+                      "jain_index": m["jain_index"]})  # fmt: skip
+    best = max(sweep, key=lambda r: (r["goodput_req_per_s"], r["jain_index"] or 0.0, -r["q2"]))
+    classes = {}
+    for c, name in enumerate(stream.class_names):
+        m = (stream.class_id == c) & ok
+        ttft_slo = float(stream.ttft_slo_s[stream.class_id == c][0])
+        typical = float(np.median(est[m])) * kappa if m.any() else None
+        classes[name] = {
+            "ttft_slo_s": rnd(ttft_slo, 6),
+            "tpot_slo_s": rnd(float(stream.tpot_slo_s[stream.class_id == c][0]), 6),
+            "median_estimate_s": None if typical is None else rnd(typical, 5),
+            "median_budget_s": None if typical is None else rnd(ttft_slo - typical, 5),
+        }
+    covered = float(np.mean(ttft[ok] <= kappa * est[ok]))
+    return {
+        "kappa": rnd(kappa, 5),
+        "q2": best["q2"],
+        "quantile": quantile,
+        "coverage": rnd(covered, 5),
+        "calibrated_on": {"trace": stream.source, "rate_scale": req.rate_scale, "requests": int(ok.sum())},
+        "classes": classes,
+        "q2_sweep": sweep,
+    }
+
+
+def router_config(plan: dict[str, Any], cascade: dict[str, Any]) -> dict[str, Any]:
+    """A small config a router can read: policy, κ, q₂, per-class SLOs/budgets, and the routing weights."""
+    dep = deployment_from_plan(plan)
+    return {
+        "kind": "hetplan-router-config",
+        "schema_version": 1,
+        "policy": "cascade",
+        "kappa": cascade["kappa"],
+        "q2": cascade["q2"],
+        "estimator": "T_hat = kappa * (T(current load) + T(max load)) / 2; budget = SLO - wait - T_hat",
+        "classes": cascade["classes"],
+        "routing": "goodput-weighted round-robin",
+        "groups": [
+            {
+                "label": g.label,
+                "weight_req_per_s": rnd(g.weight_req_per_s, 6),
+                "prefill": [dep.instances[i].name for i in g.prefill],
+                "decode": [dep.instances[i].name for i in g.decode],
+            }
+            for g in dep.groups
+        ],
+    }
+
+
+def verify(plan: dict[str, Any], stream: RequestStream, policy: str = "fcfs") -> dict[str, Any]:
+    """Simulate a freshly planned deployment on its own workload and list SLO misses.
+
+    Returns:
+        ``{"metrics": ..., "ttft_q_s", "tpot_q_s", "misses": [text, ...]}`` where q is the plan's SLO percentile;
+        a miss is a q-percentile TTFT/TPOT above its SLO (unfinished requests count as infinite) or a joint
+        attainment below q.
+    """
+    req = SimRequest(plan, stream, policy=policy)
+    dep, scaled = _prepare(req)
+    m, _, res = _run(req, dep, scaled)
+    o = request_outcomes(scaled, res)
+    slo = plan["scenario"]["slo"]
+    q = float(slo["percentile"])
+    ttft = np.where(np.isfinite(o["ttft_s"]), o["ttft_s"], np.inf)
+    tpot = o["tpot_s"][scaled.output_tokens > 1]
+    tpot = np.where(np.isfinite(tpot), tpot, np.inf)
+    ttft_q = float(np.percentile(ttft, q, method="higher"))
+    tpot_q = float(np.percentile(tpot, q, method="higher")) if tpot.size else 0.0
+    misses = []
+    if ttft_q > slo["ttft_s"]:
+        misses.append(f"simulated p{q:g} TTFT {ttft_q:.4g} s exceeds the SLO {slo['ttft_s']:g} s")
+    if tpot_q > slo["tpot_s"]:
+        misses.append(f"simulated p{q:g} TPOT {tpot_q * 1e3:.4g} ms exceeds the SLO {slo['tpot_s'] * 1e3:g} ms")
+    if m["attainment"]["joint"] < q / 100:
+        misses.append(f"simulated joint SLO attainment {m['attainment']['joint']:.1%} is below {q:g} %")
+    return {"metrics": m, "ttft_q_s": rnd(ttft_q, 5), "tpot_q_s": rnd(tpot_q, 5), "misses": misses}
+
+
+def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") -> dict[str, Any]:
+    """``hetplan plan --verify``: simulate the plan on its scenario's workload (see :func:`verify`).
+
+    Returns:
+        The ``verification`` block of the plan document: policy, attainment, goodput, percentile TTFT/TPOT,
+        a one-line summary and the list of misses.
+    """
+    v = verify(plan, stream_from_workload(workload), policy)
+    m = v["metrics"]
+    q = plan["scenario"]["slo"]["percentile"]
+    summary = (
+        f"simulated {m['requests']} requests ({policy}): joint SLO attainment {m['attainment']['joint']:.1%}, "
+        f"p{q:g} TTFT {v['ttft_q_s']:.3g} s, p{q:g} TPOT {v['tpot_q_s'] * 1e3:.3g} ms, goodput "
+        f"{m['goodput_req_per_s']:.3g} req/s"
+    )
+    return {
+        "policy": policy,
+        "requests": m["requests"],
+        "attainment": m["attainment"],
+        "goodput_req_per_s": m["goodput_req_per_s"],
+        f"ttft_p{q:g}_s": v["ttft_q_s"],
+        f"tpot_p{q:g}_s": v["tpot_q_s"],
+        "summary": summary,
+        "misses": v["misses"],
+    }
+
+
+__all__ = [
+    "Q2_CANDIDATES",
+    "SimRequest",
+    "calibrate",
+    "find_capacity",
+    "plan_cascade",
+    "router_config",
+    "simulate",
+    "verify",
+]

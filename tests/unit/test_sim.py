@@ -1,0 +1,297 @@
+"""Simulator, policies and metrics: hand-made traces with known answers (DESIGN §4 scheduling checks)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hetplan.errors import InputError
+from hetplan.perf.settings import PerfSettings
+from hetplan.planfile import load_plan
+from hetplan.sim.deployment import StepCost, deployment_from_plan, parse_bucket, simple_deployment
+from hetplan.sim.engine import SimConfig, Simulator
+from hetplan.sim.metrics import jain_index, weighted_percentile
+from hetplan.sim.policies import CascadeSettings, cascade_estimate_s, get_policy
+from hetplan.sim.run import SimRequest, calibrate, find_capacity, router_config, simulate, verify
+from hetplan.sim.trace import ClassSlo, make_stream, read_stream
+from tests.conftest import FIXTURES
+
+
+def _run(dep, stream, policy, chunked=True, **cascade):
+    pol = get_policy(policy, CascadeSettings(**cascade) if cascade else None)
+    return Simulator(dep, stream, pol, SimConfig(chunked_prefill=chunked)).run()
+
+
+def _order(res, rids):
+    return sorted(rids, key=lambda r: res.first_token_s[r])
+
+
+@pytest.fixture(scope="module")
+def one_at_a_time():
+    """One H100 running Llama-3-8B whose token cap admits one prompt per iteration; r0 keeps it busy while
+    r1..r3 arrive (output 1 token: a request is done when its prefill is)."""
+    dep = simple_deployment(max_num_batched_tokens=320)
+    arrival = [0.0, 1e-4, 2e-4, 3e-4]
+    prompt = [300, 300, 200, 250]
+    return dep, arrival, prompt
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [("fcfs", [1, 2, 3]), ("sjf", [2, 3, 1]), ("edf", [3, 2, 1])],
+)
+def test_policy_order_on_a_hand_made_trace(one_at_a_time, policy, expected):
+    dep, arrival, prompt = one_at_a_time
+    stream = make_stream(arrival, prompt, [1] * 4, ["x", "a", "b", "c"]).with_slos(
+        2.0, 0.1, {"a": ClassSlo(10.0), "b": ClassSlo(5.0), "c": ClassSlo(1.0)}
+    )
+    res = _run(dep, stream, policy, chunked=False)
+    assert np.isfinite(res.done_s).all()
+    assert _order(res, [1, 2, 3]) == expected
+
+
+def test_cascade_demotes_a_hopeless_request_that_edf_serves_first(one_at_a_time):
+    dep, arrival, prompt = one_at_a_time
+    # r3's TTFT SLO (1 ms) is already lost: budget < 0 puts it in Tier 2; EDF serves it first all the same
+    stream = make_stream(arrival, prompt, [1] * 4, ["x", "a", "b", "c"]).with_slos(
+        2.0, 0.1, {"a": ClassSlo(10.0), "b": ClassSlo(5.0), "c": ClassSlo(0.001)}
+    )
+    assert _order(_run(dep, stream, "edf", chunked=False), [1, 2, 3]) == [3, 2, 1]
+    assert _order(_run(dep, stream, "cascade", chunked=False, q2=0.0), [1, 2, 3]) == [2, 1, 3]
+
+
+def _saturating_stream(n=30):
+    arrival = np.arange(2 * n) * 1e-6
+    classes = ["t1"] * n + ["t2"] * n
+    stream = make_stream(arrival, [1000] * (2 * n), [1] * (2 * n), classes)
+    # Tier 1 never runs out of budget; Tier 2's budget is negative from the start
+    return stream.with_slos(2.0, 0.1, {"t1": ClassSlo(1e6), "t2": ClassSlo(1e-6)})
+
+
+@pytest.mark.parametrize("q2", [0.1, 0.25, 0.5])
+def test_tier2_receives_at_least_q2_under_saturation(q2):
+    dep = simple_deployment(max_num_batched_tokens=1000)
+    res = _run(dep, _saturating_stream(), "cascade", q2=q2)
+    sat = res.counters["saturated_tokens"]
+    assert sat >= 10 * 1000  # many iterations with Tier 1 over-subscribed
+    assert res.counters["tier2_tokens"] / sat >= q2
+    assert np.isfinite(res.done_s).all()
+
+
+def test_tier2_starves_at_q2_zero():
+    dep = simple_deployment(max_num_batched_tokens=1000)
+    res = _run(dep, _saturating_stream(), "cascade", q2=0.0)
+    assert res.counters["saturated_tokens"] > 0 and res.counters["tier2_tokens"] == 0
+    t1, t2 = res.first_token_s[:30], res.first_token_s[30:]
+    assert t2.min() > t1.max()  # no Tier-2 request starts while Tier 1 has work
+
+
+@pytest.fixture(scope="module")
+def tight_kv():
+    settings = PerfSettings(gpu_memory_utilization=0.21)
+    dep = simple_deployment(settings=settings)
+    cap = dep.model("H100-SXM", 1).kv_capacity_tokens
+    assert 500 < cap < 20_000
+    return dep, cap
+
+
+def _pressure_stream(cap):
+    # three sequences that fit at admission and outgrow the KV cache while decoding
+    size = cap // 4
+    stream = make_stream([0.0, 1e-6, 2e-6], [size] * 3, [size] * 3, ["a", "b", "c"])
+    return stream.with_slos(2.0, 0.1, {"a": ClassSlo(None, 0.05), "b": ClassSlo(None, 5.0), "c": ClassSlo(None, 0.5)})
+
+
+def test_cascade_preempts_the_largest_budget(tight_kv):
+    dep, cap = tight_kv
+    res = _run(dep, _pressure_stream(cap), "cascade")
+    assert res.preempted and res.preempted[0] == 1  # class b: the loosest TPOT SLO, the largest budget
+    assert np.isfinite(res.done_s).all()
+    assert res.counters["restores"] + res.counters["recomputes"] >= 1
+
+
+def test_fcfs_preempts_the_latest_arrival_and_recomputes(tight_kv):
+    dep, cap = tight_kv
+    res = _run(dep, _pressure_stream(cap), "fcfs")
+    assert res.preempted[0] == 2
+    assert np.isfinite(res.done_s).all()
+    assert res.counters["restores"] == 0 and res.counters["recomputes"] == len(res.preempted)
+
+
+def test_jain_index_bounds():
+    assert jain_index([0.7, 0.7, 0.7]) == pytest.approx(1.0)
+    assert jain_index([1.0, 0.0, 0.0, 0.0]) == pytest.approx(1 / 4)
+    assert jain_index([0.0, 0.0]) is None
+
+
+def test_kappa_one_with_equal_loads_gives_the_model_latency():
+    dep = simple_deployment()
+    stream = make_stream([0.0], [10], [1])
+    sim = Simulator(dep, stream, get_policy("cascade", CascadeSettings(kappa=1.0)))
+    inst = sim.insts[0]
+    inst.qtok, inst.qn = 8192.0, 8  # current load = one full batch of eight 1024-token prompts = max load
+    model = dep.model("H100-SXM", 1)
+    assert sim._t_hat_s(inst) == pytest.approx(float(model.prefill_latency_s(1024, 8)), rel=1e-12)
+    assert cascade_estimate_s(0.3, 0.3, 1.0) == 0.3
+    assert cascade_estimate_s(0.2, 0.4, 2.0) == pytest.approx(0.6)
+
+
+def test_step_cost_follows_the_perf_model():
+    dep = simple_deployment(model="Llama-3-70B", gpu="A100-80GB-SXM", tp=4)
+    model = dep.model("A100-80GB-SXM", 4)
+    cost = StepCost(model, 256, 16384)
+    for b, c in [(1, 100.0), (7, 1500.0), (64, 3000.0), (256, 900.0), (200, 15000.0)]:
+        want = float(model.decode_step_latency_s(b, c))
+        assert cost.decode_s(b, b * c) == pytest.approx(want, rel=0.01)
+    for s in (1, 300, 4096):
+        assert cost.prefill_s(s, s * s, 1) == pytest.approx(float(model.prefill_latency_s(s, 1)), rel=1e-9)
+    assert cost.prefill_s(4 * 512, 4 * 512 * 512, 4) == pytest.approx(float(model.prefill_latency_s(512, 4)))
+    assert min(cost.decode_s(1, 1), cost.prefill_s(1, 1, 1)) >= model.overhead_s > 0
+
+
+def test_weighted_percentile_equals_numpy_on_the_repeat():
+    rng = np.random.default_rng(1)
+    v, w = rng.random(50), rng.integers(0, 9, 50)
+    for q in (0, 10, 50, 90, 99, 100):
+        assert weighted_percentile(v, w, q) == pytest.approx(np.percentile(np.repeat(v, w), q))
+
+
+@pytest.fixture(scope="module")
+def plan_a():
+    return load_plan(FIXTURES / "plan_example_a.json")
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return read_stream([FIXTURES / "azure_conv_200.csv"])
+
+
+def test_plan_instances_are_rebuilt(plan_a):
+    dep = deployment_from_plan(plan_a)
+    roles = [(i.role, i.gpu, i.tp, i.max_num_seqs) for i in dep.instances]
+    assert roles == [
+        ("prefill", "A100-80GB-SXM", 2, 256),
+        ("decode", "A10G", 8, 35),
+        ("prefill", "H100-SXM", 2, 256),
+        ("decode", "A100-80GB-SXM", 4, 256),
+    ]
+    assert [g.weight_req_per_s for g in dep.groups] == [1.03017, 5.18974]
+
+
+def test_melange_plan_routes_by_bucket(conv):
+    plan = load_plan(FIXTURES / "plan_example_a_melange.json")
+    dep = deployment_from_plan(plan)
+    assert dep.aggregated and [i.role for i in dep.instances] == ["aggregated", "aggregated"]
+    m = simulate(SimRequest(plan, conv))
+    assert m["finished"] == 200 and m["attainment"]["joint"] > 0.5
+    assert parse_bucket("in 8192+, out 0-64") == (8192.0, float("inf"), 0.0, 64.0)
+
+
+def test_same_seed_same_result_and_seed_matters(plan_a, conv):
+    cfg = SimConfig(router="random", seed=7)
+    a = simulate(SimRequest(plan_a, conv, policy="cascade", rate_scale=3.0, config=cfg))
+    b = simulate(SimRequest(plan_a, conv, policy="cascade", rate_scale=3.0, config=cfg))
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    c = simulate(SimRequest(plan_a, conv, policy="cascade", rate_scale=3.0, config=SimConfig(router="random", seed=8)))
+    assert c["utilization"] != a["utilization"]
+
+
+def test_metrics_invariants(plan_a, conv):
+    m = simulate(SimRequest(plan_a, conv, rate_scale=2.0))
+    assert m["requests"] == 200 and m["finished"] + m["dropped"] <= 200
+    att = m["attainment"]
+    assert att["joint"] <= min(att["ttft"], att["tpot"])
+    assert m["goodput_req_per_s"] == pytest.approx(att["joint"] * 200 / m["duration_s"], rel=1e-4)
+    assert m["ttft_s"]["p50"] <= m["ttft_s"]["p90"] <= m["ttft_s"]["p99"]
+    assert sum(w["requests"] for w in m["time_series"]) == 200
+    assert all(0 <= u <= 1 for u in m["utilization"]["by_instance"].values())
+    assert m["counters"]["events"] >= m["counters"]["iterations"] > 0
+
+
+def test_overload_lowers_attainment(plan_a, conv):
+    low = simulate(SimRequest(plan_a, conv, rate_scale=0.5))
+    high = simulate(SimRequest(plan_a, conv, rate_scale=8.0))
+    assert low["attainment"]["joint"] > high["attainment"]["joint"]
+
+
+def test_find_capacity_brackets_the_target(plan_a, conv):
+    cap = find_capacity(SimRequest(plan_a, conv), target=0.9, steps=4)
+    assert cap["rate_scale"] is not None
+    assert cap["metrics"]["attainment"]["joint"] >= 0.9
+    failing = [r for r in cap["runs"] if r["rate_scale"] == cap["failing_rate_scale"]]
+    assert failing[0]["attainment"] < 0.9
+    assert 1 < cap["failing_rate_scale"] / cap["rate_scale"] <= 2 ** (1 / 2**4) + 1e-6
+
+
+def test_calibrate_covers_the_quantile(plan_a, conv):
+    block = calibrate(SimRequest(plan_a, conv, rate_scale=2.0), quantile=0.9)
+    assert block["kappa"] > 0 and block["coverage"] >= 0.9
+    assert block["q2"] in [r["q2"] for r in block["q2_sweep"]]
+    cfg = router_config(plan_a, block)
+    assert cfg["kappa"] == block["kappa"] and len(cfg["groups"]) == 2
+    plan = dict(plan_a, cascade=block)
+    m = simulate(SimRequest(plan, conv, policy="cascade"))
+    assert m["cascade"] == {"kappa": block["kappa"], "q2": block["q2"]}
+
+
+def test_verify_flags_misses_under_overload(plan_a, conv):
+    ok = verify(plan_a, conv.scaled(0.5))
+    assert ok["misses"] == []
+    bad = verify(plan_a, conv.scaled(10.0))
+    assert any("TTFT" in text for text in bad["misses"])
+
+
+def test_bad_inputs_raise_input_errors(plan_a, conv):
+    with pytest.raises(InputError, match="unknown policy"):
+        get_policy("lifo")
+    with pytest.raises(InputError, match="rate-scale"):
+        conv.scaled(0.0)
+    with pytest.raises(InputError, match="q2"):
+        CascadeSettings(q2=1.5)
+    with pytest.raises(InputError, match="router"):
+        SimConfig(router="hash")
+    with pytest.raises(InputError, match="unknown request classes"):
+        conv.with_slos(1.0, 0.1, {"nope": ClassSlo(1.0)})
+    with pytest.raises(InputError):
+        deployment_from_plan({"kind": "plan"})
+
+
+def test_one_request_on_an_idle_disaggregated_pair_is_hand_checkable():
+    from hetplan.perf.latency import kv_transfer_s
+
+    dep = simple_deployment(model="Llama-3-70B", gpu="H100-SXM", tp=2, disaggregated=True, decode_gpu="A100-80GB-SXM",
+                            decode_tp=4)  # fmt: skip
+    res = _run(dep, make_stream([0.0], [1000], [11]), "fcfs")
+    pre, dec = dep.model("H100-SXM", 2), dep.model("A100-80GB-SXM", 4)
+    link = dep.groups[0].link_bytes_per_s
+    ttft = float(pre.prefill_latency_s(1000, 1) + kv_transfer_s(dep.arch, 1000, link, dep.settings))
+    assert res.first_token_s[0] == pytest.approx(ttft, rel=1e-9)
+    steps = [float(dec.decode_step_latency_s(1, 1000 + k)) for k in range(1, 11)]
+    assert res.done_s[0] - res.first_token_s[0] == pytest.approx(sum(steps), rel=0.01)
+
+
+def test_cascade_restores_kv_when_the_tier_is_fast_and_recomputes_when_it_is_not(tight_kv):
+    dep, cap = tight_kv
+    fast = _run(dep, _pressure_stream(cap), "cascade", dram_gb_per_s=1000.0)
+    assert fast.counters["restores"] >= 1 and fast.counters["recomputes"] == 0
+    slow = _run(dep, _pressure_stream(cap), "cascade", dram_gib=0.0, ssd_gb_per_s=1e-6)
+    assert slow.counters["restores"] == 0 and slow.counters["recomputes"] >= 1
+    assert np.isfinite(slow.done_s).all() and np.isfinite(fast.done_s).all()
+
+
+@pytest.mark.parametrize("router", ["round-robin", "jsq", "random"])
+def test_every_router_uses_every_combo(plan_a, conv, router):
+    m = simulate(SimRequest(plan_a, conv, rate_scale=2.0, config=SimConfig(router=router, seed=1)))
+    busy = m["utilization"]["by_instance"]
+    assert all(u > 0 for u in busy.values()), busy
+    assert m["finished"] == 200
+
+
+def test_without_chunked_prefill_a_prompt_longer_than_the_token_cap_runs_alone():
+    dep = simple_deployment(max_num_batched_tokens=512)
+    res = _run(dep, make_stream([0.0, 0.0], [2000, 100], [1, 1]), "fcfs", chunked=False)
+    model = dep.model("H100-SXM", 1)
+    assert res.first_token_s[0] == pytest.approx(float(model.prefill_latency_s(2000, 1)), rel=1e-9)
+    assert res.first_token_s[1] > res.first_token_s[0]
