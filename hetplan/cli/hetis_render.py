@@ -130,7 +130,7 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         cmp_table.add_column(col, justify="left" if col in ("strategy", "layout") else "right", overflow="fold")
     cmp_table.add_row(
         "hetis (this plan)",
-        _rate(pred['req_per_s']),
+        _rate(pred["req_per_s"]),
         _ms(pred["tpot_s"]),
         _ms(pred["ttft_s"]),
         f"{pred['kv_capacity_tokens']:,.0f}",
@@ -145,7 +145,7 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         ratio = doc["throughput_ratio_over"].get(name)
         cmp_table.add_row(
             label,
-            _rate(b['req_per_s']),
+            _rate(b["req_per_s"]),
             _ms(b["tpot_s"]),
             _ms(b["ttft_s"]),
             f"{b['kv_capacity_tokens']:,.0f}",
