@@ -27,6 +27,7 @@ import numpy as np
 
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.perf.arch import KV_BYTES, ModelArch
+from hetplan.perf.capacity import LengthStats
 from hetplan.perf.latency import InstanceModel, compute_dtype
 from hetplan.perf.settings import PerfSettings
 from hetplan.pool import Device
@@ -66,25 +67,9 @@ class HetisSettings:
     perf: PerfSettings = field(default_factory=PerfSettings)
 
 
-@dataclass(frozen=True)
-class Workload:
-    """Length statistics the planner needs: samples ``prompt_tokens``/``output_tokens`` (shape (n,)) and the
-    SLO ``quantile``."""
-
-    prompt_tokens: np.ndarray
-    output_tokens: np.ndarray
-    quantile: float
-
-    @property
-    def mean_output(self) -> float:
-        """E[O], tokens."""
-        return float(self.output_tokens.mean())
-
-    @property
-    def decode_context(self) -> float:
-        """Time-averaged context of a running sequence, ``E[O·(S + O/2)] / E[O]`` tokens."""
-        o = self.output_tokens.astype(float)
-        return float((o * (self.prompt_tokens + o / 2)).sum() / o.sum())
+# The length statistics Hetis needs (prompt/output samples, SLO quantile, mean output, decode context) are the
+# planner's own: one class serves both.
+Workload = LengthStats
 
 
 def compute_tflops(gpu: GpuSpec, arch: ModelArch) -> float:
