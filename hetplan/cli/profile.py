@@ -287,3 +287,7 @@ def render_fit(doc: dict[str, Any], console: Console) -> None:
         console.print(f"... {len(doc['pairs']) - 12} more pairs (--json for all)")
     if doc["left_out"]:
         console.print(f"left out (no feasible combo): {escape(', '.join(doc['left_out']))}", highlight=False)
+    if doc.get("profiles"):
+        console.print("profiles: " + ", ".join(f"{p['file']} ({p['gpu']})" for p in doc["profiles"]), highlight=False)
+    for w in doc.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

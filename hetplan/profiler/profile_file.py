@@ -135,8 +135,8 @@ def profile_notes(loaded: LoadedProfiles, candidates: list[str]) -> list[str]:
         if g.name not in candidates:
             if prof.match.catalog_gpu is None:
                 notes.append(
-                    f"{where} matched no catalog GPU and is registered as a new device type {g.name!r}; this plan "
-                    f"does not use it (add it to --gpus and price it with --prices to plan with it)"
+                    f"{where} matched no catalog GPU and is registered as a new device type {g.name!r}; it is not "
+                    f"used here (name it with --gpu/--gpus, and price it with --prices to plan with it)"
                 )
             else:
                 notes.append(f"{where} is for {g.name}, which is not a candidate GPU here: it changes nothing")
@@ -145,9 +145,8 @@ def profile_notes(loaded: LoadedProfiles, candidates: list[str]) -> list[str]:
             f"{g.name}: measured figures from {where} replace the datasheet and efficiency priors: {figures}, "
             f"read {m.memory_read_gb_per_s:,.4g} GB/s"
         )
-        if prof.is_cpu and prof.match.catalog_gpu is not None:
-            text += f" - these are a CPU's figures, not a {g.name}'s: use such a plan only to test the pipeline"
-        elif prof.is_cpu:
+        # a CPU's figures under a GPU's name: hetplan.perf.measured.measured_notes warns (every consumer)
+        if prof.is_cpu and prof.match.catalog_gpu is None:
             text += " - a CPU registered as a new device type from its profile"
         notes.append(text)
     return notes
