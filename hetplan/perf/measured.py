@@ -95,8 +95,9 @@ def measured_notes(gpus: Sequence[GpuSpec], compute_dtype: str) -> list[str]:
     * CPU figures filed under a GPU entry (a CPU profile taken with ``--gpu NAME``): the GPU now behaves like the
       CPU, which is only good for testing the pipeline. A device type registered from a CPU profile (vendor
       ``measured``) is a CPU by name and is not flagged.
-    * no measured GEMM for ``compute_dtype`` (nor its fallbacks, :meth:`GpuMeasured.tflops`), e.g. only fp32:
-      compute keeps the datasheet peak x efficiency prior while memory uses the measured bandwidth.
+    * no measured GEMM for ``compute_dtype``: the model uses a measured fallback (:meth:`GpuMeasured.tflops`,
+      e.g. bf16 for fp16 or fp8) and says which, or, with none (e.g. only fp32 measured), keeps the datasheet
+      peak x efficiency prior for compute while memory uses the measured bandwidth.
 
     Args:
         gpus: the GPU entries in use (those without a ``measured`` block are skipped).
@@ -116,7 +117,14 @@ def measured_notes(gpus: Sequence[GpuSpec], compute_dtype: str) -> list[str]:
                 f"{gpu.name}: these are a CPU's figures, not a {gpu.name}'s (measured on {src}): the model treats "
                 f"it as that CPU; use such results only to test the pipeline"
             )
-        if m.tflops(compute_dtype) is None:
+        used = m.tflops(compute_dtype)
+        if used is not None and compute_dtype not in m.gemm_tflops:
+            other = next(d for d, v in sorted(m.gemm_tflops.items()) if v == used)
+            notes.append(
+                f"{gpu.name}: the profile measured no {compute_dtype} GEMM; the model uses its measured {other} "
+                f"figure ({used:,.4g} TFLOP/s) for {compute_dtype}"
+            )
+        if used is None:
             measured = ", ".join(sorted(m.gemm_tflops)) or "none"
             notes.append(
                 f"{gpu.name}: the profile measured no {compute_dtype} GEMM (measured: {measured}), so compute uses "
