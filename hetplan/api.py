@@ -33,12 +33,21 @@ from hetplan.perf.capacity import LengthStats
 from hetplan.perf.estimate import Estimate
 from hetplan.perf.estimate import estimate as _estimate
 from hetplan.perf.latency import InstanceModel, compute_dtype
+from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings
 from hetplan.planfile import load_plan
 from hetplan.planning import build_plan
-from hetplan.profiler.fit import DEFAULT_TOP_K, fit_doc, keep_pairs, load_fit
+from hetplan.profiler.fit import (
+    DEFAULT_MIN_R2,
+    DEFAULT_TOP_K,
+    fit_doc,
+    fit_mismatch,
+    keep_pairs,
+    load_fit,
+    low_r2_note,
+)
 from hetplan.profiler.fit import fit_ce as _fit_ce
-from hetplan.profiler.profile_file import load_profiles, profile_notes
+from hetplan.profiler.profile_file import LoadedProfiles, load_profiles, profile_notes
 from hetplan.scenario import MAX_TP, Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
@@ -86,7 +95,28 @@ def estimate(
     ctx = prompt_tokens if context_tokens is None else context_tokens
     if ctx < 1:
         raise InputError(f"context_tokens must be >= 1, got {ctx}", fix="pass --context-tokens 1 or more")
-    return _estimate(inst, batch, prompt_tokens, ctx, output_tokens)
+    est = _estimate(inst, batch, prompt_tokens, ctx, output_tokens)
+    # -- measured figures: say what each profile did, as plan does --
+    notes = profile_notes(loaded, [spec.name]) if loaded else []
+    notes += measured_notes([spec], compute_dtype(arch.weight_dtype))
+    return replace(est, warnings=notes, profiles=profile_records(loaded))
+    # -- end measured figures --
+
+
+def profile_records(loaded: LoadedProfiles | None) -> list[dict[str, Any]]:
+    """What the JSON outputs (plan, estimate, fit) record of each ``--profile`` file."""
+    if loaded is None:
+        return []
+    return [
+        {
+            "file": name,
+            "gpu": prof.gpu.name,
+            "device_kind": prof.gpu.measured.device_kind if prof.gpu.measured else None,
+            "device_name": prof.gpu.measured.device_name if prof.gpu.measured else None,
+            "profiled_at": prof.gpu.measured.profiled_at if prof.gpu.measured else None,
+        }
+        for name, prof in loaded.files
+    ]
 
 
 def build_workload(scenario: Scenario) -> Workload:
@@ -287,6 +317,9 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         scenario.max_ilp_combos,
     )
     check_request(req)
+    # -- measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks --
+    warnings.extend(measured_notes(req.gpus, compute_dtype(arch.weight_dtype)))
+    # -- end measured figures --
     return req, workload, warnings, gpu_warnings
 
 
@@ -298,6 +331,7 @@ def plan(
     profiles: Sequence[Path] = (),
     prune_with: Path | None = None,
     prune_top_k: int = DEFAULT_TOP_K,
+    min_r2: float = DEFAULT_MIN_R2,
 ) -> dict[str, Any]:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
@@ -306,7 +340,9 @@ def plan(
     ``profiles`` are ``hetplan profile`` files whose measured figures replace the datasheet and efficiency priors
     of their GPUs (:mod:`hetplan.profiler.profile_file`; the plan lists them under ``scenario.profiles`` and says
     what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
-    every homogeneous pair) are the only ones enumerated (:func:`hetplan.profiler.fit.keep_pairs`).
+    every homogeneous pair) are the only ones enumerated (:func:`hetplan.profiler.fit.keep_pairs`); the plan warns
+    when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
+    never saw (:func:`hetplan.profiler.fit.fit_mismatch`).
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
@@ -319,27 +355,22 @@ def plan(
             warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
         if prune_with is not None:
             fit = load_fit(prune_with)
-            req = replace(req, keep_pairs=keep_pairs(fit.a1, fit.a2, req, prune_top_k))
+            # the fit must come from this scenario: warn otherwise, and never prune GPUs it never saw
+            fit_notes, unseen = fit_mismatch(fit, req, workload.summary(), min_r2)
+            warnings = warnings + fit_notes
+            req = replace(req, keep_pairs=keep_pairs(fit.a1, fit.a2, req, prune_top_k, unseen))
         doc = build_plan(req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress)
     if loaded is not None:
-        doc["scenario"]["profiles"] = [
-            {
-                "file": name,
-                "gpu": prof.gpu.name,
-                "device_kind": prof.gpu.measured.device_kind if prof.gpu.measured else None,
-                "device_name": prof.gpu.measured.device_name if prof.gpu.measured else None,
-                "profiled_at": prof.gpu.measured.profiled_at if prof.gpu.measured else None,
-            }
-            for name, prof in loaded.files
-        ]
+        doc["scenario"]["profiles"] = profile_records(loaded)
     if prune_with is not None:
         doc["scenario"]["prune_with"] = {"file": Path(prune_with).name, "top_k": prune_top_k}
     return doc
 
 
-def fit_ce(scenario: Scenario, profiles: Sequence[Path] = ()) -> dict[str, Any]:
+def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float = DEFAULT_MIN_R2) -> dict[str, Any]:
     """Fit Cauchy's A1/A2 cost-efficiency model for ``scenario``'s workload and GPUs (``hetplan profile fit``);
-    returns the fit document (:func:`hetplan.profiler.fit.fit_doc`).
+    returns the fit document (:func:`hetplan.profiler.fit.fit_doc`), whose ``warnings`` hold the scenario's
+    warnings, what each profile did and a low-R² warning (below ``min_r2``).
 
     Raises:
         InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
@@ -347,10 +378,13 @@ def fit_ce(scenario: Scenario, profiles: Sequence[Path] = ()) -> dict[str, Any]:
     """
     loaded = load_profiles(profiles) if profiles else None
     with gpu_overlay(loaded.specs if loaded else ()):
-        req, workload, _, _ = build_request(scenario)
+        req, workload, warnings, _ = build_request(scenario)
+        if loaded is not None:
+            warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
         tokens = float(workload.prompt_tokens.mean() + workload.output_tokens.mean())
         fit = _fit_ce(req, tokens)
-        return fit_doc(fit, req, workload.summary(), scenario.name)
+        warnings = warnings + low_r2_note(fit.r2, min_r2)
+        return fit_doc(fit, req, workload.summary(), scenario.name, profile_records(loaded), warnings)
 
 
 def emit(

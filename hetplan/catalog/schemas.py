@@ -20,6 +20,10 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+MAX_MEASURED_TFLOPS = 1e5
+"""Upper bound on a measured GEMM figure, TFLOP/s (as pool files' ``measured_tflops``)."""
+
+
 class GpuMeasured(_Record):
     """What ``hetplan profile`` measured on one device (see ``hetplan/profiler/``); the full per-shape tables stay
     in the profile file. When a :class:`GpuSpec` carries this block the performance model uses it in place of the
@@ -35,11 +39,13 @@ class GpuMeasured(_Record):
     device_kind: Literal["cuda", "cpu"]
     device_name: str
     gemm_tflops: dict[str, float] = Field(min_length=1)
-    memory_read_gb_per_s: float = Field(gt=0)
-    memory_copy_gb_per_s: float = Field(gt=0)
-    host_to_device_gb_per_s: float | None = Field(default=None, gt=0)
-    allreduce_bus_gb_per_s: float | None = Field(default=None, gt=0)
-    allreduce_latency_s: float | None = Field(default=None, gt=0)
+    # bounds: far above any device (the fastest GPUs read ~8e3 GB/s and reach ~5e3 dense TFLOP/s), so only
+    # corrupt or unit-confused figures are refused (pool files cap TFLOPS at 1e5 likewise)
+    memory_read_gb_per_s: float = Field(gt=0, le=1e6)
+    memory_copy_gb_per_s: float = Field(gt=0, le=1e6)
+    host_to_device_gb_per_s: float | None = Field(default=None, gt=0, le=1e5)
+    allreduce_bus_gb_per_s: float | None = Field(default=None, gt=0, le=1e5)
+    allreduce_latency_s: float | None = Field(default=None, gt=0, le=10)
     allreduce_gpus: int | None = Field(default=None, ge=2)
     profiled_at: str = ""
     profile_source: str = ""
@@ -50,8 +56,8 @@ class GpuMeasured(_Record):
     @model_validator(mode="after")
     def _positive(self) -> GpuMeasured:
         for dtype, value in self.gemm_tflops.items():
-            if not value > 0:
-                raise ValueError(f"gemm_tflops.{dtype} must be > 0, got {value}")
+            if not 0 < value <= MAX_MEASURED_TFLOPS:
+                raise ValueError(f"gemm_tflops.{dtype} must be > 0 and <= {MAX_MEASURED_TFLOPS:g}, got {value}")
         return self
 
     def tflops(self, dtype: str) -> float | None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hetplan import api
@@ -77,3 +78,5 @@ def estimate(
         console.print(
             f"[yellow]warning:[/] {est.gpu}'s TFLOPS is an unverified estimate: measure it before trusting this."
         )
+    for note in est.warnings:  # measured figures (--profile, or a catalog folder from 'hetplan profile merge')
+        console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False)

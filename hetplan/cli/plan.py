@@ -190,7 +190,9 @@ def plan(
     prune_with: Path = typer.Option(
         None, "--prune-with", help="A1/A2 fit from 'hetplan profile fit': enumerate only its best GPU pairs."
     ),
-    prune_top_k: int = typer.Option(6, "--prune-top-k", help="With --prune-with: heterogeneous GPU pairs kept."),
+    prune_top_k: int = typer.Option(
+        None, "--prune-top-k", help="With --prune-with: heterogeneous GPU pairs kept (default 6)."
+    ),
     # -- end of profile options --
     # -- simulator check of the chosen plan (hetplan.sim) -------------------------------------------------------
     verify: bool = typer.Option(
@@ -230,6 +232,8 @@ def plan(
             "weight_dtype": weight_dtype,
             "kv_dtype": kv_dtype,
         }
+        if prune_top_k is not None and prune_with is None:  # profile options (docs/profile.md)
+            raise InputError("--prune-top-k is for --prune-with", fix="add --prune-with FIT, or drop --prune-top-k")
         scenario = build_scenario(scenario_file, overrides)
         if out is not None:
             check_output(out, force)  # refuse before any work is done
@@ -267,7 +271,7 @@ def plan(
                 progress=lambda text: status.update(text),
                 profiles=list(profile_files or []),
                 prune_with=prune_with,
-                prune_top_k=prune_top_k,
+                prune_top_k=6 if prune_top_k is None else prune_top_k,
             )
         elapsed = time.perf_counter() - start
         if verify:  # simulator check (hetplan.sim): recorded in the plan document

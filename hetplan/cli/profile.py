@@ -29,22 +29,37 @@ app.add_typer(profile_app, name="profile")
 @profile_app.callback()
 def profile(
     ctx: typer.Context,
-    device: str = typer.Option("cuda:0", "--device", "-d", help="cuda, cuda:N or cpu (cpu: small sizes, a test)."),
+    device: str = typer.Option(
+        None, "--device", "-d", help="cuda, cuda:N or cpu (cpu: small sizes, a test); default cuda:0."
+    ),
     quick: bool = typer.Option(False, "--quick", help="Fewer shapes and repeats (about a minute on a GPU)."),
     out: Path = typer.Option(
         None, "--out", "-o", help="Write the profile here (YAML; JSON for *.json); with --emit-job, a folder."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     json_out: bool = typer.Option(False, "--json", help="Print the profile as JSON on stdout."),
-    model: str = typer.Option("Llama-3-8B", "--model", "-m", help="Model whose weight shapes the GEMMs use."),
+    model: str = typer.Option(
+        None, "--model", "-m", help="Model whose weight shapes the GEMMs use (default Llama-3-8B)."
+    ),
     gpu: str = typer.Option(None, "--gpu", "-g", help="Catalog GPU to file the figures under (default: matched)."),
-    emit_job: bool = typer.Option(False, "--emit-job", help="Write Kubernetes Jobs that profile each --gpu-label."),
+    emit_job: bool = typer.Option(
+        False,
+        "--emit-job",
+        help="Write Kubernetes Jobs that profile each --gpu-label (with --model and --quick passed to each Job; "
+        "--device and --gpu are refused: a Job profiles its node's GPU, named from the label).",
+    ),
     gpu_label: list[str] = typer.Option(None, "--gpu-label", help="With --emit-job: a GPU node label value (repeat)."),
-    label_key: str = typer.Option("nvidia.com/gpu.product", "--gpu-label-key", help="With --emit-job: label key."),
+    label_key: str = typer.Option(
+        None, "--gpu-label-key", help="With --emit-job: label key (default nvidia.com/gpu.product)."
+    ),
     image: str = typer.Option(None, "--image", help="With --emit-job: image with CUDA torch (default PyTorch's)."),
-    install: str = typer.Option("hetplan", "--install", help="With --emit-job: pip requirement ('' = none)."),
-    namespace: str = typer.Option("default", "--namespace", help="With --emit-job: namespace of the Jobs."),
-    gpus_per_job: int = typer.Option(1, "--gpus-per-job", help="With --emit-job: GPUs per Job (2+: all-reduce)."),
+    install: str = typer.Option(
+        None, "--install", help="With --emit-job: pip requirement ('' = none; default hetplan)."
+    ),
+    namespace: str = typer.Option(None, "--namespace", help="With --emit-job: namespace of the Jobs (default)."),
+    gpus_per_job: int = typer.Option(
+        None, "--gpus-per-job", help="With --emit-job: GPUs per Job (default 1; 2+: all-reduce)."
+    ),
     pvc: str = typer.Option(None, "--pvc", help="With --emit-job: PersistentVolumeClaim that keeps the files."),
 ) -> None:
     """Measure one device and write its profile (see docs/profile.md).
@@ -55,14 +70,44 @@ def profile(
     if ctx.invoked_subcommand is not None:
         return
     if emit_job:
+        given = [flag for flag, value in (("--device", device), ("--gpu", gpu)) if value is not None]
+        if given:
+            run_guarded(lambda: _refuse_with_emit_job(given))
         _emit_jobs(
-            gpu_label or [], out, force, json_out, label_key, image, install, namespace, gpus_per_job, pvc, quick
+            gpu_label or [],
+            out,
+            force,
+            json_out,
+            label_key,
+            image,
+            install,
+            namespace,
+            gpus_per_job,
+            pvc,
+            quick,
+            model,
         )
         return
-    if gpu_label:
-        run_guarded(_refuse_gpu_label)
+    job_only = [
+        flag
+        for flag, value in (
+            ("--gpu-label", gpu_label or None),
+            ("--gpu-label-key", label_key),
+            ("--image", image),
+            ("--install", install),
+            ("--namespace", namespace),
+            ("--gpus-per-job", gpus_per_job),
+            ("--pvc", pvc),
+        )
+        if value is not None
+    ]
+    if job_only:
+        run_guarded(lambda: _refuse_job_only(job_only))
     from hetplan.profiler.profile_file import dump_profile
     from hetplan.profiler.run import ProfileRequest, run_profile
+
+    device = device or "cuda:0"
+    model = model or "Llama-3-8B"
 
     def work() -> Any:
         if out is not None:
@@ -94,8 +139,21 @@ def profile(
         err_console.print("not saved: pass --out FILE to keep the profile (and its per-shape tables)")
 
 
-def _refuse_gpu_label() -> None:
-    raise InputError("--gpu-label is for --emit-job", fix="add --emit-job, or drop --gpu-label")
+def _refuse_job_only(flags: list[str]) -> None:
+    raise InputError(
+        f"{', '.join(flags)} {'is' if len(flags) == 1 else 'are'} for --emit-job",
+        "without --emit-job hetplan profiles this machine and writes no Job",
+        f"add --emit-job, or drop {', '.join(flags)}",
+    )
+
+
+def _refuse_with_emit_job(flags: list[str]) -> None:
+    raise InputError(
+        f"{', '.join(flags)} {'does' if len(flags) == 1 else 'do'} not apply to --emit-job",
+        "each Job profiles its node's GPU on cuda:0 and files the figures under the catalog GPU its --gpu-label "
+        "names (or the device's own name)",
+        f"drop {', '.join(flags)}; --model and --quick are passed to every Job",
+    )
 
 
 def render_profile(prof: Any, console: Console) -> None:
@@ -139,17 +197,29 @@ def _emit_jobs(
     out: Path | None,
     force: bool,
     json_out: bool,
-    label_key: str,
+    label_key: str | None,
     image: str | None,
-    install: str,
-    namespace: str,
-    gpus_per_job: int,
+    install: str | None,
+    namespace: str | None,
+    gpus_per_job: int | None,
     pvc: str | None,
     quick: bool,
+    model: str | None,
 ) -> None:
-    from hetplan.profiler.job import DEFAULT_IMAGE, JobSettings, build_jobs
+    from hetplan.profiler.job import DEFAULT_IMAGE, JobSettings, build_jobs, job_model
 
-    settings = JobSettings(label_key, image or DEFAULT_IMAGE, install, namespace, gpus_per_job, quick, pvc=pvc)
+    settings = run_guarded(
+        lambda: JobSettings(
+            label_key or "nvidia.com/gpu.product",
+            image or DEFAULT_IMAGE,
+            "hetplan" if install is None else install,
+            namespace or "default",
+            1 if gpus_per_job is None else gpus_per_job,
+            quick,
+            job_model(model),
+            pvc=pvc,
+        )
+    )
 
     def work() -> dict[str, str]:
         files = build_jobs(labels, settings)
@@ -287,3 +357,7 @@ def render_fit(doc: dict[str, Any], console: Console) -> None:
         console.print(f"... {len(doc['pairs']) - 12} more pairs (--json for all)")
     if doc["left_out"]:
         console.print(f"left out (no feasible combo): {escape(', '.join(doc['left_out']))}", highlight=False)
+    if doc.get("profiles"):
+        console.print("profiles: " + ", ".join(f"{p['file']} ({p['gpu']})" for p in doc["profiles"]), highlight=False)
+    for w in doc.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

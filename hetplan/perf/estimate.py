@@ -7,7 +7,8 @@ TensorRT-LLM throughput tables measure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from hetplan.errors import InputError, OutOfMemoryError
 from hetplan.perf.latency import InstanceModel
@@ -53,6 +54,9 @@ class Estimate:
     output_tokens: int | None
     max_output_tokens_per_s: float | None
     compute_tflops_is_estimate: bool
+    # measured figures (hetplan profile): what each --profile did and warnings about the figures used
+    warnings: list[str] = field(default_factory=list)
+    profiles: list[dict[str, Any]] = field(default_factory=list)
 
 
 def estimate(

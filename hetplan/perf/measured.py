@@ -29,6 +29,7 @@ Source: hetplan's own reconstruction; DESIGN §2 ("efficiency priors, to be repl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from hetplan.catalog.schemas import GpuSpec
@@ -84,3 +85,50 @@ def measured_efficiency(
         if m.allreduce_latency_s is not None:
             eff = replace(eff, allreduce_latency_s=m.allreduce_latency_s / (2 * (m.allreduce_gpus - 1)))
     return eff
+
+
+def measured_notes(gpus: Sequence[GpuSpec], compute_dtype: str) -> list[str]:
+    """Warnings every consumer of measured figures (plan, estimate, fit, simulate, ...) prints for ``gpus``.
+
+    Two cases, whatever the figures came from (``--profile`` or a catalog folder from ``hetplan profile merge``):
+
+    * CPU figures filed under a GPU entry (a CPU profile taken with ``--gpu NAME``): the GPU now behaves like the
+      CPU, which is only good for testing the pipeline. A device type registered from a CPU profile (vendor
+      ``measured``) is a CPU by name and is not flagged.
+    * no measured GEMM for ``compute_dtype``: the model uses a measured fallback (:meth:`GpuMeasured.tflops`,
+      e.g. bf16 for fp16 or fp8) and says which, or, with none (e.g. only fp32 measured), keeps the datasheet
+      peak x efficiency prior for compute while memory uses the measured bandwidth.
+
+    Args:
+        gpus: the GPU entries in use (those without a ``measured`` block are skipped).
+        compute_dtype: tensor-core dtype of the GEMMs (:func:`hetplan.perf.latency.compute_dtype`).
+
+    Returns:
+        One line per finding, in the order of ``gpus``. Source: hetplan's own reconstruction.
+    """
+    notes = []
+    for gpu in gpus:
+        m = gpu.measured
+        if m is None:
+            continue
+        src = m.device_name + (f", {m.profiled_at}" if m.profiled_at else "")
+        if m.device_kind == "cpu" and gpu.vendor != "measured":
+            notes.append(
+                f"{gpu.name}: these are a CPU's figures, not a {gpu.name}'s (measured on {src}): the model treats "
+                f"it as that CPU; use such results only to test the pipeline"
+            )
+        used = m.tflops(compute_dtype)
+        if used is not None and compute_dtype not in m.gemm_tflops:
+            other = next(d for d, v in sorted(m.gemm_tflops.items()) if v == used)
+            notes.append(
+                f"{gpu.name}: the profile measured no {compute_dtype} GEMM; the model uses its measured {other} "
+                f"figure ({used:,.4g} TFLOP/s) for {compute_dtype}"
+            )
+        if used is None:
+            measured = ", ".join(sorted(m.gemm_tflops)) or "none"
+            notes.append(
+                f"{gpu.name}: the profile measured no {compute_dtype} GEMM (measured: {measured}), so compute uses "
+                f"the datasheet peak x efficiency prior while memory uses the measured "
+                f"{m.memory_read_gb_per_s:,.4g} GB/s"
+            )
+    return notes

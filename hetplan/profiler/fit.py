@@ -43,6 +43,12 @@ from hetplan.perf.latency import InstanceModel
 from hetplan.solvers.cauchy import PlanRequest, enumerate_candidates
 
 DEFAULT_TOP_K = 6
+DEFAULT_MIN_R2 = 0.5
+"""R² below which ``profile fit`` and ``plan --prune-with`` warn that pruning with the fit may lose the optimum
+(a setting: ``min_r2`` of :func:`hetplan.api.fit_ce` / :func:`hetplan.api.plan`; hetplan's own choice: at 0.5 the
+two terms explain less than half of the spread of the pairs' cost efficiency)."""
+WORKLOAD_MEAN_TOLERANCE = 0.25
+"""Relative difference of mean prompt or output length above which a fit's workload counts as another one."""
 
 
 def nnls(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -237,16 +243,95 @@ class FitFile(BaseModel):
     kind: Literal["ce-fit"]
     a1: float = Field(ge=0)
     a2: float = Field(ge=0)
+    # what the fit was fitted on (absent from files written before hetplan recorded it: nothing is checked then)
+    model: str | None = None
+    workload: dict[str, Any] | None = None
+    gpus: dict[str, Any] | None = None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    r2: float | None = None
 
 
-def fit_doc(fit: CeFit, req: PlanRequest, workload: dict[str, Any], scenario_name: str) -> dict[str, Any]:
-    """The fit as a document (what ``--json`` prints and ``--out`` writes)."""
+def low_r2_note(r2: float, min_r2: float = DEFAULT_MIN_R2) -> list[str]:
+    """A warning when the fit's R² is below ``min_r2`` (:data:`DEFAULT_MIN_R2`), else nothing."""
+    if r2 >= min_r2:
+        return []
+    return [
+        f"the A1/A2 fit explains the GPU pairs poorly (R² {r2:.3f} < {min_r2:g}): pruning with it "
+        "(plan --prune-with) may drop the optimal pair; keep --prune-top-k large or plan without pruning"
+    ]
+
+
+def fit_mismatch(
+    fit: FitFile, req: PlanRequest, workload: dict[str, Any], min_r2: float = DEFAULT_MIN_R2
+) -> tuple[list[str], frozenset[str]]:
+    """Compare a fit file with the plan it prunes: (warnings, candidate GPUs the fit never saw).
+
+    Warns when the model, the weight/KV dtypes, the workload (another name, or a mean prompt or output length more
+    than :data:`WORKLOAD_MEAN_TOLERANCE` away) or the GPU set differ, and when the fit's R² is below ``min_r2``.
+    The unseen GPUs are kept by :func:`keep_pairs` (every pair that involves one), never pruned. Fields a fit file
+    lacks (written before hetplan recorded them) are not compared. Source: hetplan's own reconstruction.
+    """
+    notes: list[str] = []
+    differs: list[str] = []
+    model = req.arch.spec.name
+    if fit.model is not None and fit.model != model:
+        differs.append(f"model {fit.model} (plan: {model})")
+    for field, mine in (("weight_dtype", req.arch.weight_dtype), ("kv_dtype", req.arch.kv_dtype)):
+        theirs = getattr(fit, field)
+        if theirs is not None and theirs != mine:
+            differs.append(f"{field} {theirs} (plan: {mine})")
+    if fit.workload:
+        name, their_name = workload.get("name"), fit.workload.get("name")
+        far = [
+            f"mean {key.split('_')[0]} {float(fit.workload[key]):,.0f} tokens (plan: {float(workload[key]):,.0f})"
+            for key in ("prompt_tokens_mean", "output_tokens_mean")
+            if key in fit.workload
+            and key in workload
+            and abs(float(fit.workload[key]) - float(workload[key]))
+            > WORKLOAD_MEAN_TOLERANCE * max(float(workload[key]), 1e-9)
+        ]
+        if their_name != name or far:
+            differs.append(f"workload {their_name} (plan: {name})" + "".join(f", {f}" for f in far))
+    plan_gpus = {g.name for g in req.gpus}
+    unseen: frozenset[str] = frozenset()
+    if fit.gpus is not None:
+        unseen = frozenset(plan_gpus - set(fit.gpus))
+        if unseen:
+            notes.append(
+                f"the A1/A2 fit never saw {', '.join(sorted(unseen))}: every GPU pair with "
+                f"{'it' if len(unseen) == 1 else 'them'} is kept (not pruned); refit on this plan's GPUs "
+                "(hetplan profile fit ... --gpus) to prune them"
+            )
+    if differs:
+        notes.insert(
+            0,
+            f"the A1/A2 fit was fitted on another scenario ({'; '.join(differs)}): its ranking of GPU pairs may not "
+            "hold here and pruning may lose the optimum; refit with 'hetplan profile fit' on this scenario",
+        )
+    if fit.r2 is not None:
+        notes += low_r2_note(fit.r2, min_r2)
+    return notes, unseen
+
+
+def fit_doc(
+    fit: CeFit,
+    req: PlanRequest,
+    workload: dict[str, Any],
+    scenario_name: str,
+    profiles: list[dict[str, Any]] | None = None,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    """The fit as a document (what ``--json`` prints and ``--out`` writes): coefficients, goodness of fit, what
+    it was fitted on (model, dtypes, workload summary, SLOs, GPUs, ``profiles`` records) and ``warnings``."""
     return {
         "schema_version": 1,
         "kind": "ce-fit",
         "hetplan_version": __version__,
         "scenario": scenario_name,
         "model": req.arch.spec.name,
+        "weight_dtype": req.arch.weight_dtype,
+        "kv_dtype": req.arch.kv_dtype,
         "workload": workload,
         "slo": {"ttft_s": req.ttft_slo_s, "tpot_s": req.tpot_slo_s, "percentile": _r(req.stats.quantile * 100)},
         "a1": _r(fit.a1),
@@ -271,6 +356,8 @@ def fit_doc(fit: CeFit, req: PlanRequest, workload: dict[str, Any], scenario_nam
         "ranking": fit.ranking(),
         "pairs": fit.pairs,
         "left_out": fit.left_out,
+        "profiles": list(profiles or []),
+        "warnings": list(warnings or []),
     }
 
 
@@ -283,10 +370,13 @@ def load_fit(path: str | Path) -> FitFile:
     return read_yaml_file(Path(path), FitFile, "fit file", "write it with 'hetplan profile fit --out FILE'")
 
 
-def keep_pairs(a1: float, a2: float, req: PlanRequest, top_k: int = DEFAULT_TOP_K) -> frozenset[tuple[str, str]]:
+def keep_pairs(
+    a1: float, a2: float, req: PlanRequest, top_k: int = DEFAULT_TOP_K, always: frozenset[str] = frozenset()
+) -> frozenset[tuple[str, str]]:
     """(prefill GPU, decode GPU) pairs kept by ``--prune-with``: the ``top_k`` heterogeneous pairs by fitted CE,
     every pair tied with the ``top_k``-th (non-negative least squares often sets A1 or A2 to 0, and then the fit
-    cannot tell the GPUs on that side apart: cutting inside a tie would choose by name), and every homogeneous pair.
+    cannot tell the GPUs on that side apart: cutting inside a tie would choose by name), every homogeneous pair,
+    and every pair with a GPU in ``always`` (GPUs the fit never saw, :func:`fit_mismatch`).
 
     Raises:
         InputError: ``top_k`` < 1.
@@ -302,4 +392,5 @@ def keep_pairs(a1: float, a2: float, req: PlanRequest, top_k: int = DEFAULT_TOP_
     if kept and len(scored) > top_k:
         cut = kept[-1][0]
         kept += [s for s in scored[top_k:] if abs(s[0] - cut) <= 1e-9 * max(abs(cut), 1e-300)]
-    return frozenset((p, d) for _, p, d in kept) | frozenset((g, g) for g in names)
+    unseen = frozenset((p, d) for p, d in itertools.product(names, names) if p in always or d in always)
+    return frozenset((p, d) for _, p, d in kept) | frozenset((g, g) for g in names) | unseen

@@ -131,12 +131,36 @@ def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
     return f"{name}.yaml", job
 
 
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def job_model(model: str | None) -> str:
+    """The catalog name of ``--model`` for a Job's command (default Llama-3-8B).
+
+    Raises:
+        InputError: unknown model, or a local config.json (the pod cannot read this machine's files).
+    """
+    from pathlib import Path
+
+    from hetplan.catalog.loader import find_model
+
+    if model is None:
+        return JobSettings.model
+    if model.endswith(".json") or Path(model).exists():
+        raise InputError(
+            f"--model {model} is a local file",
+            "a Job runs on a cluster node and cannot read this machine's files",
+            "pass a catalog model name (hetplan catalog models)",
+        )
+    return find_model(model).name
+
+
 def build_jobs(label_values: list[str], s: JobSettings) -> dict[str, str]:
     """File name -> YAML text of one Job per label value, validated offline.
 
     Raises:
-        InputError: no label, a bad label value, namespace or GPU count, duplicate labels, or a Job that fails
-            validation (a bug; the message names the field).
+        InputError: no label, a bad label value, namespace, claim name (``pvc``) or GPU count, duplicate labels,
+            or a Job that fails validation (a bug; the message names the field).
     """
     if not label_values:
         raise InputError("--emit-job needs GPU node labels", fix="pass --gpu-label VALUE for each GPU type")
@@ -144,6 +168,13 @@ def build_jobs(label_values: list[str], s: JobSettings) -> dict[str, str]:
         raise InputError(f"--gpus-per-job must be >= 1, got {s.gpus}", fix="pass 1, or 2+ to measure all-reduce")
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", s.namespace):
         raise InputError(f"namespace {s.namespace!r} is not a DNS-1123 label", fix="pass e.g. --namespace default")
+    if s.pvc is not None and (len(s.pvc) > 253 or not DNS1123_SUBDOMAIN.fullmatch(s.pvc)):
+        raise InputError(
+            f"--pvc {s.pvc!r} is not a valid PersistentVolumeClaim name",
+            "claim names are RFC 1123 subdomains: lower-case letters, digits, '-' and '.', at most 253 characters, "
+            "starting and ending with a letter or digit",
+            "pass the claim's name as 'kubectl get pvc' shows it, e.g. --pvc hetplan-profiles",
+        )
     check_kubernetes_version(s.kubernetes_version)
     files: dict[str, str] = {}
     for value in label_values:

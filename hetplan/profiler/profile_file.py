@@ -35,9 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from hetplan.catalog.loader import catalog_dir, load_gpus, read_yaml_file
 from hetplan.catalog.schemas import GpuCatalog, GpuSpec
 from hetplan.errors import InputError
-from hetplan.io import to_yaml, write_atomic
+from hetplan.io import to_json, to_yaml, write_atomic
 
 PROFILE_DOC = "see docs/profile.md"
+MERGE_MANIFEST = "hetplan-merge.json"
+"""What ``merge`` writes into its folder: the files it wrote, so that a later ``merge --force`` removes the stale
+ones (and only those)."""
 Cell = str | float | int | bool | None
 
 
@@ -135,8 +138,8 @@ def profile_notes(loaded: LoadedProfiles, candidates: list[str]) -> list[str]:
         if g.name not in candidates:
             if prof.match.catalog_gpu is None:
                 notes.append(
-                    f"{where} matched no catalog GPU and is registered as a new device type {g.name!r}; this plan "
-                    f"does not use it (add it to --gpus and price it with --prices to plan with it)"
+                    f"{where} matched no catalog GPU and is registered as a new device type {g.name!r}; it is not "
+                    f"used here (name it with --gpu/--gpus, and price it with --prices to plan with it)"
                 )
             else:
                 notes.append(f"{where} is for {g.name}, which is not a candidate GPU here: it changes nothing")
@@ -145,9 +148,8 @@ def profile_notes(loaded: LoadedProfiles, candidates: list[str]) -> list[str]:
             f"{g.name}: measured figures from {where} replace the datasheet and efficiency priors: {figures}, "
             f"read {m.memory_read_gb_per_s:,.4g} GB/s"
         )
-        if prof.is_cpu and prof.match.catalog_gpu is not None:
-            text += f" - these are a CPU's figures, not a {g.name}'s: use such a plan only to test the pipeline"
-        elif prof.is_cpu:
+        # a CPU's figures under a GPU's name: hetplan.perf.measured.measured_notes warns (every consumer)
+        if prof.is_cpu and prof.match.catalog_gpu is None:
             text += " - a CPU registered as a new device type from its profile"
         notes.append(text)
     return notes
@@ -185,6 +187,7 @@ def merge_profiles(paths: list[Path], out_dir: Path, force: bool = False) -> lis
         texts[name] = (src / name).read_text(encoding="utf-8")
     for (name, _), path in zip(loaded.files, paths, strict=True):
         texts[f"profiles/{name}"] = Path(path).read_text(encoding="utf-8")
+    texts[MERGE_MANIFEST] = to_json({"kind": "hetplan-profile-merge", "files": sorted(texts)})
     existing = [n for n in texts if (out_dir / n).exists()]
     if existing and not force:
         raise InputError(
@@ -194,12 +197,48 @@ def merge_profiles(paths: list[Path], out_dir: Path, force: bool = False) -> lis
         )
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} is not a folder", fix="give a folder path")
+    stale = _previous_merge_files(out_dir) - set(texts)
     written = []
     for name, text in sorted(texts.items()):
         written.append(write_atomic(out_dir / name, text, force=force))
+    for name in sorted(stale):  # what the previous merge wrote and this one does not (never other files)
+        (out_dir / name).unlink(missing_ok=True)
     # check the folder loads with the catalog loader before saying it is done
     read_yaml_file(out_dir / "gpus.yaml", GpuCatalog, "merged GPU catalog")
     return written
+
+
+def _previous_merge_files(out_dir: Path) -> set[str]:
+    """Files (relative names) a previous ``merge`` wrote into ``out_dir``: those its manifest lists, or, for a
+    folder merged before hetplan wrote manifests, the profile files under ``profiles/`` (files whose ``kind`` is
+    ``gpu-profile``). Only plain files inside ``out_dir`` count; anything else there is the user's and kept."""
+    import json
+
+    import yaml
+
+    manifest = out_dir / MERGE_MANIFEST
+    names: set[str] = set()
+    if manifest.is_file():
+        try:
+            listed = json.loads(manifest.read_text(encoding="utf-8")).get("files", [])
+        except (ValueError, AttributeError, UnicodeDecodeError):
+            listed = []
+        names = {n for n in listed if isinstance(n, str)}
+    elif (out_dir / "profiles").is_dir():
+        for path in (out_dir / "profiles").iterdir():
+            try:
+                doc = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+            except (yaml.YAMLError, UnicodeDecodeError, OSError):
+                continue
+            if isinstance(doc, dict) and doc.get("kind") == "gpu-profile":
+                names.add(f"profiles/{path.name}")
+    root = out_dir.resolve()
+    keep = set()
+    for name in names:
+        path = out_dir / name
+        if path.is_file() and not path.is_symlink() and root in path.resolve().parents:
+            keep.add(name)
+    return keep
 
 
 def new_device_spec(name: str, measured: dict[str, Any], memory_gib: float, notes: str) -> GpuSpec:
@@ -207,19 +246,21 @@ def new_device_spec(name: str, measured: dict[str, Any], memory_gib: float, note
 
     ``interconnect_gb_per_s`` and ``network_gbit_per_s`` are required by the schema but not measured for a single
     device: the all-reduce bus bandwidth (x2, bidirectional) or, failing that, the host link stands in for the
-    first, 100 Gbit/s for the second; ``notes`` says so.
+    first, 100 Gbit/s for the second; ``notes`` says so. Only measured dtypes get a compute figure (an unmeasured
+    bf16 or fp16 is left empty, and :meth:`GpuSpec.dense_tflops` uses the other 16-bit figure for it).
     """
     from hetplan.catalog.schemas import GpuMeasured
 
     m = GpuMeasured.model_validate(measured)
-    sixteen = m.tflops("bf16")
     link = (m.allreduce_bus_gb_per_s or 0.0) * 2 or m.host_to_device_gb_per_s or m.memory_copy_gb_per_s
     return GpuSpec(
         name=name,
         vendor="measured",
         arch="CPU" if m.device_kind == "cpu" else "",
-        bf16_dense_tflops=m.gemm_tflops.get("bf16", sixteen),
-        fp16_dense_tflops=m.gemm_tflops.get("fp16", sixteen),
+        # only what was measured: an unmeasured 16-bit dtype stays empty and GpuSpec.dense_tflops falls back to
+        # the other one (the --quick CPU profile measures bf16 only; the full one shows fp16 ~3x apart)
+        bf16_dense_tflops=m.gemm_tflops.get("bf16"),
+        fp16_dense_tflops=m.gemm_tflops.get("fp16"),
         fp8_dense_tflops=m.gemm_tflops.get("fp8"),
         hbm_gib=memory_gib,
         hbm_gb_per_s=m.memory_read_gb_per_s,

@@ -359,6 +359,9 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
             "network figures are stand-ins, not measurements",
         )
     eff = _efficiency(gpu, matched)
+    for dtype, other in (("bf16", "fp16"), ("fp16", "bf16")):
+        if dtype not in measured["gemm_tflops"] and other in measured["gemm_tflops"]:
+            notes.append(f"GEMM {dtype} not measured: plans in {dtype} use the measured {other} figure")
     if kind == "cpu":
         notes.insert(0, "CPU profile: figures measured on a CPU at small sizes, to test the tool, not a GPU")
     provenance = {

@@ -37,6 +37,9 @@ def test_cpu_profile_end_to_end(cpu_profile):
     assert m.device_kind == "cpu" and prof.is_cpu
     assert prof.match.catalog_gpu is None and prof.gpu.name.startswith("CPU-")
     assert set(m.gemm_tflops) == {"bf16", "fp32"} and all(v > 0 for v in m.gemm_tflops.values())
+    # fp16 is not measured by --quick on a CPU: not copied from bf16, and the profile says what plans use
+    assert prof.gpu.fp16_dense_tflops is None and prof.gpu.bf16_dense_tflops == m.gemm_tflops["bf16"]
+    assert "GEMM fp16 not measured: plans in fp16 use the measured bf16 figure" in prof.notes
     assert m.memory_read_gb_per_s > 0 and m.memory_copy_gb_per_s > 0
     tables = prof.tables
     assert {"gemm", "decode_gemm", "memory", "attention_prefill", "attention_decode"} <= set(tables)

@@ -161,7 +161,13 @@ def test_merge_writes_a_catalog_folder_the_loader_uses(tmp_path):
     out = tmp_path / "catalog"
     res = invoke("profile", "merge", a, b, "--out", out)
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in out.iterdir()) == ["gpus.yaml", "models.yaml", "prices.yaml", "profiles"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "gpus.yaml",
+        "hetplan-merge.json",
+        "models.yaml",
+        "prices.yaml",
+        "profiles",
+    ]
     cat = read_yaml_file(out / "gpus.yaml", GpuCatalog, "gpus")
     by_name = {g.name: g for g in cat.gpus}
     assert by_name["H100-SXM"].measured.gemm_tflops["bf16"] == 650.0
