@@ -266,6 +266,7 @@ def _layout_doc(plan: HetisPlan) -> dict[str, Any]:
             for rep in lay.replicas
         ],
         "layouts_considered": len(plan.scores),
+        "layouts_evaluated_in_full": plan.evaluated_in_full,
     }
 
 

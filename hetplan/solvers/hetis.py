@@ -14,10 +14,12 @@ Dynamic Parallelism", SC '25):
 hetplan's own reconstruction (no Hetis code is public):
 - tiers are GPU models ranked by dense TFLOPS in the model's dtype (measured figures from the pool file win);
   a TP group is ``tp`` devices of one domain, fastest first, and runs at its slowest member's speed;
-- the dense score of a layout is its request throughput with attention left out (layouts scoring 0 miss the TPOT
-  SLO even without attention and are dropped); *every* other layout is evaluated in full with the greedy head split
-  (replicas that serve nothing are dropped and their GPUs become attention workers, so DP counts serving replicas
-  only), and the best ``full_eval_top_n`` of those are re-evaluated with the exact MILP split; the best wins;
+- the dense score of a layout is its request throughput with attention left out, an upper bound on its full
+  throughput (layouts scoring 0 miss the TPOT SLO even without attention); layouts are taken best bound first and
+  each is evaluated in full with the greedy head split unless its bound is below a throughput already reached
+  (then it cannot win); replicas that serve nothing are dropped and their GPUs become attention workers, so DP
+  counts serving replicas only; the best ``full_eval_top_n`` are re-evaluated with the exact MILP split (never
+  worse than the greedy one) and the best wins;
 - the pipeline and throughput model of :mod:`hetis_model`; length classes by decode context; workers are shared
   out to DP replicas by memory bandwidth; a device is a straggler when the best layout that includes it has a lower
   dense throughput than the chosen one.
@@ -139,8 +141,9 @@ class LayoutScore:
 
 @dataclass(frozen=True)
 class HetisPlan:
-    """The chosen layout, per-replica results, worker assignment, excluded devices with reasons, and the
-    layouts considered (``scores``)."""
+    """The chosen layout, per-replica results, worker assignment, excluded devices with reasons, the layouts
+    considered (``scores``, dense bounds) and how many of them the dense bound did not rule out
+    (``evaluated_in_full``, with the head split)."""
 
     layout: Layout
     replicas: tuple[ReplicaResult, ...]
@@ -148,6 +151,7 @@ class HetisPlan:
     excluded: tuple[tuple[Device, str], ...]
     scores: tuple[LayoutScore, ...]
     tiers: tuple[tuple[str, float, int], ...]
+    evaluated_in_full: int = 0
 
     @property
     def req_per_s(self) -> float:
@@ -315,20 +319,50 @@ def _prefill_bottleneck(
 def dense_score(
     arch: ModelArch, pool: Pool, layout: Layout, work: Workload, tpot_s: float, settings: HetisSettings
 ) -> float:
-    """Request throughput of the layout's dense path alone (attention left out) under the TPOT SLO, req/s."""
+    """Request throughput of the layout's dense path alone (attention left out) under the TPOT SLO, req/s.
+
+    It is an upper bound on the layout's full throughput (and on any subset of its replicas): attention only adds
+    to the step time, the dense step time does not fall as the batch grows, and the time per sequence
+    (``TPOT / B``) does not rise, so each replica's best dense rate is at its largest batch under the SLO, found by
+    bisection (grid points below it are checked too). The planner skips full evaluations this bound rules out."""
     total = 0.0
     for rep in layout.replicas:
         pp = len(rep)
+        cap = max(1, settings.max_batch_per_replica // pp)
         pre, _ = _prefill_bottleneck(arch, pool, rep, work, settings)
-        best = 0.0
-        for b in _batch_grid(settings.max_batch_per_replica // pp):
+
+        def tpot(b: int, rep: tuple[Stage, ...] = rep, pp: int = pp) -> float:
             stages, fixed = _dense_parts(arch, pool, rep, b, settings)
-            tpot = pp * max(stages) + fixed
-            if tpot > tpot_s:
-                break
-            best = max(best, 1.0 / (pre + work.mean_output * tpot / (pp * b)))
-        total += best
+            return pp * max(stages) + fixed
+
+        if tpot(1) > tpot_s:
+            continue
+        lo = _dense_batch_cap(arch, pool, rep, tpot_s, settings)
+        total += max(
+            1.0 / (pre + work.mean_output * tpot(b) / (pp * b)) for b in {lo, *(g for g in _batch_grid(cap) if g <= lo)}
+        )
     return total
+
+
+def _dense_batch_cap(
+    arch: ModelArch, pool: Pool, replica: tuple[Stage, ...], tpot_s: float, settings: HetisSettings
+) -> int:
+    """Largest micro-batch whose dense path alone (no attention) holds the TPOT SLO, at least 1 (bisection; the
+    dense step time does not fall as the batch grows)."""
+    pp = len(replica)
+
+    def ok(b: int) -> bool:
+        stages, fixed = _dense_parts(arch, pool, replica, b, settings)
+        return pp * max(stages) + fixed <= tpot_s
+
+    lo, hi = 1, max(1, settings.max_batch_per_replica // pp)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _batch_grid(cap: int) -> list[int]:
@@ -370,7 +404,7 @@ def evaluate_replica(
         stage_t = [s + split.makespan_s * st.layers / arch.layers / pp for s, st in zip(stages, replica, strict=True)]
         return pp * max(stage_t) + fixed, split, sum(stages)
 
-    lo, hi = 0, max(1, settings.max_batch_per_replica // pp)
+    lo, hi = 0, _dense_batch_cap(arch, pool, replica, tpot_s, settings)  # attention only adds time: B <= hi
     if step(1, False)[0] > tpot_s:
         lo = 0
     else:
@@ -487,7 +521,9 @@ def plan_hetis(
     # the best ``full_eval_top_n`` are then re-evaluated with the exact MILP split and the best of those wins
     greedy: list[tuple[float, LayoutScore, list[ReplicaResult], list[tuple[Device, ...]]]] = []
     seen: set[tuple[tuple[tuple[str, ...], ...], ...]] = set()
-    for s in feasible:
+    for s in feasible:  # best dense bound first
+        if greedy and s.dense_req_per_s < max(g[0] for g in greedy) - 1e-12:
+            continue  # its dense bound is below a throughput already reached: it cannot win
         lay, reps, shares = _serving(arch, pool, s.layout, work, tpot_s, settings, False, ttft_s)
         key = _layout_key(lay)
         if key in seen:
@@ -519,7 +555,7 @@ def plan_hetis(
     chosen, reps, shares = best[1], best[2], best[3]
     excluded = _excluded(pool, arch, chosen, best[0], scores, evaluated)
     tier_rows = tuple((devs[0].gpu.name, speed, len(devs)) for speed, devs in ranked)
-    return HetisPlan(chosen.layout, tuple(reps), tuple(shares), tuple(excluded), tuple(scores), tier_rows)
+    return HetisPlan(chosen.layout, tuple(reps), tuple(shares), tuple(excluded), tuple(scores), tier_rows, len(greedy))
 
 
 def _layout_key(layout: Layout) -> tuple[tuple[tuple[str, ...], ...], ...]:
@@ -581,6 +617,15 @@ def _excluded(
         tried = [(s, r) for s, r in evaluated if any(x.name == d.name for x in s.layout.devices)]
         if top.dense_req_per_s <= 0:
             out.append((d, "every layout that includes it misses the TPOT SLO"))
+        elif not tried and top.dense_req_per_s >= chosen.dense_req_per_s:
+            out.append(
+                (
+                    d,
+                    f"more useful for attention: the best layout with it ({top.layout.label()}) can serve at most "
+                    f"{top.dense_req_per_s:.3g} req/s (its dense path alone), below the {chosen_full:.3g} the chosen "
+                    "one serves",
+                )
+            )
         elif top.dense_req_per_s < chosen.dense_req_per_s or not tried:
             out.append(
                 (
