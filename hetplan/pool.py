@@ -27,8 +27,10 @@ Example::
       overrides:
         - {between: [a100-node, p100-node], bandwidth_gb_per_s: 6, latency_us: 50}
 
-Unknown keys are refused; every error names the field and the fix. Bandwidths are bytes (GB/s, 1e9 bytes/s,
-one direction), latencies microseconds.
+Unknown keys are refused; every error names the field and the fix; a link override repeated for the same pair of
+nodes (in either order) is refused, and a file of another ``kind`` (a scenario, a hetis-deployment spec) is named
+as such. Numbers in scientific notation without a dot (``1e-9``, which YAML reads as a string) are accepted.
+Bandwidths are bytes (GB/s, 1e9 bytes/s, one direction), latencies microseconds.
 
 Source: hetplan's own reconstruction (Hetis, SC '25, plans over such pools but publishes no file format).
 """

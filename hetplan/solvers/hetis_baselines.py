@@ -3,10 +3,17 @@
 - **Splitwise-style phase split** (Patel et al., ISCA 2024, as Hetis's evaluation uses it): every GPU type's
   instances (the smallest TP inside one domain that fits the weights) are either prefill or decode instances;
   KV cache lives only on decode instances. Throughput = min(Σ prefill capacity, Σ decode capacity, KV-transfer
-  capacity); every split of each type's instances between the phases is tried.
+  capacity); every split of each type's instances between the phases is tried, and a decode kind that misses the
+  TPOT SLO even at batch 1 is left idle (not listed, not counted in ``gpus_used``).
 - **HexGen-style asymmetric pipeline** (Jiang et al., ICML 2024): ``dp`` pipelines over *all* GPUs, one stage per
   domain (TP = the domain's share of the pipeline), layers in proportion to stage speed (capped by memory and
-  re-spread), attention local to each stage; every ``dp`` that divides the domains is tried.
+  re-spread), attention local to each stage; every ``dp`` that divides the domains is tried. Each pipeline is scored
+  by the Hetis replica model (:func:`hetplan.solvers.hetis.evaluate_replica`) with no attention workers: its
+  TP ranks hold the KV heads, so a layout Hetis and this baseline share gets the same throughput from both.
+
+A TP group of two GPU types (one domain holding, say, an A100 and an RTX 3090) is priced by
+:func:`hetis_model.group_gpu` (slowest member, smallest memory) and labelled ``A100-40GB-PCIe+RTX-3090``;
+``gpus_used`` counts every member under its own type.
 
 Capacities are at full utilisation with no queueing, the same basis as the Hetis figure; TTFT is the idle
 q-quantile prefill (plus KV transfer for the phase split, plus one decode step for the aggregated pipelines).
