@@ -392,3 +392,12 @@ def _write_pool(name: str, gpus: str) -> Path:
     path = Path(tempfile.mkdtemp()) / f"{name}.yaml"
     path.write_text(f"kind: pool\nname: {name}\nnodes:\n  - {{name: n, domains: [{{gpus: {gpus}}}]}}\n")
     return path
+
+
+def test_splitwise_leaves_decoders_that_miss_tpot_out_of_the_winning_split():
+    pool = pool_from_counts("x", [("H100", 8), ("L4", 8)])
+    arch = ModelArch(find_model("Llama-3-70B"), "bf16", "bf16")
+    sw = splitwise(arch, pool, _work(), 2.0, 0.1, HetisSettings())
+    # an L4 TP8 instance misses 100 ms at batch 1: it was listed as a decoder with an infinite step time before
+    assert sw.req_per_s > 0 and math.isfinite(sw.tpot_s) and sw.tpot_s <= 0.1
+    assert "L4" not in sw.layout and sw.gpus_used == {"H100-SXM": 8}
