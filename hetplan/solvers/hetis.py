@@ -607,7 +607,7 @@ def _excluded(
             continue
         if device_speed(arch, d) <= 0:
             why = eight_bit_refusal(d.gpu, arch) or f"no {arch.weight_dtype} tensor cores"
-            out.append((d, f"{why}: attention only"))
+            out.append((d, f"{why}: no dense work"))
             continue
         with_it = [s for s in scores if any(x.name == d.name for x in s.layout.devices)]
         if not with_it:
