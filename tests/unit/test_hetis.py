@@ -321,8 +321,13 @@ def test_replicas_that_serve_nothing_become_attention_workers():
     assert plan.layout.dp == len(plan.replicas) and all(r.req_per_s > 0 for r in plan.replicas)
 
 
-def test_mixed_tp_group_priced_by_slowest_member_and_labelled():
-    pool = load_pool(_write_pool("mix", "[{type: A100-40GB-PCIe, count: 1}, {type: RTX-3090, count: 1}]"))
+def test_mixed_tp_group_priced_by_slowest_member_and_labelled(tmp_path):
+    path = tmp_path / "mix.yaml"
+    path.write_text(
+        "kind: pool\nname: mix\nnodes:\n"
+        "  - {name: n, domains: [{gpus: [{type: A100-40GB-PCIe, count: 1}, {type: RTX-3090, count: 1}]}]}\n"
+    )
+    pool = load_pool(path)
     a100, rtx = (d.gpu for d in pool.devices)
     group = group_gpu([a100, rtx])
     assert group.name == "RTX-3090" and group.hbm_gib == 24.0 and group.fp16_dense_tflops == 71.0
@@ -384,14 +389,6 @@ def test_pool_file_rejects_reversed_duplicate_override_and_reads_scientific_numb
     path.write_text("kind: scenario\nmodel: Llama-2-13B\n")
     with pytest.raises(InputError, match="is a scenario file, not a pool"):
         load_pool(path)
-
-
-def _write_pool(name: str, gpus: str) -> Path:
-    import tempfile
-
-    path = Path(tempfile.mkdtemp()) / f"{name}.yaml"
-    path.write_text(f"kind: pool\nname: {name}\nnodes:\n  - {{name: n, domains: [{{gpus: {gpus}}}]}}\n")
-    return path
 
 
 def test_splitwise_leaves_decoders_that_miss_tpot_out_of_the_winning_split():
