@@ -5,14 +5,16 @@ kind, ``hetis-deployment``, which ``hetplan emit`` and ``hetplan report`` refuse
 engine runs Hetis today**: the document is a spec for one (roles per device, the primary layout, the head table
 per length class), not files to deploy.
 
-Document fields (all numbers rounded to 6 significant digits; same inputs give byte-identical output):
+Document fields (all numbers rounded to 6 significant digits, never inf or NaN: a non-finite value is written as
+null; same inputs give byte-identical output):
 
 - ``kind`` ``hetis-deployment``, ``schema_version`` 1, ``strategy`` ``hetis``, ``engine_note``.
 - ``scenario``: model, dtypes, SLOs (``ttft_s``, ``tpot_s``, ``percentile``), workload summary, goodput target.
 - ``pool``: name, GPUs per type, links; ``devices``: one row per GPU with ``role`` (``primary``, ``attention``, or
   ``unused``: an attention worker that holds no KV head in any class), ``replica``, ``stage``, ``tp_rank``,
   ``layers`` (primaries), and ``reason`` (non-primaries: why not primary, and why unused).
-- ``layout``: ``dp``, ``pp``, ``tp`` and per replica its stages (devices, GPU type, layers).
+- ``layout``: ``dp``, ``pp``, ``tp`` and per replica its stages (devices, GPU type or ``A+B`` for a mixed TP group,
+  layers); ``layouts_considered`` and ``layouts_evaluated_in_full`` (the rest were ruled out by their dense bound).
 - ``head_split``: per replica the length classes (``requests`` in the running batch, ``context_tokens``) with the
   KV heads each device holds for every request of the class, the per-device step time and the solver used. A
   class with 0 requests in the expected batch (``representative: true``) still lists a placement: that of one
