@@ -5,15 +5,20 @@ kind, ``hetis-deployment``, which ``hetplan emit`` and ``hetplan report`` refuse
 engine runs Hetis today**: the document is a spec for one (roles per device, the primary layout, the head table
 per length class), not files to deploy.
 
-Document fields (all numbers rounded to 6 significant digits; same inputs give byte-identical output):
+Document fields (all numbers rounded to 6 significant digits, never inf or NaN: a non-finite value is written as
+null; same inputs give byte-identical output):
 
 - ``kind`` ``hetis-deployment``, ``schema_version`` 1, ``strategy`` ``hetis``, ``engine_note``.
 - ``scenario``: model, dtypes, SLOs (``ttft_s``, ``tpot_s``, ``percentile``), workload summary, goodput target.
-- ``pool``: name, GPUs per type, links; ``devices``: one row per GPU with ``role`` (``primary`` or ``attention``),
-  ``replica``, ``stage``, ``tp_rank``, ``layers`` (primaries), and ``reason`` (attention workers: why not primary).
-- ``layout``: ``dp``, ``pp``, ``tp`` and per replica its stages (devices, GPU type, layers).
+- ``pool``: name, GPUs per type, links; ``devices``: one row per GPU with ``role`` (``primary``, ``attention``, or
+  ``unused``: an attention worker that holds no KV head in any class), ``replica``, ``stage``, ``tp_rank``,
+  ``layers`` (primaries), and ``reason`` (non-primaries: why not primary, and why unused).
+- ``layout``: ``dp``, ``pp``, ``tp`` and per replica its stages (devices, GPU type or ``A+B`` for a mixed TP group,
+  layers); ``layouts_considered`` and ``layouts_evaluated_in_full`` (the rest were ruled out by their dense bound).
 - ``head_split``: per replica the length classes (``requests`` in the running batch, ``context_tokens``) with the
-  KV heads each device holds for every request of the class, the per-device step time and the solver used.
+  KV heads each device holds for every request of the class, the per-device step time and the solver used. A
+  class with 0 requests in the expected batch (``representative: true``) still lists a placement: that of one
+  representative request added on top of the batch's split (:func:`headsplit.place_representative`).
 - ``predicted``: ``req_per_s``, ``output_tokens_per_s``, ``tpot_s``, ``ttft_s`` (idle q-quantile prefill + one
   step; no queueing), ``kv_capacity_tokens``, ``decode_batch``; ``baselines`` (Splitwise-style, HexGen-style) and
   ``throughput_ratio_over`` each, ``kv_capacity_ratio_over_splitwise``.
@@ -24,6 +29,7 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,8 @@ from typing import Any
 from hetplan import __version__
 from hetplan.api import _model, build_workload
 from hetplan.errors import InputError
+from hetplan.perf.arch import ModelArch
+from hetplan.perf.latency import compute_dtype
 from hetplan.planning import rnd
 from hetplan.pool import Pool, load_pool
 from hetplan.scenario import Scenario
@@ -94,6 +102,17 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
         warnings.append(
             f"{', '.join(ignored)} ignored: the pool file sets the GPUs; a Hetis plan of an owned pool has no prices"
         )
+    planner_only = [
+        flag
+        for flag, field in (("--tp", "tp"), ("--max-ratio", "max_ratio"), ("--headroom", "headroom"))
+        if field in scenario.model_fields_set
+    ]
+    if planner_only:
+        warnings.append(
+            f"{', '.join(planner_only)} ignored: Hetis tries TP 1, 2, 4 and 8 inside each link domain, has no n:m "
+            "prefill/decode combos and reports the pool's capacity (no provisioning headroom)"
+        )
+    warnings.extend(_estimate_warnings(pool, arch))
     prompt, output = workload.sample(MAX_SAMPLES)
     work = Workload(prompt, output, quantile)
     plan = plan_hetis(arch, pool, work, tpot, settings, ttft)
@@ -131,7 +150,41 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
         )
     doc["warnings"] = warnings
     doc["settings"] = _settings_doc(settings)
-    return doc
+    return _finite(doc)
+
+
+def _finite(value: Any) -> Any:
+    """The document with every non-finite float (inf, NaN) replaced by None, so it is always valid JSON (an
+    infeasible replica's TPOT, for instance, is infinite in the solver)."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _estimate_warnings(pool: Pool, arch: ModelArch) -> list[str]:
+    """The catalog-estimate warnings a Cauchy plan gives (:mod:`hetplan.api`), for every GPU type of the pool whose
+    dense TFLOPS in the model's dtype is an estimate and that the pool file gives no measured figure for."""
+    out = []
+    for name in pool.counts():
+        devs = [d for d in pool.devices if d.gpu.name == name and not d.measured]
+        if not devs:
+            continue
+        gpu = devs[0].gpu
+        try:
+            tflops, estimated = gpu.dense_tflops(compute_dtype(arch.weight_dtype))
+        except KeyError:
+            continue
+        if estimated and gpu.measured is None:
+            note = gpu.estimate_note or "no published value"
+            out.append(
+                f"{gpu.name}: {tflops:g} TFLOPS is an estimate, not a datasheet figure ({note}); give "
+                "measured_tflops in the pool file to replace it"
+            )
+    return out
 
 
 def _settings_doc(settings: HetisSettings) -> dict[str, Any]:
@@ -151,6 +204,22 @@ def _pool_doc(pool: Pool, plan: HetisPlan) -> dict[str, Any]:
             roles[d.name] = {"role": "attention", "replica": r}
     for d, why in plan.excluded:
         roles.setdefault(d.name, {"role": "attention"})["reason"] = why
+    for r, result in enumerate(plan.replicas):
+        listed = {a.name for a in result.attention}
+        for w in plan.workers[r] if r < len(plan.workers) else ():
+            if w.name not in listed:
+                idle = "no memory left for KV cache"
+            elif result.split is None:
+                idle = "its replica serves nothing"
+            else:
+                j = [a.name for a in result.attention].index(w.name)
+                if any(row[j] for row in result.split.heads):
+                    continue
+                idle = "holds no KV head in any length class: its link or memory makes every head slower there"
+            row = roles[w.name]
+            row["role"] = "unused"
+            row.pop("replica", None)
+            row["reason"] = f"{row['reason']}; {idle}" if row.get("reason") else idle
     return {
         "name": pool.name,
         "gpus": pool.counts(),
@@ -195,10 +264,11 @@ def _layout_doc(plan: HetisPlan) -> dict[str, Any]:
         "tp": lay.tp,
         "label": lay.label(),
         "replicas": [
-            [{"devices": [d.name for d in st.devices], "gpu": st.gpu.name, "layers": st.layers} for st in rep]
+            [{"devices": [d.name for d in st.devices], "gpu": st.label, "layers": st.layers} for st in rep]
             for rep in lay.replicas
         ],
         "layouts_considered": len(plan.scores),
+        "layouts_evaluated_in_full": plan.evaluated_in_full,
     }
 
 
@@ -224,6 +294,8 @@ def _split_doc(plan: HetisPlan) -> list[dict[str, Any]]:
                     {
                         "name": c.name,
                         "requests": c.requests,
+                        # 0 requests in the expected batch: kv_heads places one representative request
+                        "representative": c.requests == 0,
                         "context_tokens": rnd(c.context_tokens),
                         "kv_heads": {n: h for n, h in zip(names, rep.split.heads[k], strict=True) if h},
                     }

@@ -27,30 +27,50 @@ Example::
       overrides:
         - {between: [a100-node, p100-node], bandwidth_gb_per_s: 6, latency_us: 50}
 
-Unknown keys are refused; every error names the field and the fix. Bandwidths are bytes (GB/s, 1e9 bytes/s,
-one direction), latencies microseconds.
+Unknown keys are refused; every error names the field and the fix; a link override repeated for the same pair of
+nodes (in either order) is refused, and a file of another ``kind`` (a scenario, a hetis-deployment spec) is named
+as such. Numbers in scientific notation without a dot (``1e-9``, which YAML reads as a string) are accepted.
+Bandwidths are bytes (GB/s, 1e9 bytes/s, one direction), latencies microseconds.
 
 Source: hetplan's own reconstruction (Hetis, SC '25, plans over such pools but publishes no file format).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hetplan.catalog.loader import find_gpu, read_yaml_file
 from hetplan.catalog.schemas import GpuSpec
-from hetplan.errors import InputError
+from hetplan.errors import CatalogError, InputError
 from hetplan.units import GB
 
 POOL_DOC = "see examples/hetis/pool.yaml and hetplan/pool.py"
 
 
+_SCI = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+\s*$")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scientific(cls, data: Any) -> Any:
+        """YAML 1.1 reads ``1e-9`` (no dot) as a string: accept such scientific-notation strings for number fields."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for key, value in data.items():
+            field = cls.model_fields.get(key)
+            if field is not None and isinstance(value, str) and _SCI.match(value) and "float" in str(field.annotation):
+                out[key] = float(value)
+        return out
 
 
 class GpuEntry(_Strict):
@@ -123,6 +143,14 @@ class PoolFile(_Strict):
                     raise ValueError(f"links.overrides.{i}.between names unknown node {end!r}; nodes: {names}")
             if a == b:
                 raise ValueError(f"links.overrides.{i}.between names {a!r} twice; use links.intra_node for that")
+        pairs = [tuple(sorted(o.between)) for o in self.links.overrides]
+        for i, pair in enumerate(pairs):
+            first = pairs.index(pair)
+            if first != i:
+                raise ValueError(
+                    f"links.overrides.{i} repeats the link between {pair[0]!r} and {pair[1]!r} (already "
+                    f"links.overrides.{first}; the order of the two names does not matter): keep one entry"
+                )
         return self
 
 
@@ -248,7 +276,33 @@ def load_pool(path: str | Path) -> Pool:
         InputError / CatalogError: unreadable file, unknown keys, bad values or unknown GPU types (the message
             names the field path and the fix).
     """
-    return resolve_pool(read_yaml_file(Path(path), PoolFile, "pool file", POOL_DOC))
+    path = Path(path)
+    try:
+        return resolve_pool(read_yaml_file(path, PoolFile, "pool file", POOL_DOC))
+    except CatalogError:
+        kind = _kind_of(path)
+        if kind not in (None, "pool"):
+            what = {
+                "hetis-deployment": "a hetis-deployment file (a Hetis plan's output)",
+                "scenario": "a scenario file",
+            }
+            raise InputError(
+                f"{path} is {what.get(kind, f'a {kind!r} file')}, not a pool (its kind is {kind!r})",
+                "--pool takes a POOL.yaml with kind: pool",
+                f"pass the pool file ({POOL_DOC})"
+                + ("; a scenario goes first, as the positional argument" if kind == "scenario" else ""),
+            ) from None
+        raise
+
+
+def _kind_of(path: Path) -> str | None:
+    """The ``kind`` field of a YAML/JSON mapping, or None when the file has none or does not parse."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def pool_from_counts(name: str, groups: list[tuple[str, int]], links: LinksEntry | None = None) -> Pool:

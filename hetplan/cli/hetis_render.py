@@ -80,7 +80,8 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         f"TPOT {format_duration(slo['tpot_s'])}"
     )
     console.print(
-        f"Hetis primaries: {lay['label']} ({lay['layouts_considered']} layouts considered); "
+        f"Hetis primaries: {lay['label']} ({lay['layouts_considered']} "
+        f"{'layout' if lay['layouts_considered'] == 1 else 'layouts'} considered); "
         f"{pred['req_per_s']:.3g} req/s, {pred['output_tokens_per_s']:,.0f} output tokens/s, "
         f"TPOT {_ms(pred['tpot_s'])}, p{slo['percentile']:g} TTFT {_ms(pred['ttft_s'])}, "
         f"KV capacity {pred['kv_capacity_tokens']:,.0f} tokens, decode batch {pred['decode_batch']}"
@@ -116,15 +117,22 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         table.add_column("requests", justify="right")
         for n in names:
             table.add_column(n.replace("+", "+\n").replace("/", "/\n"), justify="right")
+        rep_note = False
         for c in part["classes"]:
+            # a class with no request in the expected batch shows where one representative request's heads go
+            rep_note = rep_note or bool(c.get("representative"))
             table.add_row(
                 f"{c['name']} ({c['context_tokens']:,.0f})",
-                str(c["requests"]),
-                # a class with no request in the batch has no split: "-" rather than 0 heads everywhere
-                *[str(c["kv_heads"].get(n, 0)) if c["requests"] else "-" for n in names],
+                "0 (1 rep.)" if c.get("representative") else str(c["requests"]),
+                *[str(c["kv_heads"].get(n, 0)) for n in names],
             )
         table.add_row("step time", "", *[format_duration(d["step_s"]) for d in part["devices"]])
         console.print(table)
+        if rep_note:
+            console.print(
+                "  0 (1 rep.): no request of that class in the expected batch; the row places one representative "
+                "request on top of the batch's split"
+            )
     cmp_table = Table(title="Same pool, three strategies", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("strategy", "req/s", "TPOT", "TTFT", "KV tokens", "Hetis gain", "layout"):
         cmp_table.add_column(col, justify="left" if col in ("strategy", "layout") else "right", overflow="fold")

@@ -270,6 +270,41 @@ def _swap(
     return False
 
 
+def place_representative(
+    devices: list[AttentionDevice],
+    classes: list[LengthClass],
+    split: HeadSplit,
+    context_tokens: float,
+    kv_heads: int,
+) -> tuple[int, ...]:
+    """KV heads per device for *one* request of a length class that has no request in the expected batch.
+
+    The rule (hetplan's own): the request's heads are placed one at a time, on top of the batch's split, on the
+    device whose step time grows least and whose free KV memory still holds the head (a device the batch leaves
+    unused pays its fixed cost ``f_j`` when opened). If no device has room left, memory is ignored (the batch
+    is an expectation, not a reservation). The batch's split and makespan are not changed. Shape: one entry per
+    device, summing to ``kv_heads``.
+    """
+    t = list(split.device_s)
+    free = [d.kv_capacity_head_tokens - held for d, held in zip(devices, split.kv_head_tokens(classes), strict=True)]
+    used = [any(split.heads[k][j] for k in range(len(classes))) for j in range(len(devices))]
+    out = [0] * len(devices)
+    for _ in range(kv_heads):
+        fits = [j for j in range(len(devices)) if free[j] + EPS >= context_tokens] or list(range(len(devices)))
+        grow = {
+            j: devices[j].s_per_head_token * context_tokens
+            + devices[j].s_per_head_request
+            + (0.0 if used[j] else devices[j].fixed_s)
+            for j in fits
+        }
+        best = min(fits, key=lambda j: (t[j] + grow[j], j))
+        out[best] += 1
+        t[best] += grow[best]
+        used[best] = True
+        free[best] -= context_tokens
+    return tuple(out)
+
+
 def solve(
     devices: list[AttentionDevice],
     classes: list[LengthClass],

@@ -14,8 +14,12 @@ Dynamic Parallelism", SC '25):
 hetplan's own reconstruction (no Hetis code is public):
 - tiers are GPU models ranked by dense TFLOPS in the model's dtype (measured figures from the pool file win);
   a TP group is ``tp`` devices of one domain, fastest first, and runs at its slowest member's speed;
-- the dense score of a layout is its request throughput with attention left out; the best
-  ``full_eval_top_n`` layouts are then evaluated with the head split and the best full throughput is kept;
+- the dense score of a layout is its request throughput with attention left out, an upper bound on its full
+  throughput (layouts scoring 0 miss the TPOT SLO even without attention); layouts are taken best bound first and
+  each is evaluated in full with the greedy head split unless its bound is below a throughput already reached
+  (then it cannot win); replicas that serve nothing are dropped and their GPUs become attention workers, so DP
+  counts serving replicas only; the best ``full_eval_top_n`` are re-evaluated with the exact MILP split (never
+  worse than the greedy one) and the best wins;
 - the pipeline and throughput model of :mod:`hetis_model`; length classes by decode context; workers are shared
   out to DP replicas by memory bandwidth; a device is a straggler when the best layout that includes it has a lower
   dense throughput than the chosen one.
@@ -25,11 +29,12 @@ Every unknown constant is in :class:`HetisSettings`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 import numpy as np
 
+from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.pool import Device, Pool
@@ -42,7 +47,10 @@ from hetplan.solvers.hetis_model import (
     apportion,
     dense_stage_s,
     device_speed,
+    eight_bit_refusal,
     free_kv_gib,
+    group_gpu,
+    group_label,
     handoff_s,
     head_bytes_per_token,
     overhead_s,
@@ -69,8 +77,14 @@ class Stage:
         return len(self.devices)
 
     @property
-    def gpu(self):  # noqa: ANN201 - GpuSpec; the slowest member sets the group's pace
-        return min((d.gpu for d in self.devices), key=lambda g: g.hbm_gb_per_s * (g.fp16_dense_tflops or 1.0))
+    def gpu(self) -> GpuSpec:
+        """The group's spec: the slowest member's, every figure at the group's minimum (:func:`group_gpu`)."""
+        return group_gpu([d.gpu for d in self.devices])
+
+    @property
+    def label(self) -> str:
+        """GPU types of the group (``A+B`` when mixed)."""
+        return group_label([d.gpu for d in self.devices])
 
 
 @dataclass(frozen=True)
@@ -127,8 +141,9 @@ class LayoutScore:
 
 @dataclass(frozen=True)
 class HetisPlan:
-    """The chosen layout, per-replica results, worker assignment, excluded devices with reasons, and the
-    layouts considered (``scores``)."""
+    """The chosen layout, per-replica results, worker assignment, excluded devices with reasons, the layouts
+    considered (``scores``, dense bounds) and how many of them the dense bound did not rule out
+    (``evaluated_in_full``, with the head split)."""
 
     layout: Layout
     replicas: tuple[ReplicaResult, ...]
@@ -136,6 +151,7 @@ class HetisPlan:
     excluded: tuple[tuple[Device, str], ...]
     scores: tuple[LayoutScore, ...]
     tiers: tuple[tuple[str, float, int], ...]
+    evaluated_in_full: int = 0
 
     @property
     def req_per_s(self) -> float:
@@ -303,20 +319,50 @@ def _prefill_bottleneck(
 def dense_score(
     arch: ModelArch, pool: Pool, layout: Layout, work: Workload, tpot_s: float, settings: HetisSettings
 ) -> float:
-    """Request throughput of the layout's dense path alone (attention left out) under the TPOT SLO, req/s."""
+    """Request throughput of the layout's dense path alone (attention left out) under the TPOT SLO, req/s.
+
+    It is an upper bound on the layout's full throughput (and on any subset of its replicas): attention only adds
+    to the step time, the dense step time does not fall as the batch grows, and the time per sequence
+    (``TPOT / B``) does not rise, so each replica's best dense rate is at its largest batch under the SLO, found by
+    bisection (grid points below it are checked too). The planner skips full evaluations this bound rules out."""
     total = 0.0
     for rep in layout.replicas:
         pp = len(rep)
+        cap = max(1, settings.max_batch_per_replica // pp)
         pre, _ = _prefill_bottleneck(arch, pool, rep, work, settings)
-        best = 0.0
-        for b in _batch_grid(settings.max_batch_per_replica // pp):
+
+        def tpot(b: int, rep: tuple[Stage, ...] = rep, pp: int = pp) -> float:
             stages, fixed = _dense_parts(arch, pool, rep, b, settings)
-            tpot = pp * max(stages) + fixed
-            if tpot > tpot_s:
-                break
-            best = max(best, 1.0 / (pre + work.mean_output * tpot / (pp * b)))
-        total += best
+            return pp * max(stages) + fixed
+
+        if tpot(1) > tpot_s:
+            continue
+        lo = _dense_batch_cap(arch, pool, rep, tpot_s, settings)
+        total += max(
+            1.0 / (pre + work.mean_output * tpot(b) / (pp * b)) for b in {lo, *(g for g in _batch_grid(cap) if g <= lo)}
+        )
     return total
+
+
+def _dense_batch_cap(
+    arch: ModelArch, pool: Pool, replica: tuple[Stage, ...], tpot_s: float, settings: HetisSettings
+) -> int:
+    """Largest micro-batch whose dense path alone (no attention) holds the TPOT SLO, at least 1 (bisection; the
+    dense step time does not fall as the batch grows)."""
+    pp = len(replica)
+
+    def ok(b: int) -> bool:
+        stages, fixed = _dense_parts(arch, pool, replica, b, settings)
+        return pp * max(stages) + fixed <= tpot_s
+
+    lo, hi = 1, max(1, settings.max_batch_per_replica // pp)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _batch_grid(cap: int) -> list[int]:
@@ -358,7 +404,7 @@ def evaluate_replica(
         stage_t = [s + split.makespan_s * st.layers / arch.layers / pp for s, st in zip(stages, replica, strict=True)]
         return pp * max(stage_t) + fixed, split, sum(stages)
 
-    lo, hi = 0, max(1, settings.max_batch_per_replica // pp)
+    lo, hi = 0, _dense_batch_cap(arch, pool, replica, tpot_s, settings)  # attention only adds time: B <= hi
     if step(1, False)[0] > tpot_s:
         lo = 0
     else:
@@ -381,6 +427,18 @@ def evaluate_replica(
     if ttft_s is not None and ttft > ttft_s:
         rate, reason = 0.0, f"p{work.quantile * 100:g} TTFT {ttft:.3g} s is above the SLO {ttft_s:g} s"
     classes = tuple(_classes(pp * lo, spec))
+    assert split is not None
+    empty = [k for k, c in enumerate(classes) if not c.requests]
+    if empty:  # a class with no request in the expected batch still needs a rule: place one representative request
+        rows = list(split.heads)
+        for k in empty:
+            rows[k] = headsplit.place_representative(
+                devs, list(classes), split, classes[k].context_tokens, arch.kv_heads
+            )
+        split = replace(split, heads=tuple(rows))
+    # KV capacity counts only devices that hold heads: an idle worker (e.g. behind a slow link) adds none
+    held = [any(row[j] for row in split.heads) for j in range(len(devs))]
+    kv_tokens = sum(d.kv_capacity_head_tokens for d, h in zip(devs, held, strict=True) if h) / arch.kv_heads
     return ReplicaResult(lo * pp, tpot, ttft, rate, dense, split, tuple(devs), classes, kv_tokens, reason)
 
 
@@ -444,7 +502,9 @@ def plan_hetis(
             f"{arch.spec.name} ({arch.weight_dtype}) fits no primary layout of pool {pool.name}",
             f"weights {arch.weight_bytes / GIB:.1f} GiB; tried TP {TP_OPTIONS} inside each domain and PP up to "
             f"{settings.max_pp}",
-            "add GPUs to a domain, raise max PP or quantize the weights",
+            "add GPUs to a domain or quantize the weights (--weight-dtype fp8/int8); max PP has no CLI flag: from "
+            "Python, pass settings=HetisSettings(max_pp=...) (hetplan.solvers.hetis_model) to "
+            "hetplan.hetis_planning.hetis_plan",
         )
     scores = sorted(
         (LayoutScore(lay, dense_score(arch, pool, lay, work, tpot_s, settings)) for lay in layouts),
@@ -457,27 +517,78 @@ def plan_hetis(
             f"{len(layouts)} layouts fit the weights; the fastest dense step alone exceeds the SLO",
             "relax --tpot or add faster GPUs",
         )
-    full: dict[int, float] = {}
-    best: tuple[float, LayoutScore, list[ReplicaResult], list[tuple[Device, ...]]] | None = None
-    for i, s in enumerate(feasible[: settings.full_eval_top_n]):
-        reps, shares = evaluate_layout(arch, pool, s.layout, work, tpot_s, settings, False, ttft_s)
-        full[i] = sum(r.req_per_s for r in reps)
-        if best is None or full[i] > best[0] + 1e-12:
-            best = (full[i], s, reps, shares)
-    assert best is not None
-    if best[0] <= 0:
-        why = "; ".join(sorted({r.reason for r in best[2] if r.reason})) or "no replica serves any request"
+    # every feasible layout gets the full evaluation with the greedy head split (fast), serving replicas only;
+    # the best ``full_eval_top_n`` are then re-evaluated with the exact MILP split and the best of those wins
+    greedy: list[tuple[float, LayoutScore, list[ReplicaResult], list[tuple[Device, ...]]]] = []
+    seen: set[tuple[tuple[tuple[str, ...], ...], ...]] = set()
+    for s in feasible:  # best dense bound first
+        if greedy and s.dense_req_per_s < max(g[0] for g in greedy) - 1e-12:
+            continue  # its dense bound is below a throughput already reached: it cannot win
+        lay, reps, shares = _serving(arch, pool, s.layout, work, tpot_s, settings, False, ttft_s)
+        key = _layout_key(lay)
+        if key in seen:
+            continue
+        seen.add(key)
+        score = s if lay is s.layout else LayoutScore(lay, dense_score(arch, pool, lay, work, tpot_s, settings))
+        greedy.append((sum(r.req_per_s for r in reps), score, reps, shares))
+    greedy.sort(key=lambda x: (-x[0], len(x[1].layout.devices), x[1].layout.label()))
+    if greedy[0][0] <= 0:
+        whys = []
+        for _, sc, reps, _ in greedy[:3]:
+            parts = "; ".join(f"replica {i}: {r.reason}" for i, r in enumerate(reps) if r.reason)
+            whys.append(f"{sc.layout.label()} ({_stage_words(sc.layout)}): {parts or 'serves no request'}")
         raise InfeasibleError(
             f"no Hetis layout of pool {pool.name} meets the SLOs",
-            f"layout with the best dense throughput, {best[1].layout.label()}: {why}",
+            f"{len(greedy)} layouts evaluated, none serves a request; the smallest: " + " | ".join(whys),
             "relax --ttft or --tpot, or add faster GPUs",
         )
-    chosen = best[1]
-    reps, shares = evaluate_layout(arch, pool, chosen.layout, work, tpot_s, settings, True, ttft_s)
-    evaluated = [(feasible[i], rate) for i, rate in full.items()]
+    best: tuple[float, LayoutScore, list[ReplicaResult], list[tuple[Device, ...]]] | None = None
+    for rate0, sc, _, _ in greedy[: max(1, settings.full_eval_top_n)]:
+        if rate0 <= 0:
+            break
+        lay, reps, shares = _serving(arch, pool, sc.layout, work, tpot_s, settings, True, ttft_s)
+        rate = sum(r.req_per_s for r in reps)
+        if best is None or rate > best[0] + 1e-12:
+            best = (rate, sc if lay is sc.layout else LayoutScore(lay, sc.dense_req_per_s), reps, shares)
+    assert best is not None
+    evaluated = [(sc, rate) for rate, sc, _, _ in greedy]
+    chosen, reps, shares = best[1], best[2], best[3]
     excluded = _excluded(pool, arch, chosen, best[0], scores, evaluated)
     tier_rows = tuple((devs[0].gpu.name, speed, len(devs)) for speed, devs in ranked)
-    return HetisPlan(chosen.layout, tuple(reps), tuple(shares), tuple(excluded), tuple(scores), tier_rows)
+    return HetisPlan(chosen.layout, tuple(reps), tuple(shares), tuple(excluded), tuple(scores), tier_rows, len(greedy))
+
+
+def _layout_key(layout: Layout) -> tuple[tuple[tuple[str, ...], ...], ...]:
+    """Device names per stage per replica: two layouts with the same key are the same layout."""
+    return tuple(tuple(tuple(d.name for d in st.devices) for st in rep) for rep in layout.replicas)
+
+
+def _stage_words(layout: Layout) -> str:
+    """``replica 0: A100 TP1 -> RTX-3090 TP1`` style words for an error message."""
+    return ", ".join(
+        f"replica {i}: " + " -> ".join(f"{st.label} TP{st.tp}" for st in rep) for i, rep in enumerate(layout.replicas)
+    )
+
+
+def _serving(
+    arch: ModelArch,
+    pool: Pool,
+    layout: Layout,
+    work: Workload,
+    tpot_s: float,
+    settings: HetisSettings,
+    exact: bool,
+    ttft_s: float | None,
+) -> tuple[Layout, list[ReplicaResult], list[tuple[Device, ...]]]:
+    """Evaluate ``layout``; while some replicas serve nothing (TPOT missed at batch 1, or TTFT above the SLO) and
+    others do, drop the idle ones (their devices become attention workers) and evaluate again, so DP counts only
+    replicas that serve. Returns the (possibly smaller) layout, its replica results and worker shares."""
+    while True:
+        reps, shares = evaluate_layout(arch, pool, layout, work, tpot_s, settings, exact, ttft_s)
+        keep = [rep for rep, r in zip(layout.replicas, reps, strict=True) if r.req_per_s > 0]
+        if not keep or len(keep) == layout.dp:
+            return layout, reps, shares
+        layout = Layout(tuple(keep))
 
 
 def _excluded(
@@ -495,7 +606,8 @@ def _excluded(
         if d.name in primary:
             continue
         if device_speed(arch, d) <= 0:
-            out.append((d, f"no {arch.weight_dtype} tensor cores: attention only"))
+            why = eight_bit_refusal(d.gpu, arch) or f"no {arch.weight_dtype} tensor cores"
+            out.append((d, f"{why}: no dense work"))
             continue
         with_it = [s for s in scores if any(x.name == d.name for x in s.layout.devices)]
         if not with_it:
@@ -505,6 +617,15 @@ def _excluded(
         tried = [(s, r) for s, r in evaluated if any(x.name == d.name for x in s.layout.devices)]
         if top.dense_req_per_s <= 0:
             out.append((d, "every layout that includes it misses the TPOT SLO"))
+        elif not tried and top.dense_req_per_s >= chosen.dense_req_per_s:
+            out.append(
+                (
+                    d,
+                    f"more useful for attention: the best layout with it ({top.layout.label()}) can serve at most "
+                    f"{top.dense_req_per_s:.3g} req/s (its dense path alone), below the {chosen_full:.3g} the chosen "
+                    "one serves",
+                )
+            )
         elif top.dense_req_per_s < chosen.dense_req_per_s or not tried:
             out.append(
                 (
@@ -515,6 +636,15 @@ def _excluded(
             )
         else:
             s, rate = max(tried, key=lambda x: x[1])  # a layout with it beat the chosen one on dense throughput
+            if rate >= chosen_full * (1 - 1e-9):
+                out.append(
+                    (
+                        d,
+                        f"a layout with it ({s.layout.label()}) ties with the chosen one at {rate:.3g} req/s; the "
+                        "chosen one uses another GPU of the same speed",
+                    )
+                )
+                continue
             out.append(
                 (
                     d,

@@ -47,7 +47,8 @@ class HetisSettings:
         length_class_edges_tokens: decode-context edges of the length classes (short / medium / long).
         max_batch_per_replica: cap on running sequences per replica (vLLM ``--max-num-seqs``), every strategy.
         milp_max_devices: head splits with more devices use the greedy water-filling instead of the MILP.
-        full_eval_top_n: layouts (best dense throughput first) that get the full head-split evaluation.
+        full_eval_top_n: layouts (best greedy-split throughput first; every layout gets that evaluation) that are
+            re-evaluated with the exact MILP head split before the winner is picked.
         max_pp: largest pipeline depth tried for the primary workers.
 
     Calibration: measure one decode step's attention time on each GPU type for a few (heads, context) points
@@ -175,9 +176,64 @@ def split_layers(layers: int, speeds: list[float]) -> list[int]:
     return out
 
 
+PRE_AMPERE = ("Pascal", "Volta", "Turing")
+
+
+def eight_bit_refusal(gpu: GpuSpec, arch: ModelArch) -> str:
+    """Why ``gpu`` cannot run the dense modules of 8-bit weights (``""`` when it can).
+
+    An 8-bit dtype needs either the catalog's figure for it (``fp8_dense_tflops`` / ``int8_dense_tops``: native
+    tensor cores) or an Ampere-or-newer part, where serving engines upcast 8-bit weights in the GEMM kernel (vLLM's
+    Marlin kernels need compute capability 8.0). Pascal, Volta and Turing parts without the figure are refused,
+    as the catalog's ``dense_tflops`` refuses bf16 on them. Source: hetplan's own rule.
+    """
+    dtype = compute_dtype(arch.weight_dtype)
+    native = {"fp8": gpu.fp8_dense_tflops, "int8": gpu.int8_dense_tops}
+    if dtype not in native or native[dtype] is not None:
+        return ""
+    if any(gpu.arch.startswith(a) for a in PRE_AMPERE):
+        return f"no {dtype} support ({gpu.arch}: no {dtype} tensor cores and no weight-upcast kernels before Ampere)"
+    return ""
+
+
 def device_speed(arch: ModelArch, d: Device) -> float:
-    """Tiering key: the device's dense compute for the model's dtype, TFLOPS (0: cannot run the GEMMs)."""
+    """Tiering key: the device's dense compute for the model's dtype, TFLOPS (0: cannot run the GEMMs, e.g. bf16
+    on Pascal, or 8-bit weights on a pre-Ampere part without 8-bit tensor cores, see :func:`eight_bit_refusal`)."""
+    if eight_bit_refusal(d.gpu, arch):
+        return 0.0
     return compute_tflops(d.gpu, arch)
+
+
+def group_gpu(gpus: list[GpuSpec] | tuple[GpuSpec, ...]) -> GpuSpec:
+    """The spec a TP group of (possibly mixed) GPUs runs at: its slowest member's (lowest 16-bit dense TFLOPS,
+    then lowest memory bandwidth), with every throughput and memory figure lowered to the group's
+    minimum (a TP group moves in lock step and shards weights evenly, so the smallest memory bounds each shard).
+    The name stays the slowest member's so per-GPU efficiency priors still apply. Source: hetplan's own rule."""
+    first = gpus[0]
+    if all(g == first for g in gpus):
+        return first
+    slow = min(
+        gpus,
+        key=lambda g: (
+            g.fp16_dense_tflops or g.bf16_dense_tflops or g.fp16_dense_tflops_estimate or 0.0,
+            g.hbm_gb_per_s,
+            g.name,
+        ),
+    )
+    update: dict[str, object] = {
+        "hbm_gib": min(g.hbm_gib for g in gpus),
+        "hbm_gb_per_s": min(g.hbm_gb_per_s for g in gpus),
+        "interconnect_gb_per_s": min(g.interconnect_gb_per_s for g in gpus),
+    }
+    for f in ("bf16_dense_tflops", "fp16_dense_tflops", "fp8_dense_tflops", "int8_dense_tops"):
+        values = [getattr(g, f) for g in gpus]
+        update[f] = None if any(v is None for v in values) else min(values)
+    return slow.model_copy(update=update)
+
+
+def group_label(gpus: list[GpuSpec] | tuple[GpuSpec, ...]) -> str:
+    """A TP group's GPU types in words: ``A100-40GB-PCIe`` or ``A100-40GB-PCIe+RTX-3090`` when mixed."""
+    return "+".join(sorted({g.name for g in gpus}))
 
 
 def apportion(total: int, shares: list[float]) -> list[int]:

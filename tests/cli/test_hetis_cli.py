@@ -1,8 +1,10 @@
 """``hetplan plan --strategy hetis --pool``: output, determinism, and clear refusals."""
 
 import json
+import math
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
@@ -62,3 +64,69 @@ def test_hetis_flag_errors():
 def test_hetis_infeasible_slo_names_the_bound():
     r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", POOL, "--ttft", "50ms")
     assert r.exit_code == 1 and "TTFT" in r.output and "Traceback" not in r.output
+
+
+def _finite_numbers(value):
+    if isinstance(value, dict):
+        return all(_finite_numbers(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite_numbers(v) for v in value)
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def test_fp8_json_is_valid_and_baselines_are_consistent(tmp_path):
+    out = tmp_path / "fp8.json"
+    scenario = EXAMPLES / "hetis" / "llama2-13b.yaml"
+    r = invoke("plan", scenario, "--strategy", "hetis", "--pool", POOL, "--weight-dtype", "fp8", "--out", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON document"))
+    assert _finite_numbers(doc)
+    sw = doc["baselines"]["splitwise"]
+    assert sw["status"] == "solved" and sw["tpot_s"] <= 0.1 and "P100-PCIe" not in sw["gpus_used"]
+    ratio = doc["throughput_ratio_over"]["splitwise"]
+    assert ratio == pytest.approx(doc["predicted"]["req_per_s"] / sw["req_per_s"], rel=1e-3)
+    p100 = [d for d in doc["pool"]["devices"] if d["gpu"] == "P100-PCIe"]
+    assert all(d["role"] != "primary" and "no fp8 support" in d["reason"] for d in p100)
+    assert doc["layout"]["dp"] == len(doc["layout"]["replicas"]) == len(doc["head_split"])
+    assert all(part["status"] != "infeasible" for part in doc["head_split"])
+
+
+def test_idle_workers_are_unused_and_estimates_and_ignored_flags_warn(tmp_path):
+    slow = tmp_path / "slowlink.yaml"
+    slow.write_text(
+        POOL.read_text().replace(
+            "bandwidth_gb_per_s: 6, latency_us: 50", "bandwidth_gb_per_s: 0.001, latency_us: 100000"
+        )
+    )
+    r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", slow, "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    p100 = [d for d in doc["pool"]["devices"] if d["gpu"] == "P100-PCIe"]
+    assert p100 and all(d["role"] == "unused" and "holds no KV head" in d["reason"] for d in p100)
+    a10g = tmp_path / "a10g.yaml"
+    a10g.write_text("kind: pool\nnodes:\n  - {name: n, domains: [{gpus: [{type: A10G, count: 4}]}]}\n")
+    args = ("--synthetic", "balanced", "--rate", "2", "--tp", "1,2", "--max-ratio", "2", "--headroom", "0.3")
+    r = invoke("plan", "--model", "Llama-3-8B", *args, "--strategy", "hetis", "--pool", a10g, "--json")
+    assert r.exit_code == 0, r.output
+    warnings = json.loads(r.stdout)["warnings"]
+    assert any("A10G: 70 TFLOPS is an estimate" in w for w in warnings)
+    assert any(w.startswith("--tp, --max-ratio, --headroom ignored") for w in warnings)
+
+
+def test_small_outputs_and_refusals(tmp_path):
+    one = tmp_path / "one.yaml"
+    one.write_text("kind: pool\nnodes:\n  - {name: n, domains: [{gpus: [{type: A100-40GB-PCIe, count: 1}]}]}\n")
+    r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", one)
+    assert r.exit_code == 0, r.output
+    assert "(1 layout considered)" in r.output and "0 (1 rep.)" in r.output  # an empty class shows its placement
+    assert "1.00x" in r.output  # HexGen-style is the same single-GPU layout: same score
+    r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", POOL, "--ttft", "1ms")
+    assert r.exit_code == 1 and "replica 0: p90 TTFT" in r.output and "DP1 x PP1 x TP1 (replica 0:" in r.output
+    for wrong, kind in (
+        (EXAMPLES / "hetis" / "opt-30b.yaml", "scenario"),
+        (tmp_path / "spec.json", "hetis-deployment"),
+    ):
+        if kind == "hetis-deployment":
+            invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", one, "--out", wrong)
+        r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", wrong)
+        assert r.exit_code == 2 and f"is a {kind}" in r.output and "not a pool" in r.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,16 @@ from hetplan.perf.arch import ModelArch
 from hetplan.pool import load_pool, pool_from_counts
 from hetplan.solvers import headsplit
 from hetplan.solvers.headsplit import AttentionDevice, LengthClass
-from hetplan.solvers.hetis import attention_devices, enumerate_layouts, plan_hetis
+from hetplan.solvers.hetis import (
+    _serving,
+    attention_devices,
+    dense_score,
+    enumerate_layouts,
+    evaluate_layout,
+    plan_hetis,
+)
 from hetplan.solvers.hetis_baselines import hexgen, splitwise
-from hetplan.solvers.hetis_model import HetisSettings, Workload, split_layers
+from hetplan.solvers.hetis_model import HetisSettings, Workload, group_gpu, split_layers
 from hetplan.solvers.milp import solve_min_makespan
 from hetplan.solvers.redispatch import RunningRequest, imbalance, redispatch, step_times
 
@@ -277,3 +285,116 @@ def test_real_workers_get_heads_in_proportion_to_memory_bandwidth(tmp_path):
     a100, rtx = split.heads[0]
     want = arch.kv_heads * 2039 / (2039 + 936)  # decode attention is bandwidth-bound: heads follow GB/s
     assert abs(a100 - want) <= 1.0 and a100 + rtx == arch.kv_heads
+
+
+# -- review fixes ------------------------------------------------------------------------------------------------
+def test_every_layout_is_evaluated_and_degrading_gpus_never_raises_throughput(example_pool, tmp_path):
+    arch = ModelArch(find_model("Llama-2-13B"), "fp16", "fp16")
+    work, settings = _work(), HetisSettings()
+    plan = plan_hetis(arch, example_pool, work, 0.1, settings)
+    best_greedy = 0.0
+    for lay in enumerate_layouts(example_pool, arch, settings):
+        full = sum(r.req_per_s for r in evaluate_layout(arch, example_pool, lay, work, 0.1, settings, False)[0])
+        assert full <= dense_score(arch, example_pool, lay, work, 0.1, settings) + 1e-9  # the bound the search skips by
+        best_greedy = max(best_greedy, full)
+    assert plan.req_per_s >= best_greedy - 1e-9  # no layout evaluated with the greedy split beats the plan
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(
+        (EXAMPLES / "hetis" / "pool.yaml")
+        .read_text()
+        .replace("{type: P100-PCIe, count: 4}", "{type: P100-PCIe, count: 4, measured_tflops: 1.0}")
+    )
+    assert "measured_tflops: 1.0" in slow.read_text()
+    assert plan_hetis(arch, load_pool(slow), work, 0.1, settings).req_per_s <= plan.req_per_s + 1e-9
+
+
+def test_replicas_that_serve_nothing_become_attention_workers():
+    pool = pool_from_counts("x", [("A100-40GB-PCIe", 1), ("P100-PCIe", 1)])
+    arch = ModelArch(find_model("Llama-2-7B"), "fp16", "fp16")
+    work, settings = _work(), HetisSettings()
+    dp2 = next(lay for lay in enumerate_layouts(pool, arch, settings) if lay.dp == 2)
+    reps, _ = evaluate_layout(arch, pool, dp2, work, 0.025, settings, False)
+    assert reps[0].req_per_s > 0 and reps[1].req_per_s == 0  # the P100 replica misses 25 ms at batch 1
+    lay, reps, shares = _serving(arch, pool, dp2, work, 0.025, settings, False, None)
+    assert lay.dp == 1 and reps[0].req_per_s > 0 and [d.gpu.name for d in shares[0]] == ["P100-PCIe"]
+    plan = plan_hetis(arch, pool, work, 0.025, settings)
+    assert plan.layout.dp == len(plan.replicas) and all(r.req_per_s > 0 for r in plan.replicas)
+
+
+def test_mixed_tp_group_priced_by_slowest_member_and_labelled(tmp_path):
+    path = tmp_path / "mix.yaml"
+    path.write_text(
+        "kind: pool\nname: mix\nnodes:\n"
+        "  - {name: n, domains: [{gpus: [{type: A100-40GB-PCIe, count: 1}, {type: RTX-3090, count: 1}]}]}\n"
+    )
+    pool = load_pool(path)
+    a100, rtx = (d.gpu for d in pool.devices)
+    group = group_gpu([a100, rtx])
+    assert group.name == "RTX-3090" and group.hbm_gib == 24.0 and group.fp16_dense_tflops == 71.0
+    arch = ModelArch(find_model("Llama-2-13B"), "fp16", "fp16")
+    hg = hexgen(arch, pool, _work(), 2.0, 0.1, HetisSettings())
+    assert "A100-40GB-PCIe+RTX-3090 TP2" in hg.layout
+    assert hg.gpus_used == {"A100-40GB-PCIe": 1, "RTX-3090": 1}  # the pool has one of each
+
+
+def test_same_layout_scores_the_same_in_hetis_and_hexgen():
+    pool = pool_from_counts("one", [("A100-40GB-PCIe", 1)])
+    arch = ModelArch(find_model("Llama-2-13B"), "fp16", "fp16")
+    work, settings = _work(), HetisSettings()
+    plan = plan_hetis(arch, pool, work, 0.1, settings, 2.0)
+    hg = hexgen(arch, pool, work, 2.0, 0.1, settings)
+    assert plan.layout.label() == "DP1 x PP1 x TP1" and hg.layout.startswith("DP1: A100-40GB-PCIe TP1")
+    assert plan.req_per_s == pytest.approx(hg.req_per_s, rel=1e-12)
+
+
+def test_every_class_places_all_kv_heads_even_with_no_request():
+    pool = pool_from_counts("one", [("A100-40GB-PCIe", 1), ("RTX-3090", 1)])
+    arch = ModelArch(find_model("Llama-2-13B"), "fp16", "fp16")
+    # one request in 400 has a context above 2,048 tokens: its class gets no request in the expected batch
+    work = Workload(np.array([1000] * 399 + [3000]), np.array([200] * 400), 0.9)
+    plan = plan_hetis(arch, pool, work, 0.1)
+    empty = 0
+    for rep in plan.replicas:
+        assert rep.split is not None
+        for k, c in enumerate(rep.classes):
+            assert sum(rep.split.heads[k]) == arch.kv_heads
+            empty += c.requests == 0
+    assert empty  # the case under test: a length class with no request in the expected batch
+
+
+def test_eight_bit_weights_never_run_dense_on_pre_ampere_gpus(example_pool):
+    arch = ModelArch(find_model("Llama-2-13B"), "fp8", "fp16")
+    plan = plan_hetis(arch, example_pool, _work(), 0.1)
+    assert not [d for d in plan.layout.devices if d.gpu.name == "P100-PCIe"]
+    reasons = {d.gpu.name: why for d, why in plan.excluded}
+    assert "no fp8 support" in reasons["P100-PCIe"]
+    sw = splitwise(arch, example_pool, _work(), 2.0, 0.1, HetisSettings())
+    assert "P100-PCIe" not in sw.gpus_used and math.isfinite(sw.tpot_s) and sw.tpot_s <= 0.1
+
+
+def test_pool_file_rejects_reversed_duplicate_override_and_reads_scientific_numbers(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "kind: pool\nnodes:\n"
+        "  - {name: a, domains: [{gpus: [{type: A100, count: 1, measured_tflops: 1e2}]}]}\n"
+        "  - {name: b, domains: [{gpus: [{type: A100, count: 1}]}]}\n"
+        "links: {overrides: [{between: [a, b], bandwidth_gb_per_s: 6, latency_us: 5},"
+        " {between: [b, a], bandwidth_gb_per_s: 1, latency_us: 5}]}\n"
+    )
+    with pytest.raises(InputError) as exc:
+        load_pool(path)
+    assert "repeats the link between 'a' and 'b'" in exc.value.render()
+    path.write_text(path.read_text().replace(", {between: [b, a], bandwidth_gb_per_s: 1, latency_us: 5}", ""))
+    assert load_pool(path).devices[0].gpu.fp16_dense_tflops == 100.0  # "1e2" read as a number
+    path.write_text("kind: scenario\nmodel: Llama-2-13B\n")
+    with pytest.raises(InputError, match="is a scenario file, not a pool"):
+        load_pool(path)
+
+
+def test_splitwise_leaves_decoders_that_miss_tpot_out_of_the_winning_split():
+    pool = pool_from_counts("x", [("H100", 8), ("L4", 8)])
+    arch = ModelArch(find_model("Llama-3-70B"), "bf16", "bf16")
+    sw = splitwise(arch, pool, _work(), 2.0, 0.1, HetisSettings())
+    # an L4 TP8 instance misses 100 ms at batch 1: it was listed as a decoder with an infinite step time before
+    assert sw.req_per_s > 0 and math.isfinite(sw.tpot_s) and sw.tpot_s <= 0.1
+    assert "L4" not in sw.layout and sw.gpus_used == {"H100-SXM": 8}
