@@ -107,7 +107,9 @@ class Simulator:
         self.dep, self.stream, self.policy = dep, stream, policy
         self.cfg = config or SimConfig()
         n = stream.n
-        max_ctx = int((stream.prompt_tokens + stream.output_tokens).max()) if n else 1
+        limit = int(dep.arch.spec.max_position_embeddings)
+        served = stream.prompt_tokens <= limit  # longer prompts are dropped on arrival: keep them out of the tables
+        max_ctx = int((stream.prompt_tokens + stream.output_tokens)[served].max()) if served.any() else 1
         costs: dict[tuple[str, int, int], StepCost] = {}
         self.insts: list[_Inst] = []
         for i, spec in enumerate(dep.instances):

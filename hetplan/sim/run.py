@@ -12,7 +12,8 @@
   ratio, numpy's "higher" method so the share is at least q), measured under CASCADE with κ = 1. The ratio
   exceeds 1 where prompts are chunked over several iterations, share iterations with decoding, or wait for the
   KV transfer. q₂ is then chosen from ``Q2_CANDIDATES`` as the share that
-  gives the highest goodput under CASCADE with the fitted κ (ties: higher Jain index, then the smaller q₂). The
+  gives the highest goodput (requests meeting every SLO over the serving span, see ``metrics``) under CASCADE
+  with the fitted κ (ties: higher Jain index, then the smaller q₂). The
   result goes into the plan (``cascade`` block) and into a small router config.
 
 Source: calibration procedure after DESIGN §3.4 (CASCADE calibrates κ on a trace so that P(TTFT ≤ T̂) ≥ q);
@@ -169,7 +170,8 @@ def find_capacity(
     """Highest rate scale with joint SLO attainment ≥ ``target`` (goodput capacity).
 
     Attainment on a finite trace is not strictly monotone in the rate, so the answer is a bracket: attainment ≥
-    target at ``rate_scale`` and below it at ``failing_rate_scale`` (within a factor ``2**(1/2**steps)``).
+    target at ``rate_scale`` and below it at ``failing_rate_scale`` (within a factor ``2**(1/2**steps)``). The
+    reported goodput is the run's at ``rate_scale``: requests meeting every SLO over the serving span.
 
     Returns:
         ``{"target", "rate_scale", "failing_rate_scale", "capped", "goodput_capacity_req_per_s",
