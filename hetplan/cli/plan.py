@@ -199,6 +199,11 @@ def plan(
         False, "--verify", help="Replay the scenario's workload through the plan in the simulator; flag SLO misses."
     ),
     verify_policy: str = typer.Option("fcfs", "--verify-policy", help="Scheduling policy for --verify."),
+    verify_strict: bool = typer.Option(
+        False,
+        "--verify-strict",
+        help="With --verify: exit 1 when the simulation misses an SLO (outputs written first).",
+    ),
     # -- end of simulator check ---------------------------------------------------------------------------------
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
@@ -237,6 +242,17 @@ def plan(
         scenario = build_scenario(scenario_file, overrides)
         if out is not None:
             check_output(out, force)  # refuse before any work is done
+        if verify or verify_strict:  # simulator check (hetplan.sim): refuse bad options before planning
+            from hetplan.sim.policies import POLICIES
+
+            if not verify:
+                raise InputError("--verify-strict needs --verify", fix="add --verify, or drop --verify-strict")
+            if verify_policy.lower().strip() not in POLICIES:
+                raise InputError(
+                    f"unknown --verify-policy {verify_policy!r}",
+                    f"known: {', '.join(POLICIES)}",
+                    "pass --verify-policy fcfs|sjf|edf|cascade",
+                )
         # --- Hetis (issue 7) ---
         if strategy.lower() == "hetis" or pool is not None:
             from hetplan.cli.hetis_render import hetis_work
@@ -274,13 +290,19 @@ def plan(
                 prune_top_k=6 if prune_top_k is None else prune_top_k,
             )
         elapsed = time.perf_counter() - start
-        if verify:  # simulator check (hetplan.sim): recorded in the plan document
-            from hetplan.sim.run import verify_plan
-
-            with err_console.status("simulating the plan", spinner="dots"):
-                doc["verification"] = verify_plan(doc, api.build_workload(scenario), verify_policy)
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
+        if verify:  # simulator check (hetplan.sim): recorded in the plan document; the plan is already written
+            from hetplan.sim.run import verify_plan
+
+            try:
+                with err_console.status("simulating the plan", spinner="dots"):
+                    doc["verification"] = verify_plan(doc, api.build_workload(scenario), verify_policy)
+            except InputError as exc:
+                kept = f"; the plan was written to {out}" if out is not None else ""
+                raise InputError(f"--verify failed: {exc.what}{kept}", exc.why, exc.fix) from None
+            if out is not None:
+                write_atomic(out, dump_for_path(out, doc), force=True)
         if emit_dir is not None:
             emitted.append(api.emit(doc, emit_dir, ("all",), validate=validate, force=force))
         return doc, elapsed
@@ -301,12 +323,16 @@ def plan(
     if "verification" in doc:  # simulator check (hetplan.sim)
         v = doc["verification"]
         err_console.print(f"verify: {v['summary']}", highlight=False, markup=False)
+        for text in v["warnings"]:
+            err_console.print(f"[yellow]warning (simulated):[/] {escape(text)}", highlight=False)
         for text in v["misses"]:
             err_console.print(f"[yellow]SLO miss (simulated):[/] {escape(text)}", highlight=False)
     if emitted:
         from hetplan.cli.emit import render_result
 
         err_console.print(render_result(emitted[0]), markup=False, highlight=False)
+    if verify_strict and doc.get("verification", {}).get("misses"):  # simulator check: outputs are written
+        raise typer.Exit(1)
 
 
 def _combo_rows(table: Table, combos: list[dict[str, Any]], wide: bool) -> None:

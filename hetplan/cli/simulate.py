@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import typer
+import yaml
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -16,10 +18,22 @@ from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 from hetplan.planfile import load_plan
 from hetplan.sim.engine import SimConfig
+from hetplan.sim.metrics import GOODPUT_DEFINITION
 from hetplan.sim.policies import CascadeSettings
 from hetplan.sim.run import SimRequest, calibrate, find_capacity, plan_cascade, router_config, simulate
 from hetplan.sim.trace import ClassSlo, RequestStream, read_stream
 from hetplan.units import format_duration, parse_duration_s
+
+
+def _slo_value(text: str, cls: str, which: str) -> float:
+    try:
+        return parse_duration_s(text, "slo")
+    except InputError as exc:
+        raise InputError(
+            f"--slo {cls}: {which} {exc.what.removeprefix('slo: ')}",
+            exc.why,
+            f"write e.g. --slo {cls}=1s,50ms",
+        ) from None
 
 
 def _class_slos(items: list[str] | None) -> dict[str, ClassSlo]:
@@ -33,21 +47,67 @@ def _class_slos(items: list[str] | None) -> dict[str, ClassSlo]:
                 "expected CLASS=TTFT or CLASS=TTFT,TPOT with units",
                 "write e.g. --slo AzureLLMInferenceTrace_code=1s,50ms",
             )
-        ttft = parse_duration_s(parts[0], "slo")
-        tpot = parse_duration_s(parts[1], "slo") if len(parts) == 2 and parts[1] else None
-        slos[name.strip()] = ClassSlo(ttft, tpot)
+        cls = name.strip()
+        ttft = _slo_value(parts[0], cls, "TTFT")
+        tpot = _slo_value(parts[1], cls, "TPOT") if len(parts) == 2 and parts[1] else None
+        slos[cls] = ClassSlo(ttft, tpot)
     return slos
 
 
-def _target(text: str) -> float:
+def parse_share(text: str, option: str, upper_open: bool = False) -> float:
+    """A share given as a fraction or a percent, one rule for ``--target`` and ``--quantile``.
+
+    ``0.9`` is a fraction (a number in (0, 1]); ``90%`` is a percent (a number in (0, 100] followed by ``%``).
+    A bare number above 1 (``90``) and ``p90`` are refused as ambiguous. ``upper_open``: 1 (100 %) is refused.
+
+    Raises:
+        InputError: unreadable, ambiguous or out of range; the message names ``option``.
+    """
+    raw = text.strip()
+    percent = raw.endswith("%")
     try:
-        value = float(text.strip().lower().lstrip("p"))
+        value = float(raw[:-1] if percent else raw)
     except ValueError:
-        raise InputError(f"--target: cannot read {text!r}", fix="write e.g. 0.9 or 90") from None
-    value = value / 100 if value > 1 else value
-    if not 0 < value <= 1:
-        raise InputError(f"--target {text!r} is outside (0, 1]", fix="write e.g. 0.9 or 90")
+        raise InputError(f"{option}: cannot read {text!r}", fix=f"write a fraction or a percent, e.g. {option} 0.9 "
+                         f"or {option} 90%") from None  # fmt: skip
+    if not math.isfinite(value):
+        raise InputError(f"{option}: {text!r} is not a finite number", fix=f"write e.g. {option} 0.9")
+    if percent:
+        value /= 100
+    elif value > 1:
+        raise InputError(
+            f"{option} {text!r} is ambiguous",
+            "a bare number is a fraction in (0, 1]; percents need a % sign",
+            f"write {option} {value / 100:g} or {option} {value:g}%",
+        )
+    top = "1)" if upper_open else "1]"
+    if not (0 < value < 1 if upper_open else 0 < value <= 1):
+        raise InputError(f"{option} {text!r} is outside (0, {top}", fix=f"write e.g. {option} 0.9 or {option} 90%")
     return value
+
+
+def _target(text: str) -> float:
+    return parse_share(text, "--target")
+
+
+def _check_plan_path(plan_file: Path) -> dict[str, Any]:
+    """The plan at ``plan_file``; a Hetis spec is refused with a message about the simulator."""
+    if plan_file.is_file():
+        try:
+            raw = yaml.safe_load(plan_file.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            raw = None
+        if isinstance(raw, dict) and raw.get("kind") == "hetis-deployment":
+            raise InputError(
+                f"{plan_file} is a Hetis deployment spec, which the simulator cannot replay",
+                "the simulator rebuilds prefill/decode combos and aggregated instances, not head-wise splits",
+                "simulate a plan from 'hetplan plan --strategy cauchy|homogeneous|melange --out plan.json'",
+            )
+    return load_plan(plan_file)
+
+
+def _lower(name: str) -> str:
+    return name.strip().lower()
 
 
 def _request(
@@ -64,8 +124,9 @@ def _request(
     q2: float | None,
     window: str,
     max_requests: int | None,
+    drain: str = "3600s",
 ) -> SimRequest:
-    plan = load_plan(plan_file)
+    plan = _check_plan_path(plan_file)
     if not trace:
         raise InputError("no trace given", fix="pass --trace FILE (repeat it to mix traces)")
     stream: RequestStream = read_stream([str(t) for t in trace], class_column)
@@ -74,15 +135,38 @@ def _request(
             raise InputError(f"--max-requests must be >= 1, got {max_requests}", fix="pass e.g. --max-requests 1000")
         stream = stream.head(max_requests)
     base = plan_cascade(plan)
+    for label, value in (("--kappa", kappa), ("--q2", q2)):
+        if value is not None and not math.isfinite(value):
+            raise InputError(f"{label} must be a finite number, got {value}", fix=f"pass e.g. {label} 1.2")
     cascade = CascadeSettings(kappa=base.kappa if kappa is None else kappa, q2=base.q2 if q2 is None else q2)
-    window_s = parse_duration_s(window, "window", 1e-3, 1e6)
+    try:
+        window_s = parse_duration_s(window, "window", 1e-3, 1e6)
+    except InputError as exc:
+        raise InputError(exc.what, exc.why, "give a window between 1ms and 1e6 s, e.g. --window 60s") from None
+    drain_s = parse_duration_s(drain, "drain", 1.0, 1e9)
     return SimRequest(
-        plan, stream, _class_slos(slo), policy, rate_scale, cascade, SimConfig(router, seed, chunked), window_s
-    )
+        plan, stream, _class_slos(slo), _lower(policy), rate_scale, cascade,
+        SimConfig(_lower(router), seed, chunked, drain_s), window_s,
+    )  # fmt: skip
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}%"
+
+
+def _share(x: float) -> str:
+    """A target share as a percent, with a decimal only when needed (0.999 → 99.9%, 0.9 → 90%)."""
+    text = f"{x * 100:.2f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def _n(k: int, word: str = "request") -> str:
+    return f"{k} {word}" + ("" if k == 1 else "s")
+
+
+def _warn(doc: dict[str, Any]) -> None:
+    for text in doc.get("warnings") or []:
+        err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
 
 
 def _dur(x: float | None) -> str:
@@ -91,17 +175,19 @@ def _dur(x: float | None) -> str:
 
 def render_metrics(m: dict[str, Any], console: Console) -> None:
     """Rich tables for a simulation's metrics document."""
+    rate = "-" if m["arrival_rate_per_s"] is None else f"{m['arrival_rate_per_s']:.3g}"
     console.print(
         f"[bold]simulation[/]: policy {m['policy']}, router {m['router']}, rate scale {m['rate_scale']:g}, "
-        f"{m['instances']} instances; {escape(m['trace'])}: {m['requests']} requests over "
-        f"{m['duration_s']:.1f} s ({m['arrival_rate_per_s']:.3g} req/s), {m['finished']} finished, "
-        f"{m['dropped']} dropped",
+        f"{m['instances']} instances; {escape(m['trace'])}: {_n(m['requests'])} over "
+        f"{m['duration_s']:.1f} s ({rate} req/s), {m['finished']} finished, {m['unfinished']} unfinished at the "
+        f"cut-off, {m['dropped']} dropped (KV), {m['dropped_over_context']} dropped (over the context window)",
         highlight=False,
     )
     att = m["attainment"]
     jain = "-" if m["jain_index"] is None else f"{m['jain_index']:.3f}"
     console.print(
-        f"goodput {m['goodput_req_per_s']:.3g} req/s; SLO attainment joint {_pct(att['joint'])} (TTFT "
+        f"goodput {m['goodput_req_per_s']:.3g} req/s over the {m['serving_span_s']:.1f} s serving span; SLO "
+        f"attainment joint {_pct(att['joint'])} (TTFT "
         f"{_pct(att['ttft'])}, TPOT {_pct(att['tpot'])}); Jain index over classes {jain}",
         highlight=False,
     )
@@ -112,6 +198,7 @@ def render_metrics(m: dict[str, Any], console: Console) -> None:
         s = m[key]
         table.add_row(label, _dur(s["mean"]), _dur(s["p50"]), _dur(s["p90"]), _dur(s["p99"]))
     console.print(table)
+    console.print(f"goodput = {GOODPUT_DEFINITION}", highlight=False)
     classes = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class")
     for col in ("class", "requests", "TTFT SLO", "TPOT SLO", "attainment", "goodput", "p90 TTFT", "p90 TPOT"):
         classes.add_column(col, justify="left" if col == "class" else "right")
@@ -148,18 +235,25 @@ def simulate_cmd(
     class_column: str = typer.Option(None, "--class-column", help="CSV column naming each request's class."),
     slo: list[str] = typer.Option(None, "--slo", help="Per-class SLO, CLASS=TTFT[,TPOT], e.g. code=1s,50ms."),
     policy: str = typer.Option("fcfs", "--policy", "-p", help="fcfs, sjf, edf or cascade."),
-    rate_scale: float = typer.Option(1.0, "--rate-scale", help="Multiply the arrival rate (compress time)."),
+    rate_scale: float = typer.Option(
+        None, "--rate-scale", help="Multiply the arrival rate (compress time); default 1. Not with --find-capacity."
+    ),
     router: str = typer.Option("round-robin", "--router", help="round-robin (goodput-weighted), jsq or random."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random router."),
     chunked: bool = typer.Option(True, "--chunked-prefill/--no-chunked-prefill", help="Chunked prefill."),
     kappa: float = typer.Option(None, "--kappa", help="CASCADE safety coefficient (default: the plan's, else 1)."),
     q2: float = typer.Option(None, "--q2", help="CASCADE Tier-2 share (default: the plan's, else 0.1)."),
-    window: str = typer.Option("60s", "--window", help="Time-series window, e.g. 60s."),
+    window: str = typer.Option("60s", "--window", help="Time-series window, e.g. 60s (at most 10,000 windows)."),
+    drain: str = typer.Option(
+        "3600s", "--drain", help="Simulated time allowed after the last arrival; requests unfinished then are misses."
+    ),
     max_requests: int = typer.Option(None, "--max-requests", help="Replay only the first N requests."),
     find_cap: bool = typer.Option(
         False, "--find-capacity", help="Binary-search the highest rate scale meeting --target."
     ),
-    target: str = typer.Option("0.9", "--target", help="With --find-capacity: joint SLO attainment target."),
+    target: str = typer.Option(
+        "0.9", "--target", help="With --find-capacity: joint SLO attainment target, a fraction (0.9) or percent (90%)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the metrics as JSON on stdout."),
     out: Path = typer.Option(None, "--out", "-o", help="Write the metrics (JSON, or YAML for *.yaml)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
@@ -172,12 +266,18 @@ def simulate_cmd(
     def work() -> dict[str, Any]:
         if out is not None:
             check_output(out, force)
+        if find_cap and rate_scale is not None:
+            raise InputError(
+                "--find-capacity searches the rate scale itself",
+                "it starts at the trace's own rate (scale 1) and doubles/halves from there",
+                "drop --rate-scale, or drop --find-capacity to simulate at that scale",
+            )
+        goal = _target(target) if find_cap else None
         req = _request(
-            plan_file, trace, class_column, slo, policy, rate_scale, router, seed, chunked, kappa, q2, window,
-            max_requests,
+            plan_file, trace, class_column, slo, policy, 1.0 if rate_scale is None else rate_scale, router, seed,
+            chunked, kappa, q2, window, max_requests, drain,
         )  # fmt: skip
-        if find_cap:
-            goal = _target(target)
+        if goal is not None:
             with err_console.status("finding capacity", spinner="dots") as status:
                 doc = find_capacity(req, goal, progress=lambda text: status.update(text))
         else:
@@ -186,17 +286,18 @@ def simulate_cmd(
         return doc
 
     doc = run_guarded(work)
+    _warn(doc["metrics"] if doc["kind"] == "capacity" and doc["metrics"] else doc)
     if json_out:
         typer.echo(to_json(doc), nl=False)
         return
     console = Console()
     if doc["kind"] == "capacity":
         if doc["rate_scale"] is None:
-            console.print(f"no rate scale down to 1/64 reaches {doc['target']:.0%} joint SLO attainment")
+            console.print(f"no rate scale down to 1/64 reaches {_share(doc['target'])} joint SLO attainment")
             return
         more = " (capped: 64x still meets it)" if doc["capped"] else ""
         console.print(
-            f"goodput capacity at {doc['target']:.0%} joint SLO attainment ({doc['policy']}): rate scale "
+            f"goodput capacity at {_share(doc['target'])} joint SLO attainment ({doc['policy']}): rate scale "
             f"{doc['rate_scale']:.3g}{more}, {doc['arrival_rate_per_s']:.3g} req/s offered, "
             f"{doc['goodput_capacity_req_per_s']:.3g} req/s goodput; {len(doc['runs'])} runs",
             highlight=False,
@@ -212,7 +313,9 @@ def calibrate_cmd(
     trace: list[Path] = typer.Option(None, "--trace", "-t", help="Trace (Azure CSV or Mooncake JSONL); repeat to mix."),
     class_column: str = typer.Option(None, "--class-column", help="CSV column naming each request's class."),
     slo: list[str] = typer.Option(None, "--slo", help="Per-class SLO, CLASS=TTFT[,TPOT], e.g. code=1s,50ms."),
-    quantile: float = typer.Option(0.95, "--quantile", "-q", help="Fit kappa so that P(TTFT <= T_hat) >= q."),
+    quantile: str = typer.Option(
+        "0.95", "--quantile", "-q", help="Fit kappa so that P(TTFT <= T_hat) >= q: a fraction (0.95) or percent (95%)."
+    ),
     rate_scale: float = typer.Option(1.0, "--rate-scale", help="Calibrate at this multiple of the trace's rate."),
     out: Path = typer.Option(..., "--out", "-o", help="Calibrated plan file to write (the plan plus 'cascade')."),
     router_out: Path = typer.Option(None, "--router-config", help="Also write the router config (JSON or YAML)."),
@@ -225,13 +328,26 @@ def calibrate_cmd(
     """
 
     def work() -> dict[str, Any]:
+        if router_out is not None and router_out.resolve() == out.resolve():
+            raise InputError(
+                f"--out and --router-config are the same file ({out})",
+                "the router config would replace the calibrated plan",
+                "give --router-config a different path, e.g. router.yaml",
+            )
         check_output(out, force)
         if router_out is not None:
-            check_output(router_out, force)
+            try:
+                check_output(router_out, force)
+            except InputError as exc:
+                raise type(exc)(
+                    f"--router-config {router_out} already exists", exc.why,
+                    "pass --force, or choose another --router-config path",
+                ) from None  # fmt: skip
+        q = parse_share(quantile, "--quantile", upper_open=True)
         req = _request(plan_file, trace, class_column, slo, "cascade", rate_scale, "round-robin", 0, True,
                        None, None, "60s", None)  # fmt: skip
         with err_console.status("calibrating", spinner="dots") as status:
-            block = calibrate(req, quantile, progress=lambda text: status.update(text))
+            block = calibrate(req, q, progress=lambda text: status.update(text))
         plan = dict(req.plan)
         plan["cascade"] = block
         write_atomic(out, dump_for_path(out, plan), force=force)
@@ -240,6 +356,7 @@ def calibrate_cmd(
         return block
 
     block = run_guarded(work)
+    _warn(block)
     if json_out:
         typer.echo(to_json(block), nl=False)
         return

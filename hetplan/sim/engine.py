@@ -15,6 +15,9 @@ Instances (vLLM-like engines, continuous batching):
   reserved when its prefill starts; a decoding sequence grows by one token per iteration. When the next iteration
   would not fit, the policy's victim is preempted by recompute (its prompt and generated tokens are prefilled
   again later; CASCADE may restore the KV from a host tier instead, see ``policies``);
+- a prompt longer than the model's context window (``max_position_embeddings``) is dropped on arrival, as vLLM
+  refuses it (counted as ``over_context``, apart from KV drops); the run stops ``drain_s`` after the last
+  arrival (``cut_off``), requests still in flight then are unfinished;
 - a ``prefill`` instance hands each finished prompt to a decode instance of its combo: the KV transfer queues on
   the prefill instance's NIC and takes ``kv_transfer_s`` of the perf model; the first token counts as delivered
   when the transfer ends (TTFT includes it, DESIGN §1). A ``decode`` instance admits transferred sequences;
@@ -104,7 +107,9 @@ class Simulator:
         self.dep, self.stream, self.policy = dep, stream, policy
         self.cfg = config or SimConfig()
         n = stream.n
-        max_ctx = int((stream.prompt_tokens + stream.output_tokens).max()) if n else 1
+        limit = int(dep.arch.spec.max_position_embeddings)
+        served = stream.prompt_tokens <= limit  # longer prompts are dropped on arrival: keep them out of the tables
+        max_ctx = int((stream.prompt_tokens + stream.output_tokens)[served].max()) if served.any() else 1
         costs: dict[tuple[str, int, int], StepCost] = {}
         self.insts: list[_Inst] = []
         for i, spec in enumerate(dep.instances):
@@ -134,6 +139,9 @@ class Simulator:
         self.last = [0.0] * n
         self.done = [_INF] * n
         self.dropped = [False] * n
+        self.over_context = [False] * n
+        self.context_tokens = int(dep.arch.spec.max_position_embeddings)
+        self.cut_off = False
         self.record = record_estimates
         # when recording: CASCADE's unscaled T̂ and the time each request's prefill first started
         self.estimate_s = [float("nan")] * n
@@ -197,6 +205,10 @@ class Simulator:
 
     # -- routing ---------------------------------------------------------------------------------------
     def _arrive(self, rid: int, now: float) -> None:
+        if self.prompt[rid] > self.context_tokens:  # the engine refuses prompts longer than its context window
+            self.dropped[rid] = True
+            self.over_context[rid] = True
+            return
         gi = self.router.pick(self.prompt[rid], self.out[rid])
         size = self.prompt[rid] + self.out[rid]
         if size > self.group_fit[gi]:  # too long for this group's KV cache: the roomiest group that fits, if any
@@ -543,6 +555,7 @@ class Simulator:
                 break
             now, _, kind, a, b = heapq.heappop(heap)
             if now > horizon:
+                self.cut_off = True
                 break
             events += 1
             inst = self.insts[a]
@@ -568,6 +581,10 @@ class Simulator:
             tuple(s.name for s in self.dep.instances),
             tuple(s.role for s in self.dep.instances),
             tuple(self.preempted),
+            np.array(self.over_context, dtype=bool),
+            self.cut_off,
+            self.cfg.drain_s,
+            self.context_tokens,
         )
 
 

@@ -6,10 +6,17 @@
   materialising them (:func:`weighted_percentile`).
 - SLO attainment: the share of requests that met the TTFT SLO, the TPOT SLO, and both (joint), each request
   against its own class's SLOs; dropped and unfinished requests are misses. Per class as well.
-- Goodput: requests per second that met both SLOs, over the span of the arrivals.
+- Goodput: requests per second that met every SLO, over the *serving span*: from the first arrival to the later of
+  the last arrival and the last completion (so an overloaded run that takes longer to serve than the trace took
+  to arrive is not credited with the arrival rate). A span of 0 (nothing finished after a single arrival) gives
+  goodput 0 with ``goodput_note`` saying why; nothing is ever divided by ~0.
+- Counts: ``finished``, ``dropped`` (KV too small for the request), ``dropped_over_context`` (prompt longer than the
+  model's context window) and ``unfinished`` (still in flight at the drain cut-off; misses).
 - Jain index over classes of the per-class joint attainment: ``(Σx)² / (n·Σx²)`` (1 fair, 1/n worst; ``None``
   when every class is at 0).
-- Utilisation: share of the run each instance spent in iterations; time series per arrival window.
+- Utilisation: share of the run each instance spent in iterations; time series per arrival window (rates divided
+  by the covered part of each window, so a partial last window is not diluted; at most ``MAX_WINDOWS`` windows,
+  wider ones are used automatically otherwise and a warning says so).
 
 Source: DESIGN §1; hetplan's own implementation.
 """
@@ -25,6 +32,8 @@ from hetplan.sim.result import SimResult
 from hetplan.sim.trace import RequestStream
 
 PERCENTILES = (50.0, 90.0, 99.0)
+MAX_WINDOWS = 10_000
+GOODPUT_DEFINITION = "requests meeting every SLO / (later of last arrival and last completion - first arrival)"
 
 
 def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
@@ -95,7 +104,34 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
     """
     o = request_outcomes(stream, res)
     n = stream.n
-    span = stream.duration_s
+    warnings: list[str] = []
+    first_arrival = float(stream.arrival_s[0]) if n else 0.0
+    last_arrival = float(stream.arrival_s[-1]) if n else 0.0
+    arrival_span = last_arrival - first_arrival
+    done = res.done_s[o["finished"]]
+    serve_end = max(last_arrival, float(done.max()) if done.size else last_arrival)
+    serve_span = serve_end - first_arrival
+    good = int(o["ok"].sum())
+    goodput_note = None
+    if serve_span <= 0:
+        goodput_note = "serving span is 0 (one arrival and nothing finished): goodput is 0"
+
+    def per_s(count: int) -> float:
+        return 0.0 if serve_span <= 0 else count / serve_span
+
+    over_ctx = res.over_context
+    unfinished = int((~o["finished"] & ~res.dropped).sum())
+    if res.cut_off and unfinished:
+        warnings.append(
+            f"{unfinished} request{'s' if unfinished != 1 else ''} still unfinished at the drain cut-off "
+            f"({res.drain_s:g} s after the last arrival); they count as misses (raise --drain to let them finish)"
+        )
+    n_over = int(over_ctx.sum())
+    if n_over:
+        warnings.append(
+            f"{n_over} request{'s' if n_over != 1 else ''} dropped: prompt longer than the model's context window "
+            f"({res.context_tokens:,} tokens)"
+        )
     itl_values = np.concatenate([res.step_s, res.entry_gap_s])
     itl_weights = np.concatenate([res.step_weight, np.ones(res.entry_gap_s.size, dtype=np.int64)])
     itl: dict[str, float | None] = {}
@@ -118,7 +154,7 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
                 "attainment": rnd(float(o["ok"][m].mean()), 5) if k else None,
                 "ttft_attainment": rnd(float(o["ok_ttft"][m].mean()), 5) if k else None,
                 "tpot_attainment": rnd(float(o["ok_tpot"][m].mean()), 5) if k else None,
-                "goodput_req_per_s": rnd(float(o["ok"][m].sum()) / span, 5),
+                "goodput_req_per_s": rnd(per_s(int(o["ok"][m].sum())), 5),
                 "ttft_s": _stats(o["ttft_s"][m]),
                 "tpot_s": _stats(o["tpot_s"][m]),
             }
@@ -128,22 +164,31 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
     roles = sorted(set(res.instance_roles))
     windows = []
     if n:
-        edges = np.arange(0.0, float(stream.arrival_s[-1]) + window_s, window_s)
-        idx = np.minimum((stream.arrival_s // window_s).astype(int), len(edges) - 1)
-        for w in range(len(edges)):
+        if arrival_span / window_s > MAX_WINDOWS:
+            wider = float(np.ceil(arrival_span / MAX_WINDOWS))
+            warnings.append(
+                f"--window {window_s:g} s gives more than {MAX_WINDOWS:,} windows over {arrival_span:.6g} s of "
+                f"arrivals; using {wider:g} s windows"
+            )
+            window_s = wider
+        idx = ((stream.arrival_s - first_arrival) // window_s).astype(np.int64)
+        for w in np.unique(idx).tolist():  # only windows holding arrivals: idle time costs nothing
             m = idx == w
             k = int(m.sum())
-            if not k:
-                continue
+            start = first_arrival + w * window_s
+            # the covered part of the window: a partial last window ends at the last arrival
+            covered = min(window_s, last_arrival - start)
+            width = covered if covered > 0 else window_s
             ttft_w = o["ttft_s"][m]
             ttft_w = ttft_w[np.isfinite(ttft_w)]
             windows.append(
                 {
-                    "start_s": rnd(float(edges[w]), 6),
+                    "start_s": rnd(float(start), 6),
+                    "width_s": rnd(float(width), 6),
                     "requests": k,
-                    "arrival_rate_per_s": rnd(k / window_s, 5),
+                    "arrival_rate_per_s": rnd(k / width, 5),
                     "attainment": rnd(float(o["ok"][m].mean()), 5),
-                    "goodput_req_per_s": rnd(float(o["ok"][m].sum()) / window_s, 5),
+                    "goodput_req_per_s": rnd(float(o["ok"][m].sum()) / width, 5),
                     "ttft_p90_s": rnd(float(np.percentile(ttft_w, 90)), 5) if ttft_w.size else None,
                 }
             )
@@ -152,15 +197,20 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
     return {
         "requests": n,
         "finished": int(o["finished"].sum()),
-        "dropped": int(res.dropped.sum()),
-        "duration_s": rnd(span, 6),
-        "arrival_rate_per_s": rnd(n / span, 5),
+        "dropped": int((res.dropped & ~over_ctx).sum()),
+        "dropped_over_context": n_over,
+        "unfinished": unfinished,
+        "duration_s": rnd(arrival_span, 6),
+        "serving_span_s": rnd(serve_span, 6),
+        "arrival_rate_per_s": rnd(n / arrival_span, 5) if arrival_span > 0 else None,
         "attainment": {
             "ttft": rnd(float(o["ok_ttft"].mean()), 5),
             "tpot": rnd(float(o["ok_tpot"].mean()), 5),
             "joint": rnd(float(o["ok"].mean()), 5),
         },
-        "goodput_req_per_s": rnd(float(o["ok"].sum()) / span, 5),
+        "goodput_req_per_s": rnd(per_s(good), 5),
+        "goodput_definition": GOODPUT_DEFINITION,
+        "goodput_note": goodput_note,
         "jain_index": None if jain is None else rnd(jain, 5),
         "ttft_s": _stats(o["ttft_s"]),
         "tpot_s": _stats(o["tpot_s"]),
@@ -175,7 +225,10 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
         "percentile_estimator": "numpy linear",
         "window_s": window_s,
         "time_series": windows,
+        "drain_s": res.drain_s,
+        "cut_off_reached": res.cut_off,
+        "warnings": warnings,
     }
 
 
-__all__ = ["jain_index", "request_outcomes", "summarize", "weighted_percentile"]
+__all__ = ["GOODPUT_DEFINITION", "MAX_WINDOWS", "jain_index", "request_outcomes", "summarize", "weighted_percentile"]

@@ -26,6 +26,9 @@ class SimResult:
             (``tier2_tokens`` / ``saturated_tokens``: Tier 2's prefill tokens and the token budget over the CASCADE
             iterations in which Tier 1 had more work than fitted).
         instance_names / instance_roles: per instance. preempted: request ids in the order they were preempted.
+        over_context: shape (n,), bool: dropped because the prompt is longer than the model's context window
+            (``context_tokens``); these are also set in ``dropped``.
+        cut_off: the run stopped at the drain cut-off (``drain_s`` after the last arrival) with events pending.
     """
 
     first_token_s: np.ndarray
@@ -40,6 +43,14 @@ class SimResult:
     instance_names: tuple[str, ...] = ()
     instance_roles: tuple[str, ...] = ()
     preempted: tuple[int, ...] = ()
+    over_context: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    cut_off: bool = False
+    drain_s: float = 3600.0
+    context_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.over_context.shape != self.dropped.shape:
+            self.over_context = np.zeros(self.dropped.shape, dtype=bool)
 
 
 __all__ = ["SimResult"]

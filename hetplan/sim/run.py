@@ -12,7 +12,8 @@
   ratio, numpy's "higher" method so the share is at least q), measured under CASCADE with κ = 1. The ratio
   exceeds 1 where prompts are chunked over several iterations, share iterations with decoding, or wait for the
   KV transfer. q₂ is then chosen from ``Q2_CANDIDATES`` as the share that
-  gives the highest goodput under CASCADE with the fitted κ (ties: higher Jain index, then the smaller q₂). The
+  gives the highest goodput (requests meeting every SLO over the serving span, see ``metrics``) under CASCADE
+  with the fitted κ (ties: higher Jain index, then the smaller q₂). The
   result goes into the plan (``cascade`` block) and into a small router config.
 
 Source: calibration procedure after DESIGN §3.4 (CASCADE calibrates κ on a trace so that P(TTFT ≤ T̂) ≥ q);
@@ -26,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hetplan.errors import InputError
 from hetplan.planning import rnd
@@ -33,10 +35,12 @@ from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import request_outcomes, summarize
 from hetplan.sim.policies import CascadeSettings, get_policy
-from hetplan.sim.trace import ClassSlo, RequestStream, stream_from_workload
+from hetplan.sim.trace import ClassSlo, RequestStream, make_stream, stream_from_workload
 from hetplan.workload.readers import Workload
 
 Q2_CANDIDATES = (0.0, 0.05, 0.1, 0.2, 0.3)
+MIN_CALIBRATION_REQUESTS = 50  # fewer first tokens than this: calibrate warns that κ rests on too few samples
+VERIFY_SEED = 0  # Poisson arrivals for --verify on a workload without timestamps
 
 
 @dataclass(frozen=True)
@@ -61,25 +65,61 @@ class SimRequest:
     window_s: float = 60.0
 
 
+class _CascadeClass(BaseModel):
+    """One class of a plan's ``cascade.classes`` (the SLOs are what the simulator reads)."""
+
+    model_config = ConfigDict(extra="allow")
+    ttft_slo_s: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
+    tpot_slo_s: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
+
+
+class _CascadeBlock(BaseModel):
+    """A plan's ``cascade`` block as ``hetplan calibrate`` writes it (other keys are reports, kept as they are)."""
+
+    model_config = ConfigDict(extra="allow")
+    kappa: float = Field(default=1.0, gt=0, allow_inf_nan=False, strict=True)
+    q2: float = Field(default=0.1, ge=0, le=1, allow_inf_nan=False, strict=True)
+    classes: dict[str, _CascadeClass] = Field(default_factory=dict)
+
+
+def cascade_block(plan: dict[str, Any]) -> _CascadeBlock:
+    """The plan's ``cascade`` block, validated (an empty block when absent).
+
+    Raises:
+        InputError: the block is not a mapping, or a field has the wrong type or range (the message names it,
+            e.g. ``cascade.classes.code.ttft_slo_s``).
+    """
+    block = plan.get("cascade")
+    if block is None:
+        return _CascadeBlock()
+    try:
+        return _CascadeBlock.model_validate(block)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(["cascade", *(str(x) for x in e["loc"])]) if e["loc"] else "cascade"
+        raise InputError(
+            f"the plan's {where} is invalid: {e['msg']} (got {e.get('input')!r})",
+            "the simulator reads kappa > 0, q2 in [0, 1] and per-class SLOs > 0 (seconds) from this block",
+            f"fix {where} in the plan, or re-run 'hetplan calibrate'",
+        ) from None
+
+
 def plan_cascade(plan: dict[str, Any]) -> CascadeSettings:
     """CASCADE settings recorded in a plan by ``hetplan calibrate`` (defaults when absent).
 
     Raises:
-        InputError: the plan's ``cascade`` block holds invalid values.
+        InputError: the plan's ``cascade`` block holds invalid values (see :func:`cascade_block`).
     """
-    block = plan.get("cascade") or {}
-    try:
-        return CascadeSettings(kappa=float(block.get("kappa", 1.0)), q2=float(block.get("q2", 0.1)))
-    except (TypeError, ValueError):
-        raise InputError("the plan's cascade block is malformed", fix="re-run 'hetplan calibrate'") from None
+    block = cascade_block(plan)
+    return CascadeSettings(kappa=block.kappa, q2=block.q2)
 
 
 def _prepare(req: SimRequest) -> tuple[Deployment, RequestStream]:
     dep = deployment_from_plan(req.plan)
     slos = dict(req.class_slos or {})
-    for name, cls in (req.plan.get("cascade") or {}).get("classes", {}).items():
+    for name, cls in cascade_block(req.plan).classes.items():
         if name in req.stream.class_names and name not in slos:
-            slos[name] = ClassSlo(cls.get("ttft_slo_s"), cls.get("tpot_slo_s"))
+            slos[name] = ClassSlo(cls.ttft_slo_s, cls.tpot_slo_s)
     stream = req.stream.with_slos(dep.ttft_slo_s, dep.tpot_slo_s, slos)
     if req.window_s <= 0:
         raise InputError(f"--window must be > 0, got {req.window_s}", fix="pass e.g. --window 60s")
@@ -130,7 +170,8 @@ def find_capacity(
     """Highest rate scale with joint SLO attainment ≥ ``target`` (goodput capacity).
 
     Attainment on a finite trace is not strictly monotone in the rate, so the answer is a bracket: attainment ≥
-    target at ``rate_scale`` and below it at ``failing_rate_scale`` (within a factor ``2**(1/2**steps)``).
+    target at ``rate_scale`` and below it at ``failing_rate_scale`` (within a factor ``2**(1/2**steps)``). The
+    reported goodput is the run's at ``rate_scale``: requests meeting every SLO over the serving span.
 
     Returns:
         ``{"target", "rate_scale", "failing_rate_scale", "capped", "goodput_capacity_req_per_s",
@@ -216,7 +257,26 @@ def calibrate(req: SimRequest, quantile: float = 0.95, progress: Callable[[str],
     ttft = first - np.array(sim.scheduled_s)  # TTFT after the wait: what T̂ predicts
     ok = np.isfinite(ttft) & (est > 0)
     if not ok.any():
-        raise InputError("no request reached its first token in the calibration run", fix="lower --rate-scale")
+        m0, _, _ = _run(base, dep, stream)
+        if m0["dropped"] + m0["dropped_over_context"] >= m0["requests"]:
+            raise InputError(
+                "no request reached its first token in the calibration run",
+                f"all {m0['requests']} requests were dropped: too long for the model's context window or for every "
+                "instance's KV cache",
+                "calibrate on a trace with shorter requests",
+            )
+        raise InputError(
+            "no request reached its first token in the calibration run",
+            f"the deployment is overloaded at rate scale {req.rate_scale:g}",
+            "lower --rate-scale",
+        )
+    warnings: list[str] = []
+    if int(ok.sum()) < MIN_CALIBRATION_REQUESTS:
+        k = int(ok.sum())
+        warnings.append(
+            f"kappa is fitted on only {k} request{'s' if k != 1 else ''} that reached their first token (fewer than "
+            f"{MIN_CALIBRATION_REQUESTS}); calibrate on a longer trace for a reliable fit"
+        )
     ratio = ttft[ok] / est[ok]
     kappa = max(float(np.quantile(ratio, quantile, method="higher")), 1e-3)
     sweep = []
@@ -225,7 +285,7 @@ def calibrate(req: SimRequest, quantile: float = 0.95, progress: Callable[[str],
         m, _, _ = _run(replace(req, policy="cascade", cascade=CascadeSettings(kappa=kappa, q2=q2)), dep, stream)
         sweep.append({"q2": q2, "goodput_req_per_s": m["goodput_req_per_s"], "attainment": m["attainment"]["joint"],
                       "jain_index": m["jain_index"]})  # fmt: skip
-    best = max(sweep, key=lambda r: (r["goodput_req_per_s"], r["jain_index"] or 0.0, -r["q2"]))
+    best = max(sweep, key=lambda r: (r["goodput_req_per_s"] or 0.0, r["jain_index"] or 0.0, -r["q2"]))
     classes = {}
     for c, name in enumerate(stream.class_names):
         m = (stream.class_id == c) & ok
@@ -246,6 +306,7 @@ def calibrate(req: SimRequest, quantile: float = 0.95, progress: Callable[[str],
         "calibrated_on": {"trace": stream.source, "rate_scale": req.rate_scale, "requests": int(ok.sum())},
         "classes": classes,
         "q2_sweep": sweep,
+        "warnings": warnings,
     }
 
 
@@ -273,23 +334,27 @@ def router_config(plan: dict[str, Any], cascade: dict[str, Any]) -> dict[str, An
     }
 
 
-def verify(plan: dict[str, Any], stream: RequestStream, policy: str = "fcfs") -> dict[str, Any]:
-    """Simulate a freshly planned deployment on its own workload and list SLO misses.
+def verify(
+    plan: dict[str, Any], stream: RequestStream, policy: str = "fcfs", rate_scale: float = 1.0
+) -> dict[str, Any]:
+    """Simulate a freshly planned deployment on its own workload (arrivals times ``rate_scale``) and list SLO
+    misses.
 
     Returns:
         ``{"metrics": ..., "ttft_q_s", "tpot_q_s", "misses": [text, ...]}`` where q is the plan's SLO percentile;
-        a miss is a q-percentile TTFT/TPOT above its SLO (unfinished requests count as infinite) or a joint
-        attainment below q.
+        a miss is a q-percentile TTFT/TPOT above its SLO (unfinished and dropped requests count as infinite) or a
+        joint attainment below q.
     """
-    req = SimRequest(plan, stream, policy=policy)
+    req = SimRequest(plan, stream, policy=policy, rate_scale=rate_scale)
     dep, scaled = _prepare(req)
     m, _, res = _run(req, dep, scaled)
     o = request_outcomes(scaled, res)
     slo = plan["scenario"]["slo"]
     q = float(slo["percentile"])
-    ttft = np.where(np.isfinite(o["ttft_s"]), o["ttft_s"], np.inf)
-    tpot = o["tpot_s"][scaled.output_tokens > 1]
-    tpot = np.where(np.isfinite(tpot), tpot, np.inf)
+    ttft = np.where(np.isfinite(o["ttft_s"]) & ~res.dropped, o["ttft_s"], np.inf)
+    keep = scaled.output_tokens > 1
+    tpot = o["tpot_s"][keep]
+    tpot = np.where(np.isfinite(tpot) & ~res.dropped[keep], tpot, np.inf)
     ttft_q = float(np.percentile(ttft, q, method="higher"))
     tpot_q = float(np.percentile(tpot, q, method="higher")) if tpot.size else 0.0
     misses = []
@@ -303,29 +368,58 @@ def verify(plan: dict[str, Any], stream: RequestStream, policy: str = "fcfs") ->
 
 
 def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") -> dict[str, Any]:
-    """``hetplan plan --verify``: simulate the plan on its scenario's workload (see :func:`verify`).
+    """``hetplan plan --verify``: simulate the plan on its scenario's workload at the plan's goodput target.
+
+    The trace is replayed with its arrival pattern compressed or stretched to the scenario's
+    ``goodput_target_req_per_s`` (rate scale = target ÷ the trace's own rate). A workload without timestamps (a
+    length-only file) gets Poisson arrivals at the target from the fixed seed ``VERIFY_SEED``.
 
     Returns:
-        The ``verification`` block of the plan document: policy, attainment, goodput, percentile TTFT/TPOT,
-        a one-line summary and the list of misses.
+        The ``verification`` block of the plan document: policy, target rate, rate scale, how arrivals were made,
+        attainment, goodput, percentile TTFT/TPOT, a one-line summary and the list of misses.
+
+    Raises:
+        InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
-    v = verify(plan, stream_from_workload(workload), policy)
+    get_policy(policy)
+    target = float(plan["scenario"]["goodput_target_req_per_s"])
+    if workload.arrival_s is None:
+        rng = np.random.default_rng(VERIFY_SEED)
+        arrival = np.cumsum(rng.exponential(1.0 / target, workload.n_requests))
+        stream = make_stream(arrival, workload.prompt_tokens, workload.output_tokens,
+                             [workload.name] * workload.n_requests, source=workload.source)  # fmt: skip
+        scale = 1.0
+        arrivals = f"Poisson arrivals at {target:g} req/s (seed {VERIFY_SEED}; the workload has no timestamps)"
+    else:
+        stream = stream_from_workload(workload)
+        own = stream.n / stream.duration_s if stream.n > 1 and stream.duration_s > 0 else target
+        scale = target / own
+        arrivals = f"trace arrivals scaled x{scale:.4g} from {own:.4g} to the target {target:g} req/s"
+    v = verify(plan, stream, policy, scale)
     m = v["metrics"]
     q = plan["scenario"]["slo"]["percentile"]
     summary = (
-        f"simulated {m['requests']} requests ({policy}): joint SLO attainment {m['attainment']['joint']:.1%}, "
-        f"p{q:g} TTFT {v['ttft_q_s']:.3g} s, p{q:g} TPOT {v['tpot_q_s'] * 1e3:.3g} ms, goodput "
-        f"{m['goodput_req_per_s']:.3g} req/s"
+        f"simulated {m['requests']} request{'' if m['requests'] == 1 else 's'} ({policy.lower()}) at the goodput "
+        f"target {target:g} req/s ({arrivals}): "
+        f"joint SLO attainment {m['attainment']['joint']:.1%}, p{q:g} TTFT {v['ttft_q_s']:.3g} s, p{q:g} TPOT "
+        f"{v['tpot_q_s'] * 1e3:.3g} ms, goodput {m['goodput_req_per_s']:.3g} req/s"
     )
     return {
-        "policy": policy,
+        "policy": policy.lower(),
+        "target_req_per_s": target,
+        "rate_scale": rnd(scale, 6),
+        "arrivals": arrivals,
         "requests": m["requests"],
+        "unfinished": m["unfinished"],
+        "dropped": m["dropped"] + m["dropped_over_context"],
         "attainment": m["attainment"],
         "goodput_req_per_s": m["goodput_req_per_s"],
+        "goodput_definition": m["goodput_definition"],
         f"ttft_p{q:g}_s": v["ttft_q_s"],
         f"tpot_p{q:g}_s": v["tpot_q_s"],
         "summary": summary,
         "misses": v["misses"],
+        "warnings": m["warnings"],
     }
 
 
@@ -333,9 +427,11 @@ __all__ = [
     "Q2_CANDIDATES",
     "SimRequest",
     "calibrate",
+    "cascade_block",
     "find_capacity",
     "plan_cascade",
     "router_config",
     "simulate",
     "verify",
+    "verify_plan",
 ]

@@ -174,52 +174,133 @@ def stream_from_workload(wl: Workload, seed: int = 0) -> RequestStream:
     return make_stream(arrival, wl.prompt_tokens, wl.output_tokens, [wl.name] * wl.n_requests, source=wl.source)
 
 
+def _first_char(path: Path) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.strip():
+                return line.strip()[0]
+    return ""
+
+
+def _trace_format(path: Path) -> str:
+    """``mooncake`` for JSON lines (by extension, or a ``.json`` file whose content starts with ``{``), ``azure``
+    for a CSV with ``ContextTokens``, else ``auto`` (the workload reader decides)."""
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return "mooncake"
+    if path.suffix.lower() == ".json" or _first_char(path) == "{":
+        return "mooncake" if _first_char(path) == "{" else "auto"
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        header = fh.readline()
+    return "azure" if "ContextTokens" in header else "auto"
+
+
+def _azure_start_s(path: Path) -> float:
+    """The first TIMESTAMP of an Azure CSV as seconds since the epoch (the reader already checked the column)."""
+    col = pd.read_csv(path, usecols=["TIMESTAMP"])["TIMESTAMP"]
+    times = pd.to_datetime(col, errors="coerce", format="mixed")
+    return float(times.min().value) / 1e9
+
+
+def _class_labels(path: Path, class_column: str, n: int) -> np.ndarray:
+    try:
+        raw = pd.read_csv(path, usecols=[class_column], dtype=str, keep_default_na=False)[class_column]
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise InputError(
+            f"trace {path} has no column {class_column!r}",
+            str(exc).splitlines()[0],
+            "name an existing column with --class-column",
+        ) from None
+    col = raw.str.strip().to_numpy(dtype=str)
+    empty = np.nonzero(col == "")[0]
+    if empty.size:
+        raise InputError(
+            f"trace {path}: --class-column {class_column!r} is empty in data row {int(empty[0]) + 1}",
+            f"{empty.size} row(s) have no class",
+            f"fill in {class_column!r} for every row, or drop --class-column",
+        )
+    if col.size != n:
+        raise InputError(f"trace {path}: {class_column!r} has {col.size} values for {n} requests", fix="fix the CSV")
+    return col
+
+
 def read_stream(
     paths: list[str | Path], class_column: str | None = None, ttft_slo_s: float = 2.0, tpot_slo_s: float = 0.1
 ) -> RequestStream:
     """Read one or more traces and mix them into one stream by arrival time.
 
-    Each file's times start at 0; the class is the file stem, or the ``class_column`` value (CSV only).
+    Clocks: when every file is an Azure CSV (absolute date-time TIMESTAMPs), the files keep their real offsets
+    (the stream starts at the earliest first arrival of all files); otherwise (a Mooncake trace holds relative
+    milliseconds) each file's first arrival is at 0. The class is the file stem, or the ``class_column`` value
+    (CSV only). The merged order does not depend on the order of ``paths``: requests are sorted by arrival time,
+    then class name, then position in their file. A ``.json`` file holding JSON lines is read as Mooncake.
 
     Raises:
-        InputError: a file is missing or malformed, has no timestamps, or lacks ``class_column``.
+        InputError: a file is missing, a folder, malformed or passed twice; two files share a stem (without
+            ``class_column``); a file has no timestamps; ``class_column`` is missing, empty in a row, or given
+            for a JSON lines trace.
     """
     if not paths:
         raise InputError("no trace given", fix="pass --trace FILE")
-    arrivals, prompts, outputs, labels = [], [], [], []
-    for path in paths:
-        if not Path(path).is_file():
+    arrivals, prompts, outputs, labels, starts, formats = [], [], [], [], [], []
+    seen: dict[Path, str] = {}
+    stems: dict[str, str] = {}
+    for path in map(Path, paths):  # checks that need no parsing come first
+        if path.is_dir():
+            raise InputError(f"trace {path} is a directory, not a file", fix="pass the trace file itself to --trace")
+        if not path.is_file():
             raise InputError(f"trace file {path} does not exist", fix="check the --trace path")
-        wl = load_workload(path)
+        if class_column and _trace_format(path) == "mooncake":
+            raise InputError(
+                f"--class-column is for CSV traces; {path} holds JSON lines",
+                "classes of a JSON lines trace are its file stem",
+                "drop --class-column, or convert the trace to CSV",
+            )
+    for path in map(Path, paths):
+        if path.is_dir():
+            raise InputError(f"trace {path} is a directory, not a file", fix="pass the trace file itself to --trace")
+        if not path.is_file():
+            raise InputError(f"trace file {path} does not exist", fix="check the --trace path")
+        real = path.resolve()
+        if real in seen:
+            raise InputError(f"trace {path} is given twice", fix="pass each --trace file once")
+        seen[real] = str(path)
+        if class_column is None and path.stem in stems:
+            raise InputError(
+                f"traces {stems[path.stem]} and {path} have the same name {path.stem!r}",
+                "a request's class is its file's stem, so both files would merge into one class",
+                "rename one of the files, or name each request's class with --class-column",
+            )
+        stems[path.stem] = str(path)
+        fmt = _trace_format(path)
+        wl = load_workload(path, fmt)
         if wl.arrival_s is None:
             raise InputError(
                 f"trace {path} has no timestamps",
                 "the simulator replays arrival times",
                 "pass an Azure CSV or a Mooncake JSONL",
             )
+        formats.append(fmt)
+        starts.append(_azure_start_s(path) if fmt == "azure" else 0.0)
         arrivals.append(wl.arrival_s)
         prompts.append(wl.prompt_tokens)
         outputs.append(wl.output_tokens)
-        if class_column:
-            try:
-                col = pd.read_csv(path, usecols=[class_column])[class_column].astype(str).to_numpy()
-            except (ValueError, OSError, pd.errors.ParserError) as exc:
-                raise InputError(
-                    f"trace {path} has no column {class_column!r}",
-                    str(exc).splitlines()[0],
-                    "name an existing column with --class-column",
-                ) from None
-            labels.append(col)
-        else:
-            labels.append(np.full(wl.n_requests, Path(path).stem))
+        labels.append(_class_labels(path, class_column, wl.n_requests) if class_column else
+                      np.full(wl.n_requests, path.stem))  # fmt: skip
+    if all(f == "azure" for f in formats):  # absolute clocks: keep the real offsets between files
+        t0 = min(starts)
+        arrivals = [a + (st - t0) for a, st in zip(arrivals, starts, strict=True)]
+    a = np.concatenate(arrivals)
+    lab = np.concatenate(labels).astype(str)
+    pos = np.concatenate([np.arange(x.size) for x in arrivals])
+    order = np.lexsort((pos, lab, a))  # arrival, then class name, then position in its file
     return make_stream(
-        np.concatenate(arrivals),
-        np.concatenate(prompts),
-        np.concatenate(outputs),
-        np.concatenate(labels),
+        a[order],
+        np.concatenate(prompts)[order],
+        np.concatenate(outputs)[order],
+        lab[order],
         ttft_slo_s,
         tpot_slo_s,
-        " + ".join(str(Path(p).name) for p in paths),
+        " + ".join(sorted(str(Path(p).name) for p in paths)),
     )
 
 

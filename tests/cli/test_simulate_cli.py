@@ -51,7 +51,7 @@ def test_simulate_mixed_classes_with_their_own_slos():
 
 
 def test_find_capacity_json():
-    r = invoke("simulate", PLAN, "--trace", TRACE, "--find-capacity", "--target", "90", "--json")
+    r = invoke("simulate", PLAN, "--trace", TRACE, "--find-capacity", "--target", "90%", "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["kind"] == "capacity" and doc["target"] == 0.9 and doc["rate_scale"] > 0
@@ -68,6 +68,14 @@ def test_find_capacity_json():
         (("--trace", TRACE, "--slo", "azure_conv_200=800"), "has no unit"),
         (("--trace", TRACE, "--q2", "2"), "q2"),
         (("--trace", TRACE, "--find-capacity", "--target", "150"), "--target"),
+        (("--trace", TRACE, "--find-capacity", "--target", "90"), "write --target 0.9 or --target 90%"),
+        (("--trace", TRACE, "--find-capacity", "--target", "p90"), "--target"),
+        (("--trace", TRACE, "--find-capacity", "--rate-scale", "-5"), "drop --rate-scale"),
+        (("--trace", TRACE, "--slo", "azure_conv_200=4"), "--slo azure_conv_200=1s"),
+        (("--trace", TRACE, "--window", "0"), "between 1ms"),
+        (("--trace", TRACE, "--kappa", "inf"), "--kappa must be a finite number"),
+        (("--trace", TRACE, "--class-column", "x", "--trace", FIXTURES / "mooncake_300.jsonl"), "CSV"),
+        (("--trace", FIXTURES), "is a directory"),
         ((), "no trace given"),
     ],
 )
@@ -75,6 +83,36 @@ def test_simulate_bad_input_exits_2_without_traceback(args, message):
     r = invoke("simulate", PLAN, *args)
     assert r.exit_code == 2, r.output
     assert message in r.output and "Traceback" not in r.output
+
+
+def test_policy_and_router_names_are_case_insensitive():
+    r = invoke("simulate", PLAN, "--trace", TRACE, "--policy", "FCFS", "--router", "JSQ", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["policy"] == "fcfs" and doc["router"] == "jsq"
+
+
+def test_simulate_reports_unfinished_requests_and_the_cut_off():
+    r = invoke("simulate", PLAN, "--trace", TRACE, "--rate-scale", "50", "--drain", "5s")
+    assert r.exit_code == 0, r.output
+    assert "unfinished at the cut-off" in r.stdout and "drain cut-off" in r.stderr
+
+
+def test_capacity_target_is_shown_with_its_decimal():
+    r = invoke("simulate", PLAN, "--trace", TRACE, "--find-capacity", "--target", "99.9%", "--max-requests", "40")
+    assert r.exit_code == 0, r.output
+    assert "99.9%" in r.stdout and "100%" not in r.stdout.split("joint SLO attainment")[0]
+
+
+def test_a_hetis_spec_is_refused_for_the_simulator(tmp_path):
+    spec = tmp_path / "hetis.json"
+    spec.write_text(json.dumps({"kind": "hetis-deployment", "schema_version": 1}))
+    for cmd in (
+        ("simulate", spec, "--trace", TRACE),
+        ("calibrate", spec, "--trace", TRACE, "--out", tmp_path / "o.json"),
+    ):
+        r = invoke(*cmd)
+        assert r.exit_code == 2 and "simulator cannot replay" in r.output, r.output
 
 
 def test_simulate_rejects_a_file_that_is_not_a_plan():
@@ -94,6 +132,50 @@ def test_calibrate_writes_plan_and_router_config(tmp_path):
     assert again.exit_code == 2 and "--force" in again.output
     sim = invoke("simulate", out, "--trace", TRACE, "--policy", "cascade", "--json")
     assert json.loads(sim.stdout)["cascade"] == {"kappa": block["kappa"], "q2": block["q2"]}
+
+
+def test_calibrate_refuses_the_same_path_for_plan_and_router_config(tmp_path):
+    out = tmp_path / "same.json"
+    r = invoke("calibrate", PLAN, "--trace", TRACE, "--out", out, "--router-config", tmp_path / "." / "same.json",
+               "--force")  # fmt: skip
+    assert r.exit_code == 2 and "same file" in r.output and not out.exists()
+    (tmp_path / "router.yaml").write_text("x: 1\n")
+    r = invoke("calibrate", PLAN, "--trace", TRACE, "--out", out, "--router-config", tmp_path / "router.yaml")
+    assert r.exit_code == 2 and "another --router-config" in r.output and not out.exists()
+
+
+def test_calibrate_quantile_follows_the_target_rule(tmp_path):
+    r = invoke("calibrate", PLAN, "--trace", TRACE, "--out", tmp_path / "o.json", "--quantile", "95")
+    assert r.exit_code == 2 and "--quantile 0.95 or --quantile 95%" in r.output
+
+
+def test_plan_verify_replays_at_the_goodput_target_and_strict_exits_1(tmp_path):
+    from tests.conftest import EXAMPLES
+
+    out = tmp_path / "plan.json"
+    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--goodput", "20", "--no-analysis", "--verify",
+               "--verify-strict", "--json", "--out", out)  # fmt: skip
+    v = json.loads(r.stdout)["verification"]
+    assert v["target_req_per_s"] == 20 and v["rate_scale"] == pytest.approx(20 / 4.916, rel=1e-3)
+    assert "at the goodput target 20 req/s" in v["summary"]
+    assert r.exit_code == (1 if v["misses"] else 0)
+    assert json.loads(out.read_text())["verification"] == v
+
+
+def test_plan_verify_on_a_length_only_workload_uses_poisson_arrivals_at_the_target(tmp_path):
+    out = tmp_path / "plan.json"
+    r = invoke("plan", "--model", "Llama-3-70B", "--workload", FIXTURES / "sharegpt_stats_500.csv", "--goodput", "5",
+               "--verify", "--no-analysis", "--out", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "Poisson arrivals at 5 req/s" in r.stderr
+    assert "verification" in json.loads(out.read_text())
+
+
+def test_plan_verify_policy_is_checked_before_planning():
+    from tests.conftest import EXAMPLES
+
+    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--verify", "--verify-policy", "lifo")
+    assert r.exit_code == 2 and "--verify-policy fcfs|sjf|edf|cascade" in r.output and "planned" not in r.output
 
 
 def test_plan_verify_records_the_simulation():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -203,7 +204,8 @@ def test_metrics_invariants(plan_a, conv):
     assert m["requests"] == 200 and m["finished"] + m["dropped"] <= 200
     att = m["attainment"]
     assert att["joint"] <= min(att["ttft"], att["tpot"])
-    assert m["goodput_req_per_s"] == pytest.approx(att["joint"] * 200 / m["duration_s"], rel=1e-4)
+    assert m["goodput_req_per_s"] == pytest.approx(att["joint"] * 200 / m["serving_span_s"], rel=1e-4)
+    assert m["serving_span_s"] >= m["duration_s"] and m["unfinished"] == 0 and m["warnings"] == []
     assert m["ttft_s"]["p50"] <= m["ttft_s"]["p90"] <= m["ttft_s"]["p99"]
     assert sum(w["requests"] for w in m["time_series"]) == 200
     assert all(0 <= u <= 1 for u in m["utilization"]["by_instance"].values())
@@ -295,3 +297,153 @@ def test_without_chunked_prefill_a_prompt_longer_than_the_token_cap_runs_alone()
     model = dep.model("H100-SXM", 1)
     assert res.first_token_s[0] == pytest.approx(float(model.prefill_latency_s(2000, 1)), rel=1e-9)
     assert res.first_token_s[1] > res.first_token_s[0]
+
+
+# -- review findings: goodput span, unfinished, over-context, validation, windows, classes, calibration -------------
+
+
+def test_goodput_is_over_the_serving_span_not_the_arrival_span(plan_a, conv):
+    m = simulate(SimRequest(plan_a, conv, rate_scale=100.0))
+    good = round(m["attainment"]["joint"] * m["requests"])
+    assert m["serving_span_s"] > 10 * m["duration_s"]  # overload: serving takes far longer than arriving
+    assert m["goodput_req_per_s"] == pytest.approx(good / m["serving_span_s"], rel=1e-3)
+    cap = find_capacity(SimRequest(plan_a, conv), target=0.9, steps=2)
+    assert m["goodput_req_per_s"] < 2 * cap["goodput_capacity_req_per_s"]  # not ~8x as the arrival span gave
+    assert "last completion" in m["goodput_definition"]
+
+
+def test_goodput_of_one_request_is_finite():
+    dep_plan = load_plan(FIXTURES / "plan_example_a.json")
+    m = simulate(SimRequest(dep_plan, make_stream([0.0], [500], [20])))
+    assert m["serving_span_s"] > 0 and 0 < m["goodput_req_per_s"] < 10
+    assert m["arrival_rate_per_s"] is None and m["duration_s"] == 0
+
+
+def test_requests_left_at_the_drain_cut_off_are_reported(plan_a, conv):
+    m = simulate(SimRequest(plan_a, conv, rate_scale=50.0, config=SimConfig(drain_s=5.0)))
+    assert m["cut_off_reached"] and m["unfinished"] > 0 and m["drain_s"] == 5.0
+    assert m["finished"] + m["unfinished"] + m["dropped"] + m["dropped_over_context"] == m["requests"]
+    assert any("drain cut-off" in w for w in m["warnings"])
+
+
+def test_prompts_over_the_context_window_are_dropped_apart_from_kv_drops():
+    dep = simple_deployment(model="Llama-3-8B")
+    limit = dep.arch.spec.max_position_embeddings
+    res = _run(dep, make_stream([0.0, 0.1], [limit + 1, 100], [5, 5]), "fcfs")
+    assert res.over_context.tolist() == [True, False] and res.dropped.tolist() == [True, False]
+    assert np.isnan(res.first_token_s[0]) or not np.isfinite(res.first_token_s[0])
+    assert np.isfinite(res.done_s[1])
+
+
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        ([1, 2], "cascade"),
+        ("yes", "cascade"),
+        ({"classes": [1]}, "cascade.classes"),
+        ({"classes": {"x": "fast"}}, "cascade.classes.x"),
+        ({"classes": {"azure_conv_200": {"ttft_slo_s": "abc"}}}, "cascade.classes.azure_conv_200.ttft_slo_s"),
+        ({"classes": {"azure_conv_200": {"ttft_slo_s": float("nan")}}}, "cascade.classes.azure_conv_200.ttft_slo_s"),
+        ({"classes": {"azure_conv_200": {"ttft_slo_s": -1}}}, "cascade.classes.azure_conv_200.ttft_slo_s"),
+        ({"classes": {"azure_conv_200": {"ttft_slo_s": 0}}}, "cascade.classes.azure_conv_200.ttft_slo_s"),
+        ({"kappa": "big"}, "cascade.kappa"),
+    ],
+)
+def test_malformed_cascade_block_is_an_input_error_even_under_fcfs(plan_a, conv, block, field):
+    plan = json.loads(json.dumps(plan_a)) | {"cascade": block}
+    with pytest.raises(InputError, match=field.replace(".", r"\.")):
+        simulate(SimRequest(plan, conv, policy="fcfs"))
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("perf_settings", "max_num_seqs"), 0, "perf_settings.max_num_seqs"),
+        (("perf_settings", "max_num_batched_tokens"), 0, "perf_settings.max_num_batched_tokens"),
+        (("perf_settings", "default", "prefill_mfu"), 0, "perf_settings.default.prefill_mfu"),
+        (("perf_settings", "network_efficiency"), -1, "perf_settings.network_efficiency"),
+        (("combos", 0, "decode_batch"), 0, "combos[0].decode_batch"),
+        (("combos", 0, "decode_batch"), 100000, "combos[0].decode_batch"),
+        (("combos", 0, "prefill_tp"), 64, "combos[0].prefill_tp"),
+        (("strategy",), "bogus", "strategy"),
+    ],
+)
+def test_out_of_range_engine_settings_are_refused(plan_a, path, value, field):
+    plan = json.loads(json.dumps(plan_a))
+    node = plan if path[0] in ("combos", "strategy") else plan["scenario"]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(InputError, match=re.escape(field)):
+        deployment_from_plan(plan)
+
+
+def test_time_series_is_capped_and_a_tiny_rate_scale_is_cheap(plan_a, conv):
+    m = simulate(SimRequest(plan_a, conv, rate_scale=1e-8))  # arrivals 3e9 s apart: idle time costs nothing
+    assert m["finished"] == 200 and len(m["time_series"]) <= 200 and m["window_s"] >= m["duration_s"] / 10_000
+    assert any("windows" in w for w in m["warnings"])
+    small = simulate(SimRequest(plan_a, conv, window_s=1e-3))
+    assert small["window_s"] > 1e-3 and any("windows" in w for w in small["warnings"])
+
+
+def test_a_partial_window_is_divided_by_its_covered_part(plan_a, conv):
+    m = simulate(SimRequest(plan_a, conv, rate_scale=2.0, window_s=600.0))  # one window, longer than the trace
+    (w,) = m["time_series"]
+    assert w["width_s"] == pytest.approx(m["duration_s"], rel=1e-6)
+    assert w["arrival_rate_per_s"] == pytest.approx(m["arrival_rate_per_s"], rel=1e-3)
+
+
+def _azure(path, start, rows):
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    lines += [f"2023-11-16 18:{start + i:02d}:00.0000000,{100 + i},{10 + i}" for i in range(rows)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_mixed_azure_traces_keep_their_real_offsets_and_order_does_not_matter(tmp_path):
+    a = _azure(tmp_path / "conv.csv", 0, 3)
+    b = _azure(tmp_path / "code.csv", 2, 3)  # starts 120 s after conv, tied with conv's third request
+    ab, ba = read_stream([a, b]), read_stream([b, a])
+    assert ab.arrival_s.tolist() == [0, 60, 120, 120, 180, 240]
+    for name in ("arrival_s", "prompt_tokens", "output_tokens", "class_id"):
+        assert getattr(ab, name).tolist() == getattr(ba, name).tolist()
+    assert ab.source == ba.source
+
+
+def test_trace_class_rules(tmp_path):
+    a = _azure(tmp_path / "x.csv", 0, 3)
+    (tmp_path / "other").mkdir()
+    b = _azure(tmp_path / "other" / "x.csv", 0, 3)
+    with pytest.raises(InputError, match="same name"):
+        read_stream([a, b])
+    with pytest.raises(InputError, match="given twice"):
+        read_stream([a, a])
+    c = tmp_path / "cls.csv"
+    c.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens,kind\n2023-11-16 18:00:00,10,5,chat\n2023-11-16 18:00:01,10,5,\n"
+    )
+    with pytest.raises(InputError, match="empty in data row 2"):
+        read_stream([c], class_column="kind")
+    with pytest.raises(InputError, match="CSV"):
+        read_stream([FIXTURES / "mooncake_300.jsonl"], class_column="kind")
+    with pytest.raises(InputError, match="is a directory"):
+        read_stream([tmp_path])
+    as_json = tmp_path / "moon.json"
+    as_json.write_text((FIXTURES / "mooncake_300.jsonl").read_text())
+    assert read_stream([as_json]).n == 300
+
+
+def test_calibrate_warns_when_kappa_rests_on_few_requests(plan_a, conv):
+    block = calibrate(SimRequest(plan_a, conv.head(5)))
+    assert any("only 5 requests" in w for w in block["warnings"])
+
+
+def test_kv_restore_and_recompute_both_happen_on_a_real_trace(conv):
+    """Budget-aware restore is live: under KV pressure from real requests a fast host tier restores and a
+    hopelessly slow one recomputes."""
+    dep = simple_deployment(settings=PerfSettings(gpu_memory_utilization=0.3))
+    stream = conv.scaled(4.0)
+    fast = _run(dep, stream, "cascade")
+    assert fast.counters["preemptions"] > 0 and fast.counters["restores"] == fast.counters["preemptions"]
+    slow = _run(dep, stream, "cascade", dram_gib=0.0, ssd_gb_per_s=1e-6)
+    assert slow.counters["restores"] == 0 and slow.counters["recomputes"] >= 1
