@@ -297,9 +297,9 @@ def simulate_cmd(
             return
         more = " (capped: 64x still meets it)" if doc["capped"] else ""
         console.print(
-            f"goodput capacity at {_share(doc['target'])} joint SLO attainment ({doc['policy']}): rate scale "
-            f"{doc['rate_scale']:.3g}{more}, {doc['arrival_rate_per_s']:.3g} req/s offered, "
-            f"{doc['goodput_capacity_req_per_s']:.3g} req/s goodput; {len(doc['runs'])} runs",
+            f"goodput capacity at {_share(doc['target'])} joint SLO attainment ({doc['policy']}): "
+            f"{doc['goodput_capacity_req_per_s']:.3g} req/s arriving (rate scale {doc['rate_scale']:.3g}{more}; that "
+            f"run's goodput over its serving span {doc['goodput_req_per_s']:.3g} req/s); {len(doc['runs'])} runs",
             highlight=False,
         )
         render_metrics(doc["metrics"], console)

@@ -171,12 +171,14 @@ def find_capacity(
 
     Attainment on a finite trace is not strictly monotone in the rate, so the answer is a bracket: attainment ≥
     target at ``rate_scale`` and below it at ``failing_rate_scale`` (within a factor ``2**(1/2**steps)``). The
-    reported goodput is the run's at ``rate_scale``: requests meeting every SLO over the serving span.
+    goodput capacity is, as DESIGN §1 defines it, the arrival rate at ``rate_scale`` (the highest rate at which
+    attainment holds); ``goodput_req_per_s`` is that run's goodput, requests meeting every SLO over the serving
+    span (lower on a short trace, whose span is stretched by the last requests' decode tail).
 
     Returns:
         ``{"target", "rate_scale", "failing_rate_scale", "capped", "goodput_capacity_req_per_s",
-        "arrival_rate_per_s", "runs": [...], "metrics": <metrics at the capacity>}``; ``rate_scale`` is None when
-        even 1/64 of the rate misses, ``capped`` True when 64x still meets the target.
+        "arrival_rate_per_s", "goodput_req_per_s", "runs": [...], "metrics": <metrics at the capacity>}``;
+        ``rate_scale`` is None when even 1/64 of the rate misses, ``capped`` True when 64x still meets the target.
 
     Raises:
         InputError: ``target`` outside (0, 1].
@@ -230,7 +232,8 @@ def find_capacity(
         "capped": lo is not None and hi is None,
         "failing_rate_scale": None if hi is None else rnd(hi, 6),
         "arrival_rate_per_s": None if best is None else best["arrival_rate_per_s"],
-        "goodput_capacity_req_per_s": None if best is None else best["goodput_req_per_s"],
+        "goodput_capacity_req_per_s": None if best is None else best["arrival_rate_per_s"],
+        "goodput_req_per_s": None if best is None else best["goodput_req_per_s"],
         "runs": sorted(runs, key=lambda r: r["rate_scale"]),
         "metrics": best,
     }
