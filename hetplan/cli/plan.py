@@ -204,6 +204,12 @@ def plan(
         "--verify-strict",
         help="With --verify: exit 1 when the simulation misses an SLO (outputs written first).",
     ),
+    verify_resize: bool = typer.Option(
+        False,
+        "--verify-resize",
+        help="With --verify: on a simulated miss, re-plan with more goodput headroom until the simulation holds "
+        "the SLOs, and keep the cheapest such plan.",
+    ),
     # -- end of simulator check ---------------------------------------------------------------------------------
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
@@ -253,6 +259,8 @@ def plan(
                     f"known: {', '.join(POLICIES)}",
                     "pass --verify-policy fcfs|sjf|edf|cascade",
                 )
+        if verify_resize and not verify:
+            raise InputError("--verify-resize needs --verify", fix="add --verify, or drop --verify-resize")
         # --- Hetis (issue 7) ---
         if strategy.lower() == "hetis" or pool is not None:
             from hetplan.cli.hetis_render import hetis_work
@@ -279,20 +287,25 @@ def plan(
                 "pass --force, or choose another --emit folder",
             )
         start = time.perf_counter()
+        plan_kwargs: dict[str, Any] = {
+            "profiles": list(profile_files or []),
+            "prune_with": prune_with,
+            "prune_top_k": 6 if prune_top_k is None else prune_top_k,
+        }
         with err_console.status("planning", spinner="dots") as status:
-            doc = api.plan(
-                scenario,
-                strategy.lower(),
-                analysis,
-                progress=lambda text: status.update(text),
-                profiles=list(profile_files or []),
-                prune_with=prune_with,
-                prune_top_k=6 if prune_top_k is None else prune_top_k,
-            )
+            if verify_resize:  # plan, simulate, and re-plan with more headroom until the simulation holds the SLOs
+                doc = api.plan_verified(
+                    scenario, strategy.lower(), analysis, verify_policy, resize=True,
+                    progress=lambda text: status.update(text), **plan_kwargs,
+                )  # fmt: skip
+            else:
+                doc = api.plan(
+                    scenario, strategy.lower(), analysis, progress=lambda text: status.update(text), **plan_kwargs
+                )
         elapsed = time.perf_counter() - start
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
-        if verify:  # simulator check (hetplan.sim): recorded in the plan document; the plan is already written
+        if verify and not verify_resize:  # simulator check (hetplan.sim); the plan is already written
             from hetplan.sim.run import verify_plan
 
             try:
@@ -323,6 +336,15 @@ def plan(
     if "verification" in doc:  # simulator check (hetplan.sim)
         v = doc["verification"]
         err_console.print(f"verify: {v['summary']}", highlight=False, markup=False)
+        if "resized" in v:
+            r = v["resized"]
+            err_console.print(
+                f"verify: resized: the plan at headroom {r['headroom_asked']:g} missed in simulation; headroom "
+                f"{r['headroom_used']:g} holds the SLOs: ${r['usd_per_hour_before']:,.2f}/h -> "
+                f"${r['usd_per_hour_after']:,.2f}/h ({len(r['attempts'])} plans tried)",
+                highlight=False,
+                markup=False,
+            )
         for text in v["warnings"]:
             err_console.print(f"[yellow]warning (simulated):[/] {escape(text)}", highlight=False)
         for text in v["misses"]:

@@ -197,3 +197,40 @@ def test_simulate_out_is_written_once_without_force(tmp_path):
     again = invoke("simulate", PLAN, "--trace", TRACE, "--out", out)
     assert again.exit_code == 2 and "--force" in again.output
     assert invoke("simulate", PLAN, "--trace", TRACE, "--out", out, "--force").exit_code == 0
+
+
+def test_plan_verify_resize_adds_headroom_until_the_simulation_holds(tmp_path):
+    """The bursty Azure code sample misses on the analytic plan; --verify-resize finds a plan that holds."""
+    from tests.conftest import EXAMPLES
+
+    args = ("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--goodput", "3", "--inventory",
+            "H800=200,A800=200,H20=200", "--no-analysis", "--verify", "--json")  # fmt: skip
+    plain = json.loads(invoke(*args).stdout)
+    assert plain["verification"]["misses"], "the premise: the analytic plan misses in simulation"
+    r = invoke(*args, "--verify-resize")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    v = doc["verification"]
+    assert not v["misses"]
+    resized = v["resized"]
+    assert resized["headroom_used"] > resized["headroom_asked"] == pytest.approx(0.1)
+    assert doc["scenario"]["headroom"] == pytest.approx(resized["headroom_used"], abs=1e-4)
+    assert resized["usd_per_hour_before"] == plain["total_usd_per_hour"] < resized["usd_per_hour_after"]
+    assert resized["usd_per_hour_after"] == doc["total_usd_per_hour"]
+    # every attempt with less headroom than the chosen one missed (the search keeps the least passing headroom)
+    assert all(a["misses"] for a in resized["attempts"] if a["headroom"] < resized["headroom_used"] and "misses" in a)
+
+
+def test_plan_verify_resize_needs_verify():
+    from tests.conftest import EXAMPLES
+
+    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--verify-resize")
+    assert r.exit_code == 2 and "--verify-resize needs --verify" in r.output
+
+
+def test_plan_verify_resize_says_when_no_headroom_holds():
+    from tests.conftest import EXAMPLES
+
+    r = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--no-analysis", "--verify", "--verify-resize")
+    assert r.exit_code == 1
+    assert "no headroom makes the plan hold its SLOs in simulation" in r.output and "Traceback" not in r.output
