@@ -155,6 +155,10 @@ class Bench:
         self.device = self.torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.sizes = sizes
+        if self.cuda:
+            # torch.cuda.Event.record() and synchronize() act on the *current* device's stream: without this,
+            # --device cuda:1 would time events on cuda:0 while the kernels run on cuda:1.
+            self.torch.cuda.set_device(self.device)
 
     def sync(self) -> None:
         """Wait for queued device work."""
