@@ -216,16 +216,18 @@ class Bench:
 
     # -- GEMM ---------------------------------------------------------------------------------------------
     def gemm(self, dtype: str, m: int, n: int, k: int) -> Timing:
-        """Time one ``(m x k) @ (k x n)`` GEMM in ``dtype`` (``fp8``: e4m3 inputs, bf16 output, unit scales)."""
+        """Time one ``(m x k) @ (k x n)`` GEMM in ``dtype`` (``fp8``: e4m3 inputs, bf16 output, unit
+        per-tensor scales, fast accumulation as fp8 serving kernels use it)."""
         t = self.torch
         gen = t.Generator(device=self.device).manual_seed(0)
         if dtype == "fp8":
             a = t.randn(m, k, device=self.device, generator=gen).to(t.float8_e4m3fn)
             b = t.randn(n, k, device=self.device, generator=gen).to(t.float8_e4m3fn).t()  # column-major (k x n)
-            one = t.ones((), device=self.device)
+            # per-tensor scales: float32 scalars (any other dtype is refused by _scaled_mm)
+            one = t.ones((), device=self.device, dtype=t.float32)
 
             def run() -> Any:
-                return t._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=t.bfloat16)
+                return t._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=t.bfloat16, use_fast_accum=True)
 
             return self.time(run)
         dt = self.dtype(dtype)
