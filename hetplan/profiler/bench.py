@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +121,26 @@ SIZES: dict[str, Sizes] = {
 }
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4, "fp32": 4}
+
+
+@contextmanager
+def fp32_matmul_precision(torch: Any, precision: str) -> Iterator[None]:
+    """Run a block with ``torch.set_float32_matmul_precision(precision)`` (``"high"``: TF32 tensor cores,
+    ``"highest"``: IEEE fp32), then restore the previous setting.
+
+    torch 2.9+ keeps a legacy switch (``torch.backends.cuda.matmul.allow_tf32``) and a new one
+    (``torch.backends.cuda.matmul.fp32_precision``); reading the legacy one raises once anything in the process has
+    set the new one, and cuBLAS checks that the two agree. ``set_float32_matmul_precision`` sets both consistently.
+    """
+    try:
+        previous: str | None = torch.get_float32_matmul_precision()
+    except RuntimeError:  # the two switches disagree already: leave them consistent on the way out
+        previous = None
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous or "highest")
 
 
 @dataclass(frozen=True)
@@ -234,14 +255,16 @@ class Bench:
         a = t.randn(m, k, device=self.device, generator=gen).to(dt)
         b = t.randn(k, n, device=self.device, generator=gen).to(dt)
         c = t.empty(m, n, device=self.device, dtype=dt)
-        previous = t.backends.cuda.matmul.allow_tf32
-        t.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-        try:
+        with fp32_matmul_precision(t, "high" if dtype == "tf32" else "highest"):
             return self.time(lambda: t.matmul(a, b, out=c))
-        finally:
-            t.backends.cuda.matmul.allow_tf32 = previous
 
     # -- memory -------------------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Hand cached device memory back (between benchmarks, and before the all-reduce processes start)."""
+        if self.cuda:
+            self.sync()
+            self.torch.cuda.empty_cache()
+
     def memory(self) -> dict[str, Timing]:
         """Device copy and read-only reduction over ``memory_bytes`` float32 buffers."""
         t = self.torch

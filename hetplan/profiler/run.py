@@ -223,6 +223,9 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
     best: dict[str, float] = {}
 
     def step(name: str) -> None:
+        # each step starts with the previous step's cached blocks handed back, so one step's buffers do not crowd
+        # the next (and the all-reduce processes find the memory free)
+        bench.release()
         tell(name, done, len(steps))
 
     shapes = weight_shapes(spec, sizes.shape_divisor)
