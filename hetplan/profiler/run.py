@@ -253,8 +253,15 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
     torch_device, kind = resolve_device(req.device)
     sizes = SIZES[f"{kind}-quick" if req.quick else kind]
     spec = find_model(req.model)
-    bench = Bench(torch_device, sizes)
-    info = device_info(bench, torch_device)
+    try:
+        bench = Bench(torch_device, sizes)
+        info = device_info(bench, torch_device)
+    except RuntimeError as exc:  # a busy, exclusive-mode or failing GPU: a message, not a traceback
+        raise InputError(
+            f"--device {req.device}: torch could not use the device",
+            f"{type(exc).__name__}: {_first_line(exc)}",
+            "check nvidia-smi (driver, other processes holding the GPU, compute mode) and run again",
+        ) from None
     matched, how = match_device(kind, info["device_name"], req.gpu)
     steps = plan_steps(req, kind, sizes, int(info.get("gpus_visible", 1)))
     done = 0
@@ -284,7 +291,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
                 try:
                     timing = bench.gemm(dtype, m, n, k)
                 except (RuntimeError, TypeError, ValueError) as exc:
-                    notes.append(f"GEMM {dtype} {m}x{n}x{k} failed: {str(exc).splitlines()[0][:160]}")
+                    notes.append(f"GEMM {dtype} {m}x{n}x{k} failed: {type(exc).__name__}: {_first_line(exc)}")
                     continue
                 tflops = 2 * m * n * k / timing.median_s / 1e12
                 best[dtype] = max(best.get(dtype, 0.0), tflops)
@@ -314,7 +321,13 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
             )
     done += 1
     step("memory")
-    mem = bench.memory()
+    mem = _attempt(notes, "memory", bench.memory)
+    if mem is None:  # the profile cannot stand without its memory figures
+        raise InputError(
+            "the memory benchmark failed on this device",
+            notes[-1],
+            "free device memory (other processes?) and run again",
+        )
     copy_gb = 2 * sizes.memory_bytes / mem["copy"].median_s / 1e9
     read_gb = sizes.memory_bytes / mem["read"].median_s / 1e9
     for name, value in (("copy", copy_gb), ("read", read_gb)):
@@ -437,8 +450,13 @@ def _attempt(notes: list[str], what: str, fn: Callable[..., T], *args: Any) -> T
     try:
         return fn(*args)
     except (RuntimeError, TypeError, ValueError) as exc:
-        notes.append(f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+        notes.append(f"{what} failed: {type(exc).__name__}: {_first_line(exc)}")
         return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:160] if text else ""
 
 
 def _efficiency(gpu: GpuSpec, matched: GpuSpec | None) -> dict[str, float]:
