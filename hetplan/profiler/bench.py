@@ -202,6 +202,7 @@ class Bench:
             if self.cuda:
                 begin = self.torch.cuda.Event(enable_timing=True)
                 end = self.torch.cuda.Event(enable_timing=True)
+                self._hold_stream(calls * one)
                 begin.record()
                 for _ in range(calls):
                     fn()
@@ -217,6 +218,15 @@ class Bench:
         return Timing(
             float(np.median(arr)), float(np.percentile(arr, 10)), float(np.percentile(arr, 90)), len(samples), calls
         )
+
+    def _hold_stream(self, seconds: float) -> None:
+        """Queue a GPU spin of about ``seconds`` (at most 20 ms) ahead of a sample, so the sample's calls are all
+        queued by the time it ends and the events time the kernels back to back rather than the Python launch
+        rate (a one-token decode GEMM takes ~10 us on an H200, about what launching it takes). The begin event is
+        recorded after the spin, so the spin itself is not timed."""
+        sleep = getattr(self.torch.cuda, "_sleep", None)
+        if sleep is not None:
+            sleep(int(min(seconds, 0.02) * 2e9))  # cycles; 2 GHz is about the top SM clock of current GPUs
 
     def dtype(self, name: str) -> Any:
         """torch dtype of a GEMM dtype name (tf32 computes on fp32 tensors)."""
