@@ -130,7 +130,8 @@ def fp32_matmul_precision(torch: Any, precision: str) -> Iterator[None]:
 
     torch 2.9+ keeps a legacy switch (``torch.backends.cuda.matmul.allow_tf32``) and a new one
     (``torch.backends.cuda.matmul.fp32_precision``); reading the legacy one raises once anything in the process has
-    set the new one, and cuBLAS checks that the two agree. ``set_float32_matmul_precision`` sets both consistently.
+    set the new one (torch's cuBLAS TF32 check raises the same error when they disagree).
+    ``set_float32_matmul_precision`` sets both consistently.
     """
     try:
         previous: str | None = torch.get_float32_matmul_precision()
