@@ -6,7 +6,8 @@ and writes the profile file. Needs torch with CUDA, numpy, pyyaml and pydantic (
 profiler directly, so a bare PyTorch environment with those three suffices).
 
 Usage: python benchmarks/profile_gpu.py [--device cuda:0] [--out profile.yaml] [--full]
-Exit status: 0 when both targets are met, 1 when one is missed, 3 when no CUDA GPU is visible.
+Exit status: 0 when both targets are met, 1 when one is missed, 2 when the profile cannot be taken (the message
+says why), 3 when no CUDA GPU is visible.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print(f"no CUDA GPU visible (torch {torch.__version__}, CUDA build {torch.version.cuda})", file=sys.stderr)
         return 3
+    from hetplan.errors import HetplanError
     from hetplan.io import to_yaml
     from hetplan.profiler.profile_file import dump_profile
     from hetplan.profiler.run import ProfileRequest, run_profile
@@ -44,7 +46,11 @@ def main() -> int:
     quick = not args.full
     start = time.perf_counter()
     command = f"python benchmarks/profile_gpu.py --device {args.device}" + (" --full" if args.full else "")
-    prof = run_profile(ProfileRequest(args.device, quick, command=command), tell)
+    try:
+        prof = run_profile(ProfileRequest(args.device, quick, command=command), tell)
+    except HetplanError as exc:  # bad device, busy GPU, no GEMM ran: the message, not a traceback
+        print(exc.render(), file=sys.stderr)
+        return 2
     wall = time.perf_counter() - start
     args.out.write_text(dump_profile(prof), encoding="utf-8")
     m = prof.gpu.measured
@@ -53,7 +59,7 @@ def main() -> int:
     copy_tb = m.memory_copy_gb_per_s / 1000
     ok_bf16, ok_copy = bf16 >= BF16_TARGET_TFLOPS, copy_tb >= COPY_TARGET_TB_PER_S
     print(f"device: {m.device_name} -> {prof.gpu.name} ({prof.match.how})")
-    print(f"profile: {'quick' if quick else 'full'}, {wall:.1f} s wall (including torch/CUDA start-up)")
+    print(f"profile: {'quick' if quick else 'full'}, {wall:.1f} s wall (including CUDA start-up, not the torch import)")
     print(f"bf16 GEMM: {bf16:,.1f} TFLOP/s (target >= {BF16_TARGET_TFLOPS:g}): {'PASS' if ok_bf16 else 'FAIL'}")
     print(f"device copy: {copy_tb:.2f} TB/s (target >= {COPY_TARGET_TB_PER_S:g}): {'PASS' if ok_copy else 'FAIL'}")
     print(to_yaml({"measured": m.model_dump(mode="json", exclude_none=True), "notes": prof.notes}), end="")

@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,28 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def bus_bandwidth_gb_per_s(nbytes: int, seconds: float, world: int) -> tuple[float, float]:
+    """(algorithm, bus) bandwidth in GB/s of an all-reduce of ``nbytes`` over ``world`` ranks taking ``seconds``
+    (nccl-tests: algbw = bytes / t, busbw = algbw x 2(n-1)/n)."""
+    algbw = nbytes / seconds / 1e9
+    return algbw, algbw * 2 * (world - 1) / world
+
+
 def _worker(rank: int, world: int, port: int, sizes: list[int], warmup: int, repeats: int, out: str) -> None:
     torch = require_torch()
     import torch.distributed as dist
 
     torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    # device_id binds the group to this rank's GPU (barrier() would otherwise guess the device and warn); the
+    # timeout turns a stuck rendezvous or collective into an error the parent records instead of a hang
+    dist.init_process_group(
+        "nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=300),
+        device_id=torch.device(f"cuda:{rank}"),
+    )
     rows = []
     try:
         for size in sizes:
@@ -54,7 +71,7 @@ def _worker(rank: int, world: int, port: int, sizes: list[int], warmup: int, rep
             samples.sort()
             median = samples[len(samples) // 2]
             nbytes = n * 2
-            algbw = nbytes / median / 1e9
+            algbw, busbw = bus_bandwidth_gb_per_s(nbytes, median, world)
             rows.append(
                 {
                     "bytes": nbytes,
@@ -62,7 +79,7 @@ def _worker(rank: int, world: int, port: int, sizes: list[int], warmup: int, rep
                     "p10_s": float(f"{samples[len(samples) // 10]:.4g}"),
                     "p90_s": float(f"{samples[min(len(samples) - 1, (9 * len(samples)) // 10)]:.4g}"),
                     "algbw_gb_per_s": round(algbw, 3),
-                    "busbw_gb_per_s": round(algbw * 2 * (world - 1) / world, 3),
+                    "busbw_gb_per_s": round(busbw, 3),
                 }
             )
         if rank == 0:

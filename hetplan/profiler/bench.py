@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,27 @@ SIZES: dict[str, Sizes] = {
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4, "fp32": 4}
 
 
+@contextmanager
+def fp32_matmul_precision(torch: Any, precision: str) -> Iterator[None]:
+    """Run a block with ``torch.set_float32_matmul_precision(precision)`` (``"high"``: TF32 tensor cores,
+    ``"highest"``: IEEE fp32), then restore the previous setting.
+
+    torch 2.9+ keeps a legacy switch (``torch.backends.cuda.matmul.allow_tf32``) and a new one
+    (``torch.backends.cuda.matmul.fp32_precision``); reading the legacy one raises once anything in the process has
+    set the new one (torch's cuBLAS TF32 check raises the same error when they disagree).
+    ``set_float32_matmul_precision`` sets both consistently.
+    """
+    try:
+        previous: str | None = torch.get_float32_matmul_precision()
+    except RuntimeError:  # the two switches disagree already: leave them consistent on the way out
+        previous = None
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous or "highest")
+
+
 @dataclass(frozen=True)
 class Timing:
     """Seconds per call: median and spread over ``repeats`` samples of ``calls`` back-to-back calls each."""
@@ -155,6 +177,10 @@ class Bench:
         self.device = self.torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.sizes = sizes
+        if self.cuda:
+            # torch.cuda.Event.record() and synchronize() act on the *current* device's stream: without this,
+            # --device cuda:1 would time events on cuda:0 while the kernels run on cuda:1.
+            self.torch.cuda.set_device(self.device)
 
     def sync(self) -> None:
         """Wait for queued device work."""
@@ -177,6 +203,7 @@ class Bench:
             if self.cuda:
                 begin = self.torch.cuda.Event(enable_timing=True)
                 end = self.torch.cuda.Event(enable_timing=True)
+                self._hold_stream(calls * one)
                 begin.record()
                 for _ in range(calls):
                     fn()
@@ -192,6 +219,15 @@ class Bench:
         return Timing(
             float(np.median(arr)), float(np.percentile(arr, 10)), float(np.percentile(arr, 90)), len(samples), calls
         )
+
+    def _hold_stream(self, seconds: float) -> None:
+        """Queue a GPU spin of about ``seconds`` (at most 20 ms) ahead of a sample, so the sample's calls are all
+        queued by the time it ends and the events time the kernels back to back rather than the Python launch
+        rate (a one-token decode GEMM takes ~10 us on an H200, about what launching it takes). The begin event is
+        recorded after the spin, so the spin itself is not timed."""
+        sleep = getattr(self.torch.cuda, "_sleep", None)
+        if sleep is not None:
+            sleep(int(min(seconds, 0.02) * 2e9))  # cycles; 2 GHz is about the top SM clock of current GPUs
 
     def dtype(self, name: str) -> Any:
         """torch dtype of a GEMM dtype name (tf32 computes on fp32 tensors)."""
@@ -212,30 +248,34 @@ class Bench:
 
     # -- GEMM ---------------------------------------------------------------------------------------------
     def gemm(self, dtype: str, m: int, n: int, k: int) -> Timing:
-        """Time one ``(m x k) @ (k x n)`` GEMM in ``dtype`` (``fp8``: e4m3 inputs, bf16 output, unit scales)."""
+        """Time one ``(m x k) @ (k x n)`` GEMM in ``dtype`` (``fp8``: e4m3 inputs, bf16 output, unit
+        per-tensor scales, fast accumulation as fp8 serving kernels use it)."""
         t = self.torch
         gen = t.Generator(device=self.device).manual_seed(0)
         if dtype == "fp8":
             a = t.randn(m, k, device=self.device, generator=gen).to(t.float8_e4m3fn)
             b = t.randn(n, k, device=self.device, generator=gen).to(t.float8_e4m3fn).t()  # column-major (k x n)
-            one = t.ones((), device=self.device)
+            # per-tensor scales: float32 scalars (any other dtype is refused by _scaled_mm)
+            one = t.ones((), device=self.device, dtype=t.float32)
 
             def run() -> Any:
-                return t._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=t.bfloat16)
+                return t._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=t.bfloat16, use_fast_accum=True)
 
             return self.time(run)
         dt = self.dtype(dtype)
         a = t.randn(m, k, device=self.device, generator=gen).to(dt)
         b = t.randn(k, n, device=self.device, generator=gen).to(dt)
         c = t.empty(m, n, device=self.device, dtype=dt)
-        previous = t.backends.cuda.matmul.allow_tf32
-        t.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-        try:
+        with fp32_matmul_precision(t, "high" if dtype == "tf32" else "highest"):
             return self.time(lambda: t.matmul(a, b, out=c))
-        finally:
-            t.backends.cuda.matmul.allow_tf32 = previous
 
     # -- memory -------------------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Hand cached device memory back (between benchmarks, and before the all-reduce processes start)."""
+        if self.cuda:
+            self.sync()
+            self.torch.cuda.empty_cache()
+
     def memory(self) -> dict[str, Timing]:
         """Device copy and read-only reduction over ``memory_bytes`` float32 buffers."""
         t = self.torch

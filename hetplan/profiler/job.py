@@ -101,6 +101,13 @@ def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
         if s.pvc
         else {"name": "profiles", "emptyDir": {}}
     )
+    volumes: list[dict[str, Any]] = [volume]
+    mounts: list[dict[str, Any]] = [{"name": "profiles", "mountPath": "/profiles"}]
+    if s.gpus >= 2:
+        # NCCL and torch.multiprocessing keep their buffers in /dev/shm, which a container gets at 64 MiB: the
+        # all-reduce across the Job's GPUs fails there ("unhandled system error", bus errors) without a larger one
+        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}})
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -120,10 +127,10 @@ def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
                             "command": ["/bin/sh", "-c"],
                             "args": [script],
                             "resources": {"limits": {"nvidia.com/gpu": str(s.gpus)}},
-                            "volumeMounts": [{"name": "profiles", "mountPath": "/profiles"}],
+                            "volumeMounts": mounts,
                         }
                     ],
-                    "volumes": [volume],
+                    "volumes": volumes,
                 },
             },
         },

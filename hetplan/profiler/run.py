@@ -89,26 +89,66 @@ def resolve_device(device: str) -> tuple[str, str]:
     return f"cuda:{index}", "cuda"
 
 
-def _nvidia_smi(index: int) -> dict[str, Any]:
+NVIDIA_SMI_FIELDS = (
+    ("driver_version", "driver"),
+    ("clocks.max.sm", "max_sm_clock_mhz"),
+    ("clocks.max.memory", "max_memory_clock_mhz"),
+    ("clocks.sm", "sm_clock_mhz_at_start"),
+    ("power.limit", "power_limit_w"),
+)
+
+
+def nvidia_smi_target(index: int, uuid: str | None) -> str:
+    """The ``nvidia-smi -i`` argument for torch's device ``index``: its UUID when torch knows it (``nvidia-smi``
+    numbers GPUs in PCI order and ignores ``CUDA_VISIBLE_DEVICES``, so torch's index can name another GPU), else the
+    index."""
+    text = (uuid or "").strip()
+    if not text:
+        return str(index)
+    return text if text.upper().startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+
+
+def parse_nvidia_smi(out: str) -> dict[str, Any]:
+    """Fields of ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits`` output for one GPU: numbers where the
+    value is one, ``None`` for ``[N/A]``/``[Not Supported]``; ``{}`` when the output is not one row of the fields."""
+    rows = [line for line in out.strip().splitlines() if line.strip()]
+    if len(rows) != 1:
+        return {}
+    values = [v.strip() for v in rows[0].split(",")]
+    if len(values) != len(NVIDIA_SMI_FIELDS):
+        return {}
+    parsed: dict[str, Any] = {}
+    for (field, name), value in zip(NVIDIA_SMI_FIELDS, values, strict=True):
+        if not value or value.startswith("[") or value.upper() == "N/A":
+            parsed[name] = None
+        elif field == "driver_version":
+            parsed[name] = value
+        else:
+            try:
+                number = float(value)
+            except ValueError:
+                parsed[name] = None
+                continue
+            parsed[name] = int(number) if number.is_integer() else number
+    return parsed
+
+
+def _nvidia_smi(index: int, uuid: str | None = None) -> dict[str, Any]:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {}
-    fields = ["driver_version", "clocks.max.sm", "clocks.max.memory", "clocks.sm", "power.limit"]
+    query = ",".join(field for field, _ in NVIDIA_SMI_FIELDS)
     try:
         out = subprocess.run(
-            [exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", str(index)],
+            [exe, f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", nvidia_smi_target(index, uuid)],
             capture_output=True,
             text=True,
             timeout=20,
             check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+        ).stdout
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
         return {}
-    values = [v.strip() for v in out.split(",")]
-    if len(values) != len(fields):
-        return {}
-    names = ["driver", "max_sm_clock_mhz", "max_memory_clock_mhz", "sm_clock_mhz_at_start", "power_limit_w"]
-    return dict(zip(names, values, strict=True))
+    return parse_nvidia_smi(out)
 
 
 def _cpu_name() -> str:
@@ -142,7 +182,8 @@ def device_info(bench: Bench, torch_device: str) -> dict[str, Any]:
                 "cudnn_version": t.backends.cudnn.version(),
             }
         )
-        info.update(_nvidia_smi(index))
+        uuid = getattr(props, "uuid", None)
+        info.update(_nvidia_smi(index, str(uuid) if uuid is not None else None))
     else:
         pages = os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
         info.update(
@@ -212,8 +253,15 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
     torch_device, kind = resolve_device(req.device)
     sizes = SIZES[f"{kind}-quick" if req.quick else kind]
     spec = find_model(req.model)
-    bench = Bench(torch_device, sizes)
-    info = device_info(bench, torch_device)
+    try:
+        bench = Bench(torch_device, sizes)
+        info = device_info(bench, torch_device)
+    except RuntimeError as exc:  # a busy, exclusive-mode or failing GPU: a message, not a traceback
+        raise InputError(
+            f"--device {req.device}: torch could not use the device",
+            f"{type(exc).__name__}: {_first_line(exc)}",
+            "check nvidia-smi (driver, other processes holding the GPU, compute mode) and run again",
+        ) from None
     matched, how = match_device(kind, info["device_name"], req.gpu)
     steps = plan_steps(req, kind, sizes, int(info.get("gpus_visible", 1)))
     done = 0
@@ -223,6 +271,9 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
     best: dict[str, float] = {}
 
     def step(name: str) -> None:
+        # each step starts with the previous step's cached blocks handed back, so one step's buffers do not crowd
+        # the next (and the all-reduce processes find the memory free)
+        bench.release()
         tell(name, done, len(steps))
 
     shapes = weight_shapes(spec, sizes.shape_divisor)
@@ -240,7 +291,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
                 try:
                     timing = bench.gemm(dtype, m, n, k)
                 except (RuntimeError, TypeError, ValueError) as exc:
-                    notes.append(f"GEMM {dtype} {m}x{n}x{k} failed: {str(exc).splitlines()[0][:160]}")
+                    notes.append(f"GEMM {dtype} {m}x{n}x{k} failed: {type(exc).__name__}: {_first_line(exc)}")
                     continue
                 tflops = 2 * m * n * k / timing.median_s / 1e12
                 best[dtype] = max(best.get(dtype, 0.0), tflops)
@@ -270,7 +321,13 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
             )
     done += 1
     step("memory")
-    mem = bench.memory()
+    mem = _attempt(notes, "memory", bench.memory)
+    if mem is None:  # the profile cannot stand without its memory figures
+        raise InputError(
+            "the memory benchmark failed on this device",
+            notes[-1],
+            "free device memory (other processes?) and run again",
+        )
     copy_gb = 2 * sizes.memory_bytes / mem["copy"].median_s / 1e9
     read_gb = sizes.memory_bytes / mem["read"].median_s / 1e9
     for name, value in (("copy", copy_gb), ("read", read_gb)):
@@ -393,8 +450,13 @@ def _attempt(notes: list[str], what: str, fn: Callable[..., T], *args: Any) -> T
     try:
         return fn(*args)
     except (RuntimeError, TypeError, ValueError) as exc:
-        notes.append(f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+        notes.append(f"{what} failed: {type(exc).__name__}: {_first_line(exc)}")
         return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:160] if text else ""
 
 
 def _efficiency(gpu: GpuSpec, matched: GpuSpec | None) -> dict[str, float]:

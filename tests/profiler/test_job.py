@@ -35,6 +35,9 @@ def test_one_valid_job_per_label(tmp_path):
     assert "hetplan profile --device cuda:0" in script and "--gpu H100-SXM" in script and "--quick" in script
     assert "--out /profiles/h100-sxm.yaml" in script and "# hetplan-profile-begin" in script
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "profiles"
+    # 8 GPUs run the NCCL all-reduce: /dev/shm is a memory-backed volume, not the container's 64 MiB
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in pod["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
     unknown = yaml.safe_load((out / files[0]).read_text())["spec"]["template"]["spec"]["containers"][0]["args"][0]
     assert "--gpu" not in unknown.replace("--gpu-", "")  # the pod matches an unknown device itself
 
@@ -46,6 +49,7 @@ def test_jobs_are_validated_and_bad_labels_refused():
 
     files = build_jobs(["NVIDIA-L4"], JobSettings())
     assert list(files) == ["hetplan-profile-nvidia-l4.yaml"]
+    assert "/dev/shm" not in files["hetplan-profile-nvidia-l4.yaml"]  # one GPU: no all-reduce, no shm volume
     with pytest.raises(InputError):
         build_jobs(["not a label!"], JobSettings())
     with pytest.raises(InputError):
