@@ -38,7 +38,9 @@ def main() -> int:
     for g in gpus:
         p = resolve_price(g)
         if p is None:
-            prices[g.name] = round(0.004 * g.dense_tflops("bf16")[0] + 0.2, 2)
+            # a placeholder price that grows with compute (Volta/Turing/Pascal have fp16 tensor cores only)
+            tflops = g.bf16_dense_tflops or g.fp16_dense_tflops or g.fp16_dense_tflops_estimate or 0.0
+            prices[g.name] = round(0.004 * tflops + 0.2, 2)
             placeholder.append(g.name)
         else:
             prices[g.name] = p.usd_per_gpu_hour

@@ -14,7 +14,7 @@ print(" ".join(m for m in ("torch", "numpy", "yaml", "pydantic") if importlib.ut
 PY
 )
 if [ -n "$missing" ]; then
-  echo "missing Python packages: $missing (install them, e.g. pip install -e '.[profile]')" >&2
+  echo "missing Python packages: $missing (install them, e.g. pip install '.[profile]' from the hetplan checkout)" >&2
   exit 3
 fi
 mkdir -p "$out_dir"

@@ -19,7 +19,8 @@ the ring formula's ``B_link`` being nccl-tests' bus bandwidth) and ``allreduce_l
 
 The two reference efficiencies are not measured on the A100 the priors came from (no such system was at hand):
 the defaults, 0.80 for a bf16 GEMM and 0.90 for a streaming read, are hetplan's assumption, in line with the
-ceilings quoted in hetplan's issue 3 for an H200 (about 790 of 989 dense TFLOP/s and 4.3 of 4.8 TB/s). Calibrate:
+ceilings reported for an H200 (about 790 of 989 dense TFLOP/s and 4.3 of 4.8 TB/s; not measured by hetplan).
+Calibrate:
 run ``hetplan profile`` on the system your priors were fitted on and set the :class:`PerfSettings` fields
 ``reference_gemm_efficiency = measured bf16 / datasheet bf16`` and ``reference_memory_efficiency = measured read /
 datasheet bandwidth`` (and refit the priors on that system's latencies as ``settings.py`` describes).

@@ -33,7 +33,7 @@ import numpy as np
 
 from hetplan.errors import InputError
 
-TORCH_FIX = 'pip install "hetplan[profile]" (or pip install torch==2.13.0 for the CPU build)'
+TORCH_FIX = 'pip install ".[profile]" in your hetplan checkout (it installs torch; a CPU build is enough to try it)'
 
 
 def require_torch() -> Any:

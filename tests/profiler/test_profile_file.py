@@ -195,4 +195,4 @@ def test_profile_without_torch_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     res = invoke("profile", "--device", "cpu", "--quick")
     assert res.exit_code == 2
-    assert 'pip install "hetplan[profile]"' in res.output
+    assert 'pip install ".[profile]"' in res.output
