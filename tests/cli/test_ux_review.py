@@ -18,7 +18,7 @@ def test_only_bf16_less_candidates_names_the_dtype_not_the_price():
     res = invoke("plan", "--model", "Llama-3-8B", "--synthetic", "balanced", "--goodput", "1", "--gpus", "T4")
     assert res.exit_code == 2
     assert "no bf16 tensor cores" in res.output and "--weight-dtype fp16" in res.output
-    assert "price" not in res.output
+    assert "no candidate GPU has" not in res.output and "matching price rows" not in res.output
 
 
 def test_catalog_gpus_marks_fp16_figures():
