@@ -598,8 +598,13 @@ def autoscale(
         design_utilization=parsed.design_utilization,
         max_cv=parsed.max_cv,
     )
-    req, workload, warnings, _ = build_request(scenario.model_copy(update={"goodput_req_per_s": 1.0}))
+    req, workload, warnings, gpu_warnings = build_request(scenario.model_copy(update={"goodput_req_per_s": 1.0}))
     sched = build_schedule(req, curve, settings)
+    sched_summary = summary(sched)
+    # the same per-GPU warnings (estimated TFLOPS, illustrative or unreliable prices) as `hetplan plan`, for every
+    # GPU type the schedule runs at some point
+    scheduled = {gpu for gpu, hours in sched_summary["gpu_hours"].items() if hours}
+    warnings = warnings + [text for name, text in gpu_warnings if name in scheduled]
     counts = np.array([sched.fleets[int(i)].counts for i in sched.requested_level])
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
     peak_req = replace(req, goodput_req_per_s=float(sched.demand_req_per_s.max()), headroom=0.0)
@@ -669,7 +674,8 @@ def autoscale(
             "max_cv": settings.max_cv,
             "headroom": req.headroom,
         },
-        "summary": summary(sched),
+        "summary": sched_summary,
+        "warnings": warnings,
         "deployment": plan_doc,
         "windows": rows(sched),
     }

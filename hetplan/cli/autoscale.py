@@ -179,3 +179,5 @@ def render_summary(doc: dict[str, Any], console: Console) -> None:
             highlight=False,
         )
     console.print("GPU-hours: " + ", ".join(f"{g} {h:,.0f}" for g, h in s["gpu_hours"].items() if h), highlight=False)
+    for w in doc.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

@@ -28,3 +28,25 @@ def test_catalog_gpus_marks_fp16_figures():
     assert "65 (fp16)" in t4
     h100 = next(line for line in res.stdout.splitlines() if "│ H100-SXM " in line)
     assert "(fp16)" not in h100
+
+
+def test_autoscale_carries_the_plan_gpu_warnings(tmp_path, examples):
+    scenario = tmp_path / "a10g.yaml"
+    scenario.write_text(
+        "schema_version: 1\nkind: scenario\nname: a10g-only\nmodel: Llama-3-8B\n"
+        "workload: {synthetic: {class: balanced, rate_per_s: 2}}\nslo: {ttft: 2s, tpot: 100ms, percentile: 90}\n"
+        "gpus: [A10G, H100]\ncloud: aws\n"
+    )
+    out = tmp_path / "schedule.json"
+    res = invoke("autoscale", scenario, "--diurnal", "1,4,1", "--out", out)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    used = {g for g, h in doc["summary"]["gpu_hours"].items() if h}
+    assert "A10G" in used
+    estimate = [w for w in doc["warnings"] if w.startswith("A10G:") and "estimate" in w]
+    assert estimate and estimate[0] in doc["deployment"]["warnings"]
+    assert {w.split(":")[0] for w in doc["warnings"] if ":" in w} <= used
+    assert "A10G: 70 TFLOPS is an estimate" in " ".join(res.output.split())
+    for fmt in ("md", "term", "html"):
+        report = invoke("report", out, "--format", fmt)
+        assert report.exit_code == 0 and "A10G: 70 TFLOPS is an estimate" in " ".join(report.stdout.split()), fmt
