@@ -16,7 +16,7 @@ from rich.table import Table
 
 from hetplan import api
 from hetplan.cli.main import app, err_console, run_guarded
-from hetplan.cli.plan import build_scenario
+from hetplan.cli.plan import _emit_settings, build_scenario
 from hetplan.errors import InputError
 from hetplan.io import check_output, to_json, write_atomic
 
@@ -66,6 +66,9 @@ def autoscale(
         "bounds from the schedule (min and max copies per combo).",
     ),
     validate: bool = typer.Option(False, "--validate", help="With --emit: check the manifests offline first."),
+    router_image: str = typer.Option(
+        None, "--router-image", help="With --emit: image with vllm-router (as 'hetplan emit --router-image')."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Cheapest combo schedule for a load curve (e.g. 14 days of 10-minute windows), with start-up lag,
@@ -79,6 +82,8 @@ def autoscale(
 
         if validate and emit_dir is None:
             raise InputError("--validate checks emitted files", fix="add --emit DIR")
+        if router_image is not None and emit_dir is None:
+            raise InputError("--router-image is for emitted files", fix="add --emit DIR")
         overrides: dict[str, Any] = {}
         scenario = build_scenario(scenario_file, overrides)
         spec = scenario.autoscale.model_dump() if scenario.autoscale else {}
@@ -119,7 +124,7 @@ def autoscale(
             text = _to_csv(doc["windows"]) if out.suffix.lower() == ".csv" else to_json(doc)
             write_atomic(out, text, force=force)
         if emit_dir is not None:
-            emitted.append(api.emit(doc["deployment"], emit_dir, ("all",), validate=validate, force=force))
+            emitted.append(api.emit(doc["deployment"], emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force))
         return doc, elapsed
 
     emitted: list[Any] = []
@@ -181,3 +186,4 @@ def render_summary(doc: dict[str, Any], console: Console) -> None:
     console.print("GPU-hours: " + ", ".join(f"{g} {h:,.0f}" for g, h in s["gpu_hours"].items() if h), highlight=False)
     for w in doc.get("warnings", []):
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+

@@ -180,6 +180,9 @@ def plan(
         None, "--emit", help="Also write every deployable target for the plan here (as 'hetplan emit --target all')."
     ),
     validate: bool = typer.Option(False, "--validate", help="With --emit: check the manifests offline first."),
+    router_image: str = typer.Option(
+        None, "--router-image", help="With --emit: image with vllm-router (as 'hetplan emit --router-image')."
+    ),
     # --- Hetis (issue 7): --strategy hetis plans a fixed GPU pool; see hetplan/hetis_planning.py ---
     pool: Path = typer.Option(None, "--pool", help="With --strategy hetis: the GPU pool file (POOL.yaml)."),
     # --- end Hetis ---
@@ -222,6 +225,8 @@ def plan(
     def work() -> tuple[dict[str, Any], float]:
         if validate and emit_dir is None:
             raise InputError("--validate checks emitted files", fix="add --emit DIR")
+        if router_image is not None and emit_dir is None:
+            raise InputError("--router-image is for emitted files", fix="add --emit DIR")
         overrides: dict[str, Any] = {
             "model": model,
             "workload_path": workload,
@@ -317,7 +322,7 @@ def plan(
             if out is not None:
                 write_atomic(out, dump_for_path(out, doc), force=True)
         if emit_dir is not None:
-            emitted.append(api.emit(doc, emit_dir, ("all",), validate=validate, force=force))
+            emitted.append(api.emit(doc, emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force))
         return doc, elapsed
 
     doc, elapsed = run_guarded(work)
@@ -484,3 +489,10 @@ def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> N
     _combo_rows(table, part["combos"], wide)
     console.print(table)
     console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
+
+
+def _emit_settings(router_image: str | None) -> Any:
+    """Emit settings for --emit: the defaults of ``hetplan emit``, with --router-image when given."""
+    from hetplan.emit.ir import EmitSettings
+
+    return EmitSettings() if router_image is None else EmitSettings(router_image=router_image)

@@ -50,3 +50,20 @@ def test_autoscale_carries_the_plan_gpu_warnings(tmp_path, examples):
     for fmt in ("md", "term", "html"):
         report = invoke("report", out, "--format", fmt)
         assert report.exit_code == 0 and "A10G: 70 TFLOPS is an estimate" in " ".join(report.stdout.split()), fmt
+
+
+def test_plan_and_autoscale_take_router_image(tmp_path, examples):
+    scenario = examples / "llama3-70b-azure-conv.yaml"
+    image = "registry.example/vllm-router:1.0"
+    for name, args in (
+        ("plan", ("plan", scenario, "--no-analysis")),
+        ("autoscale", ("autoscale", scenario, "--diurnal", "1,4,1")),
+    ):
+        out = tmp_path / name
+        res = invoke(*args, "--emit", out, "--router-image", image)
+        assert res.exit_code == 0, res.output
+        routers = list((out / "kubernetes").glob("*-u*-router.yaml"))
+        assert routers and all(image in p.read_text() for p in routers)
+        assert "placeholder" not in res.output
+        res = invoke(*args, "--router-image", image)
+        assert res.exit_code == 2 and "--emit" in res.output
