@@ -19,6 +19,7 @@ from hetplan.cli.main import app, err_console, run_guarded
 from hetplan.cli.plan import _emit_settings, build_scenario
 from hetplan.errors import InputError
 from hetplan.io import check_output, to_json, write_atomic
+from hetplan.units import format_signed_percent
 
 
 def _to_csv(rows: list[dict[str, Any]]) -> str:
@@ -157,15 +158,15 @@ def render_summary(doc: dict[str, Any], console: Console) -> None:
     t.add_row(
         "autoscaled schedule",
         f"{s['schedule_usd']:,.0f}",
-        f"{-s['saving_vs_static_peak'] * 100:+.1f} %" if s["saving_vs_static_peak"] is not None else "-",
+        format_signed_percent(-s["saving_vs_static_peak"]) if s["saving_vs_static_peak"] is not None else "-",
         str(s["short_windows"]),
     )
-    t.add_row("static, sized for the peak", f"{s['static_peak_usd']:,.0f}", "0.0 %", "0")
+    t.add_row("static, sized for the peak", f"{s['static_peak_usd']:,.0f}", "+0.0 %", "0")
     if s["static_mean_usd"] is not None:
         t.add_row(
             "static, sized for the mean",
             f"{s['static_mean_usd']:,.0f}",
-            f"{(s['static_mean_usd'] / s['static_peak_usd'] - 1) * 100:+.1f} %",
+            format_signed_percent(s["static_mean_usd"] / s["static_peak_usd"] - 1),
             str(s["static_mean_short_windows"]),
         )
     t.add_row("re-solved every window, no lag or hysteresis (bound)", f"{s['per_window_optimum_usd']:,.0f}", "", "")

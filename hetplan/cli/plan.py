@@ -19,7 +19,7 @@ from hetplan.cli.main import app, err_console, run_guarded
 from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 from hetplan.scenario import Scenario, load_scenario
-from hetplan.units import format_duration
+from hetplan.units import format_duration, format_signed_percent
 
 FLAG_FOR_FIELD = {
     "goodput_req_per_s": "--goodput",
@@ -436,7 +436,7 @@ def _comparison(doc: dict[str, Any], console: Console) -> None:
             table.add_row(label, "-", "-", "-", "infeasible", "-")
             continue
         gpus = ", ".join(f"{n}x {g}" for g, n in part["gpus_used"].items())
-        saves = "" if part is doc else f"{(1 - doc['total_usd_per_hour'] / part['total_usd_per_hour']) * 100:+.1f} %"
+        saves = "" if part is doc else format_signed_percent(1 - doc["total_usd_per_hour"] / part["total_usd_per_hour"])
         table.add_row(
             label,
             f"{part['total_usd_per_hour']:.2f}",

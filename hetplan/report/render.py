@@ -18,6 +18,7 @@ from rich.table import Table
 
 from hetplan.io import to_json
 from hetplan.report import charts
+from hetplan.units import format_signed_percent
 
 
 def render_json(report: dict[str, Any]) -> str:
@@ -30,7 +31,7 @@ def _usd(x: float | None) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:+.1f} %"
+    return "-" if x is None else format_signed_percent(x)
 
 
 def _ms(x: float) -> str:

@@ -67,3 +67,80 @@ def test_plan_and_autoscale_take_router_image(tmp_path, examples):
         assert "placeholder" not in res.output
         res = invoke(*args, "--router-image", image)
         assert res.exit_code == 2 and "--emit" in res.output
+
+
+DENSE_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+}
+
+
+def test_model_from_a_config_path_is_named_by_its_folder(tmp_path):
+    from hetplan.catalog import find_model
+
+    folder = tmp_path / "my-llama"
+    folder.mkdir()
+    config = folder / "config.json"
+    config.write_text(json.dumps(DENSE_CONFIG))
+    assert find_model(str(config)).name == "my-llama"
+    assert find_model(str(config)).source == str(config)
+    local = tmp_path / "other.json"
+    local.write_text(json.dumps(dict(DENSE_CONFIG, _name_or_path="/models/checkpoints/llama-8b-ft/")))
+    assert find_model(str(local)).name == "llama-8b-ft"
+    repo = tmp_path / "repo.json"
+    repo.write_text(json.dumps(dict(DENSE_CONFIG, _name_or_path="meta-llama/Meta-Llama-3-8B")))
+    assert find_model(str(repo)).name == "meta-llama/Meta-Llama-3-8B"
+    res = invoke(
+        "plan",
+        "--model",
+        config,
+        "--synthetic",
+        "balanced",
+        "--goodput",
+        "1",
+        "--gpus",
+        "L4",
+        "--json",
+        "--no-analysis",
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["scenario"]["model"] == "my-llama" and doc["scenario"]["model_config"] == str(config)
+    assert str(tmp_path) not in " ".join(doc["warnings"])
+
+
+def test_counts_and_percentages_read_well():
+    from hetplan.cli.emit import _count
+    from hetplan.units import format_signed_percent
+
+    assert [_count(n, "object") for n in (0, 1, 2)] == ["no objects", "1 object", "2 objects"]
+    assert format_signed_percent(-0.0) == "+0.0 %" and format_signed_percent(-0.0004) == "+0.0 %"
+    assert format_signed_percent(-0.657) == "-65.7 %" and format_signed_percent(0.1) == "+10.0 %"
+
+
+def test_emit_validation_summary_with_no_objects(tmp_path):
+    from tests.conftest import ROOT
+
+    res = invoke(
+        "emit",
+        ROOT / "tests" / "fixtures" / "plan_example_a.json",
+        "--target",
+        "vllm",
+        "--validate",
+        "--out",
+        tmp_path / "e",
+    )
+    assert res.exit_code == 0, res.output
+    assert "validated offline: no objects and 6 shell scripts" in res.output and "()" not in res.output
+
+
+def test_autoscale_on_a_flat_curve_prints_no_negative_zero(tmp_path, examples):
+    res = invoke("autoscale", examples / "llama3-70b-azure-conv.yaml", "--diurnal", "1,4,4")
+    assert res.exit_code == 0, res.output
+    assert "-0.0 %" not in res.output
