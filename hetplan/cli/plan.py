@@ -162,7 +162,9 @@ def plan(
     tp: str = typer.Option(None, "--tp", help="TP degrees to consider, e.g. 1,2,4,8."),
     max_ratio: int = typer.Option(None, "--max-ratio", help="Largest n and m in an n:m combo (default 8)."),
     weight_dtype: str = typer.Option(None, "--weight-dtype", help="bf16, fp16, fp8, int8 or int4."),
-    kv_dtype: str = typer.Option(None, "--kv-dtype", help="bf16, fp16 or fp8."),
+    kv_dtype: str = typer.Option(
+        None, "--kv-dtype", help="bf16, fp16 or fp8 (vLLM keeps a 16-bit KV cache in the weight dtype)."
+    ),
     out: Path = typer.Option(None, "--out", "-o", help="Write the plan file (YAML, or JSON for *.json)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
@@ -322,7 +324,9 @@ def plan(
             if out is not None:
                 write_atomic(out, dump_for_path(out, doc), force=True)
         if emit_dir is not None:
-            emitted.append(api.emit(doc, emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force))
+            emitted.append(
+                api.emit(doc, emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force)
+            )
         return doc, elapsed
 
     doc, elapsed = run_guarded(work)

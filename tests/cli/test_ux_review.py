@@ -144,3 +144,18 @@ def test_autoscale_on_a_flat_curve_prints_no_negative_zero(tmp_path, examples):
     res = invoke("autoscale", examples / "llama3-70b-azure-conv.yaml", "--diurnal", "1,4,4")
     assert res.exit_code == 0, res.output
     assert "-0.0 %" not in res.output
+
+
+def test_kv_dtypes_help_planner_and_emit_agree(tmp_path):
+    from hetplan.perf.arch import KV_BYTES
+
+    assert set(KV_BYTES) == {"bf16", "fp16", "fp8"}  # what --kv-dtype's help lists
+    base = ("plan", "--model", "Llama-3-8B", "--synthetic", "balanced", "--goodput", "1", "--gpus", "L4")
+    res = invoke(*base, "--kv-dtype", "auto")
+    assert res.exit_code == 2 and "supported: bf16, fp16, fp8" in res.output
+    for weight, kv in (("bf16", "bf16"), ("fp16", "fp16"), ("bf16", "fp8")):
+        plan = tmp_path / f"{weight}-{kv}.json"
+        res = invoke(*base, "--weight-dtype", weight, "--kv-dtype", kv, "--no-analysis", "--out", plan)
+        assert res.exit_code == 0, res.output
+        res = invoke("emit", plan, "--target", "vllm", "--out", tmp_path / f"{weight}-{kv}")
+        assert res.exit_code == 0, res.output
