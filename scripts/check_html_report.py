@@ -116,7 +116,7 @@ def check(report: Path, screenshot: Path | None = None) -> list[str]:
     return problems
 
 
-def _coloured(img: "np.ndarray") -> "np.ndarray":
+def _coloured(img: np.ndarray) -> np.ndarray:
     """Pixels far from grey: chart bars, lines and markers (text, axes and background are grey)."""
     import numpy as np
 

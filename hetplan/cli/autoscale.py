@@ -125,7 +125,11 @@ def autoscale(
             text = _to_csv(doc["windows"]) if out.suffix.lower() == ".csv" else to_json(doc)
             write_atomic(out, text, force=force)
         if emit_dir is not None:
-            emitted.append(api.emit(doc["deployment"], emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force))
+            emitted.append(
+                api.emit(
+                    doc["deployment"], emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force
+                )
+            )
         return doc, elapsed
 
     emitted: list[Any] = []
@@ -187,4 +191,3 @@ def render_summary(doc: dict[str, Any], console: Console) -> None:
     console.print("GPU-hours: " + ", ".join(f"{g} {h:,.0f}" for g, h in s["gpu_hours"].items() if h), highlight=False)
     for w in doc.get("warnings", []):
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
-
