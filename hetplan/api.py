@@ -277,7 +277,7 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
             f"no candidate GPU can run {dtype}: " + "; ".join(dtype_skipped),
             f"the planner computes in the weight dtype ({arch.weight_dtype}) and every priced candidate lacks it",
             ("pass --weight-dtype fp16, or " if fp16_ok and dtype != "fp16" else "")
-            + f"add a GPU with {dtype} support to --gpus (see hetplan catalog gpus)",
+            + f"add a GPU with {dtype} support to --gpus or the --prices file (see hetplan catalog gpus)",
         )
     if not chosen:
         raise InputError(
