@@ -225,6 +225,8 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
     explicit = bool(scenario.gpus or inventory or user_prices)
     prices: dict[str, GpuPrice] = {}
     chosen = []
+    dtype_skipped: list[str] = []  # candidates skipped for lacking the compute dtype
+    fp16_ok = True
     kind = "spot" if scenario.spot else "on-demand"
     where = f" on {scenario.cloud}" if scenario.cloud else ""
     for gpu in _candidate_gpus(scenario, inventory, warnings, user_prices):
@@ -240,6 +242,8 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         try:
             tflops, estimated = gpu.dense_tflops(compute_dtype(arch.weight_dtype))
         except KeyError as exc:
+            dtype_skipped.append(exc.args[0] if exc.args else f"{gpu.name}: no compute figure")
+            fp16_ok = fp16_ok and bool(gpu.fp16_dense_tflops)
             warnings.append(
                 f"{gpu.name} skipped: {exc.args[0] if exc.args else 'no compute figure'}"
                 + (" (plan with --weight-dtype fp16 to use it)" if gpu.fp16_dense_tflops else "")
@@ -267,9 +271,17 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
             )
         prices[gpu.name] = price
         chosen.append(gpu)
+    if not chosen and dtype_skipped:
+        dtype = compute_dtype(arch.weight_dtype)
+        raise InputError(
+            f"no candidate GPU can run {dtype}: " + "; ".join(dtype_skipped),
+            f"the planner computes in the weight dtype ({arch.weight_dtype}) and every priced candidate lacks it",
+            ("pass --weight-dtype fp16, or " if fp16_ok and dtype != "fp16" else "")
+            + f"add a GPU with {dtype} support to --gpus or the --prices file (see hetplan catalog gpus)",
+        )
     if not chosen:
         raise InputError(
-            f"no candidate GPU has a {kind} price{where}",
+            f"no candidate GPU has {'a spot' if scenario.spot else 'an on-demand'} price{where}",
             "the catalog lists no matching price rows",
             "drop --spot, pick another --cloud, or pass --prices",
         )
@@ -586,8 +598,13 @@ def autoscale(
         design_utilization=parsed.design_utilization,
         max_cv=parsed.max_cv,
     )
-    req, workload, warnings, _ = build_request(scenario.model_copy(update={"goodput_req_per_s": 1.0}))
+    req, workload, warnings, gpu_warnings = build_request(scenario.model_copy(update={"goodput_req_per_s": 1.0}))
     sched = build_schedule(req, curve, settings)
+    sched_summary = summary(sched)
+    # the same per-GPU warnings (estimated TFLOPS, illustrative or unreliable prices) as `hetplan plan`, for every
+    # GPU type the schedule runs at some point
+    scheduled = {gpu for gpu, hours in sched_summary["gpu_hours"].items() if hours}
+    warnings = warnings + [text for name, text in gpu_warnings if name in scheduled]
     counts = np.array([sched.fleets[int(i)].counts for i in sched.requested_level])
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
     peak_req = replace(req, goodput_req_per_s=float(sched.demand_req_per_s.max()), headroom=0.0)
@@ -657,7 +674,8 @@ def autoscale(
             "max_cv": settings.max_cv,
             "headroom": req.headroom,
         },
-        "summary": summary(sched),
+        "summary": sched_summary,
+        "warnings": warnings,
         "deployment": plan_doc,
         "windows": rows(sched),
     }

@@ -145,7 +145,7 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     doc["kv_capacity_ratio_over_splitwise"] = rnd(plan.kv_capacity_tokens / sw, 4) if sw > 0 else None
     if scenario.goodput_req_per_s is not None and plan.req_per_s < scenario.goodput_req_per_s:
         warnings.append(
-            f"the pool serves {plan.req_per_s:.3g} req/s with Hetis, below the goodput target "
+            f"the pool serves {plan.req_per_s:.2f} req/s with Hetis, below the goodput target "
             f"{scenario.goodput_req_per_s:g} req/s"
         )
     doc["warnings"] = warnings

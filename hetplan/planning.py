@@ -406,7 +406,7 @@ def _cost_vs_goodput(planner: Planner) -> list[dict[str, Any]]:
 
 def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> dict[str, Any]:
     """The scenario as resolved (model, dtypes, SLOs, workload summary, prices with sources, settings)."""
-    return {
+    doc: dict[str, Any] = {
         "name": scenario.name,
         "model": req.arch.spec.name,
         "weight_dtype": req.arch.weight_dtype,
@@ -425,6 +425,9 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
         "max_ratio": req.max_ratio,
         "perf_settings": asdict(req.settings),
     }
+    if req.arch.spec.source and "://" not in req.arch.spec.source:  # read from a local config.json: keep its path
+        doc["model_config"] = req.arch.spec.source
+    return doc
 
 
 __all__ = ["STRATEGIES", "Planner", "build_plan", "rnd", "scenario_doc", "solved_doc", "summary_doc"]

@@ -95,3 +95,10 @@ def format_duration(seconds: float) -> str:
     if seconds < 1.0:
         return f"{seconds * 1e3:.0f} ms" if seconds >= 0.01 else f"{seconds * 1e3:.1f} ms"
     return f"{seconds:.2f} s"
+
+
+def format_signed_percent(fraction: float, decimals: int = 1) -> str:
+    """Render a fraction as a signed percentage, ``-65.7 %`` or ``+0.0 %``; never ``-0.0 %`` (a change that rounds
+    to zero has no sign)."""
+    value = round(fraction * 100, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{value:+.{decimals}f} %"

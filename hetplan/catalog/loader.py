@@ -254,7 +254,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         heads = int(need("num_attention_heads", "n_head"))
         experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
         fields: dict[str, Any] = {
-            "name": cfg.get("_name_or_path") or (path.name if path.is_dir() else str(file)),
+            "name": _config_model_name(cfg, file),
             "hf_repo": cfg.get("_name_or_path", ""),
             "architecture": (cfg.get("architectures") or [""])[0],
             "hidden_size": hidden,
@@ -292,6 +292,19 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         raise InputError(
             f"model config {file} is not usable", format_validation(exc), "check the config's head counts"
         ) from None
+
+
+def _config_model_name(cfg: dict[str, Any], file: Path) -> str:
+    """A short name for a model read from ``file``: the config's ``_name_or_path`` (a Hugging Face repo, or the last
+    part of a local path), else the folder holding ``config.json``, else the file's stem. The full path stays in
+    the spec's ``source``."""
+    named = str(cfg.get("_name_or_path") or "").strip()
+    if named:
+        local = named.startswith(("/", "./", "../", "~")) or "\\" in named
+        return (Path(named.rstrip("/\\")).name or named) if local else named
+    if file.name == "config.json" and file.resolve().parent.name:
+        return file.resolve().parent.name
+    return file.stem
 
 
 def _get(cfg: dict[str, Any], key: str, default: Any) -> Any:

@@ -16,9 +16,10 @@ from rich.table import Table
 
 from hetplan import api
 from hetplan.cli.main import app, err_console, run_guarded
-from hetplan.cli.plan import build_scenario
+from hetplan.cli.plan import _emit_settings, build_scenario
 from hetplan.errors import InputError
 from hetplan.io import check_output, to_json, write_atomic
+from hetplan.units import format_signed_percent
 
 
 def _to_csv(rows: list[dict[str, Any]]) -> str:
@@ -66,6 +67,9 @@ def autoscale(
         "bounds from the schedule (min and max copies per combo).",
     ),
     validate: bool = typer.Option(False, "--validate", help="With --emit: check the manifests offline first."),
+    router_image: str = typer.Option(
+        None, "--router-image", help="With --emit: image with vllm-router (as 'hetplan emit --router-image')."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Cheapest combo schedule for a load curve (e.g. 14 days of 10-minute windows), with start-up lag,
@@ -79,6 +83,8 @@ def autoscale(
 
         if validate and emit_dir is None:
             raise InputError("--validate checks emitted files", fix="add --emit DIR")
+        if router_image is not None and emit_dir is None:
+            raise InputError("--router-image is for emitted files", fix="add --emit DIR")
         overrides: dict[str, Any] = {}
         scenario = build_scenario(scenario_file, overrides)
         spec = scenario.autoscale.model_dump() if scenario.autoscale else {}
@@ -119,7 +125,11 @@ def autoscale(
             text = _to_csv(doc["windows"]) if out.suffix.lower() == ".csv" else to_json(doc)
             write_atomic(out, text, force=force)
         if emit_dir is not None:
-            emitted.append(api.emit(doc["deployment"], emit_dir, ("all",), validate=validate, force=force))
+            emitted.append(
+                api.emit(
+                    doc["deployment"], emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force
+                )
+            )
         return doc, elapsed
 
     emitted: list[Any] = []
@@ -152,15 +162,15 @@ def render_summary(doc: dict[str, Any], console: Console) -> None:
     t.add_row(
         "autoscaled schedule",
         f"{s['schedule_usd']:,.0f}",
-        f"{-s['saving_vs_static_peak'] * 100:+.1f} %" if s["saving_vs_static_peak"] is not None else "-",
+        format_signed_percent(-s["saving_vs_static_peak"]) if s["saving_vs_static_peak"] is not None else "-",
         str(s["short_windows"]),
     )
-    t.add_row("static, sized for the peak", f"{s['static_peak_usd']:,.0f}", "0.0 %", "0")
+    t.add_row("static, sized for the peak", f"{s['static_peak_usd']:,.0f}", "+0.0 %", "0")
     if s["static_mean_usd"] is not None:
         t.add_row(
             "static, sized for the mean",
             f"{s['static_mean_usd']:,.0f}",
-            f"{(s['static_mean_usd'] / s['static_peak_usd'] - 1) * 100:+.1f} %",
+            format_signed_percent(s["static_mean_usd"] / s["static_peak_usd"] - 1),
             str(s["static_mean_short_windows"]),
         )
     t.add_row("re-solved every window, no lag or hysteresis (bound)", f"{s['per_window_optimum_usd']:,.0f}", "", "")
@@ -179,3 +189,5 @@ def render_summary(doc: dict[str, Any], console: Console) -> None:
             highlight=False,
         )
     console.print("GPU-hours: " + ", ".join(f"{g} {h:,.0f}" for g, h in s["gpu_hours"].items() if h), highlight=False)
+    for w in doc.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

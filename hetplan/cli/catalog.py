@@ -23,15 +23,24 @@ def gpus(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     if json_out:
         typer.echo(to_json([g.model_dump() for g in cat.gpus]), nl=False)
         return
-    t = Table(title=f"GPUs (as of {cat.as_of}; dense TFLOPS, never sparse)")
+    t = Table(
+        title=f"GPUs (as of {cat.as_of}; dense TFLOPS, never sparse)",
+        caption="(fp16): no bf16 on this GPU, the fp16 figure is shown; plan it with --weight-dtype fp16. "
+        "~N?: an estimate, not a datasheet figure.",
+    )
     for col in ("name", "aliases", "bf16 TFLOPS", "fp8 TFLOPS", "HBM GiB", "HBM GB/s", "link GB/s", "net Gbit/s"):
         t.add_column(col, justify="left" if col in ("name", "aliases") else "right", no_wrap=col == "name")
     for g in cat.gpus:
-        bf16 = g.bf16_dense_tflops or g.fp16_dense_tflops
+        if g.bf16_dense_tflops:
+            bf16 = _fmt(g.bf16_dense_tflops)
+        elif g.fp16_dense_tflops:
+            bf16 = f"{_fmt(g.fp16_dense_tflops)} (fp16)"
+        else:
+            bf16 = f"~{_fmt(g.fp16_dense_tflops_estimate)}?"
         t.add_row(
             g.name,
             ", ".join(g.aliases),
-            _fmt(bf16) if bf16 else f"~{_fmt(g.fp16_dense_tflops_estimate)}?",
+            bf16,
             _fmt(g.fp8_dense_tflops),
             _fmt(g.hbm_gib),
             _fmt(g.hbm_gb_per_s),

@@ -44,19 +44,25 @@ def _gpu_labels(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
+def _count(n: int, noun: str) -> str:
+    """``no objects``, ``1 object``, ``2 objects``."""
+    return f"no {noun}s" if n == 0 else f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def render_result(result: EmitResult) -> str:
     """Plain-text summary of an emit run (what the command prints without --json)."""
     counts: dict[str, int] = {}
     for entry in result.files:
         counts[entry.target] = counts.get(entry.target, 0) + 1
     per_target = ", ".join(f"{t} {counts.get(t, 0)}" for t in result.targets)
-    lines = [f"wrote {len(result.files)} files to {result.out_dir} ({per_target}) and {MANIFEST}"]
+    lines = [f"wrote {_count(len(result.files), 'file')} to {result.out_dir} ({per_target}) and {MANIFEST}"]
     report = result.validation
     if report is not None:
         kinds = ", ".join(f"{k} {n}" for k, n in report.by_kind().items())
+        objects = f"{_count(len(report.objects), 'object')} ({kinds})" if report.objects else "no objects"
         lines.append(
-            f"validated offline: {len(report.objects)} objects ({kinds}) and {len(report.scripts)} shell scripts: "
-            + ("all passed" if report.ok else f"{len(report.errors)} errors")
+            f"validated offline: {objects} and {_count(len(report.scripts), 'shell script')}: "
+            + ("all passed" if report.ok else _count(len(report.errors), "error"))
         )
         lines.append(
             f"  core kinds: kubernetes-validate --strict against Kubernetes {report.kubernetes_version}; custom "

@@ -26,7 +26,9 @@ def estimate(
     context_tokens: int = typer.Option(None, "--context-tokens", help="C: context per decoding sequence (default S)."),
     output_tokens: int = typer.Option(None, "--output-tokens", help="O: also report steady-state output tokens/s."),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="bf16, fp16, fp8, int8 or int4."),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16, fp16 or fp8."),
+    kv_dtype: str = typer.Option(
+        "bf16", "--kv-dtype", help="bf16, fp16 or fp8 (vLLM keeps a 16-bit KV cache in the weight dtype)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
     profile_files: list[Path] = typer.Option(
         None, "--profile", help="Profile file from 'hetplan profile': measured figures replace datasheet."

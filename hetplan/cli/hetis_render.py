@@ -82,7 +82,7 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
     console.print(
         f"Hetis primaries: {lay['label']} ({lay['layouts_considered']} "
         f"{'layout' if lay['layouts_considered'] == 1 else 'layouts'} considered); "
-        f"{pred['req_per_s']:.3g} req/s, {pred['output_tokens_per_s']:,.0f} output tokens/s, "
+        f"{_rate(pred['req_per_s'])} req/s, {pred['output_tokens_per_s']:,.0f} output tokens/s, "
         f"TPOT {_ms(pred['tpot_s'])}, p{slo['percentile']:g} TTFT {_ms(pred['ttft_s'])}, "
         f"KV capacity {pred['kv_capacity_tokens']:,.0f} tokens, decode batch {pred['decode_batch']}"
     )

@@ -19,7 +19,7 @@ from hetplan.cli.main import app, err_console, run_guarded
 from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 from hetplan.scenario import Scenario, load_scenario
-from hetplan.units import format_duration
+from hetplan.units import format_duration, format_signed_percent
 
 FLAG_FOR_FIELD = {
     "goodput_req_per_s": "--goodput",
@@ -162,7 +162,9 @@ def plan(
     tp: str = typer.Option(None, "--tp", help="TP degrees to consider, e.g. 1,2,4,8."),
     max_ratio: int = typer.Option(None, "--max-ratio", help="Largest n and m in an n:m combo (default 8)."),
     weight_dtype: str = typer.Option(None, "--weight-dtype", help="bf16, fp16, fp8, int8 or int4."),
-    kv_dtype: str = typer.Option(None, "--kv-dtype", help="bf16, fp16 or fp8."),
+    kv_dtype: str = typer.Option(
+        None, "--kv-dtype", help="bf16, fp16 or fp8 (vLLM keeps a 16-bit KV cache in the weight dtype)."
+    ),
     out: Path = typer.Option(None, "--out", "-o", help="Write the plan file (YAML, or JSON for *.json)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
@@ -180,6 +182,9 @@ def plan(
         None, "--emit", help="Also write every deployable target for the plan here (as 'hetplan emit --target all')."
     ),
     validate: bool = typer.Option(False, "--validate", help="With --emit: check the manifests offline first."),
+    router_image: str = typer.Option(
+        None, "--router-image", help="With --emit: image with vllm-router (as 'hetplan emit --router-image')."
+    ),
     # --- Hetis (issue 7): --strategy hetis plans a fixed GPU pool; see hetplan/hetis_planning.py ---
     pool: Path = typer.Option(None, "--pool", help="With --strategy hetis: the GPU pool file (POOL.yaml)."),
     # --- end Hetis ---
@@ -222,6 +227,8 @@ def plan(
     def work() -> tuple[dict[str, Any], float]:
         if validate and emit_dir is None:
             raise InputError("--validate checks emitted files", fix="add --emit DIR")
+        if router_image is not None and emit_dir is None:
+            raise InputError("--router-image is for emitted files", fix="add --emit DIR")
         overrides: dict[str, Any] = {
             "model": model,
             "workload_path": workload,
@@ -317,7 +324,9 @@ def plan(
             if out is not None:
                 write_atomic(out, dump_for_path(out, doc), force=True)
         if emit_dir is not None:
-            emitted.append(api.emit(doc, emit_dir, ("all",), validate=validate, force=force))
+            emitted.append(
+                api.emit(doc, emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force)
+            )
         return doc, elapsed
 
     doc, elapsed = run_guarded(work)
@@ -431,7 +440,7 @@ def _comparison(doc: dict[str, Any], console: Console) -> None:
             table.add_row(label, "-", "-", "-", "infeasible", "-")
             continue
         gpus = ", ".join(f"{n}x {g}" for g, n in part["gpus_used"].items())
-        saves = "" if part is doc else f"{(1 - doc['total_usd_per_hour'] / part['total_usd_per_hour']) * 100:+.1f} %"
+        saves = "" if part is doc else format_signed_percent(1 - doc["total_usd_per_hour"] / part["total_usd_per_hour"])
         table.add_row(
             label,
             f"{part['total_usd_per_hour']:.2f}",
@@ -484,3 +493,10 @@ def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> N
     _combo_rows(table, part["combos"], wide)
     console.print(table)
     console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
+
+
+def _emit_settings(router_image: str | None) -> Any:
+    """Emit settings for --emit: the defaults of ``hetplan emit``, with --router-image when given."""
+    from hetplan.emit.ir import EmitSettings
+
+    return EmitSettings() if router_image is None else EmitSettings(router_image=router_image)

@@ -21,7 +21,8 @@ from hetplan.catalog.schemas import ModelSpec
 from hetplan.errors import InputError
 
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
-KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "auto": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0}
+# the KV dtypes `hetplan emit` can express as a vLLM --kv-cache-dtype (a 16-bit cache follows the model dtype)
+KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 EMBED_BYTES = 2.0
 ArrayLike = float | np.ndarray
 
@@ -47,7 +48,7 @@ class ModelArch:
     Attributes:
         spec: catalog record.
         weight_dtype: one of ``bf16, fp16, fp8, int8, int4``.
-        kv_dtype: one of ``bf16, fp16, auto, fp8``.
+        kv_dtype: one of ``bf16, fp16, fp8``.
     """
 
     spec: ModelSpec

@@ -125,6 +125,7 @@ def schedule_report(doc: dict[str, Any], source: str) -> dict[str, Any]:
         "settings": doc["settings"],
         "summary": doc["summary"],
         "windows": doc["windows"],
+        "warnings": doc.get("warnings", []),  # schedules written before hetplan carried warnings have none
     }
 
 

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from hetplan.io import to_json
 from hetplan.report import charts
+from hetplan.units import format_signed_percent
 
 
 def render_json(report: dict[str, Any]) -> str:
@@ -30,7 +31,7 @@ def _usd(x: float | None) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:+.1f} %"
+    return "-" if x is None else format_signed_percent(x)
 
 
 def _ms(x: float) -> str:
@@ -206,6 +207,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     for s in report.get("schedules", []):
         out += [f"## {s['scenario']}: autoscaling schedule over {s['curve']['source']}", ""]
         out += _md_table(*_schedule_rows(s)) + ["", _schedule_text(s), ""]
+        for w in s.get("warnings", []):
+            out += [f"> warning: {w}", ""]
     return "\n".join(out)
 
 
@@ -274,6 +277,8 @@ def render_html(report: dict[str, Any], gate_markdown: str = "") -> str:
         body.append('<div class="charts">' + _chart("schedule", index, charts.schedule_over_time(s)) + "</div>")
         body.append(_html_table(*_schedule_rows(s)))
         body.append(f"<p>{html.escape(_schedule_text(s))}</p>")
+        for w in s.get("warnings", []):
+            body.append(f'<p class="warn">warning: {html.escape(w)}</p>')
     if gate_markdown:
         body.append("<h2>Cost gate</h2><pre>" + html.escape(gate_markdown) + "</pre>")
     body.append(f"<footer>hetplan {html.escape(report['hetplan_version'])}</footer>")
@@ -326,3 +331,5 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
             table.add_row(*[escape(c) for c in row])
         console.print(table)
         console.print(_schedule_text(s), highlight=False, markup=False)
+        for w in s.get("warnings", []):
+            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

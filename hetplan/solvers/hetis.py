@@ -648,8 +648,8 @@ def _excluded(
             out.append(
                 (
                     d,
-                    f"more useful for attention: best layout with it ({s.layout.label()}) serves {rate:.3g} req/s "
-                    f"in all, the chosen one {chosen_full:.3g}",
+                    f"more useful for attention: best layout with it ({s.layout.label()}) serves {rate:.2f} req/s "
+                    f"in all, the chosen one {chosen_full:.2f}",
                 )
             )
     return out

@@ -179,6 +179,36 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     assert run.returncode == 1
 
 
+def _check_html(path):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_html_report.py"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_html_check_is_per_chart(tmp_path, examples):
+    """A tall page with one drawn chart passes (the whole-page colour share is small); a blank chart fails."""
+    schedule = tmp_path / "schedule.json"
+    res = invoke("autoscale", examples / "llama3-70b-azure-conv.yaml", "--diurnal", "2,8,2", "--out", schedule)
+    assert res.exit_code == 0, res.output
+    html = tmp_path / "schedule.html"
+    assert invoke("report", schedule, "--out", html).exit_code == 0
+    run = _check_html(html)
+    assert run.returncode == 0, run.stdout + run.stderr
+    plan_html = tmp_path / "report.html"
+    assert invoke("report", PLAN, "--out", plan_html).exit_code == 0
+    text = plan_html.read_text()
+    blank = tmp_path / "blank.html"
+    # the last chart keeps its place in the page and the DOM but draws nothing
+    cut = text.rindex("<svg")
+    blank.write_text(text[:cut] + '<svg style="visibility:hidden"' + text[cut + 4 :])
+    run = _check_html(blank)
+    assert run.returncode == 1 and "chart 3 is nearly colourless" in run.stdout, run.stdout
+
+
 def test_committed_example_baseline_still_holds(examples):
     """The examples' stored gate baseline (examples/ci/baseline.json) must still pass: a change to hetplan's
     model or catalogs that makes an example dearer by more than 2 % fails here until the baseline is refreshed
