@@ -478,50 +478,51 @@ def plan_verified(
     if not resize or not first["verification"]["misses"]:
         return first
     tried: list[dict[str, Any]] = [_attempt_record(base, first)]
-    lo, hi, best = 1.0, None, None
-    for f in RESIZE_FACTORS:
-        headroom = (1 + base) * f - 1
-        if headroom > 10:
-            break
+
+    def probe(factor: float) -> tuple[bool, dict[str, Any] | None]:
+        """Plan and simulate at headroom (1 + base) x factor - 1, record it; (holds the SLOs, plan or None when
+        the inventory cannot reach that headroom)."""
+        headroom = (1 + base) * factor - 1
         try:
             doc = attempt(headroom, False)
         except InfeasibleError as exc:  # inventory runs out before the SLOs hold
-            tried.append({"headroom": rnd_h(headroom), "infeasible": exc.what})
-            break
+            tried.append({"headroom": _rnd_h(headroom), "infeasible": exc.what})
+            return False, None
         tried.append(_attempt_record(headroom, doc))
-        if doc["verification"]["misses"]:
-            lo = f
-        else:
+        return not doc["verification"]["misses"], doc
+
+    lo, hi, best = 1.0, None, None
+    for f in RESIZE_FACTORS:
+        if (1 + base) * f - 1 > 10:
+            break
+        passed, doc = probe(f)
+        if passed:
             hi, best = f, doc
             break
+        if doc is None:
+            break
+        lo = f
     if hi is None or best is None:
         last = tried[-1]
         raise InfeasibleError(
             "no headroom makes the plan hold its SLOs in simulation",
-            f"tried headroom up to {tried[-1]['headroom']:g}: "
+            f"tried headroom up to {last['headroom']:g}: "
             + (last.get("infeasible") or "; ".join(last.get("misses", []))),
             "lower the goodput target or relax the SLOs, add inventory, or plan without --verify-resize",
         )
     for _ in range(RESIZE_BISECT_STEPS):
         mid = (lo + hi) / 2
-        headroom = (1 + base) * mid - 1
-        try:
-            doc = attempt(headroom, False)
-        except InfeasibleError as exc:
-            tried.append({"headroom": rnd_h(headroom), "infeasible": exc.what})
-            lo = mid
-            continue
-        tried.append(_attempt_record(headroom, doc))
-        if doc["verification"]["misses"]:
-            lo = mid
-        else:
+        passed, doc = probe(mid)
+        if passed and doc is not None:
             hi, best = mid, doc
+        else:
+            lo = mid
     chosen = (1 + base) * hi - 1
     if analysis:
         best = attempt(chosen, True)
     best["verification"]["resized"] = {
         "headroom_asked": base,
-        "headroom_used": rnd_h(chosen),
+        "headroom_used": _rnd_h(chosen),
         "usd_per_hour_before": first["total_usd_per_hour"],
         "usd_per_hour_after": best["total_usd_per_hour"],
         "attempts": tried,
@@ -530,7 +531,7 @@ def plan_verified(
     return best
 
 
-def rnd_h(headroom: float) -> float:
+def _rnd_h(headroom: float) -> float:
     """Headroom rounded for the plan document (4 decimals)."""
     return round(headroom, 4)
 
@@ -538,7 +539,7 @@ def rnd_h(headroom: float) -> float:
 def _attempt_record(headroom: float, doc: dict[str, Any]) -> dict[str, Any]:
     v = doc["verification"]
     return {
-        "headroom": rnd_h(headroom),
+        "headroom": _rnd_h(headroom),
         "usd_per_hour": doc["total_usd_per_hour"],
         "joint_attainment": v["attainment"]["joint"],
         "misses": v["misses"],
