@@ -508,7 +508,13 @@ def plan_verified(
             "no headroom makes the plan hold its SLOs in simulation",
             f"tried headroom up to {last['headroom']:g}: "
             + (last.get("infeasible") or "; ".join(last.get("misses", []))),
-            "lower the goodput target or relax the SLOs, add inventory, or plan without --verify-resize",
+            "lower the goodput target or relax the SLOs, add inventory, or plan without --verify-resize"
+            + (
+                f"; {last['dropped']} request(s) were dropped because they fit no instance's KV cache, which more "
+                "copies of the same instances do not change: a GPU with more memory or a higher TP would"
+                if last.get("dropped")
+                else ""
+            ),
         )
     for _ in range(RESIZE_BISECT_STEPS):
         mid = (lo + hi) / 2
@@ -542,6 +548,7 @@ def _attempt_record(headroom: float, doc: dict[str, Any]) -> dict[str, Any]:
         "headroom": _rnd_h(headroom),
         "usd_per_hour": doc["total_usd_per_hour"],
         "joint_attainment": v["attainment"]["joint"],
+        "dropped": v["dropped"],
         "misses": v["misses"],
     }
 

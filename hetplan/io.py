@@ -22,9 +22,17 @@ def to_json(doc: Any) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Safe dumper that writes a repeated object out again instead of as an ``&id001`` anchor and ``*id001``
+    alias: plan files are diffed in CI and read by tools that do not expect aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def to_yaml(doc: Any) -> str:
-    """Stable YAML in the document's key order."""
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120)
+    """Stable YAML in the document's key order, without anchors or aliases."""
+    return yaml.dump(doc, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True, width=120)
 
 
 def check_output(path: str | Path, force: bool) -> int | None:

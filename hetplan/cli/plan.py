@@ -268,6 +268,8 @@ def plan(
                 )
         if verify_resize and not verify:
             raise InputError("--verify-resize needs --verify", fix="add --verify, or drop --verify-resize")
+        if verify_policy.lower().strip() != "fcfs" and not verify:
+            raise InputError("--verify-policy needs --verify", fix="add --verify, or drop --verify-policy")
         # --- Hetis (issue 7) ---
         if strategy.lower() == "hetis" or pool is not None:
             from hetplan.cli.hetis_render import hetis_work

@@ -22,6 +22,7 @@ the q₂ search is hetplan's own reconstruction (the paper does not say how q₂
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -358,16 +359,25 @@ def verify(
     keep = scaled.output_tokens > 1
     tpot = o["tpot_s"][keep]
     tpot = np.where(np.isfinite(tpot) & ~res.dropped[keep], tpot, np.inf)
-    ttft_q = float(np.percentile(ttft, q, method="higher"))
+    ttft_q = float(np.percentile(ttft, q, method="higher")) if ttft.size else 0.0
     tpot_q = float(np.percentile(tpot, q, method="higher")) if tpot.size else 0.0
     misses = []
+    unserved = f"more than {100 - q:g} % of the requests were dropped or never finished"
     if ttft_q > slo["ttft_s"]:
-        misses.append(f"simulated p{q:g} TTFT {ttft_q:.4g} s exceeds the SLO {slo['ttft_s']:g} s")
+        what = f"{ttft_q:.4g} s" if math.isfinite(ttft_q) else f"unbounded ({unserved})"
+        misses.append(f"simulated p{q:g} TTFT {what} exceeds the SLO {slo['ttft_s']:g} s")
     if tpot_q > slo["tpot_s"]:
-        misses.append(f"simulated p{q:g} TPOT {tpot_q * 1e3:.4g} ms exceeds the SLO {slo['tpot_s'] * 1e3:g} ms")
+        what = f"{tpot_q * 1e3:.4g} ms" if math.isfinite(tpot_q) else f"unbounded ({unserved})"
+        misses.append(f"simulated p{q:g} TPOT {what} exceeds the SLO {slo['tpot_s'] * 1e3:g} ms")
     if m["attainment"]["joint"] < q / 100:
         misses.append(f"simulated joint SLO attainment {m['attainment']['joint']:.1%} is below {q:g} %")
-    return {"metrics": m, "ttft_q_s": rnd(ttft_q, 5), "tpot_q_s": rnd(tpot_q, 5), "misses": misses}
+    # an unbounded percentile (too many requests unserved) is None in the document: JSON has no infinity
+    return {
+        "metrics": m,
+        "ttft_q_s": rnd(ttft_q, 5) if math.isfinite(ttft_q) else None,
+        "tpot_q_s": rnd(tpot_q, 5) if math.isfinite(tpot_q) else None,
+        "misses": misses,
+    }
 
 
 def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") -> dict[str, Any]:
@@ -386,6 +396,23 @@ def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") 
     """
     get_policy(policy)
     target = float(plan["scenario"]["goodput_target_req_per_s"])
+    # requests longer than the context window cannot be served by any deployment: the planner leaves them out of
+    # its length distribution (and warns), so the check leaves them out too instead of counting them as misses
+    window = deployment_from_plan(plan).arch.spec.max_position_embeddings
+    fits = (workload.prompt_tokens + workload.output_tokens) <= window
+    left_out = int((~fits).sum())
+    if left_out == workload.n_requests:
+        raise InputError(
+            f"every request of the workload is longer than the model's {window:,}-token context window",
+            fix="use a model with a longer context or a trace of shorter requests",
+        )
+    if left_out:
+        workload = replace(
+            workload,
+            prompt_tokens=workload.prompt_tokens[fits],
+            output_tokens=workload.output_tokens[fits],
+            arrival_s=None if workload.arrival_s is None else workload.arrival_s[fits],
+        )
     if workload.arrival_s is None:
         rng = np.random.default_rng(VERIFY_SEED)
         arrival = np.cumsum(rng.exponential(1.0 / target, workload.n_requests))
@@ -401,11 +428,14 @@ def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") 
     v = verify(plan, stream, policy, scale)
     m = v["metrics"]
     q = plan["scenario"]["slo"]["percentile"]
+    ttft_text = "unbounded" if v["ttft_q_s"] is None else f"{v['ttft_q_s']:.3g} s"
+    tpot_text = "unbounded" if v["tpot_q_s"] is None else f"{v['tpot_q_s'] * 1e3:.3g} ms"
     summary = (
         f"simulated {m['requests']} request{'' if m['requests'] == 1 else 's'} ({policy.lower()}) at the goodput "
         f"target {target:g} req/s ({arrivals}): "
-        f"joint SLO attainment {m['attainment']['joint']:.1%}, p{q:g} TTFT {v['ttft_q_s']:.3g} s, p{q:g} TPOT "
-        f"{v['tpot_q_s'] * 1e3:.3g} ms, goodput {m['goodput_req_per_s']:.3g} req/s"
+        f"joint SLO attainment {m['attainment']['joint']:.1%}, p{q:g} TTFT {ttft_text}, p{q:g} TPOT "
+        f"{tpot_text}, goodput {m['goodput_req_per_s']:.3g} req/s"
+        + (f"; {left_out} request(s) longer than the {window:,}-token context window left out" if left_out else "")
     )
     return {
         "policy": policy.lower(),
@@ -415,6 +445,7 @@ def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") 
         "requests": m["requests"],
         "unfinished": m["unfinished"],
         "dropped": m["dropped"] + m["dropped_over_context"],
+        "left_out_over_context": left_out,
         "attainment": m["attainment"],
         "goodput_req_per_s": m["goodput_req_per_s"],
         "goodput_definition": m["goodput_definition"],

@@ -234,3 +234,47 @@ def test_plan_verify_resize_says_when_no_headroom_holds():
     r = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--no-analysis", "--verify", "--verify-resize")
     assert r.exit_code == 1
     assert "no headroom makes the plan hold its SLOs in simulation" in r.output and "Traceback" not in r.output
+
+
+def test_plan_verify_leaves_over_context_requests_out_and_writes_valid_json(tmp_path):
+    """148 of the 300 Mooncake requests exceed Llama-3-8B's 8,192-token window: the planner leaves them out, and
+    so does the check (they used to make the percentile infinite and the JSON write crash)."""
+    out = tmp_path / "p.json"
+    r = invoke("plan", "-m", "Llama-3-8B", "-w", FIXTURES / "mooncake_300.jsonl", "--verify", "--no-analysis",
+               "--out", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    v = json.loads(out.read_text())["verification"]
+    assert v["left_out_over_context"] == 148 and v["requests"] == 152
+    assert v["ttft_p90_s"] is not None and "context window left out" in v["summary"]
+
+
+def test_plan_verify_policy_needs_verify():
+    from tests.conftest import EXAMPLES
+
+    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--verify-policy", "sjf")
+    assert r.exit_code == 2 and "--verify-policy needs --verify" in r.output
+
+
+def test_verify_percentiles_are_json_safe_under_overload():
+    """A heavy burst: whatever the percentile, the verification is writable as JSON (no infinity); an unbounded
+    percentile is None."""
+    import numpy as np
+
+    from hetplan.sim.run import verify
+    from hetplan.sim.trace import make_stream
+
+    plan = json.loads((FIXTURES / "plan_example_a.json").read_text())
+    n = 40
+    # prompts of 8,000 tokens arriving together: far more than the fleet serves within the drain cut-off
+    stream = make_stream(np.zeros(n), np.full(n, 8000), np.full(n, 100), ["x"] * n, source="test")
+    v = verify(plan, stream, "fcfs", 1.0)
+    assert v["ttft_q_s"] is None or np.isfinite(v["ttft_q_s"])
+    json.dumps(v["ttft_q_s"], allow_nan=False)
+
+
+def test_yaml_plans_have_no_anchors_or_aliases():
+    from hetplan.io import to_yaml
+
+    shared: list[str] = []
+    text = to_yaml({"a": {"misses": shared}, "b": {"misses": shared}})
+    assert "&id" not in text and "*id" not in text
