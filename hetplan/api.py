@@ -103,8 +103,9 @@ def estimate(
     # -- end measured figures --
 
 
-def profile_records(loaded: LoadedProfiles | None) -> list[dict[str, Any]]:
-    """What the JSON outputs (plan, estimate, fit) record of each ``--profile`` file."""
+def profile_records(loaded: LoadedProfiles | None, with_spec: bool = False) -> list[dict[str, Any]]:
+    """What the JSON outputs (plan, estimate, fit) record of each ``--profile`` file; ``with_spec`` adds the
+    profiled GPU entry itself (``gpu_spec``, in plans: the simulator rebuilds instances from it)."""
     if loaded is None:
         return []
     return [
@@ -115,6 +116,7 @@ def profile_records(loaded: LoadedProfiles | None) -> list[dict[str, Any]]:
             "device_name": prof.gpu.measured.device_name if prof.gpu.measured else None,
             "profiled_at": prof.gpu.measured.profiled_at if prof.gpu.measured else None,
         }
+        | ({"gpu_spec": prof.gpu.model_dump(mode="json", exclude_none=True)} if with_spec else {})
         for name, prof in loaded.files
     ]
 
@@ -373,7 +375,9 @@ def plan(
             req = replace(req, keep_pairs=keep_pairs(fit.a1, fit.a2, req, prune_top_k, unseen))
         doc = build_plan(req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress)
     if loaded is not None:
-        doc["scenario"]["profiles"] = profile_records(loaded)
+        # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
+        # instances without the profile files
+        doc["scenario"]["profiles"] = profile_records(loaded, with_spec=True)
     if prune_with is not None:
         doc["scenario"]["prune_with"] = {"file": Path(prune_with).name, "top_k": prune_top_k}
     return doc

@@ -36,8 +36,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from hetplan.catalog.loader import find_gpu, find_model
+from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
@@ -174,12 +176,18 @@ class Deployment:
     ttft_slo_s: float
     tpot_slo_s: float
     models: dict[tuple[str, int], InstanceModel] = field(default_factory=dict)
+    gpu_specs: dict[str, GpuSpec] = field(default_factory=dict)
+
+    def gpu(self, name: str) -> GpuSpec:
+        """The GPU entry for ``name``: the profiled one the plan recorded (``scenario.profiles[].gpu_spec``), else
+        the catalog's."""
+        return self.gpu_specs.get(name) or find_gpu(name)
 
     def model(self, gpu: str, tp: int) -> InstanceModel:
         """The (cached) performance model of ``gpu`` at TP ``tp``."""
         key = (gpu, tp)
         if key not in self.models:
-            self.models[key] = InstanceModel(self.arch, find_gpu(gpu), tp, 1, self.settings)
+            self.models[key] = InstanceModel(self.arch, self.gpu(gpu), tp, 1, self.settings)
         return self.models[key]
 
     def kv_transfer_coeffs(self, group: Group) -> tuple[float, float]:
@@ -333,6 +341,28 @@ def parse_bucket(label: str) -> tuple[float, float, float, float]:
     )
 
 
+def _profiled_gpus(scenario: dict[str, Any]) -> dict[str, GpuSpec]:
+    """The measured GPU entries a plan was made with (``hetplan plan --profile``), by name.
+
+    Raises:
+        InputError: a recorded entry that is not a valid GPU entry.
+    """
+    out: dict[str, GpuSpec] = {}
+    for i, rec in enumerate(scenario.get("profiles") or []):
+        raw = rec.get("gpu_spec") if isinstance(rec, dict) else None
+        if raw is None:  # plans written before the entry was recorded: the catalog's figures are used
+            continue
+        try:
+            spec = GpuSpec.model_validate(raw)
+        except ValidationError as exc:
+            raise InputError(
+                f"scenario.profiles[{i}].gpu_spec is not a valid GPU entry: {exc.errors()[0]['msg']}",
+                fix="re-plan with hetplan plan --profile to record it again",
+            ) from None
+        out[spec.name] = spec
+    return out
+
+
 def deployment_from_plan(doc: dict[str, Any]) -> Deployment:
     """Rebuild every instance of a plan document (combos or aggregated instances).
 
@@ -352,9 +382,10 @@ def deployment_from_plan(doc: dict[str, Any]) -> Deployment:
     instances: list[InstanceSpec] = []
     groups: list[Group] = []
     dep = Deployment(arch, settings, instances, groups, not doc["combos"], sc["slo"]["ttft_s"], sc["slo"]["tpot_s"])
+    dep.gpu_specs.update(_profiled_gpus(sc))
 
     def add(name: str, role: str, gpu: str, tp: int, seqs: int, group: int) -> int:
-        spec = find_gpu(gpu)
+        spec = dep.gpu(gpu)
         dep.model(spec.name, tp).require_fit()
         net = network_bytes_per_s(spec, tp, settings)
         instances.append(InstanceSpec(name, role, spec.name, tp, seqs, settings.max_num_batched_tokens, group, net))

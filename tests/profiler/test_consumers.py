@@ -203,3 +203,34 @@ def test_measured_figures_are_bounded_and_unmeasured_dtypes_say_what_the_model_u
     (note,) = measured_notes([bf16_only], "fp16")
     assert "uses its measured bf16 figure (700 TFLOP/s) for fp16" in note
     assert measured_notes([bf16_only], "bf16") == [] and measured_notes([h100], "bf16") == []
+
+
+def test_verify_and_simulate_use_the_profiled_figures_the_plan_was_made_with(tmp_path):
+    """A plan made with --profile records the measured GPU entry; the simulator rebuilds its instances from it
+    (it used to check a slow, measured H100 plan against datasheet speed)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from hetplan.cli.main import app
+    from tests.conftest import EXAMPLES
+    from tests.profiler.helpers import write_profile
+
+    slow = write_profile(tmp_path / "slow.yaml", gpu="H100", bf16_tflops=300.0, read_gb_per_s=1500.0)
+    runner = CliRunner()
+    common = ["plan", str(EXAMPLES / "llama3-70b-azure-conv.yaml"), "--gpus", "H100-SXM", "--strategy",
+              "homogeneous", "--no-analysis", "--json"]  # fmt: skip
+    fast = json.loads(runner.invoke(app, common).stdout)
+    r = runner.invoke(app, [*common, "--profile", str(slow)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["scenario"]["profiles"][0]["gpu_spec"]["measured"]["memory_read_gb_per_s"] == 1500.0
+    from hetplan.sim.deployment import deployment_from_plan
+
+    d_slow, d_fast = deployment_from_plan(doc), deployment_from_plan(fast)
+    name = doc["combos"][0]["decode_gpu"]
+    tp = doc["combos"][0]["decode_tp"]
+    step_slow = float(d_slow.model(name, tp).decode_step_latency_s(8, 1000.0))
+    step_fast = float(d_fast.model(name, tp).decode_step_latency_s(8, 1000.0))
+    assert d_slow.gpu(name).measured is not None and d_fast.gpu(name).measured is None
+    assert step_slow > step_fast  # the measured 1,500 GB/s is slower than the datasheet's
