@@ -4,6 +4,9 @@ stored baseline)."""
 from __future__ import annotations
 
 import math
+import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ from hetplan import api
 from hetplan.catalog.loader import read_yaml_file
 from hetplan.cli.main import app, err_console, run_guarded
 from hetplan.errors import HetplanError, InputError
-from hetplan.io import check_output, to_json, write_atomic
+from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 from hetplan.planfile import PlanMapping, check_plan, load_plan
 from hetplan.report.gate import (
     GateResult,
@@ -31,6 +34,43 @@ from hetplan.scenario import load_scenario
 
 FORMATS = ("term", "md", "html", "json")
 GATE_KIND = "gate-baseline"
+
+
+BASELINE_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def _to_stdout(write: Callable[[], None]) -> None:
+    """Run ``write`` (printing to stdout) and flush; a reader that stopped reading (``hetplan report PLAN | head -1``)
+    is not an error. Like ripgrep and other CLIs, the rest of the output is dropped silently: stdout is pointed at
+    the null device, so neither this write nor Python's flush at exit raises again, and the command goes on (a gate
+    still exits 1 on a failure, and its verdict still goes to stderr); with nothing failing the exit status is 0."""
+    try:
+        write()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # no real file descriptor behind stdout (a test runner)
+            pass
+
+
+class _StdoutConsole(Console):
+    """rich's console on stdout, with a closed pipe handled as :func:`_to_stdout` does (rich's default exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def _check_baseline_suffix(path: Path) -> None:
+    if path.suffix.lower() not in BASELINE_SUFFIXES:
+        raise InputError(
+            f"cannot tell the format of the baseline {path}",
+            "--update-baseline writes JSON for *.json and YAML for *.yaml or *.yml",
+            "name the baseline *.json, *.yaml or *.yml",
+        )
 
 
 def _format_for(fmt: str | None, out: Path | None) -> str:
@@ -178,9 +218,9 @@ def report(
         run_guarded(lambda: write_atomic(out, text, force=force))
         err_console.print(f"wrote {escape(str(out))}")
     elif kind == "term":
-        render_terminal(rep, Console())
+        _to_stdout(lambda: render_terminal(rep, _StdoutConsole()))
     else:
-        typer.echo(text, nl=False)
+        _to_stdout(lambda: typer.echo(text, nl=False))
     if results:
         _finish_gate(results, allowed, github, summary, [])
 
@@ -199,7 +239,7 @@ def _finish_gate(
     quiet: bool = False,
 ) -> None:
     if github:
-        typer.echo(github_annotations(results, warnings), nl=False)
+        _to_stdout(lambda: typer.echo(github_annotations(results, warnings), nl=False))
     if summary is not None:
         run_guarded(lambda: _append_summary(summary, markdown_summary(results, allowed, warnings)))
     if not quiet:
@@ -233,7 +273,9 @@ def _print_gate(results: list[GateResult], allowed: float, warnings: list[str]) 
 @app.command()
 def gate(
     scenarios: list[Path] = typer.Argument(..., help="Scenario files to re-plan with the current code and catalogs."),
-    baseline: Path = typer.Option(..., "--baseline", help="Baseline file (JSON) holding one plan per scenario."),
+    baseline: Path = typer.Option(
+        ..., "--baseline", help="Baseline file (.json, .yaml or .yml) holding one plan per scenario."
+    ),
     max_cost_increase: str = typer.Option("2%", "--max-cost-increase", help="Allowed $/hour rise per scenario."),
     min_ratio: float = typer.Option(None, "--min-tokens-per-usd-ratio", help="Minimum tokens/USD vs the baseline."),
     update: bool = typer.Option(
@@ -257,6 +299,8 @@ def gate(
                 "--update-baseline writes the baseline; it does not gate",
                 fix="drop --json, --github and --summary when updating",
             )
+        if update:
+            _check_baseline_suffix(baseline)
         stored = _read_gate_baseline(baseline) if (not update or baseline.exists()) else None
         loaded: list[tuple[Path, Any]] = []
         for path in scenarios:
@@ -284,7 +328,7 @@ def gate(
         kept = dict(stored["scenarios"]) if stored else {}
         kept.update(fresh)
         doc = {"schema_version": 1, "kind": GATE_KIND, "scenarios": dict(sorted(kept.items()))}
-        run_guarded(lambda: write_atomic(baseline, to_json(doc), force=True))
+        run_guarded(lambda: write_atomic(baseline, dump_for_path(baseline, doc), force=True))
         err_console.print(f"updated {len(fresh)} scenario(s) in {escape(str(baseline))} ({len(kept)} in all)")
         return
     assert stored is not None
@@ -301,16 +345,12 @@ def gate(
         if name not in fresh and name not in broken
     ]
     if json_out:
-        typer.echo(
-            to_json(
-                {
-                    "passed": bool(results) and all(r.passed for r in results),
-                    "results": [r.as_dict() for r in results],
-                    "warnings": warnings,
-                }
-            ),
-            nl=False,
-        )
+        gate_doc = {
+            "passed": bool(results) and all(r.passed for r in results),
+            "results": [r.as_dict() for r in results],
+            "warnings": warnings,
+        }
+        _to_stdout(lambda: typer.echo(to_json(gate_doc), nl=False))
     _finish_gate(results, allowed, github, summary, warnings, quiet=json_out)
 
 

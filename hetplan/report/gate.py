@@ -76,6 +76,33 @@ def _deployment(plan: dict[str, Any]) -> Counter[str]:
     return units
 
 
+def _slo_value(key: str, x: Any, exact: bool = False) -> str:
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return "-" if x is None else str(x)
+    if key == "percentile":
+        return f"p{x:g}"
+    if exact:
+        return f"{x:.6g} s"
+    return f"{x * 1e3:.4g} ms" if x < 1 else f"{x:.2f} s"
+
+
+def slo_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """One readable line for an SLO change, e.g. ``SLO: TTFT 1.00 s -> 2.00 s, TPOT unchanged, percentile
+    unchanged`` (TTFT/TPOT in ms below one second, seconds from one second up)."""
+    parts = []
+    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("percentile", "percentile")):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            parts.append(f"{label} unchanged")
+            continue
+        exact = _slo_value(key, a) == _slo_value(key, b)  # a change the rounding would hide
+        parts.append(f"{label} {_slo_value(key, a, exact)} -> {_slo_value(key, b, exact)}")
+    for key in sorted((set(old) | set(new)) - {"ttft_s", "tpot_s", "percentile"}):
+        if old.get(key) != new.get(key):
+            parts.append(f"{key} {old.get(key)} -> {new.get(key)}")
+    return "SLO: " + ", ".join(parts)
+
+
 def explain(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     """Readable lines saying what differs between two plan documents (empty when nothing does)."""
     lines = []
@@ -92,7 +119,7 @@ def explain(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     if current.get("strategy") != baseline.get("strategy"):
         lines.append(f"strategy: {baseline.get('strategy')} -> {current.get('strategy')}")
     if cs.get("slo") != bs.get("slo"):
-        lines.append(f"SLO: {bs.get('slo')} -> {cs.get('slo')}")
+        lines.append(slo_change(bs.get("slo") or {}, cs.get("slo") or {}))
     if cs.get("workload", {}).get("source") != bs.get("workload", {}).get("source"):
         lines.append(f"workload: {bs.get('workload', {}).get('source')} -> {cs.get('workload', {}).get('source')}")
     cp = {g: p["usd_per_gpu_hour"] for g, p in cs.get("prices", {}).items()}

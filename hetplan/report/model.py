@@ -70,7 +70,7 @@ def plan_report(plan: dict[str, Any], source: str) -> dict[str, Any]:
                 else None,
             }
     analysis = plan.get("analysis", {})
-    return {
+    out = {
         "source": source,
         "name": sc["name"],
         "strategy": plan["strategy"],
@@ -101,6 +101,54 @@ def plan_report(plan: dict[str, Any], source: str) -> dict[str, Any]:
         "cost_vs_goodput": analysis.get("cost_vs_goodput", []),
         "warnings": plan.get("warnings", []),
     }
+    if isinstance(plan.get("verification"), dict):  # only then: reports of unverified plans stay as they were
+        out["verification"] = verification_report(plan["verification"], slo)
+    return out
+
+
+def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any]:
+    """The report's view of a plan's ``verification`` block (``hetplan plan --verify``, see
+    :func:`hetplan.sim.run.verify_plan`; ``resized`` from ``--verify-resize``, see :func:`hetplan.api.plan_verified`).
+
+    Every value may be missing or None in the block (a non-finite percentile is written as null); it stays None here
+    and the renderers print it as "-". ``ttft_q_s``/``tpot_q_s`` are the simulated p-``percentile`` TTFT/TPOT in
+    seconds; ``slo_held`` is False when the simulation recorded any miss, None when the block says nothing.
+    """
+    q = slo["percentile"]
+    raw = v.get("attainment")
+    att: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    misses = [str(m) for m in v.get("misses") or []]
+    out: dict[str, Any] = {
+        "policy": v.get("policy"),
+        "target_req_per_s": v.get("target_req_per_s"),
+        "rate_scale": v.get("rate_scale"),
+        "arrivals": v.get("arrivals"),
+        "requests": v.get("requests"),
+        "unfinished": v.get("unfinished"),
+        "dropped": v.get("dropped"),
+        "attainment": {k: att.get(k) for k in ("joint", "ttft", "tpot")},
+        "percentile": q,
+        "ttft_q_s": v.get(f"ttft_p{q:g}_s"),
+        "tpot_q_s": v.get(f"tpot_p{q:g}_s"),
+        "slo_ttft_s": slo["ttft_s"],
+        "slo_tpot_s": slo["tpot_s"],
+        "goodput_req_per_s": v.get("goodput_req_per_s"),
+        "goodput_definition": v.get("goodput_definition"),
+        "misses": misses,
+        "slo_held": (not misses) if "misses" in v else None,
+        "summary": v.get("summary"),
+        "warnings": [str(w) for w in v.get("warnings") or []],
+    }
+    resized = v.get("resized")
+    if isinstance(resized, dict):
+        out["resized"] = {
+            "headroom_asked": resized.get("headroom_asked"),
+            "headroom_used": resized.get("headroom_used"),
+            "usd_per_hour_before": resized.get("usd_per_hour_before"),
+            "usd_per_hour_after": resized.get("usd_per_hour_after"),
+            "attempts": len(resized.get("attempts") or []),
+        }
+    return out
 
 
 def _summary(part: dict[str, Any]) -> dict[str, Any]:

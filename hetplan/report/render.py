@@ -69,7 +69,7 @@ def _deployment_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 _ms(d["predicted_ttft_s"]),
                 _ms(d["predicted_tpot_s"]),
                 f"{d['utilization'] * 100:.0f} %",
-                "met" if d["meets_ttft_slo"] and d["meets_tpot_slo"] else "MISSED",
+                _slo_cell(d["meets_ttft_slo"] and d["meets_tpot_slo"], p.get("verification")),
             ]
             for d in p["deployment"]
         ]
@@ -86,6 +86,84 @@ def _deployment_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         for d in p["deployment"]
     ]
     return head, rows
+
+
+def _slo_cell(model_met: bool, v: dict[str, Any] | None) -> str:
+    """A combo's SLO cell. Without a simulated check it reads "met"/"MISSED" as it always did; with one it says
+    that the verdict is the model's, and a model "met" is never left unqualified when the simulation missed."""
+    if v is None:
+        return "met" if model_met else "MISSED"
+    if not model_met:
+        return "MISSED (model)"
+    return "met (model), sim MISSED" if v["slo_held"] is False else "met (model)"
+
+
+MISSED_CELLS = ("MISSED", "MISSED (model)", "met (model), sim MISSED")
+
+
+def _opt(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _opt_ms(x: float | None) -> str:
+    return "-" if x is None else _ms(x)
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f} %"
+
+
+def _vs_slo(x: float | None, slo: float) -> str:
+    if x is None:
+        return f"- (not finite) vs SLO {_ms(slo)}"
+    return f"{_ms(x)} vs SLO {_ms(slo)}: " + ("met" if x <= slo else "MISSED")
+
+
+def _verification_rows(v: dict[str, Any]) -> list[list[str]]:
+    """Key/value rows of the "Simulated check" section (see :func:`hetplan.report.model.verification_report`)."""
+    q = f"p{v['percentile']:g}"
+    att = v["attainment"]
+    verdict = {True: "SLOs held in simulation", False: "SLO MISSED in simulation", None: "-"}[v["slo_held"]]
+    rows = [
+        ["verdict", verdict],
+        ["policy", str(v["policy"] or "-")],
+        ["target rate", f"{_opt(v['target_req_per_s'], 'g')} req/s (rate scale x{_opt(v['rate_scale'], '.4g')})"],
+        ["arrivals", str(v["arrivals"] or "-")],
+        [
+            "requests",
+            f"{_opt(v['requests'], ',.0f')} ({_opt(v['unfinished'], ',.0f')} unfinished, "
+            f"{_opt(v['dropped'], ',.0f')} dropped)",
+        ],
+        [
+            "SLO attainment",
+            f"joint {_share(att['joint'])}, TTFT {_share(att['ttft'])}, TPOT {_share(att['tpot'])} "
+            f"(needs {v['percentile']:g} %)",
+        ],
+        [f"{q} TTFT", _vs_slo(v["ttft_q_s"], v["slo_ttft_s"])],
+        [f"{q} TPOT", _vs_slo(v["tpot_q_s"], v["slo_tpot_s"])],
+        [
+            "goodput (simulated)",
+            f"{_opt(v['goodput_req_per_s'], '.3g')} req/s (target {_opt(v['target_req_per_s'], 'g')} req/s)",
+        ],
+    ]
+    r = v.get("resized")
+    if r is not None:
+        before, after = r["usd_per_hour_before"], r["usd_per_hour_after"]
+        change = "" if not before or after is None else f" ({(after / before - 1) * 100:+.1f} %)"
+        rows += [
+            [
+                "resized: headroom",
+                f"asked {_opt(r['headroom_asked'], 'g')}, used {_opt(r['headroom_used'], 'g')} "
+                f"({r['attempts']} attempts)",
+            ],
+            ["resized: $/hour", f"{_usd(before)} -> {_usd(after)}{change}"],
+        ]
+    return rows
+
+
+def _verification_lines(v: dict[str, Any]) -> list[str]:
+    """The misses and the simulator's warnings, one sentence each."""
+    return [f"miss: {m}" for m in v["misses"]] + [f"simulator warning: {w}" for w in v["warnings"]]
 
 
 def _strategy_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -193,6 +271,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         out += [f"## {p['name']}: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan", ""]
         out += _md_table(["", ""], [[k, v] for k, v in _headline(p)]) + [""]
         out += ["### Deployment", ""] + _md_table(*_deployment_rows(p)) + [""]
+        if "verification" in p:
+            v = p["verification"]
+            out += ["### Simulated check", ""] + _md_table(["", ""], _verification_rows(v)) + [""]
+            out += [f"- {line}" for line in _verification_lines(v)] + ([""] if _verification_lines(v) else [])
         out += ["### Strategies compared", ""] + _md_table(*_strategy_rows(p)) + [""]
         out += [f"- {line}" for line in _notes(p)] + ([""] if _notes(p) else [])
         if p["price_sensitivity"]:
@@ -228,7 +310,10 @@ def _html_table(head: list[str], rows: list[list[str]]) -> str:
     parts = ["<table>" + header]
     for row in rows:
         cells = "".join(
-            f'<td class="missed">{html.escape(c)}</td>' if c == "MISSED" else f"<td>{html.escape(c)}</td>" for c in row
+            f'<td class="missed">{html.escape(c)}</td>'
+            if c in MISSED_CELLS or c.endswith(": MISSED")
+            else f"<td>{html.escape(c)}</td>"
+            for c in row
         )
         parts.append(f"<tr>{cells}</tr>")
     parts.append("</table>")
@@ -260,6 +345,10 @@ def render_html(report: dict[str, Any], gate_markdown: str = "") -> str:
             body.append(_chart("goodput", index, charts.cost_vs_goodput(p)))
         body.append("</div>")
         body.append("<h3>Deployment</h3>" + _html_table(*_deployment_rows(p)))
+        if "verification" in p:
+            v = p["verification"]
+            body.append("<h3>Simulated check</h3>" + _html_table(["", ""], _verification_rows(v)))
+            body += [f'<p class="missed">{html.escape(line)}</p>' for line in _verification_lines(v)]
         body.append("<h3>Strategies compared</h3>" + _html_table(*_strategy_rows(p)))
         body += [f"<p>{html.escape(line)}</p>" for line in _notes(p)]
         if p["price_sensitivity"]:
@@ -293,6 +382,16 @@ def render_html(report: dict[str, Any], gate_markdown: str = "") -> str:
 
 
 # -- terminal ---------------------------------------------------------------------------------------------------
+def _kv_table(title: str, rows: list[list[str]]) -> Table:
+    """A titled two-column table whose values wrap (the arrivals sentence is long)."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_header=False)
+    table.add_column("", justify="left", no_wrap=True)
+    table.add_column("", justify="left")
+    for k, v in rows:
+        table.add_row(escape(k), escape(v))
+    return table
+
+
 def render_terminal(report: dict[str, Any], console: Console) -> None:
     """Rich tables on ``console``."""
     for p in report["plans"]:
@@ -304,10 +403,16 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
         for title, (head, rows) in (
             ("", (["", ""], [[k, v] for k, v in _headline(p)])),
             ("Deployment", _deployment_rows(p)),
+            ("Simulated check", (["", ""], _verification_rows(p["verification"]) if "verification" in p else [])),
             ("Strategies compared", _strategy_rows(p)),
             ("Price sensitivity (each GPU type ±20 %)", _sensitivity_rows(p)),
         ):
             if not rows:
+                continue
+            if title == "Simulated check":
+                console.print(_kv_table(title, rows))
+                for line in _verification_lines(p["verification"]):
+                    console.print(line, highlight=False, markup=False)
                 continue
             keep = [i for i, h in enumerate(head) if h != "GPUs" or console.width >= 110]
             table = Table(title=title or None, box=box.SIMPLE_HEAD, pad_edge=False, show_header=bool(title))

@@ -1,0 +1,184 @@
+"""Regression tests for user-found report/gate defects: the simulated check in reports, readable SLO changes, YAML
+gate baselines and a reader that closes the pipe early."""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hetplan.cli.main import app
+from hetplan.planfile import load_plan
+from hetplan.report.gate import compare, slo_change
+from tests.conftest import EXAMPLES, ROOT
+
+PLAN = ROOT / "tests" / "fixtures" / "plan_example_a.json"
+HETPLAN = [sys.executable, "-c", "from hetplan.cli.main import main; main()"]
+runner = CliRunner()
+ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
+
+
+def invoke(*args):
+    return runner.invoke(app, list(map(str, args)), env=ENV)
+
+
+@pytest.fixture(scope="module")
+def verified_b(tmp_path_factory):
+    """Example (b) planned with --verify: the model says the SLOs hold, the simulation says they do not."""
+    out = tmp_path_factory.mktemp("verified") / "b.yaml"
+    res = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--verify", "--no-analysis", "--out", out)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def _reports(path, tmp_path):
+    texts = {}
+    for fmt in ("md", "html", "json"):
+        target = tmp_path / f"r.{fmt}"
+        assert invoke("report", path, "--out", target, "--force").exit_code == 0
+        texts[fmt] = target.read_text()
+    res = invoke("report", path)
+    assert res.exit_code == 0, res.output
+    texts["term"] = res.stdout
+    return texts
+
+
+def test_report_shows_the_simulated_check_in_every_format(verified_b, tmp_path):
+    v = load_plan(verified_b)["verification"]
+    assert v["misses"]  # the premise: this plan misses in simulation
+    texts = _reports(verified_b, tmp_path)
+    joint = f"joint {v['attainment']['joint'] * 100:.1f} %"
+    ttft = f"{v['ttft_p90_s']:.2f} s vs SLO 1.50 s: MISSED"
+    for fmt in ("md", "html", "term"):
+        text = html.unescape(texts[fmt]) if fmt == "html" else texts[fmt]
+        assert "Simulated check" in text and "SLO MISSED in simulation" in text, fmt
+        assert joint in text and ttft in text and "fcfs" in text and v["arrivals"] in text, fmt
+        assert f"{v['goodput_req_per_s']:.3g} req/s (target 8 req/s)" in text, fmt
+        assert "met (model), sim MISSED" in text, fmt
+        for miss in v["misses"]:
+            assert miss in text, fmt
+    assert "| met |" not in texts["md"] and "<td>met</td>" not in texts["html"]
+    assert '<td class="missed">met (model), sim MISSED</td>' in texts["html"]
+    rv = json.loads(texts["json"])["plans"][0]["verification"]
+    assert rv["slo_held"] is False and rv["ttft_q_s"] == v["ttft_p90_s"] and rv["misses"] == v["misses"]
+    assert rv["attainment"] == {k: v["attainment"][k] for k in ("joint", "ttft", "tpot")}
+    assert _reports(verified_b, tmp_path) == texts  # byte-identical run to run
+
+
+def _with_verification(tmp_path, **change):
+    plan = load_plan(PLAN)
+    q = plan["scenario"]["slo"]["percentile"]
+    plan["verification"] = {
+        "policy": "fcfs",
+        "target_req_per_s": plan["scenario"]["goodput_target_req_per_s"],
+        "rate_scale": 1.0,
+        "arrivals": "Poisson arrivals at 5 req/s (seed 0; the workload has no timestamps)",
+        "requests": 1000,
+        "unfinished": 0,
+        "dropped": 0,
+        "attainment": {"ttft": 0.97, "tpot": 0.99, "joint": 0.96},
+        "goodput_req_per_s": 4.9,
+        f"ttft_p{q:g}_s": None,  # a non-finite percentile is written as null
+        f"tpot_p{q:g}_s": 0.031,
+        "misses": [],
+        "warnings": [],
+        "resized": {
+            "headroom_asked": 0.1,
+            "headroom_used": 0.2,
+            "usd_per_hour_before": 50.0,
+            "usd_per_hour_after": plan["total_usd_per_hour"],
+            "attempts": [{"headroom": 0.1}, {"headroom": 0.2}],
+        },
+    }
+    plan["verification"].update(change)
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(plan))
+    return path
+
+
+def test_resized_plan_and_null_values(tmp_path):
+    path = _with_verification(tmp_path)
+    after = load_plan(PLAN)["total_usd_per_hour"]
+    texts = _reports(path, tmp_path)
+    for fmt in ("md", "html", "term"):
+        text = html.unescape(texts[fmt]) if fmt == "html" else texts[fmt]
+        assert "SLOs held in simulation" in text and "met (model)" in text and "sim MISSED" not in text, fmt
+        assert "- (not finite) vs SLO" in text and "31 ms vs SLO" in text, fmt
+        assert "asked 0.1, used 0.2 (2 attempts)" in text, fmt
+        assert f"$50.00 -> ${after:,.2f} ({(after / 50 - 1) * 100:+.1f} %)" in text, fmt
+    rv = json.loads(texts["json"])["plans"][0]["verification"]
+    assert rv["ttft_q_s"] is None and rv["resized"]["attempts"] == 2 and rv["slo_held"] is True
+    sparse = _with_verification(tmp_path, attainment={}, goodput_req_per_s=None, resized=None)
+    md = invoke("report", sparse, "--format", "md").stdout
+    assert "| SLO attainment | joint -, TTFT -, TPOT - (needs 90 %) |" in md
+    assert "| goodput (simulated) | - req/s (target 5 req/s) |" in md and "resized" not in md
+    assert invoke("report", sparse).exit_code == 0
+
+
+def test_unverified_plans_render_as_before():
+    md = invoke("report", PLAN, "--format", "md").stdout
+    assert "Simulated check" not in md and "(model)" not in md and "| met |" in md
+    assert "verification" not in json.loads(invoke("report", PLAN, "--format", "json").stdout)["plans"][0]
+
+
+def test_slo_changes_are_readable():
+    old = {"ttft_s": 1.0, "tpot_s": 0.1, "percentile": 90.0}
+    assert slo_change(old, dict(old, ttft_s=2.0)) == "SLO: TTFT 1.00 s -> 2.00 s, TPOT unchanged, percentile unchanged"
+    assert slo_change(old, dict(old, tpot_s=0.05, percentile=99.0)) == (
+        "SLO: TTFT unchanged, TPOT 100 ms -> 50 ms, percentile p90 -> p99"
+    )
+    assert slo_change(old, dict(old, ttft_s=1.001)) == "SLO: TTFT 1 s -> 1.001 s, TPOT unchanged, percentile unchanged"
+    plan = load_plan(PLAN)
+    other = copy.deepcopy(plan)
+    other["scenario"]["slo"]["ttft_s"] = plan["scenario"]["slo"]["ttft_s"] * 2
+    changes = [c for c in compare(other, plan, 0.02, None).changes if c.startswith("SLO")]
+    assert len(changes) == 1 and "{" not in changes[0] and "TPOT unchanged" in changes[0]
+
+
+def test_gate_writes_and_reads_a_yaml_baseline(tmp_path, examples):
+    scenario = examples / "cauchy-h800-a800-h20.yaml"
+    base = tmp_path / "bl2.yaml"
+    assert invoke("gate", scenario, "--baseline", base, "--update-baseline").exit_code == 0
+    text = base.read_text()
+    assert not text.lstrip().startswith("{")  # YAML, not JSON in a .yaml file
+    assert yaml.safe_load(text)["kind"] == "gate-baseline"
+    res = invoke("gate", scenario, "--baseline", base, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["passed"] is True
+    res = invoke("gate", scenario, "--baseline", tmp_path / "bl.txt", "--update-baseline")
+    assert res.exit_code == 2 and "*.json, *.yaml or *.yml" in res.output
+    assert not (tmp_path / "bl.txt").exists()
+
+
+@pytest.mark.parametrize("args", [[], ["--format", "md"]])
+def test_a_closed_pipe_exits_quietly(args):
+    proc = subprocess.Popen(
+        [*HETPLAN, "report", str(PLAN), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # the reader is gone before hetplan writes (hetplan report PLAN | head -0)
+    err = proc.stderr.read()
+    assert proc.wait() == 0 and err == b""
+
+
+def test_a_closed_pipe_keeps_the_gate_verdict(tmp_path):
+    plan = load_plan(PLAN)
+    dearer = copy.deepcopy(plan)
+    dearer["total_usd_per_hour"] *= 1.5
+    current = tmp_path / "plan.json"
+    current.write_text(json.dumps(dearer))
+    proc = subprocess.Popen(
+        [*HETPLAN, "report", str(current), "--baseline", str(PLAN), "--format", "md"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 1 and "gate FAIL" in err and "Traceback" not in err
