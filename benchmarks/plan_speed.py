@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from hetplan.api import build_request
+from hetplan.planning.request import build_request
 from hetplan.catalog.loader import load_gpus
 from hetplan.catalog.pricing import resolve_price
 from hetplan.scenario import Scenario

@@ -28,7 +28,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from hetplan.planfile import load_plan
+from hetplan.plan.doc import load_plan
 from hetplan.sim.policies import CascadeSettings
 from hetplan.sim.run import SimRequest, calibrate, simulate
 from hetplan.sim.trace import ClassSlo, read_stream

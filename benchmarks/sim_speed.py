@@ -23,7 +23,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from hetplan.planfile import load_plan
+from hetplan.plan.doc import load_plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.engine import Simulator
 from hetplan.sim.metrics import summarize

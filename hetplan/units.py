@@ -9,6 +9,7 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+import math
 import re
 
 from hetplan.errors import InputError
@@ -21,6 +22,14 @@ TERA = 1e12
 
 _DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|us|µs|min|m|h)?\s*$")
 _SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0, "m": 60.0, "h": 3600.0}
+
+
+def rnd(x: float, digits: int = 6) -> float:
+    """Round to ``digits`` significant digits for stable, readable output (0, inf and NaN unchanged)."""
+    x = float(x)
+    if x == 0 or not math.isfinite(x):
+        return x
+    return float(f"{x:.{digits}g}")
 
 
 def parse_duration_s(

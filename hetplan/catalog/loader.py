@@ -123,6 +123,24 @@ def format_validation(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def catalog_sha256() -> str:
+    """SHA-256 (hex) over the catalog files in use (``gpus.yaml``, ``models.yaml``, ``prices.yaml``, in that order,
+    each prefixed by its name), recorded in plans so a figure can be traced to the catalog that produced it.
+
+    Raises:
+        CatalogError: no catalog folder (see :func:`catalog_dir`).
+    """
+    import hashlib
+
+    folder = catalog_dir()
+    h = hashlib.sha256()
+    for name in ("gpus.yaml", "models.yaml", "prices.yaml"):
+        path = folder / name
+        h.update(name.encode() + b"\0")
+        h.update(path.read_bytes() if path.is_file() else b"")
+    return h.hexdigest()
+
+
 @functools.cache
 def load_gpus() -> GpuCatalog:
     """The shipped GPU catalog (cached)."""

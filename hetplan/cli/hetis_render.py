@@ -32,7 +32,7 @@ def hetis_work(
     Raises:
         InputError: ``--pool`` without ``--strategy hetis`` or the reverse, or ``--emit`` (nothing to emit).
     """
-    from hetplan.hetis_planning import hetis_plan
+    from hetplan.api import hetis as hetis_plan
 
     if strategy.lower() != "hetis":
         raise InputError("--pool is for --strategy hetis", fix="add --strategy hetis, or drop --pool")

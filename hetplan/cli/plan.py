@@ -185,7 +185,7 @@ def plan(
     router_image: str = typer.Option(
         None, "--router-image", help="With --emit: image with vllm-router (as 'hetplan emit --router-image')."
     ),
-    # --- Hetis (issue 7): --strategy hetis plans a fixed GPU pool; see hetplan/hetis_planning.py ---
+    # --- Hetis (issue 7): --strategy hetis plans a fixed GPU pool; see hetplan/planning/hetis.py ---
     pool: Path = typer.Option(None, "--pool", help="With --strategy hetis: the GPU pool file (POOL.yaml)."),
     # --- end Hetis ---
     # -- measured profiles and A1/A2 pruning (hetplan profile; docs/profile.md) --
@@ -303,31 +303,31 @@ def plan(
         }
         with err_console.status("planning", spinner="dots") as status:
             if verify_resize:  # plan, simulate, and re-plan with more headroom until the simulation holds the SLOs
-                doc = api.plan_verified(
+                made = api.plan_verified(
                     scenario, strategy.lower(), analysis, verify_policy, resize=True,
                     progress=lambda text: status.update(text), **plan_kwargs,
                 )  # fmt: skip
             else:
-                doc = api.plan(
+                made = api.plan(
                     scenario, strategy.lower(), analysis, progress=lambda text: status.update(text), **plan_kwargs
                 )
         elapsed = time.perf_counter() - start
+        doc = api.to_doc(made)
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
         if verify and not verify_resize:  # simulator check (hetplan.sim); the plan is already written
-            from hetplan.sim.run import verify_plan
-
             try:
                 with err_console.status("simulating the plan", spinner="dots"):
-                    doc["verification"] = verify_plan(doc, api.build_workload(scenario), verify_policy)
+                    made = api.verify(made, scenario, verify_policy)
             except InputError as exc:
                 kept = f"; the plan was written to {out}" if out is not None else ""
                 raise InputError(f"--verify failed: {exc.what}{kept}", exc.why, exc.fix) from None
+            doc = api.to_doc(made)
             if out is not None:
                 write_atomic(out, dump_for_path(out, doc), force=True)
         if emit_dir is not None:
             emitted.append(
-                api.emit(doc, emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force)
+                api.emit(made, emit_dir, ("all",), _emit_settings(router_image), validate=validate, force=force)
             )
         return doc, elapsed
 

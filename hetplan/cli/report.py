@@ -19,7 +19,7 @@ from hetplan.catalog.loader import read_yaml_file
 from hetplan.cli.main import app, err_console, run_guarded
 from hetplan.errors import HetplanError, InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
-from hetplan.planfile import PlanMapping, check_plan, load_plan
+from hetplan.plan.doc import PlanMapping, check_plan, load_plan, to_doc
 from hetplan.report.gate import (
     GateResult,
     compare,
@@ -188,14 +188,14 @@ def report(
         results: list[GateResult] = []
         if baseline is not None:
             base = _load_baseline(baseline)
-            for src, doc in docs:
-                if doc["scenario"]["name"] != base["scenario"]["name"]:
+            for src, typed in docs:
+                if typed.name != base["scenario"]["name"]:
                     raise InputError(
-                        f"{src} plans scenario {doc['scenario']['name']!r}, the baseline {base['scenario']['name']!r}",
+                        f"{src} plans scenario {typed.name!r}, the baseline {base['scenario']['name']!r}",
                         "the gate compares a scenario with its own earlier plan",
                         "pass the baseline of the same scenario",
                     )
-                results.append(compare(doc, base, allowed, min_ratio, name=f"{doc['scenario']['name']} ({src})"))
+                results.append(compare(to_doc(typed), base, allowed, min_ratio, name=f"{typed.name} ({src})"))
             rep["gate"] = {
                 "baseline": baseline.name,
                 "max_cost_increase_fraction": allowed,
@@ -314,7 +314,7 @@ def gate(
             for path, scenario in loaded:
                 status.update(f"planning {escape(scenario.name)}")
                 try:
-                    fresh[scenario.name] = api.plan(scenario, analysis=False)
+                    fresh[scenario.name] = api.to_doc(api.plan(scenario, analysis=False))
                 except HetplanError as exc:
                     if update:
                         raise InputError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ from rich.table import Table
 from hetplan.cli.main import app, err_console, run_guarded
 from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
-from hetplan.planfile import load_plan
+from hetplan.plan.doc import load_plan, to_doc
+from hetplan.plan.types import Plan
 from hetplan.sim.engine import SimConfig
 from hetplan.sim.metrics import GOODPUT_DEFINITION
 from hetplan.sim.policies import CascadeSettings
@@ -90,7 +92,7 @@ def _target(text: str) -> float:
     return parse_share(text, "--target")
 
 
-def _check_plan_path(plan_file: Path) -> dict[str, Any]:
+def _check_plan_path(plan_file: Path) -> Plan:
     """The plan at ``plan_file``; a Hetis spec is refused with a message about the simulator."""
     if plan_file.is_file():
         try:
@@ -348,9 +350,8 @@ def calibrate_cmd(
                        None, None, "60s", None)  # fmt: skip
         with err_console.status("calibrating", spinner="dots") as status:
             block = calibrate(req, q, progress=lambda text: status.update(text))
-        plan = dict(req.plan)
-        plan["cascade"] = block
-        write_atomic(out, dump_for_path(out, plan), force=force)
+        plan = replace(req.plan, extra={**req.plan.extra, "cascade": block})
+        write_atomic(out, dump_for_path(out, to_doc(plan)), force=force)
         if router_out is not None:
             write_atomic(router_out, dump_for_path(router_out, router_config(plan, block)), force=force)
         return block

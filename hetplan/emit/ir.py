@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from hetplan.catalog.loader import find_gpu, find_model
+from hetplan.catalog.schemas import GpuSpec, ModelSpec
 from hetplan.errors import InputError
-from hetplan.planfile import check_plan
+from hetplan.perf.settings import PerfSettings
+from hetplan.plan.types import Plan
 
 Role = Literal["prefill", "decode", "aggregated"]
 ROLES: tuple[Role, ...] = ("prefill", "decode", "aggregated")
@@ -175,6 +176,7 @@ class InstanceGroup:
     engine: EngineFlags
     scale_metric: str
     scale_target_requests: int
+    gpu_spec: GpuSpec  # the GPU entry the plan resolved (memory-fit rule)
 
     @property
     def multi_node(self) -> bool:
@@ -225,6 +227,7 @@ class ModelIR:
     max_position_embeddings: int
     weight_dtype: str
     kv_dtype: str
+    spec: ModelSpec  # the architecture the plan resolved (memory-fit rule)
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,7 @@ class DeploymentIR:
     activation_reserve_gib: float
     ttft_slo_s: float
     notes: tuple[str, ...]
+    perf_settings: PerfSettings  # the plan's engine and performance settings, all fields
     from_schedule: bool = False  # combos carry min_count from ``hetplan autoscale``: replicas = min, max = count
 
     @property
@@ -336,26 +340,6 @@ def dns_name(text: str, limit: int = MAX_BASE_NAME) -> str:
 # -- plan -> IR ---------------------------------------------------------------------------------------------------
 
 
-def _int(doc: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
-    value = doc.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(
-            f"{where}.{key} must be an integer >= 1, got {value!r}",
-            fix="write the plan with 'hetplan plan ... --out plan.yaml' or fix that field",
-        )
-    return value
-
-
-def _number(doc: dict[str, Any], key: str, where: str, low: float, high: float) -> float:
-    value = doc.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low < value <= high:
-        raise InputError(
-            f"{where}.{key} must be a number in ({low:g}, {high:g}], got {value!r}",
-            fix="write the plan with 'hetplan plan ... --out plan.yaml' or fix that field",
-        )
-    return float(value)
-
-
 def _dtypes(weight_dtype: str, kv_dtype: str) -> tuple[str, str | None, str]:
     """vLLM ``--dtype``, ``--quantization`` and ``--kv-cache-dtype`` for the plan's dtypes."""
     activation = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}.get(weight_dtype, "auto")
@@ -382,16 +366,19 @@ def _spread(gpus: int, gpus_per_node: int) -> tuple[int, int]:
     return nodes, math.ceil(gpus / nodes)
 
 
-def _max_replicas(planned: int, gpus_per_instance: int, gpu: str, plan: dict[str, Any], s: EmitSettings) -> int:
-    inventory = plan["scenario"].get("inventory") or {}
-    if gpu in inventory:
-        spare = max(0, int(inventory[gpu]) - int(plan["gpus_used"].get(gpu, 0)))
+def _max_replicas(planned: int, gpus_per_instance: int, gpu: str, plan: Plan, s: EmitSettings) -> int:
+    if gpu in plan.inventory:
+        spare = max(0, int(plan.inventory[gpu]) - int(plan.gpus_used.get(gpu, 0)))
         return planned + spare // gpus_per_instance
     return max(planned, math.ceil(planned * s.max_replicas_factor))
 
 
-def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> DeploymentIR:
-    """Turn a plan document into a :class:`DeploymentIR` (no rules are checked here; see ``rules.check_rules``).
+def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
+    """Turn a typed plan into a :class:`DeploymentIR` (no rules are checked here; see ``rules.check_rules``).
+
+    The model architecture, GPU entries and engine settings are the plan's own (``plan.model``, ``plan.gpus``,
+    ``plan.settings``): nothing is looked up in the catalog, so a plan for a profiled GPU or a ``config.json``
+    model emits as it was planned.
 
     Autoscaling targets (per pod, hetplan's own reconstruction): prefill holds ``vllm:num_requests_waiting`` at
     ``floor(prefill capacity [req/s] x TTFT SLO [s])`` (the queue an instance clears within the SLO), decode holds
@@ -400,43 +387,35 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
     ``max_replicas_factor``) without an inventory.
 
     Raises:
-        InputError: the plan is malformed, names an unknown model or GPU, lacks a model source, or a setting is bad.
+        InputError: the plan lacks a model source (a model with no Hugging Face repo and no --model-source), uses
+            quantized weights without a checkpoint, a setting is bad, or a unit names a GPU the plan has no entry for.
     """
     s = settings or EmitSettings()
     check_settings(s)
-    check_plan(plan)
-    scen = plan["scenario"]
-    spec = find_model(str(scen["model"]))
+    spec = plan.model.spec
     source = s.model_source or spec.hf_repo
     if not source:
+        where = f" (read from {plan.model.path})" if plan.model.path else " in the catalog"
         raise InputError(
-            f"model {spec.name} has no Hugging Face repo in the catalog",
+            f"model {spec.name} has no Hugging Face repo{where}",
             "engines need a repo id or a path to load",
             "pass --model-source REPO_OR_PATH",
         )
-    weight_dtype, kv_dtype = str(scen["weight_dtype"]), str(scen["kv_dtype"])
+    weight_dtype, kv_dtype = plan.weight_dtype, plan.kv_dtype
     if weight_dtype in ("int4", "int8") and not s.model_source:
         raise InputError(
             f"plan uses {weight_dtype} weights but no quantized checkpoint was given",
-            f"the catalog repo {spec.hf_repo} holds 16-bit weights",
+            f"the model repo {spec.hf_repo} holds 16-bit weights",
             "pass --model-source with an AWQ/GPTQ checkpoint of the model",
         )
     dtype, quantization, kv_cache_dtype = _dtypes(weight_dtype, kv_dtype)
-    perf = scen["perf_settings"]
-    where = "plan scenario.perf_settings"
-    utilization = _number(perf, "gpu_memory_utilization", where, 0.0, 1.0)
-    block = _int(perf, "block_size_tokens", where)
-    max_seqs = _int(perf, "max_num_seqs", where)
-    max_batched = _int(perf, "max_num_batched_tokens", where)
-    reserve = perf.get("activation_reserve_gib", 0.0)
-    if isinstance(reserve, bool) or not isinstance(reserve, int | float) or reserve < 0:
-        raise InputError(f"{where}.activation_reserve_gib must be a number >= 0, got {reserve!r}", fix="fix that field")
+    perf = plan.settings
     max_len = s.max_model_len_tokens or spec.max_position_embeddings
-    ttft_slo_s = float(scen.get("slo", {}).get("ttft_s", 0.0) or 0.0)
-    base = dns_name(s.name or str(scen["name"]))
+    ttft_slo_s = plan.slo.ttft_s
+    base = dns_name(s.name or plan.name)
     if not base[0].isalpha():  # Service names are DNS-1035 labels: they start with a letter
         base = dns_name("hp-" + base)
-    total_goodput = float(plan["goodput_req_per_s"]) or 1.0
+    total_goodput = plan.goodput_req_per_s or 1.0
 
     def group(
         unit: int,
@@ -448,16 +427,17 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
         count: int,
         target: int,
         bounds: tuple[int, int] | None = None,
-    ) -> Any:
+    ) -> InstanceGroup:
         """One role of one unit; ``bounds`` (min, max copies, from an autoscaling schedule) override the
         planned count as the autoscaler's minimum and the spare-inventory maximum."""
-        gpu = find_gpu(gpu_name)
+        gpu = plan.gpu(gpu_name)
         per_node = s.gpus_per_node
         nodes, per_pod = _spread(tp * pp, per_node)
         backend = "ray" if nodes > 1 else None
         kv_role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(role)
         engine = EngineFlags(
-            tp, pp, min(max_seqs, target) if role == "decode" else max_seqs, max_batched, utilization, max_len, block,
+            tp, pp, min(perf.max_num_seqs, target) if role == "decode" else perf.max_num_seqs,
+            perf.max_num_batched_tokens, perf.gpu_memory_utilization, max_len, perf.block_size_tokens,
             dtype, quantization, kv_cache_dtype,
             s.kv_connector if kv_role else None, kv_role, backend,
         )  # fmt: skip
@@ -484,40 +464,39 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
             engine=engine,
             scale_metric=metric,
             scale_target_requests=max(1, target),
+            gpu_spec=gpu,
         )
 
     units: list[ServingUnit] = []
-    for i, combo in enumerate(plan.get("combos") or []):
+    for i, combo in enumerate(plan.combos):
         where = f"plan combos[{i}]"
-        count = _int(combo, "count", where)
-        prefill_target = int(float(combo.get("prefill_capacity_req_per_s", 0.0) or 0.0) * ttft_slo_s)
+        count = combo.count
+        prefill_target = int(combo.prefill_capacity_req_per_s * ttft_slo_s)
         bounds = None
-        if "min_count" in combo:  # a schedule from hetplan autoscale: the autoscaler moves between these
-            low = combo["min_count"]
-            if isinstance(low, bool) or not isinstance(low, int) or not 0 <= low <= count:
-                raise InputError(f"{where}.min_count must be an integer in 0..count, got {low!r}", fix="fix it")
-            bounds = (low, count)
+        if combo.min_count is not None:  # a schedule from hetplan autoscale: the autoscaler moves between these
+            if not 0 <= combo.min_count <= count:
+                raise InputError(f"{where}.min_count must be an integer in 0..count, got {combo.min_count!r}",
+                                 fix="fix it")  # fmt: skip
+            bounds = (combo.min_count, count)
         groups = (
-            group(i, "prefill", combo["prefill_gpu"], _int(combo, "prefill_tp", where),
-                  _int(combo, "prefill_pp", where, 1), _int(combo, "n_prefill", where), count, prefill_target, bounds),
-            group(i, "decode", combo["decode_gpu"], _int(combo, "decode_tp", where),
-                  _int(combo, "decode_pp", where, 1), _int(combo, "n_decode", where), count,
-                  int(combo.get("decode_batch", 1)), bounds),
+            group(i, "prefill", combo.prefill_gpu, combo.prefill_tp, combo.prefill_pp, combo.n_prefill, count,
+                  prefill_target, bounds),
+            group(i, "decode", combo.decode_gpu, combo.decode_tp, combo.decode_pp, combo.n_decode, count,
+                  max(1, combo.decode_batch), bounds),
         )  # fmt: skip
-        goodput = float(combo["goodput_req_per_s"])
+        goodput = combo.goodput_req_per_s
         units.append(
             ServingUnit(i, f"{base}-u{i}", "disaggregated", count, goodput, goodput * count / total_goodput, groups)
         )
     offset = len(units)
-    instances = plan.get("instances") or []
-    shares = [float(inst.get("traffic_share", 0.0) or 0.0) for inst in instances]
+    instances = plan.instances
+    shares = [inst.traffic_share for inst in instances]
     for j, inst in enumerate(instances):
         where, i = f"plan instances[{j}]", offset + j
-        if inst.get("role", "aggregated") != "aggregated":
-            raise InputError(f"{where}.role must be 'aggregated', got {inst.get('role')!r}", fix="fix that field")
-        count = _int(inst, "count", where)
+        if inst.role != "aggregated":
+            raise InputError(f"{where}.role must be 'aggregated', got {inst.role!r}", fix="fix that field")
         share = shares[j] if sum(shares) > 0 else 1.0 / len(instances)
-        g = group(i, "aggregated", inst["gpu"], _int(inst, "tp", where), _int(inst, "pp", where, 1), count, 1, 2)
+        g = group(i, "aggregated", inst.gpu, inst.tp, inst.pp, inst.count, 1, 2)
         units.append(ServingUnit(i, f"{base}-u{i}", "aggregated", 1, total_goodput * share, share, (g,)))
     notes = []
     if instances:
@@ -533,7 +512,7 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
     return DeploymentIR(
         name=base,
         namespace=s.namespace,
-        strategy=str(plan.get("strategy", "")),
+        strategy=plan.strategy,
         model=ModelIR(
             spec.name,
             source,
@@ -542,14 +521,16 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
             spec.max_position_embeddings,
             weight_dtype,
             kv_dtype,
+            spec,
         ),  # fmt: skip
         units=tuple(units),
         settings=s,
-        plan_gpus_used=tuple(sorted((str(k), int(v)) for k, v in plan["gpus_used"].items())),
-        activation_reserve_gib=float(reserve),
+        plan_gpus_used=tuple(sorted((str(k), int(v)) for k, v in plan.gpus_used.items())),
+        activation_reserve_gib=float(perf.activation_reserve_gib),
         ttft_slo_s=ttft_slo_s,
         notes=tuple(notes),
-        from_schedule=any("min_count" in c for c in plan.get("combos") or []),
+        from_schedule=any(c.min_count is not None for c in plan.combos),
+        perf_settings=perf,
     )
 
 

@@ -25,14 +25,12 @@ is hetplan's own reconstruction.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.emit.ir import DEFAULT_GPU_LABELS, DeploymentIR, InstanceGroup, ServingUnit
 from hetplan.errors import EmitRuleError, InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel
-from hetplan.perf.settings import PerfSettings
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 
@@ -240,18 +238,21 @@ def rule_fit(ir: DeploymentIR) -> list[Violation]:
     vLLM refuses to start when its KV cache cannot hold one sequence of ``--max-model-len`` tokens; hetplan
     predicts the KV capacity with its memory model (``InstanceModel.kv_capacity_tokens``, GiB).
     """
-    spec = find_model(ir.model.name)
+    spec = ir.model.spec
     arch = ModelArch(spec, ir.model.weight_dtype, ir.model.kv_dtype)
+    base = ir.perf_settings
     short: list[tuple[InstanceGroup, InstanceModel, int]] = []
     for g in ir.groups:
         e = g.engine
-        settings = PerfSettings(
+        # the plan's settings, with the memory flags this group's engine is emitted with
+        settings = replace(
+            base,
             gpu_memory_utilization=e.gpu_memory_utilization,
             activation_reserve_gib=ir.activation_reserve_gib,
             block_size_tokens=e.block_size_tokens,
         )
         try:
-            inst = InstanceModel(arch, find_gpu(g.gpu), g.tp, g.pp, settings)
+            inst = InstanceModel(arch, g.gpu_spec, g.tp, g.pp, settings)
             capacity = inst.kv_capacity_tokens
         except InputError:
             continue  # TP not dividing the heads or PP beyond the layers: reported by the other rules

@@ -22,6 +22,7 @@ from hetplan.emit.ir import EmitSettings
 from hetplan.emit.validate import ValidationReport, check_kubernetes_version, validate_files
 from hetplan.errors import EmitRuleError, InputError
 from hetplan.io import check_output, to_json, write_atomic
+from hetplan.plan.types import Plan
 
 MANIFEST = "manifest.json"
 MAX_ERRORS_SHOWN = 8
@@ -78,14 +79,14 @@ def manifest_doc(
 
 
 def emit_plan(
-    plan: dict[str, Any],
+    plan: Plan,
     out_dir: str | Path,
     targets: Iterable[str] = ("all",),
     settings: EmitSettings | None = None,
     validate: bool = False,
     force: bool = False,
 ) -> EmitResult:
-    """Build the IR of ``plan``, check the rules, render ``targets``, optionally validate, then write.
+    """Build the IR of the typed ``plan``, check the rules, render ``targets``, optionally validate, then write.
 
     Raises:
         InputError: bad plan, settings or targets; ``out_dir`` is not a folder; an output exists without ``force``.

@@ -8,101 +8,120 @@ from __future__ import annotations
 from typing import Any
 
 from hetplan import __version__
-from hetplan.planning import STRATEGIES
+from hetplan.plan.types import STRATEGIES, Plan
+from hetplan.plan.types import combo_label as _label
 
 REPORT_SCHEMA_VERSION = 1
 
 
-def _gpu_label(combo: dict[str, Any]) -> str:
-    return (
-        f"{combo['n_prefill']}x {combo['prefill_gpu']} TP{combo['prefill_tp']} -> "
-        f"{combo['n_decode']}x {combo['decode_gpu']} TP{combo['decode_tp']}"
-    )
-
-
 def combo_label(combo: dict[str, Any]) -> str:
-    """Stable human-readable name of a combo or an aggregated instance type."""
+    """Stable human-readable name of a combo or an aggregated instance type (from its document form)."""
     if "prefill_gpu" in combo:
-        return _gpu_label(combo)
+        c = combo
+        return _label(c["n_prefill"], c["prefill_gpu"], c["prefill_tp"], c["n_decode"], c["decode_gpu"], c["decode_tp"])
     return f"{combo['gpu']} TP{combo['tp']} (aggregated)"
 
 
-def plan_report(plan: dict[str, Any], source: str) -> dict[str, Any]:
-    """Report section for one plan document (see module docstring); ``source`` names the plan file."""
-    sc = plan["scenario"]
-    slo = sc["slo"]
-    deployment = []
-    for combo in plan.get("combos", []):
+def plan_report(plan: Plan, source: str) -> dict[str, Any]:
+    """Report section for one typed plan (see module docstring); ``source`` names the plan file."""
+    slo = {"ttft_s": plan.slo.ttft_s, "tpot_s": plan.slo.tpot_s, "percentile": plan.slo.percentile}
+    deployment: list[dict[str, Any]] = []
+    for combo in plan.combos:
         deployment.append(
             {
-                "label": combo_label(combo),
-                "count": combo["count"],
-                "usd_per_hour_each": combo["usd_per_hour"],
-                "goodput_req_per_s_each": combo["goodput_req_per_s"],
-                "predicted_ttft_s": combo["predicted_ttft_s"],
-                "predicted_tpot_s": combo["predicted_tpot_s"],
-                "meets_ttft_slo": combo["predicted_ttft_s"] <= slo["ttft_s"],
-                "meets_tpot_slo": combo["predicted_tpot_s"] <= slo["tpot_s"],
-                "utilization": combo["utilization"],
-                "bound_by": combo["bound_by"],
+                "label": combo.label,
+                "count": combo.count,
+                "usd_per_hour_each": combo.usd_per_hour,
+                "goodput_req_per_s_each": combo.goodput_req_per_s,
+                "predicted_ttft_s": combo.predicted_ttft_s,
+                "predicted_tpot_s": combo.predicted_tpot_s,
+                "meets_ttft_slo": combo.predicted_ttft_s <= plan.slo.ttft_s,
+                "meets_tpot_slo": combo.predicted_tpot_s <= plan.slo.tpot_s,
+                "utilization": combo.utilization,
+                "bound_by": combo.bound_by,
             }
         )
-    for inst in plan.get("instances", []):
+    for inst in plan.instances:
         deployment.append(
             {
-                "label": combo_label(inst),
-                "count": inst["count"],
-                "usd_per_hour_each": inst["usd_per_hour"],
-                "traffic_share": inst["traffic_share"],
-                "utilization": inst["utilization"],
+                "label": f"{inst.gpu} TP{inst.tp} (aggregated)",
+                "count": inst.count,
+                "usd_per_hour_each": inst.usd_per_hour,
+                "traffic_share": inst.traffic_share,
+                "utilization": inst.utilization,
             }
         )
-    strategies: dict[str, Any] = {plan["strategy"]: _summary(plan)}
-    for name, other in plan.get("baselines", {}).items():
-        strategies[name] = other if other.get("status") == "infeasible" else _summary(other)
+    own = {
+        "status": plan.status,
+        **({"gpu": plan.extra["gpu"]} if "gpu" in plan.extra else {}),
+        "total_usd_per_hour": plan.total_usd_per_hour,
+        "goodput_req_per_s": plan.goodput_req_per_s,
+        "tokens_per_usd": plan.tokens_per_usd,
+        "output_tokens_per_usd": plan.output_tokens_per_usd,
+        "gpus_used": dict(plan.gpus_used),
+    }
+    strategies: dict[str, Any] = {plan.strategy: own}
+    for name, other in plan.baselines.items():
+        if other.status == "infeasible":
+            strategies[name] = {"status": "infeasible", "reason": other.reason}
+        else:
+            strategies[name] = {
+                k: v
+                for k, v in (
+                    ("status", other.status),
+                    ("gpu", other.gpu),
+                    ("total_usd_per_hour", other.total_usd_per_hour),
+                    ("goodput_req_per_s", other.goodput_req_per_s),
+                    ("tokens_per_usd", other.tokens_per_usd),
+                    ("output_tokens_per_usd", other.output_tokens_per_usd),
+                    ("gpus_used", dict(other.gpus_used or {})),
+                )
+                if v is not None
+            }
     gains = {}
     for name, part in strategies.items():
-        if name != plan["strategy"] and part.get("status") != "infeasible":
+        if name != plan.strategy and part.get("status") != "infeasible":
             gains[name] = {
-                "cost_saved_fraction": round(1 - plan["total_usd_per_hour"] / part["total_usd_per_hour"], 4) + 0.0,
-                "tokens_per_usd_ratio": round(plan["tokens_per_usd"] / part["tokens_per_usd"], 4)
+                "cost_saved_fraction": round(1 - plan.total_usd_per_hour / part["total_usd_per_hour"], 4) + 0.0,
+                "tokens_per_usd_ratio": round(plan.tokens_per_usd / part["tokens_per_usd"], 4)
                 if part["tokens_per_usd"]
                 else None,
             }
-    analysis = plan.get("analysis", {})
+    analysis = plan.extra.get("analysis") or {}
+    workload = plan.scenario_extra.get("workload") or {}
     out = {
         "source": source,
-        "name": sc["name"],
-        "strategy": plan["strategy"],
-        "model": sc["model"],
-        "weight_dtype": sc["weight_dtype"],
+        "name": plan.name,
+        "strategy": plan.strategy,
+        "model": plan.model.spec.name,
+        "weight_dtype": plan.weight_dtype,
         "workload": {
-            k: sc["workload"][k]
+            k: workload[k]
             for k in ("name", "source", "requests", "prompt_tokens_mean", "output_tokens_mean")
-            if k in sc["workload"]
+            if k in workload
         },
         "slo": slo,
-        "goodput_target_req_per_s": sc["goodput_target_req_per_s"],
-        "demand_req_per_s": sc["demand_req_per_s"],
-        "usd_per_hour": plan["total_usd_per_hour"],
-        "usd_per_month": plan["usd_per_month"],
-        "usd_per_million_tokens": plan.get("usd_per_million_tokens"),
-        "goodput_req_per_s": plan["goodput_req_per_s"],
-        "tokens_per_usd": plan["tokens_per_usd"],
-        "output_tokens_per_usd": plan["output_tokens_per_usd"],
-        "tokens_per_usd_basis": plan.get("tokens_per_usd_basis", ""),
-        "gpus_used": plan["gpus_used"],
-        "prices": {g: p["usd_per_gpu_hour"] for g, p in sc["prices"].items()},
-        "price_sources": {g: p["source"] for g, p in sc["prices"].items()},
+        "goodput_target_req_per_s": plan.goodput_target_req_per_s,
+        "demand_req_per_s": plan.demand_req_per_s,
+        "usd_per_hour": plan.total_usd_per_hour,
+        "usd_per_month": plan.usd_per_month,
+        "usd_per_million_tokens": plan.extra.get("usd_per_million_tokens"),
+        "goodput_req_per_s": plan.goodput_req_per_s,
+        "tokens_per_usd": plan.tokens_per_usd,
+        "output_tokens_per_usd": plan.output_tokens_per_usd,
+        "tokens_per_usd_basis": plan.extra.get("tokens_per_usd_basis", ""),
+        "gpus_used": dict(plan.gpus_used),
+        "prices": {g: p.usd_per_gpu_hour for g, p in plan.prices.items()},
+        "price_sources": {g: p.source for g, p in plan.prices.items()},
         "deployment": deployment,
         "strategies": {name: strategies[name] for name in STRATEGIES if name in strategies},
         "gains": gains,
         "price_sensitivity": analysis.get("price_sensitivity", []),
         "cost_vs_goodput": analysis.get("cost_vs_goodput", []),
-        "warnings": plan.get("warnings", []),
+        "warnings": list(plan.warnings),
     }
-    if isinstance(plan.get("verification"), dict):  # only then: reports of unverified plans stay as they were
-        out["verification"] = verification_report(plan["verification"], slo)
+    if isinstance(plan.verification, dict):  # only then: reports of unverified plans stay as they were
+        out["verification"] = verification_report(plan.verification, slo)
     return out
 
 
@@ -151,19 +170,6 @@ def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def _summary(part: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "status",
-        "gpu",
-        "total_usd_per_hour",
-        "goodput_req_per_s",
-        "tokens_per_usd",
-        "output_tokens_per_usd",
-        "gpus_used",
-    )
-    return {k: part[k] for k in keys if k in part}
-
-
 def schedule_report(doc: dict[str, Any], source: str) -> dict[str, Any]:
     """Report section for an autoscaling schedule (``hetplan autoscale --out schedule.json``)."""
     return {
@@ -178,9 +184,9 @@ def schedule_report(doc: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def build_report(
-    plans: list[tuple[str, dict[str, Any]]], schedules: list[tuple[str, dict[str, Any]]] | None = None
+    plans: list[tuple[str, Plan]], schedules: list[tuple[str, dict[str, Any]]] | None = None
 ) -> dict[str, Any]:
-    """The report document for ``(source, plan document)`` pairs and autoscaling schedules, in the given order."""
+    """The report document for ``(source, plan)`` pairs and autoscaling schedules, in the given order."""
     report = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "report",

@@ -31,20 +31,17 @@ and schedulers follows Vidur (Agrawal et al., MLSys 2024).
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
-from pydantic import ValidationError
 
 from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
-from hetplan.perf.settings import GpuEfficiency, PerfSettings
-from hetplan.planfile import check_plan
+from hetplan.perf.settings import PerfSettings
+from hetplan.plan.types import STRATEGIES, Plan
 
 CTX_POINTS = 128
 
@@ -179,8 +176,8 @@ class Deployment:
     gpu_specs: dict[str, GpuSpec] = field(default_factory=dict)
 
     def gpu(self, name: str) -> GpuSpec:
-        """The GPU entry for ``name``: the profiled one the plan recorded (``scenario.profiles[].gpu_spec``), else
-        the catalog's."""
+        """The GPU entry for ``name``: the one the plan recorded (``resolved.gpus``), else the catalog's (for
+        :func:`simple_deployment`, which builds from names)."""
         return self.gpu_specs.get(name) or find_gpu(name)
 
     def model(self, gpu: str, tp: int) -> InstanceModel:
@@ -197,192 +194,53 @@ class Deployment:
         return base, per
 
 
-# what the simulator reads from a plan's perf_settings: (low, high, low inclusive); high is inclusive
-_EFFICIENCY_RANGES: dict[str, tuple[float, float, bool]] = {
-    "prefill_mfu": (0.0, 1.0, False),
-    "decode_mfu": (0.0, 1.0, False),
-    "decode_mbu": (0.0, 1.0, False),
-    "step_overhead_s": (0.0, 10.0, True),
-    "tp_sync_overhead_s": (0.0, 10.0, True),
-    "allreduce_latency_s": (0.0, 10.0, True),
-    "link_efficiency": (0.0, 1.0, False),
-}
-_SETTING_RANGES: dict[str, tuple[float, float, bool]] = {
-    "gpu_memory_utilization": (0.0, 1.0, False),
-    "activation_reserve_gib": (0.0, 1e4, True),
-    "block_size_tokens": (1, 1 << 20, True),
-    "max_num_seqs": (1, 1 << 20, True),
-    "max_num_batched_tokens": (1, 1 << 24, True),
-    "network_efficiency": (0.0, 1.0, False),
-    "kv_transfer_base_latency_s": (0.0, 100.0, True),
-    "pp_link_latency_s": (0.0, 100.0, True),
-    "reference_gemm_efficiency": (0.0, 1.0, False),
-    "reference_memory_efficiency": (0.0, 1.0, False),
-}
-_INT_SETTINGS = {"block_size_tokens", "max_num_seqs", "max_num_batched_tokens"}
-
-
-def _check_range(where: str, value: Any, rng: tuple[float, float, bool], integer: bool = False) -> Any:
-    """``value`` checked against ``rng``; a numeric string (PyYAML reads ``5e-05`` as text) becomes a float."""
-    lo, hi, lo_incl = rng
-    if isinstance(value, str) and not integer:
-        try:
-            value = float(value)
-        except ValueError:
-            pass
-    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok_type or not math.isfinite(float(value)):
-        kind = "an integer" if integer else "a finite number"
-        raise InputError(f"plan {where} must be {kind}, got {value!r}", fix=f"fix {where} in the plan")
-    bad = value < lo if lo_incl else value <= lo
-    if bad or value > hi:
-        left = "[" if lo_incl else "("
-        raise InputError(
-            f"plan {where} = {value!r} is outside {left}{lo:g}, {hi:g}]",
-            "the simulator would produce meaningless step times or no iterations with it",
-            f"fix {where} in the plan (or re-plan with a valid settings file)",
-        )
-    return value
-
-
-def settings_from_doc(doc: dict[str, Any]) -> PerfSettings:
-    """Rebuild :class:`PerfSettings` from a plan's ``perf_settings`` (unknown keys refused, ranges checked).
-
-    Ranges: MFU/MBU and efficiencies in (0, 1], overheads and latencies ≥ 0 seconds, ``max_num_seqs``,
-    ``max_num_batched_tokens`` and ``block_size_tokens`` integers ≥ 1, ``gpu_memory_utilization`` in (0, 1].
-
-    Raises:
-        InputError: a field is unknown, has the wrong type or is out of range (the message names it, e.g.
-            ``perf_settings.default.prefill_mfu``).
-    """
-    if not isinstance(doc, dict):
-        raise InputError("plan perf_settings is not a mapping", fix="write the plan with this hetplan")
-    known = {f.name for f in fields(PerfSettings)}
-    unknown = sorted(set(doc) - known)
-    if unknown:
-        raise InputError(f"plan perf_settings has unknown fields {unknown}", fix="write the plan with this hetplan")
-    kw = dict(doc)
-    for name, rng in _SETTING_RANGES.items():
-        if name in kw:
-            kw[name] = _check_range(f"perf_settings.{name}", kw[name], rng, name in _INT_SETTINGS)
-
-    def eff_checked(where: str, eff: Any) -> Any:
-        if not isinstance(eff, dict):
-            return eff
-        return {k: _check_range(f"{where}.{k}", v, _EFFICIENCY_RANGES[k]) if k in _EFFICIENCY_RANGES else v
-                for k, v in eff.items()}  # fmt: skip
-
-    if "default" in kw:
-        kw["default"] = eff_checked("perf_settings.default", kw["default"])
-    if isinstance(kw.get("gpu_overrides"), (list, tuple)):
-        kw["gpu_overrides"] = [
-            (e[0], eff_checked(f"perf_settings.gpu_overrides[{i}]", e[1])) if isinstance(e, (list, tuple))
-            and len(e) == 2 else e for i, e in enumerate(kw["gpu_overrides"])
-        ]  # fmt: skip
-    try:
-        if "default" in kw:
-            kw["default"] = GpuEfficiency(**kw["default"])
-        if "gpu_overrides" in kw:
-            kw["gpu_overrides"] = tuple((str(n), GpuEfficiency(**e)) for n, e in kw["gpu_overrides"])
-        return PerfSettings(**kw)
-    except (TypeError, ValueError) as exc:
-        raise InputError("plan perf_settings is malformed", str(exc), "write the plan with this hetplan") from None
-
-
-def _check_plan_layout(doc: dict[str, Any], settings: PerfSettings) -> None:
+def _check_plan_layout(plan: Plan) -> None:
     """The fields of combos/instances the simulator reads: strategy, TP degrees, decode batch."""
-    from hetplan.planning import STRATEGIES
-
-    if doc.get("strategy") not in STRATEGIES:
+    if plan.strategy not in STRATEGIES:
         raise InputError(
-            f"plan strategy {doc.get('strategy')!r} is not one the simulator replays",
+            f"plan strategy {plan.strategy!r} is not one the simulator replays",
             f"known: {', '.join(STRATEGIES)}",
             "fix strategy in the plan, or re-plan",
         )
-    tps = doc["scenario"].get("tp_options") or [1, 2, 4, 8]
-    for ci, c in enumerate(doc["combos"]):
-        for key in ("prefill_tp", "decode_tp"):
-            if c[key] not in tps:
-                raise InputError(f"plan combos[{ci}].{key} = {c[key]!r} is not one of the TP options {tps}",
+    tps = list(plan.tp_options)
+    settings = plan.settings
+    for ci, c in enumerate(plan.combos):
+        for key, tp in (("prefill_tp", c.prefill_tp), ("decode_tp", c.decode_tp)):
+            if tp not in tps:
+                raise InputError(f"plan combos[{ci}].{key} = {tp!r} is not one of the TP options {tps}",
                                  fix=f"fix combos[{ci}].{key} in the plan")  # fmt: skip
-        b = c["decode_batch"]
+        b = c.decode_batch
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= settings.max_num_seqs:
             raise InputError(
                 f"plan combos[{ci}].decode_batch = {b!r} is outside 1 .. {settings.max_num_seqs}",
                 "it is the decode instances' --max-num-seqs, at most perf_settings.max_num_seqs",
                 f"fix combos[{ci}].decode_batch in the plan",
             )
-    for ti, t in enumerate(doc["instances"]):
-        if t["tp"] not in tps:
-            raise InputError(f"plan instances[{ti}].tp = {t['tp']!r} is not one of the TP options {tps}",
+    for ti, t in enumerate(plan.instances):
+        if t.tp not in tps:
+            raise InputError(f"plan instances[{ti}].tp = {t.tp!r} is not one of the TP options {tps}",
                              fix=f"fix instances[{ti}].tp in the plan")  # fmt: skip
 
 
-_RANGE = re.compile(
-    r"^\s*in (?P<plo>[\d.e+]+?)(?:-(?P<phi>[\d.e+]+)|\+), out (?P<olo>[\d.e+]+?)(?:-(?P<ohi>[\d.e+]+)|\+)\s*$"
-)
-
-
-def parse_bucket(label: str) -> tuple[float, float, float, float]:
-    """``"in 0-512, out 64-128"`` (a Mélange bucket label) → ``(0, 512, 64, 128)``; ``"in 8192+"`` → upper inf.
-
-    Raises:
-        InputError: the label is not in that form.
-    """
-    m = _RANGE.match(label)
-    if not m:
-        raise InputError(f"plan instance bucket {label!r} is not readable", fix="write the plan with this hetplan")
-    inf = float("inf")
-    return (
-        float(m["plo"]),
-        float(m["phi"]) if m["phi"] else inf,
-        float(m["olo"]),
-        float(m["ohi"]) if m["ohi"] else inf,
-    )
-
-
-def _profiled_gpus(scenario: dict[str, Any]) -> dict[str, GpuSpec]:
-    """The measured GPU entries a plan was made with (``hetplan plan --profile``), by name.
-
-    Raises:
-        InputError: a recorded entry that is not a valid GPU entry.
-    """
-    out: dict[str, GpuSpec] = {}
-    for i, rec in enumerate(scenario.get("profiles") or []):
-        raw = rec.get("gpu_spec") if isinstance(rec, dict) else None
-        if raw is None:  # plans written before the entry was recorded: the catalog's figures are used
-            continue
-        try:
-            spec = GpuSpec.model_validate(raw)
-        except ValidationError as exc:
-            raise InputError(
-                f"scenario.profiles[{i}].gpu_spec is not a valid GPU entry: {exc.errors()[0]['msg']}",
-                fix="re-plan with hetplan plan --profile to record it again",
-            ) from None
-        out[spec.name] = spec
-    return out
-
-
-def deployment_from_plan(doc: dict[str, Any]) -> Deployment:
-    """Rebuild every instance of a plan document (combos or aggregated instances).
+def deployment_from_plan(plan: Plan) -> Deployment:
+    """Rebuild every instance of a plan (combos or aggregated instances) from the model and GPU entries it
+    records (no catalog look-up: a profiled GPU or a ``config.json`` model replays as it was planned).
 
     Decode instances run at most the plan's ``decode_batch`` sequences (what ``hetplan emit`` passes as
     ``--max-num-seqs``); prefill and aggregated instances use ``perf_settings.max_num_seqs``. Every instance uses
     ``perf_settings.max_num_batched_tokens``.
 
     Raises:
-        InputError: the document is not a plan, names a model or GPU hetplan does not know, or holds an
-            out-of-range engine setting, TP degree or decode batch (see :func:`settings_from_doc`).
+        InputError: a TP degree or decode batch out of range, or a GPU the plan has no entry for.
+        OutOfMemoryError: an instance whose weights do not fit.
     """
-    check_plan(doc, "plan")
-    sc = doc["scenario"]
-    settings = settings_from_doc(sc.get("perf_settings", {}))
-    _check_plan_layout(doc, settings)
-    arch = ModelArch(find_model(sc["model"]), sc["weight_dtype"], sc["kv_dtype"])
+    settings = plan.settings
+    _check_plan_layout(plan)
+    arch = ModelArch(plan.model.spec, plan.weight_dtype, plan.kv_dtype)
     instances: list[InstanceSpec] = []
     groups: list[Group] = []
-    dep = Deployment(arch, settings, instances, groups, not doc["combos"], sc["slo"]["ttft_s"], sc["slo"]["tpot_s"])
-    dep.gpu_specs.update(_profiled_gpus(sc))
+    dep = Deployment(arch, settings, instances, groups, plan.aggregated, plan.slo.ttft_s, plan.slo.tpot_s)
+    dep.gpu_specs.update({name: plan.gpu(name) for name in plan.used_gpu_names()})
 
     def add(name: str, role: str, gpu: str, tp: int, seqs: int, group: int) -> int:
         spec = dep.gpu(gpu)
@@ -391,33 +249,26 @@ def deployment_from_plan(doc: dict[str, Any]) -> Deployment:
         instances.append(InstanceSpec(name, role, spec.name, tp, seqs, settings.max_num_batched_tokens, group, net))
         return len(instances) - 1
 
-    for ci, c in enumerate(doc["combos"]):
-        seqs_d = int(c["decode_batch"])
-        for copy in range(int(c["count"])):
+    for ci, c in enumerate(plan.combos):
+        for copy in range(c.count):
             g = len(groups)
             pre = tuple(
-                add(f"c{ci}.{copy}/p{i}", "prefill", c["prefill_gpu"], c["prefill_tp"], settings.max_num_seqs, g)
-                for i in range(int(c["n_prefill"]))
+                add(f"c{ci}.{copy}/p{i}", "prefill", c.prefill_gpu, c.prefill_tp, settings.max_num_seqs, g)
+                for i in range(c.n_prefill)
             )
             dec = tuple(
-                add(f"c{ci}.{copy}/d{i}", "decode", c["decode_gpu"], c["decode_tp"], seqs_d, g)
-                for i in range(int(c["n_decode"]))
+                add(f"c{ci}.{copy}/d{i}", "decode", c.decode_gpu, c.decode_tp, c.decode_batch, g)
+                for i in range(c.n_decode)
             )
             link = min(instances[pre[0]].network_bytes_per_s, instances[dec[0]].network_bytes_per_s)
-            label = (
-                f"{c['n_prefill']}x {c['prefill_gpu']} TP{c['prefill_tp']} -> "
-                f"{c['n_decode']}x {c['decode_gpu']} TP{c['decode_tp']} #{copy}"
-            )
-            groups.append(Group(label, float(c["goodput_req_per_s"]), pre, dec, link_bytes_per_s=link))
-    for ti, t in enumerate(doc["instances"]):
+            groups.append(Group(f"{c.label} #{copy}", c.goodput_req_per_s, pre, dec, link_bytes_per_s=link))
+    for ti, t in enumerate(plan.instances):
         g = len(groups)
-        idx = tuple(
-            add(f"m{ti}/a{i}", "aggregated", t["gpu"], t["tp"], settings.max_num_seqs, g)
-            for i in range(int(t["count"]))
+        idx = tuple(add(f"m{ti}/a{i}", "aggregated", t.gpu, t.tp, settings.max_num_seqs, g) for i in range(t.count))
+        buckets = tuple(
+            (b.prompt_lo_tokens, b.prompt_hi_tokens, b.output_lo_tokens, b.output_hi_tokens, b.share) for b in t.buckets
         )
-        buckets = tuple(parse_bucket(lbl) + (float(share),) for lbl, share in sorted(t.get("buckets", {}).items()))
-        label = f"{t['count']}x {t['gpu']} TP{t['tp']}"
-        groups.append(Group(label, float(t["traffic_share"]) or 1e-9, idx, idx, buckets))
+        groups.append(Group(f"{t.count}x {t.gpu} TP{t.tp}", t.traffic_share or 1e-9, idx, idx, buckets))
     return dep
 
 
@@ -474,6 +325,5 @@ __all__ = [
     "InstanceSpec",
     "StepCost",
     "deployment_from_plan",
-    "parse_bucket",
     "simple_deployment",
 ]

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from hetplan.planning import rnd
 from hetplan.sim.result import SimResult
 from hetplan.sim.trace import RequestStream
+from hetplan.units import rnd
 
 PERCENTILES = (50.0, 90.0, 99.0)
 MAX_WINDOWS = 10_000

@@ -31,12 +31,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hetplan.errors import InputError
-from hetplan.planning import rnd
+from hetplan.plan.types import Plan
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import request_outcomes, summarize
 from hetplan.sim.policies import CascadeSettings, get_policy
 from hetplan.sim.trace import ClassSlo, RequestStream, make_stream, stream_from_workload
+from hetplan.units import rnd
 from hetplan.workload.readers import Workload
 
 Q2_CANDIDATES = (0.0, 0.05, 0.1, 0.2, 0.3)
@@ -49,14 +50,14 @@ class SimRequest:
     """What to simulate: a plan document, a request stream and the run's settings.
 
     Attributes:
-        plan: plan document (as :func:`hetplan.planfile.load_plan` returns it).
+        plan: the typed plan (:func:`hetplan.plan.doc.load_plan`).
         stream: requests (unscaled). class_slos: per-class SLO overrides (else the plan's SLOs).
         policy: fcfs, sjf, edf or cascade. rate_scale: arrival-rate multiplier.
         cascade: CASCADE settings (default: the plan's calibrated κ and q₂, if any, else the defaults).
         config: router, seed, chunked prefill, drain time. window_s: time-series window, seconds.
     """
 
-    plan: dict[str, Any]
+    plan: Plan
     stream: RequestStream
     class_slos: dict[str, ClassSlo] | None = None
     policy: str = "fcfs"
@@ -83,14 +84,14 @@ class _CascadeBlock(BaseModel):
     classes: dict[str, _CascadeClass] = Field(default_factory=dict)
 
 
-def cascade_block(plan: dict[str, Any]) -> _CascadeBlock:
+def cascade_block(plan: Plan) -> _CascadeBlock:
     """The plan's ``cascade`` block, validated (an empty block when absent).
 
     Raises:
         InputError: the block is not a mapping, or a field has the wrong type or range (the message names it,
             e.g. ``cascade.classes.code.ttft_slo_s``).
     """
-    block = plan.get("cascade")
+    block = plan.extra.get("cascade")
     if block is None:
         return _CascadeBlock()
     try:
@@ -105,7 +106,7 @@ def cascade_block(plan: dict[str, Any]) -> _CascadeBlock:
         ) from None
 
 
-def plan_cascade(plan: dict[str, Any]) -> CascadeSettings:
+def plan_cascade(plan: Plan) -> CascadeSettings:
     """CASCADE settings recorded in a plan by ``hetplan calibrate`` (defaults when absent).
 
     Raises:
@@ -153,9 +154,9 @@ def simulate(req: SimRequest) -> dict[str, Any]:
         "rate_scale": req.rate_scale,
         "trace": stream.source,
         "instances": len(dep.instances),
-        "plan_strategy": req.plan.get("strategy"),
-        "plan_goodput_req_per_s": req.plan.get("goodput_req_per_s"),
-        "slo_percentile": req.plan["scenario"]["slo"]["percentile"],
+        "plan_strategy": req.plan.strategy,
+        "plan_goodput_req_per_s": req.plan.goodput_req_per_s,
+        "slo_percentile": req.plan.slo.percentile,
     }
     if sim.policy.cascade is not None:
         head["cascade"] = {"kappa": sim.policy.cascade.kappa, "q2": sim.policy.cascade.q2}
@@ -314,7 +315,7 @@ def calibrate(req: SimRequest, quantile: float = 0.95, progress: Callable[[str],
     }
 
 
-def router_config(plan: dict[str, Any], cascade: dict[str, Any]) -> dict[str, Any]:
+def router_config(plan: Plan, cascade: dict[str, Any]) -> dict[str, Any]:
     """A small config a router can read: policy, κ, q₂, per-class SLOs/budgets, and the routing weights."""
     dep = deployment_from_plan(plan)
     return {
@@ -338,9 +339,7 @@ def router_config(plan: dict[str, Any], cascade: dict[str, Any]) -> dict[str, An
     }
 
 
-def verify(
-    plan: dict[str, Any], stream: RequestStream, policy: str = "fcfs", rate_scale: float = 1.0
-) -> dict[str, Any]:
+def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: float = 1.0) -> dict[str, Any]:
     """Simulate a freshly planned deployment on its own workload (arrivals times ``rate_scale``) and list SLO
     misses.
 
@@ -353,8 +352,8 @@ def verify(
     dep, scaled = _prepare(req)
     m, _, res = _run(req, dep, scaled)
     o = request_outcomes(scaled, res)
-    slo = plan["scenario"]["slo"]
-    q = float(slo["percentile"])
+    slo = {"ttft_s": plan.slo.ttft_s, "tpot_s": plan.slo.tpot_s}
+    q = plan.slo.percentile
     ttft = np.where(np.isfinite(o["ttft_s"]) & ~res.dropped, o["ttft_s"], np.inf)
     keep = scaled.output_tokens > 1
     tpot = o["tpot_s"][keep]
@@ -380,7 +379,7 @@ def verify(
     }
 
 
-def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") -> dict[str, Any]:
+def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs") -> dict[str, Any]:
     """``hetplan plan --verify``: simulate the plan on its scenario's workload at the plan's goodput target.
 
     The trace is replayed with its arrival pattern compressed or stretched to the scenario's
@@ -395,7 +394,7 @@ def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") 
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
     get_policy(policy)
-    target = float(plan["scenario"]["goodput_target_req_per_s"])
+    target = plan.goodput_target_req_per_s
     # requests longer than the context window cannot be served by any deployment: the planner leaves them out of
     # its length distribution (and warns), so the check leaves them out too instead of counting them as misses
     window = deployment_from_plan(plan).arch.spec.max_position_embeddings
@@ -427,7 +426,7 @@ def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") 
         arrivals = f"trace arrivals scaled x{scale:.4g} from {own:.4g} to the target {target:g} req/s"
     v = verify(plan, stream, policy, scale)
     m = v["metrics"]
-    q = plan["scenario"]["slo"]["percentile"]
+    q = plan.slo.percentile
     ttft_text = "unbounded" if v["ttft_q_s"] is None else f"{v['ttft_q_s']:.3g} s"
     tpot_text = "unbounded" if v["tpot_q_s"] is None else f"{v['tpot_q_s'] * 1e3:.3g} ms"
     summary = (

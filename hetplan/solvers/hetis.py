@@ -504,7 +504,7 @@ def plan_hetis(
             f"{settings.max_pp}",
             "add GPUs to a domain or quantize the weights (--weight-dtype fp8/int8); max PP has no CLI flag: from "
             "Python, pass settings=HetisSettings(max_pp=...) (hetplan.solvers.hetis_model) to "
-            "hetplan.hetis_planning.hetis_plan",
+            "hetplan.planning.hetis.hetis_plan",
         )
     scores = sorted(
         (LayoutScore(lay, dense_score(arch, pool, lay, work, tpot_s, settings)) for lay in layouts),

@@ -251,9 +251,9 @@ def test_other_strategies(examples, tmp_path, strategy):
     out = tmp_path / "plan.json"
     res = invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--strategy", strategy, "--no-analysis", "--out", out)
     assert res.exit_code == 0, res.output
-    from hetplan.planfile import load_plan
+    from hetplan.plan.doc import read_plan_doc
 
-    doc = load_plan(out)
+    doc = read_plan_doc(out)
     assert doc["strategy"] == strategy and "cauchy" in doc["baselines"]
     melange = doc if strategy == "melange" else doc["baselines"]["melange"]
     assert melange["total_usd_per_hour"] >= melange["lower_bound_usd_per_hour"]  # never below the LP bound

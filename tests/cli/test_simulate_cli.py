@@ -260,10 +260,11 @@ def test_verify_percentiles_are_json_safe_under_overload():
     percentile is None."""
     import numpy as np
 
+    from hetplan.plan.doc import from_doc
     from hetplan.sim.run import verify
     from hetplan.sim.trace import make_stream
 
-    plan = json.loads((FIXTURES / "plan_example_a.json").read_text())
+    plan = from_doc(json.loads((FIXTURES / "plan_example_a.json").read_text()))
     n = 40
     # prompts of 8,000 tokens arriving together: far more than the fleet serves within the drain cut-off
     stream = make_stream(np.zeros(n), np.full(n, 8000), np.full(n, 100), ["x"] * n, source="test")

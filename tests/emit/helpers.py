@@ -11,7 +11,8 @@ import yaml
 
 from hetplan import api
 from hetplan.emit import build_ir, render
-from hetplan.emit.ir import EmitSettings
+from hetplan.emit.ir import DeploymentIR, EmitSettings
+from hetplan.plan.doc import from_doc
 from hetplan.scenario import load_scenario
 from tests.conftest import EXAMPLES
 
@@ -26,7 +27,12 @@ PERF = {
 
 @cache
 def _solved(example: str, strategy: str) -> dict[str, Any]:
-    return api.plan(load_scenario(EXAMPLES / f"{example}.yaml"), strategy=strategy, analysis=False)
+    return api.to_doc(api.plan(load_scenario(EXAMPLES / f"{example}.yaml"), strategy=strategy, analysis=False))
+
+
+def ir_of(doc: dict[str, Any], settings: EmitSettings | None = None) -> DeploymentIR:
+    """The deployment IR of a plan document (read as a plan file is: checked, then typed)."""
+    return build_ir(from_doc(doc), settings)
 
 
 def example_plan(example: str, strategy: str = "cauchy") -> dict[str, Any]:
@@ -127,7 +133,7 @@ def plan_doc(
 
 def files_of(plan: dict[str, Any], settings: EmitSettings | None = None, targets: tuple[str, ...] = ("all",)):
     """{path: text} of the rendered targets (rules checked)."""
-    return {path: text for path, (_, text) in render(build_ir(plan, settings), targets).items()}
+    return {path: text for path, (_, text) in render(ir_of(plan, settings), targets).items()}
 
 
 def docs(text: str) -> list[dict[str, Any]]:

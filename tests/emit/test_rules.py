@@ -6,16 +6,16 @@ from dataclasses import replace
 
 import pytest
 
-from hetplan.emit import build_ir, render
+from hetplan.emit import render
 from hetplan.emit.ir import EmitSettings
 from hetplan.emit.rules import check_rules, find_violations
 from hetplan.errors import EmitRuleError, InputError
-from tests.emit.helpers import combo, example_plan, files_of, plan_doc
+from tests.emit.helpers import combo, example_plan, files_of, ir_of, plan_doc
 
 
 def _refused(plan, settings=None) -> EmitRuleError:
     with pytest.raises(EmitRuleError) as info:
-        render(build_ir(plan, settings), ["all"])
+        render(ir_of(plan, settings), ["all"])
     assert info.value.exit_code == 1
     return info.value
 
@@ -25,7 +25,7 @@ def _rules(err: EmitRuleError) -> set[str]:
 
 
 def test_a_valid_plan_breaks_no_rule():
-    ir = build_ir(plan_doc([combo("H100-SXM", 1, 2, "L40S", 2, 1)]))
+    ir = ir_of(plan_doc([combo("H100-SXM", 1, 2, "L40S", 2, 1)]))
     assert find_violations(ir) == []
     check_rules(ir)
 
@@ -56,12 +56,12 @@ def test_llmd_and_dynamo_refuse_mooncake():
     plan = plan_doc([combo("H100-SXM", 2, 1, "L40S", 2, 1)])
     for target, rule in (("llmd", "llmd-connector"), ("dynamo", "dynamo-connector")):
         with pytest.raises(EmitRuleError) as info:
-            render(build_ir(plan, EmitSettings(kv_connector="MooncakeConnector")), [target])
+            render(ir_of(plan, EmitSettings(kv_connector="MooncakeConnector")), [target])
         assert info.value.rule == rule and "NIXL" in info.value.why
 
 
 def test_kv_layout_equal_block_size_and_kv_dtype_on_both_sides():
-    ir = build_ir(plan_doc([combo("H100-SXM", 1, 1, "L40S", 2, 1)]))
+    ir = ir_of(plan_doc([combo("H100-SXM", 1, 1, "L40S", 2, 1)]))
     unit = ir.units[0]
     prefill, decode = unit.groups
     odd = replace(decode, engine=replace(decode.engine, block_size_tokens=32, kv_cache_dtype="fp8"))
@@ -152,7 +152,7 @@ def test_all_violations_are_reported_together():
 
 
 def test_real_plans_pass_and_mooncake_refuses_example_a():
-    check_rules(build_ir(example_plan("llama3-70b-azure-conv")))
+    check_rules(ir_of(example_plan("llama3-70b-azure-conv")))
     err = _refused(example_plan("llama3-70b-azure-conv"), EmitSettings(kv_connector="MooncakeConnector"))
     assert [v[0] for v in err.violations] == ["mooncake-tp", "mooncake-tp"]
 
@@ -172,19 +172,19 @@ def test_real_plans_pass_and_mooncake_refuses_example_a():
 )
 def test_bad_settings_are_input_errors(settings, message):
     with pytest.raises(InputError) as info:
-        build_ir(plan_doc([combo("H100-SXM", 1, 1, "L40S", 2, 1)]), settings)
+        ir_of(plan_doc([combo("H100-SXM", 1, 1, "L40S", 2, 1)]), settings)
     assert info.value.exit_code == 2 and message in info.value.render()
 
 
 def test_quantized_weights_need_a_checkpoint():
     plan = plan_doc([combo("H100-SXM", 1, 1, "L40S", 2, 1)], weight_dtype="int4")
     with pytest.raises(InputError, match="int4 weights but no quantized checkpoint"):
-        build_ir(plan)
-    ir = build_ir(plan, EmitSettings(model_source="org/llama3-8b-awq"))
+        ir_of(plan)
+    ir = ir_of(plan, EmitSettings(model_source="org/llama3-8b-awq"))
     assert ir.model.source == "org/llama3-8b-awq" and ir.groups[0].engine.dtype == "auto"
 
 
 def test_fp8_weights_and_kv_map_to_vllm_flags():
-    ir = build_ir(plan_doc([combo("H100-SXM", 1, 1, "L40S", 2, 1)], weight_dtype="fp8", kv_dtype="fp8"))
+    ir = ir_of(plan_doc([combo("H100-SXM", 1, 1, "L40S", 2, 1)], weight_dtype="fp8", kv_dtype="fp8"))
     e = ir.groups[0].engine
     assert (e.dtype, e.quantization, e.kv_cache_dtype) == ("bfloat16", "fp8", "fp8")

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from hetplan.emit import build_ir
 from hetplan.emit.ir import DEFAULT_GPU_LABELS, EmitSettings
 from hetplan.emit.validate import validate_files
 from hetplan.emit.vllm import serve_argv
-from tests.emit.helpers import all_docs, combo, docs, example_plan, files_of, plan_doc
+from tests.emit.helpers import all_docs, combo, docs, example_plan, files_of, ir_of, plan_doc
 
 BOTH = EmitSettings(dynamo_api_versions=("v1beta1", "v1alpha1"), router_image="registry.local/vllm-router:0.1")
 
@@ -150,7 +149,7 @@ def _flag(argv: list[str], name: str) -> str:
 @pytest.mark.parametrize("case", CASES)
 def test_vllm_scripts_carry_the_plan(case, emitted):
     plan, s, files = emitted[case]
-    ir = build_ir(plan, s)
+    ir = ir_of(plan, s)
     for g in ir.groups:
         path = f"vllm/{g.name}{'-leader' if g.multi_node else ''}.sh"
         argv = _script_argv(files[path])

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from hetplan.emit import build_ir, check_rules
+from hetplan.emit import check_rules
 from hetplan.emit.dynamo import worker_argv
 from hetplan.emit.ir import DeploymentIR, EmitSettings
 from hetplan.emit.vllm import serve_argv
-from tests.emit.helpers import combo, example_plan, plan_doc
+from tests.emit.helpers import combo, example_plan, ir_of, plan_doc
 
 PYTHON = os.environ.get("HETPLAN_VLLM_ENV", "")
 
@@ -95,13 +95,13 @@ print("HETPLAN-RESULT " + json.dumps(out))
 
 def _irs() -> list[DeploymentIR]:
     irs = [
-        build_ir(example_plan("llama3-70b-azure-conv")),
-        build_ir(example_plan("cauchy-h800-a800-h20")),
-        build_ir(example_plan("llama3-70b-azure-conv", "melange")),
-        build_ir(plan_doc([combo("H100-SXM", 8, 1, "A100-80GB-SXM", 8, 2)], model="Llama-3-70B"),
+        ir_of(example_plan("llama3-70b-azure-conv")),
+        ir_of(example_plan("cauchy-h800-a800-h20")),
+        ir_of(example_plan("llama3-70b-azure-conv", "melange")),
+        ir_of(plan_doc([combo("H100-SXM", 8, 1, "A100-80GB-SXM", 8, 2)], model="Llama-3-70B"),
                  EmitSettings(gpus_per_node=4)),
-        build_ir(plan_doc([combo("L40S", 2, 2, "L40S", 4, 1, prefill_pp=2)], model="Llama-3-70B")),
-        build_ir(plan_doc([combo("H100-SXM", 1, 1, "L40S", 1, 1)], weight_dtype="fp8", kv_dtype="fp8"),
+        ir_of(plan_doc([combo("L40S", 2, 2, "L40S", 4, 1, prefill_pp=2)], model="Llama-3-70B")),
+        ir_of(plan_doc([combo("H100-SXM", 1, 1, "L40S", 1, 1)], weight_dtype="fp8", kv_dtype="fp8"),
                  EmitSettings(kv_connector="MooncakeConnector", max_model_len_tokens=4096)),
     ]  # fmt: skip
     for ir in irs:

@@ -225,9 +225,10 @@ def test_verify_and_simulate_use_the_profiled_figures_the_plan_was_made_with(tmp
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["scenario"]["profiles"][0]["gpu_spec"]["measured"]["memory_read_gb_per_s"] == 1500.0
+    from hetplan.plan.doc import from_doc
     from hetplan.sim.deployment import deployment_from_plan
 
-    d_slow, d_fast = deployment_from_plan(doc), deployment_from_plan(fast)
+    d_slow, d_fast = deployment_from_plan(from_doc(doc)), deployment_from_plan(from_doc(fast))
     name = doc["combos"][0]["decode_gpu"]
     tp = doc["combos"][0]["decode_tp"]
     step_slow = float(d_slow.model(name, tp).decode_step_latency_s(8, 1000.0))

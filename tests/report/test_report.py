@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from hetplan.cli.main import app
 from hetplan.errors import InputError
-from hetplan.planfile import load_plan
+from hetplan.plan.doc import read_plan_doc as load_plan
 from hetplan.report.gate import compare, github_annotations, markdown_summary, parse_fraction
 from tests.conftest import ROOT
 

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
-from hetplan.planfile import load_plan
+from hetplan.plan.doc import read_plan_doc as load_plan
 from hetplan.report.gate import compare, slo_change
 from tests.conftest import EXAMPLES, ROOT
 

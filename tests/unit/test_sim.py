@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from hetplan.errors import InputError
 from hetplan.perf.settings import PerfSettings
-from hetplan.planfile import load_plan
-from hetplan.sim.deployment import StepCost, deployment_from_plan, parse_bucket, simple_deployment
+from hetplan.plan.doc import from_doc, load_plan, read_plan_doc
+from hetplan.plan.doc import parse_bucket_label as parse_bucket
+from hetplan.sim.deployment import StepCost, deployment_from_plan, simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.metrics import jain_index, weighted_percentile
 from hetplan.sim.policies import CascadeSettings, cascade_estimate_s, get_policy
@@ -164,6 +166,11 @@ def plan_a():
     return load_plan(FIXTURES / "plan_example_a.json")
 
 
+def raw_plan_a():
+    """The example (a) plan as a document, to edit by hand."""
+    return read_plan_doc(FIXTURES / "plan_example_a.json")
+
+
 @pytest.fixture(scope="module")
 def conv():
     return read_stream([FIXTURES / "azure_conv_200.csv"])
@@ -233,7 +240,7 @@ def test_calibrate_covers_the_quantile(plan_a, conv):
     assert block["q2"] in [r["q2"] for r in block["q2_sweep"]]
     cfg = router_config(plan_a, block)
     assert cfg["kappa"] == block["kappa"] and len(cfg["groups"]) == 2
-    plan = dict(plan_a, cascade=block)
+    plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
     m = simulate(SimRequest(plan, conv, policy="cascade"))
     assert m["cascade"] == {"kappa": block["kappa"], "q2": block["q2"]}
 
@@ -257,7 +264,7 @@ def test_bad_inputs_raise_input_errors(plan_a, conv):
     with pytest.raises(InputError, match="unknown request classes"):
         conv.with_slos(1.0, 0.1, {"nope": ClassSlo(1.0)})
     with pytest.raises(InputError):
-        deployment_from_plan({"kind": "plan"})
+        deployment_from_plan(from_doc({"kind": "plan"}))
 
 
 def test_one_request_on_an_idle_disaggregated_pair_is_hand_checkable():
@@ -350,7 +357,7 @@ def test_prompts_over_the_context_window_are_dropped_apart_from_kv_drops():
     ],
 )
 def test_malformed_cascade_block_is_an_input_error_even_under_fcfs(plan_a, conv, block, field):
-    plan = json.loads(json.dumps(plan_a)) | {"cascade": block}
+    plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
     with pytest.raises(InputError, match=field.replace(".", r"\.")):
         simulate(SimRequest(plan, conv, policy="fcfs"))
 
@@ -368,14 +375,14 @@ def test_malformed_cascade_block_is_an_input_error_even_under_fcfs(plan_a, conv,
         (("strategy",), "bogus", "strategy"),
     ],
 )
-def test_out_of_range_engine_settings_are_refused(plan_a, path, value, field):
-    plan = json.loads(json.dumps(plan_a))
+def test_out_of_range_engine_settings_are_refused(path, value, field):
+    plan = raw_plan_a()
     node = plan if path[0] in ("combos", "strategy") else plan["scenario"]
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = value
     with pytest.raises(InputError, match=re.escape(field)):
-        deployment_from_plan(plan)
+        deployment_from_plan(from_doc(plan))
 
 
 def test_time_series_is_capped_and_a_tiny_rate_scale_is_cheap(plan_a, conv):

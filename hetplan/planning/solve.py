@@ -11,15 +11,17 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any
-
-import numpy as np
+from typing import Any, Protocol
 
 from hetplan import __version__
+from hetplan.catalog.loader import catalog_sha256
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.errors import InfeasibleError, InputError
+from hetplan.plan.doc import SCHEMA_VERSION
+from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH, STRATEGIES, bucket_label
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import (
     Allocation,
@@ -31,20 +33,12 @@ from hetplan.solvers.cauchy import (
     solve_allocation,
 )
 from hetplan.solvers.melange import Bucket, InstanceType, MelangePlan, instance_types, make_buckets, solve_melange
+from hetplan.units import rnd
 from hetplan.workload.readers import Workload
 
-HOURS_PER_MONTH = 730.0
-STRATEGIES = ("cauchy", "homogeneous", "melange")
 PRICE_FACTORS = (0.8, 1.2)
 GOODPUT_FACTORS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
 TOKENS_BASIS = "input+output tokens per USD at the plan's goodput capacity (output_tokens_per_usd: output only)"
-
-
-def rnd(x: float, digits: int = 6) -> float:
-    """Round to ``digits`` significant digits for stable, readable output (0, inf and NaN unchanged)."""
-    if x == 0 or not np.isfinite(x):
-        return float(x)
-    return float(f"{x:.{digits}g}")
 
 
 @dataclass(frozen=True)
@@ -106,20 +100,13 @@ class Planner:
         final = prices is None and demand_scale == 1.0
         if prices is not None or demand_scale != 1.0:
             req = replace(req, prices=prices or req.prices, goodput_req_per_s=req.goodput_req_per_s * demand_scale)
+        solver = SOLVERS.get(strategy)
+        if solver is None:
+            raise InputError(f"unknown strategy {strategy!r}", f"known: {', '.join(STRATEGIES)}", "pick one of them")
         try:
-            if strategy == "cauchy":
-                alloc = solve_allocation(req, self._priced(req), "heterogeneous plan", fewest_combos=final)
-                return Solved(strategy, allocation=alloc)
-            if strategy == "homogeneous":
-                return self._homogeneous(req, final)[0]
-            if strategy == "melange":
-                types = [replace(t, usd_per_hour=t.tp * req.prices[t.gpu].usd_per_gpu_hour) for t in self.types]
-                slo = f"TTFT {req.ttft_slo_s:g} s, TPOT {req.tpot_slo_s * 1e3:g} ms"
-                plan = solve_melange(types, self.buckets, req.demand_req_per_s, 4, req.inventory, req.time_limit_s, slo)
-                return Solved(strategy, melange=plan)
+            return solver(self, req, final)
         except InfeasibleError as exc:
             return Solved(strategy, error=exc)
-        raise InputError(f"unknown strategy {strategy!r}", f"known: {', '.join(STRATEGIES)}", "pick one of them")
 
     def _priced(self, req: PlanRequest) -> list[Combo]:
         if req.prices is self.req.prices:
@@ -166,6 +153,41 @@ class Planner:
         return best, dict(sorted(by_gpu.items()))
 
 
+class Solver(Protocol):
+    """A strategy's solver: the cheapest deployment of ``req`` (its prices and demand) with the planner's
+    candidates; ``final`` is False for what-if solves, which may skip cost-neutral tie-breaks.
+
+    Raises:
+        InfeasibleError: no deployment of this shape meets the target (the message names the binding constraint).
+    """
+
+    def __call__(self, planner: Planner, req: PlanRequest, final: bool) -> Solved: ...
+
+
+def _solve_cauchy(planner: Planner, req: PlanRequest, final: bool) -> Solved:
+    """Cauchy: prefill/decode combos over every GPU pair, one MILP (:func:`hetplan.solvers.cauchy.solve_allocation`)."""
+    alloc = solve_allocation(req, planner._priced(req), "heterogeneous plan", fewest_combos=final)
+    return Solved("cauchy", allocation=alloc)
+
+
+def _solve_homogeneous(planner: Planner, req: PlanRequest, final: bool) -> Solved:
+    """The cheapest single-GPU-type fleet of combos."""
+    return planner._homogeneous(req, final)[0]
+
+
+def _solve_melange(planner: Planner, req: PlanRequest, final: bool) -> Solved:
+    """Mélange: aggregated instances serving request-size bucket slices (:func:`~hetplan.solvers.melange.solve_melange`)."""
+    types = [replace(t, usd_per_hour=t.tp * req.prices[t.gpu].usd_per_gpu_hour) for t in planner.types]
+    slo = f"TTFT {req.ttft_slo_s:g} s, TPOT {req.tpot_slo_s * 1e3:g} ms"
+    plan = solve_melange(types, planner.buckets, req.demand_req_per_s, 4, req.inventory, req.time_limit_s, slo)
+    return Solved("melange", melange=plan)
+
+
+#: The strategies ``hetplan plan`` solves, by name (Hetis plans a fixed pool instead: :mod:`hetplan.planning.hetis`).
+SOLVERS: dict[str, Solver] = {"cauchy": _solve_cauchy, "homogeneous": _solve_homogeneous, "melange": _solve_melange}
+assert tuple(SOLVERS) == STRATEGIES, "hetplan.plan.types.STRATEGIES names the registered solvers"
+
+
 def build_plan(
     req: PlanRequest,
     scenario: Scenario,
@@ -175,8 +197,12 @@ def build_plan(
     strategy: str = "cauchy",
     analysis: bool = True,
     progress: Callable[[str], None] | None = None,
+    profiled: Mapping[str, str] | None = None,
+    workload_sha256: str | None = None,
 ) -> dict[str, Any]:
-    """Solve every strategy for ``req`` and return the plan document of ``strategy``.
+    """Solve every strategy for ``req`` and return the plan document of ``strategy`` (version 2: the resolved
+    model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance; see
+    :mod:`hetplan.plan.doc`, whose :func:`~hetplan.plan.doc.from_doc` makes it a typed plan).
 
     Raises:
         InputError: unknown strategy. InfeasibleError: the chosen strategy has no feasible plan (its message
@@ -194,10 +220,11 @@ def build_plan(
     if chosen.error is not None:
         raise chosen.error
     doc: dict[str, Any] = {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "kind": "plan",
         "hetplan_version": __version__,
         "strategy": strategy,
+        "engine": DEFAULT_ENGINE,
         "scenario": scenario_doc(scenario, req, workload),
     }
     doc.update(solved_doc(planner, chosen))
@@ -234,7 +261,27 @@ def build_plan(
         }
     used = set(doc["gpus_used"]) | set(doc["homogeneous_baseline"].get("gpus_used", {}))
     doc["warnings"] = warnings + [text for name, text in gpu_warnings if name in used]
+    doc["resolved"] = resolved_doc(req, profiled or {})
+    doc["provenance"] = {
+        "hetplan_version": __version__,
+        "catalog_sha256": catalog_sha256(),
+        "workload_sha256": workload_sha256,
+    }
     return doc
+
+
+def resolved_doc(req: PlanRequest, profiled: Mapping[str, str]) -> dict[str, Any]:
+    """The ``resolved`` block of a plan: the model architecture and every candidate GPU entry, with sources, so
+    later stages never look a name up in the catalog again."""
+    spec = req.arch.spec
+    local = bool(spec.source) and "://" not in spec.source  # read from a local config.json
+    model: dict[str, Any] = {"source": "config.json", "path": spec.source} if local else {"source": "catalog"}
+    model["spec"] = spec.model_dump(mode="json", exclude_none=True)
+    gpus = []
+    for g in req.gpus:
+        entry: dict[str, Any] = {"source": "profile", "path": profiled[g.name]} if g.name in profiled else {}
+        gpus.append((entry or {"source": "catalog"}) | {"spec": g.model_dump(mode="json", exclude_none=True)})
+    return {"model": model, "gpus": gpus}
 
 
 def _pruning_text(req: PlanRequest, cands: CandidateSet) -> str:
@@ -345,11 +392,12 @@ def _melange_instances(plan: MelangePlan) -> list[dict[str, Any]]:
     for g, (t, n) in enumerate(zip(plan.types, plan.counts, strict=True)):
         if not n:
             continue
-        served: dict[str, float] = {}
+        served: dict[str, tuple[Bucket, float]] = {}
         for b, row in enumerate(plan.assignment):
             if row[g]:
-                label = plan.buckets[b].label
-                served[label] = served.get(label, 0.0) + plan.buckets[b].share * row[g] / plan.slices
+                bucket = plan.buckets[b]
+                prev = served.get(bucket.label, (bucket, 0.0))[1]
+                served[bucket.label] = (bucket, prev + bucket.share * row[g] / plan.slices)
         rows.append(
             {
                 "role": "aggregated",
@@ -358,8 +406,17 @@ def _melange_instances(plan: MelangePlan) -> list[dict[str, Any]]:
                 "count": n,
                 "usd_per_hour": rnd(t.usd_per_hour),
                 "utilization": rnd(load[g] / n, 4),
-                "traffic_share": rnd(sum(served.values()), 4),
-                "buckets": {label: rnd(share, 4) for label, share in sorted(served.items())},
+                "traffic_share": rnd(sum(share for _, share in served.values()), 4),
+                # in label order (the order the simulator's router has always read them in)
+                "buckets": [
+                    {
+                        "prompt_tokens": [b.prompt_lo, None if math.isinf(b.prompt_hi) else b.prompt_hi],
+                        "output_tokens": [b.output_lo, None if math.isinf(b.output_hi) else b.output_hi],
+                        "share": rnd(share, 4),
+                        "label": bucket_label(b.prompt_lo, b.prompt_hi, b.output_lo, b.output_hi),
+                    }
+                    for _, (b, share) in sorted(served.items())
+                ],
             }
         )
     return rows

@@ -35,17 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from hetplan import __version__
-from hetplan.api import _model, build_workload
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import compute_dtype
-from hetplan.planning import rnd
+from hetplan.planning.request import _model, build_workload
 from hetplan.pool import Pool, load_pool
 from hetplan.scenario import Scenario
 from hetplan.solvers.hetis import HetisPlan, plan_hetis
 from hetplan.solvers.hetis_baselines import BaselineResult, hexgen, splitwise
 from hetplan.solvers.hetis_model import HetisSettings, Workload
-from hetplan.units import parse_duration_s, parse_percentile
+from hetplan.units import parse_duration_s, parse_percentile, rnd
 
 KIND = "hetis-deployment"
 ENGINE_NOTE = (

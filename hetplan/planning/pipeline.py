@@ -1,0 +1,100 @@
+"""The planning pipeline: scenario → request → solvers → typed :class:`~hetplan.plan.types.Plan`.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from hetplan.catalog.loader import gpu_overlay
+from hetplan.plan.doc import from_doc
+from hetplan.plan.types import Plan
+from hetplan.planning.request import build_request, profile_records, workload_sha256
+from hetplan.planning.solve import build_plan
+from hetplan.profiler.fit import (
+    DEFAULT_MIN_R2,
+    DEFAULT_TOP_K,
+    fit_doc,
+    fit_mismatch,
+    keep_pairs,
+    load_fit,
+    low_r2_note,
+)
+from hetplan.profiler.fit import fit_ce as _fit_ce
+from hetplan.profiler.profile_file import load_profiles, profile_notes
+from hetplan.scenario import Scenario
+
+
+def plan(
+    scenario: Scenario,
+    strategy: str = "cauchy",
+    analysis: bool = True,
+    progress: Callable[[str], None] | None = None,
+    profiles: Sequence[Path] = (),
+    prune_with: Path | None = None,
+    prune_top_k: int = DEFAULT_TOP_K,
+    min_r2: float = DEFAULT_MIN_R2,
+) -> Plan:
+    """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
+
+    Returns the typed plan (:func:`hetplan.plan.doc.to_doc` gives the ``--json`` output and the plan file),
+    deterministic for equal inputs; see :mod:`hetplan.planning.solve`. ``analysis`` adds price sensitivity and
+    cost versus goodput (extra ILP solves).
+    ``profiles`` are ``hetplan profile`` files whose measured figures replace the datasheet and efficiency priors
+    of their GPUs (:mod:`hetplan.profiler.profile_file`; the plan lists them under ``scenario.profiles`` and says
+    what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
+    every homogeneous pair) are the only ones enumerated (:func:`hetplan.profiler.fit.keep_pairs`); the plan warns
+    when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
+    never saw (:func:`hetplan.profiler.fit.fit_mismatch`).
+
+    Raises:
+        InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
+        the binding constraint).
+    """
+    loaded = load_profiles(profiles) if profiles else None
+    with gpu_overlay(loaded.specs if loaded else ()):
+        req, workload, warnings, gpu_warnings = build_request(scenario)
+        if loaded is not None:
+            warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
+        if prune_with is not None:
+            fit = load_fit(prune_with)
+            # the fit must come from this scenario: warn otherwise, and never prune GPUs it never saw
+            fit_notes, unseen = fit_mismatch(fit, req, workload.summary(), min_r2)
+            warnings = warnings + fit_notes
+            req = replace(req, keep_pairs=keep_pairs(fit.a1, fit.a2, req, prune_top_k, unseen))
+        profiled = {prof.gpu.name: name for name, prof in loaded.files} if loaded is not None else {}
+        doc = build_plan(
+            req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
+            profiled=profiled, workload_sha256=workload_sha256(scenario),
+        )  # fmt: skip
+    if loaded is not None:
+        # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
+        # instances without the profile files
+        doc["scenario"]["profiles"] = profile_records(loaded, with_spec=True)
+    if prune_with is not None:
+        doc["scenario"]["prune_with"] = {"file": Path(prune_with).name, "top_k": prune_top_k}
+    return from_doc(doc, "the plan hetplan made")
+
+
+def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float = DEFAULT_MIN_R2) -> dict[str, Any]:
+    """Fit Cauchy's A1/A2 cost-efficiency model for ``scenario``'s workload and GPUs (``hetplan profile fit``);
+    returns the fit document (:func:`hetplan.profiler.fit.fit_doc`), whose ``warnings`` hold the scenario's
+    warnings, what each profile did and a low-R² warning (below ``min_r2``).
+
+    Raises:
+        InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
+        fits the model or meets the SLOs.
+    """
+    loaded = load_profiles(profiles) if profiles else None
+    with gpu_overlay(loaded.specs if loaded else ()):
+        req, workload, warnings, _ = build_request(scenario)
+        if loaded is not None:
+            warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
+        tokens = float(workload.prompt_tokens.mean() + workload.output_tokens.mean())
+        fit = _fit_ce(req, tokens)
+        warnings = warnings + low_r2_note(fit.r2, min_r2)
+        return fit_doc(fit, req, workload.summary(), scenario.name, profile_records(loaded), warnings)

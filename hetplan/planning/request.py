@@ -1,0 +1,285 @@
+"""Scenario to plan request: the model, workload, SLOs, candidate GPUs, prices and inventory, validated.
+
+:func:`build_request` turns a :class:`~hetplan.scenario.Scenario` into the
+:class:`~hetplan.solvers.cauchy.PlanRequest` every solver takes, plus the workload and the warnings a plan shows.
+Every name (model, GPU, price file entry) is resolved here, once; the plan records what was resolved.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from hetplan.catalog.loader import (
+    active_gpus,
+    find_gpu,
+    find_model,
+    load_user_prices,
+)
+from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
+from hetplan.catalog.schemas import GpuSpec, UserPriceFile
+from hetplan.errors import InputError
+from hetplan.perf.arch import ModelArch
+from hetplan.perf.capacity import LengthStats
+from hetplan.perf.latency import compute_dtype
+from hetplan.perf.measured import measured_notes
+from hetplan.profiler.profile_file import LoadedProfiles
+from hetplan.scenario import Scenario
+from hetplan.solvers.cauchy import PlanRequest, check_request
+from hetplan.units import parse_duration_s, parse_percentile
+from hetplan.workload.readers import Workload, load_workload, synthetic_workload
+
+MAX_SAMPLES = 4000
+
+
+def profile_records(loaded: LoadedProfiles | None, with_spec: bool = False) -> list[dict[str, Any]]:
+    """What the JSON outputs (plan, estimate, fit) record of each ``--profile`` file; ``with_spec`` adds the
+    profiled GPU entry itself (``gpu_spec``, in plans: the simulator rebuilds instances from it)."""
+    if loaded is None:
+        return []
+    return [
+        {
+            "file": name,
+            "gpu": prof.gpu.name,
+            "device_kind": prof.gpu.measured.device_kind if prof.gpu.measured else None,
+            "device_name": prof.gpu.measured.device_name if prof.gpu.measured else None,
+            "profiled_at": prof.gpu.measured.profiled_at if prof.gpu.measured else None,
+        }
+        | ({"gpu_spec": prof.gpu.model_dump(mode="json", exclude_none=True)} if with_spec else {})
+        for name, prof in loaded.files
+    ]
+
+
+def build_workload(scenario: Scenario) -> Workload:
+    """The scenario's workload (trace file or synthetic); a trace's source is recorded as its file name and
+    SHA-256, so plans do not depend on the working directory."""
+    spec = scenario.workload
+    if spec.synthetic is not None:
+        s = spec.synthetic
+        return synthetic_workload(
+            s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median, s.output_tokens_median, s.sigma
+        )
+    path = Path(scenario.resolve(spec.path) or "")
+    display = path.name
+    if path.is_file():
+        display = f"{path.name} (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]})"
+    return load_workload(path, spec.format, spec.rate_per_s, display)
+
+
+def workload_sha256(scenario: Scenario) -> str | None:
+    """SHA-256 of the scenario's workload: the trace file's bytes, or the synthetic workload's settings as
+    canonical JSON; None when the trace file cannot be read (loading it reports why)."""
+    spec = scenario.workload
+    if spec.synthetic is not None:
+        text = json.dumps(spec.synthetic.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+    path = Path(scenario.resolve(spec.path) or "")
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    except OSError:
+        return None
+
+
+def _model(scenario: Scenario) -> ModelArch:
+    local = Path(scenario.resolve(scenario.model) or "")
+    name = str(local) if local.exists() else scenario.model
+    return ModelArch(find_model(name), scenario.weight_dtype, scenario.kv_dtype)
+
+
+def _goodput(scenario: Scenario, workload: Workload, warnings: list[str]) -> float:
+    if scenario.goodput_req_per_s is not None:
+        return scenario.goodput_req_per_s
+    if workload.arrival_rate_per_s is None or not workload.arrival_rate_per_s > 0:
+        if workload.duration_s is None:
+            why = "the workload has no timestamps (a length-only file or a single request)"
+        else:
+            why = f"the workload's timestamps span {workload.duration_s:g} s, so it has no arrival rate"
+        raise InputError("no goodput target", why, "pass --goodput REQ_PER_S (or --rate for a length-only file)")
+    rate = workload.arrival_rate_per_s
+    warnings.append(f"goodput target defaults to the workload's mean arrival rate, {rate:.4g} req/s")
+    return rate
+
+
+def _inventory(scenario: Scenario) -> dict[str, int]:
+    inventory: dict[str, int] = {}
+    for name, count in scenario.inventory.items():
+        canonical = find_gpu(name).name
+        if canonical in inventory:
+            raise InputError(f"inventory names {canonical} twice ({name!r} is an alias)", fix="give each GPU once")
+        inventory[canonical] = int(count)
+    return inventory
+
+
+def _user_prices(scenario: Scenario) -> UserPriceFile | None:
+    if not scenario.prices:
+        return None
+    path = scenario.resolve(scenario.prices) or ""
+    user = load_user_prices(Path(path))
+    seen: dict[str, str] = {}
+    for name in user.usd_per_gpu_hour:
+        try:
+            canonical = find_gpu(name).name
+        except InputError as exc:
+            raise InputError(
+                f"price file {path}: {exc.what}", exc.why, "fix the GPU name in usd_per_gpu_hour"
+            ) from None
+        if canonical in seen:
+            raise InputError(
+                f"price file {path} prices {canonical} twice ({seen[canonical]!r} and {name!r})",
+                fix="keep one entry per GPU",
+            )
+        seen[canonical] = name
+    return user
+
+
+def _candidate_gpus(
+    scenario: Scenario, inventory: dict[str, int], warnings: list[str], user: UserPriceFile | None = None
+) -> list[GpuSpec]:
+    """--gpus, else the inventory's types, else the GPUs a user price file prices, else every catalog GPU."""
+    if scenario.gpus:
+        gpus = list(dict.fromkeys(find_gpu(g) for g in scenario.gpus))
+        left_out = sorted(set(inventory) - {g.name for g in gpus})
+        if left_out:
+            warnings.append(f"inventory of {', '.join(left_out)} is ignored: not among the candidate --gpus")
+        return gpus
+    if inventory:
+        return [find_gpu(g) for g in inventory]
+    if user is not None:
+        return list(dict.fromkeys(find_gpu(g) for g in user.usd_per_gpu_hour))
+    return list(active_gpus())
+
+
+def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
+    """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
+    (GPU name, text; shown only when a plan uses that GPU).
+
+    Raises:
+        InputError: any invalid or inconsistent setting, named with its fix.
+    """
+    warnings: list[str] = []
+    gpu_warnings: list[tuple[str, str]] = []
+    check_cloud(scenario.cloud)
+    arch = _model(scenario)
+    quantile = parse_percentile(scenario.slo.percentile)
+    ttft = parse_duration_s(scenario.slo.ttft, "ttft")
+    tpot = parse_duration_s(scenario.slo.tpot, "tpot")
+    workload = build_workload(scenario)
+    goodput = _goodput(scenario, workload, warnings)
+    user_prices = _user_prices(scenario)
+    inventory = _inventory(scenario)
+    explicit = bool(scenario.gpus or inventory or user_prices)
+    prices: dict[str, GpuPrice] = {}
+    chosen = []
+    dtype_skipped: list[str] = []  # candidates skipped for lacking the compute dtype
+    fp16_ok = True
+    kind = "spot" if scenario.spot else "on-demand"
+    where = f" on {scenario.cloud}" if scenario.cloud else ""
+    for gpu in _candidate_gpus(scenario, inventory, warnings, user_prices):
+        price = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices)
+        if price is None:
+            if explicit:
+                raise InputError(
+                    f"no {kind} price for {gpu.name}{where}",
+                    "every GPU type in the plan needs a $/GPU-hour",
+                    "pass --prices FILE with usd_per_gpu_hour for it, pick another --cloud, or drop it from --gpus",
+                )
+            continue
+        try:
+            tflops, estimated = gpu.dense_tflops(compute_dtype(arch.weight_dtype))
+        except KeyError as exc:
+            dtype_skipped.append(exc.args[0] if exc.args else f"{gpu.name}: no compute figure")
+            fp16_ok = fp16_ok and bool(gpu.fp16_dense_tflops)
+            warnings.append(
+                f"{gpu.name} skipped: {exc.args[0] if exc.args else 'no compute figure'}"
+                + (" (plan with --weight-dtype fp16 to use it)" if gpu.fp16_dense_tflops else "")
+            )
+            continue
+        if estimated and gpu.measured is None:
+            note = gpu.estimate_note or "no published value"
+            gpu_warnings.append(
+                (gpu.name, f"{gpu.name}: {tflops:g} TFLOPS is an estimate, not a datasheet figure ({note})")
+            )
+        if price.illustrative:
+            gpu_warnings.append(
+                (
+                    gpu.name,
+                    f"{gpu.name}: ${price.usd_per_gpu_hour:g}/GPU-hour is illustrative, not a quote ({price.source})",
+                )
+            )
+        if price.unreliable:
+            gpu_warnings.append(
+                (
+                    gpu.name,
+                    f"{gpu.name}: ${price.usd_per_gpu_hour:g}/GPU-hour comes from a catalog "
+                    f"row flagged unreliable ({price.source}); pass --prices to set your own",
+                )
+            )
+        prices[gpu.name] = price
+        chosen.append(gpu)
+    if not chosen and dtype_skipped:
+        dtype = compute_dtype(arch.weight_dtype)
+        raise InputError(
+            f"no candidate GPU can run {dtype}: " + "; ".join(dtype_skipped),
+            f"the planner computes in the weight dtype ({arch.weight_dtype}) and every priced candidate lacks it",
+            ("pass --weight-dtype fp16, or " if fp16_ok and dtype != "fp16" else "")
+            + f"add a GPU with {dtype} support to --gpus or the --prices file (see hetplan catalog gpus)",
+        )
+    if not chosen:
+        raise InputError(
+            f"no candidate GPU has {'a spot' if scenario.spot else 'an on-demand'} price{where}",
+            "the catalog lists no matching price rows",
+            "drop --spot, pick another --cloud, or pass --prices",
+        )
+    heads = arch.attention_heads
+    tps = tuple(sorted({t for t in scenario.tp if heads % t == 0}))
+    dropped = sorted(set(scenario.tp) - set(tps))
+    if not tps:
+        raise InputError(
+            f"no TP degree in {sorted(set(scenario.tp))} divides the {heads} attention heads of {arch.spec.name}",
+            fix="pass TP degrees that divide the head count, e.g. --tp 1,2,4,8",
+        )
+    if dropped:
+        warnings.append(f"TP {', '.join(map(str, dropped))} skipped: does not divide the {heads} attention heads")
+    window = arch.spec.max_position_embeddings
+    too_long = (workload.prompt_tokens + workload.output_tokens) > window
+    if too_long.all():
+        raise InputError(
+            f"every request is longer than {arch.spec.name}'s {window:,}-token context window",
+            fix="use a model with a longer context or a trace of shorter requests",
+        )
+    if too_long.any():
+        warnings.append(
+            f"{int(too_long.sum())} request(s) ({too_long.mean() * 100:.2g} %) exceed {arch.spec.name}'s "
+            f"{window:,}-token context window and are left out of the length distribution"
+        )
+        workload = replace(
+            workload,
+            prompt_tokens=workload.prompt_tokens[~too_long],
+            output_tokens=workload.output_tokens[~too_long],
+            arrival_s=None if workload.arrival_s is None else workload.arrival_s[~too_long],
+        )
+    prompt, output = workload.sample(MAX_SAMPLES)
+    req = PlanRequest(
+        arch,
+        LengthStats(prompt, output, quantile),
+        float(goodput),
+        ttft,
+        tpot,
+        tuple(chosen),
+        prices,
+        inventory,
+        tps,
+        scenario.max_ratio,
+        scenario.headroom,
+        scenario.max_ilp_combos,
+    )
+    check_request(req)
+    # -- measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks --
+    warnings.extend(measured_notes(req.gpus, compute_dtype(arch.weight_dtype)))
+    # -- end measured figures --
+    return req, workload, warnings, gpu_warnings
