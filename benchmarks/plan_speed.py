@@ -17,9 +17,9 @@ from pathlib import Path
 
 import yaml
 
-from hetplan.planning.request import build_request
 from hetplan.catalog.loader import load_gpus
 from hetplan.catalog.pricing import resolve_price
+from hetplan.planning.request import build_request
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import enumerate_candidates, solve_allocation
 

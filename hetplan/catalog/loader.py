@@ -87,13 +87,10 @@ def read_yaml_file(path: Path, schema: type[T], what: str, schema_doc: str = "se
         raise InputError(f"cannot read {what} {path}", str(exc), "check the path") from None
     except UnicodeDecodeError:
         raise InputError(f"{what} {path} is not UTF-8 text", fix=f"pass a YAML file ({schema_doc})") from None
-    try:
-        data: Any = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise CatalogError(f"{what} {path} is not valid YAML{where}", str(problem), "fix the syntax") from None
+    if path.suffix.lower() == ".json":  # JSON is read as JSON: YAML 1.1 would read 1e-05 as text
+        data = _load_json(text, path, what)
+    else:
+        data = _load_yaml(text, path, what)
     if data is None:
         raise CatalogError(f"{what} {path} is empty", fix=schema_doc)
     if not isinstance(data, dict):
@@ -108,6 +105,44 @@ def read_yaml_file(path: Path, schema: type[T], what: str, schema_doc: str = "se
         raise CatalogError(
             f"{what} {path} does not match its schema", format_validation(exc), f"fix the named fields ({schema_doc})"
         ) from None
+
+
+def _load_json(text: str, path: Path, what: str) -> Any:
+    """JSON text with duplicate keys and NaN/Infinity refused.
+
+    Raises:
+        CatalogError: invalid JSON (with line and column), a duplicate key or a non-finite constant.
+    """
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise ValueError(f"duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a number JSON allows")
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(
+            f"{what} {path} is not valid JSON at line {exc.lineno}, column {exc.colno}", exc.msg, "fix the syntax"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise CatalogError(f"{what} {path} is not valid JSON", str(exc) or type(exc).__name__, "fix it") from None
+
+
+def _load_yaml(text: str, path: Path, what: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise CatalogError(f"{what} {path} is not valid YAML{where}", str(problem), "fix the syntax") from None
 
 
 def format_validation(exc: ValidationError) -> str:

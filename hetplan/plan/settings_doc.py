@@ -18,7 +18,9 @@ from hetplan.perf.settings import GpuEfficiency, PerfSettings
 
 def settings_to_doc(settings: PerfSettings) -> dict[str, Any]:
     """Every field of ``settings`` as plain data (efficiency overrides as ``[name, {...}]`` pairs)."""
-    return asdict(settings)
+    doc = asdict(settings)
+    doc["gpu_overrides"] = [[name, eff] for name, eff in doc["gpu_overrides"]]
+    return doc
 
 
 # what a plan's perf_settings may hold: (low, high, low inclusive); high is inclusive

@@ -206,7 +206,8 @@ class Plan:
         prices: $/GPU-hour per GPU type, with sources. inventory: GPUs per type the plan may use.
         tp_options: the TP degrees considered.
         combos / instances: the deployment (disaggregated combos, or aggregated instances).
-        total_usd_per_hour / usd_per_month (:data:`HOURS_PER_MONTH` hours) / goodput_req_per_s / gpus_used / tokens_per_usd / output_tokens_per_usd: its totals.
+        total_usd_per_hour / usd_per_month (:data:`HOURS_PER_MONTH` hours) / goodput_req_per_s / gpus_used /
+            tokens_per_usd / output_tokens_per_usd: its totals.
         baselines: the other strategies' optima. verification: the simulated check, when one ran.
         warnings: what the planner warned about. provenance: see :class:`Provenance`.
         extra / scenario_extra: the document's other fields, kept as written.

@@ -176,7 +176,7 @@ def _solve_homogeneous(planner: Planner, req: PlanRequest, final: bool) -> Solve
 
 
 def _solve_melange(planner: Planner, req: PlanRequest, final: bool) -> Solved:
-    """Mélange: aggregated instances serving request-size bucket slices (:func:`~hetplan.solvers.melange.solve_melange`)."""
+    """Mélange: aggregated instances serving request-size bucket slices (see ``solvers.melange.solve_melange``)."""
     types = [replace(t, usd_per_hour=t.tp * req.prices[t.gpu].usd_per_gpu_hour) for t in planner.types]
     slo = f"TTFT {req.ttft_slo_s:g} s, TPOT {req.tpot_slo_s * 1e3:g} ms"
     plan = solve_melange(types, planner.buckets, req.demand_req_per_s, 4, req.inventory, req.time_limit_s, slo)

@@ -172,7 +172,7 @@ def test_job_options_without_emit_job_are_refused(extra):
 
 
 def test_merge_force_removes_only_the_previous_merges_files(tmp_path, cpu_h100):
-    a = write_profile(tmp_path / "a.json", gpu="L4", bf16_tflops=90.0, read_gb_per_s=250.0)
+    a = write_profile(tmp_path / "a.yaml", gpu="L4", bf16_tflops=90.0, read_gb_per_s=250.0)
     out = tmp_path / "cat"
     assert invoke("profile", "merge", a, cpu_h100, "--out", out).exit_code == 0
     (out / "profiles" / "mine.txt").write_text("user file", encoding="utf-8")
@@ -180,9 +180,9 @@ def test_merge_force_removes_only_the_previous_merges_files(tmp_path, cpu_h100):
     assert sorted(p.name for p in (out / "profiles").iterdir()) == ["mine.txt", "ph100.yaml"]
     # a folder merged before manifests existed: only profile files under profiles/ count as the merge's
     (out / "hetplan-merge.json").unlink()
-    (out / "profiles" / "a.json").write_text(a.read_text(encoding="utf-8"), encoding="utf-8")
+    (out / "profiles" / "a.yaml").write_text(a.read_text(encoding="utf-8"), encoding="utf-8")
     assert invoke("profile", "merge", a, "--out", out, "--force").exit_code == 0
-    assert sorted(p.name for p in (out / "profiles").iterdir()) == ["a.json", "mine.txt"]
+    assert sorted(p.name for p in (out / "profiles").iterdir()) == ["a.yaml", "mine.txt"]
 
 
 def test_measured_figures_are_bounded_and_unmeasured_dtypes_say_what_the_model_uses():

@@ -1,0 +1,109 @@
+"""The typed plan (hetplan.plan): document round trips, the version-1 reader, stored fixtures kept fresh."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from hetplan import api
+from hetplan.errors import InputError
+from hetplan.plan.doc import SCHEMA_VERSION, from_doc, load_plan, read_plan_doc, to_doc
+from hetplan.plan.types import Plan
+from hetplan.scenario import load_scenario
+from tests.conftest import EXAMPLES, FIXTURES
+
+STORED = {
+    # fixture file: (example, strategy, analysis) it was written from
+    "plan_example_a.json": ("llama3-70b-azure-conv", "cauchy", True),
+    "plan_example_a_melange.json": ("llama3-70b-azure-conv", "melange", False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STORED))
+def test_a_document_round_trips(name):
+    doc = read_plan_doc(FIXTURES / name)
+    plan = from_doc(doc)
+    assert to_doc(plan) == doc
+    assert from_doc(to_doc(plan)) == plan
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(STORED))
+def test_stored_plan_fixtures_are_what_hetplan_plans_today(name):
+    """A fixture other tests rely on must be the plan hetplan makes now; refresh it on purpose with
+    ``hetplan plan examples/EXAMPLE.yaml [--strategy S] [--no-analysis] --out tests/fixtures/NAME --force``."""
+    example, strategy, analysis = STORED[name]
+    fresh = api.to_doc(api.plan(load_scenario(EXAMPLES / f"{example}.yaml"), strategy, analysis))
+    stored = json.loads((FIXTURES / name).read_text())
+    assert fresh == stored, f"tests/fixtures/{name} is stale: re-plan it (see this test's docstring)"
+
+
+def test_plans_carry_what_later_stages_need():
+    plan = load_plan(FIXTURES / "plan_example_a.json")
+    doc = read_plan_doc(FIXTURES / "plan_example_a.json")
+    assert doc["schema_version"] == SCHEMA_VERSION == 2 and doc["engine"] == "vllm"
+    assert plan.model.source == "catalog" and plan.model.spec.name == "Llama-3-70B"
+    assert plan.model.spec.num_hidden_layers == 80
+    assert set(plan.used_gpu_names()) <= set(plan.gpus)
+    assert plan.gpu("H100-SXM").hbm_gib == 80
+    assert plan.settings.max_num_batched_tokens == 8192 and plan.settings.default.prefill_mfu == 0.668
+    assert len(plan.provenance.catalog_sha256) == 64 and len(plan.provenance.workload_sha256 or "") == 64
+    assert plan.combos and plan.combos[0].label.count("->") == 1
+
+
+def test_melange_buckets_are_numbers():
+    plan = load_plan(FIXTURES / "plan_example_a_melange.json")
+    buckets = [b for t in plan.instances for b in t.buckets]
+    assert buckets and all(b.prompt_lo_tokens < b.prompt_hi_tokens for b in buckets)
+    assert all(math.isfinite(b.prompt_lo_tokens) and b.share > 0 for b in buckets)
+    shares = sum(t.traffic_share for t in plan.instances)
+    assert shares == pytest.approx(1.0, abs=1e-3)
+    assert sum(b.share for b in buckets) == pytest.approx(shares, abs=1e-3)
+    doc = read_plan_doc(FIXTURES / "plan_example_a_melange.json")
+    first = doc["instances"][0]["buckets"][0]
+    assert set(first) == {"prompt_tokens", "output_tokens", "share", "label"}
+
+
+def test_version_1_files_are_still_read():
+    old = load_plan(FIXTURES / "plan_example_a_v1.json")
+    new = load_plan(FIXTURES / "plan_example_a.json")
+    assert old.combos == new.combos and old.model.spec == new.model.spec
+    assert old.provenance.catalog_sha256.startswith("unknown (version-1 plan")
+    assert to_doc(old)["schema_version"] == 2
+
+
+def test_a_version_1_plan_whose_model_is_gone_says_re_plan():
+    doc = read_plan_doc(FIXTURES / "plan_example_a_v1.json")
+    doc["scenario"]["model"] = "No-Such-Model-7B"
+    with pytest.raises(InputError, match="version-1 plan") as err:
+        from_doc(doc)
+    assert "re-plan" in (err.value.fix or "")
+
+
+def test_a_hand_edited_gpu_name_is_refused_with_the_fix():
+    doc = read_plan_doc(FIXTURES / "plan_example_a.json")
+    doc["combos"][0]["decode_gpu"] = "H100-NVL"
+    with pytest.raises(InputError, match="resolved GPU entries do not include") as err:
+        from_doc(doc)
+    assert "re-plan" in (err.value.fix or "")
+    plan = load_plan(FIXTURES / "plan_example_a.json")
+    with pytest.raises(InputError, match="records no entry"):
+        plan.gpu("B200")
+
+
+def test_a_version_2_plan_needs_its_resolved_entries():
+    doc = read_plan_doc(FIXTURES / "plan_example_a.json")
+    del doc["resolved"]
+    with pytest.raises(InputError, match="not a usable hetplan plan") as err:
+        from_doc(doc)
+    assert "'resolved'" in (err.value.why or "")
+
+
+def test_plans_are_frozen():
+    plan = load_plan(FIXTURES / "plan_example_a.json")
+    with pytest.raises(AttributeError):
+        plan.strategy = "melange"  # type: ignore[misc]
+    assert isinstance(replace(plan, verification={"misses": []}), Plan)
