@@ -240,24 +240,26 @@ def calibrate(
     return replace(req.plan, extra={**req.plan.extra, "cascade": block}), block
 
 
-def gate(current: dict[str, Plan], baseline: dict[str, dict[str, Any]], max_cost_increase: float) -> list[GateResult]:
-    """Compare each scenario's fresh plan with its baseline (``hetplan gate``): a result per scenario, failing
-    when the cost rose more than ``max_cost_increase`` (a fraction) or the plan is gone; see
-    :func:`hetplan.report.gate.compare`.
-
-    Raises:
-        InputError: a baseline entry that is not a plan summary.
-    """
+def gate(
+    current: dict[str, Plan],
+    baseline: dict[str, dict[str, Any]],
+    max_cost_increase: float,
+    min_tokens_per_usd_ratio: float | None = None,
+) -> list[GateResult]:
+    """Compare each scenario's fresh plan with its stored baseline document (``hetplan gate``): one result per
+    scenario, failing when the cost rose more than ``max_cost_increase`` (a fraction), tokens/USD fell below
+    ``min_tokens_per_usd_ratio`` x the baseline's, or a scenario is missing on either side; see
+    :func:`hetplan.report.gate.compare`."""
     from hetplan.report.gate import compare, failed
 
     out = []
     for name in sorted(set(current) | set(baseline)):
-        if name not in current:
-            out.append(failed(name, "no plan for this scenario any more"))
-        elif name not in baseline:
-            out.append(failed(name, "no baseline for this scenario: refresh the baseline on purpose"))
+        if name not in baseline:
+            out.append(failed(name, "not in the baseline; add it on purpose with --update-baseline"))
+        elif name not in current:
+            out.append(failed(name, "in the baseline but not re-planned"))
         else:
-            out.append(compare(name, to_doc(current[name]), baseline[name], max_cost_increase))
+            out.append(compare(current[name], baseline[name], max_cost_increase, min_tokens_per_usd_ratio, name))
     return out
 
 

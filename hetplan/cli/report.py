@@ -20,6 +20,7 @@ from hetplan.cli.main import app, err_console, run_guarded
 from hetplan.errors import HetplanError, InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 from hetplan.plan.doc import PlanMapping, check_plan, load_plan, to_doc
+from hetplan.plan.types import Plan
 from hetplan.report.gate import (
     GateResult,
     compare,
@@ -195,7 +196,7 @@ def report(
                         "the gate compares a scenario with its own earlier plan",
                         "pass the baseline of the same scenario",
                     )
-                results.append(compare(to_doc(typed), base, allowed, min_ratio, name=f"{typed.name} ({src})"))
+                results.append(compare(typed, base, allowed, min_ratio, name=f"{typed.name} ({src})"))
             rep["gate"] = {
                 "baseline": baseline.name,
                 "max_cost_increase_fraction": allowed,
@@ -288,7 +289,7 @@ def gate(
     """Re-plan SCENARIOS and compare each with the stored baseline, so a change to models, prices, SLOs or
     hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails or was not compared."""
 
-    def work() -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, Any] | None, float]:
+    def work() -> tuple[dict[str, Plan], dict[str, str], dict[str, Any] | None, float]:
         allowed = parse_fraction(max_cost_increase, "--max-cost-increase")
         _check_ratio(min_ratio)
         _check_summary_path(summary)
@@ -308,13 +309,13 @@ def gate(
             if any(scenario.name == s.name for _, s in loaded):
                 raise InputError(f"two scenarios are named {scenario.name!r}", fix="give each scenario a unique name")
             loaded.append((path, scenario))
-        fresh: dict[str, dict[str, Any]] = {}
+        fresh: dict[str, Plan] = {}
         broken: dict[str, str] = {}
         with err_console.status("re-planning scenarios", spinner="dots") as status:
             for path, scenario in loaded:
                 status.update(f"planning {escape(scenario.name)}")
                 try:
-                    fresh[scenario.name] = api.to_doc(api.plan(scenario, analysis=False))
+                    fresh[scenario.name] = api.plan(scenario, analysis=False)
                 except HetplanError as exc:
                     if update:
                         raise InputError(
@@ -326,7 +327,7 @@ def gate(
     fresh, broken, stored, allowed = run_guarded(work)
     if update:
         kept = dict(stored["scenarios"]) if stored else {}
-        kept.update(fresh)
+        kept.update({name: to_doc(p) for name, p in fresh.items()})
         doc = {"schema_version": 1, "kind": GATE_KIND, "scenarios": dict(sorted(kept.items()))}
         run_guarded(lambda: write_atomic(baseline, dump_for_path(baseline, doc), force=True))
         err_console.print(f"updated {len(fresh)} scenario(s) in {escape(str(baseline))} ({len(kept)} in all)")

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hetplan.errors import InputError
+from hetplan.plan.doc import to_doc
+from hetplan.plan.types import Plan
 from hetplan.report.model import combo_label
 
 
@@ -149,13 +151,16 @@ def explain(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
 
 
 def compare(
-    current: dict[str, Any],
+    plan: Plan,
     baseline: dict[str, Any],
     max_cost_increase: float,
     min_tokens_per_usd_ratio: float | None = None,
     name: str | None = None,
 ) -> GateResult:
-    """Gate ``current`` against ``baseline`` (plan documents)."""
+    """Gate the fresh ``plan`` against ``baseline`` (a stored plan document, version 1 or 2): it fails when the
+    cost rose more than ``max_cost_increase`` (a fraction) or tokens/USD fell below ``min_tokens_per_usd_ratio``
+    times the baseline's; the explanation names what changed (deployment, prices, SLOs, model)."""
+    current = to_doc(plan)
     old, new = baseline["total_usd_per_hour"], current["total_usd_per_hour"]
     change = new / old - 1.0 if old > 0 else 0.0
     ratio = current["tokens_per_usd"] / baseline["tokens_per_usd"] if baseline["tokens_per_usd"] else 1.0

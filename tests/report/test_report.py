@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from hetplan.cli.main import app
 from hetplan.errors import InputError
+from hetplan.plan.doc import from_doc
 from hetplan.plan.doc import read_plan_doc as load_plan
 from hetplan.report.gate import compare, github_annotations, markdown_summary, parse_fraction
 from tests.conftest import ROOT
@@ -96,7 +97,7 @@ def test_gate_tokens_ratio_and_explanation(tmp_path):
     other["gpus_used"] = dict(plan["gpus_used"], **{"H100-SXM": 4})
     other["combos"][1]["count"] = 2
     other["tokens_per_usd"] = plan["tokens_per_usd"] * 0.9
-    result = compare(other, plan, 0.02, 0.95)
+    result = compare(from_doc(other), plan, 0.02, 0.95)
     assert not result.passed and "tokens/USD fell" in result.failures[0]
     assert "price of H100-SXM: $12.29 -> $14 per GPU-hour" in result.changes
     assert "GPUs of H100-SXM: 2 -> 4" in result.changes

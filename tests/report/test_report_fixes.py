@@ -14,6 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
+from hetplan.plan.doc import from_doc
 from hetplan.plan.doc import read_plan_doc as load_plan
 from hetplan.report.gate import compare, slo_change
 from tests.conftest import EXAMPLES, ROOT
@@ -137,7 +138,7 @@ def test_slo_changes_are_readable():
     plan = load_plan(PLAN)
     other = copy.deepcopy(plan)
     other["scenario"]["slo"]["ttft_s"] = plan["scenario"]["slo"]["ttft_s"] * 2
-    changes = [c for c in compare(other, plan, 0.02, None).changes if c.startswith("SLO")]
+    changes = [c for c in compare(from_doc(other), plan, 0.02, None).changes if c.startswith("SLO")]
     assert len(changes) == 1 and "{" not in changes[0] and "TPOT unchanged" in changes[0]
 
 
