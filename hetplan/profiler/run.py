@@ -476,7 +476,8 @@ def _efficiency(gpu: GpuSpec, matched: GpuSpec | None) -> dict[str, float]:
         # tf32 tensor cores run at half the 16-bit dense rate on Ampere and Hopper
         peak = peak / 2 if dtype == "tf32" else peak
         if not estimated:
-            out[dtype] = round(value / peak, 4)
-    out["memory_read"] = round(m.memory_read_gb_per_s / matched.hbm_gb_per_s, 4)
-    out["memory_copy"] = round(m.memory_copy_gb_per_s / matched.hbm_gb_per_s, 4)
+            out[dtype] = _rate(value / peak)
+    # 4 significant digits, not 4 decimals: a CPU against a GPU datasheet is ~1e-4 and must not round to 0
+    out["memory_read"] = _rate(m.memory_read_gb_per_s / matched.hbm_gb_per_s)
+    out["memory_copy"] = _rate(m.memory_copy_gb_per_s / matched.hbm_gb_per_s)
     return out
