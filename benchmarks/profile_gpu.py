@@ -35,9 +35,9 @@ def main() -> int:
     if not torch.cuda.is_available():
         print(f"no CUDA GPU visible (torch {torch.__version__}, CUDA build {torch.version.cuda})", file=sys.stderr)
         return 3
+    from hetplan.catalog.profile import dump_profile
     from hetplan.errors import HetplanError
     from hetplan.io import to_yaml
-    from hetplan.profiler.profile_file import dump_profile
     from hetplan.profiler.run import ProfileRequest, run_profile
 
     def tell(name: str, done: int, total: int) -> None:

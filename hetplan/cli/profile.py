@@ -103,7 +103,7 @@ def profile(
     ]
     if job_only:
         run_guarded(lambda: _refuse_job_only(job_only))
-    from hetplan.profiler.profile_file import dump_profile
+    from hetplan.catalog.profile import dump_profile
     from hetplan.profiler.run import ProfileRequest, run_profile
 
     device = device or "cuda:0"
@@ -206,7 +206,7 @@ def _emit_jobs(
     quick: bool,
     model: str | None,
 ) -> None:
-    from hetplan.profiler.job import DEFAULT_IMAGE, JobSettings, build_jobs, job_model
+    from hetplan.emit.profile_job import DEFAULT_IMAGE, JobSettings, build_jobs, job_model
 
     settings = run_guarded(
         lambda: JobSettings(
@@ -234,7 +234,7 @@ def _emit_jobs(
 
     files = run_guarded(work)
     if json_out:
-        from hetplan.profiler.job import build_job
+        from hetplan.emit.profile_job import build_job
 
         typer.echo(to_json(dict(build_job(label, settings) for label in labels)), nl=False)
         return
@@ -255,7 +255,7 @@ def merge(
     force: bool = typer.Option(False, "--force", help="Overwrite files in --out."),
 ) -> None:
     """Combine profiles into a catalog folder; use it with HETPLAN_CATALOG_DIR=FOLDER hetplan plan ..."""
-    from hetplan.profiler.profile_file import merge_profiles
+    from hetplan.catalog.profile import merge_profiles
 
     written = run_guarded(lambda: merge_profiles(list(profiles), out, force))
     err_console.print(

@@ -23,10 +23,10 @@ from typing import Any, TypeVar
 
 from hetplan import __version__
 from hetplan.catalog.loader import find_gpu, find_model
+from hetplan.catalog.profile import ProfileFile, ProfileMatch, new_device_spec
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
 from hetplan.errors import InputError
 from hetplan.profiler.bench import DTYPE_BYTES, SIZES, Bench, Sizes, require_torch
-from hetplan.profiler.profile_file import ProfileFile, ProfileMatch, new_device_spec
 
 Progress = Callable[[str, int, int], None]
 T = TypeVar("T")

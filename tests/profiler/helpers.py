@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hetplan.catalog.loader import find_gpu
-from hetplan.profiler.profile_file import ProfileFile, ProfileMatch, dump_profile
+from hetplan.catalog.profile import ProfileFile, ProfileMatch, dump_profile
 
 
 def make_profile(

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from hetplan.catalog import loader
 from hetplan.catalog.loader import find_gpu
+from hetplan.catalog.profile import new_device_spec
 from hetplan.catalog.schemas import GpuMeasured
 from hetplan.cli.main import app
 from hetplan.perf.measured import measured_notes
-from hetplan.profiler.fit import FitFile, fit_mismatch, keep_pairs, low_r2_note
-from hetplan.profiler.profile_file import new_device_spec
+from hetplan.solvers.ce_fit import FitFile, fit_mismatch, keep_pairs, low_r2_note
 from tests.conftest import EXAMPLES
 from tests.profiler.helpers import write_profile
 

@@ -6,7 +6,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
-from hetplan.profiler.job import JobSettings, build_jobs
+from hetplan.emit.profile_job import JobSettings, build_jobs
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
@@ -67,8 +67,8 @@ def test_jobs_print_to_stdout_without_out():
 def test_an_invalid_job_is_caught_before_writing(monkeypatch):
     import pytest
 
+    from hetplan.emit import profile_job as job_mod
     from hetplan.errors import InputError
-    from hetplan.profiler import job as job_mod
 
     real = job_mod.build_job
 

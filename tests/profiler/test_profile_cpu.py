@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from hetplan.catalog.profile import load_profile
 from hetplan.cli.main import app
-from hetplan.profiler.profile_file import load_profile
 from tests.conftest import EXAMPLES
 
 torch = pytest.importorskip("torch")

@@ -10,12 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan.catalog.loader import find_gpu, find_model, gpu_overlay, read_yaml_file
+from hetplan.catalog.profile import dump_profile, load_profile, load_profiles
 from hetplan.catalog.schemas import GpuCatalog
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel
 from hetplan.perf.settings import PerfSettings
-from hetplan.profiler.profile_file import dump_profile, load_profile, load_profiles
 from tests.conftest import EXAMPLES
 from tests.profiler.helpers import make_profile, write_profile
 
@@ -122,7 +122,7 @@ def test_estimate_with_a_profile(tmp_path):
 
 
 def test_unmatched_device_is_registered_but_unused(tmp_path):
-    from hetplan.profiler.profile_file import new_device_spec
+    from hetplan.catalog.profile import new_device_spec
 
     spec = new_device_spec(
         "CPU-Test",
