@@ -1,19 +1,37 @@
-"""Profile files: what ``hetplan profile`` writes and ``--profile`` / ``hetplan profile merge`` read.
+"""Profile files: what ``hetplan-profile`` / ``hetplan profile`` write and ``--profile`` / ``hetplan profile merge``
+read, and hetplan's side of measuring (:func:`measure`, which calls the separately installed profiler package).
 
-A profile file is a YAML document::
+Version 2 (what the profiler package, ``profiler/`` in this repository, writes) holds raw measurements only; its
+JSON Schema is ``profile.schema.json`` next to this module, a copy of the profiler's own that a test keeps equal::
+
+    schema_version: 2
+    kind: gpu-profile
+    file_under: H100            # --gpu NAME, or null: match the device name
+    device: {device_kind: cuda, device_name: NVIDIA H200, memory_gib: 139.8, torch_version, driver, clocks, ...}
+    measured: {device_kind, device_name, gemm_tflops: {bf16: ...}, memory_read_gb_per_s, ...}   # GpuMeasured
+    model_shapes: {name: Llama-3-8B, hidden_size: 4096, ...}
+    tables: {gemm: [...], decode_gemm: [...], memory: [...], attention_prefill: [...], ...}
+    provenance: {profiler_version, command, quick, profiled_at, timing, warmup, repeats}
+    notes: [...]
+
+Reading it, hetplan matches the device to its catalog (:func:`match_device`: ``file_under`` wins, else the CUDA
+device name through the node label table, then the catalog names) and builds what version 1 files held on disk:
+the matched catalog GPU entry carrying the ``measured`` block (or a new device type whose "datasheet" figures are
+the measured ones) and the efficiency against the datasheet. Version 1 files (written by hetplan 0.1's own
+``hetplan profile``) are that resolved form and are still read::
 
     schema_version: 1
     kind: gpu-profile
     gpu: {...}                  # a catalog GPU entry (GpuSpec) carrying a ``measured`` block
     match: {catalog_gpu: H200-SXM, how: "device name 'NVIDIA H200' -> node label NVIDIA-H200"}
     efficiency_vs_datasheet: {bf16: 0.79, memory_read: 0.9, ...}
-    tables: {gemm: [...], decode_gemm: [...], memory: [...], attention_prefill: [...], ...}
+    tables: {...}
     provenance: {hetplan_version, torch_version, cuda_version, driver, clocks, command, ...}
 
-``gpu`` is in the catalog's GPU schema, so ``hetplan profile merge`` copies it into a catalog folder's
-``gpus.yaml`` as it is; its datasheet figures are kept (when the device matched a catalog GPU) and the ``measured``
-block is what the performance model uses instead of the peaks and priors (:mod:`hetplan.perf.measured`). A device
-that matches no catalog GPU becomes a new device type whose "datasheet" figures are its measured ones.
+Either way a profile is read as a :class:`ProfileFile` in that resolved form. ``gpu`` is in the catalog's GPU
+schema, so ``hetplan profile merge`` copies it into a catalog folder's ``gpus.yaml``; its datasheet figures are
+kept (when the device matched a catalog GPU) and the ``measured`` block is what the performance model uses instead
+of the peaks and priors (:mod:`hetplan.perf.measured`).
 
 What a profile applies to (``hetplan plan --profile``): the catalog GPU named in ``gpu.name``. A CPU profile
 (``device_kind: cpu``) applies to a GPU only when it was taken with ``--gpu NAME`` (useful to test the pipeline,
@@ -25,22 +43,41 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hetplan.catalog.loader import catalog_dir, load_gpus, read_yaml_file
-from hetplan.catalog.schemas import GpuCatalog, GpuSpec
-from hetplan.errors import InputError
+from hetplan.catalog.loader import (
+    catalog_dir,
+    find_gpu,
+    find_model,
+    format_validation,
+    load_gpus,
+    read_yaml_file,
+    read_yaml_mapping,
+)
+from hetplan.catalog.schemas import GpuCatalog, GpuMeasured, GpuSpec, ModelSpec
+from hetplan.errors import CatalogError, HetplanError, InputError
 from hetplan.io import to_json, to_yaml, write_atomic
 
 PROFILE_DOC = "see docs/profile.md"
+PROFILE_SCHEMA = Path(__file__).with_name("profile.schema.json")
+"""The version-2 JSON Schema: a copy of ``profiler/src/hetplan_profiler/profile.schema.json``."""
+SCHEMA_VERSIONS = (1, 2)
+"""Profile file versions hetplan reads."""
 MERGE_MANIFEST = "hetplan-merge.json"
 """What ``merge`` writes into its folder: the files it wrote, so that a later ``merge --force`` removes the stale
 ones (and only those)."""
+PROFILER_INSTALL = (
+    "from a hetplan clone: pip install ./profiler (it needs torch >= 2.3 and pulls it in when missing; an "
+    "unpinned torch on Linux is a multi-GB CUDA build, so to try it on a CPU install a CPU build of torch first: "
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+)
 Cell = str | float | int | bool | None
 
 
@@ -54,11 +91,12 @@ class ProfileMatch(BaseModel):
 
 
 class ProfileFile(BaseModel):
-    """A profile file (see the module docstring)."""
+    """A profile in its resolved form (see the module docstring): a version-1 file as it is, or a version-2 file
+    matched to the catalog (``schema_version`` says which the file was)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    schema_version: Literal[1]
+    schema_version: Literal[1, 2]
     kind: Literal["gpu-profile"]
     gpu: GpuSpec
     match: ProfileMatch
@@ -74,20 +112,240 @@ class ProfileFile(BaseModel):
 
 
 def load_profile(path: str | Path) -> ProfileFile:
-    """Read and validate a profile file.
+    """Read and validate a profile file (version 1 or 2; see the module docstring).
 
     Raises:
-        InputError / CatalogError: unreadable file, or fields that do not match the schema (named).
+        InputError / CatalogError: unreadable file, an unknown version, fields that do not match the schema
+            (named), or a ``file_under`` GPU the catalog lacks.
     """
-    prof = read_yaml_file(Path(path), ProfileFile, "profile", PROFILE_DOC)
+    doc = read_yaml_mapping(Path(path), "profile", PROFILE_DOC)
+    prof = profile_from_doc(doc, f"profile {path}")
     if prof.gpu.measured is None:
         raise InputError(f"profile {path} has no gpu.measured block", fix="write it with 'hetplan profile'")
     return prof
 
 
+def profile_from_doc(doc: dict[str, Any], what: str = "profile") -> ProfileFile:
+    """A profile document (a parsed file, or what the profiler just returned) in its resolved form.
+
+    Raises:
+        CatalogError: an unknown ``schema_version`` or fields that do not match the schema. InputError: a
+            ``file_under`` GPU the catalog lacks.
+    """
+    version = doc.get("schema_version")
+    if version == 1 and not isinstance(version, bool):
+        try:
+            return ProfileFile.model_validate(doc)
+        except ValidationError as exc:
+            raise CatalogError(
+                f"{what} does not match its schema", format_validation(exc), f"fix the named fields ({PROFILE_DOC})"
+            ) from None
+    if version != 2 or isinstance(version, bool):
+        raise CatalogError(
+            f"{what} has schema_version {version!r}, which this hetplan does not read",
+            f"hetplan reads profile files of versions {', '.join(map(str, SCHEMA_VERSIONS))}",
+            "measure it again with the profiler that comes with this hetplan (pip install ./profiler), or update "
+            "hetplan",
+        )
+    errors = profile_schema_errors(doc)
+    if errors:
+        raise CatalogError(
+            f"{what} does not match its schema (version 2)",
+            "; ".join(errors[:8]),
+            f"fix the named fields ({PROFILE_DOC}; schema: hetplan/catalog/profile.schema.json)",
+        )
+    return _resolve(doc, what)
+
+
+@cache
+def _schema_validator() -> Any:
+    import json
+
+    import jsonschema
+
+    schema = json.loads(PROFILE_SCHEMA.read_text(encoding="utf-8"))
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def profile_schema_errors(doc: Any) -> list[str]:
+    """Where ``doc`` breaks the version-2 schema, as ``field.path: message`` lines (jsonschema)."""
+    errors = sorted(_schema_validator().iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{'.'.join(str(p) for p in e.absolute_path) or '(document)'}: {e.message}" for e in errors]
+
+
+def _resolve(doc: dict[str, Any], what: str) -> ProfileFile:
+    """A version-2 document (schema-checked) matched to the catalog: the catalog entry, the match, efficiency."""
+    try:
+        measured = GpuMeasured.model_validate(doc["measured"])
+    except ValidationError as exc:
+        lines = format_validation(exc).split("; ")
+        raise CatalogError(
+            f"{what} does not match its schema", "; ".join(f"measured.{x}" for x in lines), PROFILE_DOC
+        ) from None
+    device = doc["device"]
+    gpu = doc.get("file_under")
+    try:
+        matched, how = match_device(measured.device_kind, measured.device_name, gpu)
+    except InputError as exc:
+        raise InputError(
+            f"{what} is filed under {gpu!r} (file_under, from --gpu), which is no catalog GPU",
+            exc.why or exc.what,
+            "measure again with --gpu set to a catalog GPU (hetplan catalog gpus), or use a catalog folder that "
+            "has it (HETPLAN_CATALOG_DIR)",
+        ) from None
+    if matched is not None:
+        spec = GpuSpec.model_validate({**matched.model_dump(), "measured": measured})
+    else:
+        spec = new_device_spec(
+            device_type_name(measured.device_kind, measured.device_name),
+            measured.model_dump(),
+            float(device["memory_gib"]),
+            "new device type from hetplan profile: datasheet figures are the measured ones; interconnect and "
+            "network figures are stand-ins, not measurements",
+        )
+    provenance = {**doc["provenance"], "model_shapes": doc["model_shapes"]["name"], **device}
+    return ProfileFile(
+        schema_version=2,
+        kind="gpu-profile",
+        gpu=spec,
+        match=ProfileMatch(catalog_gpu=matched.name if matched else None, how=how),
+        efficiency_vs_datasheet=efficiency(spec, matched),
+        tables=doc["tables"],
+        provenance=provenance,
+        notes=list(doc["notes"]),
+    )
+
+
+def match_device(kind: str, name: str, gpu: str | None) -> tuple[GpuSpec | None, str]:
+    """The catalog GPU a device's figures belong to, and how it was found.
+
+    ``--gpu NAME`` (``file_under``) wins. A CUDA device name becomes the NVIDIA GPU feature discovery label
+    (``NVIDIA H100 80GB HBM3`` -> ``NVIDIA-H100-80GB-HBM3``) looked up in hetplan's label table, then the name
+    without ``NVIDIA`` in the catalog. A CPU matches nothing.
+
+    Raises:
+        InputError: ``gpu`` names no catalog GPU.
+    """
+    if gpu:
+        return find_gpu(gpu), f"--gpu {gpu}"
+    if kind == "cpu":
+        return None, "a CPU matches no catalog GPU (pass --gpu NAME to file its figures under one)"
+    from hetplan.emit.ir import DEFAULT_GPU_LABELS
+
+    label = re.sub(r"\s+", "-", name.strip())
+    for catalog_name, value in sorted(DEFAULT_GPU_LABELS.items()):
+        if value.lower() == label.lower():
+            return find_gpu(catalog_name), f"device name {name!r} -> node label {value}"
+    stripped = re.sub(r"^(nvidia|tesla)\s+", "", name.strip(), flags=re.I)
+    for candidate in (stripped, stripped.split()[0] if stripped else ""):
+        if not candidate:
+            continue
+        try:
+            return find_gpu(candidate), f"device name {name!r} -> catalog name {candidate!r}"
+        except InputError:
+            continue
+    return None, f"device name {name!r} matches no catalog GPU (pass --gpu NAME to name it)"
+
+
+def device_type_name(kind: str, device_name: str) -> str:
+    """Name of the new device type a device that matches no catalog GPU becomes (``CPU-<model>`` for a CPU)."""
+    short = re.sub(r"\(R\)|\(TM\)|CPU|@.*$", "", device_name)
+    name = ("CPU-" if kind == "cpu" else "") + re.sub(r"[^A-Za-z0-9.]+", "-", short).strip("-")
+    return name[:48]
+
+
+def _sig(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def efficiency(gpu: GpuSpec, matched: GpuSpec | None) -> dict[str, float]:
+    """Measured / datasheet per dtype and for memory (``memory_read``, ``memory_copy``), when a catalog GPU matched;
+    4 significant digits (a CPU against a GPU datasheet is ~1e-4, which 4 decimals would round to 0)."""
+    m = gpu.measured
+    if matched is None or m is None:
+        return {}
+    out: dict[str, float] = {}
+    for dtype, value in sorted(m.gemm_tflops.items()):
+        key = {"tf32": "bf16", "fp32": None}.get(dtype, dtype)
+        if key is None:
+            continue
+        try:
+            peak, estimated = matched.dense_tflops(key)
+        except KeyError:
+            continue
+        # tf32 tensor cores run at half the 16-bit dense rate on Ampere and Hopper
+        peak = peak / 2 if dtype == "tf32" else peak
+        if not estimated:
+            out[dtype] = _sig(value / peak)
+    out["memory_read"] = _sig(m.memory_read_gb_per_s / matched.hbm_gb_per_s)
+    out["memory_copy"] = _sig(m.memory_copy_gb_per_s / matched.hbm_gb_per_s)
+    return out
+
+
+def model_shape_fields(spec: ModelSpec) -> dict[str, Any]:
+    """What the profiler's ``ModelShape`` (the ``model_shapes`` block) takes of a catalog model: one layer's
+    dimensions, with an expert's MLP width for a mixture of experts."""
+    ff = spec.moe_intermediate_size if spec.is_moe and spec.moe_intermediate_size else spec.intermediate_size
+    return {
+        "name": spec.name,
+        "hidden_size": spec.hidden_size,
+        "num_attention_heads": spec.num_attention_heads,
+        "num_key_value_heads": spec.num_key_value_heads,
+        "head_dim": spec.head_dim,
+        "ffn_size": ff,
+        "gated_mlp": spec.gated_mlp,
+    }
+
+
+def measure(
+    device: str,
+    quick: bool,
+    model: str,
+    gpu: str | None,
+    command: str,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> tuple[dict[str, Any], ProfileFile]:
+    """``hetplan profile``: measure ``device`` with the installed profiler package (``hetplan_profiler``, imported
+    here only) using catalog model ``model``'s shapes; returns the profile document as the profiler writes it and
+    its resolved form (matched to the catalog, for the summary).
+
+    Raises:
+        HetplanError (exit 1): the profiler package is not installed (the message says how to install it).
+        InputError: unknown ``model`` or ``gpu`` (before anything is measured), torch missing, a bad device or one
+            torch cannot use.
+    """
+    try:
+        from hetplan_profiler.errors import ProfilerError
+        from hetplan_profiler.run import ProfileRequest, run_profile
+        from hetplan_profiler.shapes import ModelShape
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != "hetplan_profiler":
+            raise
+        raise HetplanError(
+            "hetplan profile needs the hetplan profiler package (hetplan-profiler), which is not installed",
+            "measuring lives in a package of its own (profiler/ in the hetplan repository) so that hetplan does not "
+            "need torch; every other command, 'hetplan profile merge' and 'hetplan profile fit' included, works "
+            "without it",
+            PROFILER_INSTALL,
+        ) from None
+    spec = find_model(model)
+    if gpu:
+        find_gpu(gpu)  # an unknown --gpu is refused before minutes of measuring
+    try:
+        shape = ModelShape(**model_shape_fields(spec))
+        doc = run_profile(ProfileRequest(device, quick, shape, gpu, command, tool="hetplan profile"), progress)
+    except ProfilerError as exc:
+        raise InputError(exc.what, exc.why, exc.fix) from None
+    return doc, profile_from_doc(doc, "the profile just measured")
+
+
 def dump_profile(prof: ProfileFile) -> str:
-    """The profile as YAML (field order as in the schema, ``None`` fields of the GPU entry left out)."""
+    """The resolved profile as a version-1 file (field order as in the schema, ``None`` fields of the GPU entry left
+    out): the layout hetplan 0.1 wrote; hetplan still reads it, and tests use it to check that."""
     doc = prof.model_dump(mode="json")
+    doc["schema_version"] = 1
     doc["gpu"] = prof.gpu.model_dump(mode="json", exclude_none=True)
     return to_yaml(doc)
 
