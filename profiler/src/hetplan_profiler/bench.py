@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,7 +39,11 @@ TORCH_FIX = (
 
 
 def require_torch() -> Any:
-    """Import torch, or raise :class:`ProfilerError` saying how to install it."""
+    """Import torch, or raise :class:`ProfilerError` saying how to install it.
+
+    torch warns on import when numpy is missing; the profiler uses no numpy (nor torch's numpy bridge), so the
+    warning is silenced rather than numpy added as a dependency."""
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
     try:
         import torch
     except ImportError:
