@@ -63,13 +63,13 @@ def estimate(
             f"use --tp {MAX_TP} or less (and --pp)",
         )
     from hetplan.catalog.loader import find_gpu, find_model, gpu_overlay
+    from hetplan.catalog.profile import load_profiles, profile_notes
     from hetplan.perf.arch import ModelArch
     from hetplan.perf.estimate import estimate as _estimate
     from hetplan.perf.latency import InstanceModel, compute_dtype
     from hetplan.perf.measured import measured_notes
     from hetplan.perf.settings import PerfSettings
     from hetplan.planning.request import profile_records
-    from hetplan.profiler.profile_file import load_profiles, profile_notes
 
     arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
     loaded = load_profiles(profiles) if profiles else None

@@ -78,6 +78,21 @@ def read_yaml_file(path: Path, schema: type[T], what: str, schema_doc: str = "se
         CatalogError: invalid YAML (with line and column) or content that does not match the schema (the
             message names the field path).
     """
+    data = read_yaml_mapping(path, what, schema_doc)
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise CatalogError(
+            f"{what} {path} does not match its schema", format_validation(exc), f"fix the named fields ({schema_doc})"
+        ) from None
+
+
+def read_yaml_mapping(path: Path, what: str, schema_doc: str = "see catalogs/README.md") -> dict[str, Any]:
+    """Read ``path`` as a YAML (or JSON) mapping, unvalidated (duplicate keys refused).
+
+    Raises:
+        InputError / CatalogError: as :func:`read_yaml_file`, short of the schema check.
+    """
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{what} {path} is a folder, not a file", fix="pass the file itself")
@@ -99,12 +114,7 @@ def read_yaml_file(path: Path, schema: type[T], what: str, schema_doc: str = "se
             f"it holds a {type(data).__name__}",
             schema_doc,
         )
-    try:
-        return schema.model_validate(data)
-    except ValidationError as exc:
-        raise CatalogError(
-            f"{what} {path} does not match its schema", format_validation(exc), f"fix the named fields ({schema_doc})"
-        ) from None
+    return data
 
 
 def _load_json(text: str, path: Path, what: str) -> Any:

@@ -25,9 +25,10 @@ MAX_MEASURED_TFLOPS = 1e5
 
 
 class GpuMeasured(_Record):
-    """What ``hetplan profile`` measured on one device (see ``hetplan/profiler/``); the full per-shape tables stay
-    in the profile file. When a :class:`GpuSpec` carries this block the performance model uses it in place of the
-    datasheet peaks and the efficiency priors (:func:`hetplan.perf.measured.measured_efficiency`).
+    """What ``hetplan profile`` measured on one device (the profile file's ``measured`` block, see
+    ``hetplan/catalog/profile.py``); the full per-shape tables stay in the profile file. When a :class:`GpuSpec`
+    carries this block the performance model uses it in place of the datasheet peaks and the efficiency priors
+    (:func:`hetplan.perf.measured.measured_efficiency`).
 
     ``gemm_tflops`` maps a dtype (``bf16``, ``fp16``, ``fp8``, ``tf32``, ``fp32``) to the best median TFLOP/s over
     the prefill-like GEMM shapes; ``memory_read_gb_per_s`` is a read-heavy kernel's bandwidth (what decode does)

@@ -15,7 +15,7 @@ from rich.table import Table
 from hetplan import api
 from hetplan.cli.main import app, err_console, run_guarded
 from hetplan.errors import InputError
-from hetplan.io import check_output, dump_for_path, to_json, write_atomic
+from hetplan.io import check_output, dump_for_path, to_json, to_yaml, write_atomic
 
 profile_app = typer.Typer(
     no_args_is_help=False,
@@ -54,7 +54,7 @@ def profile(
     ),
     image: str = typer.Option(None, "--image", help="With --emit-job: image with CUDA torch (default PyTorch's)."),
     install: str = typer.Option(
-        None, "--install", help="With --emit-job: pip requirement ('' = none; default hetplan)."
+        None, "--install", help="With --emit-job: pip requirement ('' = none; default hetplan-profiler)."
     ),
     namespace: str = typer.Option(None, "--namespace", help="With --emit-job: namespace of the Jobs (default)."),
     gpus_per_job: int = typer.Option(
@@ -103,8 +103,7 @@ def profile(
     ]
     if job_only:
         run_guarded(lambda: _refuse_job_only(job_only))
-    from hetplan.profiler.profile_file import dump_profile
-    from hetplan.profiler.run import ProfileRequest, run_profile
+    from hetplan.catalog.profile import measure  # calls the profiler package, imported there only
 
     device = device or "cuda:0"
     model = model or "Llama-3-8B"
@@ -113,7 +112,6 @@ def profile(
         if out is not None:
             check_output(out, force)
         command = f"hetplan profile --device {device}{' --quick' if quick else ''} --model {model}"
-        req = ProfileRequest(device, quick, model, gpu, command + (f" --gpu {gpu}" if gpu else ""))
         with Progress(
             TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err_console, transient=True
         ) as bar:
@@ -122,15 +120,14 @@ def profile(
             def tell(name: str, done: int, total: int) -> None:
                 bar.update(task, description=f"profiling: {name}", completed=done, total=total)
 
-            prof = run_profile(req, tell)
+            doc, prof = measure(device, quick, model, gpu, command + (f" --gpu {gpu}" if gpu else ""), tell)
         if out is not None:
-            text = to_json(prof.model_dump(mode="json")) if str(out).endswith(".json") else dump_profile(prof)
-            write_atomic(out, text, force=force)
-        return prof
+            write_atomic(out, to_json(doc) if str(out).endswith(".json") else to_yaml(doc), force=force)
+        return doc, prof
 
-    prof = run_guarded(work)
+    doc, prof = run_guarded(work)
     if json_out:
-        typer.echo(to_json(prof.model_dump(mode="json")), nl=False)
+        typer.echo(to_json(doc), nl=False)
     else:
         render_profile(prof, Console())
     if out is not None:
@@ -206,13 +203,13 @@ def _emit_jobs(
     quick: bool,
     model: str | None,
 ) -> None:
-    from hetplan.profiler.job import DEFAULT_IMAGE, JobSettings, build_jobs, job_model
+    from hetplan.emit.profile_job import DEFAULT_IMAGE, DEFAULT_INSTALL, JobSettings, build_jobs, job_model
 
     settings = run_guarded(
         lambda: JobSettings(
             label_key or "nvidia.com/gpu.product",
             image or DEFAULT_IMAGE,
-            "hetplan" if install is None else install,
+            DEFAULT_INSTALL if install is None else install,
             namespace or "default",
             1 if gpus_per_job is None else gpus_per_job,
             quick,
@@ -234,7 +231,7 @@ def _emit_jobs(
 
     files = run_guarded(work)
     if json_out:
-        from hetplan.profiler.job import build_job
+        from hetplan.emit.profile_job import build_job
 
         typer.echo(to_json(dict(build_job(label, settings) for label in labels)), nl=False)
         return
@@ -255,7 +252,7 @@ def merge(
     force: bool = typer.Option(False, "--force", help="Overwrite files in --out."),
 ) -> None:
     """Combine profiles into a catalog folder; use it with HETPLAN_CATALOG_DIR=FOLDER hetplan plan ..."""
-    from hetplan.profiler.profile_file import merge_profiles
+    from hetplan.catalog.profile import merge_profiles
 
     written = run_guarded(lambda: merge_profiles(list(profiles), out, force))
     err_console.print(

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from hetplan.catalog.loader import gpu_overlay
+from hetplan.catalog.profile import load_profiles, profile_notes
 from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.request import build_request, profile_records, workload_sha256
 from hetplan.planning.solve import build_plan
-from hetplan.profiler.fit import (
+from hetplan.scenario import Scenario
+from hetplan.solvers.ce_fit import (
     DEFAULT_MIN_R2,
     DEFAULT_TOP_K,
     fit_doc,
@@ -24,9 +26,7 @@ from hetplan.profiler.fit import (
     load_fit,
     low_r2_note,
 )
-from hetplan.profiler.fit import fit_ce as _fit_ce
-from hetplan.profiler.profile_file import load_profiles, profile_notes
-from hetplan.scenario import Scenario
+from hetplan.solvers.ce_fit import fit_ce as _fit_ce
 
 
 def plan(
@@ -45,11 +45,11 @@ def plan(
     deterministic for equal inputs; see :mod:`hetplan.planning.solve`. ``analysis`` adds price sensitivity and
     cost versus goodput (extra ILP solves).
     ``profiles`` are ``hetplan profile`` files whose measured figures replace the datasheet and efficiency priors
-    of their GPUs (:mod:`hetplan.profiler.profile_file`; the plan lists them under ``scenario.profiles`` and says
+    of their GPUs (:mod:`hetplan.catalog.profile`; the plan lists them under ``scenario.profiles`` and says
     what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
-    every homogeneous pair) are the only ones enumerated (:func:`hetplan.profiler.fit.keep_pairs`); the plan warns
+    every homogeneous pair) are the only ones enumerated (:func:`hetplan.solvers.ce_fit.keep_pairs`); the plan warns
     when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
-    never saw (:func:`hetplan.profiler.fit.fit_mismatch`).
+    never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`).
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
@@ -82,7 +82,7 @@ def plan(
 
 def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float = DEFAULT_MIN_R2) -> dict[str, Any]:
     """Fit Cauchy's A1/A2 cost-efficiency model for ``scenario``'s workload and GPUs (``hetplan profile fit``);
-    returns the fit document (:func:`hetplan.profiler.fit.fit_doc`), whose ``warnings`` hold the scenario's
+    returns the fit document (:func:`hetplan.solvers.ce_fit.fit_doc`), whose ``warnings`` hold the scenario's
     warnings, what each profile did and a low-R² warning (below ``min_r2``).
 
     Raises:

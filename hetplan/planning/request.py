@@ -22,13 +22,13 @@ from hetplan.catalog.loader import (
     load_user_prices,
 )
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
+from hetplan.catalog.profile import LoadedProfiles
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
-from hetplan.profiler.profile_file import LoadedProfiles
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile

@@ -64,7 +64,7 @@ class PlanRequest:
             plus every homogeneous combo are kept and the plan says the pruning was heuristic.
         settings: performance-model settings.
         keep_pairs: when set, only these (prefill GPU, decode GPU) type pairs are enumerated (``--prune-with``, an
-            A1/A2 fit: :func:`hetplan.profiler.fit.keep_pairs`); a heuristic, so the plan says so.
+            A1/A2 fit: :func:`hetplan.solvers.ce_fit.keep_pairs`); a heuristic, so the plan says so.
     """
 
     arch: ModelArch

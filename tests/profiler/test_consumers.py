@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from hetplan.catalog import loader
 from hetplan.catalog.loader import find_gpu
+from hetplan.catalog.profile import new_device_spec
 from hetplan.catalog.schemas import GpuMeasured
 from hetplan.cli.main import app
 from hetplan.perf.measured import measured_notes
-from hetplan.profiler.fit import FitFile, fit_mismatch, keep_pairs, low_r2_note
-from hetplan.profiler.profile_file import new_device_spec
+from hetplan.solvers.ce_fit import FitFile, fit_mismatch, keep_pairs, low_r2_note
 from tests.conftest import EXAMPLES
 from tests.profiler.helpers import write_profile
 
@@ -147,7 +147,9 @@ def test_keep_pairs_keeps_every_pair_of_a_gpu_the_fit_never_saw():
 def test_emit_job_passes_model_and_quick_and_refuses_device_and_gpu():
     docs = _json("profile", "--emit-job", "--gpu-label", "NVIDIA-L4", "--model", "llama-3-70b", "--quick")
     script = next(iter(docs.values()))["spec"]["template"]["spec"]["containers"][0]["args"][0]
-    assert "--model Llama-3-70B" in script and "--quick" in script and "--gpu L4" in script
+    assert (
+        "--model Llama-3-70B --hidden-size 8192 --heads 64" in script and "--quick" in script and "--gpu L4" in script
+    )
     default = _json("profile", "--emit-job", "--gpu-label", "NVIDIA-L4")
     script = next(iter(default.values()))["spec"]["template"]["spec"]["containers"][0]["args"][0]
     assert "--model Llama-3-8B" in script and "--quick" not in script

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
-from hetplan.profiler.fit import keep_pairs, nnls, r_squared, spearman
+from hetplan.solvers.ce_fit import keep_pairs, nnls, r_squared, spearman
 from tests.conftest import EXAMPLES
 
 runner = CliRunner()

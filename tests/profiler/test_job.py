@@ -6,7 +6,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
-from hetplan.profiler.job import JobSettings, build_jobs
+from hetplan.emit.profile_job import JobSettings, build_jobs
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
@@ -32,7 +32,10 @@ def test_one_valid_job_per_label(tmp_path):
     container = pod["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
     script = container["args"][0]
-    assert "hetplan profile --device cuda:0" in script and "--gpu H100-SXM" in script and "--quick" in script
+    # the profiler package alone runs in the pod, with the model's shapes as flags (the pod has no catalog)
+    assert script.startswith("set -e; pip install --quiet hetplan-profiler; hetplan-profile --device cuda:0 ")
+    assert "--gpu H100-SXM" in script and "--quick" in script
+    assert "--model Llama-3-8B --hidden-size 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn-size 14336" in script
     assert "--out /profiles/h100-sxm.yaml" in script and "# hetplan-profile-begin" in script
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "profiles"
     # 8 GPUs run the NCCL all-reduce: /dev/shm is a memory-backed volume, not the container's 64 MiB
@@ -67,8 +70,8 @@ def test_jobs_print_to_stdout_without_out():
 def test_an_invalid_job_is_caught_before_writing(monkeypatch):
     import pytest
 
+    from hetplan.emit import profile_job as job_mod
     from hetplan.errors import InputError
-    from hetplan.profiler import job as job_mod
 
     real = job_mod.build_job
 

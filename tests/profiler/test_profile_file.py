@@ -1,4 +1,5 @@
-"""Profile files: round trip, how measured figures enter the perf model, plan/estimate --profile, merge."""
+"""Profile files: versions 1 and 2, the shared schema, matching to the catalog, how measured figures enter the
+perf model, plan/estimate --profile, merge, and hetplan profile without the profiler package."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan.catalog.loader import find_gpu, find_model, gpu_overlay, read_yaml_file
+from hetplan.catalog.profile import PROFILE_SCHEMA, dump_profile, load_profile, load_profiles, match_device
 from hetplan.catalog.schemas import GpuCatalog
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel
 from hetplan.perf.settings import PerfSettings
-from hetplan.profiler.profile_file import dump_profile, load_profile, load_profiles
-from tests.conftest import EXAMPLES
-from tests.profiler.helpers import make_profile, write_profile
+from tests.conftest import EXAMPLES, ROOT
+from tests.profiler.helpers import make_profile, make_profile_doc, write_profile
 
 runner = CliRunner()
 SETTINGS = PerfSettings()
@@ -34,7 +35,7 @@ def app_():
     return app
 
 
-def test_profile_round_trips(tmp_path):
+def test_version_1_profile_round_trips(tmp_path):
     prof = make_profile(allreduce=(350.0, 2.5e-5, 8))
     path = tmp_path / "p.yaml"
     path.write_text(dump_profile(prof), encoding="utf-8")
@@ -43,7 +44,7 @@ def test_profile_round_trips(tmp_path):
     assert dump_profile(again) == path.read_text(encoding="utf-8")
 
 
-def test_profile_schema_errors_name_the_field(tmp_path):
+def test_version_1_schema_errors_name_the_field(tmp_path):
     path = tmp_path / "bad.yaml"
     text = dump_profile(make_profile()).replace("memory_read_gb_per_s: 3000.0", "memory_read_gb_per_s: -1")
     path.write_text(text, encoding="utf-8")
@@ -122,7 +123,7 @@ def test_estimate_with_a_profile(tmp_path):
 
 
 def test_unmatched_device_is_registered_but_unused(tmp_path):
-    from hetplan.profiler.profile_file import new_device_spec
+    from hetplan.catalog.profile import new_device_spec
 
     spec = new_device_spec(
         "CPU-Test",
@@ -191,8 +192,121 @@ def test_merge_writes_a_catalog_folder_the_loader_uses(tmp_path):
     assert json.loads(proc.stdout)["prefill_latency_s"] == pytest.approx(direct["prefill_latency_s"])
 
 
+def _write(path, doc):
+    import yaml
+
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_version_2_is_matched_to_the_catalog_on_reading(tmp_path):
+    # filed under a GPU with --gpu: the catalog entry, its datasheet kept, efficiency computed here
+    prof = load_profile(_write(tmp_path / "a.yaml", make_profile_doc(gpu="H100", bf16_tflops=700.0)))
+    h100 = find_gpu("H100")
+    assert prof.schema_version == 2 and prof.gpu.name == "H100-SXM" and prof.match.how == "--gpu H100"
+    assert prof.gpu.hbm_gb_per_s == h100.hbm_gb_per_s and prof.gpu.measured.gemm_tflops["bf16"] == 700.0
+    assert prof.efficiency_vs_datasheet["bf16"] == float(f"{700.0 / h100.dense_tflops('bf16')[0]:.4g}")
+    assert prof.provenance["model_shapes"] == "Llama-3-8B" and prof.provenance["memory_gib"] == 80.0
+    # matched by the CUDA device name, as hetplan profile did before the split
+    doc = make_profile_doc(gpu=None, device_name="NVIDIA H200")
+    prof = load_profile(_write(tmp_path / "b.yaml", doc))
+    assert prof.match.catalog_gpu == "H200-SXM" and "node label NVIDIA-H200" in prof.match.how
+    # a device no catalog GPU matches becomes a new device type, its measured figures as "datasheet"
+    doc = make_profile_doc(gpu=None, device_name="Some Future GPU", bf16_tflops=1234.0)
+    prof = load_profile(_write(tmp_path / "c.yaml", doc))
+    assert prof.match.catalog_gpu is None and prof.gpu.name == "Some-Future-GPU"
+    assert prof.gpu.bf16_dense_tflops == 1234.0 and prof.gpu.hbm_gib == 80.0 and prof.efficiency_vs_datasheet == {}
+    cpu = load_profile(
+        _write(tmp_path / "d.yaml", make_profile_doc(gpu=None, kind="cpu", device_name="Intel(R) Xeon(R) CPU @ 2GHz"))
+    )
+    assert cpu.gpu.name == "CPU-Intel-Xeon" and cpu.is_cpu
+
+
+def test_cpu_figures_under_a_gpu_keep_a_nonzero_efficiency(tmp_path):
+    doc = make_profile_doc(gpu="H100", kind="cpu", bf16_tflops=0.7, read_gb_per_s=4.0)
+    eff = load_profile(_write(tmp_path / "p.yaml", doc)).efficiency_vs_datasheet
+    assert 0 < eff["bf16"] < 0.01 and 0 < eff["memory_read"] < 0.01  # 4 significant digits, not 4 decimals
+
+
+def test_version_2_errors_name_the_field(tmp_path):
+    doc = make_profile_doc()
+    doc["measured"]["memory_read_gb_per_s"] = -1
+    with pytest.raises(InputError) as exc:
+        load_profile(_write(tmp_path / "bad.yaml", doc))
+    assert "(version 2)" in exc.value.what and "measured.memory_read_gb_per_s" in exc.value.why
+    doc = make_profile_doc()
+    doc["gpu"] = {}  # a version-1 field in a version-2 file
+    with pytest.raises(InputError, match="does not match its schema") as exc:
+        load_profile(_write(tmp_path / "bad.yaml", doc))
+    assert "'gpu' was unexpected" in exc.value.why
+    doc = make_profile_doc()
+    doc["schema_version"] = 3
+    with pytest.raises(InputError, match="schema_version 3, which this hetplan does not read"):
+        load_profile(_write(tmp_path / "bad.yaml", doc))
+    with pytest.raises(InputError) as exc:
+        load_profile(_write(tmp_path / "bad.yaml", make_profile_doc(gpu="NoSuchGPU", device_name="x")))
+    assert "filed under 'NoSuchGPU'" in exc.value.what
+
+
+def test_device_names_match_catalog_gpus():
+    assert match_device("cuda", "NVIDIA H100 80GB HBM3", None)[0].name == "H100-SXM"
+    assert match_device("cuda", "NVIDIA H200", None)[0].name == "H200-SXM"
+    assert match_device("cuda", "NVIDIA A100-SXM4-80GB", None)[0].name == "A100-80GB-SXM"
+    assert match_device("cuda", "NVIDIA L4", None)[0].name == "L4"
+    assert match_device("cuda", "Some Future GPU", None)[0] is None
+    assert match_device("cpu", "Xeon", "H20")[0].name == "H20"
+
+
+def test_schema_is_shared_with_the_profiler_package():
+    """hetplan ships a copy of the profiler's schema (it must read profiles without the profiler installed)."""
+    source = ROOT / "profiler" / "src" / "hetplan_profiler" / "profile.schema.json"
+    if not source.is_file():
+        pytest.skip("no profiler/ folder next to this checkout")
+    assert PROFILE_SCHEMA.read_bytes() == source.read_bytes(), "copy profiler's profile.schema.json to hetplan/catalog/"
+
+
+def test_hetplan_and_the_profiler_check_documents_alike():
+    schema_mod = pytest.importorskip("hetplan_profiler.schema")
+    from hetplan.catalog.profile import profile_schema_errors
+
+    good = make_profile_doc()
+    assert profile_schema_errors(good) == [] and schema_mod.schema_errors(good) == []
+    bad = make_profile_doc()
+    bad["model_shapes"]["ffn_size"] = 0
+    assert profile_schema_errors(bad) and schema_mod.schema_errors(bad)
+
+
+def _without_profiler(monkeypatch):
+    for name in [m for m in sys.modules if m == "hetplan_profiler" or m.startswith("hetplan_profiler.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "hetplan_profiler", None)
+
+
+def test_profile_without_the_profiler_package_says_how_to_install(monkeypatch, tmp_path):
+    _without_profiler(monkeypatch)
+    res = invoke("profile", "--device", "cpu", "--quick")
+    assert res.exit_code == 1, res.output
+    assert "needs the hetplan profiler package" in res.output and "pip install ./profiler" in res.output
+    assert "torch" in res.output
+    # reading profiles needs no profiler: merge, plan --profile
+    a = write_profile(tmp_path / "h100.yaml", bf16_tflops=650.0)
+    assert invoke("profile", "merge", a, "--out", tmp_path / "cat").exit_code == 0
+    plan = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--json", "--no-analysis", "--profile", a)
+    assert plan.exit_code == 0, plan.output
+
+
 def test_profile_without_torch_says_how_to_install(monkeypatch):
+    pytest.importorskip("hetplan_profiler")
     monkeypatch.setitem(sys.modules, "torch", None)
     res = invoke("profile", "--device", "cpu", "--quick")
     assert res.exit_code == 2
-    assert 'pip install ".[profile]"' in res.output
+    assert "needs PyTorch" in res.output and "pip install torch" in res.output
+
+
+def test_profiler_builtin_shapes_match_the_catalog():
+    """hetplan-profile --model NAME uses a small built-in shape table; it must agree with hetplan's catalog."""
+    shapes = pytest.importorskip("hetplan_profiler.shapes")
+    from hetplan.catalog.profile import model_shape_fields
+
+    for name, shape in shapes.BUILTIN.items():
+        assert shape.as_dict() == model_shape_fields(find_model(name)), name

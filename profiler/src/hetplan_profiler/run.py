@@ -1,10 +1,13 @@
-"""Run the microbenchmarks on one device and build the profile file (``hetplan profile``).
+"""Run the microbenchmarks on one device and build the profile document (``hetplan-profile``, ``hetplan profile``).
 
 The steps are listed up front (so a progress bar knows the total), run in order, and each adds rows to a table;
-the summary figures (``gpu.measured``) are taken from the tables: per dtype, the best median TFLOP/s over the
+the summary figures (``measured``) are taken from the tables: per dtype, the best median TFLOP/s over the
 prefill-like GEMM shapes; memory, the copy and read bandwidths; the host link, host -> device; the all-reduce, the
-largest message's bus bandwidth and the smallest message's time. Efficiency against the datasheet is measured /
-datasheet for each figure the matched catalog GPU lists.
+largest message's bus bandwidth and the smallest message's time. The document (schema version 2,
+``profile.schema.json``) holds those figures, the tables, the device it ran on (``device``), the model shapes it
+was given (``model_shapes``) and the catalog GPU name it was asked to file the figures under (``file_under``,
+``--gpu``). Matching the device to a catalog GPU and efficiency against the datasheet are hetplan's, when it reads
+the file (``hetplan/catalog/profile.py``): this package knows no catalog.
 
 Source: hetplan's own reconstruction (issue 3).
 """
@@ -12,6 +15,7 @@ Source: hetplan's own reconstruction (issue 3).
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import platform
 import re
@@ -21,12 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from hetplan import __version__
-from hetplan.catalog.loader import find_gpu, find_model
-from hetplan.catalog.schemas import GpuSpec, ModelSpec
-from hetplan.errors import InputError
-from hetplan.profiler.bench import DTYPE_BYTES, SIZES, Bench, Sizes, require_torch
-from hetplan.profiler.profile_file import ProfileFile, ProfileMatch, new_device_spec
+from hetplan_profiler import SCHEMA_VERSION, __version__
+from hetplan_profiler.bench import DTYPE_BYTES, SIZES, Bench, Sizes, require_torch
+from hetplan_profiler.errors import ProfilerError
+from hetplan_profiler.schema import check_profile
+from hetplan_profiler.shapes import BUILTIN, DEFAULT_MODEL, ModelShape, weight_shapes
 
 Progress = Callable[[str, int, int], None]
 T = TypeVar("T")
@@ -34,56 +37,40 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ProfileRequest:
-    """What to profile: ``device`` (``cuda``, ``cuda:N`` or ``cpu``), ``quick`` sizes, the model whose weight
-    shapes the GEMMs use, and an optional catalog GPU name to file the figures under."""
+    """What to profile: ``device`` (``cuda``, ``cuda:N`` or ``cpu``), ``quick`` sizes, the model shapes the GEMMs
+    and attention use, and an optional catalog GPU name to file the figures under (``gpu``, recorded as
+    ``file_under``; hetplan checks it against its catalog when it reads the file). ``command`` and ``tool`` are
+    recorded (``provenance.command``, ``measured.profile_source``)."""
 
     device: str = "cuda:0"
     quick: bool = False
-    model: str = "Llama-3-8B"
+    model: ModelShape = BUILTIN[DEFAULT_MODEL]
     gpu: str | None = None
     command: str = ""
-
-
-def weight_shapes(spec: ModelSpec, divisor: int = 1) -> list[tuple[str, int, int]]:
-    """(name, N, K) of one layer's GEMMs (QKV, attention output, gate+up, down) with TP 1, each dimension divided
-    by ``divisor`` (small CPU runs) and kept a multiple of 16."""
-
-    def cut(x: int) -> int:
-        return max(16, x // divisor // 16 * 16)
-
-    d, h = spec.hidden_size, spec.head_dim
-    q, kv = spec.num_attention_heads * h, spec.num_key_value_heads * h
-    ff = spec.moe_intermediate_size if spec.is_moe and spec.moe_intermediate_size else spec.intermediate_size
-    up = 2 * ff if spec.gated_mlp else ff
-    return [
-        ("qkv", cut(q + 2 * kv), cut(d)),
-        ("o", cut(d), cut(q)),
-        ("gate_up", cut(up), cut(d)),
-        ("down", cut(d), cut(ff)),
-    ]
+    tool: str = "hetplan-profile"
 
 
 def resolve_device(device: str) -> tuple[str, str]:
     """(torch device string, kind) for ``--device``; ``cuda`` means ``cuda:0``.
 
     Raises:
-        InputError: an unknown device, or CUDA asked for where torch sees no GPU.
+        ProfilerError: an unknown device, or CUDA asked for where torch sees no GPU.
     """
     text = device.strip().lower()
     if text == "cpu":
         return "cpu", "cpu"
     if not re.fullmatch(r"cuda(:\d+)?", text):
-        raise InputError(f"--device {device!r} is not a device", fix="pass --device cuda:0 (or cuda:N, or cpu)")
+        raise ProfilerError(f"--device {device!r} is not a device", fix="pass --device cuda:0 (or cuda:N, or cpu)")
     torch = require_torch()
     if not torch.cuda.is_available():
-        raise InputError(
+        raise ProfilerError(
             f"--device {device}: torch sees no CUDA GPU",
             f"torch {torch.__version__} (CUDA build: {torch.version.cuda or 'none'})",
             "run on a GPU node with a CUDA build of torch, or pass --device cpu to test the tool",
         )
     index = int(text.split(":")[1]) if ":" in text else 0
     if index >= torch.cuda.device_count():
-        raise InputError(
+        raise ProfilerError(
             f"--device {device}: no such GPU", f"torch sees {torch.cuda.device_count()}", "pick an index below that"
         )
     return f"cuda:{index}", "cuda"
@@ -165,7 +152,7 @@ def _cpu_name() -> str:
 def device_info(bench: Bench, torch_device: str) -> dict[str, Any]:
     """Device name, memory, and the versions and clocks the figures depend on."""
     t = bench.torch
-    info: dict[str, Any] = {"torch_version": t.__version__, "python_version": platform.python_version()}
+    info: dict[str, Any] = {"torch_version": str(t.__version__), "python_version": platform.python_version()}
     if bench.cuda:
         index = bench.device.index or 0
         props = t.cuda.get_device_properties(index)
@@ -199,37 +186,6 @@ def device_info(bench: Bench, torch_device: str) -> dict[str, Any]:
     return info
 
 
-def match_device(kind: str, name: str, gpu: str | None) -> tuple[GpuSpec | None, str]:
-    """The catalog GPU a device's figures belong to, and how it was found.
-
-    ``--gpu NAME`` wins. A CUDA device name becomes the NVIDIA GPU feature discovery label (``NVIDIA H100 80GB
-    HBM3`` -> ``NVIDIA-H100-80GB-HBM3``) looked up in hetplan's label table, then the name without ``NVIDIA`` in
-    the catalog. A CPU matches nothing.
-
-    Raises:
-        InputError: ``--gpu`` names no catalog GPU.
-    """
-    if gpu:
-        return find_gpu(gpu), f"--gpu {gpu}"
-    if kind == "cpu":
-        return None, "a CPU matches no catalog GPU (pass --gpu NAME to file its figures under one)"
-    from hetplan.emit.ir import DEFAULT_GPU_LABELS
-
-    label = re.sub(r"\s+", "-", name.strip())
-    for catalog_name, value in sorted(DEFAULT_GPU_LABELS.items()):
-        if value.lower() == label.lower():
-            return find_gpu(catalog_name), f"device name {name!r} -> node label {value}"
-    stripped = re.sub(r"^(nvidia|tesla)\s+", "", name.strip(), flags=re.I)
-    for candidate in (stripped, stripped.split()[0] if stripped else ""):
-        if not candidate:
-            continue
-        try:
-            return find_gpu(candidate), f"device name {name!r} -> catalog name {candidate!r}"
-        except InputError:
-            continue
-    return None, f"device name {name!r} matches no catalog GPU (pass --gpu NAME to name it)"
-
-
 def _rate(value: float) -> float:
     return float(f"{value:.4g}")
 
@@ -244,25 +200,25 @@ def plan_steps(req: ProfileRequest, kind: str, sizes: Sizes, gpus_visible: int) 
     return steps
 
 
-def run_profile(req: ProfileRequest, progress: Progress | None = None) -> ProfileFile:
-    """Measure ``req.device`` and return the profile (see the module docstring).
+def run_profile(req: ProfileRequest, progress: Progress | None = None) -> dict[str, Any]:
+    """Measure ``req.device`` and return the profile document (see the module docstring), checked against
+    ``profile.schema.json``.
 
     Raises:
-        InputError: torch missing, bad device, unknown ``--model`` or ``--gpu``.
+        ProfilerError: torch missing, bad device, a device torch cannot use, no GEMM or no memory figure.
     """
     torch_device, kind = resolve_device(req.device)
     sizes = SIZES[f"{kind}-quick" if req.quick else kind]
-    spec = find_model(req.model)
+    spec = req.model
     try:
         bench = Bench(torch_device, sizes)
         info = device_info(bench, torch_device)
     except RuntimeError as exc:  # a busy, exclusive-mode or failing GPU: a message, not a traceback
-        raise InputError(
+        raise ProfilerError(
             f"--device {req.device}: torch could not use the device",
             f"{type(exc).__name__}: {_first_line(exc)}",
             "check nvidia-smi (driver, other processes holding the GPU, compute mode) and run again",
         ) from None
-    matched, how = match_device(kind, info["device_name"], req.gpu)
     steps = plan_steps(req, kind, sizes, int(info.get("gpus_visible", 1)))
     done = 0
     tell = progress or (lambda *_: None)
@@ -323,7 +279,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
     step("memory")
     mem = _attempt(notes, "memory", bench.memory)
     if mem is None:  # the profile cannot stand without its memory figures
-        raise InputError(
+        raise ProfilerError(
             "the memory benchmark failed on this device",
             notes[-1],
             "free device memory (other processes?) and run again",
@@ -382,7 +338,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
         visible = int(info.get("gpus_visible", 1))
         if "all-reduce" in steps:
             step("all-reduce")
-            from hetplan.profiler.allreduce import measure_allreduce
+            from hetplan_profiler.allreduce import measure_allreduce
 
             try:
                 rows = measure_allreduce(visible, list(sizes.allreduce_bytes), sizes.warmup, sizes.repeats)
@@ -398,50 +354,42 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> Profil
     else:
         notes.append("host <-> device and all-reduce skipped: no GPU (CPU profile)")
     if not best:
-        raise InputError("no GEMM ran on this device", "; ".join(notes), "check the torch install and --device")
+        raise ProfilerError("no GEMM ran on this device", "; ".join(notes), "check the torch install and --device")
     tell("done", len(steps), len(steps))
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
     measured["profiled_at"] = now
-    measured["profile_source"] = f"hetplan profile {'--quick ' if req.quick else ''}on {info['device_name']}"
-    if matched is not None:
-        gpu = GpuSpec.model_validate({**matched.model_dump(), "measured": measured})
-    else:
-        short = re.sub(r"\(R\)|\(TM\)|CPU|@.*$", "", info["device_name"])
-        name = ("CPU-" if kind == "cpu" else "") + re.sub(r"[^A-Za-z0-9.]+", "-", short).strip("-")
-        gpu = new_device_spec(
-            name[:48],
-            measured,
-            float(info["memory_gib"]),
-            "new device type from hetplan profile: datasheet figures are the measured ones; interconnect and "
-            "network figures are stand-ins, not measurements",
-        )
-    eff = _efficiency(gpu, matched)
+    measured["profile_source"] = f"{req.tool} {'--quick ' if req.quick else ''}on {info['device_name']}"
     for dtype, other in (("bf16", "fp16"), ("fp16", "bf16")):
         if dtype not in measured["gemm_tflops"] and other in measured["gemm_tflops"]:
             notes.append(f"GEMM {dtype} not measured: plans in {dtype} use the measured {other} figure")
     if kind == "cpu":
         notes.insert(0, "CPU profile: figures measured on a CPU at small sizes, to test the tool, not a GPU")
     provenance = {
-        "hetplan_version": __version__,
-        "command": req.command or f"hetplan profile --device {req.device}",
+        "profiler_version": __version__,
+        "command": req.command or f"{req.tool} --device {req.device}",
         "quick": req.quick,
-        "model_shapes": spec.name,
         "profiled_at": now,
         "timing": "CUDA events" if kind == "cuda" else "time.perf_counter",
         "warmup": sizes.warmup,
         "repeats": sizes.repeats,
-        **{k: v for k, v in info.items() if v is not None},
     }
-    return ProfileFile(
-        schema_version=1,
-        kind="gpu-profile",
-        gpu=gpu,
-        match=ProfileMatch(catalog_gpu=matched.name if matched else None, how=how),
-        efficiency_vs_datasheet=eff,
-        tables=tables,
-        provenance=provenance,
-        notes=notes,
-    )
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "gpu-profile",
+        "file_under": req.gpu or None,
+        "device": {k: v for k, v in info.items() if v is not None},
+        "measured": measured,
+        "model_shapes": spec.as_dict(),
+        "tables": tables,
+        "provenance": provenance,
+        "notes": notes,
+    }
+    try:  # plain JSON types only (torch's version is a str subclass YAML cannot write), no NaN or infinity
+        doc = json.loads(json.dumps(doc, allow_nan=False))
+    except ValueError as exc:
+        raise ProfilerError("a measured figure is not a finite number", str(exc), "run the profile again") from None
+    check_profile(doc)
+    return doc
 
 
 def _attempt(notes: list[str], what: str, fn: Callable[..., T], *args: Any) -> T | None:
@@ -457,26 +405,3 @@ def _attempt(notes: list[str], what: str, fn: Callable[..., T], *args: Any) -> T
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:160] if text else ""
-
-
-def _efficiency(gpu: GpuSpec, matched: GpuSpec | None) -> dict[str, float]:
-    """Measured / datasheet per dtype and for memory (``memory_read``, ``memory_copy``), when a catalog GPU matched."""
-    m = gpu.measured
-    if matched is None or m is None:
-        return {}
-    out: dict[str, float] = {}
-    for dtype, value in sorted(m.gemm_tflops.items()):
-        key = {"tf32": "bf16", "fp32": None}.get(dtype, dtype)
-        if key is None:
-            continue
-        try:
-            peak, estimated = matched.dense_tflops(key)
-        except KeyError:
-            continue
-        # tf32 tensor cores run at half the 16-bit dense rate on Ampere and Hopper
-        peak = peak / 2 if dtype == "tf32" else peak
-        if not estimated:
-            out[dtype] = round(value / peak, 4)
-    out["memory_read"] = round(m.memory_read_gb_per_s / matched.hbm_gb_per_s, 4)
-    out["memory_copy"] = round(m.memory_copy_gb_per_s / matched.hbm_gb_per_s, 4)
-    return out

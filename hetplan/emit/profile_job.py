@@ -2,15 +2,18 @@
 
 One ``batch/v1`` Job per GPU node label value: a node selector on the label (``nvidia.com/gpu.product`` by default,
 the key NVIDIA GPU feature discovery sets), a ``nvidia.com/gpu`` request of ``gpus`` GPUs (2 or more also measures
-the NCCL all-reduce), and a container that installs hetplan when asked (``install``), runs ``hetplan profile
---device cuda:0 [--quick] [--gpu NAME] --out /profiles/<gpu>.yaml`` and prints the file between two marker lines,
+the NCCL all-reduce), and a container that installs the profiler package when asked (``install``; it needs only
+torch, which the image has, and PyYAML, not hetplan), runs ``hetplan-profile --device cuda:0 --model NAME <the
+model's shapes> [--quick] [--gpu NAME] --out /profiles/<gpu>.yaml`` and prints the file between two marker lines,
 so it can be collected from the logs::
 
     kubectl logs job/hetplan-profile-nvidia-h100-80gb-hbm3 \\
       | sed -n '/^# hetplan-profile-begin/,/^# hetplan-profile-end/p' | sed '1d;$d' > h100.yaml
 
 With ``pvc`` the file is also kept on that PersistentVolumeClaim, mounted at ``/profiles``; otherwise
-``/profiles`` is an ``emptyDir``. The catalog GPU name passed with ``--gpu`` comes from hetplan's label table
+``/profiles`` is an ``emptyDir``. The model's shapes come from hetplan's catalog and are passed as flags
+(``--hidden-size``, ``--heads``, ...), so the pod needs no catalog. The catalog GPU name passed with ``--gpu`` comes
+from hetplan's label table
 (:data:`hetplan.emit.ir.DEFAULT_GPU_LABELS`) when the label value is in it; otherwise the pod matches the device
 name itself. Jobs are validated offline before anything is written, by :func:`hetplan.emit.validate.validate_files`
 (kubernetes-validate, strict, plus Kubernetes' name and label syntax).
@@ -31,6 +34,9 @@ from hetplan.errors import InputError
 from hetplan.io import to_yaml
 
 DEFAULT_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+DEFAULT_INSTALL = "hetplan-profiler"
+"""The profiler's distribution name (``profiler/`` in the hetplan repository); pass a wheel or a VCS URL with
+``#subdirectory=profiler`` where no package index serves it."""
 BEGIN = "# hetplan-profile-begin"
 END = "# hetplan-profile-end"
 
@@ -42,7 +48,7 @@ class JobSettings:
     Attributes:
         label_key: node label that selects a GPU type.
         image: container image with a CUDA build of torch (the default is PyTorch's runtime image).
-        install: pip requirement installed before profiling (``""``: the image already has hetplan).
+        install: pip requirement installed before profiling (``""``: the image already has the profiler).
         namespace: namespace of the Jobs.
         gpus: GPUs requested per Job (2+ also measures the all-reduce).
         quick: profile with ``--quick``.
@@ -53,7 +59,7 @@ class JobSettings:
 
     label_key: str = "nvidia.com/gpu.product"
     image: str = DEFAULT_IMAGE
-    install: str = "hetplan"
+    install: str = DEFAULT_INSTALL
     namespace: str = "default"
     gpus: int = 1
     quick: bool = True
@@ -80,7 +86,8 @@ def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
     stem = _dns(gpu or label_value)[:40].strip("-") or "gpu"
     name = f"hetplan-profile-{_dns(label_value)}"[:63].rstrip("-")
     out = f"/profiles/{stem}.yaml"
-    cmd = ["hetplan", "profile", "--device", "cuda:0", "--model", s.model, "--out", out, "--force"]
+    cmd = ["hetplan-profile", "--device", "cuda:0", "--model", s.model, *shape_args(s.model)]
+    cmd += ["--out", out, "--force"]
     if s.quick:
         cmd.append("--quick")
     if gpu:
@@ -136,6 +143,18 @@ def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
         },
     }
     return f"{name}.yaml", job
+
+
+def shape_args(model: str) -> list[str]:
+    """``hetplan-profile`` flags giving catalog model ``model``'s shapes (the pod has no catalog)."""
+    from hetplan.catalog.loader import find_model
+    from hetplan.catalog.profile import model_shape_fields
+
+    f = model_shape_fields(find_model(model))
+    args = ["--hidden-size", f["hidden_size"], "--heads", f["num_attention_heads"], "--kv-heads"]
+    args += [f["num_key_value_heads"], "--head-dim", f["head_dim"], "--ffn-size", f["ffn_size"]]
+    args.append("--gated-mlp" if f["gated_mlp"] else "--no-gated-mlp")
+    return [str(a) for a in args]
 
 
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

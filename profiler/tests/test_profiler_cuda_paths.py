@@ -1,5 +1,6 @@
-"""The CUDA code paths of the profiler, run on the CPU: the pure formulas and parsers, and ``run_profile`` with a
-fake CUDA runtime (CPU tensors, events timed with ``perf_counter``) so the CUDA-only branches run without a GPU."""
+"""The CUDA code paths of the profiler (hetplan_profiler), run on the CPU: the pure formulas and parsers, and
+``run_profile`` with a fake CUDA runtime (CPU tensors, events timed with ``perf_counter``) so the CUDA-only
+branches run without a GPU."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from hetplan.profiler.allreduce import bus_bandwidth_gb_per_s
-from hetplan.profiler.run import nvidia_smi_target, parse_nvidia_smi
-
+pytest.importorskip("hetplan_profiler")
 torch = pytest.importorskip("torch")
+
+from hetplan_profiler.allreduce import bus_bandwidth_gb_per_s  # noqa: E402
+from hetplan_profiler.errors import ProfilerError  # noqa: E402
+from hetplan_profiler.run import nvidia_smi_target, parse_nvidia_smi  # noqa: E402
 
 
 def test_bus_bandwidth_follows_nccl_tests():
@@ -46,7 +49,7 @@ def test_nvidia_smi_is_asked_about_the_gpu_torch_uses():
 def test_missing_or_failing_nvidia_smi_records_nothing(monkeypatch):
     import subprocess
 
-    from hetplan.profiler import run
+    from hetplan_profiler import run
 
     monkeypatch.setattr(run.shutil, "which", lambda _: None)
     assert run._nvidia_smi(0, "abc") == {}
@@ -60,7 +63,7 @@ def test_missing_or_failing_nvidia_smi_records_nothing(monkeypatch):
 
 
 def test_tf32_switch_is_set_and_restored():
-    from hetplan.profiler.bench import fp32_matmul_precision
+    from hetplan_profiler.bench import fp32_matmul_precision
 
     before = torch.get_float32_matmul_precision()
     with fp32_matmul_precision(torch, "high"):
@@ -127,7 +130,7 @@ def fake_cuda(monkeypatch):
 
 
 def test_cuda_bench_selects_its_device_and_times_in_seconds(fake_cuda):
-    from hetplan.profiler.bench import SIZES, Bench
+    from hetplan_profiler.bench import SIZES, Bench
 
     bench = Bench("cuda:1", SIZES["cpu-quick"])
     assert bench.cuda and fake_cuda["set_device"] == ["cuda:1"]
@@ -139,8 +142,8 @@ def test_cuda_bench_selects_its_device_and_times_in_seconds(fake_cuda):
 
 
 def fake_cuda_run(monkeypatch):
-    from hetplan.profiler import bench as bench_mod
-    from hetplan.profiler import run
+    from hetplan_profiler import bench as bench_mod
+    from hetplan_profiler import run
 
     tiny = bench_mod.Sizes(
         (32,), (1,), 64, 64, 1 << 20, (32,), (64,), 1, 1 << 20, (), 1, 2, 1e-4, ("bf16", "fp8", "tf32")
@@ -159,42 +162,40 @@ def fake_cuda_run(monkeypatch):
 
 def test_cuda_profile_branches_run_end_to_end(fake_cuda, monkeypatch):
     run = fake_cuda_run(monkeypatch)
-    prof = run.run_profile(run.ProfileRequest("cuda:0", quick=True))
-    m = prof.gpu.measured
-    assert prof.match.catalog_gpu == "H200-SXM" and m.device_kind == "cuda"
+    doc = run.run_profile(run.ProfileRequest("cuda:0", quick=True))
+    m = doc["measured"]
+    # the device as torch names it (hetplan matches "NVIDIA H200" to H200-SXM when it reads the file)
+    assert m["device_name"] == "NVIDIA H200" and m["device_kind"] == "cuda" and doc["file_under"] is None
+    assert doc["device"]["compute_capability"] == "9.0" and doc["device"]["memory_gib"] == 141.0
     # fp8 went through torch._scaled_mm (column-major mat2, float32 scales) and tf32 through the precision switch
-    assert {"bf16", "fp8", "tf32"} <= set(m.gemm_tflops), prof.notes
-    assert {r["dtype"] for r in prof.tables["gemm"]} == {"bf16", "fp8", "tf32"}
-    assert [r["direction"] for r in prof.tables["host_link"]] == ["host_to_device", "device_to_host"]
-    assert m.host_to_device_gb_per_s == prof.tables["host_link"][0]["gb_per_s"]
-    assert prof.provenance["timing"] == "CUDA events" and prof.provenance["l2_cache_mib"] == 60.0
-    assert any("all-reduce skipped: 1 GPU visible" in n for n in prof.notes)
+    assert {"bf16", "fp8", "tf32"} <= set(m["gemm_tflops"]), doc["notes"]
+    assert {r["dtype"] for r in doc["tables"]["gemm"]} == {"bf16", "fp8", "tf32"}
+    assert [r["direction"] for r in doc["tables"]["host_link"]] == ["host_to_device", "device_to_host"]
+    assert m["host_to_device_gb_per_s"] == doc["tables"]["host_link"][0]["gb_per_s"]
+    assert doc["provenance"]["timing"] == "CUDA events" and doc["device"]["l2_cache_mib"] == 60.0
+    assert any("all-reduce skipped: 1 GPU visible" in n for n in doc["notes"])
     # copy counts read + write bytes, the reduction the bytes read
-    copy, read = (next(r for r in prof.tables["memory"] if r["kernel"] == k) for k in ("copy", "read"))
+    copy, read = (next(r for r in doc["tables"]["memory"] if r["kernel"] == k) for k in ("copy", "read"))
     assert copy["gb_per_s"] == pytest.approx(2 * (1 << 20) / copy["median_s"] / 1e9, rel=1e-2)
     assert read["gb_per_s"] == pytest.approx((1 << 20) / read["median_s"] / 1e9, rel=1e-2)
     # cached memory is handed back before every step
     assert len(fake_cuda["empty_cache"]) >= 6
-    assert not any("failed" in n for n in prof.notes), prof.notes
+    assert not any("failed" in n for n in doc["notes"]), doc["notes"]
 
 
-def test_a_device_torch_cannot_use_is_an_input_error(fake_cuda, monkeypatch):
-    from hetplan.errors import InputError
-
+def test_a_device_torch_cannot_use_is_a_profiler_error(fake_cuda, monkeypatch):
     run = fake_cuda_run(monkeypatch)
 
     def busy(*args):
         raise RuntimeError("CUDA error: CUDA-capable device(s) is/are busy or unavailable")
 
     monkeypatch.setattr(torch.cuda, "set_device", busy)
-    with pytest.raises(InputError, match="torch could not use the device") as info:
+    with pytest.raises(ProfilerError, match="torch could not use the device") as info:
         run.run_profile(run.ProfileRequest("cuda:0", quick=True))
     assert "busy or unavailable" in info.value.render()
 
 
 def test_failed_memory_benchmark_and_empty_messages(fake_cuda, monkeypatch):
-    from hetplan.errors import InputError
-
     run = fake_cuda_run(monkeypatch)
     original = run.Bench.gemm
 
@@ -204,13 +205,13 @@ def test_failed_memory_benchmark_and_empty_messages(fake_cuda, monkeypatch):
         return original(self, dtype, *args)
 
     monkeypatch.setattr(run.Bench, "gemm", no_fp8)
-    prof = run.run_profile(run.ProfileRequest("cuda:0", quick=True))
-    assert "fp8" not in prof.gpu.measured.gemm_tflops
-    assert any(n.startswith("GEMM fp8 64x64x64 failed: RuntimeError") for n in prof.notes)
+    doc = run.run_profile(run.ProfileRequest("cuda:0", quick=True))
+    assert "fp8" not in doc["measured"]["gemm_tflops"]
+    assert any(n.startswith("GEMM fp8 64x64x64 failed: RuntimeError") for n in doc["notes"])
 
     def oom(self):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     monkeypatch.setattr(run.Bench, "memory", oom)
-    with pytest.raises(InputError, match="memory benchmark failed"):
+    with pytest.raises(ProfilerError, match="memory benchmark failed"):
         run.run_profile(run.ProfileRequest("cuda:0", quick=True))

@@ -3,7 +3,7 @@
 One process per GPU joins a NCCL process group over a local TCP rendezvous; for each message size every rank
 all-reduces a bf16 buffer after warm-up, timed with CUDA events between barriers; rank 0 writes the medians to a
 JSON file the parent reads. Bandwidth follows nccl-tests: algorithm bandwidth = bytes / t, bus bandwidth =
-algbw x 2(n-1)/n, the figure the ring model's link term needs (:mod:`hetplan.perf.latency`); latency is the
+algbw x 2(n-1)/n, the figure the ring model's link term needs (hetplan's ``hetplan.perf.latency``); latency is the
 smallest message's time.
 
 Source: nccl-tests' bandwidth definitions (PERFORMANCE.md); hetplan's own reconstruction otherwise.
@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from hetplan.profiler.bench import require_torch
+from hetplan_profiler.bench import require_torch
 
 
 def _free_port() -> int:

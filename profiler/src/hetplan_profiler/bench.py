@@ -1,4 +1,4 @@
-"""Microbenchmarks behind ``hetplan profile`` (PyTorch, imported inside the functions).
+"""Microbenchmarks behind ``hetplan-profile`` / ``hetplan profile`` (PyTorch, imported inside the functions).
 
 Each benchmark builds its tensors once, warms up, picks how many back-to-back calls make one sample (so one sample
 lasts at least ``min_sample_s`` and launch gaps do not dominate small kernels), then takes ``repeats`` samples.
@@ -24,27 +24,45 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from hetplan_profiler.errors import ProfilerError
 
-from hetplan.errors import InputError
-
-TORCH_FIX = 'pip install ".[profile]" in your hetplan checkout (it installs torch; a CPU build is enough to try it)'
+TORCH_FIX = (
+    "pip install torch (>= 2.3; a CPU build is enough to try the tool: "
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+)
 
 
 def require_torch() -> Any:
-    """Import torch, or raise :class:`InputError` saying how to install it."""
+    """Import torch, or raise :class:`ProfilerError` saying how to install it.
+
+    torch warns on import when numpy is missing; the profiler uses no numpy (nor torch's numpy bridge), so the
+    warning is silenced rather than numpy added as a dependency."""
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
     try:
         import torch
     except ImportError:
-        raise InputError(
-            "hetplan profile needs PyTorch", "torch is not installed in this environment", TORCH_FIX
+        raise ProfilerError(
+            "the hetplan profiler needs PyTorch", "torch is not installed in this environment", TORCH_FIX
         ) from None
     return torch
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile of ``values`` with linear interpolation between closest ranks (numpy's default
+    method, so figures are as before this package dropped numpy)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    pos = q / 100 * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True)
@@ -215,10 +233,7 @@ class Bench:
                 for _ in range(calls):
                     fn()
                 samples.append((time.perf_counter() - t0) / calls)
-        arr = np.asarray(samples)
-        return Timing(
-            float(np.median(arr)), float(np.percentile(arr, 10)), float(np.percentile(arr, 90)), len(samples), calls
-        )
+        return Timing(percentile(samples, 50), percentile(samples, 10), percentile(samples, 90), len(samples), calls)
 
     def _hold_stream(self, seconds: float) -> None:
         """Queue a GPU spin of about ``seconds`` (at most 20 ms) ahead of a sample, so the sample's calls are all
