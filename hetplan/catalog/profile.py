@@ -504,16 +504,22 @@ def new_device_spec(name: str, measured: dict[str, Any], memory_gib: float, note
 
     ``interconnect_gb_per_s`` and ``network_gbit_per_s`` are required by the schema but not measured for a single
     device: the all-reduce bus bandwidth (x2, bidirectional) or, failing that, the host link stands in for the
-    first, 100 Gbit/s for the second; ``notes`` says so. Only measured dtypes get a compute figure (an unmeasured
+    first, 100 Gbit/s for the second; ``notes`` says so. The vendor is NVIDIA (or AMD) when a CUDA device's name
+    says so, else ``measured``. Only measured dtypes get a compute figure (an unmeasured
     bf16 or fp16 is left empty, and :meth:`GpuSpec.dense_tflops` uses the other 16-bit figure for it).
     """
     from hetplan.catalog.schemas import GpuMeasured
 
     m = GpuMeasured.model_validate(measured)
     link = (m.allreduce_bus_gb_per_s or 0.0) * 2 or m.host_to_device_gb_per_s or m.memory_copy_gb_per_s
+    # the vendor as the device names itself (torch reports ROCm devices as "cuda" too): emit deploys NVIDIA only
+    device = m.device_name.strip().lower()
+    vendor = "measured"
+    if m.device_kind == "cuda":
+        vendor = "NVIDIA" if device.startswith(("nvidia", "tesla")) else "AMD" if device.startswith("amd") else vendor
     return GpuSpec(
         name=name,
-        vendor="measured",
+        vendor=vendor,
         arch="CPU" if m.device_kind == "cpu" else "",
         # only what was measured: an unmeasured 16-bit dtype stays empty and GpuSpec.dense_tflops falls back to
         # the other one (the --quick CPU profile measures bf16 only; the full one shows fp16 ~3x apart)

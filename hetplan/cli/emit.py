@@ -9,7 +9,8 @@ from typing import TypeVar
 import typer
 
 from hetplan import api
-from hetplan.catalog.loader import find_gpu
+from hetplan.catalog.loader import active_gpus, find_gpu
+from hetplan.catalog.schemas import GpuSpec
 from hetplan.cli.main import app, run_guarded
 from hetplan.emit.ir import EmitSettings
 from hetplan.emit.writer import MANIFEST, EmitResult
@@ -29,7 +30,9 @@ def _choice(value: str, table: Mapping[str, T], flag: str) -> T:
     return table[key]
 
 
-def _gpu_labels(items: list[str]) -> tuple[tuple[str, str], ...]:
+def _gpu_labels(items: list[str], plan_gpus: tuple[GpuSpec, ...] = ()) -> tuple[tuple[str, str], ...]:
+    """``--gpu-label GPU=VALUE`` pairs, GPU names resolved against the plan's own GPU entries first (a profiled
+    GPU the catalog lacks), then the catalog."""
     labels: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -37,7 +40,7 @@ def _gpu_labels(items: list[str]) -> tuple[tuple[str, str], ...]:
             raise InputError(
                 f"--gpu-label: cannot read {item!r}", "expected GPU=VALUE", "write e.g. --gpu-label H20=NVIDIA-H20"
             )
-        gpu = find_gpu(name.strip()).name
+        gpu = find_gpu(name.strip(), plan_gpus + tuple(g for g in active_gpus() if g not in plan_gpus)).name
         if gpu in labels:
             raise InputError(f"--gpu-label names {gpu} twice", fix="give each GPU type once")
         labels[gpu] = value.strip()
@@ -108,6 +111,7 @@ def emit(
     """Write vLLM launch scripts and Kubernetes, llm-d and NVIDIA Dynamo manifests for a plan."""
 
     def run() -> EmitResult:
+        typed = api.as_plan(plan)
         settings = EmitSettings(
             image=image,
             router_image=router_image,
@@ -116,7 +120,7 @@ def emit(
             name=name,
             namespace=namespace,
             gpu_label_key=gpu_label_key,
-            gpu_labels=_gpu_labels(gpu_label),
+            gpu_labels=_gpu_labels(gpu_label, tuple(g.spec for g in typed.gpus.values())),
             gpus_per_node=gpus_per_node,
             kv_connector=_choice(kv_connector, CONNECTORS, "--kv-connector"),
             dynamo_api_versions=_choice(dynamo_api, DYNAMO_APIS, "--dynamo-api"),
@@ -125,7 +129,7 @@ def emit(
             prometheus_url=prometheus_url,
             kubernetes_version=kubernetes_version,
         )
-        return api.emit(plan, out, target, settings, validate=validate, force=force)
+        return api.emit(typed, out, target, settings, validate=validate, force=force)
 
     result = run_guarded(run)
     if json_out:
