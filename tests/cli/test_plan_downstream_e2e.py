@@ -31,22 +31,22 @@ CONFIG = {
     "max_position_embeddings": 32768,
 }
 GPU = "NVIDIA-Future-X100"
-PROFILE = f"""schema_version: 2
+PROFILE = """schema_version: 2
 kind: gpu-profile
 file_under: null
-device: {{device_kind: cuda, device_name: NVIDIA Future-X100, memory_gib: 96.0, torch_version: test}}
+device: {device_kind: cuda, device_name: NVIDIA Future-X100, memory_gib: 96.0, torch_version: test}
 measured:
   device_kind: cuda
   device_name: NVIDIA Future-X100
-  gemm_tflops: {{bf16: 600.0, fp16: 600.0}}
+  gemm_tflops: {bf16: 600.0, fp16: 600.0}
   memory_read_gb_per_s: 3600.0
   memory_copy_gb_per_s: 3400.0
   profiled_at: '2026-11-30T00:00:00+00:00'
   profile_source: hand-made test profile
-model_shapes: {{name: test, hidden_size: 4096, num_attention_heads: 32, num_key_value_heads: 8, head_dim: 128,
-  ffn_size: 14336, gated_mlp: true}}
-tables: {{}}
-provenance: {{profiler_version: test, command: hand-made, profiled_at: '2026-11-30T00:00:00+00:00', timing: CUDA events}}
+model_shapes: {name: test, hidden_size: 4096, num_attention_heads: 32, num_key_value_heads: 8, head_dim: 128,
+  ffn_size: 14336, gated_mlp: true}
+tables: {}
+provenance: {profiler_version: test, command: hand-made, profiled_at: '2026-11-30T00:00:00+00:00', timing: CUDA events}
 notes: []
 """
 PRICES = f"""schema_version: 1
