@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from hetplan.emit.common import engine_env, gpu_resources, md_header, meta, unit_labels, yaml_docs
-from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit, apportion, dns_name
+from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit, apportion
+from hetplan.emit.names import dns_name
 from hetplan.emit.vllm import engine_args
 from hetplan.errors import EmitRuleError
 

@@ -15,11 +15,11 @@ Source: hetplan's own reconstruction (IR between plan and emitters after aiconfi
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Literal
 
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
+from hetplan.emit.names import dns_name, is_dns_label, is_dns_subdomain, is_label_key, is_label_value
 from hetplan.errors import InputError
 from hetplan.perf.settings import PerfSettings
 from hetplan.plan.types import Plan
@@ -58,10 +58,6 @@ DEFAULT_GPU_LABELS: dict[str, str] = {
     "RTX-3090": "NVIDIA-GeForce-RTX-3090",
 }
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 MAX_BASE_NAME = 24
 
 
@@ -262,7 +258,7 @@ class DeploymentIR:
 
 def check_label_value(value: str, field: str) -> None:
     """Raise :class:`InputError` unless ``value`` is a valid Kubernetes label value (<= 63 characters)."""
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if not is_label_value(value):
         raise InputError(
             f"{field} {value!r} is not a valid Kubernetes label value",
             "label values are at most 63 characters of letters, digits, '-', '_' and '.', starting and ending "
@@ -277,14 +273,13 @@ def check_settings(s: EmitSettings) -> None:
     Raises:
         InputError: a bad namespace, label key or value, image, connector, API version, autoscaler or number.
     """
-    if not _DNS_LABEL.match(s.namespace) or len(s.namespace) > 63:
+    if not is_dns_label(s.namespace):
         raise InputError(
             f"namespace {s.namespace!r} is not a DNS-1123 label",
             "Kubernetes namespaces are at most 63 lower-case letters, digits and '-'",
             "pass --namespace with a name like 'llm-serving'",
         )
-    prefix, _, name = s.gpu_label_key.rpartition("/")
-    if not _LABEL_NAME.match(name) or len(name) > 63 or (prefix and not _DNS_SUBDOMAIN.match(prefix)):
+    if not is_label_key(s.gpu_label_key):
         raise InputError(
             f"GPU label key {s.gpu_label_key!r} is not a valid Kubernetes label key",
             "a label key is an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.'",
@@ -327,14 +322,8 @@ def check_settings(s: EmitSettings) -> None:
             raise InputError(f"{field} must be <= 65535, got {port}", fix="pick a port in 1..65535")
     if not s.max_replicas_factor >= 1:
         raise InputError(f"max_replicas_factor must be >= 1, got {s.max_replicas_factor}", fix="pass 1 or more")
-    if s.hf_token_secret is not None and not _DNS_SUBDOMAIN.match(s.hf_token_secret):
+    if s.hf_token_secret is not None and not is_dns_subdomain(s.hf_token_secret):
         raise InputError(f"hf_token_secret {s.hf_token_secret!r} is not a Secret name", fix="pass a DNS-1123 name")
-
-
-def dns_name(text: str, limit: int = MAX_BASE_NAME) -> str:
-    """``text`` made a DNS-1123 label: lower case, other characters as '-', at most ``limit`` characters."""
-    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-")
-    return name or "hetplan"
 
 
 # -- plan -> IR ---------------------------------------------------------------------------------------------------
@@ -412,9 +401,9 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
     perf = plan.settings
     max_len = s.max_model_len_tokens or spec.max_position_embeddings
     ttft_slo_s = plan.slo.ttft_s
-    base = dns_name(s.name or plan.name)
+    base = dns_name(s.name or plan.name, MAX_BASE_NAME)
     if not base[0].isalpha():  # Service names are DNS-1035 labels: they start with a letter
-        base = dns_name("hp-" + base)
+        base = dns_name("hp-" + base, MAX_BASE_NAME)
     total_goodput = plan.goodput_req_per_s or 1.0
 
     def group(

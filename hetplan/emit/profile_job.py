@@ -23,12 +23,12 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from hetplan.emit.ir import DEFAULT_GPU_LABELS, check_label_value
+from hetplan.emit.names import MAX_LABEL, dns_name, is_dns_label, is_dns_subdomain
 from hetplan.emit.validate import check_kubernetes_version, validate_files
 from hetplan.errors import InputError
 from hetplan.io import to_yaml
@@ -68,10 +68,6 @@ class JobSettings:
     kubernetes_version: str = "1.33"
 
 
-def _dns(text: str) -> str:
-    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
-
-
 def catalog_name_for(label_value: str) -> str | None:
     """Catalog GPU whose default node label value is ``label_value`` (case-insensitive), else ``None``."""
     for name, value in sorted(DEFAULT_GPU_LABELS.items()):
@@ -83,8 +79,8 @@ def catalog_name_for(label_value: str) -> str | None:
 def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
     """(file name, Job object) for one GPU label value."""
     gpu = catalog_name_for(label_value)
-    stem = _dns(gpu or label_value)[:40].strip("-") or "gpu"
-    name = f"hetplan-profile-{_dns(label_value)}"[:63].rstrip("-")
+    stem = dns_name(gpu or label_value, 40, fallback="gpu")
+    name = dns_name(f"hetplan-profile-{label_value}", MAX_LABEL)
     out = f"/profiles/{stem}.yaml"
     cmd = ["hetplan-profile", "--device", "cuda:0", "--model", s.model, *shape_args(s.model)]
     cmd += ["--out", out, "--force"]
@@ -157,9 +153,6 @@ def shape_args(model: str) -> list[str]:
     return [str(a) for a in args]
 
 
-DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
 def job_model(model: str | None) -> str:
     """The catalog name of ``--model`` for a Job's command (default Llama-3-8B).
 
@@ -192,9 +185,9 @@ def build_jobs(label_values: list[str], s: JobSettings) -> dict[str, str]:
         raise InputError("--emit-job needs GPU node labels", fix="pass --gpu-label VALUE for each GPU type")
     if s.gpus < 1:
         raise InputError(f"--gpus-per-job must be >= 1, got {s.gpus}", fix="pass 1, or 2+ to measure all-reduce")
-    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", s.namespace):
+    if not is_dns_label(s.namespace):
         raise InputError(f"namespace {s.namespace!r} is not a DNS-1123 label", fix="pass e.g. --namespace default")
-    if s.pvc is not None and (len(s.pvc) > 253 or not DNS1123_SUBDOMAIN.fullmatch(s.pvc)):
+    if s.pvc is not None and not is_dns_subdomain(s.pvc):
         raise InputError(
             f"--pvc {s.pvc!r} is not a valid PersistentVolumeClaim name",
             "claim names are RFC 1123 subdomains: lower-case letters, digits, '-' and '.', at most 253 characters, "

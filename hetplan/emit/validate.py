@@ -12,7 +12,6 @@ reconstruction otherwise.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from hetplan.emit.names import is_dns_label, is_label_key, is_label_value
 from hetplan.errors import InputError
 
 # (apiVersion, kind) -> schema file under hetplan/emit/schemas
@@ -50,10 +50,6 @@ NOT_CHECKED: tuple[str, ...] = (
     "runtime behaviour: KV transfer between the GPU types, router discovery, Prometheus metrics for autoscaling",
 )
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SKIP = ("enum", "default", "example", "x-kubernetes-validations")
 
 
@@ -162,10 +158,9 @@ def _labels_errors(node: Any, path: str = "") -> list[str]:
         where = f"{path}.{key}".lstrip(".")
         if key in ("labels", "matchLabels", "nodeSelector") and isinstance(value, dict):
             for k, v in value.items():
-                prefix, _, name = str(k).rpartition("/")
-                if not _LABEL_NAME.match(name) or len(name) > 63 or (prefix and not _DNS_SUBDOMAIN.match(prefix)):
+                if not is_label_key(str(k)):
                     out.append(f"{where}: label key {k!r} is not valid")
-                if not isinstance(v, str) or len(v) > 63 or not _LABEL_VALUE.match(v):
+                if not isinstance(v, str) or not is_label_value(v):
                     out.append(f"{where}: label value {v!r} of {k!r} is not valid (<= 63 characters, [A-Za-z0-9-_.])")
         else:
             out += _labels_errors(value, where)
@@ -180,7 +175,7 @@ def _check_object(obj: Any, version: str) -> tuple[str, str, list[str]]:
     name = str((obj.get("metadata") or {}).get("name", "?"))
     ref = f"{kind}/{name}"
     errors: list[str] = []
-    if not _DNS_LABEL.match(name) or len(name) > 63:
+    if not is_dns_label(name):
         errors.append(f"metadata.name {name!r} is not a DNS-1123 label (<= 63 characters)")
     errors += _labels_errors(obj)
     if api in CORE_API_VERSIONS:

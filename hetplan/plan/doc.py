@@ -2,10 +2,8 @@
 
 The document is checked at this edge (pydantic models below, with bounds) and then becomes frozen dataclasses;
 nothing downstream reads the dict. Schema version 2 records the resolved model and GPU entries (``resolved``),
-Mélange buckets as numbers, the engine and ``provenance``. Version 1 files (hetplan 0.1 before the typed plan)
-are still read: their model and GPUs are resolved once here, from ``scenario.model_config``, the profiled entries
-under ``scenario.profiles`` and the catalog, and their bucket labels are parsed; a v1 plan whose model or GPU
-the catalog no longer knows is refused with the fix (re-plan).
+Mélange buckets as numbers, the engine and ``provenance``. Version 1 files are still read
+(:mod:`hetplan.plan.v1`). The schema checked at the edge is :mod:`hetplan.plan.schema`.
 
 Source: hetplan's own reconstruction.
 """
@@ -13,16 +11,15 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
+from pydantic import ValidationError
 
 from hetplan.catalog.loader import format_validation, read_yaml_file
-from hetplan.catalog.schemas import GpuSpec, ModelSpec
 from hetplan.errors import InputError
+from hetplan.plan.schema import FIX, SCHEMA_VERSION, BucketDoc, PlanDoc, PlanMapping, ProvenanceDoc, ResolvedDoc
 from hetplan.plan.settings_doc import settings_from_doc, settings_to_doc
 from hetplan.plan.types import (
     DEFAULT_ENGINE,
@@ -37,199 +34,7 @@ from hetplan.plan.types import (
     Slo,
     StrategyResult,
 )
-
-SCHEMA_VERSION = 2
-_FIX = "write one with 'hetplan plan ... --out plan.yaml'"
-
-
-class _Open(BaseModel):
-    """Any mapping (fields beyond the checked ones are kept)."""
-
-    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
-
-
-PlanMapping = _Open
-Usd = Annotated[float, Field(ge=0)]
-PositiveUsd = Annotated[float, Field(gt=0)]
-
-
-class ComboDoc(_Open):
-    """One combo of a plan: n prefill instances and m decode instances, deployed ``count`` times."""
-
-    prefill_gpu: str
-    prefill_tp: int = Field(ge=1)
-    n_prefill: int = Field(ge=1)
-    decode_gpu: str
-    decode_tp: int = Field(ge=1)
-    n_decode: int = Field(ge=1)
-    count: int = Field(ge=1)
-    usd_per_hour: PositiveUsd
-    goodput_req_per_s: float = Field(gt=0)
-    decode_batch: int = Field(ge=0)
-    predicted_ttft_s: float = Field(ge=0)
-    predicted_tpot_s: float = Field(ge=0)
-    utilization: float = Field(ge=0)
-    bound_by: str
-    min_count: int | None = Field(default=None, ge=0)
-    prefill_pp: int = Field(default=1, ge=1)
-    decode_pp: int = Field(default=1, ge=1)
-
-
-class BucketDoc(BaseModel):
-    """A request-size bucket: ``[lo, hi)`` prompt and output tokens (``hi`` null when open-ended) and a share."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    prompt_tokens: tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(gt=0)] | None]
-    output_tokens: tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(gt=0)] | None]
-    share: float = Field(ge=0, le=1.0001)
-
-
-class InstanceDoc(_Open):
-    """One aggregated instance type of a Mélange plan: ``count`` instances of ``gpu`` at TP ``tp``."""
-
-    role: str
-    gpu: str
-    tp: int = Field(ge=1)
-    count: int = Field(ge=1)
-    usd_per_hour: PositiveUsd
-    utilization: float = Field(ge=0)
-    traffic_share: float = Field(ge=0, le=1.0001)
-    pp: int = Field(default=1, ge=1)
-
-
-class PriceDoc(_Open):
-    usd_per_gpu_hour: PositiveUsd
-    source: str
-
-
-class SloDoc(_Open):
-    ttft_s: float = Field(gt=0)
-    tpot_s: float = Field(gt=0)
-    percentile: float = Field(gt=0, lt=100)
-
-
-class WorkloadDoc(_Open):
-    name: str
-    source: str
-    requests: int = Field(ge=1)
-    prompt_tokens_mean: float = Field(gt=0)
-    output_tokens_mean: float = Field(gt=0)
-
-
-class ScenarioDoc(_Open):
-    """The scenario echo inside a plan (model, dtypes, SLOs, prices, engine settings)."""
-
-    name: str
-    model: str
-    weight_dtype: str
-    kv_dtype: str
-    goodput_target_req_per_s: float = Field(gt=0)
-    demand_req_per_s: float = Field(gt=0)
-    headroom: float = Field(ge=0)
-    slo: SloDoc
-    workload: WorkloadDoc
-    prices: dict[str, PriceDoc]
-    perf_settings: dict[str, Any]
-
-
-class SummaryDoc(_Open):
-    """Another strategy's outcome inside a plan: its totals, or why it is infeasible."""
-
-    status: Literal["optimal", "time_limit", "infeasible"]
-    reason: str | None = None
-    total_usd_per_hour: PositiveUsd | None = None
-    goodput_req_per_s: float | None = Field(default=None, gt=0)
-    tokens_per_usd: Usd | None = None
-    output_tokens_per_usd: Usd | None = None
-    gpus_used: dict[str, NonNegativeInt] | None = None
-
-    @model_validator(mode="after")
-    def _complete(self) -> SummaryDoc:
-        if self.status == "infeasible" and not self.reason:
-            raise ValueError("an infeasible baseline needs a reason")
-        if self.status != "infeasible" and None in (
-            self.total_usd_per_hour,
-            self.goodput_req_per_s,
-            self.tokens_per_usd,
-            self.gpus_used,
-        ):
-            raise ValueError("a solved baseline needs total_usd_per_hour, goodput_req_per_s, tokens_per_usd, gpus_used")
-        return self
-
-
-class SensitivityDoc(_Open):
-    gpu: str
-    price_factor: float = Field(gt=0)
-    plan_usd_per_hour: Usd
-    replanned_usd_per_hour: Usd | None
-    best_alternative: str | None
-    best_alternative_usd_per_hour: Usd | None
-
-
-class AnalysisDoc(_Open):
-    price_sensitivity: list[SensitivityDoc] = Field(default_factory=list)
-    cost_vs_goodput: list[dict[str, float | None]] = Field(default_factory=list)
-
-
-class ResolvedModelDoc(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    source: Literal["catalog", "config.json"]
-    path: str | None = None
-    spec: ModelSpec
-
-
-class ResolvedGpuDoc(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    source: Literal["catalog", "profile"]
-    path: str | None = None
-    spec: GpuSpec
-
-
-class ResolvedDoc(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    model: ResolvedModelDoc
-    gpus: list[ResolvedGpuDoc] = Field(min_length=1)
-
-
-class ProvenanceDoc(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    hetplan_version: str
-    catalog_sha256: str
-    workload_sha256: str | None = None
-
-
-class PlanDoc(_Open):
-    """The checked part of a plan document: everything reports, gates, emitters and the simulator read."""
-
-    schema_version: int = Field(ge=1, le=SCHEMA_VERSION)
-    kind: Literal["plan"]
-    strategy: str
-    status: Literal["optimal", "time_limit"]
-    scenario: ScenarioDoc
-    total_usd_per_hour: PositiveUsd
-    usd_per_month: PositiveUsd
-    usd_per_million_tokens: Usd | None = None
-    goodput_req_per_s: float = Field(gt=0)
-    tokens_per_usd: Usd
-    output_tokens_per_usd: Usd
-    gpus_used: dict[str, NonNegativeInt]
-    combos: list[ComboDoc] = Field(default_factory=list)
-    instances: list[InstanceDoc] = Field(default_factory=list)
-    baselines: dict[str, SummaryDoc] = Field(default_factory=dict)
-    analysis: AnalysisDoc | None = None
-    warnings: list[str] = Field(default_factory=list)
-    engine: Literal["vllm"] = DEFAULT_ENGINE
-    resolved: ResolvedDoc | None = None
-    provenance: ProvenanceDoc | None = None
-
-    @model_validator(mode="after")
-    def _not_empty(self) -> PlanDoc:
-        if not self.combos and not self.instances:
-            raise ValueError("a plan needs combos (disaggregated) or instances (aggregated)")
-        if self.schema_version >= 2 and (self.resolved is None or self.provenance is None):
-            raise ValueError("a version-2 plan needs 'resolved' (model and GPU entries) and 'provenance'")
-        return self
-
+from hetplan.plan.v1 import parse_bucket_label, upgrade_v1
 
 # --- document order: known keys first in this order, then the rest as written ---------------------------------
 _TOP = (
@@ -390,7 +195,7 @@ def check_plan(data: Any, where: str = "plan") -> None:
             need is missing, of the wrong type or out of range (named).
     """
     if not isinstance(data, Mapping):
-        raise InputError(f"{where} is not a mapping", fix=_FIX)
+        raise InputError(f"{where} is not a mapping", fix=FIX)
     if data.get("kind") == "hetis-deployment":  # Hetis (issue 7): a spec for an engine that does not exist yet
         raise InputError(
             f"{where} is a Hetis deployment spec, which emitters and reports cannot use",
@@ -400,7 +205,7 @@ def check_plan(data: Any, where: str = "plan") -> None:
     try:
         PlanDoc.model_validate(data)
     except ValidationError as exc:
-        raise InputError(f"{where} is not a usable hetplan plan", format_validation(exc), _FIX) from None
+        raise InputError(f"{where} is not a usable hetplan plan", format_validation(exc), FIX) from None
 
 
 def from_doc(data: Any, where: str = "plan") -> Plan:
@@ -468,14 +273,14 @@ def _combo(c: Mapping[str, Any]) -> ComboUnit:
 def _instance(t: Mapping[str, Any], where: str) -> AggregatedUnit:
     raw = t.get("buckets") or []
     if isinstance(raw, Mapping):  # written by a v1 plan: labels, parsed by upgrade_v1 already
-        raise InputError(f"{where}.buckets is a mapping of labels", fix=_FIX)
+        raise InputError(f"{where}.buckets is a mapping of labels", fix=FIX)
     buckets = []
     for j, b in enumerate(raw):
         try:
             bd = BucketDoc.model_validate({k: v for k, v in b.items() if k != "label"})
         except (ValidationError, AttributeError) as exc:
             detail = format_validation(exc) if isinstance(exc, ValidationError) else "not a mapping"
-            raise InputError(f"{where}.buckets[{j}] is not a bucket", detail, _FIX) from None
+            raise InputError(f"{where}.buckets[{j}] is not a bucket", detail, FIX) from None
         inf = math.inf
         p_hi, o_hi = bd.prompt_tokens[1], bd.output_tokens[1]
         buckets.append(
@@ -514,114 +319,6 @@ def _summary(v: Mapping[str, Any]) -> StrategyResult:
     )
 
 
-# --- version 1 -------------------------------------------------------------------------------------------------
-_RANGE = re.compile(
-    r"^\s*in (?P<plo>[\d.e+]+?)(?:-(?P<phi>[\d.e+]+)|\+), out (?P<olo>[\d.e+]+?)(?:-(?P<ohi>[\d.e+]+)|\+)\s*$"
-)
-
-
-def parse_bucket_label(label: str) -> tuple[float, float, float, float]:
-    """``"in 0-512, out 64-128"`` (a version-1 Mélange bucket label) → ``(0, 512, 64, 128)``; ``+`` → upper inf.
-
-    Raises:
-        InputError: the label is not in that form.
-    """
-    m = _RANGE.match(label)
-    if not m:
-        raise InputError(f"plan instance bucket {label!r} is not readable", fix="write the plan with this hetplan")
-    inf = float("inf")
-    return (
-        float(m["plo"]),
-        float(m["phi"]) if m["phi"] else inf,
-        float(m["olo"]),
-        float(m["ohi"]) if m["ohi"] else inf,
-    )
-
-
-def upgrade_v1(doc: dict[str, Any], where: str = "plan") -> dict[str, Any]:
-    """A version-1 plan document as version 2: the model and GPU entries resolved (profiled entries recorded
-    under ``scenario.profiles``, a ``config.json`` under ``scenario.model_config``, else the catalog), bucket
-    labels parsed, provenance marked as unknown.
-
-    Raises:
-        InputError: the model or a deployed GPU cannot be resolved any more (the fix: re-plan).
-    """
-    from hetplan import __version__
-    from hetplan.catalog.loader import active_gpus, catalog_sha256, find_gpu, find_model
-
-    sc = dict(doc["scenario"])
-    config = sc.get("model_config")
-    try:
-        if config:
-            model = {"source": "config.json", "path": str(config), "spec": find_model(str(config))}
-        else:
-            model = {"source": "catalog", "spec": find_model(str(sc["model"]))}
-    except InputError as exc:
-        raise InputError(
-            f"{where} (a version-1 plan) names model {sc['model']!r}, which cannot be resolved now",
-            exc.why or exc.what,
-            "re-plan with this hetplan: version-2 plans carry the model architecture",
-        ) from None
-    profiled: dict[str, tuple[GpuSpec, str]] = {}
-    for rec in sc.get("profiles") or []:
-        raw = rec.get("gpu_spec") if isinstance(rec, Mapping) else None
-        if raw is not None:
-            try:
-                spec = GpuSpec.model_validate(raw)
-            except ValidationError as exc:
-                raise InputError(
-                    f"{where} scenario.profiles[].gpu_spec is not a valid GPU entry: {exc.errors()[0]['msg']}",
-                    fix="re-plan with hetplan plan --profile to record it again",
-                ) from None
-            profiled[spec.name] = (spec, str(rec.get("file", "")))
-    used = {c[k] for c in doc.get("combos") or [] for k in ("prefill_gpu", "decode_gpu")}
-    used |= {t["gpu"] for t in doc.get("instances") or []}
-    gpus: list[dict[str, Any]] = []
-    for name in list(dict.fromkeys(list(sc.get("gpus") or []) + sorted(used))):
-        if name in profiled:
-            gpus.append({"source": "profile", "path": profiled[name][1], "spec": profiled[name][0]})
-            continue
-        try:
-            gpus.append({"source": "catalog", "spec": find_gpu(str(name), active_gpus())})
-        except InputError as exc:
-            if name in used:
-                raise InputError(
-                    f"{where} (a version-1 plan) deploys GPU {name!r}, which cannot be resolved now",
-                    exc.why or exc.what,
-                    "re-plan with this hetplan: version-2 plans carry the GPU entries",
-                ) from None
-    out = dict(doc)
-    out["schema_version"] = SCHEMA_VERSION
-    out["engine"] = DEFAULT_ENGINE
-    out["resolved"] = {
-        "model": {**model, "spec": model["spec"].model_dump(mode="json", exclude_none=True)},
-        "gpus": [{**g, "spec": g["spec"].model_dump(mode="json", exclude_none=True)} for g in gpus],
-    }
-    out["provenance"] = {
-        "hetplan_version": str(doc.get("hetplan_version") or __version__),
-        "catalog_sha256": f"unknown (version-1 plan; resolved against {catalog_sha256()})",
-        "workload_sha256": None,
-    }
-    out["instances"] = [
-        {
-            **t,
-            "buckets": [
-                dict(zip(("prompt_tokens", "output_tokens"), _pairs(parse_bucket_label(lbl)), strict=True))
-                | {"share": float(share)}
-                for lbl, share in sorted((t.get("buckets") or {}).items())
-            ]
-            if isinstance(t.get("buckets"), Mapping)
-            else t.get("buckets", []),
-        }
-        for t in doc.get("instances") or []
-    ]
-    return out
-
-
-def _pairs(b: tuple[float, float, float, float]) -> tuple[list[float | None], list[float | None]]:
-    return [b[0], _hi(b[1])], [b[2], _hi(b[3])]
-
-
 def load_plan(path: str | Path) -> Plan:
     """Read a plan file (YAML or JSON, version 1 or 2) and return the typed :class:`Plan`.
 
@@ -637,7 +334,7 @@ def read_plan_doc(path: str | Path) -> dict[str, Any]:
     Raises:
         InputError: as :func:`load_plan`.
     """
-    doc = read_yaml_file(Path(path), _Open, "plan file", _FIX)
+    doc = read_yaml_file(Path(path), PlanMapping, "plan file", FIX)
     data = doc.model_dump()
     check_plan(data, str(path))
     return data
