@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hetplan.io import to_json
+from hetplan.plan.types import HOURS_PER_MONTH
 from hetplan.report import charts
 from hetplan.units import format_signed_percent
 
@@ -46,7 +47,7 @@ def _headline(p: dict[str, Any]) -> list[tuple[str, str]]:
     slo = p["slo"]
     return [
         ("$/hour", _usd(p["usd_per_hour"])),
-        ("$/month (730 h)", _usd(p["usd_per_month"])),
+        (f"$/month ({HOURS_PER_MONTH:g} h)", _usd(p["usd_per_month"])),
         ("$ per million tokens (in+out)", _usd(p["usd_per_million_tokens"])),
         ("tokens/USD, input+output", f"{p['tokens_per_usd']:,.0f}"),
         ("tokens/USD, output only", f"{p['output_tokens_per_usd']:,.0f}"),

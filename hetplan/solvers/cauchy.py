@@ -42,6 +42,7 @@ from hetplan.perf.capacity import (
 )
 from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
 from hetplan.perf.settings import PerfSettings
+from hetplan.plan.types import combo_label
 from hetplan.solvers.milp import max_value, solve_covering
 
 
@@ -138,11 +139,9 @@ class Combo:
 
     @property
     def label(self) -> str:
-        """Human-readable ``n x GPU TP -> m x GPU TP``."""
-        return (
-            f"{self.n_prefill}x{self.prefill_gpu} TP{self.prefill_tp} -> "
-            f"{self.n_decode}x{self.decode_gpu} TP{self.decode_tp}"
-        )
+        """Human-readable ``n x GPU TP -> m x GPU TP`` (:func:`hetplan.plan.types.combo_label`)."""
+        return combo_label(self.n_prefill, self.prefill_gpu, self.prefill_tp, self.n_decode, self.decode_gpu,
+                           self.decode_tp)  # fmt: skip
 
 
 @dataclass(frozen=True)
