@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,18 @@ def fixtures() -> Path:
 @pytest.fixture
 def examples() -> Path:
     return EXAMPLES
+
+
+@pytest.fixture
+def small_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A frozen three-GPU catalog (``tests/fixtures/catalog``: H100-SXM, A100-80GB-SXM, L4; Llama-3-8B/70B; AWS
+    and Lambda prices), so a unit test does not change meaning when ``catalogs/`` is refreshed."""
+    from hetplan.catalog import loader
+
+    folder = FIXTURES / "catalog"
+    monkeypatch.setenv("HETPLAN_CATALOG_DIR", str(folder))
+    for fn in (loader.load_gpus, loader.load_models, loader.load_prices):
+        fn.cache_clear()
+    yield folder
+    for fn in (loader.load_gpus, loader.load_models, loader.load_prices):
+        fn.cache_clear()

@@ -18,14 +18,14 @@ Every constant that no paper pins down lives here with a default and a way to ca
   datasheet) assumed on the system the priors were fitted on; a profiled GPU's measured figures replace the
   datasheet with these divided out of the priors (see ``measured.py``, which says how to calibrate them).
 
-Per-GPU overrides go in ``gpu_overrides`` (``(("H100-SXM", GpuEfficiency(...)),)``).
+Per-GPU overrides go in ``gpu_overrides`` (``(("H100-SXM", GpuEfficiency(...)),)``, sorted by name).
 
 Source: DESIGN §2 for the model shape; the defaults are hetplan's own calibration.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,3 @@ class PerfSettings:
                 return eff
         return self.default
 
-    def with_override(self, gpu_name: str, eff: GpuEfficiency) -> PerfSettings:
-        """A copy with ``eff`` set for ``gpu_name``."""
-        rest = tuple((n, e) for n, e in self.gpu_overrides if n != gpu_name)
-        return replace(self, gpu_overrides=tuple(sorted(rest + ((gpu_name, eff),), key=lambda x: x[0])))

@@ -106,10 +106,6 @@ def _opt(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _opt_ms(x: float | None) -> str:
-    return "-" if x is None else _ms(x)
-
-
 def _share(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f} %"
 

@@ -101,14 +101,6 @@ def dense_stage_s(arch: ModelArch, gpu: GpuSpec, tp: int, fraction: float, batch
     return fraction * float(m.decode_step_latency_s(batch, 0.0) - m.overhead_s)
 
 
-def local_attention_s(
-    arch: ModelArch, gpu: GpuSpec, tp: int, fraction: float, batch: float, context: float, perf: PerfSettings
-) -> float:
-    """Decode attention time of a stage that keeps its own KV (HexGen, Splitwise), s."""
-    m = instance(arch, gpu, tp, perf)
-    return fraction * float(m.decode_step_latency_s(batch, context) - m.decode_step_latency_s(batch, 0.0))
-
-
 def prefill_stage_s(
     arch: ModelArch, gpu: GpuSpec, tp: int, fraction: float, prompt: np.ndarray, perf: PerfSettings
 ) -> np.ndarray:

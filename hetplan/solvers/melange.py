@@ -186,18 +186,6 @@ def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType
     return types
 
 
-def plan_melange(req: PlanRequest, slices_per_bucket: int = 4) -> MelangePlan:
-    """Plan the cheapest aggregated deployment for ``req`` (demand = goodput x (1 + headroom)).
-
-    Raises:
-        InfeasibleError: some bucket has no type that meets the SLOs, or the inventory is too small.
-    """
-    buckets = make_buckets(req.stats)
-    types = instance_types(req, buckets)
-    slo = f"TTFT {req.ttft_slo_s:g} s, TPOT {req.tpot_slo_s * 1e3:g} ms at p{req.stats.quantile * 100:g}"
-    return solve_melange(types, buckets, req.demand_req_per_s, slices_per_bucket, req.inventory, req.time_limit_s, slo)
-
-
 def solve_melange(
     types: list[InstanceType],
     buckets: list[Bucket],

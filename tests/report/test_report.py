@@ -158,6 +158,7 @@ def test_gate_command_replans_scenarios(tmp_path, examples):
     assert result["cost_change_fraction"] > 0.02 and "goodput target (req/s): 5.0 -> 8.0" in result["changes"]
 
 
+@pytest.mark.chromium
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_html_report_renders_in_headless_chromium(tmp_path):
     html = tmp_path / "report.html"
@@ -189,6 +190,7 @@ def _check_html(path):
     )
 
 
+@pytest.mark.chromium
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_html_check_is_per_chart(tmp_path, examples):
     """A tall page with one drawn chart passes (the whole-page colour share is small); a blank chart fails."""

@@ -107,3 +107,32 @@ def test_plans_are_frozen():
     with pytest.raises(AttributeError):
         plan.strategy = "melange"  # type: ignore[misc]
     assert isinstance(replace(plan, verification={"misses": []}), Plan)
+
+
+def test_a_plan_on_the_fixture_catalog_adds_up(small_catalog):
+    from hetplan.scenario import Scenario
+
+    scenario = Scenario.model_validate(
+        {
+            "name": "small",
+            "model": "Llama-3-8B",
+            "workload": {"synthetic": {"class": "balanced", "rate_per_s": 4.0, "requests": 400}},
+            "slo": {"ttft": "2s", "tpot": "100ms"},
+            "cloud": "aws",
+        }
+    )
+    plan = api.plan(scenario, analysis=False)
+    assert set(plan.gpus) <= {"H100-SXM", "A100-80GB-SXM", "L4"}
+    assert plan.total_usd_per_hour == pytest.approx(sum(c.usd_per_hour * c.count for c in plan.combos), rel=1e-5)
+    used: dict[str, int] = {}
+    for c in plan.combos:
+        used[c.prefill_gpu] = used.get(c.prefill_gpu, 0) + c.n_prefill * c.prefill_tp * c.count
+        used[c.decode_gpu] = used.get(c.decode_gpu, 0) + c.n_decode * c.decode_tp * c.count
+    assert used == dict(plan.gpus_used)
+    assert plan.goodput_req_per_s >= plan.demand_req_per_s * (1 - 1e-6)
+    assert all(c.predicted_ttft_s <= 2.0 and c.predicted_tpot_s <= 0.1 for c in plan.combos)
+    import yaml
+
+    rows = yaml.safe_load((small_catalog / "prices.yaml").read_text())["prices"]
+    for gpu, price in plan.prices.items():  # every price is one of the fixture's AWS on-demand rows
+        assert price.usd_per_gpu_hour in {r["on_demand_usd_per_gpu_hour"] for r in rows if r["gpu"] == gpu}
