@@ -4,8 +4,6 @@ Nothing here imports a command module (they import this one; :mod:`hetplan.cli.m
 nothing here loads numpy, pandas, the solvers or the catalogs: ``hetplan --help`` only needs typer and rich.
 """
 
-from __future__ import annotations
-
 import logging
 import sys
 import traceback

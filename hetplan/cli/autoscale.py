@@ -1,7 +1,5 @@
 """``hetplan autoscale``: plan a schedule of combos over a load curve, price it against static fleets."""
 
-from __future__ import annotations
-
 import time
 from pathlib import Path
 from typing import Annotated, Any

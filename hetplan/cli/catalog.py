@@ -1,7 +1,5 @@
 """``hetplan catalog gpus|models|prices``."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

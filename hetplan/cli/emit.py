@@ -1,7 +1,5 @@
 """``hetplan emit``: deployable files (vLLM, Kubernetes, llm-d, NVIDIA Dynamo) for a plan file."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -97,7 +95,7 @@ def emit(
 ) -> None:
     """Write vLLM launch scripts and Kubernetes, llm-d and NVIDIA Dynamo manifests for a plan."""
 
-    def run() -> EmitResult:
+    def run() -> "EmitResult":
         from hetplan.emit.ir import EmitSettings
 
         settings = EmitSettings(

@@ -1,7 +1,5 @@
 """``hetplan estimate``: one instance's latency, memory and throughput."""
 
-from __future__ import annotations
-
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated

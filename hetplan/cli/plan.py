@@ -1,7 +1,5 @@
 """``hetplan plan``: cheapest heterogeneous prefill/decode deployment for a scenario or flags."""
 
-from __future__ import annotations
-
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -284,7 +282,7 @@ def plan(
 
 
 def _hetis_work(
-    scenario: Scenario, strategy: str, pool: Path | None, out: Path | None, force: bool, emit_dir: Path | None
+    scenario: "Scenario", strategy: str, pool: Path | None, out: Path | None, force: bool, emit_dir: Path | None
 ) -> tuple[dict[str, Any], float]:
     """Check the Hetis flags, plan with Hetis, write ``--out``; returns the document and the seconds it took.
 

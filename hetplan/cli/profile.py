@@ -1,7 +1,5 @@
 """``hetplan profile``: measure a GPU (or the CPU), merge profiles into a catalog, emit profiling Jobs, fit A1/A2."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

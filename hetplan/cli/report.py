@@ -1,8 +1,6 @@
 """``hetplan report`` (cost reports and the baseline gate) and ``hetplan gate`` (re-plan scenarios against a
 stored baseline)."""
 
-from __future__ import annotations
-
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -138,7 +136,7 @@ def report(
     from hetplan.report.model import build_report
     from hetplan.report.render import render_html, render_json, render_markdown, render_terminal
 
-    def work() -> tuple[str, dict[str, Any], list[GateResult], float]:
+    def work() -> tuple[str, dict[str, Any], list["GateResult"], float]:
         kind = _format_for(fmt, out)
         gate_opts = max_cost_increase is not None or min_ratio is not None or github or summary is not None
         if baseline is None and gate_opts:
@@ -213,7 +211,7 @@ def _check_ratio(min_ratio: float | None) -> None:
 
 
 def _finish_gate(
-    results: list[GateResult],
+    results: list["GateResult"],
     allowed: float,
     github: bool,
     summary: Path | None,
@@ -232,7 +230,7 @@ def _finish_gate(
         raise typer.Exit(1)
 
 
-def _print_gate(results: list[GateResult], allowed: float, warnings: list[str]) -> None:
+def _print_gate(results: list["GateResult"], allowed: float, warnings: list[str]) -> None:
     for w in warnings:
         err_console.print(f"[yellow]warning:[/] {escape(w)}")
     if not results:

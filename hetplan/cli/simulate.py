@@ -1,7 +1,5 @@
 """``hetplan simulate`` and ``hetplan calibrate``: replay traces through a plan; fit CASCADE's coefficients."""
 
-from __future__ import annotations
-
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -44,7 +42,7 @@ def _slo_value(text: str, cls: str, which: str) -> float:
         ) from None
 
 
-def _class_slos(items: list[str] | None) -> dict[str, ClassSlo]:
+def _class_slos(items: list[str] | None) -> dict[str, "ClassSlo"]:
     from hetplan.sim.trace import ClassSlo
 
     slos: dict[str, ClassSlo] = {}
@@ -139,7 +137,7 @@ def _request(
     window: str,
     max_requests: int | None,
     drain: str = "3600s",
-) -> SimRequest:
+) -> "SimRequest":
     from hetplan.sim.engine import SimConfig
     from hetplan.sim.policies import CascadeSettings
     from hetplan.sim.run import SimRequest, plan_cascade
