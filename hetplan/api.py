@@ -9,49 +9,30 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from hetplan import __version__
-from hetplan.catalog.loader import (
-    active_gpus,
-    find_gpu,
-    find_model,
-    format_validation,
-    gpu_overlay,
-    load_user_prices,
-)
-from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
-from hetplan.catalog.schemas import GpuSpec, UserPriceFile
-from hetplan.emit.ir import EmitSettings
-from hetplan.emit.writer import EmitResult, emit_plan
 from hetplan.errors import InputError
-from hetplan.perf.arch import ModelArch
-from hetplan.perf.capacity import LengthStats
-from hetplan.perf.estimate import Estimate
-from hetplan.perf.estimate import estimate as _estimate
-from hetplan.perf.latency import InstanceModel, compute_dtype
-from hetplan.perf.measured import measured_notes
-from hetplan.perf.settings import PerfSettings
-from hetplan.planfile import load_plan
-from hetplan.planning import build_plan
-from hetplan.profiler.fit import (
-    DEFAULT_MIN_R2,
-    DEFAULT_TOP_K,
-    fit_doc,
-    fit_mismatch,
-    keep_pairs,
-    load_fit,
-    low_r2_note,
-)
-from hetplan.profiler.fit import fit_ce as _fit_ce
-from hetplan.profiler.profile_file import LoadedProfiles, load_profiles, profile_notes
-from hetplan.scenario import MAX_TP, Scenario
-from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
-from hetplan.workload.readers import Workload, load_workload, synthetic_workload
+
+# The CLI imports this module before it knows which command runs, so everything heavy (numpy, pandas, the solvers,
+# the catalogs, the emitters) is imported inside the functions that use it.
+if TYPE_CHECKING:
+    from hetplan.catalog.schemas import GpuSpec, UserPriceFile
+    from hetplan.emit.ir import EmitSettings
+    from hetplan.emit.writer import EmitResult
+    from hetplan.perf.arch import ModelArch
+    from hetplan.perf.estimate import Estimate
+    from hetplan.perf.settings import PerfSettings
+    from hetplan.profiler.profile_file import LoadedProfiles
+    from hetplan.scenario import Scenario
+    from hetplan.solvers.cauchy import PlanRequest
+    from hetplan.workload.readers import Workload
+
+#: :data:`hetplan.profiler.fit.DEFAULT_TOP_K` and ``DEFAULT_MIN_R2``, repeated because the signatures below need them
+#: at import and importing that module loads numpy and the solvers; tests/cli/test_structure.py keeps them equal.
+DEFAULT_TOP_K = 6
+DEFAULT_MIN_R2 = 0.5
 
 HOURS_PER_MONTH = 730.0
 MAX_SAMPLES = 4000
@@ -76,6 +57,15 @@ def estimate(
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
     """
+    from hetplan.catalog.loader import find_gpu, find_model, gpu_overlay
+    from hetplan.perf.arch import ModelArch
+    from hetplan.perf.estimate import estimate as _estimate
+    from hetplan.perf.latency import InstanceModel, compute_dtype
+    from hetplan.perf.measured import measured_notes
+    from hetplan.perf.settings import PerfSettings
+    from hetplan.profiler.profile_file import load_profiles, profile_notes
+    from hetplan.scenario import MAX_TP
+
     for field, value in (("batch", batch), ("prompt_tokens", prompt_tokens)):
         if value < 1:
             raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
@@ -124,6 +114,8 @@ def profile_records(loaded: LoadedProfiles | None, with_spec: bool = False) -> l
 def build_workload(scenario: Scenario) -> Workload:
     """The scenario's workload (trace file or synthetic); a trace's source is recorded as its file name and
     SHA-256, so plans do not depend on the working directory."""
+    from hetplan.workload.readers import load_workload, synthetic_workload
+
     spec = scenario.workload
     if spec.synthetic is not None:
         s = spec.synthetic
@@ -138,6 +130,9 @@ def build_workload(scenario: Scenario) -> Workload:
 
 
 def _model(scenario: Scenario) -> ModelArch:
+    from hetplan.catalog.loader import find_model
+    from hetplan.perf.arch import ModelArch
+
     local = Path(scenario.resolve(scenario.model) or "")
     name = str(local) if local.exists() else scenario.model
     return ModelArch(find_model(name), scenario.weight_dtype, scenario.kv_dtype)
@@ -158,6 +153,8 @@ def _goodput(scenario: Scenario, workload: Workload, warnings: list[str]) -> flo
 
 
 def _inventory(scenario: Scenario) -> dict[str, int]:
+    from hetplan.catalog.loader import find_gpu
+
     inventory: dict[str, int] = {}
     for name, count in scenario.inventory.items():
         canonical = find_gpu(name).name
@@ -168,6 +165,8 @@ def _inventory(scenario: Scenario) -> dict[str, int]:
 
 
 def _user_prices(scenario: Scenario) -> UserPriceFile | None:
+    from hetplan.catalog.loader import find_gpu, load_user_prices
+
     if not scenario.prices:
         return None
     path = scenario.resolve(scenario.prices) or ""
@@ -193,6 +192,8 @@ def _candidate_gpus(
     scenario: Scenario, inventory: dict[str, int], warnings: list[str], user: UserPriceFile | None = None
 ) -> list[GpuSpec]:
     """--gpus, else the inventory's types, else the GPUs a user price file prices, else every catalog GPU."""
+    from hetplan.catalog.loader import active_gpus, find_gpu
+
     if scenario.gpus:
         gpus = list(dict.fromkeys(find_gpu(g) for g in scenario.gpus))
         left_out = sorted(set(inventory) - {g.name for g in gpus})
@@ -213,6 +214,12 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
     Raises:
         InputError: any invalid or inconsistent setting, named with its fix.
     """
+    from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
+    from hetplan.perf.capacity import LengthStats
+    from hetplan.perf.latency import compute_dtype
+    from hetplan.perf.measured import measured_notes
+    from hetplan.solvers.cauchy import PlanRequest, check_request
+
     warnings: list[str] = []
     gpu_warnings: list[tuple[str, str]] = []
     check_cloud(scenario.cloud)
@@ -362,6 +369,11 @@ def plan(
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
         the binding constraint).
     """
+    from hetplan.catalog.loader import gpu_overlay
+    from hetplan.planning import build_plan
+    from hetplan.profiler.fit import fit_mismatch, keep_pairs, load_fit
+    from hetplan.profiler.profile_file import load_profiles, profile_notes
+
     loaded = load_profiles(profiles) if profiles else None
     with gpu_overlay(loaded.specs if loaded else ()):
         req, workload, warnings, gpu_warnings = build_request(scenario)
@@ -392,6 +404,11 @@ def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float = DE
         InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
         fits the model or meets the SLOs.
     """
+    from hetplan.catalog.loader import gpu_overlay
+    from hetplan.profiler.fit import fit_ce as _fit_ce
+    from hetplan.profiler.fit import fit_doc, low_r2_note
+    from hetplan.profiler.profile_file import load_profiles, profile_notes
+
     loaded = load_profiles(profiles) if profiles else None
     with gpu_overlay(loaded.specs if loaded else ()):
         req, workload, warnings, _ = build_request(scenario)
@@ -423,6 +440,9 @@ def emit(
         InputError: bad plan, settings or targets, or an output exists without ``force`` (exit 2).
         EmitRuleError: the plan breaks a deployment rule or the files fail validation; nothing is written (exit 1).
     """
+    from hetplan.emit.writer import emit_plan
+    from hetplan.planfile import load_plan
+
     doc = plan_doc if isinstance(plan_doc, dict) else load_plan(plan_doc)
     return emit_plan(doc, out_dir, targets, settings, validate, force)
 
@@ -571,8 +591,12 @@ def autoscale(
     Raises:
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
     """
+    import numpy as np
+    from pydantic import ValidationError
+
     from hetplan.autoscale.curves import diurnal, load_curve
     from hetplan.autoscale.schedule import ScheduleSettings, build_schedule, rows, summary
+    from hetplan.catalog.loader import find_gpu, format_validation
     from hetplan.planning import Planner, combo_doc, rnd, scenario_doc
     from hetplan.scenario import AutoscaleSpec
 
