@@ -20,7 +20,7 @@ from hetplan.cli.options import (
 )
 from hetplan.cli.render.autoscale import render_summary, schedule_csv
 from hetplan.cli.render.emit import render_result
-from hetplan.cli.scenario_flags import build_scenario, check_emit_flags, emit_settings
+from hetplan.cli.scenario_flags import build_scenario, check_emit_flags, emit_settings, load_planner
 from hetplan.errors import InputError
 from hetplan.io import check_output, to_json, write_atomic
 
@@ -126,6 +126,7 @@ def autoscale(
             check_output(out, force)
             if out.suffix.lower() not in (".csv", ".json"):
                 raise InputError(f"--out {out}: write a .csv or .json file", fix="name the file schedule.csv or .json")
+        load_planner()
         start = time.perf_counter()
         with err_console.status("planning the schedule", spinner="dots"):
             doc = api.autoscale(scenario, spec, curve_path, diurnal)

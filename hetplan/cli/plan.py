@@ -46,6 +46,7 @@ from hetplan.cli.scenario_flags import (
     build_scenario,
     check_emit_flags,
     emit_settings,
+    load_planner,
     parse_inventory,
     parse_tp_list,
     split_list,
@@ -226,6 +227,7 @@ def plan(
                 "hetplan does not overwrite them",
                 "pass --force, or choose another --emit folder",
             )
+        load_planner()
         start = time.perf_counter()
         plan_kwargs: dict[str, Any] = {
             "profiles": list(profile_files or []),
