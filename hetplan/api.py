@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import InputError
-from hetplan.plan.doc import load_plan, to_doc
-from hetplan.plan.types import HOURS_PER_MONTH, Plan
-from hetplan.scenario import MAX_TP, Scenario
 
 if TYPE_CHECKING:
     from hetplan.emit.ir import EmitSettings
     from hetplan.emit.writer import EmitResult
     from hetplan.perf.estimate import Estimate
     from hetplan.perf.settings import PerfSettings
+    from hetplan.plan.types import Plan
     from hetplan.report.gate import GateResult
+    from hetplan.scenario import Scenario
     from hetplan.sim.run import SimRequest
     from hetplan.workload.readers import Workload
 
@@ -51,6 +50,8 @@ def estimate(
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
     """
+    from hetplan.scenario import MAX_TP
+
     for field, value in (("batch", batch), ("prompt_tokens", prompt_tokens)):
         if value < 1:
             raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
@@ -197,13 +198,32 @@ def as_plan(plan: Plan | dict[str, Any] | str | Path, where: str = "plan") -> Pl
     Raises:
         InputError: not a usable plan (see :func:`hetplan.plan.doc.from_doc`).
     """
-    from hetplan.plan.doc import from_doc
+    from hetplan.plan.doc import from_doc, load_plan
+    from hetplan.plan.types import Plan
 
     if isinstance(plan, Plan):
         return plan
     if isinstance(plan, dict):
         return from_doc(plan, where)
     return load_plan(plan)
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read a plan file (YAML or JSON, version 1 or 2) into the typed :class:`~hetplan.plan.types.Plan`.
+
+    Raises:
+        InputError: the file is missing, unreadable, not a plan, or lacks a field that later stages need.
+    """
+    from hetplan.plan.doc import load_plan as _load_plan
+
+    return _load_plan(path)
+
+
+def to_doc(plan: Plan) -> dict[str, Any]:
+    """The plan document (what ``--json`` prints and ``--out`` writes): :func:`hetplan.plan.doc.to_doc`."""
+    from hetplan.plan.doc import to_doc as _to_doc
+
+    return _to_doc(plan)
 
 
 def simulate(req: SimRequest) -> dict[str, Any]:
@@ -290,7 +310,6 @@ def autoscale(
 
 
 __all__ = [
-    "HOURS_PER_MONTH",
     "as_plan",
     "autoscale",
     "build_workload",

@@ -1,24 +1,21 @@
 """``hetplan catalog gpus|models|prices``."""
 
-from __future__ import annotations
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from hetplan.catalog.loader import find_gpu, load_gpus, load_models, load_prices
-from hetplan.catalog.pricing import check_cloud
-from hetplan.cli.main import catalog_app, run_guarded
+from hetplan.cli.app import run_guarded
+from hetplan.cli.options import JsonFlag, cloud_option
+from hetplan.cli.render.format import num
 from hetplan.io import to_json
 
 
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:g}"
-
-
-@catalog_app.command("gpus")
-def gpus(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def gpus(json_out: JsonFlag = False) -> None:
     """List GPUs: dense TFLOPS, memory, bandwidth, links."""
+    from hetplan.catalog.loader import load_gpus
+
     cat = run_guarded(load_gpus)
     if json_out:
         typer.echo(to_json([g.model_dump() for g in cat.gpus]), nl=False)
@@ -32,27 +29,28 @@ def gpus(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
         t.add_column(col, justify="left" if col in ("name", "aliases") else "right", no_wrap=col == "name")
     for g in cat.gpus:
         if g.bf16_dense_tflops:
-            bf16 = _fmt(g.bf16_dense_tflops)
+            bf16 = num(g.bf16_dense_tflops)
         elif g.fp16_dense_tflops:
-            bf16 = f"{_fmt(g.fp16_dense_tflops)} (fp16)"
+            bf16 = f"{num(g.fp16_dense_tflops)} (fp16)"
         else:
-            bf16 = f"~{_fmt(g.fp16_dense_tflops_estimate)}?"
+            bf16 = f"~{num(g.fp16_dense_tflops_estimate)}?"
         t.add_row(
             g.name,
             ", ".join(g.aliases),
             bf16,
-            _fmt(g.fp8_dense_tflops),
-            _fmt(g.hbm_gib),
-            _fmt(g.hbm_gb_per_s),
-            _fmt(g.interconnect_gb_per_s),
-            _fmt(g.network_gbit_per_s),
+            num(g.fp8_dense_tflops),
+            num(g.hbm_gib),
+            num(g.hbm_gb_per_s),
+            num(g.interconnect_gb_per_s),
+            num(g.network_gbit_per_s),
         )
     Console().print(t)
 
 
-@catalog_app.command("models")
-def models(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def models(json_out: JsonFlag = False) -> None:
     """List models: layers, heads, KV heads, parameters."""
+    from hetplan.catalog.loader import load_models
+
     cat = run_guarded(load_models)
     if json_out:
         typer.echo(to_json([m.model_dump() for m in cat.models]), nl=False)
@@ -68,19 +66,21 @@ def models(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -
             str(m.num_attention_heads),
             str(m.num_key_value_heads),
             f"{m.experts_per_token}/{m.num_experts}" if m.is_moe else "-",
-            _fmt(m.params_total_b),
-            _fmt(m.params_active_b),
+            num(m.params_total_b),
+            num(m.params_active_b),
         )
     Console().print(t)
 
 
-@catalog_app.command("prices")
 def prices(
-    gpu: str = typer.Option(None, "--gpu", help="Only this GPU."),
-    cloud: str = typer.Option(None, "--cloud", help="Only this cloud."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Only this GPU.")] = None,
+    cloud: Annotated[str | None, cloud_option("Only this cloud.")] = None,
+    json_out: JsonFlag = False,
 ) -> None:
     """List $/GPU-hour per cloud, on-demand and spot."""
+    from hetplan.catalog.loader import find_gpu, load_prices
+    from hetplan.catalog.pricing import check_cloud
+
     cat = run_guarded(load_prices)
     rows = list(cat.prices)
     if gpu:
@@ -101,8 +101,8 @@ def prices(
             p.cloud,
             p.instance_type[:40],
             str(p.gpus_per_instance),
-            _fmt(p.on_demand_usd_per_gpu_hour),
-            _fmt(p.spot_usd_per_gpu_hour),
+            num(p.on_demand_usd_per_gpu_hour),
+            num(p.spot_usd_per_gpu_hour),
             "yes" if p.includes_host else "no",
         )
     Console().print(t)

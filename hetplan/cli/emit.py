@@ -1,24 +1,36 @@
 """``hetplan emit``: deployable files (vLLM, Kubernetes, llm-d, NVIDIA Dynamo) for a plan file."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from hetplan import api
-from hetplan.catalog.loader import active_gpus, find_gpu
-from hetplan.catalog.schemas import GpuSpec
-from hetplan.cli.main import app, run_guarded
-from hetplan.emit.ir import EmitSettings
-from hetplan.emit.writer import MANIFEST, EmitResult
+from hetplan.cli.app import run_guarded
+from hetplan.cli.options import force_option, json_option, out_option, router_image_option, validate_option
+from hetplan.cli.render.emit import render_result
 from hetplan.errors import InputError
 from hetplan.io import to_json
 
+if TYPE_CHECKING:
+    from hetplan.catalog.schemas import GpuSpec
+    from hetplan.emit.writer import EmitResult
+
 CONNECTORS = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector"}
 DYNAMO_APIS = {"v1beta1": ("v1beta1",), "v1alpha1": ("v1alpha1",), "both": ("v1beta1", "v1alpha1")}
+# The option defaults are hetplan.emit.ir.EmitSettings's. They are spelled out here, not read from it, because
+# importing hetplan.emit loads numpy and the emitters before any command runs; tests/cli/test_structure.py checks
+# that each equals the EmitSettings field of the same name.
+IMAGE = "vllm/vllm-openai:v0.11.0"
+ROUTER_IMAGE = "vllm-router:latest"
+DYNAMO_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1"
+NAMESPACE = "default"
+GPU_LABEL_KEY = "nvidia.com/gpu.product"
+GPUS_PER_NODE = 8
+AUTOSCALER = "keda"
+PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+KUBERNETES_VERSION = "1.33"
 T = TypeVar("T")
 
 
@@ -30,9 +42,11 @@ def _choice(value: str, table: Mapping[str, T], flag: str) -> T:
     return table[key]
 
 
-def _gpu_labels(items: list[str], plan_gpus: tuple[GpuSpec, ...] = ()) -> tuple[tuple[str, str], ...]:
+def _gpu_labels(items: list[str], plan_gpus: "tuple[GpuSpec, ...]" = ()) -> tuple[tuple[str, str], ...]:
     """``--gpu-label GPU=VALUE`` pairs, GPU names resolved against the plan's own GPU entries first (a profiled
     GPU the catalog lacks), then the catalog."""
+    from hetplan.catalog.loader import active_gpus, find_gpu
+
     labels: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -47,71 +61,47 @@ def _gpu_labels(items: list[str], plan_gpus: tuple[GpuSpec, ...] = ()) -> tuple[
     return tuple(sorted(labels.items()))
 
 
-def _count(n: int, noun: str) -> str:
-    """``no objects``, ``1 object``, ``2 objects``."""
-    return f"no {noun}s" if n == 0 else f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def render_result(result: EmitResult) -> str:
-    """Plain-text summary of an emit run (what the command prints without --json)."""
-    counts: dict[str, int] = {}
-    for entry in result.files:
-        counts[entry.target] = counts.get(entry.target, 0) + 1
-    per_target = ", ".join(f"{t} {counts.get(t, 0)}" for t in result.targets)
-    lines = [f"wrote {_count(len(result.files), 'file')} to {result.out_dir} ({per_target}) and {MANIFEST}"]
-    report = result.validation
-    if report is not None:
-        kinds = ", ".join(f"{k} {n}" for k, n in report.by_kind().items())
-        objects = f"{_count(len(report.objects), 'object')} ({kinds})" if report.objects else "no objects"
-        lines.append(
-            f"validated offline: {objects} and {_count(len(report.scripts), 'shell script')}: "
-            + ("all passed" if report.ok else _count(len(report.errors), "error"))
-        )
-        lines.append(
-            f"  core kinds: kubernetes-validate --strict against Kubernetes {report.kubernetes_version}; custom "
-            "kinds: jsonschema against the CRD schemas shipped with hetplan, unknown fields rejected; shell "
-            "scripts: bash -n"
-        )
-        lines.append("not checked offline:")
-        lines += [f"  - {item}" for item in report.not_checked]
-    else:
-        lines.append("not validated (pass --validate to check every manifest offline)")
-    lines += [f"note: {note}" for note in result.notes]
-    return "\n".join(lines)
-
-
-@app.command()
 def emit(
-    plan: Path = typer.Argument(..., help="Plan file written by 'hetplan plan --out'."),
-    target: list[str] = typer.Option(
-        ["all"], "--target", "-t", help="vllm, kubernetes, llmd, dynamo or all (repeat or comma-separate)."
-    ),
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder (created; files go to <out>/<target>/)."),
-    validate: bool = typer.Option(False, "--validate", help="Check every manifest offline before writing."),
-    force: bool = typer.Option(False, "--force", help="Overwrite files that exist."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    image: str = typer.Option(EmitSettings.image, "--image", help="vLLM image of the engines."),
-    router_image: str = typer.Option(EmitSettings.router_image, "--router-image", help="Image with vllm-router."),
-    dynamo_image: str = typer.Option(EmitSettings.dynamo_image, "--dynamo-image", help="Dynamo vLLM runtime image."),
-    model_source: str = typer.Option(None, "--model-source", help="Repo or path engines load (default: catalog)."),
-    name: str = typer.Option(None, "--name", help="Base of object names (default: the scenario name)."),
-    namespace: str = typer.Option(EmitSettings.namespace, "--namespace", "-n", help="Kubernetes namespace."),
-    gpu_label_key: str = typer.Option(EmitSettings.gpu_label_key, "--gpu-label-key", help="Node label of GPU type."),
-    gpu_label: list[str] = typer.Option([], "--gpu-label", help="GPU=VALUE node label value (repeatable)."),
-    gpus_per_node: int = typer.Option(EmitSettings.gpus_per_node, "--gpus-per-node", help="GPUs per node."),
-    kv_connector: str = typer.Option("nixl", "--kv-connector", help="nixl (NixlConnector) or mooncake."),
-    dynamo_api: str = typer.Option("v1beta1", "--dynamo-api", help="v1beta1, v1alpha1 or both."),
-    max_model_len: int = typer.Option(None, "--max-model-len", help="vLLM --max-model-len (default: the model's)."),
-    autoscaler: str = typer.Option(EmitSettings.autoscaler, "--autoscaler", help="keda, hpa or none."),
-    prometheus_url: str = typer.Option(EmitSettings.prometheus_url, "--prometheus-url", help="Prometheus for KEDA."),
-    kubernetes_version: str = typer.Option(
-        EmitSettings.kubernetes_version, "--kubernetes-version", help="Kubernetes version --validate checks against."
-    ),
+    plan: Annotated[Path, typer.Argument(help="Plan file written by 'hetplan plan --out'.")],
+    *,  # keyword-only from here, so the required --out can keep its place in --help after --target
+    target: Annotated[
+        list[str],
+        typer.Option("--target", "-t", help="vllm, kubernetes, llmd, dynamo or all (repeat or comma-separate)."),
+    ] = ["all"],  # noqa: B006 - typer copies list defaults
+    out: Annotated[Path, out_option("Output folder (created; files go to <out>/<target>/).")],
+    validate: Annotated[bool, validate_option("Check every manifest offline before writing.")] = False,
+    force: Annotated[bool, force_option("Overwrite files that exist.")] = False,
+    json_out: Annotated[bool, json_option("Print the result as JSON.")] = False,
+    image: Annotated[str, typer.Option("--image", help="vLLM image of the engines.")] = IMAGE,
+    router_image: Annotated[str, router_image_option("Image with vllm-router.")] = ROUTER_IMAGE,
+    dynamo_image: Annotated[str, typer.Option("--dynamo-image", help="Dynamo vLLM runtime image.")] = DYNAMO_IMAGE,
+    model_source: Annotated[
+        str | None, typer.Option("--model-source", help="Repo or path engines load (default: catalog).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Base of object names (default: the scenario name).")
+    ] = None,
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Kubernetes namespace.")] = NAMESPACE,
+    gpu_label_key: Annotated[str, typer.Option("--gpu-label-key", help="Node label of GPU type.")] = GPU_LABEL_KEY,
+    gpu_label: Annotated[list[str], typer.Option("--gpu-label", help="GPU=VALUE node label value (repeatable).")] = [],  # noqa: B006 - typer copies list defaults
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node.")] = GPUS_PER_NODE,
+    kv_connector: Annotated[str, typer.Option("--kv-connector", help="nixl (NixlConnector) or mooncake.")] = "nixl",
+    dynamo_api: Annotated[str, typer.Option("--dynamo-api", help="v1beta1, v1alpha1 or both.")] = "v1beta1",
+    max_model_len: Annotated[
+        int | None, typer.Option("--max-model-len", help="vLLM --max-model-len (default: the model's).")
+    ] = None,
+    autoscaler: Annotated[str, typer.Option("--autoscaler", help="keda, hpa or none.")] = AUTOSCALER,
+    prometheus_url: Annotated[str, typer.Option("--prometheus-url", help="Prometheus for KEDA.")] = PROMETHEUS_URL,
+    kubernetes_version: Annotated[
+        str, typer.Option("--kubernetes-version", help="Kubernetes version --validate checks against.")
+    ] = KUBERNETES_VERSION,
 ) -> None:
     """Write vLLM launch scripts and Kubernetes, llm-d and NVIDIA Dynamo manifests for a plan."""
 
-    def run() -> EmitResult:
+    def run() -> "EmitResult":
         typed = api.as_plan(plan)
+        from hetplan.emit.ir import EmitSettings
+
         settings = EmitSettings(
             image=image,
             router_image=router_image,

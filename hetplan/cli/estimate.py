@@ -1,38 +1,42 @@
 """``hetplan estimate``: one instance's latency, memory and throughput."""
 
-from __future__ import annotations
-
 from dataclasses import asdict
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from hetplan import api
-from hetplan.cli.main import app, run_guarded
+from hetplan.cli.app import run_guarded
+from hetplan.cli.options import JsonFlag, kv_dtype_option, model_option, profile_option, tp_option, weight_dtype_option
+from hetplan.cli.render.format import print_warnings
 from hetplan.io import to_json
 
 
-@app.command()
 def estimate(
-    model: str = typer.Option(..., "--model", "-m", help="Catalog model name or path to a config.json."),
-    gpu: str = typer.Option(..., "--gpu", "-g", help="GPU name (see 'hetplan catalog gpus')."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
-    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel degree."),
-    batch: int = typer.Option(1, "--batch", "-b", help="B: prompts per prefill / sequences per decode step."),
-    prompt_tokens: int = typer.Option(1024, "--prompt-tokens", help="S: tokens per prompt."),
-    context_tokens: int = typer.Option(None, "--context-tokens", help="C: context per decoding sequence (default S)."),
-    output_tokens: int = typer.Option(None, "--output-tokens", help="O: also report steady-state output tokens/s."),
-    weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="bf16, fp16, fp8, int8 or int4."),
-    kv_dtype: str = typer.Option(
-        "bf16", "--kv-dtype", help="bf16, fp16 or fp8 (vLLM keeps a 16-bit KV cache in the weight dtype)."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
-    profile_files: list[Path] = typer.Option(
-        None, "--profile", help="Profile file from 'hetplan profile': measured figures replace datasheet."
-    ),
+    model: Annotated[str, model_option("Catalog model name or path to a config.json.")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU name (see 'hetplan catalog gpus').")],
+    tp: Annotated[int, tp_option("Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")] = 1,
+    batch: Annotated[
+        int, typer.Option("--batch", "-b", help="B: prompts per prefill / sequences per decode step.")
+    ] = 1,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="S: tokens per prompt.")] = 1024,
+    context_tokens: Annotated[
+        int | None, typer.Option("--context-tokens", help="C: context per decoding sequence (default S).")
+    ] = None,
+    output_tokens: Annotated[
+        int | None, typer.Option("--output-tokens", help="O: also report steady-state output tokens/s.")
+    ] = None,
+    weight_dtype: Annotated[str, weight_dtype_option()] = "bf16",
+    kv_dtype: Annotated[str, kv_dtype_option()] = "bf16",
+    json_out: JsonFlag = False,
+    profile_files: Annotated[
+        list[Path] | None,
+        profile_option("Profile file from 'hetplan profile': measured figures replace datasheet."),
+    ] = None,
 ) -> None:
     """Predict prefill and decode latency, KV capacity and throughput of one instance."""
     est = run_guarded(
@@ -80,5 +84,5 @@ def estimate(
         console.print(
             f"[yellow]warning:[/] {est.gpu}'s TFLOPS is an unverified estimate: measure it before trusting this."
         )
-    for note in est.warnings:  # measured figures (--profile, or a catalog folder from 'hetplan profile merge')
-        console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False)
+    # measured figures (--profile, or a catalog folder from 'hetplan profile merge')
+    print_warnings(console, est.warnings)

@@ -1,9 +1,7 @@
 """``hetplan profile``: measure a GPU (or the CPU), merge profiles into a catalog, emit profiling Jobs, fit A1/A2."""
 
-from __future__ import annotations
-
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -13,7 +11,27 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from hetplan import api
-from hetplan.cli.main import app, err_console, run_guarded
+from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.options import (
+    ForceFlag,
+    ModelOpt,
+    PricesOpt,
+    ScenarioFileArg,
+    SyntheticOpt,
+    TpListOpt,
+    WorkloadOpt,
+    cloud_option,
+    force_option,
+    gpus_option,
+    json_option,
+    model_option,
+    out_option,
+    profile_option,
+    rate_option,
+    tpot_option,
+    ttft_option,
+)
+from hetplan.cli.scenario_flags import build_scenario, parse_tp_list, split_list
 from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, to_yaml, write_atomic
 
@@ -23,44 +41,57 @@ profile_app = typer.Typer(
     help="Measure a GPU (GEMM TFLOP/s per dtype, memory and host bandwidth, attention, all-reduce) into a profile "
     "file; 'merge' profiles into a catalog folder; 'fit' Cauchy's A1/A2 cost-efficiency model.",
 )
-app.add_typer(profile_app, name="profile")
 
 
 @profile_app.callback()
 def profile(
     ctx: typer.Context,
-    device: str = typer.Option(
-        None, "--device", "-d", help="cuda, cuda:N or cpu (cpu: small sizes, a test); default cuda:0."
-    ),
-    quick: bool = typer.Option(False, "--quick", help="Fewer shapes and repeats (about a minute on a GPU)."),
-    out: Path = typer.Option(
-        None, "--out", "-o", help="Write the profile here (YAML; JSON for *.json); with --emit-job, a folder."
-    ),
-    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
-    json_out: bool = typer.Option(False, "--json", help="Print the profile as JSON on stdout."),
-    model: str = typer.Option(
-        None, "--model", "-m", help="Model whose weight shapes the GEMMs use (default Llama-3-8B)."
-    ),
-    gpu: str = typer.Option(None, "--gpu", "-g", help="Catalog GPU to file the figures under (default: matched)."),
-    emit_job: bool = typer.Option(
-        False,
-        "--emit-job",
-        help="Write Kubernetes Jobs that profile each --gpu-label (with --model and --quick passed to each Job; "
-        "--device and --gpu are refused: a Job profiles its node's GPU, named from the label).",
-    ),
-    gpu_label: list[str] = typer.Option(None, "--gpu-label", help="With --emit-job: a GPU node label value (repeat)."),
-    label_key: str = typer.Option(
-        None, "--gpu-label-key", help="With --emit-job: label key (default nvidia.com/gpu.product)."
-    ),
-    image: str = typer.Option(None, "--image", help="With --emit-job: image with CUDA torch (default PyTorch's)."),
-    install: str = typer.Option(
-        None, "--install", help="With --emit-job: pip requirement ('' = none; default hetplan-profiler)."
-    ),
-    namespace: str = typer.Option(None, "--namespace", help="With --emit-job: namespace of the Jobs (default)."),
-    gpus_per_job: int = typer.Option(
-        None, "--gpus-per-job", help="With --emit-job: GPUs per Job (default 1; 2+: all-reduce)."
-    ),
-    pvc: str = typer.Option(None, "--pvc", help="With --emit-job: PersistentVolumeClaim that keeps the files."),
+    device: Annotated[
+        str | None,
+        typer.Option("--device", "-d", help="cuda, cuda:N or cpu (cpu: small sizes, a test); default cuda:0."),
+    ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer shapes and repeats (about a minute on a GPU).")] = False,
+    out: Annotated[
+        Path | None, out_option("Write the profile here (YAML; JSON for *.json); with --emit-job, a folder.")
+    ] = None,
+    force: ForceFlag = False,
+    json_out: Annotated[bool, json_option("Print the profile as JSON on stdout.")] = False,
+    model: Annotated[str | None, model_option("Model whose weight shapes the GEMMs use (default Llama-3-8B).")] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option("--gpu", "-g", help="Catalog GPU to file the figures under (default: matched)."),
+    ] = None,
+    emit_job: Annotated[
+        bool,
+        typer.Option(
+            "--emit-job",
+            help="Write Kubernetes Jobs that profile each --gpu-label (with --model and --quick passed to each Job; "
+            "--device and --gpu are refused: a Job profiles its node's GPU, named from the label).",
+        ),
+    ] = False,
+    gpu_label: Annotated[
+        list[str] | None, typer.Option("--gpu-label", help="With --emit-job: a GPU node label value (repeat).")
+    ] = None,
+    label_key: Annotated[
+        str | None,
+        typer.Option("--gpu-label-key", help="With --emit-job: label key (default nvidia.com/gpu.product)."),
+    ] = None,
+    image: Annotated[
+        str | None, typer.Option("--image", help="With --emit-job: image with CUDA torch (default PyTorch's).")
+    ] = None,
+    install: Annotated[
+        str | None,
+        typer.Option("--install", help="With --emit-job: pip requirement ('' = none; default hetplan-profiler)."),
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="With --emit-job: namespace of the Jobs (default).")
+    ] = None,
+    gpus_per_job: Annotated[
+        int | None, typer.Option("--gpus-per-job", help="With --emit-job: GPUs per Job (default 1; 2+: all-reduce).")
+    ] = None,
+    pvc: Annotated[
+        str | None, typer.Option("--pvc", help="With --emit-job: PersistentVolumeClaim that keeps the files.")
+    ] = None,
 ) -> None:
     """Measure one device and write its profile (see docs/profile.md).
 
@@ -247,9 +278,9 @@ def _emit_jobs(
 
 @profile_app.command("merge")
 def merge(
-    profiles: list[Path] = typer.Argument(..., help="Profile files (one per GPU type)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Catalog folder to write (gpus, prices, models YAML)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite files in --out."),
+    profiles: Annotated[list[Path], typer.Argument(help="Profile files (one per GPU type).")],
+    out: Annotated[Path, out_option("Catalog folder to write (gpus, prices, models YAML).")],
+    force: Annotated[bool, force_option("Overwrite files in --out.")] = False,
 ) -> None:
     """Combine profiles into a catalog folder; use it with HETPLAN_CATALOG_DIR=FOLDER hetplan plan ..."""
     from hetplan.catalog.profile import merge_profiles
@@ -263,29 +294,26 @@ def merge(
 
 @profile_app.command("fit")
 def fit(
-    scenario_file: Path = typer.Argument(None, help="Scenario YAML (flags override its fields).", show_default=False),
-    model: str = typer.Option(None, "--model", "-m", help="Catalog model name or config.json path."),
-    workload: Path = typer.Option(None, "--workload", "-w", help="Trace: Azure CSV, Mooncake JSONL or length CSV."),
-    synthetic: str = typer.Option(
-        None, "--synthetic", help="Synthetic class: long-input-short-output, balanced, short-input-long-output."
-    ),
-    rate: float = typer.Option(None, "--rate", help="Arrival rate, req/s (synthetic or length-only workloads)."),
-    gpus: str = typer.Option(None, "--gpus", help="GPU types to fit over, comma-separated."),
-    cloud: str = typer.Option(None, "--cloud", help="Take prices from this cloud."),
-    prices: Path = typer.Option(None, "--prices", help="Price file overriding catalog prices."),
-    ttft: str = typer.Option(None, "--ttft", help="TTFT SLO with a unit (default 2s)."),
-    tpot: str = typer.Option(None, "--tpot", help="TPOT SLO with a unit (default 100ms)."),
-    tp: str = typer.Option(None, "--tp", help="TP degrees to consider, e.g. 1,2,4,8."),
-    profile_files: list[Path] = typer.Option(None, "--profile", help="Profile file(s) with measured figures."),
-    out: Path = typer.Option(None, "--out", "-o", help="Save the fit (YAML, or JSON for *.json)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
-    json_out: bool = typer.Option(False, "--json", help="Print the fit as JSON on stdout."),
+    scenario_file: ScenarioFileArg = None,
+    model: ModelOpt = None,
+    workload: WorkloadOpt = None,
+    synthetic: SyntheticOpt = None,
+    rate: Annotated[float | None, rate_option("Arrival rate, req/s (synthetic or length-only workloads).")] = None,
+    gpus: Annotated[str | None, gpus_option("GPU types to fit over, comma-separated.")] = None,
+    cloud: Annotated[str | None, cloud_option("Take prices from this cloud.")] = None,
+    prices: PricesOpt = None,
+    ttft: Annotated[str | None, ttft_option("TTFT SLO with a unit (default 2s).")] = None,
+    tpot: Annotated[str | None, tpot_option("TPOT SLO with a unit (default 100ms).")] = None,
+    tp: TpListOpt = None,
+    profile_files: Annotated[list[Path] | None, profile_option("Profile file(s) with measured figures.")] = None,
+    out: Annotated[Path | None, out_option("Save the fit (YAML, or JSON for *.json).")] = None,
+    force: ForceFlag = False,
+    json_out: Annotated[bool, json_option("Print the fit as JSON on stdout.")] = False,
 ) -> None:
     """Fit CE ~ A1*F_p/price_p + A2*B_d/price_d over every GPU pair (DESIGN 3.1) and rank prefill/decode GPUs.
 
     Example: hetplan profile fit --model Llama-3-70B --synthetic long-input-short-output --gpus H100,A100-80GB,L40S
     """
-    from hetplan.cli.plan import _split, _tp_list, build_scenario
 
     def work() -> dict[str, Any]:
         overrides: dict[str, Any] = {
@@ -295,10 +323,10 @@ def fit(
             "rate": rate if rate is not None or synthetic is None else 1.0,
             "ttft": ttft,
             "tpot": tpot,
-            "gpus": _split(gpus, "--gpus", "H100,L4") if gpus is not None else None,
+            "gpus": split_list(gpus, "--gpus", "H100,L4") if gpus is not None else None,
             "cloud": cloud,
             "prices": prices,
-            "tp": _tp_list(tp) if tp is not None else None,
+            "tp": parse_tp_list(tp) if tp is not None else None,
             "goodput_req_per_s": None if scenario_file is not None else 1.0,
         }
         scenario = build_scenario(scenario_file, overrides)

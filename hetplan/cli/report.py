@@ -1,68 +1,36 @@
 """``hetplan report`` (cost reports and the baseline gate) and ``hetplan gate`` (re-plan scenarios against a
 stored baseline)."""
 
-from __future__ import annotations
-
 import math
-import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.catalog.loader import read_yaml_file
-from hetplan.cli.main import app, err_console, run_guarded
+from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.options import (
+    ForceFlag,
+    baseline_option,
+    github_option,
+    json_option,
+    max_cost_increase_option,
+    min_ratio_option,
+    out_option,
+    summary_option,
+)
+from hetplan.cli.render.stdout import StdoutConsole, to_stdout
 from hetplan.errors import HetplanError, InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
-from hetplan.plan.doc import PlanMapping, check_plan, load_plan, to_doc
-from hetplan.plan.types import Plan
-from hetplan.report.gate import (
-    GateResult,
-    compare,
-    failed,
-    github_annotations,
-    markdown_summary,
-    parse_fraction,
-)
-from hetplan.report.model import build_report
-from hetplan.report.render import render_html, render_json, render_markdown, render_terminal
-from hetplan.scenario import load_scenario
+
+if TYPE_CHECKING:
+    from hetplan.plan.types import Plan
+    from hetplan.report.gate import GateResult
 
 FORMATS = ("term", "md", "html", "json")
 GATE_KIND = "gate-baseline"
-
-
 BASELINE_SUFFIXES = (".json", ".yaml", ".yml")
-
-
-def _to_stdout(write: Callable[[], None]) -> None:
-    """Run ``write`` (printing to stdout) and flush; a reader that stopped reading (``hetplan report PLAN | head -1``)
-    is not an error. Like ripgrep and other CLIs, the rest of the output is dropped silently: stdout is pointed at
-    the null device, so neither this write nor Python's flush at exit raises again, and the command goes on (a gate
-    still exits 1 on a failure, and its verdict still goes to stderr); with nothing failing the exit status is 0."""
-    try:
-        write()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, AttributeError):  # no real file descriptor behind stdout (a test runner)
-            pass
-
-
-class _StdoutConsole(Console):
-    """rich's console on stdout, with a closed pipe handled as :func:`_to_stdout` does (rich's default exits 1)."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
 
 
 def _check_baseline_suffix(path: Path) -> None:
@@ -97,11 +65,16 @@ def _format_for(fmt: str | None, out: Path | None) -> str:
 
 
 def _read_doc(path: Path, what: str) -> dict[str, Any]:
+    from hetplan.catalog.loader import read_yaml_file
+    from hetplan.plan.doc import PlanMapping
+
     return read_yaml_file(path, PlanMapping, what, "a plan file written by 'hetplan plan --out'").model_dump()
 
 
 def _load_baseline(path: Path) -> dict[str, Any]:
     """The baseline plan document (a report is refused: the gate compares plans)."""
+    from hetplan.plan.doc import check_plan
+
     doc = _read_doc(path, "baseline")
     if doc.get("kind") == "report":
         raise InputError(f"{path} is a report, not a plan", fix="use a plan file: hetplan plan ... --json > base.json")
@@ -136,28 +109,35 @@ def _append_summary(path: Path, text: str) -> None:
         raise InputError(f"cannot write the summary to {path}", str(exc), "check --summary") from None
 
 
-@app.command()
 def report(
-    plans: list[Path] = typer.Argument(..., help="Plan files written by 'hetplan plan --out' (YAML or JSON)."),
-    fmt: str = typer.Option(None, "--format", "-f", help="term, md, html or json (default: from --out, else term)."),
-    out: Path = typer.Option(None, "--out", "-o", help="Write the report to this file instead of stdout."),
-    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
-    baseline: Path = typer.Option(None, "--baseline", help="Gate against this baseline plan (JSON or YAML)."),
-    max_cost_increase: str = typer.Option(None, "--max-cost-increase", help="Allowed $/hour rise (default 2%)."),
-    min_ratio: float = typer.Option(
-        None, "--min-tokens-per-usd-ratio", help="Fail when tokens/USD falls below this multiple of the baseline's."
-    ),
-    github: bool = typer.Option(False, "--github", help="Print GitHub Actions annotations for the gate (stdout)."),
-    summary: Path = typer.Option(
-        None, "--summary", help="Append a Markdown gate summary here (e.g. $GITHUB_STEP_SUMMARY)."
-    ),
+    plans: Annotated[list[Path], typer.Argument(help="Plan files written by 'hetplan plan --out' (YAML or JSON).")],
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", "-f", help="term, md, html or json (default: from --out, else term)."),
+    ] = None,
+    out: Annotated[Path | None, out_option("Write the report to this file instead of stdout.")] = None,
+    force: ForceFlag = False,
+    baseline: Annotated[Path | None, baseline_option("Gate against this baseline plan (JSON or YAML).")] = None,
+    max_cost_increase: Annotated[str | None, max_cost_increase_option("Allowed $/hour rise (default 2%).")] = None,
+    min_ratio: Annotated[
+        float | None, min_ratio_option("Fail when tokens/USD falls below this multiple of the baseline's.")
+    ] = None,
+    github: Annotated[bool, github_option("Print GitHub Actions annotations for the gate (stdout).")] = False,
+    summary: Annotated[
+        Path | None, summary_option("Append a Markdown gate summary here (e.g. $GITHUB_STEP_SUMMARY).")
+    ] = None,
 ) -> None:
     """Cost report of one or more plans; with --baseline, a CI gate that exits 1 when cost rose too much.
 
     Example: hetplan report plan.json --baseline base.json --max-cost-increase 2%
     """
 
-    def work() -> tuple[str, dict[str, Any], list[GateResult], float]:
+    from hetplan.plan.doc import load_plan
+    from hetplan.report.gate import compare, markdown_summary, parse_fraction
+    from hetplan.report.model import build_report
+    from hetplan.report.render import render_html, render_json, render_markdown, render_terminal
+
+    def work() -> tuple[str, dict[str, Any], list["GateResult"], float]:
         kind = _format_for(fmt, out)
         gate_opts = max_cost_increase is not None or min_ratio is not None or github or summary is not None
         if baseline is None and gate_opts:
@@ -219,9 +199,9 @@ def report(
         run_guarded(lambda: write_atomic(out, text, force=force))
         err_console.print(f"wrote {escape(str(out))}")
     elif kind == "term":
-        _to_stdout(lambda: render_terminal(rep, _StdoutConsole()))
+        to_stdout(lambda: render_terminal(rep, StdoutConsole()))
     else:
-        _to_stdout(lambda: typer.echo(text, nl=False))
+        to_stdout(lambda: typer.echo(text, nl=False))
     if results:
         _finish_gate(results, allowed, github, summary, [])
 
@@ -232,15 +212,17 @@ def _check_ratio(min_ratio: float | None) -> None:
 
 
 def _finish_gate(
-    results: list[GateResult],
+    results: list["GateResult"],
     allowed: float,
     github: bool,
     summary: Path | None,
     warnings: list[str],
     quiet: bool = False,
 ) -> None:
+    from hetplan.report.gate import github_annotations, markdown_summary
+
     if github:
-        _to_stdout(lambda: typer.echo(github_annotations(results, warnings), nl=False))
+        to_stdout(lambda: typer.echo(github_annotations(results, warnings), nl=False))
     if summary is not None:
         run_guarded(lambda: _append_summary(summary, markdown_summary(results, allowed, warnings)))
     if not quiet:
@@ -249,7 +231,7 @@ def _finish_gate(
         raise typer.Exit(1)
 
 
-def _print_gate(results: list[GateResult], allowed: float, warnings: list[str]) -> None:
+def _print_gate(results: list["GateResult"], allowed: float, warnings: list[str]) -> None:
     for w in warnings:
         err_console.print(f"[yellow]warning:[/] {escape(w)}")
     if not results:
@@ -271,25 +253,29 @@ def _print_gate(results: list[GateResult], allowed: float, warnings: list[str]) 
             err_console.print(f"  {line}", highlight=False, markup=False)
 
 
-@app.command()
 def gate(
-    scenarios: list[Path] = typer.Argument(..., help="Scenario files to re-plan with the current code and catalogs."),
-    baseline: Path = typer.Option(
-        ..., "--baseline", help="Baseline file (.json, .yaml or .yml) holding one plan per scenario."
-    ),
-    max_cost_increase: str = typer.Option("2%", "--max-cost-increase", help="Allowed $/hour rise per scenario."),
-    min_ratio: float = typer.Option(None, "--min-tokens-per-usd-ratio", help="Minimum tokens/USD vs the baseline."),
-    update: bool = typer.Option(
-        False, "--update-baseline", help="Add or refresh these scenarios' plans in the baseline (on purpose)."
-    ),
-    github: bool = typer.Option(False, "--github", help="Print GitHub Actions annotations (stdout)."),
-    summary: Path = typer.Option(None, "--summary", help="Append a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the gate results as JSON."),
+    scenarios: Annotated[
+        list[Path], typer.Argument(help="Scenario files to re-plan with the current code and catalogs.")
+    ],
+    baseline: Annotated[Path, baseline_option("Baseline file (.json, .yaml or .yml) holding one plan per scenario.")],
+    max_cost_increase: Annotated[str, max_cost_increase_option("Allowed $/hour rise per scenario.")] = "2%",
+    min_ratio: Annotated[float | None, min_ratio_option("Minimum tokens/USD vs the baseline.")] = None,
+    update: Annotated[
+        bool,
+        typer.Option("--update-baseline", help="Add or refresh these scenarios' plans in the baseline (on purpose)."),
+    ] = False,
+    github: Annotated[bool, github_option("Print GitHub Actions annotations (stdout).")] = False,
+    summary: Annotated[
+        Path | None, summary_option("Append a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY).")
+    ] = None,
+    json_out: Annotated[bool, json_option("Print the gate results as JSON.")] = False,
 ) -> None:
     """Re-plan SCENARIOS and compare each with the stored baseline, so a change to models, prices, SLOs or
     hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails or was not compared."""
+    from hetplan.report.gate import compare, failed, parse_fraction
+    from hetplan.scenario import load_scenario
 
-    def work() -> tuple[dict[str, Plan], dict[str, str], dict[str, Any] | None, float]:
+    def work() -> tuple[dict[str, "Plan"], dict[str, str], dict[str, Any] | None, float]:
         allowed = parse_fraction(max_cost_increase, "--max-cost-increase")
         _check_ratio(min_ratio)
         _check_summary_path(summary)
@@ -327,7 +313,7 @@ def gate(
     fresh, broken, stored, allowed = run_guarded(work)
     if update:
         kept = dict(stored["scenarios"]) if stored else {}
-        kept.update({name: to_doc(p) for name, p in fresh.items()})
+        kept.update({name: api.to_doc(p) for name, p in fresh.items()})
         doc = {"schema_version": 1, "kind": GATE_KIND, "scenarios": dict(sorted(kept.items()))}
         run_guarded(lambda: write_atomic(baseline, dump_for_path(baseline, doc), force=True))
         err_console.print(f"updated {len(fresh)} scenario(s) in {escape(str(baseline))} ({len(kept)} in all)")
@@ -351,11 +337,13 @@ def gate(
             "results": [r.as_dict() for r in results],
             "warnings": warnings,
         }
-        _to_stdout(lambda: typer.echo(to_json(gate_doc), nl=False))
+        to_stdout(lambda: typer.echo(to_json(gate_doc), nl=False))
     _finish_gate(results, allowed, github, summary, warnings, quiet=json_out)
 
 
 def _read_gate_baseline(path: Path) -> dict[str, Any]:
+    from hetplan.plan.doc import check_plan
+
     if not path.exists():
         raise InputError(f"baseline {path} does not exist", fix="create it once with --update-baseline")
     doc = _read_doc(path, "gate baseline")

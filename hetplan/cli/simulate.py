@@ -1,30 +1,37 @@
 """``hetplan simulate`` and ``hetplan calibrate``: replay traces through a plan; fit CASCADE's coefficients."""
 
-from __future__ import annotations
-
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from hetplan.cli.main import app, err_console, run_guarded
+from hetplan import api
+from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.options import (
+    ClassColumnOpt,
+    ForceFlag,
+    PlanFileArg,
+    SloOpt,
+    TraceOpt,
+    force_option,
+    json_option,
+    out_option,
+    rate_scale_option,
+)
+from hetplan.cli.render.format import print_warnings
+from hetplan.cli.render.simulate import render_calibration, render_capacity, render_metrics
 from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
-from hetplan.plan.doc import load_plan, to_doc
-from hetplan.plan.types import Plan
-from hetplan.sim.engine import SimConfig
-from hetplan.sim.metrics import GOODPUT_DEFINITION
-from hetplan.sim.policies import CascadeSettings
-from hetplan.sim.run import SimRequest, calibrate, find_capacity, plan_cascade, router_config, simulate
-from hetplan.sim.trace import ClassSlo, RequestStream, read_stream
-from hetplan.units import format_duration, parse_duration_s
+from hetplan.units import parse_duration_s
+
+if TYPE_CHECKING:
+    from hetplan.plan.types import Plan
+    from hetplan.sim.run import SimRequest
+    from hetplan.sim.trace import ClassSlo
 
 
 def _slo_value(text: str, cls: str, which: str) -> float:
@@ -38,7 +45,9 @@ def _slo_value(text: str, cls: str, which: str) -> float:
         ) from None
 
 
-def _class_slos(items: list[str] | None) -> dict[str, ClassSlo]:
+def _class_slos(items: list[str] | None) -> dict[str, "ClassSlo"]:
+    from hetplan.sim.trace import ClassSlo
+
     slos: dict[str, ClassSlo] = {}
     for item in items or []:
         name, sep, rest = item.partition("=")
@@ -92,8 +101,12 @@ def _target(text: str) -> float:
     return parse_share(text, "--target")
 
 
-def _check_plan_path(plan_file: Path) -> Plan:
+def _check_plan_path(plan_file: Path) -> "Plan":
     """The plan at ``plan_file``; a Hetis spec is refused with a message about the simulator."""
+    import yaml
+
+    from hetplan.plan.doc import load_plan
+
     if plan_file.is_file():
         try:
             raw = yaml.safe_load(plan_file.read_text(encoding="utf-8"))
@@ -127,7 +140,12 @@ def _request(
     window: str,
     max_requests: int | None,
     drain: str = "3600s",
-) -> SimRequest:
+) -> "SimRequest":
+    from hetplan.sim.engine import SimConfig
+    from hetplan.sim.policies import CascadeSettings
+    from hetplan.sim.run import SimRequest, plan_cascade
+    from hetplan.sim.trace import RequestStream, read_stream
+
     plan = _check_plan_path(plan_file)
     if not trace:
         raise InputError("no trace given", fix="pass --trace FILE (repeat it to mix traces)")
@@ -152,77 +170,8 @@ def _request(
     )  # fmt: skip
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:.1f}%"
-
-
-def _share(x: float) -> str:
-    """A target share as a percent, with a decimal only when needed (0.999 → 99.9%, 0.9 → 90%)."""
-    text = f"{x * 100:.2f}".rstrip("0").rstrip(".")
-    return f"{text}%"
-
-
-def _n(k: int, word: str = "request") -> str:
-    return f"{k} {word}" + ("" if k == 1 else "s")
-
-
 def _warn(doc: dict[str, Any]) -> None:
-    for text in doc.get("warnings") or []:
-        err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
-
-
-def _dur(x: float | None) -> str:
-    return "-" if x is None else format_duration(x)
-
-
-def render_metrics(m: dict[str, Any], console: Console) -> None:
-    """Rich tables for a simulation's metrics document."""
-    rate = "-" if m["arrival_rate_per_s"] is None else f"{m['arrival_rate_per_s']:.3g}"
-    console.print(
-        f"[bold]simulation[/]: policy {m['policy']}, router {m['router']}, rate scale {m['rate_scale']:g}, "
-        f"{m['instances']} instances; {escape(m['trace'])}: {_n(m['requests'])} over "
-        f"{m['duration_s']:.1f} s ({rate} req/s), {m['finished']} finished, {m['unfinished']} unfinished at the "
-        f"cut-off, {m['dropped']} dropped (KV), {m['dropped_over_context']} dropped (over the context window)",
-        highlight=False,
-    )
-    att = m["attainment"]
-    jain = "-" if m["jain_index"] is None else f"{m['jain_index']:.3f}"
-    console.print(
-        f"goodput {m['goodput_req_per_s']:.3g} req/s over the {m['serving_span_s']:.1f} s serving span; SLO "
-        f"attainment joint {_pct(att['joint'])} (TTFT "
-        f"{_pct(att['ttft'])}, TPOT {_pct(att['tpot'])}); Jain index over classes {jain}",
-        highlight=False,
-    )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="latency (numpy linear percentiles)")
-    for col in ("metric", "mean", "p50", "p90", "p99"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
-    for label, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s")):
-        s = m[key]
-        table.add_row(label, _dur(s["mean"]), _dur(s["p50"]), _dur(s["p90"]), _dur(s["p99"]))
-    console.print(table)
-    console.print(f"goodput = {GOODPUT_DEFINITION}", highlight=False)
-    classes = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class")
-    for col in ("class", "requests", "TTFT SLO", "TPOT SLO", "attainment", "goodput", "p90 TTFT", "p90 TPOT"):
-        classes.add_column(col, justify="left" if col == "class" else "right")
-    for c in m["classes"]:
-        classes.add_row(
-            escape(c["class"]),
-            str(c["requests"]),
-            _dur(c["ttft_slo_s"]),
-            _dur(c["tpot_slo_s"]),
-            _pct(c["attainment"]),
-            f"{c['goodput_req_per_s']:.3g}",
-            _dur(c["ttft_s"]["p90"]),
-            _dur(c["tpot_s"]["p90"]),
-        )
-    console.print(classes)
-    util = ", ".join(f"{r} {u * 100:.0f}%" for r, u in m["utilization"]["by_role"].items())
-    k = m["counters"]
-    console.print(
-        f"utilization {util}; {int(k['iterations']):,} iterations, {int(k['preemptions'])} preemptions "
-        f"({int(k['restores'])} KV restores, {int(k['recomputes'])} recomputes)",
-        highlight=False,
-    )
+    print_warnings(err_console, doc.get("warnings") or [])
 
 
 def _write(out: Path | None, force: bool, doc: dict[str, Any]) -> None:
@@ -230,35 +179,51 @@ def _write(out: Path | None, force: bool, doc: dict[str, Any]) -> None:
         write_atomic(out, dump_for_path(out, doc), force=force)
 
 
-@app.command("simulate")
 def simulate_cmd(
-    plan_file: Path = typer.Argument(..., help="Plan file written by 'hetplan plan --out'.", show_default=False),
-    trace: list[Path] = typer.Option(None, "--trace", "-t", help="Trace (Azure CSV or Mooncake JSONL); repeat to mix."),
-    class_column: str = typer.Option(None, "--class-column", help="CSV column naming each request's class."),
-    slo: list[str] = typer.Option(None, "--slo", help="Per-class SLO, CLASS=TTFT[,TPOT], e.g. code=1s,50ms."),
-    policy: str = typer.Option("fcfs", "--policy", "-p", help="fcfs, sjf, edf or cascade."),
-    rate_scale: float = typer.Option(
-        None, "--rate-scale", help="Multiply the arrival rate (compress time); default 1. Not with --find-capacity."
-    ),
-    router: str = typer.Option("round-robin", "--router", help="round-robin (goodput-weighted), jsq or random."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random router."),
-    chunked: bool = typer.Option(True, "--chunked-prefill/--no-chunked-prefill", help="Chunked prefill."),
-    kappa: float = typer.Option(None, "--kappa", help="CASCADE safety coefficient (default: the plan's, else 1)."),
-    q2: float = typer.Option(None, "--q2", help="CASCADE Tier-2 share (default: the plan's, else 0.1)."),
-    window: str = typer.Option("60s", "--window", help="Time-series window, e.g. 60s (at most 10,000 windows)."),
-    drain: str = typer.Option(
-        "3600s", "--drain", help="Simulated time allowed after the last arrival; requests unfinished then are misses."
-    ),
-    max_requests: int = typer.Option(None, "--max-requests", help="Replay only the first N requests."),
-    find_cap: bool = typer.Option(
-        False, "--find-capacity", help="Binary-search the highest rate scale meeting --target."
-    ),
-    target: str = typer.Option(
-        "0.9", "--target", help="With --find-capacity: joint SLO attainment target, a fraction (0.9) or percent (90%)."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print the metrics as JSON on stdout."),
-    out: Path = typer.Option(None, "--out", "-o", help="Write the metrics (JSON, or YAML for *.yaml)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+    plan_file: PlanFileArg,
+    trace: TraceOpt = None,
+    class_column: ClassColumnOpt = None,
+    slo: SloOpt = None,
+    policy: Annotated[str, typer.Option("--policy", "-p", help="fcfs, sjf, edf or cascade.")] = "fcfs",
+    rate_scale: Annotated[
+        float | None,
+        rate_scale_option("Multiply the arrival rate (compress time); default 1. Not with --find-capacity."),
+    ] = None,
+    router: Annotated[
+        str, typer.Option("--router", help="round-robin (goodput-weighted), jsq or random.")
+    ] = "round-robin",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random router.")] = 0,
+    chunked: Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill", help="Chunked prefill.")] = True,
+    kappa: Annotated[
+        float | None, typer.Option("--kappa", help="CASCADE safety coefficient (default: the plan's, else 1).")
+    ] = None,
+    q2: Annotated[
+        float | None, typer.Option("--q2", help="CASCADE Tier-2 share (default: the plan's, else 0.1).")
+    ] = None,
+    window: Annotated[
+        str, typer.Option("--window", help="Time-series window, e.g. 60s (at most 10,000 windows).")
+    ] = "60s",
+    drain: Annotated[
+        str,
+        typer.Option(
+            "--drain", help="Simulated time allowed after the last arrival; requests unfinished then are misses."
+        ),
+    ] = "3600s",
+    max_requests: Annotated[
+        int | None, typer.Option("--max-requests", help="Replay only the first N requests.")
+    ] = None,
+    find_cap: Annotated[
+        bool, typer.Option("--find-capacity", help="Binary-search the highest rate scale meeting --target.")
+    ] = False,
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target", help="With --find-capacity: joint SLO attainment target, a fraction (0.9) or percent (90%)."
+        ),
+    ] = "0.9",
+    json_out: Annotated[bool, json_option("Print the metrics as JSON on stdout.")] = False,
+    out: Annotated[Path | None, out_option("Write the metrics (JSON, or YAML for *.yaml).")] = None,
+    force: ForceFlag = False,
 ) -> None:
     """Replay a trace through a plan's deployment and report TTFT/TPOT/ITL/E2E, SLO attainment and goodput.
 
@@ -266,6 +231,8 @@ def simulate_cmd(
     """
 
     def work() -> dict[str, Any]:
+        from hetplan.sim.run import find_capacity, simulate
+
         if out is not None:
             check_output(out, force)
         if find_cap and rate_scale is not None:
@@ -292,37 +259,33 @@ def simulate_cmd(
     if json_out:
         typer.echo(to_json(doc), nl=False)
         return
-    console = Console()
     if doc["kind"] == "capacity":
-        if doc["rate_scale"] is None:
-            console.print(f"no rate scale down to 1/64 reaches {_share(doc['target'])} joint SLO attainment")
-            return
-        more = " (capped: 64x still meets it)" if doc["capped"] else ""
-        console.print(
-            f"goodput capacity at {_share(doc['target'])} joint SLO attainment ({doc['policy']}): "
-            f"{doc['goodput_capacity_req_per_s']:.3g} req/s arriving (rate scale {doc['rate_scale']:.3g}{more}; that "
-            f"run's goodput over its serving span {doc['goodput_req_per_s']:.3g} req/s); {len(doc['runs'])} runs",
-            highlight=False,
-        )
-        render_metrics(doc["metrics"], console)
+        render_capacity(doc, Console())
     else:
-        render_metrics(doc, console)
+        render_metrics(doc, Console())
 
 
-@app.command("calibrate")
 def calibrate_cmd(
-    plan_file: Path = typer.Argument(..., help="Plan file written by 'hetplan plan --out'.", show_default=False),
-    trace: list[Path] = typer.Option(None, "--trace", "-t", help="Trace (Azure CSV or Mooncake JSONL); repeat to mix."),
-    class_column: str = typer.Option(None, "--class-column", help="CSV column naming each request's class."),
-    slo: list[str] = typer.Option(None, "--slo", help="Per-class SLO, CLASS=TTFT[,TPOT], e.g. code=1s,50ms."),
-    quantile: str = typer.Option(
-        "0.95", "--quantile", "-q", help="Fit kappa so that P(TTFT <= T_hat) >= q: a fraction (0.95) or percent (95%)."
-    ),
-    rate_scale: float = typer.Option(1.0, "--rate-scale", help="Calibrate at this multiple of the trace's rate."),
-    out: Path = typer.Option(..., "--out", "-o", help="Calibrated plan file to write (the plan plus 'cascade')."),
-    router_out: Path = typer.Option(None, "--router-config", help="Also write the router config (JSON or YAML)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite existing outputs."),
-    json_out: bool = typer.Option(False, "--json", help="Print the cascade block as JSON on stdout."),
+    plan_file: PlanFileArg,
+    *,  # keyword-only from here, so the required --out keeps its place in --help
+    trace: TraceOpt = None,
+    class_column: ClassColumnOpt = None,
+    slo: SloOpt = None,
+    quantile: Annotated[
+        str,
+        typer.Option(
+            "--quantile",
+            "-q",
+            help="Fit kappa so that P(TTFT <= T_hat) >= q: a fraction (0.95) or percent (95%).",
+        ),
+    ] = "0.95",
+    rate_scale: Annotated[float, rate_scale_option("Calibrate at this multiple of the trace's rate.")] = 1.0,
+    out: Annotated[Path, out_option("Calibrated plan file to write (the plan plus 'cascade').")],
+    router_out: Annotated[
+        Path | None, typer.Option("--router-config", help="Also write the router config (JSON or YAML).")
+    ] = None,
+    force: Annotated[bool, force_option("Overwrite existing outputs.")] = False,
+    json_out: Annotated[bool, json_option("Print the cascade block as JSON on stdout.")] = False,
 ) -> None:
     """Fit CASCADE's safety coefficient kappa and choose the Tier-2 share q2 for a plan on a trace.
 
@@ -330,6 +293,8 @@ def calibrate_cmd(
     """
 
     def work() -> dict[str, Any]:
+        from hetplan.sim.run import calibrate, router_config
+
         if router_out is not None and router_out.resolve() == out.resolve():
             raise InputError(
                 f"--out and --router-config are the same file ({out})",
@@ -351,7 +316,7 @@ def calibrate_cmd(
         with err_console.status("calibrating", spinner="dots") as status:
             block = calibrate(req, q, progress=lambda text: status.update(text))
         plan = replace(req.plan, extra={**req.plan.extra, "cascade": block})
-        write_atomic(out, dump_for_path(out, to_doc(plan)), force=force)
+        write_atomic(out, dump_for_path(out, api.to_doc(plan)), force=force)
         if router_out is not None:
             write_atomic(router_out, dump_for_path(router_out, router_config(plan, block)), force=force)
         return block
@@ -361,17 +326,5 @@ def calibrate_cmd(
     if json_out:
         typer.echo(to_json(block), nl=False)
         return
-    console = Console()
-    console.print(
-        f"kappa {block['kappa']:.4g} (P(TTFT <= kappa x T_hat) = {block['coverage']:.1%} >= {block['quantile']:g}), "
-        f"q2 {block['q2']:g}",
-        highlight=False,
-    )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="q2 sweep (CASCADE, fitted kappa)")
-    for col in ("q2", "goodput req/s", "attainment", "Jain"):
-        table.add_column(col, justify="right")
-    for r in block["q2_sweep"]:
-        jain = "-" if r["jain_index"] is None else f"{r['jain_index']:.3f}"
-        table.add_row(f"{r['q2']:g}", f"{r['goodput_req_per_s']:.3g}", _pct(r["attainment"]), jain)
-    console.print(table)
+    render_calibration(block, Console())
     err_console.print(f"wrote {escape(str(out))}" + (f" and {escape(str(router_out))}" if router_out else ""))

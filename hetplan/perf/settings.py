@@ -79,4 +79,3 @@ class PerfSettings:
             if name == gpu_name:
                 return eff
         return self.default
-

@@ -116,10 +116,10 @@ def test_model_from_a_config_path_is_named_by_its_folder(tmp_path):
 
 
 def test_counts_and_percentages_read_well():
-    from hetplan.cli.emit import _count
+    from hetplan.cli.render.format import count_noun
     from hetplan.units import format_signed_percent
 
-    assert [_count(n, "object") for n in (0, 1, 2)] == ["no objects", "1 object", "2 objects"]
+    assert [count_noun(n, "object") for n in (0, 1, 2)] == ["no objects", "1 object", "2 objects"]
     assert format_signed_percent(-0.0) == "+0.0 %" and format_signed_percent(-0.0004) == "+0.0 %"
     assert format_signed_percent(-0.657) == "-65.7 %" and format_signed_percent(0.1) == "+10.0 %"
 

@@ -1,72 +1,21 @@
-"""``hetplan plan --strategy hetis --pool POOL.yaml``: run the Hetis planner and render its deployment spec."""
+"""Tables of a Hetis deployment spec (``hetplan plan --strategy hetis --pool POOL.yaml``)."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
 from typing import Any
 
-import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hetplan.cli.main import err_console
-from hetplan.errors import InputError
-from hetplan.io import dump_for_path, to_json, write_atomic
-from hetplan.scenario import Scenario
+from hetplan.cli.render.format import duration, print_warnings
 from hetplan.units import format_duration
 
 
 def _rate(req_per_s: float) -> str:
     """Requests per second with a fixed number of decimals, so the column lines up (2.20, not 2.2)."""
     return f"{req_per_s:.2f}" if req_per_s >= 1 else f"{req_per_s:.3f}"
-
-
-def hetis_work(
-    scenario: Scenario, strategy: str, pool: Path | None, out: Path | None, force: bool, emit_dir: Path | None
-) -> tuple[dict[str, Any], float]:
-    """Check the flags, plan with Hetis, write ``--out``; returns the document and the seconds it took.
-
-    Raises:
-        InputError: ``--pool`` without ``--strategy hetis`` or the reverse, or ``--emit`` (nothing to emit).
-    """
-    from hetplan.api import hetis as hetis_plan
-
-    if strategy.lower() != "hetis":
-        raise InputError("--pool is for --strategy hetis", fix="add --strategy hetis, or drop --pool")
-    if pool is None:
-        raise InputError(
-            "--strategy hetis needs a GPU pool", fix="pass --pool POOL.yaml (see examples/hetis/pool.yaml)"
-        )
-    if emit_dir is not None:
-        raise InputError(
-            "--emit has no target for a Hetis plan",
-            "no serving engine runs Hetis today",
-            "drop --emit; --out writes the JSON deployment spec",
-        )
-    start = time.perf_counter()
-    with err_console.status("planning Hetis primaries and head split", spinner="dots"):
-        doc = hetis_plan(scenario, pool)
-    elapsed = time.perf_counter() - start
-    if out is not None:
-        write_atomic(out, dump_for_path(out, doc), force=force)
-    return doc, elapsed
-
-
-def hetis_output(doc: dict[str, Any], json_out: bool, out: Path | None, elapsed_s: float) -> None:
-    """Print the document (JSON or tables), then the planning time and the engine note on stderr."""
-    if json_out:
-        typer.echo(to_json(doc), nl=False)
-    else:
-        render_hetis(doc, Console())
-    err_console.print(f"planned in {elapsed_s:.2f} s" + (f"; wrote {escape(str(out))}" if out else ""))
-    err_console.print(f"note: {doc['engine_note']}")
-
-
-def _ms(x: float | None) -> str:
-    return "-" if x is None else format_duration(x)
 
 
 def render_hetis(doc: dict[str, Any], console: Console) -> None:
@@ -83,7 +32,7 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         f"Hetis primaries: {lay['label']} ({lay['layouts_considered']} "
         f"{'layout' if lay['layouts_considered'] == 1 else 'layouts'} considered); "
         f"{_rate(pred['req_per_s'])} req/s, {pred['output_tokens_per_s']:,.0f} output tokens/s, "
-        f"TPOT {_ms(pred['tpot_s'])}, p{slo['percentile']:g} TTFT {_ms(pred['ttft_s'])}, "
+        f"TPOT {duration(pred['tpot_s'])}, p{slo['percentile']:g} TTFT {duration(pred['ttft_s'])}, "
         f"KV capacity {pred['kv_capacity_tokens']:,.0f} tokens, decode batch {pred['decode_batch']}"
     )
     roles = Table(title="Roles per device", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -139,8 +88,8 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
     cmp_table.add_row(
         "hetis (this plan)",
         _rate(pred["req_per_s"]),
-        _ms(pred["tpot_s"]),
-        _ms(pred["ttft_s"]),
+        duration(pred["tpot_s"]),
+        duration(pred["ttft_s"]),
         f"{pred['kv_capacity_tokens']:,.0f}",
         "",
         lay["label"],
@@ -154,8 +103,8 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         cmp_table.add_row(
             label,
             _rate(b["req_per_s"]),
-            _ms(b["tpot_s"]),
-            _ms(b["ttft_s"]),
+            duration(b["tpot_s"]),
+            duration(b["ttft_s"]),
             f"{b['kv_capacity_tokens']:,.0f}",
             f"{ratio:.2f}x" if ratio else "-",
             b["layout"],
@@ -166,5 +115,4 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         console.print(f"KV capacity: {kv:.2f}x the Splitwise-style phase split's (KV only on decode GPUs).")
     if not pred["ttft_within_slo"]:
         console.print("[yellow]warning:[/] predicted TTFT is above the TTFT SLO", highlight=False)
-    for w in doc.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+    print_warnings(console, doc.get("warnings", []))

@@ -1,0 +1,36 @@
+"""Formatting shared by the renderers: missing values as ``-``, counted nouns, warning lines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.markup import escape
+
+from hetplan.units import format_duration
+
+
+def num(x: float | None) -> str:
+    """A number in its shortest form (``%g``), ``-`` when missing."""
+    return "-" if x is None else f"{x:g}"
+
+
+def duration(x: float | None) -> str:
+    """Seconds with a unit (``800 ms``, ``2.00 s``), ``-`` when missing."""
+    return "-" if x is None else format_duration(x)
+
+
+def percent(x: float | None) -> str:
+    """A fraction as a percent with one decimal (``0.912`` -> ``91.2%``), ``-`` when missing."""
+    return "-" if x is None else f"{x * 100:.1f}%"
+
+
+def count_noun(n: int, noun: str) -> str:
+    """``no objects``, ``1 object``, ``2 objects``."""
+    return f"no {noun}s" if n == 0 else f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def print_warnings(console: Console, texts: Iterable[str], label: str = "warning") -> None:
+    """One ``label: text`` line per text, the label in yellow, the text printed as is (no markup)."""
+    for text in texts:
+        console.print(f"[yellow]{label}:[/] {escape(text)}", highlight=False)

@@ -1,0 +1,158 @@
+"""Tables of a plan document (``hetplan plan``): the deployment, every strategy side by side, the solver line,
+and the simulator check of ``--verify`` on stderr."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from hetplan.cli.render.format import print_warnings
+from hetplan.units import format_duration, format_signed_percent
+
+
+def _combo_rows(table: Table, combos: list[dict[str, Any]], wide: bool) -> None:
+    for c in combos:
+        cells = [
+            f"{c['n_prefill']}x {c['prefill_gpu']} TP{c['prefill_tp']}\n"
+            f"-> {c['n_decode']}x {c['decode_gpu']} TP{c['decode_tp']}",
+            str(c["count"]),
+            f"{c['usd_per_hour']:.2f}",
+            f"{c['goodput_req_per_s']:.2f}",
+            f"{c['tokens_per_usd'] / 1e3:,.0f}k",
+            format_duration(c["predicted_ttft_s"]),
+            format_duration(c["predicted_tpot_s"]),
+            f"{c['utilization'] * 100:.0f}%",
+            c["bound_by"].replace("kv_transfer", "kv"),
+        ]
+        if not wide:
+            del cells[8], cells[4]
+        table.add_row(*cells)
+
+
+TITLES = {
+    "cauchy": "Cauchy plan (cheapest mixed prefill/decode deployment)",
+    "homogeneous": "Best homogeneous fleet",
+    "melange": "Mélange plan (aggregated serving)",
+}
+
+
+def render_plan(doc: dict[str, Any], console: Console) -> None:
+    """Rich tables for a plan document: the deployment, then every strategy side by side."""
+    sc = doc["scenario"]
+    slo = sc["slo"]
+    console.print(
+        f"[bold]{escape(sc['name'])}[/]: {escape(sc['model'])} ({sc['weight_dtype']}), workload "
+        f"{escape(sc['workload']['name'])} "
+        f"({sc['workload']['requests']} requests), goodput target {sc['goodput_target_req_per_s']:.4g} req/s "
+        f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
+        f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
+    )
+    title = TITLES.get(doc["strategy"], doc["strategy"])
+    if doc.get("gpu"):
+        title += f" ({doc['gpu']} only)"
+    if doc["combos"]:
+        _plan_table(title, doc, f"p{slo['percentile']:g}", console)
+    else:
+        _instances_table(title, doc, console)
+    _comparison(doc, console)
+    s = doc["solver"]
+    console.print(
+        f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']:,} combos "
+        f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']:,} in the ILP, "
+        f"pruning {s['pruning']}"
+    )
+    for name, part in doc.get("baselines", {}).items():
+        if part.get("status") != "infeasible" and part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
+            console.print(
+                f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here, this plan "
+                f"{(doc['total_usd_per_hour'] / part['total_usd_per_hour'] - 1) * 100:.1f} % more; plan it with "
+                f"--strategy {name}.",
+                highlight=False,
+            )
+    print_warnings(console, doc.get("warnings", []))
+
+
+def _comparison(doc: dict[str, Any], console: Console) -> None:
+    rows = [(doc["strategy"], doc)] + list(doc.get("baselines", {}).items())
+    table = Table(title="Strategies compared", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("strategy", "$/h", "req/s", "tok/USD", "GPUs", "plan saves"):
+        table.add_column(col, justify="left" if col in ("strategy", "GPUs") else "right")
+    for name, part in rows:
+        label = name + (" (this plan)" if part is doc else "")
+        if part.get("status") == "infeasible":
+            table.add_row(label, "-", "-", "-", "infeasible", "-")
+            continue
+        gpus = ", ".join(f"{n}x {g}" for g, n in part["gpus_used"].items())
+        saves = "" if part is doc else format_signed_percent(1 - doc["total_usd_per_hour"] / part["total_usd_per_hour"])
+        table.add_row(
+            label,
+            f"{part['total_usd_per_hour']:.2f}",
+            f"{part['goodput_req_per_s']:.2f}",
+            f"{part['tokens_per_usd'] / 1e3:,.0f}k",
+            gpus,
+            saves,
+        )
+    console.print(table)
+    for name, part in rows[1:]:
+        if part.get("status") == "infeasible":
+            console.print(f"[yellow]{name}: infeasible[/] - {escape(part['reason'])}", highlight=False)
+
+
+def _instances_table(title: str, part: dict[str, Any], console: Console) -> None:
+    table = Table(
+        title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
+        f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for col in ("instance", "n", "$/h each", "util", "traffic"):
+        table.add_column(col, justify="left" if col == "instance" else "right", no_wrap=True)
+    for inst in part["instances"]:
+        table.add_row(
+            f"{inst['gpu']} TP{inst['tp']} ({inst['role']})",
+            str(inst["count"]),
+            f"{inst['usd_per_hour']:.2f}",
+            f"{inst['utilization'] * 100:.0f}%",
+            f"{inst['traffic_share'] * 100:.0f}%",
+        )
+    console.print(table)
+    console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
+
+
+def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> None:
+    table = Table(
+        title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
+        f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    wide = console.width >= 100
+    table.add_column("combo: prefill -> decode", no_wrap=True)
+    for col in ("n", "$/h", "req/s", "tok/$", f"{q} TTFT", "TPOT", "util"):
+        if wide or col != "tok/$":
+            table.add_column(col, justify="right", no_wrap=True)
+    if wide:
+        table.add_column("bound", no_wrap=True)
+    _combo_rows(table, part["combos"], wide)
+    console.print(table)
+    console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
+
+
+def render_verification(v: dict[str, Any], console: Console) -> None:
+    """The ``verification`` block of a plan (``--verify``): summary, re-sizing, simulated warnings and misses."""
+    console.print(f"verify: {v['summary']}", highlight=False, markup=False)
+    if "resized" in v:
+        r = v["resized"]
+        console.print(
+            f"verify: resized: the plan at headroom {r['headroom_asked']:g} missed in simulation; headroom "
+            f"{r['headroom_used']:g} holds the SLOs: ${r['usd_per_hour_before']:,.2f}/h -> "
+            f"${r['usd_per_hour_after']:,.2f}/h ({len(r['attempts'])} plans tried)",
+            highlight=False,
+            markup=False,
+        )
+    print_warnings(console, v["warnings"], "warning (simulated)")
+    print_warnings(console, v["misses"], "SLO miss (simulated)")

@@ -1,0 +1,106 @@
+"""What ``hetplan simulate`` and ``hetplan calibrate`` print: latency and attainment tables, the capacity found,
+the fitted CASCADE coefficients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from hetplan.cli.render.format import duration, percent
+
+
+def share(x: float) -> str:
+    """A target share as a percent, with a decimal only when needed (0.999 → 99.9%, 0.9 → 90%)."""
+    text = f"{x * 100:.2f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def _n(k: int, word: str = "request") -> str:
+    return f"{k} {word}" + ("" if k == 1 else "s")
+
+
+def render_metrics(m: dict[str, Any], console: Console) -> None:
+    """Rich tables for a simulation's metrics document."""
+    from hetplan.sim.metrics import GOODPUT_DEFINITION
+
+    rate = "-" if m["arrival_rate_per_s"] is None else f"{m['arrival_rate_per_s']:.3g}"
+    console.print(
+        f"[bold]simulation[/]: policy {m['policy']}, router {m['router']}, rate scale {m['rate_scale']:g}, "
+        f"{m['instances']} instances; {escape(m['trace'])}: {_n(m['requests'])} over "
+        f"{m['duration_s']:.1f} s ({rate} req/s), {m['finished']} finished, {m['unfinished']} unfinished at the "
+        f"cut-off, {m['dropped']} dropped (KV), {m['dropped_over_context']} dropped (over the context window)",
+        highlight=False,
+    )
+    att = m["attainment"]
+    jain = "-" if m["jain_index"] is None else f"{m['jain_index']:.3f}"
+    console.print(
+        f"goodput {m['goodput_req_per_s']:.3g} req/s over the {m['serving_span_s']:.1f} s serving span; SLO "
+        f"attainment joint {percent(att['joint'])} (TTFT "
+        f"{percent(att['ttft'])}, TPOT {percent(att['tpot'])}); Jain index over classes {jain}",
+        highlight=False,
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="latency (numpy linear percentiles)")
+    for col in ("metric", "mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for label, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s")):
+        s = m[key]
+        table.add_row(label, duration(s["mean"]), duration(s["p50"]), duration(s["p90"]), duration(s["p99"]))
+    console.print(table)
+    console.print(f"goodput = {GOODPUT_DEFINITION}", highlight=False)
+    classes = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class")
+    for col in ("class", "requests", "TTFT SLO", "TPOT SLO", "attainment", "goodput", "p90 TTFT", "p90 TPOT"):
+        classes.add_column(col, justify="left" if col == "class" else "right")
+    for c in m["classes"]:
+        classes.add_row(
+            escape(c["class"]),
+            str(c["requests"]),
+            duration(c["ttft_slo_s"]),
+            duration(c["tpot_slo_s"]),
+            percent(c["attainment"]),
+            f"{c['goodput_req_per_s']:.3g}",
+            duration(c["ttft_s"]["p90"]),
+            duration(c["tpot_s"]["p90"]),
+        )
+    console.print(classes)
+    util = ", ".join(f"{r} {u * 100:.0f}%" for r, u in m["utilization"]["by_role"].items())
+    k = m["counters"]
+    console.print(
+        f"utilization {util}; {int(k['iterations']):,} iterations, {int(k['preemptions'])} preemptions "
+        f"({int(k['restores'])} KV restores, {int(k['recomputes'])} recomputes)",
+        highlight=False,
+    )
+
+
+def render_capacity(doc: dict[str, Any], console: Console) -> None:
+    """The capacity ``--find-capacity`` found (or that none was), then the metrics of the run at that rate."""
+    if doc["rate_scale"] is None:
+        console.print(f"no rate scale down to 1/64 reaches {share(doc['target'])} joint SLO attainment")
+        return
+    more = " (capped: 64x still meets it)" if doc["capped"] else ""
+    console.print(
+        f"goodput capacity at {share(doc['target'])} joint SLO attainment ({doc['policy']}): "
+        f"{doc['goodput_capacity_req_per_s']:.3g} req/s arriving (rate scale {doc['rate_scale']:.3g}{more}; that "
+        f"run's goodput over its serving span {doc['goodput_req_per_s']:.3g} req/s); {len(doc['runs'])} runs",
+        highlight=False,
+    )
+    render_metrics(doc["metrics"], console)
+
+
+def render_calibration(block: dict[str, Any], console: Console) -> None:
+    """The fitted kappa and chosen q2 (``hetplan calibrate``), and the q2 sweep behind the choice."""
+    console.print(
+        f"kappa {block['kappa']:.4g} (P(TTFT <= kappa x T_hat) = {block['coverage']:.1%} >= {block['quantile']:g}), "
+        f"q2 {block['q2']:g}",
+        highlight=False,
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="q2 sweep (CASCADE, fitted kappa)")
+    for col in ("q2", "goodput req/s", "attainment", "Jain"):
+        table.add_column(col, justify="right")
+    for r in block["q2_sweep"]:
+        jain = "-" if r["jain_index"] is None else f"{r['jain_index']:.3f}"
+        table.add_row(f"{r['q2']:g}", f"{r['goodput_req_per_s']:.3g}", percent(r["attainment"]), jain)
+    console.print(table)

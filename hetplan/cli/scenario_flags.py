@@ -1,0 +1,176 @@
+"""A scenario from a scenario file and command-line flags (plan, autoscale, profile fit), and the settings for
+emitting deployable files along with a plan (``--emit``, ``--validate``, ``--router-image``).
+
+Pydantic, the catalogs and the emitters load inside the functions, when a command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hetplan.errors import InputError
+
+if TYPE_CHECKING:
+    from hetplan.emit.ir import EmitSettings
+    from hetplan.scenario import Scenario
+
+#: The command-line flag of each scenario field, added to validation messages (``goodput_req_per_s (--goodput)``).
+FLAG_FOR_FIELD = {
+    "goodput_req_per_s": "--goodput",
+    "headroom": "--headroom",
+    "tp": "--tp",
+    "max_ratio": "--max-ratio",
+    "gpus": "--gpus",
+    "inventory": "--inventory",
+    "cloud": "--cloud",
+    "slo.ttft": "--ttft",
+    "slo.tpot": "--tpot",
+    "slo.percentile": "--percentile",
+    "workload.synthetic.rate_per_s": "--rate/--goodput",
+    "workload.rate_per_s": "--rate",
+    "workload.synthetic.class": "--synthetic",
+}
+
+
+def split_list(text: str, flag: str, example: str) -> list[str]:
+    """The items of a comma-separated flag value (``--gpus H100,L4``), blanks dropped.
+
+    Raises:
+        InputError: no item at all.
+    """
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise InputError(f"{flag}: empty list", fix=f"pass e.g. {flag} {example}")
+    return items
+
+
+def parse_inventory(text: str) -> dict[str, int]:
+    """``--inventory H800=16,H20=32`` as ``{"H800": 16, "H20": 32}``.
+
+    Raises:
+        InputError: an item that is not GPU=COUNT, or a GPU named twice.
+    """
+    inv: dict[str, int] = {}
+    for item in split_list(text, "--inventory", "H800=16,H20=32"):
+        name, sep, count = item.partition("=")
+        if not sep or not count.strip().isdigit() or not name.strip():
+            raise InputError(
+                f"--inventory: cannot read {item!r}",
+                "expected GPU=COUNT with a whole number",
+                "write e.g. --inventory H800=16,A800=32,H20=32",
+            )
+        if name.strip() in inv:
+            raise InputError(f"--inventory names {name.strip()} twice", fix="give each GPU type once")
+        inv[name.strip()] = int(count)
+    return inv
+
+
+def parse_tp_list(text: str) -> list[int]:
+    """``--tp 1,2,4,8`` as ``[1, 2, 4, 8]``.
+
+    Raises:
+        InputError: an item that is not a whole number.
+    """
+    items = split_list(text, "--tp", "1,2,4,8")
+    if not all(x.isdigit() for x in items):
+        raise InputError(f"--tp: cannot read {text!r}", "expected whole numbers", "pass e.g. --tp 1,2,4,8")
+    return [int(x) for x in items]
+
+
+def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Scenario:
+    """Merge a scenario file (optional) with command-line overrides and validate the result.
+
+    Paths given on the command line are made absolute (they are relative to the working directory, the
+    scenario's own paths to its folder).
+    """
+    from pydantic import ValidationError
+
+    from hetplan.catalog.loader import format_validation
+    from hetplan.scenario import Scenario, load_scenario
+
+    base: dict[str, Any] = {}
+    base_dir = "."
+    if scenario_file is not None:
+        loaded = load_scenario(scenario_file)
+        base = loaded.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+        base_dir = loaded.base_dir
+    if overrides.get("workload_path") is not None and overrides.get("synthetic") is not None:
+        raise InputError("--workload and --synthetic both given", fix="pass one of them")
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key in ("ttft", "tpot", "percentile"):
+            base.setdefault("slo", {})[key] = value
+        elif key == "workload_path":
+            base["workload"] = {"path": str(Path(value).resolve())}
+            if overrides.get("workload_format") is not None:
+                base["workload"]["format"] = overrides["workload_format"]
+            if overrides.get("rate") is not None:
+                base["workload"]["rate_per_s"] = overrides["rate"]
+        elif key == "synthetic":
+            rate = overrides["rate"] if overrides.get("rate") is not None else overrides.get("goodput_req_per_s")
+            if rate is None:
+                raise InputError(
+                    "--synthetic needs an arrival rate",
+                    "a synthetic workload has no timestamps",
+                    "pass --rate REQ_PER_S or --goodput REQ_PER_S",
+                )
+            if overrides.get("workload_format") is not None:
+                raise InputError("--workload-format applies to trace files, not --synthetic", fix="drop it")
+            base["workload"] = {"synthetic": {"class": value, "rate_per_s": rate}}
+        elif key in ("workload_format", "rate"):
+            if overrides.get("workload_path") is None and overrides.get("synthetic") is None:
+                workload = base.get("workload")
+                if workload is None or "synthetic" in workload:
+                    flag = "--workload-format" if key == "workload_format" else "--rate"
+                    raise InputError(f"{flag} needs a trace file", fix="pass --workload TRACE (or --synthetic)")
+                workload["format" if key == "workload_format" else "rate_per_s"] = value
+        elif key in ("prices", "model") and (key == "prices" or Path(str(value)).exists()):
+            base[key] = str(Path(value).resolve())
+        else:
+            base[key] = value
+    if "model" not in base:
+        raise InputError("no model given", fix="pass --model NAME or a scenario file with 'model:'")
+    if "workload" not in base:
+        raise InputError("no workload given", fix="pass --workload TRACE, --synthetic CLASS, or a scenario file")
+    try:
+        scenario = Scenario.model_validate(base)
+    except ValidationError as exc:
+        raise InputError("invalid plan settings", with_flags(format_validation(exc)), "fix the named values") from None
+    return scenario.with_base_dir(base_dir)
+
+
+def with_flags(text: str) -> str:
+    """Add the command-line flag after each scenario field a validation message names."""
+    for field_name, flag in sorted(FLAG_FOR_FIELD.items(), key=lambda x: -len(x[0])):
+        text = text.replace(f"{field_name}:", f"{field_name} ({flag}):")
+    return text
+
+
+def load_planner() -> None:
+    """Import the planner (numpy, the solvers, the workload readers) now, so that the time a command reports as
+    planning (``planned in 1.2 s``) is the planning, not the imports :mod:`hetplan.api` defers."""
+    import hetplan.planning.pipeline  # noqa: F401
+
+
+# --- --emit along with a plan or schedule ------------------------------------------------------------------------
+
+
+def check_emit_flags(emit_dir: Path | None, validate: bool, router_image: str | None) -> None:
+    """Refuse ``--validate`` and ``--router-image`` without ``--emit``.
+
+    Raises:
+        InputError: one of them is given without ``--emit``.
+    """
+    if validate and emit_dir is None:
+        raise InputError("--validate checks emitted files", fix="add --emit DIR")
+    if router_image is not None and emit_dir is None:
+        raise InputError("--router-image is for emitted files", fix="add --emit DIR")
+
+
+def emit_settings(router_image: str | None) -> EmitSettings:
+    """Emit settings for --emit: the defaults of ``hetplan emit``, with --router-image when given."""
+    from hetplan.emit.ir import EmitSettings
+
+    return EmitSettings() if router_image is None else EmitSettings(router_image=router_image)
