@@ -1,0 +1,67 @@
+"""The CLI's ``--json`` is the Python API's result: one function per command, no second implementation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hetplan import api
+from hetplan.cli.main import app
+from hetplan.io import to_json
+from hetplan.scenario import load_scenario
+from tests.conftest import EXAMPLES, FIXTURES
+
+runner = CliRunner()
+ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
+TRACE = FIXTURES / "azure_conv_200.csv"
+
+
+def cli_json(*args: str | Path) -> str:
+    res = runner.invoke(app, [str(a) for a in args], env=ENV)
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("example", "strategy"),
+    [
+        ("llama3-70b-azure-conv", "cauchy"),
+        ("llama3-70b-azure-conv", "melange"),
+        ("cauchy-h800-a800-h20", "cauchy"),
+        ("cauchy-h800-a800-h20", "homogeneous"),
+    ],
+)
+def test_plan_json_is_the_api_plan(example, strategy):
+    path = EXAMPLES / f"{example}.yaml"
+    printed = cli_json("plan", path, "--strategy", strategy, "--no-analysis", "--json")
+    assert printed == to_json(api.to_doc(api.plan(load_scenario(path), strategy, analysis=False)))
+
+
+def test_estimate_json_is_the_api_estimate():
+    printed = cli_json("estimate", "--model", "Llama-3-8B", "--gpu", "H100", "--tp", "2", "--batch", "8", "--json")
+    est = api.estimate("Llama-3-8B", "H100", tp=2, batch=8)
+    assert json.loads(printed) == json.loads(to_json(asdict(est)))
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "cascade"])
+def test_simulate_json_is_the_api_simulation(policy):
+    from hetplan.sim.run import SimRequest
+    from hetplan.sim.trace import read_stream
+
+    plan_file = FIXTURES / "plan_example_a.json"
+    printed = cli_json("simulate", plan_file, "--trace", TRACE, "--policy", policy, "--json")
+    req = SimRequest(api.load_plan(plan_file), read_stream([str(TRACE)], None), policy=policy)
+    assert json.loads(printed) == json.loads(to_json(api.simulate(req)))
+
+
+def test_emit_json_is_the_api_emit(tmp_path):
+    plan_file = FIXTURES / "plan_example_a.json"
+    printed = cli_json("emit", plan_file, "--out", tmp_path / "cli", "--json")
+    result = api.emit(plan_file, tmp_path / "api")
+    cli_doc, api_doc = json.loads(printed), json.loads(to_json(result.to_doc()))
+    assert cli_doc["files"] == api_doc["files"] and cli_doc["targets"] == api_doc["targets"]
