@@ -40,7 +40,9 @@ def yaml_docs(ir: DeploymentIR, docs: list[dict[str, Any]]) -> str:
     return header(ir) + "---\n".join(to_yaml(json.loads(json.dumps(d))) for d in docs)
 
 
-def meta(ir: DeploymentIR, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
+def meta(
+    ir: DeploymentIR, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     """``metadata`` of a namespaced object."""
     out: dict[str, Any] = {"name": name, "namespace": ir.namespace, "labels": labels}
     if annotations:

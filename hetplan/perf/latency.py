@@ -157,7 +157,8 @@ class InstanceModel:
         ctx = np.maximum(np.asarray(context_tokens, dtype=float), 1.0)
         block = self.settings.block_size_tokens
         blocks_per_seq = np.ceil(ctx / block)
-        return np.floor(self.kv_capacity_tokens / block / blocks_per_seq).astype(int)
+        out: np.ndarray = np.floor(self.kv_capacity_tokens / block / blocks_per_seq).astype(int)
+        return out
 
     # -- time -----------------------------------------------------------------------------------------
     def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
@@ -184,7 +185,8 @@ class InstanceModel:
         compute = flops / (self.tp * self.eff.prefill_mfu * self.peak_flops)
         memory = self.arch.weight_bytes / (self.tp * self.eff.decode_mbu * self.mem_bytes_per_s)
         tokens = b * s
-        return np.maximum(compute, memory) + self.allreduce_s(tokens) + self.pp_handoff_s(tokens) + self.overhead_s
+        out: np.ndarray = np.maximum(compute, memory) + self.allreduce_s(tokens) + self.pp_handoff_s(tokens)
+        return out + self.overhead_s
 
     def decode_step_latency_s(self, batch: ArrayLike, context_tokens: ArrayLike) -> np.ndarray:
         """Seconds for one decode iteration of ``batch`` sequences holding ``context_tokens`` tokens each."""
@@ -195,7 +197,8 @@ class InstanceModel:
         weights = self.arch.decode_weight_bytes(b)
         kv = b * c * self.arch.kv_bytes_per_token / self.arch.kv_shards(self.tp) * self.tp
         memory = (weights + kv) / (self.tp * self.eff.decode_mbu * self.mem_bytes_per_s)
-        return np.maximum(compute, memory) + self.allreduce_s(b) + self.pp_handoff_s(b) + self.overhead_s
+        out: np.ndarray = np.maximum(compute, memory) + self.allreduce_s(b) + self.pp_handoff_s(b)
+        return out + self.overhead_s
 
 
 def kv_transfer_s(

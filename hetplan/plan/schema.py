@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
 
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
-from hetplan.plan.types import DEFAULT_ENGINE
 
 SCHEMA_VERSION = 2
 FIX = "write one with 'hetplan plan ... --out plan.yaml'"
@@ -195,7 +194,7 @@ class PlanDoc(_Open):
     baselines: dict[str, SummaryDoc] = Field(default_factory=dict)
     analysis: AnalysisDoc | None = None
     warnings: list[str] = Field(default_factory=list)
-    engine: Literal["vllm"] = DEFAULT_ENGINE
+    engine: Literal["vllm"] = "vllm"  # DEFAULT_ENGINE
     resolved: ResolvedDoc | None = None
     provenance: ProvenanceDoc | None = None
 

@@ -62,6 +62,7 @@ def upgrade_v1(doc: dict[str, Any], where: str = "plan") -> dict[str, Any]:
 
     sc = dict(doc["scenario"])
     config = sc.get("model_config")
+    model: dict[str, Any]
     try:
         if config:
             model = {"source": "config.json", "path": str(config), "spec": find_model(str(config))}

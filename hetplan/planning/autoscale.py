@@ -38,7 +38,8 @@ def autoscale(
     """
     from hetplan.autoscale.curves import diurnal, load_curve
     from hetplan.autoscale.schedule import ScheduleSettings, build_schedule, rows, summary
-    from hetplan.planning.solve import Planner, combo_doc, resolved_doc, scenario_doc
+    from hetplan.planning.document import combo_doc, resolved_doc, scenario_doc
+    from hetplan.planning.solve import Planner
     from hetplan.scenario import AutoscaleSpec
 
     try:

@@ -149,7 +149,8 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
         )
     doc["warnings"] = warnings
     doc["settings"] = _settings_doc(settings)
-    return _finite(doc)
+    finite: dict[str, Any] = _finite(doc)
+    return finite
 
 
 def _finite(value: Any) -> Any:

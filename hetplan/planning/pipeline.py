@@ -14,8 +14,8 @@ from hetplan.catalog.loader import gpu_overlay
 from hetplan.catalog.profile import load_profiles, profile_notes
 from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
+from hetplan.planning.document import build_plan
 from hetplan.planning.request import build_request, profile_records, workload_sha256
-from hetplan.planning.solve import build_plan
 from hetplan.scenario import Scenario
 from hetplan.solvers.ce_fit import (
     DEFAULT_MIN_R2,

@@ -1,44 +1,33 @@
-"""Plan documents: solve a scenario with Cauchy, the best homogeneous fleet and Mélange, and write one document.
+"""Every strategy's solver behind one registry, and the what-if solves of a plan's analysis.
 
-The document is what ``hetplan plan --json`` prints and ``--out`` writes, and what reports, gates and emitters read;
-they never re-solve. Besides the chosen strategy's deployment it carries the other strategies as ``baselines``
-and an ``analysis`` block (price sensitivity: the plan's cost and the re-optimised cost when one GPU type's price
-moves ±20 %; cost versus goodput target for every strategy). All numbers are rounded to fixed significant digits
-so equal inputs give byte-identical documents.
+:class:`Planner` enumerates one request's candidates once and solves any strategy of :data:`SOLVERS` at other
+prices or demand (the analysis: price sensitivity, cost versus goodput target). The plan document is assembled
+in :mod:`hetplan.planning.document`.
 
 Source: hetplan's own reconstruction.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from hetplan import __version__
-from hetplan.catalog.loader import catalog_sha256
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.errors import InfeasibleError, InputError
-from hetplan.plan.doc import SCHEMA_VERSION
-from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH, STRATEGIES, bucket_label
-from hetplan.scenario import Scenario
+from hetplan.plan.types import STRATEGIES
 from hetplan.solvers.cauchy import (
     Allocation,
     CandidateSet,
     Combo,
     PlanRequest,
     enumerate_candidates,
-    predicted_latency,
     solve_allocation,
 )
 from hetplan.solvers.melange import Bucket, InstanceType, MelangePlan, instance_types, make_buckets, solve_melange
 from hetplan.units import rnd
-from hetplan.workload.readers import Workload
 
 PRICE_FACTORS = (0.8, 1.2)
 GOODPUT_FACTORS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
-TOKENS_BASIS = "input+output tokens per USD at the plan's goodput capacity (output_tokens_per_usd: output only)"
 
 
 @dataclass(frozen=True)
@@ -188,241 +177,9 @@ SOLVERS: dict[str, Solver] = {"cauchy": _solve_cauchy, "homogeneous": _solve_hom
 assert tuple(SOLVERS) == STRATEGIES, "hetplan.plan.types.STRATEGIES names the registered solvers"
 
 
-def build_plan(
-    req: PlanRequest,
-    scenario: Scenario,
-    workload: Workload,
-    warnings: list[str],
-    gpu_warnings: list[tuple[str, str]],
-    strategy: str = "cauchy",
-    analysis: bool = True,
-    progress: Callable[[str], None] | None = None,
-    profiled: Mapping[str, str] | None = None,
-    workload_sha256: str | None = None,
-) -> dict[str, Any]:
-    """Solve every strategy for ``req`` and return the plan document of ``strategy`` (version 2: the resolved
-    model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance; see
-    :mod:`hetplan.plan.doc`, whose :func:`~hetplan.plan.doc.from_doc` makes it a typed plan).
-
-    Raises:
-        InputError: unknown strategy. InfeasibleError: the chosen strategy has no feasible plan (its message
-        names the binding constraint); infeasible baselines are recorded, not raised.
-    """
-    if strategy not in STRATEGIES:
-        raise InputError(f"unknown strategy {strategy!r}", f"known: {', '.join(STRATEGIES)}", "pick one of them")
-    step = progress or (lambda _: None)
-    step("enumerating combos")
-    planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
-    step("solving Cauchy, homogeneous and Mélange plans")
-    solved = {name: planner.solve(name) for name in STRATEGIES}
-    _, by_gpu = planner._homogeneous(req)
-    chosen = solved[strategy]
-    if chosen.error is not None:
-        raise chosen.error
-    doc: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "plan",
-        "hetplan_version": __version__,
-        "strategy": strategy,
-        "engine": DEFAULT_ENGINE,
-        "scenario": scenario_doc(scenario, req, workload),
-    }
-    doc.update(solved_doc(planner, chosen))
-    doc["tokens_per_usd_basis"] = TOKENS_BASIS
-    doc["baselines"] = {name: summary_doc(planner, s) for name, s in solved.items() if name != strategy}
-    homo = solved["homogeneous"]
-    doc["homogeneous_baseline"] = (
-        {"status": "infeasible", "reason": homo.error.why or homo.error.what}
-        if homo.error is not None
-        else solved_doc(planner, homo)
-    )
-    doc["homogeneous_by_gpu"] = by_gpu
-    for name in ("homogeneous", "melange"):
-        other = solved[name]
-        gain = None if other.error is not None or name == strategy else 1.0 - chosen.cost / other.cost
-        doc[f"gain_over_{name}"] = None if gain is None else round(gain, 4) + 0.0
-    cands = planner.cands
-    doc["solver"] = {
-        "backend": "HiGHS via PuLP",
-        "status": chosen.allocation.status if chosen.allocation is not None else "optimal",
-        "mip_gap": rnd(chosen.allocation.mip_gap, 4) if chosen.allocation and chosen.allocation.mip_gap > 1e-9 else 0.0,
-        "instance_options": len(cands.options),
-        "combos_enumerated": cands.enumerated,
-        "combos_in_ilp": len(cands.combos),
-        "pruning": _pruning_text(req, cands),
-        "melange_buckets": len(planner.buckets),
-        "melange_slices_per_bucket": 4,
-    }
-    if analysis:
-        step("price sensitivity and cost versus goodput")
-        doc["analysis"] = {
-            "price_sensitivity": _price_sensitivity(planner, strategy, chosen),
-            "cost_vs_goodput": _cost_vs_goodput(planner),
-        }
-    used = set(doc["gpus_used"]) | set(doc["homogeneous_baseline"].get("gpus_used", {}))
-    doc["warnings"] = warnings + [text for name, text in gpu_warnings if name in used]
-    doc["resolved"] = resolved_doc(req, profiled or {})
-    doc["provenance"] = {
-        "hetplan_version": __version__,
-        "catalog_sha256": catalog_sha256(),
-        "workload_sha256": workload_sha256,
-    }
-    return doc
-
-
-def resolved_doc(req: PlanRequest, profiled: Mapping[str, str]) -> dict[str, Any]:
-    """The ``resolved`` block of a plan: the model architecture and every candidate GPU entry, with sources, so
-    later stages never look a name up in the catalog again."""
-    spec = req.arch.spec
-    local = bool(spec.source) and "://" not in spec.source  # read from a local config.json
-    model: dict[str, Any] = {"source": "config.json", "path": spec.source} if local else {"source": "catalog"}
-    model["spec"] = spec.model_dump(mode="json", exclude_none=True)
-    gpus = []
-    for g in req.gpus:
-        entry: dict[str, Any] = {"source": "profile", "path": profiled[g.name]} if g.name in profiled else {}
-        gpus.append((entry or {"source": "catalog"}) | {"spec": g.model_dump(mode="json", exclude_none=True)})
-    return {"model": model, "gpus": gpus}
-
-
-def _pruning_text(req: PlanRequest, cands: CandidateSet) -> str:
-    text = (
-        "exact (dominated combos removed)"
-        if cands.exact
-        else f"heuristic (over {req.max_ilp_combos} non-dominated combos; best tokens/USD kept)"
-    )
-    if req.keep_pairs is None:
-        return text
-    het = len(req.gpus) * (len(req.gpus) - 1)
-    kept = sum(1 for p, d in req.keep_pairs if p != d)
-    return f"A1/A2 fit kept {kept} of {het} heterogeneous GPU pairs and every homogeneous one (heuristic), then {text}"
-
-
-def _tokens(means: tuple[float, float], goodput: float, cost: float) -> tuple[float, float]:
-    if cost <= 0:
-        return 0.0, 0.0
-    both = 3600 * goodput * (means[0] + means[1]) / cost
-    return rnd(both), rnd(3600 * goodput * means[1] / cost)
-
-
-def summary_doc(planner: Planner, s: Solved) -> dict[str, Any]:
-    """Cost, capacity, tokens/USD and GPUs of one strategy's outcome (or why it is infeasible)."""
-    if s.error is not None:
-        return {"status": "infeasible", "reason": s.error.why or s.error.what}
-    both, out = _tokens(planner.token_means, s.goodput, s.cost)
-    doc: dict[str, Any] = {
-        "status": "optimal",
-        "total_usd_per_hour": rnd(s.cost),
-        "goodput_req_per_s": rnd(s.goodput),
-        "tokens_per_usd": both,
-        "output_tokens_per_usd": out,
-        "gpus_used": s.gpus_used(),
-    }
-    if s.gpu is not None:
-        doc["gpu"] = s.gpu
-    if s.melange is not None:
-        doc["lower_bound_usd_per_hour"] = rnd(s.melange.lower_bound_usd_per_hour)
-    return doc
-
-
-def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
-    """The full deployment part of a plan document for one strategy's outcome."""
-    req = planner.req
-    both, out = _tokens(planner.token_means, s.goodput, s.cost)
-    tokens_per_req = sum(planner.token_means)
-    doc: dict[str, Any] = {}
-    if s.gpu is not None:
-        doc["gpu"] = s.gpu
-    doc.update(
-        {
-            "status": "optimal" if s.melange is not None else s.allocation.status if s.allocation else "infeasible",
-            "total_usd_per_hour": rnd(s.cost),
-            "usd_per_month": rnd(s.cost * HOURS_PER_MONTH),
-            "usd_per_million_tokens": rnd(s.cost / (3600 * s.goodput * tokens_per_req) * 1e6) if s.goodput else None,
-            "goodput_req_per_s": rnd(s.goodput),
-            "tokens_per_usd": both,
-            "output_tokens_per_usd": out,
-            "gpus_used": s.gpus_used(),
-            "combos": [],
-            "instances": [],
-        }
-    )
-    if s.allocation is not None:
-        alloc = s.allocation
-        for combo, count in alloc.combos:
-            # goodput-weighted round robin: each copy carries the target times its share of the capacity
-            load = req.goodput_req_per_s * combo.goodput_req_per_s / alloc.goodput_req_per_s
-            doc["combos"].append(combo_doc(req, planner.cands, combo, count, load, sum(planner.token_means)))
-    if s.melange is not None:
-        doc["instances"] = _melange_instances(s.melange)
-        doc["lower_bound_usd_per_hour"] = rnd(s.melange.lower_bound_usd_per_hour)
-    return doc
-
-
-def combo_doc(
-    req: PlanRequest, cands: CandidateSet, combo: Combo, count: int, load: float, tokens: float
-) -> dict[str, Any]:
-    """One combo's part of a plan document; latencies predicted with one copy carrying ``load`` req/s and
-    tokens/USD from ``tokens`` (mean prompt + output tokens per request)."""
-    lat = predicted_latency(req, cands, combo, load)
-    return {
-        "prefill_gpu": combo.prefill_gpu,
-        "prefill_tp": combo.prefill_tp,
-        "n_prefill": combo.n_prefill,
-        "decode_gpu": combo.decode_gpu,
-        "decode_tp": combo.decode_tp,
-        "n_decode": combo.n_decode,
-        "count": count,
-        "usd_per_hour": rnd(combo.usd_per_hour),
-        "goodput_req_per_s": rnd(combo.goodput_req_per_s),
-        "tokens_per_usd": rnd(3600 * combo.goodput_req_per_s * tokens / combo.usd_per_hour),
-        "bound_by": combo.bound_by,
-        "prefill_capacity_req_per_s": rnd(combo.prefill_rate_per_instance),
-        "decode_capacity_req_per_s": rnd(combo.decode_rate_per_instance),
-        "kv_transfer_capacity_req_per_s": rnd(combo.kv_transfer_rate),
-        "decode_batch": combo.decode_batch,
-        "predicted_ttft_s": rnd(lat["ttft_s"], 4),
-        "predicted_tpot_s": rnd(lat["tpot_s"], 4),
-        "utilization": rnd(lat["utilization"], 4),
-    }
-
-
-def _melange_instances(plan: MelangePlan) -> list[dict[str, Any]]:
-    load = plan.type_load()
-    rows = []
-    for g, (t, n) in enumerate(zip(plan.types, plan.counts, strict=True)):
-        if not n:
-            continue
-        served: dict[str, tuple[Bucket, float]] = {}
-        for b, row in enumerate(plan.assignment):
-            if row[g]:
-                bucket = plan.buckets[b]
-                prev = served.get(bucket.label, (bucket, 0.0))[1]
-                served[bucket.label] = (bucket, prev + bucket.share * row[g] / plan.slices)
-        rows.append(
-            {
-                "role": "aggregated",
-                "gpu": t.gpu,
-                "tp": t.tp,
-                "count": n,
-                "usd_per_hour": rnd(t.usd_per_hour),
-                "utilization": rnd(load[g] / n, 4),
-                "traffic_share": rnd(sum(share for _, share in served.values()), 4),
-                # in label order (the order the simulator's router has always read them in)
-                "buckets": [
-                    {
-                        "prompt_tokens": [b.prompt_lo, None if math.isinf(b.prompt_hi) else b.prompt_hi],
-                        "output_tokens": [b.output_lo, None if math.isinf(b.output_hi) else b.output_hi],
-                        "share": rnd(share, 4),
-                        "label": bucket_label(b.prompt_lo, b.prompt_hi, b.output_lo, b.output_hi),
-                    }
-                    for _, (b, share) in sorted(served.items())
-                ],
-            }
-        )
-    return rows
-
-
-def _price_sensitivity(planner: Planner, strategy: str, chosen: Solved) -> list[dict[str, Any]]:
+def price_sensitivity(planner: Planner, strategy: str, chosen: Solved) -> list[dict[str, Any]]:
+    """Per GPU type and price factor (x0.8, x1.2): the plan's cost at the new price, the re-planned cost and the
+    best other strategy."""
     req = planner.req
     used = chosen.gpus_used()
     rows = []
@@ -450,7 +207,8 @@ def _price_sensitivity(planner: Planner, strategy: str, chosen: Solved) -> list[
     return rows
 
 
-def _cost_vs_goodput(planner: Planner) -> list[dict[str, Any]]:
+def cost_vs_goodput(planner: Planner) -> list[dict[str, Any]]:
+    """Every strategy's cost at each goodput factor of the target (None where infeasible)."""
     rows = []
     for factor in GOODPUT_FACTORS:
         row: dict[str, Any] = {"goodput_req_per_s": rnd(planner.req.goodput_req_per_s * factor)}
@@ -461,30 +219,14 @@ def _cost_vs_goodput(planner: Planner) -> list[dict[str, Any]]:
     return rows
 
 
-def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> dict[str, Any]:
-    """The scenario as resolved (model, dtypes, SLOs, workload summary, prices with sources, settings)."""
-    doc: dict[str, Any] = {
-        "name": scenario.name,
-        "model": req.arch.spec.name,
-        "weight_dtype": req.arch.weight_dtype,
-        "kv_dtype": req.arch.kv_dtype,
-        "goodput_target_req_per_s": rnd(req.goodput_req_per_s),
-        "headroom": req.headroom,
-        "demand_req_per_s": rnd(req.demand_req_per_s),
-        "slo": {"ttft_s": req.ttft_slo_s, "tpot_s": req.tpot_slo_s, "percentile": rnd(req.stats.quantile * 100)},
-        "workload": workload.summary(),
-        "gpus": [g.name for g in req.gpus],
-        "inventory": dict(sorted(req.inventory.items())),
-        "prices": {
-            name: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for name, p in sorted(req.prices.items())
-        },
-        "tp_options": list(req.tp_options),
-        "max_ratio": req.max_ratio,
-        "perf_settings": asdict(req.settings),
-    }
-    if req.arch.spec.source and "://" not in req.arch.spec.source:  # read from a local config.json: keep its path
-        doc["model_config"] = req.arch.spec.source
-    return doc
-
-
-__all__ = ["STRATEGIES", "Planner", "build_plan", "rnd", "scenario_doc", "solved_doc", "summary_doc"]
+__all__ = [
+    "GOODPUT_FACTORS",
+    "PRICE_FACTORS",
+    "SOLVERS",
+    "STRATEGIES",
+    "Planner",
+    "Solved",
+    "Solver",
+    "cost_vs_goodput",
+    "price_sensitivity",
+]

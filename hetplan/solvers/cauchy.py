@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -377,7 +378,9 @@ def _RATIO_INDEX(max_ratio: int) -> dict[tuple[int, int], int]:  # noqa: N802
     return {r: i for i, r in enumerate(ratios)}
 
 
-def _slo_infeasible(req: PlanRequest, options: list[InstanceOption], pcap) -> InfeasibleError:  # noqa: ANN001
+def _slo_infeasible(
+    req: PlanRequest, options: list[InstanceOption], pcap: Callable[[InstanceOption, float], PrefillCapacity]
+) -> InfeasibleError:
     q = round(req.stats.quantile * 100)
     best_tpot = min(options, key=lambda o: o.decode.min_tpot_s)
     if best_tpot.decode.min_tpot_s > req.tpot_slo_s:
