@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hetplan.errors import InputError
 
 if TYPE_CHECKING:
-    from hetplan.emit.ir import EmitSettings
+    from hetplan.emit.settings import EmitSettings
     from hetplan.emit.writer import EmitResult
     from hetplan.perf.estimate import Estimate
     from hetplan.perf.settings import PerfSettings

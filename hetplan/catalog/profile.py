@@ -232,7 +232,7 @@ def match_device(kind: str, name: str, gpu: str | None) -> tuple[GpuSpec | None,
         return find_gpu(gpu), f"--gpu {gpu}"
     if kind == "cpu":
         return None, "a CPU matches no catalog GPU (pass --gpu NAME to file its figures under one)"
-    from hetplan.emit.ir import DEFAULT_GPU_LABELS
+    from hetplan.emit.settings import DEFAULT_GPU_LABELS
 
     label = re.sub(r"\s+", "-", name.strip())
     for catalog_name, value in sorted(DEFAULT_GPU_LABELS.items()):

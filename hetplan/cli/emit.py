@@ -100,7 +100,7 @@ def emit(
 
     def run() -> "EmitResult":
         typed = api.as_plan(plan)
-        from hetplan.emit.ir import EmitSettings
+        from hetplan.emit.settings import EmitSettings
 
         settings = EmitSettings(
             image=image,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hetplan.errors import InputError
 
 if TYPE_CHECKING:
-    from hetplan.emit.ir import EmitSettings
+    from hetplan.emit.settings import EmitSettings
     from hetplan.scenario import Scenario
 
 #: The command-line flag of each scenario field, added to validation messages (``goodput_req_per_s (--goodput)``).
@@ -171,6 +171,6 @@ def check_emit_flags(emit_dir: Path | None, validate: bool, router_image: str | 
 
 def emit_settings(router_image: str | None) -> EmitSettings:
     """Emit settings for --emit: the defaults of ``hetplan emit``, with --router-image when given."""
-    from hetplan.emit.ir import EmitSettings
+    from hetplan.emit.settings import EmitSettings
 
     return EmitSettings() if router_image is None else EmitSettings(router_image=router_image)

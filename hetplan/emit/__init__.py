@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from hetplan.emit.dynamo import emit_dynamo
-from hetplan.emit.ir import DeploymentIR, EmitSettings, build_ir
+from hetplan.emit.ir import DeploymentIR, build_ir
 from hetplan.emit.kubernetes import emit_kubernetes
 from hetplan.emit.llmd import emit_llmd
 from hetplan.emit.rules import check_rules
+from hetplan.emit.settings import EmitSettings
 from hetplan.emit.vllm import emit_vllm
 from hetplan.errors import InputError
 

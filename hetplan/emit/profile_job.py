@@ -27,8 +27,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from hetplan.emit.ir import DEFAULT_GPU_LABELS, check_label_value
 from hetplan.emit.names import MAX_LABEL, dns_name, is_dns_label, is_dns_subdomain
+from hetplan.emit.settings import DEFAULT_GPU_LABELS, check_label_value
 from hetplan.emit.validate import check_kubernetes_version, validate_files
 from hetplan.errors import InputError
 from hetplan.io import to_yaml

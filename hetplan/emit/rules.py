@@ -27,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from hetplan.emit.ir import DEFAULT_GPU_LABELS, DeploymentIR, InstanceGroup, ServingUnit
+from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit
+from hetplan.emit.settings import DEFAULT_GPU_LABELS
 from hetplan.errors import EmitRuleError, InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel

@@ -18,7 +18,7 @@ from typing import Any
 
 from hetplan import __version__
 from hetplan.emit import build_ir, parse_targets, render
-from hetplan.emit.ir import EmitSettings
+from hetplan.emit.settings import EmitSettings
 from hetplan.emit.validate import ValidationReport, check_kubernetes_version, validate_files
 from hetplan.errors import EmitRuleError, InputError
 from hetplan.io import check_output, to_json, write_atomic

@@ -186,7 +186,7 @@ def test_catalog_gpus_loads_only_the_catalog():
 def test_emit_option_defaults_are_the_emit_settings_defaults():
     """cli/emit.py spells the defaults out (importing hetplan.emit at start-up would load numpy)."""
     from hetplan.cli import emit
-    from hetplan.emit.ir import EmitSettings
+    from hetplan.emit.settings import EmitSettings
 
     params = inspect.signature(emit.emit).parameters
     defaults = EmitSettings()

@@ -11,7 +11,8 @@ import yaml
 
 from hetplan import api
 from hetplan.emit import build_ir, render
-from hetplan.emit.ir import DeploymentIR, EmitSettings
+from hetplan.emit.ir import DeploymentIR
+from hetplan.emit.settings import EmitSettings
 from hetplan.plan.doc import from_doc
 from hetplan.scenario import load_scenario
 from tests.conftest import EXAMPLES

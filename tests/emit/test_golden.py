@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from hetplan import api
-from hetplan.emit.ir import EmitSettings
+from hetplan.emit.settings import EmitSettings
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "emit"
@@ -79,7 +79,7 @@ def test_output_is_byte_identical_across_runs_and_processes(emitted, tmp_path):
     # a fresh interpreter with another hash seed: no set or dict ordering leaks into the files
     other = tmp_path / "other"
     code = (
-        "from hetplan import api; from hetplan.emit.ir import EmitSettings; import sys; "
+        "from hetplan import api; from hetplan.emit.settings import EmitSettings; import sys; "
         "api.emit(sys.argv[1], sys.argv[2], ['all'], EmitSettings(gpus_per_node=4, "
         "dynamo_api_versions=('v1beta1', 'v1alpha1'), router_image='registry.example/vllm-router:0.1'))"
     )

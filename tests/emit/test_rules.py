@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from hetplan.emit import render
-from hetplan.emit.ir import EmitSettings
 from hetplan.emit.rules import check_rules, find_violations
+from hetplan.emit.settings import EmitSettings
 from hetplan.errors import EmitRuleError, InputError
 from tests.emit.helpers import combo, example_plan, files_of, ir_of, plan_doc
 

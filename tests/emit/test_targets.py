@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hetplan.emit.ir import DEFAULT_GPU_LABELS, EmitSettings
+from hetplan.emit.settings import DEFAULT_GPU_LABELS, EmitSettings
 from hetplan.emit.validate import validate_files
 from hetplan.emit.vllm import serve_argv
 from tests.emit.helpers import all_docs, combo, docs, example_plan, files_of, ir_of, plan_doc

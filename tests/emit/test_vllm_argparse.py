@@ -18,7 +18,8 @@ import pytest
 
 from hetplan.emit import check_rules
 from hetplan.emit.dynamo import worker_argv
-from hetplan.emit.ir import DeploymentIR, EmitSettings
+from hetplan.emit.ir import DeploymentIR
+from hetplan.emit.settings import EmitSettings
 from hetplan.emit.vllm import serve_argv
 from tests.emit.helpers import combo, example_plan, ir_of, plan_doc
 

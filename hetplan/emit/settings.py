@@ -1,0 +1,184 @@
+"""What a plan does not decide and ``hetplan emit`` takes as settings: images, model source, cluster conventions,
+connector and API versions (:class:`EmitSettings`), the GPU node-label table, and their checks.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hetplan.emit.names import is_dns_label, is_dns_subdomain, is_label_key, is_label_value
+from hetplan.errors import InputError
+
+Role = Literal["prefill", "decode", "aggregated"]
+ROLES: tuple[Role, ...] = ("prefill", "decode", "aggregated")
+KV_CONNECTORS = ("NixlConnector", "MooncakeConnector")
+DYNAMO_API_VERSIONS = ("v1beta1", "v1alpha1")
+AUTOSCALERS = ("keda", "hpa", "none")
+
+# Node label values of NVIDIA GPU feature discovery (``nvidia.com/gpu.product``) for catalog GPUs. Users override
+# or extend this with EmitSettings.gpu_labels (``--gpu-label GPU=VALUE``); a GPU without a value is refused.
+DEFAULT_GPU_LABELS: dict[str, str] = {
+    "H100-SXM": "NVIDIA-H100-80GB-HBM3",
+    "H100-PCIe": "NVIDIA-H100-PCIe",
+    "H100-NVL": "NVIDIA-H100-NVL",
+    "H200-SXM": "NVIDIA-H200",
+    "H200-NVL": "NVIDIA-H200-NVL",
+    "GH200": "NVIDIA-GH200-480GB",
+    "H800-SXM": "NVIDIA-H800",
+    "H20": "NVIDIA-H20",
+    "B200": "NVIDIA-B200",
+    "GB200": "NVIDIA-GB200",
+    "A100-80GB-SXM": "NVIDIA-A100-SXM4-80GB",
+    "A100-80GB-PCIe": "NVIDIA-A100-80GB-PCIe",
+    "A100-40GB-SXM": "NVIDIA-A100-SXM4-40GB",
+    "A100-40GB-PCIe": "NVIDIA-A100-PCIE-40GB",
+    "A800-80GB-SXM": "NVIDIA-A800-SXM4-80GB",
+    "L40S": "NVIDIA-L40S",
+    "L40": "NVIDIA-L40",
+    "L4": "NVIDIA-L4",
+    "A10": "NVIDIA-A10",
+    "A10G": "NVIDIA-A10G",
+    "T4": "Tesla-T4",
+    "RTX-4090": "NVIDIA-GeForce-RTX-4090",
+    "RTX-3090": "NVIDIA-GeForce-RTX-3090",
+}
+
+MAX_BASE_NAME = 24
+
+
+@dataclass(frozen=True)
+class EmitSettings:
+    """What the plan does not decide: images, model source, cluster conventions, connector and API versions.
+
+    Attributes:
+        image: vLLM OpenAI-server image for engines (``vllm/vllm-openai:v0.11.0`` is a default to override with the
+            tag you run; flags are emitted for that line of vLLM).
+        router_image: image holding the ``vllm-router`` binary (github.com/vllm-project/router). No official image
+            is published; the default is a placeholder name to replace with your build.
+        dynamo_image: NVIDIA Dynamo vLLM runtime image (a default to override).
+        routing_sidecar_image: llm-d routing sidecar placed on decode pods (a default to override).
+        model_source: what engines load: a Hugging Face repo or a path (default: the catalog's ``hf_repo``).
+        served_model_name: model name clients send (default: the model source).
+        name: base of object names (default: the plan's scenario name, made DNS-safe and cut to 24 characters).
+        namespace: Kubernetes namespace of every object.
+        gpu_label_key: node label that selects a GPU type.
+        gpu_labels: ``(catalog GPU name, label value)`` pairs overriding or extending ``DEFAULT_GPU_LABELS``.
+        gpus_per_node: GPUs one node offers; an instance needing more spans nodes (LeaderWorkerSet, Ray).
+        kv_connector: ``NixlConnector`` (default) or ``MooncakeConnector``.
+        dynamo_api_versions: DynamoGraphDeployment versions to emit: ``v1beta1`` (storage) and/or ``v1alpha1``.
+        max_model_len_tokens: ``--max-model-len`` (default: the model's ``max_position_embeddings``, vLLM's own
+            default); every instance's KV cache must hold one sequence this long.
+        autoscaler: ``keda`` (ScaledObject), ``hpa`` (autoscaling/v2) or ``none``.
+        prometheus_url: Prometheus that KEDA queries for vLLM metrics (a default to override).
+        max_replicas_factor: without an inventory for a GPU type, autoscaling max = ceil(planned x this).
+        router_pods: router pods shared out across routing units in proportion to their goodput (Kubernetes).
+        hf_token_secret: Secret (key ``HF_TOKEN``) mounted optionally into engine pods; ``None`` to leave it out.
+        kubernetes_version: Kubernetes version whose schemas ``--validate`` uses for core kinds.
+        engine_port / router_port: container ports of the engines and routers.
+    """
+
+    image: str = "vllm/vllm-openai:v0.11.0"
+    router_image: str = "vllm-router:latest"
+    dynamo_image: str = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1"
+    routing_sidecar_image: str = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0"
+    model_source: str | None = None
+    served_model_name: str | None = None
+    name: str | None = None
+    namespace: str = "default"
+    gpu_label_key: str = "nvidia.com/gpu.product"
+    gpu_labels: tuple[tuple[str, str], ...] = ()
+    gpus_per_node: int = 8
+    kv_connector: str = "NixlConnector"
+    dynamo_api_versions: tuple[str, ...] = ("v1beta1",)
+    max_model_len_tokens: int | None = None
+    autoscaler: str = "keda"
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    max_replicas_factor: float = 2.0
+    router_pods: int = 10
+    hf_token_secret: str | None = "hf-token-secret"
+    kubernetes_version: str = "1.33"
+    engine_port: int = 8000
+    router_port: int = 8080
+
+    def label_for(self, gpu: str) -> str | None:
+        """Node label value for catalog GPU ``gpu``: the user's override, else the default table, else None."""
+        for name, value in self.gpu_labels:
+            if name == gpu:
+                return value
+        return DEFAULT_GPU_LABELS.get(gpu)
+
+
+# -- settings checks ----------------------------------------------------------------------------------------------
+
+
+def check_label_value(value: str, field: str) -> None:
+    """Raise :class:`InputError` unless ``value`` is a valid Kubernetes label value (<= 63 characters)."""
+    if not is_label_value(value):
+        raise InputError(
+            f"{field} {value!r} is not a valid Kubernetes label value",
+            "label values are at most 63 characters of letters, digits, '-', '_' and '.', starting and ending "
+            "with a letter or digit",
+            f"pass a valid value for {field}",
+        )
+
+
+def check_settings(s: EmitSettings) -> None:
+    """Check settings a user can get wrong; every message names the setting and its fix.
+
+    Raises:
+        InputError: a bad namespace, label key or value, image, connector, API version, autoscaler or number.
+    """
+    if not is_dns_label(s.namespace):
+        raise InputError(
+            f"namespace {s.namespace!r} is not a DNS-1123 label",
+            "Kubernetes namespaces are at most 63 lower-case letters, digits and '-'",
+            "pass --namespace with a name like 'llm-serving'",
+        )
+    if not is_label_key(s.gpu_label_key):
+        raise InputError(
+            f"GPU label key {s.gpu_label_key!r} is not a valid Kubernetes label key",
+            "a label key is an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.'",
+            "pass --gpu-label-key like 'nvidia.com/gpu.product'",
+        )
+    for gpu, value in s.gpu_labels:
+        check_label_value(value, f"--gpu-label {gpu}")
+    for flag, image in (
+        ("--image", s.image),
+        ("--router-image", s.router_image),
+        ("--dynamo-image", s.dynamo_image),
+        ("routing_sidecar_image", s.routing_sidecar_image),
+    ):
+        if not image or any(ch.isspace() for ch in image):
+            raise InputError(f"{flag} {image!r} is not an image reference", fix=f"pass {flag} REPOSITORY:TAG")
+    if s.kv_connector not in KV_CONNECTORS:
+        raise InputError(
+            f"unknown KV connector {s.kv_connector!r}", f"known: {', '.join(KV_CONNECTORS)}", "pick one of them"
+        )
+    bad = [v for v in s.dynamo_api_versions if v not in DYNAMO_API_VERSIONS] or (not s.dynamo_api_versions and ["()"])
+    if bad:
+        raise InputError(
+            f"unknown Dynamo API version {bad[0]!r}",
+            f"known: {', '.join(DYNAMO_API_VERSIONS)}",
+            "pass --dynamo-api v1beta1, v1alpha1 or both",
+        )
+    if s.autoscaler not in AUTOSCALERS:
+        raise InputError(f"unknown autoscaler {s.autoscaler!r}", f"known: {', '.join(AUTOSCALERS)}", "pick one")
+    for field, number, low in (
+        ("--gpus-per-node", s.gpus_per_node, 1),
+        ("router_pods", s.router_pods, 1),
+        ("--max-model-len", s.max_model_len_tokens if s.max_model_len_tokens is not None else 1, 1),
+        ("engine_port", s.engine_port, 1),
+        ("router_port", s.router_port, 1),
+    ):
+        if isinstance(number, bool) or not isinstance(number, int) or number < low:
+            raise InputError(f"{field} must be an integer >= {low}, got {number!r}", fix=f"pass {field} {low} or more")
+    for field, port in (("engine_port", s.engine_port), ("router_port", s.router_port)):
+        if port > 65535:
+            raise InputError(f"{field} must be <= 65535, got {port}", fix="pick a port in 1..65535")
+    if not s.max_replicas_factor >= 1:
+        raise InputError(f"max_replicas_factor must be >= 1, got {s.max_replicas_factor}", fix="pass 1 or more")
+    if s.hf_token_secret is not None and not is_dns_subdomain(s.hf_token_secret):
+        raise InputError(f"hf_token_secret {s.hf_token_secret!r} is not a Secret name", fix="pass a DNS-1123 name")
