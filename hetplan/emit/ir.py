@@ -1,7 +1,8 @@
 """Deployment IR: the small, engine-neutral description of a plan that every emitter reads.
 
-A typed plan (:class:`hetplan.plan.types.Plan`, e.g. read from ``hetplan plan --out``) becomes a :class:`DeploymentIR`: one :class:`ServingUnit` per routing
-unit and, inside it, one :class:`InstanceGroup` per role. A routing unit is one combo of a Cauchy or homogeneous
+A typed plan (:class:`hetplan.plan.types.Plan`, e.g. read from ``hetplan plan --out``) becomes a
+:class:`DeploymentIR`: one :class:`ServingUnit` per routing unit and, inside it, one :class:`InstanceGroup` per
+role. A routing unit is one combo of a Cauchy or homogeneous
 plan (prefill + decode groups; all copies of the combo share one router, so a request is always prefilled and
 decoded inside one combo type, as the plan's capacity model assumes) or one aggregated instance type of a Mélange
 plan. Each emitter (``vllm``, ``kubernetes``, ``llmd``, ``dynamo``) is a pure function of the IR.
