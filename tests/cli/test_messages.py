@@ -1,4 +1,5 @@
-"""Regression tests for problems a new-user walk-through of the CLI found (wrong errors, missing warnings, wording)."""
+"""Error messages, warnings and wording across commands: dtype errors, config-path model names, counts and
+percentages, emit summaries, --router-image, KV dtypes."""
 
 import json
 

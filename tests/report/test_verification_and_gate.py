@@ -1,4 +1,4 @@
-"""Regression tests for user-found report/gate defects: the simulated check in reports, readable SLO changes, YAML
+"""Reports of verified plans (the simulated check in every format) and the gate's output: readable SLO changes, YAML
 gate baselines and a reader that closes the pipe early."""
 
 from __future__ import annotations
