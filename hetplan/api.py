@@ -81,11 +81,10 @@ def estimate(
     if ctx < 1:
         raise InputError(f"context_tokens must be >= 1, got {ctx}", fix="pass --context-tokens 1 or more")
     est = _estimate(inst, batch, prompt_tokens, ctx, output_tokens)
-    # -- measured figures: say what each profile did, as plan does --
+    # measured figures: say what each profile did, as plan does
     notes = profile_notes(loaded, [spec.name]) if loaded else []
     notes += measured_notes([spec], compute_dtype(arch.weight_dtype))
     return replace(est, warnings=notes, profiles=profile_records(loaded))
-    # -- end measured figures --
 
 
 def plan(

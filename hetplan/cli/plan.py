@@ -111,12 +111,11 @@ def plan(
     ] = None,
     validate: ValidateEmitFlag = False,
     router_image: RouterImageEmitOpt = None,
-    # --- Hetis (issue 7): --strategy hetis plans a fixed GPU pool; see hetplan/hetis_planning.py ---
+    # --strategy hetis plans a fixed GPU pool instead (hetplan/planning/hetis.py)
     pool: Annotated[
         Path | None, typer.Option("--pool", help="With --strategy hetis: the GPU pool file (POOL.yaml).")
     ] = None,
-    # --- end Hetis ---
-    # -- measured profiles and A1/A2 pruning (hetplan profile; docs/profile.md) --
+    # measured profiles and A1/A2 pruning (hetplan profile; docs/profile.md)
     profile_files: Annotated[
         list[Path] | None,
         profile_option("Profile file from 'hetplan profile' (repeat): measured figures replace datasheet."),
@@ -129,8 +128,7 @@ def plan(
         int | None,
         typer.Option("--prune-top-k", help="With --prune-with: heterogeneous GPU pairs kept (default 6)."),
     ] = None,
-    # -- end of profile options --
-    # -- simulator check of the chosen plan (hetplan.sim) -------------------------------------------------------
+    # simulator check of the chosen plan (hetplan.sim)
     verify: Annotated[
         bool,
         typer.Option(
@@ -152,7 +150,6 @@ def plan(
             "the SLOs, and keep the cheapest such plan.",
         ),
     ] = False,
-    # -- end of simulator check ---------------------------------------------------------------------------------
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
 
@@ -204,7 +201,6 @@ def plan(
             raise InputError("--verify-resize needs --verify", fix="add --verify, or drop --verify-resize")
         if verify_policy.lower().strip() != "fcfs" and not verify:
             raise InputError("--verify-policy needs --verify", fix="add --verify, or drop --verify-policy")
-        # --- Hetis (issue 7) ---
         if strategy.lower() == "hetis" or pool is not None:
             if profile_files or prune_with is not None:
                 raise InputError(
@@ -220,7 +216,6 @@ def plan(
                 )
 
             return _hetis_work(scenario, strategy, pool, out, force, emit_dir)
-        # --- end Hetis ---
         if emit_dir is not None and not force and (emit_dir / "manifest.json").exists():
             raise InputError(
                 f"--emit {emit_dir} already holds emitted files",
@@ -267,7 +262,7 @@ def plan(
     doc, elapsed = run_guarded(work)
     if json_out:
         typer.echo(to_json(doc), nl=False)
-    elif doc.get("kind") == "hetis-deployment":  # Hetis (issue 7)
+    elif doc.get("kind") == "hetis-deployment":  # a Hetis pool plan
         render_hetis(doc, Console())
     else:
         render_plan(doc, Console())

@@ -279,7 +279,6 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         scenario.max_ilp_combos,
     )
     check_request(req)
-    # -- measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks --
+    # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks
     warnings.extend(measured_notes(req.gpus, compute_dtype(arch.weight_dtype)))
-    # -- end measured figures --
     return req, workload, warnings, gpu_warnings
