@@ -35,7 +35,7 @@ from hetplan.planning import rnd
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import request_outcomes, summarize
-from hetplan.sim.policies import CascadeSettings, get_policy
+from hetplan.sim.policies import CascadeSettings, get_scheduler
 from hetplan.sim.trace import ClassSlo, RequestStream, make_stream, stream_from_workload
 from hetplan.workload.readers import Workload
 
@@ -131,7 +131,7 @@ def _run(
     req: SimRequest, dep: Deployment, stream: RequestStream, record: bool = False
 ) -> tuple[dict[str, Any], Simulator, SimResult]:
     cascade = req.cascade or plan_cascade(req.plan)
-    sim = Simulator(dep, stream, get_policy(req.policy, cascade), req.config, record_estimates=record)
+    sim = Simulator(dep, stream, get_scheduler(req.policy, cascade), req.config, record_estimates=record)
     res = sim.run()
     return summarize(stream, res, req.window_s), sim, res
 
@@ -157,8 +157,9 @@ def simulate(req: SimRequest) -> dict[str, Any]:
         "plan_goodput_req_per_s": req.plan.get("goodput_req_per_s"),
         "slo_percentile": req.plan["scenario"]["slo"]["percentile"],
     }
-    if sim.policy.cascade is not None:
-        head["cascade"] = {"kappa": sim.policy.cascade.kappa, "q2": sim.policy.cascade.q2}
+    settings = sim.scheduler.settings()
+    if settings:
+        head[sim.scheduler.name] = settings
     return head | doc
 
 
@@ -394,7 +395,7 @@ def verify_plan(plan: dict[str, Any], workload: Workload, policy: str = "fcfs") 
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
-    get_policy(policy)
+    get_scheduler(policy)
     target = float(plan["scenario"]["goodput_target_req_per_s"])
     # requests longer than the context window cannot be served by any deployment: the planner leaves them out of
     # its length distribution (and warns), so the check leaves them out too instead of counting them as misses
