@@ -28,7 +28,7 @@ from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.engine import Simulator
 from hetplan.sim.metrics import summarize
 from hetplan.sim.policies import get_scheduler
-from hetplan.sim.trace import read_stream
+from hetplan.workload.readers import read_stream
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

@@ -51,7 +51,9 @@ from hetplan.profiler.profile_file import LoadedProfiles, load_profiles, profile
 from hetplan.scenario import MAX_TP, Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
-from hetplan.workload.readers import Workload, load_workload, synthetic_workload
+from hetplan.workload.model import Workload
+from hetplan.workload.readers import load_workload
+from hetplan.workload.synthetic import synthetic_workload
 
 HOURS_PER_MONTH = 730.0
 MAX_SAMPLES = 4000

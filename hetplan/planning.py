@@ -31,7 +31,7 @@ from hetplan.solvers.cauchy import (
     solve_allocation,
 )
 from hetplan.solvers.melange import Bucket, InstanceType, MelangePlan, instance_types, make_buckets, solve_melange
-from hetplan.workload.readers import Workload
+from hetplan.workload.model import Workload
 
 HOURS_PER_MONTH = 730.0
 STRATEGIES = ("cauchy", "homogeneous", "melange")

@@ -21,8 +21,9 @@ from hetplan.sim.engine import SimConfig
 from hetplan.sim.metrics import GOODPUT_DEFINITION
 from hetplan.sim.policies import CascadeSettings
 from hetplan.sim.run import SimRequest, calibrate, find_capacity, plan_cascade, router_config, simulate
-from hetplan.sim.trace import ClassSlo, RequestStream, read_stream
 from hetplan.units import format_duration, parse_duration_s
+from hetplan.workload.model import ClassSlo, RequestStream
+from hetplan.workload.readers import read_stream
 
 
 def _slo_value(text: str, cls: str, which: str) -> float:

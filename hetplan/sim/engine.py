@@ -48,7 +48,7 @@ from hetplan.sim.instance import KV_DONE, STEP_END, Instance
 from hetplan.sim.result import SimResult
 from hetplan.sim.router import ROUTERS, Router, SimConfig
 from hetplan.sim.scheduler import Scheduler
-from hetplan.sim.trace import RequestStream
+from hetplan.workload.model import RequestStream
 
 _INF = float("inf")
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from hetplan.planning import rnd
 from hetplan.sim.result import SimResult
-from hetplan.sim.trace import RequestStream
+from hetplan.workload.model import RequestStream
 
 PERCENTILES = (50.0, 90.0, 99.0)
 MAX_WINDOWS = 10_000

@@ -36,8 +36,7 @@ from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import request_outcomes, summarize
 from hetplan.sim.policies import CascadeSettings, get_scheduler
-from hetplan.sim.trace import ClassSlo, RequestStream, make_stream, stream_from_workload
-from hetplan.workload.readers import Workload
+from hetplan.workload.model import ClassSlo, RequestStream, Workload, make_stream, stream_from_workload
 
 Q2_CANDIDATES = (0.0, 0.05, 0.1, 0.2, 0.3)
 MIN_CALIBRATION_REQUESTS = 50  # fewer first tokens than this: calibrate warns that κ rests on too few samples

@@ -17,7 +17,8 @@ from hetplan.sim.metrics import jain_index, weighted_percentile
 from hetplan.sim.policies import SCHEDULERS, CascadeSettings, get_scheduler
 from hetplan.sim.run import SimRequest, calibrate, find_capacity, router_config, simulate, verify
 from hetplan.sim.scheduler import FcfsScheduler, cascade_estimate_s
-from hetplan.sim.trace import ClassSlo, make_stream, read_stream
+from hetplan.workload.model import ClassSlo, make_stream
+from hetplan.workload.readers import read_stream
 from tests.conftest import FIXTURES
 
 
