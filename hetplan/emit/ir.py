@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.errors import InputError
+from hetplan.mathutil import apportion as apportion  # the emitters import it from here
 from hetplan.planfile import check_plan
 
 Role = Literal["prefill", "decode", "aggregated"]
@@ -551,28 +552,3 @@ def build_ir(plan: dict[str, Any], settings: EmitSettings | None = None) -> Depl
         notes=tuple(notes),
         from_schedule=any("min_count" in c for c in plan.get("combos") or []),
     )
-
-
-def apportion(shares: list[float], total: int) -> list[int]:
-    """Split ``total`` integer slots in proportion to ``shares`` (largest remainder, at least 1 each).
-
-    Source: Hamilton's largest-remainder method; the floor of one slot per unit is hetplan's choice.
-    """
-    n = len(shares)
-    if n == 0:
-        return []
-    total = max(total, n)
-    weight = sum(shares) or 1.0
-    exact = [total * x / weight for x in shares]
-    slots = [max(1, math.floor(e)) for e in exact]
-    order = sorted(range(n), key=lambda k: (-(exact[k] - math.floor(exact[k])), k))
-    k = 0
-    while sum(slots) < total:
-        slots[order[k % n]] += 1
-        k += 1
-    while sum(slots) > total:
-        big = max(range(n), key=lambda m: (slots[m] - exact[m], m))
-        if slots[big] <= 1:
-            break
-        slots[big] -= 1
-    return slots
