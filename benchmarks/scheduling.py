@@ -31,7 +31,8 @@ from pathlib import Path
 from hetplan.plan.doc import load_plan
 from hetplan.sim.policies import CascadeSettings
 from hetplan.sim.run import SimRequest, calibrate, simulate
-from hetplan.sim.trace import ClassSlo, read_stream
+from hetplan.workload.model import ClassSlo
+from hetplan.workload.readers import read_stream
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

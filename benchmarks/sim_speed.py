@@ -27,8 +27,8 @@ from hetplan.plan.doc import load_plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.engine import Simulator
 from hetplan.sim.metrics import summarize
-from hetplan.sim.policies import get_policy
-from hetplan.sim.trace import read_stream
+from hetplan.sim.policies import get_scheduler
+from hetplan.workload.readers import read_stream
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -60,7 +60,7 @@ def main() -> int:
         times, metrics_s = [], []
         for _ in range(args.repeats):
             start = time.perf_counter()
-            sim = Simulator(dep, stream, get_policy(name))
+            sim = Simulator(dep, stream, get_scheduler(name))
             res = sim.run()
             times.append(time.perf_counter() - start)
             start = time.perf_counter()
@@ -75,7 +75,7 @@ def main() -> int:
             f"goodput {m['goodput_req_per_s']:.3g} req/s"
         )
     tracemalloc.start()
-    Simulator(dep, stream, get_policy("cascade")).run()
+    Simulator(dep, stream, get_scheduler("cascade")).run()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from hetplan.report.gate import GateResult
     from hetplan.scenario import Scenario
     from hetplan.sim.run import SimRequest
-    from hetplan.workload.readers import Workload
+    from hetplan.workload.model import Workload
 
 #: Largest number of request lengths the capacity model samples from a workload.
 MAX_SAMPLES = 4000

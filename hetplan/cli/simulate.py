@@ -31,7 +31,7 @@ from hetplan.units import parse_duration_s
 if TYPE_CHECKING:
     from hetplan.plan.types import Plan
     from hetplan.sim.run import SimRequest
-    from hetplan.sim.trace import ClassSlo
+    from hetplan.workload.model import ClassSlo
 
 
 def _slo_value(text: str, cls: str, which: str) -> float:
@@ -46,7 +46,7 @@ def _slo_value(text: str, cls: str, which: str) -> float:
 
 
 def _class_slos(items: list[str] | None) -> dict[str, "ClassSlo"]:
-    from hetplan.sim.trace import ClassSlo
+    from hetplan.workload.model import ClassSlo
 
     slos: dict[str, ClassSlo] = {}
     for item in items or []:
@@ -144,7 +144,8 @@ def _request(
     from hetplan.sim.engine import SimConfig
     from hetplan.sim.policies import CascadeSettings
     from hetplan.sim.run import SimRequest, plan_cascade
-    from hetplan.sim.trace import RequestStream, read_stream
+    from hetplan.workload.model import RequestStream
+    from hetplan.workload.readers import read_stream
 
     plan = _check_plan_path(plan_file)
     if not trace:

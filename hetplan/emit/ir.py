@@ -23,6 +23,7 @@ from hetplan.catalog.schemas import GpuSpec, ModelSpec
 from hetplan.emit.names import dns_name
 from hetplan.emit.settings import MAX_BASE_NAME, EmitSettings, Role, check_settings
 from hetplan.errors import InputError
+from hetplan.mathutil import apportion as apportion  # the emitters import it from here
 from hetplan.perf.settings import PerfSettings
 from hetplan.plan.types import Plan
 
@@ -352,28 +353,3 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         from_schedule=any(c.min_count is not None for c in plan.combos),
         perf_settings=perf,
     )
-
-
-def apportion(shares: list[float], total: int) -> list[int]:
-    """Split ``total`` integer slots in proportion to ``shares`` (largest remainder, at least 1 each).
-
-    Source: Hamilton's largest-remainder method; the floor of one slot per unit is hetplan's choice.
-    """
-    n = len(shares)
-    if n == 0:
-        return []
-    total = max(total, n)
-    weight = sum(shares) or 1.0
-    exact = [total * x / weight for x in shares]
-    slots = [max(1, math.floor(e)) for e in exact]
-    order = sorted(range(n), key=lambda k: (-(exact[k] - math.floor(exact[k])), k))
-    k = 0
-    while sum(slots) < total:
-        slots[order[k % n]] += 1
-        k += 1
-    while sum(slots) > total:
-        big = max(range(n), key=lambda m: (slots[m] - exact[m], m))
-        if slots[big] <= 1:
-            break
-        slots[big] -= 1
-    return slots

@@ -31,7 +31,7 @@ from hetplan.solvers.cauchy import (
 )
 from hetplan.solvers.melange import Bucket, MelangePlan
 from hetplan.units import rnd
-from hetplan.workload.readers import Workload
+from hetplan.workload.model import Workload
 
 TOKENS_BASIS = "input+output tokens per USD at the plan's goodput capacity (output_tokens_per_usd: output only)"
 

@@ -32,7 +32,9 @@ from hetplan.perf.measured import measured_notes
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
-from hetplan.workload.readers import Workload, load_workload, synthetic_workload
+from hetplan.workload.model import Workload
+from hetplan.workload.readers import load_workload
+from hetplan.workload.synthetic import synthetic_workload
 
 MAX_SAMPLES = 4000
 

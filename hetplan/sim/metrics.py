@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from hetplan.sim.result import SimResult
-from hetplan.sim.trace import RequestStream
 from hetplan.units import rnd
+from hetplan.workload.model import RequestStream
 
 PERCENTILES = (50.0, 90.0, 99.0)
 MAX_WINDOWS = 10_000

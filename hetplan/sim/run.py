@@ -35,10 +35,9 @@ from hetplan.plan.types import Plan
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import request_outcomes, summarize
-from hetplan.sim.policies import CascadeSettings, get_policy
-from hetplan.sim.trace import ClassSlo, RequestStream, make_stream, stream_from_workload
+from hetplan.sim.policies import CascadeSettings, get_scheduler
 from hetplan.units import rnd
-from hetplan.workload.readers import Workload
+from hetplan.workload.model import ClassSlo, RequestStream, Workload, make_stream, stream_from_workload
 
 Q2_CANDIDATES = (0.0, 0.05, 0.1, 0.2, 0.3)
 MIN_CALIBRATION_REQUESTS = 50  # fewer first tokens than this: calibrate warns that κ rests on too few samples
@@ -132,7 +131,7 @@ def _run(
     req: SimRequest, dep: Deployment, stream: RequestStream, record: bool = False
 ) -> tuple[dict[str, Any], Simulator, SimResult]:
     cascade = req.cascade or plan_cascade(req.plan)
-    sim = Simulator(dep, stream, get_policy(req.policy, cascade), req.config, record_estimates=record)
+    sim = Simulator(dep, stream, get_scheduler(req.policy, cascade), req.config, record_estimates=record)
     res = sim.run()
     return summarize(stream, res, req.window_s), sim, res
 
@@ -158,8 +157,9 @@ def simulate(req: SimRequest) -> dict[str, Any]:
         "plan_goodput_req_per_s": req.plan.goodput_req_per_s,
         "slo_percentile": req.plan.slo.percentile,
     }
-    if sim.policy.cascade is not None:
-        head["cascade"] = {"kappa": sim.policy.cascade.kappa, "q2": sim.policy.cascade.q2}
+    settings = sim.scheduler.settings()
+    if settings:
+        head[sim.scheduler.name] = settings
     return head | doc
 
 
@@ -393,7 +393,7 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs") -> dict[st
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
-    get_policy(policy)
+    get_scheduler(policy)
     target = plan.goodput_target_req_per_s
     # requests longer than the context window cannot be served by any deployment: the planner leaves them out of
     # its length distribution (and warns), so the check leaves them out too instead of counting them as misses

@@ -36,6 +36,7 @@ import numpy as np
 
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InfeasibleError, InputError
+from hetplan.mathutil import apportion
 from hetplan.perf.arch import ModelArch
 from hetplan.pool import Device, Pool
 from hetplan.solvers import headsplit
@@ -44,7 +45,6 @@ from hetplan.solvers.hetis_model import (
     ACT_BYTES,
     HetisSettings,
     Workload,
-    apportion,
     dense_stage_s,
     device_speed,
     eight_bit_refusal,
@@ -246,7 +246,7 @@ def length_classes(work: Workload, edges: tuple[int, ...]) -> list[tuple[str, fl
 
 
 def _classes(batch: int, spec: list[tuple[str, float, float]]) -> list[LengthClass]:
-    counts = apportion(batch, [share for _, share, _ in spec])
+    counts = apportion([share for _, share, _ in spec], batch, at_least_one=False)
     return [LengthClass(name, ctx, n) for (name, _, ctx), n in zip(spec, counts, strict=True)]
 
 

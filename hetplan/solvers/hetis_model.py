@@ -226,16 +226,3 @@ def group_gpu(gpus: list[GpuSpec] | tuple[GpuSpec, ...]) -> GpuSpec:
 def group_label(gpus: list[GpuSpec] | tuple[GpuSpec, ...]) -> str:
     """A TP group's GPU types in words: ``A100-40GB-PCIe`` or ``A100-40GB-PCIe+RTX-3090`` when mixed."""
     return "+".join(sorted({g.name for g in gpus}))
-
-
-def apportion(total: int, shares: list[float]) -> list[int]:
-    """Split ``total`` into integers in proportion to ``shares`` (largest remainder, stable)."""
-    s = sum(shares)
-    if total <= 0 or s <= 0:
-        return [0] * len(shares)
-    raw = [total * x / s for x in shares]
-    out = [math.floor(r) for r in raw]
-    order = sorted(range(len(shares)), key=lambda i: (-(raw[i] - out[i]), i))
-    for i in range(total - sum(out)):
-        out[order[i]] += 1
-    return out

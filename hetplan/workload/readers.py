@@ -1,144 +1,43 @@
-"""Workload readers: Azure LLM inference traces, Mooncake JSONL, length-only CSVs and synthetic distributions.
+"""The trace reader, for the planner and the simulator: every trace format is parsed here, once per file.
 
-A :class:`Workload` is what the planner needs: the mean arrival rate (req/s) and samples of prompt and output
-lengths (tokens). Formats:
+Formats:
 
-- Azure CSV (``TIMESTAMP, ContextTokens, GeneratedTokens``; Patel et al., Splitwise, ISCA 2024, CC-BY-4.0).
-- Mooncake JSONL (``timestamp`` in ms, ``input_length``, ``output_length``; ``hash_ids`` ignored).
-- Length-only CSV (e.g. ShareGPT stats: ``num_prefill_tokens, num_decode_tokens``); the rate must be given.
-- Synthetic: lognormal lengths with a Poisson rate, including Cauchy's three request classes.
+- Azure CSV (``TIMESTAMP, ContextTokens, GeneratedTokens``; Patel et al., Splitwise, ISCA 2024, CC-BY-4.0);
+  date-time stamps, so traces keep their real offsets when mixed.
+- Mooncake JSONL (``timestamp`` in ms, ``input_length``, ``output_length``; ``hash_ids`` ignored); relative times.
+- Length-only CSV (e.g. ShareGPT stats: ``num_prefill_tokens, num_decode_tokens``); no times, the rate must be
+  given (the planner only; the simulator replays arrival times).
 
-Source: formats from the public traces; the synthetic class parameters are hetplan's own reconstruction (the
-Cauchy paper names the classes but does not publish their distributions).
+What each side gets:
+
+- the planner, :func:`load_workload`: a :class:`~hetplan.workload.model.Workload` (mean arrival rate and prompt
+  and output length samples; synthetic workloads are in :mod:`hetplan.workload.synthetic`);
+- the simulator, :func:`read_stream`: one or more traces mixed into one time-ordered
+  :class:`~hetplan.workload.model.RequestStream`, a request's class being its file's stem (e.g.
+  ``AzureLLMInferenceTrace_code``) or the value of a CSV column named by ``class_column``.
+
+Format detection (:func:`trace_format`) is by extension and header; the simulator also reads a file whose
+content starts with ``{`` as JSON lines and matches extensions in any case, the planner matches them as written.
+ServeGen per-window files are load curves, not request traces: :mod:`hetplan.autoscale.curves` reads them.
+
+Source: formats from the public traces; mixing traces into one stream is hetplan's own reconstruction (the mixed
+conversation + code stream follows CASCADE's evaluation set-up).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hetplan.errors import InputError
+from hetplan.workload.model import RequestStream, Workload, make_stream, make_workload
 
-# name -> (median prompt tokens, median output tokens); lognormal sigma 0.6 for both.
-SYNTHETIC_CLASSES: dict[str, tuple[float, float]] = {
-    "long-input-short-output": (4096.0, 64.0),
-    "balanced": (1024.0, 512.0),
-    "short-input-long-output": (256.0, 1024.0),
-}
-
-
-@dataclass(frozen=True, eq=False)
-class Workload:
-    """Arrival rate and length samples of a workload.
-
-    Attributes:
-        name: label for reports.
-        source: file path or generator description.
-        attribution: citation to keep with any shipped sample of a public trace ("" for synthetic).
-        arrival_rate_per_s: mean arrival rate (requests / duration), req/s; None for length-only data.
-        duration_s: span of the timestamps, seconds (None when unknown).
-        prompt_tokens: shape (n,), int, prompt length per request.
-        output_tokens: shape (n,), int >= 1, output length per request.
-        arrival_s: shape (n,), seconds since the first request, when the source has timestamps (else None).
-    """
-
-    name: str
-    source: str
-    attribution: str
-    arrival_rate_per_s: float | None
-    duration_s: float | None
-    prompt_tokens: np.ndarray = field(repr=False)
-    output_tokens: np.ndarray = field(repr=False)
-    arrival_s: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def n_requests(self) -> int:
-        """Number of requests in the workload."""
-        return int(self.prompt_tokens.shape[0])
-
-    def summary(self) -> dict[str, Any]:
-        """A JSON-friendly summary (rounded, deterministic)."""
-        p, o = self.prompt_tokens, self.output_tokens
-        return {
-            "name": self.name,
-            "source": self.source,
-            "attribution": self.attribution,
-            "requests": self.n_requests,
-            "duration_s": None if self.duration_s is None else round(self.duration_s, 3),
-            "arrival_rate_per_s": None if self.arrival_rate_per_s is None else round(self.arrival_rate_per_s, 4),
-            "prompt_tokens_mean": round(float(p.mean()), 2),
-            "prompt_tokens_p50": round(float(np.percentile(p, 50)), 2),
-            "prompt_tokens_p90": round(float(np.percentile(p, 90)), 2),
-            "output_tokens_mean": round(float(o.mean()), 2),
-            "output_tokens_p50": round(float(np.percentile(o, 50)), 2),
-            "output_tokens_p90": round(float(np.percentile(o, 90)), 2),
-        }
-
-    def sample(self, max_requests: int) -> tuple[np.ndarray, np.ndarray]:
-        """Deterministic subsample (every k-th request after sorting by index) of at most ``max_requests``."""
-        n = self.n_requests
-        if n <= max_requests:
-            return self.prompt_tokens, self.output_tokens
-        idx = np.linspace(0, n - 1, max_requests).round().astype(int)
-        return self.prompt_tokens[idx], self.output_tokens[idx]
-
-
-MAX_TOKENS = 10_000_000
-MAX_SYNTHETIC_REQUESTS = 1_000_000
-
-
-def _tokens(values: Any, column: str, source: str, minimum: int) -> np.ndarray:
-    """Validate a column of token counts: numeric, finite, integral, within [minimum, MAX_TOKENS].
-
-    Raises:
-        InputError: naming the first bad row (1-based data row) and column.
-    """
-    series = pd.Series(values)
-    if series.map(lambda v: isinstance(v, bool)).any():
-        series = series.map(lambda v: float("nan") if isinstance(v, bool) else v)
-    numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(numbers) | (numbers != np.round(numbers)) | (numbers < minimum) | (numbers > MAX_TOKENS)
-    if bad.any():
-        row = int(np.nonzero(bad)[0][0])
-        raise InputError(
-            f"workload {source}: {column} in row {row + 1} is {values[row]!r}",
-            f"{int(bad.sum())} row(s) have {column} that is not a whole number in [{minimum}, {MAX_TOKENS:,}]",
-            "clean the trace: token counts are whole numbers, prompts have at least 1 token",
-        )
-    return numbers.astype(np.int64)
-
-
-def _finish(
-    name: str,
-    source: str,
-    attribution: str,
-    times_s: np.ndarray | None,
-    prompt: Any,
-    output: Any,
-    rate_per_s: float | None,
-    prompt_column: str = "prompt tokens",
-    output_column: str = "output tokens",
-) -> Workload:
-    if len(prompt) == 0:
-        raise InputError(f"workload {source} has no requests", fix="pass a trace with at least one row")
-    prompt_tokens = _tokens(np.asarray(prompt, dtype=object), prompt_column, source, 1)
-    output_tokens = np.maximum(_tokens(np.asarray(output, dtype=object), output_column, source, 0), 1)
-    duration = None
-    if times_s is not None and times_s.size > 1:
-        if not np.all(np.isfinite(times_s)):
-            raise InputError(f"workload {source}: some timestamps are not finite numbers", fix="fix the timestamps")
-        duration = float(times_s.max() - times_s.min())
-        if rate_per_s is None and duration > 0:
-            rate_per_s = (times_s.size - 1) / duration
-    arrival = None if times_s is None else np.asarray(times_s, dtype=float) - float(np.min(times_s))
-    return Workload(name, source, attribution, rate_per_s, duration, prompt_tokens, output_tokens, arrival)
+AZURE_ATTRIBUTION = "Azure LLM inference trace 2023 (Patel et al., Splitwise, ISCA 2024), CC-BY-4.0"
+MOONCAKE_ATTRIBUTION = "Mooncake trace (kvcache-ai/Mooncake, FAST'25), Apache-2.0"
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -148,10 +47,6 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise InputError(
             f"cannot read workload {path}", str(exc).splitlines()[0], "check the path and format"
         ) from None
-
-
-AZURE_ATTRIBUTION = "Azure LLM inference trace 2023 (Patel et al., Splitwise, ISCA 2024), CC-BY-4.0"
-MOONCAKE_ATTRIBUTION = "Mooncake trace (kvcache-ai/Mooncake, FAST'25), Apache-2.0"
 
 
 def read_azure_csv(path: Path, rate_per_s: float | None = None, display: str | None = None) -> Workload:
@@ -181,17 +76,18 @@ def read_azure_csv(path: Path, rate_per_s: float | None = None, display: str | N
             f"{int(times.isna().sum())} row(s) affected",
             "timestamps look like '2023-11-16 18:15:46.68'",
         )
-    seconds = (times - times.min()).dt.total_seconds().to_numpy()
-    return _finish(
+    start = times.min()
+    return make_workload(
         path.stem,
         display or str(path),
         AZURE_ATTRIBUTION,
-        seconds,
+        (times - start).dt.total_seconds().to_numpy(),
         df["ContextTokens"].to_numpy(),
         df["GeneratedTokens"].to_numpy(),
         rate_per_s,
         "ContextTokens",
         "GeneratedTokens",
+        float(start.value) / 1e9,
     )
 
 
@@ -217,7 +113,7 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: st
         raise InputError(f"cannot read workload {path}", str(exc), "check the path") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"workload {path} is not UTF-8 text", str(exc), "pass a JSONL text file") from None
-    return _finish(
+    return make_workload(
         path.stem,
         display or str(path),
         MOONCAKE_ATTRIBUTION,
@@ -240,17 +136,10 @@ def read_length_csv(path: Path, rate_per_s: float | None = None, display: str | 
         ("input_length", "output_length"),
     ):
         if pcol in df.columns and ocol in df.columns:
-            return _finish(
-                path.stem,
-                display or str(path),
-                "",
-                None,
-                df[pcol].to_numpy(),
-                df[ocol].to_numpy(),
-                rate_per_s,
-                pcol,
-                ocol,
-            )
+            return make_workload(
+                path.stem, display or str(path), "", None, df[pcol].to_numpy(), df[ocol].to_numpy(), rate_per_s,
+                pcol, ocol,
+            )  # fmt: skip
     raise InputError(
         f"{path}: no prompt/output length columns",
         f"columns are {list(df.columns)[:6]}",
@@ -258,53 +147,27 @@ def read_length_csv(path: Path, rate_per_s: float | None = None, display: str | 
     )
 
 
-def synthetic_workload(
-    kind: str = "balanced",
-    rate_per_s: float = 1.0,
-    requests: int = 2000,
-    seed: int = 0,
-    prompt_tokens_median: float | None = None,
-    output_tokens_median: float | None = None,
-    sigma: float = 0.6,
-) -> Workload:
-    """Lognormal prompt/output lengths and Poisson arrivals at ``rate_per_s``.
+_READERS = {"azure": read_azure_csv, "mooncake": read_mooncake_jsonl, "lengths": read_length_csv}
 
-    ``kind`` is one of :data:`SYNTHETIC_CLASSES` (or ``custom`` with both medians given).
 
-    Raises:
-        InputError: unknown kind, or non-positive parameters.
-    """
-    if kind in SYNTHETIC_CLASSES:
-        p_med, o_med = SYNTHETIC_CLASSES[kind]
-    elif kind == "custom":
-        p_med, o_med = 0.0, 0.0
-    else:
-        raise InputError(
-            f"unknown synthetic workload class {kind!r}",
-            f"known: {', '.join(SYNTHETIC_CLASSES)}, custom",
-            "pick one of the known classes",
-        )
-    p_med = prompt_tokens_median or p_med
-    o_med = output_tokens_median or o_med
-    if not (0 < p_med <= MAX_TOKENS and 0 < o_med <= MAX_TOKENS and 0 < rate_per_s < math.inf):
-        raise InputError(
-            "synthetic workload needs finite positive medians and rate",
-            f"got prompt {p_med}, output {o_med}, rate {rate_per_s} req/s",
-            "set prompt_tokens_median, output_tokens_median and rate_per_s > 0",
-        )
-    if not (0 < requests <= MAX_SYNTHETIC_REQUESTS and 0 < sigma <= 3 and seed >= 0):
-        raise InputError(
-            "synthetic workload: requests, sigma or seed out of range",
-            f"requests {requests} (1..{MAX_SYNTHETIC_REQUESTS:,}), sigma {sigma} (0..3], seed {seed} (>= 0)",
-            "use values in those ranges",
-        )
-    rng = np.random.default_rng(seed)
-    prompt = np.clip(np.round(rng.lognormal(np.log(p_med), sigma, requests)), 1, MAX_TOKENS).astype(np.int64)
-    output = np.clip(np.round(rng.lognormal(np.log(o_med), sigma, requests)), 1, MAX_TOKENS).astype(np.int64)
-    times = np.cumsum(rng.exponential(1.0 / rate_per_s, requests))
-    source = f"synthetic {kind} (median prompt {p_med:g}, output {o_med:g}, sigma {sigma}, seed {seed})"
-    wl = _finish(kind, source, "", times, prompt, output, None)
-    return Workload(wl.name, wl.source, "", rate_per_s, wl.duration_s, wl.prompt_tokens, wl.output_tokens, wl.arrival_s)
+def _first_char(path: Path) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.strip():
+                return line.strip()[0]
+    return ""
+
+
+def trace_format(path: Path, sniff: bool = False) -> str:
+    """``mooncake`` for JSON lines (a ``.jsonl``/``.ndjson`` file), ``azure`` for a CSV whose header names
+    ``ContextTokens``, else ``lengths``. ``sniff`` (the simulator's rule): extensions in any case, and a file
+    whose content starts with ``{`` is JSON lines too."""
+    suffix = path.suffix.lower() if sniff else path.suffix
+    if suffix in (".jsonl", ".ndjson") or (sniff and _first_char(path) == "{"):
+        return "mooncake"
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        header = fh.readline()
+    return "azure" if "ContextTokens" in header else "lengths"
 
 
 def load_workload(
@@ -321,15 +184,125 @@ def load_workload(
     if not path.is_file():
         raise InputError(f"workload file {path} does not exist", fix="check the --workload path")
     if fmt == "auto":
-        if path.suffix in (".jsonl", ".ndjson"):
-            fmt = "mooncake"
-        else:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                header = fh.readline()
-            fmt = "azure" if "ContextTokens" in header else "lengths"
-    readers = {"azure": read_azure_csv, "mooncake": read_mooncake_jsonl, "lengths": read_length_csv}
-    if fmt not in readers:
+        fmt = trace_format(path)
+    if fmt not in _READERS:
         raise InputError(
-            f"unknown workload format {fmt!r}", f"known: {', '.join(readers)}, synthetic", "set format to one of them"
+            f"unknown workload format {fmt!r}", f"known: {', '.join(_READERS)}, synthetic", "set format to one of them"
         )
-    return readers[fmt](path, rate_per_s, display)
+    return _READERS[fmt](path, rate_per_s, display)
+
+
+def _class_labels(path: Path, class_column: str, n: int) -> np.ndarray:
+    """The ``class_column`` values of a CSV trace, as text (read on their own: every value a string, blanks
+    kept, so that e.g. ``007`` stays a class name rather than the number 7)."""
+    try:
+        raw = pd.read_csv(path, usecols=[class_column], dtype=str, keep_default_na=False)[class_column]
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise InputError(
+            f"trace {path} has no column {class_column!r}",
+            str(exc).splitlines()[0],
+            "name an existing column with --class-column",
+        ) from None
+    col: np.ndarray = raw.str.strip().to_numpy(dtype=str)
+    empty = np.nonzero(col == "")[0]
+    if empty.size:
+        raise InputError(
+            f"trace {path}: --class-column {class_column!r} is empty in data row {int(empty[0]) + 1}",
+            f"{empty.size} row(s) have no class",
+            f"fill in {class_column!r} for every row, or drop --class-column",
+        )
+    if col.size != n:
+        raise InputError(f"trace {path}: {class_column!r} has {col.size} values for {n} requests", fix="fix the CSV")
+    return col
+
+
+def read_stream(
+    paths: list[str | Path], class_column: str | None = None, ttft_slo_s: float = 2.0, tpot_slo_s: float = 0.1
+) -> RequestStream:
+    """Read one or more traces and mix them into one stream by arrival time.
+
+    Clocks: when every file is an Azure CSV (absolute date-time TIMESTAMPs), the files keep their real offsets
+    (the stream starts at the earliest first arrival of all files); otherwise (a Mooncake trace holds relative
+    milliseconds) each file's first arrival is at 0. The class is the file stem, or the ``class_column`` value
+    (CSV only). The merged order does not depend on the order of ``paths``: requests are sorted by arrival time,
+    then class name, then position in their file. A ``.json`` file holding JSON lines is read as Mooncake.
+
+    Raises:
+        InputError: a file is missing, a folder, malformed or passed twice; two files share a stem (without
+            ``class_column``); a file has no timestamps; ``class_column`` is missing, empty in a row, or given
+            for a JSON lines trace.
+    """
+    if not paths:
+        raise InputError("no trace given", fix="pass --trace FILE")
+    arrivals, prompts, outputs, labels, starts, formats = [], [], [], [], [], []
+    seen: dict[Path, str] = {}
+    stems: dict[str, str] = {}
+    for path in map(Path, paths):  # checks that need no parsing come first
+        if path.is_dir():
+            raise InputError(f"trace {path} is a directory, not a file", fix="pass the trace file itself to --trace")
+        if not path.is_file():
+            raise InputError(f"trace file {path} does not exist", fix="check the --trace path")
+        if class_column and trace_format(path, sniff=True) == "mooncake":
+            raise InputError(
+                f"--class-column is for CSV traces; {path} holds JSON lines",
+                "classes of a JSON lines trace are its file stem",
+                "drop --class-column, or convert the trace to CSV",
+            )
+    for path in map(Path, paths):
+        real = path.resolve()
+        if real in seen:
+            raise InputError(f"trace {path} is given twice", fix="pass each --trace file once")
+        seen[real] = str(path)
+        if class_column is None and path.stem in stems:
+            raise InputError(
+                f"traces {stems[path.stem]} and {path} have the same name {path.stem!r}",
+                "a request's class is its file's stem, so both files would merge into one class",
+                "rename one of the files, or name each request's class with --class-column",
+            )
+        stems[path.stem] = str(path)
+        fmt = trace_format(path, sniff=True)
+        wl = load_workload(path, fmt)
+        if wl.arrival_s is None:
+            raise InputError(
+                f"trace {path} has no timestamps",
+                "the simulator replays arrival times",
+                "pass an Azure CSV or a Mooncake JSONL",
+            )
+        if fmt == "azure" and path.suffix.lower() == ".json":
+            fmt = "auto"  # kept from the simulator's old reader: an Azure CSV named *.json is not an absolute clock
+        formats.append(fmt)
+        starts.append(wl.clock_start_s if fmt == "azure" and wl.clock_start_s is not None else 0.0)
+        arrivals.append(wl.arrival_s)
+        prompts.append(wl.prompt_tokens)
+        outputs.append(wl.output_tokens)
+        labels.append(_class_labels(path, class_column, wl.n_requests) if class_column else
+                      np.full(wl.n_requests, path.stem))  # fmt: skip
+    if all(f == "azure" for f in formats):  # absolute clocks: keep the real offsets between files
+        t0 = min(starts)
+        arrivals = [a + (st - t0) for a, st in zip(arrivals, starts, strict=True)]
+    a = np.concatenate(arrivals)
+    lab = np.concatenate(labels).astype(str)
+    pos = np.concatenate([np.arange(x.size) for x in arrivals])
+    order = np.lexsort((pos, lab, a))  # arrival, then class name, then position in its file
+    return make_stream(
+        a[order],
+        np.concatenate(prompts)[order],
+        np.concatenate(outputs)[order],
+        lab[order],
+        ttft_slo_s,
+        tpot_slo_s,
+        " + ".join(sorted(str(Path(p).name) for p in paths)),
+    )
+
+
+__all__ = [
+    "AZURE_ATTRIBUTION",
+    "MOONCAKE_ATTRIBUTION",
+    "Workload",
+    "load_workload",
+    "read_azure_csv",
+    "read_length_csv",
+    "read_mooncake_jsonl",
+    "read_stream",
+    "trace_format",
+]

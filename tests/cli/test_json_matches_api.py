@@ -51,7 +51,7 @@ def test_estimate_json_is_the_api_estimate():
 @pytest.mark.parametrize("policy", ["fcfs", "cascade"])
 def test_simulate_json_is_the_api_simulation(policy):
     from hetplan.sim.run import SimRequest
-    from hetplan.sim.trace import read_stream
+    from hetplan.workload.readers import read_stream
 
     plan_file = FIXTURES / "plan_example_a.json"
     printed = cli_json("simulate", plan_file, "--trace", TRACE, "--policy", policy, "--json")

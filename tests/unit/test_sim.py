@@ -16,14 +16,16 @@ from hetplan.plan.doc import parse_bucket_label as parse_bucket
 from hetplan.sim.deployment import StepCost, deployment_from_plan, simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.metrics import jain_index, weighted_percentile
-from hetplan.sim.policies import CascadeSettings, cascade_estimate_s, get_policy
+from hetplan.sim.policies import SCHEDULERS, CascadeSettings, get_scheduler
 from hetplan.sim.run import SimRequest, calibrate, find_capacity, router_config, simulate, verify
-from hetplan.sim.trace import ClassSlo, make_stream, read_stream
+from hetplan.sim.scheduler import FcfsScheduler, cascade_estimate_s
+from hetplan.workload.model import ClassSlo, make_stream
+from hetplan.workload.readers import read_stream
 from tests.conftest import FIXTURES
 
 
 def _run(dep, stream, policy, chunked=True, **cascade):
-    pol = get_policy(policy, CascadeSettings(**cascade) if cascade else None)
+    pol = get_scheduler(policy, CascadeSettings(**cascade) if cascade else None)
     return Simulator(dep, stream, pol, SimConfig(chunked_prefill=chunked)).run()
 
 
@@ -53,6 +55,29 @@ def test_policy_order_on_a_hand_made_trace(one_at_a_time, policy, expected):
     res = _run(dep, stream, policy, chunked=False)
     assert np.isfinite(res.done_s).all()
     assert _order(res, [1, 2, 3]) == expected
+
+
+def test_policies_resolve_through_the_scheduler_registry():
+    assert list(SCHEDULERS) == ["fcfs", "sjf", "edf", "cascade"]
+    for name, cls in SCHEDULERS.items():
+        sched = get_scheduler(f" {name.upper()} ")
+        assert type(sched) is cls and sched.name == name
+    assert get_scheduler("cascade", CascadeSettings(kappa=2.0, q2=0.3)).settings() == {"kappa": 2.0, "q2": 0.3}
+    assert get_scheduler("fcfs", CascadeSettings(kappa=2.0)).settings() == {}
+
+
+def test_a_new_policy_plugs_in_without_touching_the_engine(one_at_a_time):
+    class Lifo(FcfsScheduler):
+        name = "lifo"
+
+        def key(self, sim, inst, rid):
+            return -sim.arr[rid]
+
+    dep, arrival, prompt = one_at_a_time
+    stream = make_stream(arrival, prompt, [1] * 4)
+    res = Simulator(dep, stream, Lifo(), SimConfig(chunked_prefill=False)).run()
+    assert np.isfinite(res.done_s).all()
+    assert _order(res, [1, 2, 3]) == [3, 2, 1]
 
 
 def test_cascade_demotes_a_hopeless_request_that_edf_serves_first(one_at_a_time):
@@ -132,11 +157,11 @@ def test_jain_index_bounds():
 def test_kappa_one_with_equal_loads_gives_the_model_latency():
     dep = simple_deployment()
     stream = make_stream([0.0], [10], [1])
-    sim = Simulator(dep, stream, get_policy("cascade", CascadeSettings(kappa=1.0)))
+    sim = Simulator(dep, stream, get_scheduler("cascade", CascadeSettings(kappa=1.0)))
     inst = sim.insts[0]
     inst.qtok, inst.qn = 8192.0, 8  # current load = one full batch of eight 1024-token prompts = max load
     model = dep.model("H100-SXM", 1)
-    assert sim._t_hat_s(inst) == pytest.approx(float(model.prefill_latency_s(1024, 8)), rel=1e-12)
+    assert sim.scheduler.t_hat_s(inst) == pytest.approx(float(model.prefill_latency_s(1024, 8)), rel=1e-12)
     assert cascade_estimate_s(0.3, 0.3, 1.0) == 0.3
     assert cascade_estimate_s(0.2, 0.4, 2.0) == pytest.approx(0.6)
 
@@ -254,7 +279,7 @@ def test_verify_flags_misses_under_overload(plan_a, conv):
 
 def test_bad_inputs_raise_input_errors(plan_a, conv):
     with pytest.raises(InputError, match="unknown policy"):
-        get_policy("lifo")
+        get_scheduler("lifo")
     with pytest.raises(InputError, match="rate-scale"):
         conv.scaled(0.0)
     with pytest.raises(InputError, match="q2"):

@@ -1,0 +1,185 @@
+"""One engine iteration of an instance: batch formation, admission and preemption.
+
+:func:`start_iteration` builds the next iteration of an instance (vLLM-like continuous batching): the running
+decode sequences (one token each), then chunks of prompts already being prefilled, then waiting requests in the
+scheduler's order (:meth:`~hetplan.sim.scheduler.Scheduler.admit`), within ``max_num_batched_tokens`` (minus the
+decode tokens when chunked prefill is on), ``max_num_seqs`` and the KV cache. When the running sequences would
+outgrow the KV cache, the scheduler's victim is preempted first (:func:`preempt`). A waiting request whose KV is
+present (transferred, restored) joins decoding; one whose KV the scheduler kept on a host tier is restored when
+the restore fits its budget (key minus now), else recomputed; a prompt longer than the token cap runs alone
+without chunked prefill. The engine (:mod:`hetplan.sim.engine`) calls these on arrivals and iteration ends.
+
+Source: engine behaviour after vLLM's scheduler; the details are hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hetplan.sim.instance import RESTORED, STEP_END, Instance
+from hetplan.units import GIB
+
+if TYPE_CHECKING:
+    from hetplan.sim.engine import Simulator
+
+_INF = float("inf")
+
+
+def preempt(sim: Simulator, inst: Instance, now: float) -> None:
+    """Preempt the scheduler's victim among ``inst``'s running sequences; it re-enters the waiting queue."""
+    run = inst.running
+    victim = sim.scheduler.victim(sim, inst)
+    del run[victim]
+    g = sim.gen[victim] + (inst.step_idx - sim.join[victim])
+    ctx = sim.prompt[victim] + g
+    inst.ctx_sum -= ctx
+    inst.kv_used -= ctx
+    inst.outstanding -= 1
+    sim.gen[victim] = g
+    if inst.step_idx > sim.join[victim]:  # it produced a token here: the last one ended the last iteration
+        sim.last[victim] = inst.last_end
+    sim.counters["preemptions"] += 1
+    sim.preempted.append(victim)
+    sim.scheduler.on_preempt(sim, inst, victim, ctx)
+    sim.need[victim] = ctx
+    sim.done_pref[victim] = 0
+    sim.enqueue(inst, victim, now)
+
+
+def start_iteration(sim: Simulator, inst: Instance, now: float) -> None:
+    """Build ``inst``'s next iteration and schedule its end; an instance with nothing to run goes idle."""
+    run = inst.running
+    if inst.role != "prefill":
+        while run and inst.kv_used + len(run) > inst.cap:
+            preempt(sim, inst, now)
+    n_dec = len(run)
+    chunked = sim.cfg.chunked_prefill
+    budget = inst.tok_cap - (n_dec if chunked else 0)
+    slots = inst.seqs_cap - n_dec - len(inst.prefilling)
+    pieces: list[tuple[int, int]] = []
+    tokens = 0.0
+    sq = 0.0
+    # partly prefilled prompts continue first
+    for rid in inst.prefilling:
+        if budget <= 0:
+            break
+        left = sim.need[rid] - sim.done_pref[rid]
+        take = left if left <= budget else budget
+        k = sim.done_pref[rid]
+        pieces.append((rid, take))
+        tokens += take
+        sq += (k + take) * (k + take) - k * k
+        budget -= take
+    waiting = inst.waiting
+    if waiting and (slots > 0):
+        total = inst.tok_cap - (n_dec if chunked else 0)
+        chosen = _admit(sim, inst, now, budget, slots, n_dec, pieces, total)
+        for rid, take in pieces[len(pieces) - chosen :]:
+            k = sim.done_pref[rid]
+            tokens += take
+            sq += (k + take) * (k + take) - k * k
+    n_dec = len(run)
+    if not pieces and not n_dec:
+        inst.busy = False
+        return
+    dur = inst.cost.mixed_s(tokens, sq, len(pieces), n_dec, inst.ctx_sum)
+    inst.pieces = pieces
+    inst.n_dec = n_dec
+    inst.new, inst.joiners = inst.joiners, []
+    inst.busy = True
+    inst.step_start = now
+    inst.busy_s += dur
+    sim.push(now + dur, STEP_END, inst.idx)
+
+
+def _admit(
+    sim: Simulator,
+    inst: Instance,
+    now: float,
+    budget: float,
+    slots: int,
+    n_dec: int,
+    pieces: list[tuple[int, int]],
+    total_budget: float,
+) -> int:
+    """Move waiting requests into this iteration, in the scheduler's choice (``take`` admits one); returns
+    how many prefill pieces were appended."""
+    waiting = inst.waiting
+    chunked = sim.cfg.chunked_prefill
+    sched = sim.scheduler
+    full = inst.tok_cap
+    taken: list[int] = []  # indices into waiting
+    before = len(pieces)
+    state: list[float] = [budget, slots]  # tokens left, slots left
+
+    def take(i: int, limit_tokens: float, limit_slots: float) -> bool:
+        """Try to admit waiting[i] within the limits; False stops this pass."""
+        rid = waiting[i][1]
+        need = sim.need[rid]
+        if limit_slots <= 0:
+            return False
+        if need == 0:  # KV present (transferred or restored): joins decoding now
+            ctx = sim.prompt[rid] + sim.gen[rid]
+            if inst.kv_used + ctx + 1 > inst.cap:
+                return False
+            sim.start_decoding(inst, rid, now)
+            inst.kv_used += ctx
+            state[1] -= 1
+            taken.append(i)
+            return True
+        if sim.offload[rid] and sim.first[rid] < _INF:  # KV kept on a host tier by the scheduler
+            restore = sched.restore_s(sim, rid)
+            if inst.kv_used + need + 1 > inst.cap:
+                return False
+            if restore <= sim.key[rid] - now:  # fits the budget: transfer back instead of recompute
+                release_host(sim, inst, rid)
+                inst.kv_used += need
+                inst.qtok -= need
+                inst.qn -= 1
+                sim.need[rid] = 0
+                sim.counters["restores"] += 1
+                sim.push(now + restore, RESTORED, inst.idx, rid)
+                state[1] -= 1
+                taken.append(i)
+                return True
+            release_host(sim, inst, rid)
+        if limit_tokens <= 0:
+            return False
+        if need <= limit_tokens:
+            grant = need
+        elif chunked and limit_tokens >= 1:
+            grant = int(limit_tokens)
+        elif state[0] == full and not pieces and n_dec == 0:
+            grant = need  # an over-long prompt runs alone
+        else:
+            return False
+        if inst.kv_used + need + 1 > inst.cap:
+            return False
+        if sim.record and sim.first[rid] == _INF and sim.scheduled_s[rid] != sim.scheduled_s[rid]:
+            sim.scheduled_s[rid] = now
+            sim.estimate_s[rid] = sched.estimate_s(inst)
+        inst.kv_used += need
+        pieces.append((rid, grant))
+        state[0] -= grant
+        state[1] -= 1
+        taken.append(i)
+        return True
+
+    sched.admit(sim, inst, now, take, state, pieces, before, total_budget)
+    if taken:
+        for i in sorted(taken, reverse=True):
+            del waiting[i]
+    appended = len(pieces) - before
+    for rid, _ in pieces[before:]:
+        inst.prefilling.append(rid)
+    return appended
+
+
+def release_host(sim: Simulator, inst: Instance, rid: int) -> None:
+    """Forget ``rid``'s host-tier copy of its KV (restored or given up for a recompute)."""
+    if sim.offload[rid] == 1:
+        inst.host_gib = max(0.0, inst.host_gib - sim.need[rid] * sim.kv_bytes_per_token / GIB)
+    sim.offload[rid] = 0
+
+
+__all__ = ["preempt", "release_host", "start_iteration"]

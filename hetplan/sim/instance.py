@@ -1,0 +1,69 @@
+"""Per-instance state of the simulator (one vLLM-like engine) and the kinds of events on its heap.
+
+The engine (:mod:`hetplan.sim.engine`) owns and updates it; schedulers (:mod:`hetplan.sim.scheduler`) read it and
+keep their own per-instance state here (``step_est_s``, ``host_gib``, ``t2_credit``), so that no per-request
+lookup goes through a dictionary. ``__slots__`` keeps attribute access fast in the event loop.
+
+Source: hetplan's own reconstruction (entity split after Vidur, Agrawal et al., MLSys 2024).
+"""
+
+from __future__ import annotations
+
+from hetplan.sim.deployment import StepCost
+
+STEP_END, KV_DONE, RESTORED = 1, 2, 3
+"""Event kinds: an iteration ends; a prefill→decode KV transfer ends; a KV restore from a host tier ends."""
+
+
+class Instance:
+    """State of one instance.
+
+    Attributes:
+        idx / role / group: position in the deployment, ``prefill``, ``decode`` or ``aggregated``, group index.
+        cost: step times; cap: KV capacity, tokens; seqs_cap / tok_cap: ``max_num_seqs`` and
+            ``max_num_batched_tokens``.
+        waiting: ``(key, request)`` sorted by the scheduler's key; prefilling: prompts partly prefilled;
+            running: decoding sequences (insertion-ordered).
+        ctx_sum / kv_used: context tokens of the running sequences, KV tokens held.
+        step_idx / finish_at: iterations done; iteration index → sequences that finish then.
+        qtok / qn: prompt tokens and prompts queued or prefilling.
+        step_est_s: time per remaining token in CASCADE's decode budgets (a step at half the batch cap, 1k-token
+            contexts). host_gib: KV offloaded to host DRAM. t2_credit: CASCADE's Tier-2 token credit.
+    """
+
+    __slots__ = (
+        "idx", "role", "cost", "cap", "seqs_cap", "tok_cap", "group", "waiting", "prefilling", "running",
+        "ctx_sum", "kv_used", "step_idx", "finish_at", "busy", "busy_s", "pieces", "n_dec", "new", "joiners",
+        "nic_free", "step_est_s", "qtok", "qn", "outstanding", "last_end", "host_gib", "step_start", "t2_credit",
+    )  # fmt: skip
+
+    def __init__(self, idx: int, role: str, cost: StepCost, seqs: int, tokens: int, group: int) -> None:
+        self.idx, self.role, self.cost, self.group = idx, role, cost, group
+        self.cap = cost.kv_capacity_tokens
+        self.seqs_cap, self.tok_cap = seqs, tokens
+        self.waiting: list[tuple[float, int]] = []
+        self.prefilling: list[int] = []
+        self.running: dict[int, None] = {}
+        self.ctx_sum = 0.0
+        self.kv_used = 0.0
+        self.step_idx = 0
+        self.finish_at: dict[int, list[int]] = {}
+        self.busy = False
+        self.busy_s = 0.0
+        self.pieces: list[tuple[int, int]] = []
+        self.n_dec = 0
+        self.new: list[int] = []
+        self.joiners: list[int] = []
+        self.nic_free = 0.0
+        half = max(1, seqs // 2)
+        self.step_est_s = cost.decode_s(half, half * 1024.0)
+        self.qtok = 0.0
+        self.qn = 0
+        self.outstanding = 0
+        self.last_end = 0.0
+        self.host_gib = 0.0
+        self.step_start = 0.0
+        self.t2_credit = 0.0
+
+
+__all__ = ["KV_DONE", "RESTORED", "STEP_END", "Instance"]
