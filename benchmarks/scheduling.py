@@ -29,8 +29,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from hetplan.plan.doc import load_plan
+from hetplan.sim.calibrate import calibrate
 from hetplan.sim.policies import CascadeSettings
-from hetplan.sim.run import SimRequest, calibrate, simulate
+from hetplan.sim.run import SimRequest, simulate
 from hetplan.workload.model import ClassSlo
 from hetplan.workload.readers import read_stream
 

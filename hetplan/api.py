@@ -135,13 +135,13 @@ def plan_verified(
 
 def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs") -> Plan:
     """``plan`` with its ``verification`` block: the simulation of ``scenario``'s workload through it at the
-    plan's goodput target (:func:`hetplan.sim.run.verify_plan`).
+    plan's goodput target (:func:`hetplan.sim.verify.verify_plan`).
 
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
     from hetplan.planning.request import build_workload
-    from hetplan.sim.run import verify_plan
+    from hetplan.sim.verify import verify_plan
 
     return replace(plan, verification=verify_plan(plan, build_workload(scenario), policy))
 
@@ -248,12 +248,12 @@ def calibrate(
     req: SimRequest, quantile: float = 0.95, progress: Callable[[str], None] | None = None
 ) -> tuple[Plan, dict[str, Any]]:
     """Fit CASCADE's κ and q₂ on ``req``'s trace and plan (``hetplan calibrate``); returns the plan with its
-    ``cascade`` block and the block itself (:func:`hetplan.sim.run.calibrate`).
+    ``cascade`` block and the block itself (:func:`hetplan.sim.calibrate.calibrate`).
 
     Raises:
         InputError: ``quantile`` outside (0, 1), or no request reached its first token.
     """
-    from hetplan.sim.run import calibrate as _calibrate
+    from hetplan.sim.calibrate import calibrate as _calibrate
 
     block = _calibrate(req, quantile, progress)
     return replace(req.plan, extra={**req.plan.extra, "cascade": block}), block

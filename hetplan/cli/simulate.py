@@ -294,7 +294,7 @@ def calibrate_cmd(
     """
 
     def work() -> dict[str, Any]:
-        from hetplan.sim.run import calibrate, router_config
+        from hetplan.sim.calibrate import calibrate, router_config
 
         if router_out is not None and router_out.resolve() == out.resolve():
             raise InputError(

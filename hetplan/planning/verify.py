@@ -36,7 +36,7 @@ def plan_verified(
     The planner's capacities assume Poisson arrivals (M/G/1 and Erlang C, :mod:`hetplan.perf.capacity`); a bursty
     trace can miss the SLOs on a plan the model calls sufficient. ``resize`` searches the goodput headroom: it
     tries ``(1 + headroom) x f`` for f in :data:`RESIZE_FACTORS` until the simulation at the scenario's goodput
-    target (:func:`hetplan.sim.run.verify_plan`) has no miss, then bisects :data:`RESIZE_BISECT_STEPS` times
+    target (:func:`hetplan.sim.verify.verify_plan`) has no miss, then bisects :data:`RESIZE_BISECT_STEPS` times
     between the last failing and the first passing factor, and returns the passing plan with the least headroom
     (re-planned with ``analysis`` when that was asked for). The search assumes that more headroom never makes the
     simulated attainment worse, which holds for the plans tried here but is not proven.
@@ -46,13 +46,13 @@ def plan_verified(
         ``resized``: the headroom asked for and used, the $/hour before and after, and every attempt.
 
     Raises:
-        InputError, InfeasibleError: as :func:`plan` and :func:`hetplan.sim.run.verify_plan`; InfeasibleError
+        InputError, InfeasibleError: as :func:`plan` and :func:`hetplan.sim.verify.verify_plan`; InfeasibleError
         also when no headroom up to the largest factor (or the scenario's headroom limit of 10) holds the SLOs
         in simulation.
 
     Source: hetplan's own reconstruction.
     """
-    from hetplan.sim.run import verify_plan
+    from hetplan.sim.verify import verify_plan
 
     workload = build_workload(scenario)
 

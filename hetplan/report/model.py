@@ -127,7 +127,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
 
 def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any]:
     """The report's view of a plan's ``verification`` block (``hetplan plan --verify``, see
-    :func:`hetplan.sim.run.verify_plan`; ``resized`` from ``--verify-resize``, see :func:`hetplan.api.plan_verified`).
+    :func:`hetplan.sim.verify.verify_plan`; ``resized`` from ``--verify-resize``, see
+    :func:`hetplan.api.plan_verified`).
 
     Every value may be missing or None in the block (a non-finite percentile is written as null); it stays None here
     and the renderers print it as "-". ``ttft_q_s``/``tpot_q_s`` are the simulated p-``percentile`` TTFT/TPOT in

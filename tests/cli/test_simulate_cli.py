@@ -261,7 +261,7 @@ def test_verify_percentiles_are_json_safe_under_overload():
     import numpy as np
 
     from hetplan.plan.doc import from_doc
-    from hetplan.sim.run import verify
+    from hetplan.sim.verify import verify
     from hetplan.workload.model import make_stream
 
     plan = from_doc(json.loads((FIXTURES / "plan_example_a.json").read_text()))

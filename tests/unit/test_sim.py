@@ -13,12 +13,14 @@ from hetplan.errors import InputError
 from hetplan.perf.settings import PerfSettings
 from hetplan.plan.doc import from_doc, load_plan, read_plan_doc
 from hetplan.plan.doc import parse_bucket_label as parse_bucket
+from hetplan.sim.calibrate import calibrate, router_config
 from hetplan.sim.deployment import StepCost, deployment_from_plan, simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.metrics import jain_index, weighted_percentile
 from hetplan.sim.policies import SCHEDULERS, CascadeSettings, get_scheduler
-from hetplan.sim.run import SimRequest, calibrate, find_capacity, router_config, simulate, verify
+from hetplan.sim.run import SimRequest, find_capacity, simulate
 from hetplan.sim.scheduler import FcfsScheduler, cascade_estimate_s
+from hetplan.sim.verify import verify
 from hetplan.workload.model import ClassSlo, make_stream
 from hetplan.workload.readers import read_stream
 from tests.conftest import FIXTURES
