@@ -22,7 +22,7 @@ Usage: python benchmarks/scheduling.py [--scales 1,1.5,2,3] [--minutes 60] [--co
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import sys
 import time
 from dataclasses import replace
@@ -56,9 +56,8 @@ def main() -> int:
     stream = read_stream([str(p) for p in paths])
     keep = int((stream.arrival_s <= args.minutes * 60).sum())
     stream = stream.head(keep)
-    plan = copy.deepcopy(load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json"))
-    for combo in plan["combos"]:
-        combo["count"] = args.copies
+    plan = load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json")
+    plan = dataclasses.replace(plan, combos=tuple(dataclasses.replace(c, count=args.copies) for c in plan.combos))
     print(
         f"{stream.n:,} requests over {stream.duration_s:,.0f} s ({stream.n / stream.duration_s:.2f} req/s): "
         + ", ".join(f"{name} {int((stream.class_id == i).sum()):,}" for i, name in enumerate(stream.class_names))
