@@ -134,7 +134,7 @@ def profile(
     ]
     if job_only:
         run_guarded(lambda: _refuse_job_only(job_only))
-    from hetplan.catalog.profile import measure  # calls the profiler package, imported there only
+    from hetplan.catalog.profile_measure import measure  # calls the profiler package, imported there only
 
     device = device or "cuda:0"
     model = model or "Llama-3-8B"
@@ -283,7 +283,7 @@ def merge(
     force: Annotated[bool, force_option("Overwrite files in --out.")] = False,
 ) -> None:
     """Combine profiles into a catalog folder; use it with HETPLAN_CATALOG_DIR=FOLDER hetplan plan ..."""
-    from hetplan.catalog.profile import merge_profiles
+    from hetplan.catalog.profile_merge import merge_profiles
 
     written = run_guarded(lambda: merge_profiles(list(profiles), out, force))
     err_console.print(

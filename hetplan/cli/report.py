@@ -135,7 +135,10 @@ def report(
     from hetplan.plan.doc import load_plan
     from hetplan.report.gate import compare, markdown_summary, parse_fraction
     from hetplan.report.model import build_report
-    from hetplan.report.render import render_html, render_json, render_markdown, render_terminal
+    from hetplan.report.render.html import render_html
+    from hetplan.report.render.json import render_json
+    from hetplan.report.render.markdown import render_markdown
+    from hetplan.report.render.terminal import render_terminal
 
     def work() -> tuple[str, dict[str, Any], list["GateResult"], float]:
         kind = _format_for(fmt, out)

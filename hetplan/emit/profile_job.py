@@ -144,7 +144,7 @@ def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
 def shape_args(model: str) -> list[str]:
     """``hetplan-profile`` flags giving catalog model ``model``'s shapes (the pod has no catalog)."""
     from hetplan.catalog.loader import find_model
-    from hetplan.catalog.profile import model_shape_fields
+    from hetplan.catalog.profile_measure import model_shape_fields
 
     f = model_shape_fields(find_model(model))
     args = ["--hidden-size", f["hidden_size"], "--heads", f["num_attention_heads"], "--kv-heads"]

@@ -12,9 +12,10 @@ ordered pair of (GPU type, TP) instance options, homogeneous pairs included, wit
 
 is solved by HiGHS through :mod:`hetplan.solvers.milp`; a second stage keeps the cost and picks the fewest
 combos. Pruning is exact: a combo is dropped only when another one has at least its goodput and uses no more
-GPUs of any type (see :func:`_pareto_filter`), which cannot change the optimum; only past ``max_ilp_combos``
-survivors does a heuristic cut apply (the plan then says so). The homogeneous candidates are a subset of the
-heterogeneous ones, so the heterogeneous optimum is never worse. Infeasibility names the binding constraint.
+GPUs of any type (see :func:`hetplan.solvers.cauchy_pruning.pareto_filter`), which cannot change the optimum; only
+past ``max_ilp_combos`` survivors does a heuristic cut apply (the plan then says so). The homogeneous candidates
+are a subset of the heterogeneous ones, so the heterogeneous optimum is never worse. Infeasibility names the
+binding constraint (:mod:`hetplan.solvers.cauchy_infeasible`).
 
 Source: Cauchy (SoCC 2025) for the combo formulation and the ILP; candidate pruning, the queueing model and
 the diagnostics are hetplan's own reconstruction (no public code exists).
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,7 +44,9 @@ from hetplan.perf.capacity import (
 from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
 from hetplan.perf.settings import PerfSettings
 from hetplan.plan.types import combo_label
-from hetplan.solvers.milp import max_value, solve_covering
+from hetplan.solvers.cauchy_infeasible import inventory_infeasible, slo_infeasible
+from hetplan.solvers.cauchy_pruning import PairCombos, pareto_filter
+from hetplan.solvers.milp import solve_covering
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     ratios = [(n, m) for n in range(1, req.max_ratio + 1) for m in range(1, req.max_ratio + 1) if math.gcd(n, m) == 1]
     rn = np.array([r[0] for r in ratios], dtype=float)
     rm = np.array([r[1] for r in ratios], dtype=float)
-    raw: list[_PairCombos] = []
+    raw: list[PairCombos] = []
     for p in options:
         for d in options:
             if d.decode.rate_per_s <= 0:
@@ -241,9 +243,9 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
                 continue
             kv_rate = np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s) / s_mean_kv
             good = np.minimum(np.minimum(rn * pc.rate_per_s, rm * d.decode.rate_per_s), kv_rate)
-            raw.append(_PairCombos(p, d, pc, link, kv_rate, good))
+            raw.append(PairCombos(p, d, pc, link, kv_rate, good))
     if not raw:
-        raise _slo_infeasible(req, options, pcap)
+        raise slo_infeasible(req, options, pcap)
     enumerated = len(raw) * len(ratios)
     best_by_pair: dict[tuple[str, str], float] = {}
     for pair in raw:
@@ -254,7 +256,7 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
         key = (pair.p.gpu.name, pair.d.gpu.name)
         best_by_pair[key] = max(best_by_pair.get(key, 0.0), float((pair.good / price).max()))
     if prune:
-        keep = _pareto_filter(raw, rn.astype(int), rm.astype(int))
+        keep = pareto_filter(raw, rn.astype(int), rm.astype(int))
     else:
         keep = [(k, int(i)) for k, pair in enumerate(raw) for i in np.nonzero(pair.good > 0)[0]]
     combos = [_make_combo(req, raw[k], ratios[i]) for k, i in keep]
@@ -265,88 +267,7 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     return CandidateSet(tuple(combos), enumerated, tuple(options), caps, exact, dict(sorted(best_by_pair.items())))
 
 
-@dataclass(frozen=True, eq=False)
-class _PairCombos:
-    """All ratios of one (prefill option, decode option) pair, as arrays over the ratio list."""
-
-    p: InstanceOption
-    d: InstanceOption
-    pc: PrefillCapacity
-    link: float
-    kv_rate: np.ndarray
-    good: np.ndarray
-
-
-def _pareto_filter(raw: list[_PairCombos], rn: np.ndarray, rm: np.ndarray) -> list[tuple[int, int]]:
-    """Indices (pair, ratio) of the combos no other combo dominates.
-
-    Combo c' dominates c when it has at least c's goodput and uses at most as many GPUs of every type (so it
-    also costs no more). Replacing c by c' in any deployment keeps it feasible and no dearer, so dropping
-    dominated combos never changes the ILP optimum. Only combos whose GPU types are a subset of c's can dominate
-    c; GPU counts are small integers, so each type pair is a grid and a 2-D running maximum finds the survivors.
-    Ties (equal usage and goodput) keep the first in enumeration order.
-    """
-    names = sorted({x.gpu.name for pair in raw for x in (pair.p, pair.d)})
-    tid = {n: i for i, n in enumerate(names)}
-    n_ratio = rn.size
-    pair_idx = np.repeat(np.arange(len(raw)), n_ratio)
-    ratio_idx = np.tile(np.arange(n_ratio), len(raw))
-    tp_p = np.repeat([pair.p.tp for pair in raw], n_ratio)
-    tp_d = np.repeat([pair.d.tp for pair in raw], n_ratio)
-    t_p = np.repeat([tid[pair.p.gpu.name] for pair in raw], n_ratio)
-    t_d = np.repeat([tid[pair.d.gpu.name] for pair in raw], n_ratio)
-    good = np.concatenate([pair.good for pair in raw])
-    use_p = np.tile(rn, len(raw)) * tp_p
-    use_d = np.tile(rm, len(raw)) * tp_d
-    homo = t_p == t_d
-    swap = t_p > t_d
-    t_a = np.where(swap, t_d, t_p)
-    t_b = np.where(swap, t_p, t_d)
-    u_a = np.where(homo, use_p + use_d, np.where(swap, use_d, use_p))
-    u_b = np.where(homo, 0, np.where(swap, use_p, use_d))
-    alive = good > 0
-    keep_mask = np.zeros(good.size, dtype=bool)
-
-    def first_of_cells(mask: np.ndarray, cell: np.ndarray) -> np.ndarray:
-        idx = np.nonzero(mask)[0]
-        _, first = np.unique(cell[idx], return_index=True)
-        return idx[first]
-
-    single: dict[int, np.ndarray] = {}
-    for t in np.unique(t_a[homo & alive]):
-        sel = homo & alive & (t_a == t)
-        best = np.zeros(int(u_a[sel].max()) + 1)
-        np.maximum.at(best, u_a[sel], good[sel])
-        single[int(t)] = np.maximum.accumulate(best)
-        below = np.concatenate(([0.0], single[int(t)][:-1]))
-        ok = sel.copy()
-        ok[sel] = (good[sel] == best[u_a[sel]]) & (good[sel] > below[u_a[sel]])
-        keep_mask[first_of_cells(ok, u_a)] = True
-    group = t_a * len(names) + t_b
-    het = ~homo & alive
-    for gid in np.unique(group[het]):
-        sel = het & (group == gid)
-        a, b = int(gid) // len(names), int(gid) % len(names)
-        ua, ub, g = u_a[sel], u_b[sel], good[sel]
-        grid = np.zeros((int(ua.max()) + 1, int(ub.max()) + 1))
-        np.maximum.at(grid, (ua, ub), g)
-        if a in single:
-            col = single[a][: grid.shape[0]]
-            grid[: col.size, 0] = np.maximum(grid[: col.size, 0], col)
-        if b in single:
-            row = single[b][: grid.shape[1]]
-            grid[0, : row.size] = np.maximum(grid[0, : row.size], row)
-        prefix = np.maximum.accumulate(np.maximum.accumulate(grid, axis=0), axis=1)
-        left = np.where(ua > 0, prefix[np.maximum(ua - 1, 0), ub], 0.0)
-        down = np.where(ub > 0, prefix[ua, np.maximum(ub - 1, 0)], 0.0)
-        ok = sel.copy()
-        ok[sel] = (g == grid[ua, ub]) & (g > np.maximum(left, down))
-        keep_mask[first_of_cells(ok, u_a * 100_000 + u_b)] = True
-    chosen = np.nonzero(keep_mask)[0]
-    return [(int(pair_idx[i]), int(ratio_idx[i])) for i in chosen]
-
-
-def _make_combo(req: PlanRequest, pair: _PairCombos, ratio: tuple[int, int]) -> Combo:
+def _make_combo(req: PlanRequest, pair: PairCombos, ratio: tuple[int, int]) -> Combo:
     n, m = ratio
     p, d, pc = pair.p, pair.d, pair.pc
     i = _RATIO_INDEX(req.max_ratio)[ratio]
@@ -376,29 +297,6 @@ def _make_combo(req: PlanRequest, pair: _PairCombos, ratio: tuple[int, int]) -> 
 def _RATIO_INDEX(max_ratio: int) -> dict[tuple[int, int], int]:  # noqa: N802
     ratios = [(n, m) for n in range(1, max_ratio + 1) for m in range(1, max_ratio + 1) if math.gcd(n, m) == 1]
     return {r: i for i, r in enumerate(ratios)}
-
-
-def _slo_infeasible(
-    req: PlanRequest, options: list[InstanceOption], pcap: Callable[[InstanceOption, float], PrefillCapacity]
-) -> InfeasibleError:
-    q = round(req.stats.quantile * 100)
-    best_tpot = min(options, key=lambda o: o.decode.min_tpot_s)
-    if best_tpot.decode.min_tpot_s > req.tpot_slo_s:
-        return InfeasibleError(
-            "the TPOT SLO cannot be met by any candidate decode instance",
-            f"TPOT SLO {req.tpot_slo_s * 1e3:.0f} ms binds: the fastest decode step at batch 1 is "
-            f"{best_tpot.decode.min_tpot_s * 1e3:.1f} ms ({best_tpot.gpu.name} TP{best_tpot.tp}), "
-            f"{(best_tpot.decode.min_tpot_s / req.tpot_slo_s - 1) * 100:.0f} % over",
-            "relax --tpot, allow higher TP, or add faster-memory GPUs",
-        )
-    fastest = min(((pcap(o, o.network_bytes_per_s), o) for o in options), key=lambda x: x[0].min_ttft_s)
-    return InfeasibleError(
-        "the TTFT SLO cannot be met by any candidate prefill instance",
-        f"TTFT SLO {req.ttft_slo_s:.3g} s binds: the fastest idle p{q} TTFT (prefill + KV transfer) is "
-        f"{fastest[0].min_ttft_s:.3g} s ({fastest[1].gpu.name} TP{fastest[1].tp}), "
-        f"{(fastest[0].min_ttft_s / req.ttft_slo_s - 1) * 100:.0f} % over",
-        "relax --ttft, allow higher TP, or add GPUs with more TFLOPS",
-    )
 
 
 def _usage(combos: tuple[Combo, ...] | list[Combo], names: list[str]) -> list[list[int]]:
@@ -442,48 +340,12 @@ def solve_allocation(
         time_limit_s=req.time_limit_s,
     )
     if result.status not in ("optimal", "time_limit"):
-        raise _inventory_infeasible(req, combos, names, usage, cap, what)
+        raise inventory_infeasible(req, combos, names, usage, cap, what)
     chosen = tuple((c, n) for c, n in zip(combos, result.counts, strict=True) if n > 0)
     chosen = tuple(sorted(chosen, key=lambda x: (x[0].label, x[1])))
     total = sum(c.usd_per_hour * n for c, n in chosen)
     goodput = sum(c.goodput_req_per_s * n for c, n in chosen)
     return Allocation(chosen, total, goodput, result.status, result.gap, len(combos))
-
-
-def _inventory_infeasible(
-    req: PlanRequest, combos: list[Combo], names: list[str], usage: list[list[int]], cap: list[int | None], what: str
-) -> InfeasibleError:
-    demand = req.demand_req_per_s
-    best = max_value([c.goodput_req_per_s for c in combos], usage, cap)
-    free = solve_covering(
-        [c.usd_per_hour for c in combos],
-        [c.goodput_req_per_s for c in combos],
-        demand,
-        upper=[math.ceil(demand / c.goodput_req_per_s) for c in combos],
-    )
-    needs = []
-    if free.status == "optimal":
-        used: dict[str, int] = {}
-        for c, n in zip(combos, free.counts, strict=True):
-            for g, k in c.gpus_used().items():
-                used[g] = used.get(g, 0) + k * n
-        for g in sorted(used):
-            have = req.inventory.get(g)
-            if have is not None and used[g] > have:
-                needs.append(f"needs {used[g]} {g}, inventory has {have}")
-    inv = ", ".join(f"{g}={req.inventory[g]}" for g in names if g in req.inventory)
-    why = (
-        f"the {what} needs {demand:.2f} req/s (goodput {req.goodput_req_per_s:g} x {1 + req.headroom:g} headroom) "
-        f"but the inventory ({inv}) supports at most {best:.2f} req/s within the SLOs, "
-        f"{(1 - best / demand) * 100:.0f} % short"
-    )
-    if needs:
-        why += "; the cheapest unconstrained plan " + "; ".join(needs)
-    return InfeasibleError(
-        f"inventory cannot meet the goodput target for the {what}",
-        why,
-        "add GPUs to --inventory, lower --goodput or --headroom, or relax the SLOs",
-    )
 
 
 def predicted_latency(req: PlanRequest, cands: CandidateSet, combo: Combo, load_req_per_s: float) -> dict[str, float]:

@@ -8,7 +8,7 @@
 - **HexGen-style asymmetric pipeline** (Jiang et al., ICML 2024): ``dp`` pipelines over *all* GPUs, one stage per
   domain (TP = the domain's share of the pipeline), layers in proportion to stage speed (capped by memory and
   re-spread), attention local to each stage; every ``dp`` that divides the domains is tried. Each pipeline is scored
-  by the Hetis replica model (:func:`hetplan.solvers.hetis.evaluate_replica`) with no attention workers: its
+  by the Hetis replica model (:func:`hetplan.solvers.hetis_eval.evaluate_replica`) with no attention workers: its
   TP ranks hold the KV heads, so a layout Hetis and this baseline share gets the same throughput from both.
 
 A TP group of two GPU types (one domain holding, say, an A100 and an RTX 3090) is priced by
@@ -196,9 +196,10 @@ def hexgen(
     arch: ModelArch, pool: Pool, work: Workload, ttft_s: float, tpot_s: float, settings: HetisSettings
 ) -> BaselineResult:
     """Best ``dp`` of asymmetric pipelines over every usable GPU (see module docstring). Each replica is scored
-    by the Hetis replica model itself (:func:`hetplan.solvers.hetis.evaluate_replica`) with no attention workers,
+    by the Hetis replica model itself (:func:`hetplan.solvers.hetis_eval.evaluate_replica`) with no attention workers,
     so a layout that Hetis and this baseline share gets the same throughput from both."""
-    from hetplan.solvers.hetis import Stage, evaluate_replica  # the planner imports this module's callers
+    from hetplan.solvers.hetis_eval import evaluate_replica  # the planner imports this module's callers
+    from hetplan.solvers.hetis_layout import Stage
 
     domains = [[d for d in dom if device_speed(arch, d) > 0] for dom in pool.domains()]
     domains = [sorted(dom, key=lambda d: (-device_speed(arch, d), d.name)) for dom in domains if dom]

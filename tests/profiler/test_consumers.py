@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from hetplan.catalog import loader
 from hetplan.catalog.loader import find_gpu
-from hetplan.catalog.profile import new_device_spec
+from hetplan.catalog.profile_match import new_device_spec
 from hetplan.catalog.schemas import GpuMeasured
 from hetplan.cli.main import app
 from hetplan.perf.measured import measured_notes

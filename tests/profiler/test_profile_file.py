@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan.catalog.loader import find_gpu, find_model, gpu_overlay, read_yaml_file
-from hetplan.catalog.profile import PROFILE_SCHEMA, dump_profile, load_profile, load_profiles, match_device
+from hetplan.catalog.profile import PROFILE_SCHEMA, dump_profile, load_profile, load_profiles
+from hetplan.catalog.profile_match import match_device
 from hetplan.catalog.schemas import GpuCatalog
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
@@ -123,7 +124,7 @@ def test_estimate_with_a_profile(tmp_path):
 
 
 def test_unmatched_device_is_registered_but_unused(tmp_path):
-    from hetplan.catalog.profile import new_device_spec
+    from hetplan.catalog.profile_match import new_device_spec
 
     spec = new_device_spec(
         "CPU-Test",
@@ -306,7 +307,7 @@ def test_profile_without_torch_says_how_to_install(monkeypatch):
 def test_profiler_builtin_shapes_match_the_catalog():
     """hetplan-profile --model NAME uses a small built-in shape table; it must agree with hetplan's catalog."""
     shapes = pytest.importorskip("hetplan_profiler.shapes")
-    from hetplan.catalog.profile import model_shape_fields
+    from hetplan.catalog.profile_measure import model_shape_fields
 
     for name, shape in shapes.BUILTIN.items():
         assert shape.as_dict() == model_shape_fields(find_model(name)), name

@@ -14,15 +14,10 @@ from hetplan.perf.arch import ModelArch
 from hetplan.pool import load_pool, pool_from_counts
 from hetplan.solvers import headsplit
 from hetplan.solvers.headsplit import AttentionDevice, LengthClass
-from hetplan.solvers.hetis import (
-    _serving,
-    attention_devices,
-    dense_score,
-    enumerate_layouts,
-    evaluate_layout,
-    plan_hetis,
-)
+from hetplan.solvers.hetis import _serving, plan_hetis
 from hetplan.solvers.hetis_baselines import hexgen, splitwise
+from hetplan.solvers.hetis_eval import attention_devices, dense_score, evaluate_layout
+from hetplan.solvers.hetis_layout import enumerate_layouts
 from hetplan.solvers.hetis_model import HetisSettings, Workload, group_gpu, split_layers
 from hetplan.solvers.milp import solve_min_makespan
 from hetplan.solvers.redispatch import RunningRequest, imbalance, redispatch, step_times

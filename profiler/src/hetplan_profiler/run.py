@@ -7,7 +7,7 @@ largest message's bus bandwidth and the smallest message's time. The document (s
 ``profile.schema.json``) holds those figures, the tables, the device it ran on (``device``), the model shapes it
 was given (``model_shapes``) and the catalog GPU name it was asked to file the figures under (``file_under``,
 ``--gpu``). Matching the device to a catalog GPU and efficiency against the datasheet are hetplan's, when it reads
-the file (``hetplan/catalog/profile.py``): this package knows no catalog.
+the file (``hetplan/catalog/profile.py``, ``profile_match.py``): this package knows no catalog.
 
 Source: hetplan's own reconstruction (issue 3).
 """

@@ -1,0 +1,237 @@
+"""What every report format shows, as plain strings: the headline numbers, the deployment, simulated-check,
+strategy, price-sensitivity and schedule rows (``(head, rows)`` tables or key/value rows), the cells that mark a
+missed SLO and the sentences a reader needs beside the tables. The format modules lay these out.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hetplan.plan.types import HOURS_PER_MONTH
+from hetplan.units import format_signed_percent
+
+
+def _usd(x: float | None) -> str:
+    return "-" if x is None else f"${x:,.2f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else format_signed_percent(x)
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.0f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def _gpus(used: dict[str, int]) -> str:
+    return ", ".join(f"{n}x {g}" for g, n in used.items())
+
+
+def headline(p: dict[str, Any]) -> list[tuple[str, str]]:
+    slo = p["slo"]
+    return [
+        ("$/hour", _usd(p["usd_per_hour"])),
+        (f"$/month ({HOURS_PER_MONTH:g} h)", _usd(p["usd_per_month"])),
+        ("$ per million tokens (in+out)", _usd(p["usd_per_million_tokens"])),
+        ("tokens/USD, input+output", f"{p['tokens_per_usd']:,.0f}"),
+        ("tokens/USD, output only", f"{p['output_tokens_per_usd']:,.0f}"),
+        ("goodput capacity / target", f"{p['goodput_req_per_s']:.2f} / {p['goodput_target_req_per_s']:g} req/s"),
+        ("SLO", f"p{slo['percentile']:g} TTFT {_ms(slo['ttft_s'])}, TPOT {_ms(slo['tpot_s'])}"),
+        ("GPUs", _gpus(p["gpus_used"])),
+    ]
+
+
+def deployment_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    q = f"p{p['slo']['percentile']:g}"
+    if p["deployment"] and "predicted_ttft_s" in p["deployment"][0]:
+        head = ["combo: prefill -> decode", "n", "$/h", "req/s", f"{q} TTFT", "TPOT", "util", "SLO"]
+        rows = [
+            [
+                d["label"],
+                str(d["count"]),
+                f"{d['usd_per_hour_each']:.2f}",
+                f"{d['goodput_req_per_s_each']:.2f}",
+                _ms(d["predicted_ttft_s"]),
+                _ms(d["predicted_tpot_s"]),
+                f"{d['utilization'] * 100:.0f} %",
+                _slo_cell(d["meets_ttft_slo"] and d["meets_tpot_slo"], p.get("verification")),
+            ]
+            for d in p["deployment"]
+        ]
+        return head, rows
+    head = ["instance", "n", "$/h", "traffic", "util"]
+    rows = [
+        [
+            d["label"],
+            str(d["count"]),
+            f"{d['usd_per_hour_each']:.2f}",
+            f"{d['traffic_share'] * 100:.0f} %",
+            f"{d['utilization'] * 100:.0f} %",
+        ]
+        for d in p["deployment"]
+    ]
+    return head, rows
+
+
+def _slo_cell(model_met: bool, v: dict[str, Any] | None) -> str:
+    """A combo's SLO cell. Without a simulated check it reads "met"/"MISSED" as it always did; with one it says
+    that the verdict is the model's, and a model "met" is never left unqualified when the simulation missed."""
+    if v is None:
+        return "met" if model_met else "MISSED"
+    if not model_met:
+        return "MISSED (model)"
+    return "met (model), sim MISSED" if v["slo_held"] is False else "met (model)"
+
+
+MISSED_CELLS = ("MISSED", "MISSED (model)", "met (model), sim MISSED")
+
+
+def _opt(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f} %"
+
+
+def _vs_slo(x: float | None, slo: float) -> str:
+    if x is None:
+        return f"- (not finite) vs SLO {_ms(slo)}"
+    return f"{_ms(x)} vs SLO {_ms(slo)}: " + ("met" if x <= slo else "MISSED")
+
+
+def verification_rows(v: dict[str, Any]) -> list[list[str]]:
+    """Key/value rows of the "Simulated check" section (see :func:`hetplan.report.model.verification_report`)."""
+    q = f"p{v['percentile']:g}"
+    att = v["attainment"]
+    verdict = {True: "SLOs held in simulation", False: "SLO MISSED in simulation", None: "-"}[v["slo_held"]]
+    rows = [
+        ["verdict", verdict],
+        ["policy", str(v["policy"] or "-")],
+        ["target rate", f"{_opt(v['target_req_per_s'], 'g')} req/s (rate scale x{_opt(v['rate_scale'], '.4g')})"],
+        ["arrivals", str(v["arrivals"] or "-")],
+        [
+            "requests",
+            f"{_opt(v['requests'], ',.0f')} ({_opt(v['unfinished'], ',.0f')} unfinished, "
+            f"{_opt(v['dropped'], ',.0f')} dropped)",
+        ],
+        [
+            "SLO attainment",
+            f"joint {_share(att['joint'])}, TTFT {_share(att['ttft'])}, TPOT {_share(att['tpot'])} "
+            f"(needs {v['percentile']:g} %)",
+        ],
+        [f"{q} TTFT", _vs_slo(v["ttft_q_s"], v["slo_ttft_s"])],
+        [f"{q} TPOT", _vs_slo(v["tpot_q_s"], v["slo_tpot_s"])],
+        [
+            "goodput (simulated)",
+            f"{_opt(v['goodput_req_per_s'], '.3g')} req/s (target {_opt(v['target_req_per_s'], 'g')} req/s)",
+        ],
+    ]
+    r = v.get("resized")
+    if r is not None:
+        before, after = r["usd_per_hour_before"], r["usd_per_hour_after"]
+        change = "" if not before or after is None else f" ({(after / before - 1) * 100:+.1f} %)"
+        rows += [
+            [
+                "resized: headroom",
+                f"asked {_opt(r['headroom_asked'], 'g')}, used {_opt(r['headroom_used'], 'g')} "
+                f"({r['attempts']} attempts)",
+            ],
+            ["resized: $/hour", f"{_usd(before)} -> {_usd(after)}{change}"],
+        ]
+    return rows
+
+
+def verification_lines(v: dict[str, Any]) -> list[str]:
+    """The misses and the simulator's warnings, one sentence each."""
+    return [f"miss: {m}" for m in v["misses"]] + [f"simulator warning: {w}" for w in v["warnings"]]
+
+
+def strategy_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    head = ["strategy", "$/h", "req/s", "tok/USD", "GPUs", "plan saves", "tok/USD x"]
+    rows = []
+    for name, s in p["strategies"].items():
+        label = name + (" (plan)" if name == p["strategy"] else "")
+        if s.get("status") == "infeasible":
+            rows.append([label, "-", "-", "-", "infeasible (see below)", "-", "-"])
+            continue
+        gain = p["gains"].get(name, {})
+        rows.append(
+            [
+                label,
+                f"{s['total_usd_per_hour']:.2f}",
+                f"{s['goodput_req_per_s']:.2f}",
+                f"{s['tokens_per_usd']:,.0f}",
+                _gpus(s["gpus_used"]),
+                _pct(gain.get("cost_saved_fraction")),
+                "-" if gain.get("tokens_per_usd_ratio") is None else f"{gain['tokens_per_usd_ratio']:.3f}x",
+            ]
+        )
+    return head, rows
+
+
+def sensitivity_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    head = ["GPU price", "this plan $/h", "re-planned $/h", "best alternative"]
+    rows = []
+    for r in p["price_sensitivity"]:
+        alt = (
+            "-"
+            if r["best_alternative"] is None
+            else f"{r['best_alternative']} {_usd(r['best_alternative_usd_per_hour'])}"
+        )
+        rows.append(
+            [
+                f"{r['gpu']} {(r['price_factor'] - 1) * 100:+.0f} %",
+                _usd(r["plan_usd_per_hour"]),
+                _usd(r["replanned_usd_per_hour"]),
+                alt,
+            ]
+        )
+    return head, rows
+
+
+def schedule_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    m = s["summary"]
+    peak = m["static_peak_usd"]
+    rows = [
+        ["autoscaled schedule", _usd(m["schedule_usd"]), _pct(-m["saving_vs_static_peak"]), str(m["short_windows"])],
+        ["static fleet sized for the peak", _usd(peak), _pct(0.0), "0"],
+    ]
+    if m["static_mean_usd"] is not None:
+        rows.append(
+            [
+                "static fleet sized for the mean",
+                _usd(m["static_mean_usd"]),
+                _pct(m["static_mean_usd"] / peak - 1),
+                str(m["static_mean_short_windows"]),
+            ]
+        )
+    rows.append(["re-solved every window (bound)", _usd(m["per_window_optimum_usd"]), "-", "-"])
+    return ["fleet", "cost", "vs peak fleet", "short windows"], rows
+
+
+def schedule_text(s: dict[str, Any]) -> str:
+    m = s["summary"]
+    gpu_hours = ", ".join(f"{g} {h:,.0f}" for g, h in m["gpu_hours"].items() if h)
+    return (
+        f"{m['windows']} windows of {m['window_s']:g} s ({m['hours']:g} h); demand peak "
+        f"{m['peak_demand_req_per_s']:.3g} req/s, mean {m['mean_demand_req_per_s']:.3g} req/s; "
+        f"{m['combo_changes']} combo changes in {m['windows_with_changes']} windows; GPU-hours: {gpu_hours}"
+    )
+
+
+def plan_notes(p: dict[str, Any]) -> list[str]:
+    """Sentences a reader needs beside the tables: a cheaper strategy, and why baselines are infeasible."""
+    notes = []
+    for name, s in p["strategies"].items():
+        if s.get("status") == "infeasible":
+            notes.append(f"{name} is infeasible: {s.get('reason', '')}")
+        elif name != p["strategy"] and s["total_usd_per_hour"] < p["usd_per_hour"]:
+            notes.append(
+                f"{name} costs ${s['total_usd_per_hour']:,.2f}/h, this {p['strategy']} plan "
+                f"{(p['usd_per_hour'] / s['total_usd_per_hour'] - 1) * 100:.1f} % more (tokens/USD "
+                f"{s['tokens_per_usd']:,.0f} against {p['tokens_per_usd']:,.0f}); plan it with --strategy {name}."
+            )
+    return notes
