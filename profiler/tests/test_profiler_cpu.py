@@ -28,6 +28,7 @@ def cpu_profile(tmp_path_factory):
     return path, yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_cpu_profile_end_to_end(cpu_profile):
     _, doc = cpu_profile
     assert schema_errors(doc) == []
@@ -52,6 +53,7 @@ def test_cpu_profile_end_to_end(cpu_profile):
     assert m["profile_source"].startswith("hetplan-profile --quick on ")
 
 
+@pytest.mark.slow
 def test_console_script_runs_without_hetplan(tmp_path):
     """The console script's module imports nothing of hetplan (it is a package of its own)."""
     args = ["--device", "cpu", "--quick", "--json", "--gpu", "H100", "--out", str(tmp_path / "p.json")]
@@ -93,6 +95,7 @@ def test_weight_shapes_follow_the_model():
         resolve_shape("Llama-3-8B", num_key_value_heads=5)
 
 
+@pytest.mark.slow
 def test_a_failing_benchmark_leaves_the_rest_of_the_profile(monkeypatch):
     from hetplan_profiler.bench import Bench
     from hetplan_profiler.run import ProfileRequest, run_profile

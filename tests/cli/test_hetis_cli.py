@@ -38,6 +38,7 @@ def test_hetis_json_is_deterministic_and_complete(tmp_path):
     assert doc["predicted"]["tpot_s"] <= 0.1 and doc["predicted"]["req_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_hetis_tables_and_out_file_refused_by_emit_and_report(tmp_path):
     out = tmp_path / "hetis.json"
     res = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", POOL, "--out", out)
@@ -91,6 +92,7 @@ def test_fp8_json_is_valid_and_baselines_are_consistent(tmp_path):
     assert all(part["status"] != "infeasible" for part in doc["head_split"])
 
 
+@pytest.mark.slow
 def test_idle_workers_are_unused_and_estimates_and_ignored_flags_warn(tmp_path):
     slow = tmp_path / "slowlink.yaml"
     slow.write_text(

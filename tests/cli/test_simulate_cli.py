@@ -162,6 +162,7 @@ def test_plan_verify_replays_at_the_goodput_target_and_strict_exits_1(tmp_path):
     assert json.loads(out.read_text())["verification"] == v
 
 
+@pytest.mark.slow
 def test_plan_verify_on_a_length_only_workload_uses_poisson_arrivals_at_the_target(tmp_path):
     out = tmp_path / "plan.json"
     r = invoke("plan", "--model", "Llama-3-70B", "--workload", FIXTURES / "sharegpt_stats_500.csv", "--goodput", "5",
@@ -199,6 +200,7 @@ def test_simulate_out_is_written_once_without_force(tmp_path):
     assert invoke("simulate", PLAN, "--trace", TRACE, "--out", out, "--force").exit_code == 0
 
 
+@pytest.mark.slow
 def test_plan_verify_resize_adds_headroom_until_the_simulation_holds(tmp_path):
     """The bursty Azure code sample misses on the analytic plan; --verify-resize finds a plan that holds."""
     from tests.conftest import EXAMPLES
@@ -228,6 +230,7 @@ def test_plan_verify_resize_needs_verify():
     assert r.exit_code == 2 and "--verify-resize needs --verify" in r.output
 
 
+@pytest.mark.slow
 def test_plan_verify_resize_says_when_no_headroom_holds():
     from tests.conftest import EXAMPLES
 
@@ -236,6 +239,7 @@ def test_plan_verify_resize_says_when_no_headroom_holds():
     assert "no headroom makes the plan hold its SLOs in simulation" in r.output and "Traceback" not in r.output
 
 
+@pytest.mark.slow
 def test_plan_verify_leaves_over_context_requests_out_and_writes_valid_json(tmp_path):
     """148 of the 300 Mooncake requests exceed Llama-3-8B's 8,192-token window: the planner leaves them out, and
     so does the check (they used to make the percentile infinite and the JSON write crash)."""

@@ -101,6 +101,7 @@ def test_long_prompts_weigh_prefill_more_than_long_outputs():
     ("scenario", "top_k", "kept"),
     [("llama3-70b-azure-conv.yaml", None, 8), ("cauchy-h800-a800-h20.yaml", 2, 2)],
 )
+@pytest.mark.slow
 def test_prune_with_fit_keeps_the_optimum_of_the_examples(tmp_path, scenario, top_k, kept):
     fit_file = tmp_path / "fit.yaml"
     res = invoke("profile", "fit", EXAMPLES / scenario, "--out", fit_file)

@@ -32,6 +32,7 @@ def cpu_profile(tmp_path_factory):
     return path, res
 
 
+@pytest.mark.slow
 def test_cpu_profile_end_to_end(cpu_profile):
     path, res = cpu_profile
     prof = load_profile(path)
@@ -68,6 +69,7 @@ def test_cpu_profile_loads_in_plan(cpu_profile):
     assert doc["scenario"]["profiles"][0]["device_kind"] == "cpu"
 
 
+@pytest.mark.slow
 def test_cpu_profile_filed_under_a_gpu_says_it_is_a_cpu(tmp_path):
     path = tmp_path / "h100.json"
     res = invoke("profile", "--device", "cpu", "--quick", "--gpu", "H100", "--json", "--model", "Llama-3-70B")
@@ -86,6 +88,7 @@ def test_cpu_profile_filed_under_a_gpu_says_it_is_a_cpu(tmp_path):
     assert any("a CPU's figures, not a H100-SXM's" in w for w in out["warnings"])
 
 
+@pytest.mark.slow
 def test_summary_shows_datasheet_and_efficiency_for_a_matched_gpu():
     res = invoke("profile", "--device", "cpu", "--quick", "--gpu", "H100")
     assert res.exit_code == 0, res.output

@@ -157,6 +157,7 @@ def test_unmatched_device_is_registered_but_unused(tmp_path):
         find_gpu("cpu-test")
 
 
+@pytest.mark.slow
 def test_merge_writes_a_catalog_folder_the_loader_uses(tmp_path):
     a = write_profile(tmp_path / "h100.yaml", bf16_tflops=650.0)
     b = write_profile(tmp_path / "l4.yaml", gpu="L4", bf16_tflops=90.0, read_gb_per_s=250.0)

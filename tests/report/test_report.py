@@ -139,6 +139,7 @@ def test_report_errors(tmp_path):
     assert res.exit_code == 2 and out.read_text() == "keep"
 
 
+@pytest.mark.slow
 def test_gate_command_replans_scenarios(tmp_path, examples):
     base = tmp_path / "baseline.json"
     scen = examples / "llama3-70b-azure-conv.yaml"
@@ -240,6 +241,7 @@ def _scenario(tmp_path, examples, name, goodput=5, extra=""):
     return path
 
 
+@pytest.mark.slow
 def test_gate_fails_on_unknown_or_unplannable_scenarios_and_warns_on_skipped(tmp_path, examples):
     base = tmp_path / "base.json"
     a, b = _scenario(tmp_path, examples, "a"), _scenario(tmp_path, examples, "b")

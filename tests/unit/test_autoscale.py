@@ -96,6 +96,7 @@ def test_curve_readers(tmp_path, examples):
         read_servegen(uneven)
 
 
+@pytest.mark.slow
 def test_autoscale_cli_on_servegen(tmp_path, examples):
     runner = CliRunner()
     out = tmp_path / "schedule.json"

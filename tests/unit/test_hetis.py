@@ -283,6 +283,7 @@ def test_real_workers_get_heads_in_proportion_to_memory_bandwidth(tmp_path):
 
 
 # -- review fixes ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_every_layout_is_evaluated_and_degrading_gpus_never_raises_throughput(example_pool, tmp_path):
     arch = ModelArch(find_model("Llama-2-13B"), "fp16", "fp16")
     work, settings = _work(), HetisSettings()
