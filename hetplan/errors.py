@@ -57,6 +57,11 @@ class InfeasibleError(HetplanError):
     constraint and by how much (exit code 1)."""
 
 
+class OutputError(HetplanError):
+    """An output could not be written (a full disk, a read-only folder); nothing half-written is left (exit
+    code 1)."""
+
+
 class OutputExistsError(InputError):
     """An output file exists and ``--force`` was not given (exit code 2)."""
 

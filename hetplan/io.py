@@ -14,7 +14,93 @@ from typing import Any
 
 import yaml
 
-from hetplan.errors import InputError, OutputExistsError
+from hetplan.errors import InputError, OutputError, OutputExistsError
+
+#: Largest YAML/JSON document hetplan reads (scenario, plan, schedule, profile, price, pool, grid files): hetplan
+#: writes plans of tens of kB; anything near this is a wrong file (a trace passed as a plan, say).
+MAX_DOCUMENT_BYTES = 64 * 2**20
+#: Deepest nesting of lists and maps accepted in a document (hetplan's own files nest 6 levels).
+MAX_DOCUMENT_DEPTH = 64
+
+
+def check_input_file(path: str | Path, what: str, max_bytes: int | None = None) -> Path:
+    """``path`` if it is a regular file hetplan may read: never a folder, device, FIFO or socket (reading
+    ``/dev/zero`` would never end), and at most ``max_bytes`` bytes when given.
+
+    Raises:
+        InputError: missing, not a regular file, or larger than ``max_bytes`` (the message names ``what``).
+    """
+    target = Path(str(path))
+    try:
+        st = target.stat()
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {target}", str(exc), "check the path") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{what} {target} is a folder, not a file", fix="pass the file itself")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(
+            f"{what} {target} is not a regular file (a device, pipe or socket)",
+            "hetplan reads files it can size before reading",
+            "write the content to a file and pass that",
+        )
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise InputError(
+            f"{what} {target} is {st.st_size / 2**20:,.1f} MiB, more than the {max_bytes / 2**20:g} MiB hetplan reads",
+            "files of this kind are a few kB to a few MB; this is probably another file",
+            "check the path",
+        )
+    return target
+
+
+def read_text_input(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
+    """The UTF-8 text of a document ``path`` (checked by :func:`check_input_file` first).
+
+    Raises:
+        InputError: as :func:`check_input_file`, unreadable, or not UTF-8.
+    """
+    target = check_input_file(path, what, max_bytes)
+    try:
+        return target.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {target}", str(exc), "check the path") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{what} {target} is not UTF-8 text", fix="pass a YAML or JSON text file") from None
+
+
+def check_document(data: Any, what: str, max_depth: int = MAX_DOCUMENT_DEPTH) -> None:
+    """Refuse a parsed document that shares a list or map between places (YAML anchors and aliases, which can
+    expand a 400-byte file into billions of values) or nests deeper than ``max_depth``; only map keys that are
+    text, numbers or booleans are accepted. Linear in the document's size.
+
+    Raises:
+        InputError: an alias, a too-deep nesting or a key that is a list or map.
+    """
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        if depth > max_depth:
+            raise InputError(
+                f"{what} nests lists or maps more than {max_depth} levels deep",
+                "no hetplan file needs more than a few levels",
+                "check the file's structure",
+            )
+        if id(node) in seen:
+            raise InputError(
+                f"{what} uses YAML anchors and aliases (&name / *name)",
+                "hetplan does not accept them in input files: a few aliases can expand into billions of values",
+                "write the repeated values out",
+            )
+        seen.add(id(node))
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not isinstance(key, str | int | float | bool) and key is not None:
+                    raise InputError(f"{what} has a map key that is a {type(key).__name__}", fix="use text keys")
+                stack.append((value, depth + 1))
+        else:
+            stack.extend((value, depth + 1) for value in node)
 
 
 def to_json(doc: Any) -> str:
@@ -68,7 +154,8 @@ def write_atomic(path: str | Path, text: str, force: bool = False) -> Path:
 
     Raises:
         OutputExistsError: ``path`` exists and ``force`` is False.
-        InputError: the target is not a regular file, ends with a separator, or the folder cannot be written.
+        InputError: the target is not a regular file or ends with a separator.
+        OutputError: the folder cannot be made or written (read-only, full disk): exit 1, nothing left behind.
     """
     mode = check_output(path, force)
     path = Path(str(path))
@@ -86,7 +173,9 @@ def write_atomic(path: str | Path, text: str, force: bool = False) -> Path:
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
-        raise InputError(f"cannot write {path}", str(exc), "check the folder exists and is writable") from None
+        raise OutputError(
+            f"cannot write {path}", str(exc), "check the folder exists, is writable and has space"
+        ) from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)

@@ -42,10 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hetplan.catalog.loader import find_gpu, read_yaml_file
+from hetplan.catalog.loader import find_gpu, read_yaml_file, read_yaml_mapping
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import CatalogError, InputError
 from hetplan.units import GB
@@ -298,8 +297,8 @@ def load_pool(path: str | Path) -> Pool:
 def _kind_of(path: Path) -> str | None:
     """The ``kind`` field of a YAML/JSON mapping, or None when the file has none or does not parse."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = read_yaml_mapping(path, "file")
+    except InputError:
         return None
     kind = data.get("kind") if isinstance(data, dict) else None
     return kind if isinstance(kind, str) else None

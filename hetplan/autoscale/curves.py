@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from hetplan.errors import InputError
+from hetplan.io import check_input_file
 from hetplan.workload.readers import load_workload
 
 SERVEGEN_ATTRIBUTION = "ServeGen (alibaba/ServeGen), Apache-2.0"
@@ -69,6 +70,7 @@ def read_servegen(path: Path) -> LoadCurve:
         InputError: unreadable file, wrong column count, non-numeric or negative values, uneven windows.
     """
     starts, rates, cvs = [], [], []
+    check_input_file(path, "load curve")
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             for lineno, row in enumerate(csv.reader(fh), 1):

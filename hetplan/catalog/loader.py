@@ -33,6 +33,7 @@ from hetplan.catalog.schemas import (
     UserPriceFile,
 )
 from hetplan.errors import CatalogError, InputError
+from hetplan.io import check_document, read_text_input
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -111,18 +112,17 @@ def read_yaml_mapping(path: Path, what: str, schema_doc: str = "see catalogs/REA
         InputError / CatalogError: as :func:`read_yaml_file`, short of the schema check.
     """
     path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{what} {path} is a folder, not a file", fix="pass the file itself")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}", str(exc), "check the path") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{what} {path} is not UTF-8 text", fix=f"pass a YAML file ({schema_doc})") from None
+        text = read_text_input(path, what)
+    except InputError as exc:
+        if "UTF-8" in exc.what:
+            raise InputError(exc.what, fix=f"pass a YAML file ({schema_doc})") from None
+        raise
     if path.suffix.lower() == ".json":  # JSON is read as JSON: YAML 1.1 would read 1e-05 as text
         data = _load_json(text, path, what)
     else:
         data = _load_yaml(text, path, what)
+    check_document(data, f"{what} {path}")
     if data is None:
         raise CatalogError(f"{what} {path} is empty", fix=schema_doc)
     if not isinstance(data, dict):
@@ -168,6 +168,8 @@ def _load_yaml(text: str, path: Path, what: str) -> Any:
             return yaml.load(text, Loader=_FastUniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError:
             return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - the same, in pure Python
+    except RecursionError:
+        raise CatalogError(f"{what} {path} nests too deeply to read", fix="check the file's structure") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

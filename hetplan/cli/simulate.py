@@ -103,15 +103,14 @@ def _target(text: str) -> float:
 
 def _check_plan_path(plan_file: Path) -> "Plan":
     """The plan at ``plan_file``; a Hetis spec is refused with a message about the simulator."""
-    import yaml
-
+    from hetplan.catalog.loader import read_yaml_mapping
     from hetplan.plan.doc import load_plan
 
     if plan_file.is_file():
         try:
-            raw = yaml.safe_load(plan_file.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError):
-            raw = None
+            raw = read_yaml_mapping(plan_file, "plan file")
+        except InputError:
+            raw = None  # load_plan below says what is wrong
         if isinstance(raw, dict) and raw.get("kind") == "hetis-deployment":
             raise InputError(
                 f"{plan_file} is a Hetis deployment spec, which the simulator cannot replay",

@@ -115,11 +115,28 @@ def emit_plan(
     for rel in [*rendered, MANIFEST]:
         check_output(out / rel, force)  # refuse before anything is written
     entries: list[ManifestEntry] = []
-    for rel, (target, text) in rendered.items():
-        path = write_atomic(out / rel, text, force=True)
-        if rel.endswith(".sh"):
-            os.chmod(path, stat.S_IMODE(path.stat().st_mode) | 0o111)
-        entries.append(ManifestEntry(rel, target, hashlib.sha256(text.encode("utf-8")).hexdigest()))
-    doc = manifest_doc(ir.name, ir.strategy, ir.model.name, chosen, entries)
-    write_atomic(out / MANIFEST, to_json(doc), force=True)
+    created: list[Path] = []  # files and folders this run made, removed again if it stops half-way
+    try:
+        for rel, (target, text) in rendered.items():
+            path = out / rel
+            for folder in reversed([path.parent, *path.parent.parents]):
+                if not folder.exists():
+                    created.append(folder)
+            if not path.exists():
+                created.append(path)
+            write_atomic(path, text, force=True)
+            if rel.endswith(".sh"):
+                os.chmod(path, stat.S_IMODE(path.stat().st_mode) | 0o111)
+            entries.append(ManifestEntry(rel, target, hashlib.sha256(text.encode("utf-8")).hexdigest()))
+        doc = manifest_doc(ir.name, ir.strategy, ir.model.name, chosen, entries)
+        if not (out / MANIFEST).exists():
+            created.append(out / MANIFEST)
+        write_atomic(out / MANIFEST, to_json(doc), force=True)
+    except BaseException:  # a full disk, Ctrl-C, SIGTERM: leave no half-written deployment behind
+        for made in reversed(created):
+            try:
+                made.rmdir() if made.is_dir() else made.unlink(missing_ok=True)
+            except OSError:
+                pass
+        raise
     return EmitResult(str(out), chosen, tuple(entries), report, ir.notes)

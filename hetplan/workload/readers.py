@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hetplan.errors import InputError
+from hetplan.io import check_input_file
 from hetplan.workload.model import RequestStream, Workload, make_stream, make_workload
 
 AZURE_ATTRIBUTION = "Azure LLM inference trace 2023 (Patel et al., Splitwise, ISCA 2024), CC-BY-4.0"
@@ -181,8 +182,9 @@ def load_workload(
     path = Path(path)
     if path.is_dir():
         raise InputError(f"workload {path} is a folder, not a file", fix="pass the trace file itself")
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"workload file {path} does not exist", fix="check the --workload path")
+    check_input_file(path, "workload file")  # never a device or a pipe (reading /dev/zero would not end)
     if fmt == "auto":
         fmt = trace_format(path)
     if fmt not in _READERS:
@@ -240,8 +242,9 @@ def read_stream(
     for path in map(Path, paths):  # checks that need no parsing come first
         if path.is_dir():
             raise InputError(f"trace {path} is a directory, not a file", fix="pass the trace file itself to --trace")
-        if not path.is_file():
+        if not path.exists():
             raise InputError(f"trace file {path} does not exist", fix="check the --trace path")
+        check_input_file(path, "trace file")  # never a device or a pipe
         if class_column and trace_format(path, sniff=True) == "mooncake":
             raise InputError(
                 f"--class-column is for CSV traces; {path} holds JSON lines",

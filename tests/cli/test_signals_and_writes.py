@@ -1,0 +1,139 @@
+"""Ctrl-C, SIGTERM and failed writes: exit 130/143 (or 1) with one line on stderr, no traceback, nothing half-written.
+
+Each signal is raised from inside the command at a fixed point (a patched function sends it to the process), so
+the tests are deterministic: the command is in the middle of solving, simulating or writing files when it lands.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, FIXTURES
+
+pytestmark = pytest.mark.e2e
+
+PLAN = FIXTURES / "plan_example_a.json"
+TRACE = FIXTURES / "azure_conv_200.csv"
+
+# Patches applied before the CLI runs: each sends SIGNAL to this process at a point where work is under way.
+INJECT = {
+    "solve": """
+import hetplan.planning.solve as solve
+real = solve.SOLVERS["cauchy"]
+def boom(*a, **k):
+    os.kill(os.getpid(), SIGNAL)
+    return real(*a, **k)
+solve.SOLVERS["cauchy"] = boom
+""",
+    "simulate": """
+import hetplan.sim.run as run
+real = run.run_simulation
+def boom(*a, **k):
+    os.kill(os.getpid(), SIGNAL)
+    return real(*a, **k)
+run.run_simulation = boom
+""",
+    "emit": """
+import hetplan.emit.writer as writer
+real = writer.write_atomic
+calls = []
+def boom(*a, **k):
+    calls.append(1)
+    if len(calls) == 4:  # three files are already in place
+        os.kill(os.getpid(), SIGNAL)
+    return real(*a, **k)
+writer.write_atomic = boom
+""",
+}
+
+
+def run_cli(inject: str, signum: int, args: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
+    code = f"import os, signal\nSIGNAL = {signum}\n{INJECT[inject]}\nfrom hetplan.cli.main import main\nmain()\n"
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_plan_stopped_while_solving_writes_nothing(tmp_path, signame, code):
+    import signal
+
+    res = run_cli("solve", getattr(signal, signame), ["plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--out",
+                                                     tmp_path / "plan.json", "--no-analysis"], tmp_path)  # fmt: skip
+    assert res.returncode == code, res.stderr
+    assert "Traceback" not in res.stderr and "Interrupted" in res.stderr
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_simulate_stopped_mid_run_writes_nothing(tmp_path, signame, code):
+    import signal
+
+    res = run_cli("simulate", getattr(signal, signame),
+                  ["simulate", PLAN, "--trace", TRACE, "--out", tmp_path / "metrics.json"], tmp_path)  # fmt: skip
+    assert res.returncode == code, res.stderr
+    assert "Traceback" not in res.stderr
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_emit_stopped_after_three_files_leaves_no_partial_folder(tmp_path, signame, code):
+    import signal
+
+    res = run_cli("emit", getattr(signal, signame), ["emit", PLAN, "--out", tmp_path / "deploy"], tmp_path)
+    assert res.returncode == code, res.stderr
+    assert "Traceback" not in res.stderr
+    assert leftovers(tmp_path) == []
+
+
+def test_emit_on_a_full_disk_exits_1_and_leaves_nothing(tmp_path, monkeypatch):
+    """ENOSPC on the fifth file: an Error line, exit 1, and the four files already written are removed."""
+    import errno
+    import os
+
+    from typer.testing import CliRunner
+
+    import hetplan.io as hio
+    from hetplan.cli.main import app
+
+    real_replace = os.replace
+    calls: list[str] = []
+
+    def full_disk(src: str, dst: str) -> None:
+        calls.append(dst)
+        if len(calls) == 5:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(hio.os, "replace", full_disk)
+    res = CliRunner().invoke(app, ["emit", str(PLAN), "--out", str(tmp_path / "deploy")])
+    assert res.exit_code == 1, res.output
+    assert "Error: cannot write" in res.output and "No space left on device" in res.output
+    assert leftovers(tmp_path) == []
+
+
+def test_a_read_only_folder_is_an_error_not_a_traceback(tmp_path, monkeypatch):
+    """EACCES on creating the temporary file (what a read-only folder gives; injected, since root may write
+    anywhere): an Error line, exit 1, nothing written."""
+    import errno
+
+    from typer.testing import CliRunner
+
+    import hetplan.io as hio
+    from hetplan.cli.main import app
+
+    def read_only(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(hio.tempfile, "mkstemp", read_only)
+    res = CliRunner().invoke(app, ["simulate", str(PLAN), "--trace", str(TRACE), "--out", str(tmp_path / "m.json")])
+    assert res.exit_code == 1 and "Error: cannot write" in res.output and "Permission denied" in res.output
+    assert leftovers(tmp_path) == []
