@@ -38,6 +38,10 @@ from pydantic import (
 
 from hetplan.catalog.loader import read_yaml_file
 
+#: Smallest arrival rate or goodput target accepted, req/s (one request a day is 1.2e-5): below it the capacity
+#: arithmetic underflows (a rate of 1e-300 gave a division by zero).
+MIN_RATE_PER_S = 1e-6
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -50,7 +54,7 @@ class SyntheticSpec(_Strict):
     """A synthetic workload: one of Cauchy's classes (or ``custom`` with medians) at ``rate_per_s``."""
 
     kind: str = Field(default="balanced", alias="class")
-    rate_per_s: float = Field(gt=0, le=1e7)
+    rate_per_s: float = Field(ge=MIN_RATE_PER_S, le=1e7)
     requests: int = Field(default=2000, gt=0, le=1_000_000)
     seed: int = Field(default=0, ge=0)
     prompt_tokens_median: float | None = Field(default=None, gt=0, le=10_000_000)
@@ -66,7 +70,7 @@ class WorkloadSpec(_Strict):
 
     path: str | None = None
     format: Literal["auto", "azure", "mooncake", "lengths"] = "auto"
-    rate_per_s: float | None = Field(default=None, gt=0, le=1e7)
+    rate_per_s: float | None = Field(default=None, ge=MIN_RATE_PER_S, le=1e7)
     synthetic: SyntheticSpec | None = None
 
     @model_validator(mode="after")
@@ -116,7 +120,7 @@ class Scenario(_Strict):
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     workload: WorkloadSpec
-    goodput_req_per_s: float | None = Field(default=None, gt=0, le=1e7)
+    goodput_req_per_s: float | None = Field(default=None, ge=MIN_RATE_PER_S, le=1e7)
     slo: SloSpec = SloSpec()
     gpus: list[str] | None = Field(default=None, min_length=1)
     inventory: dict[str, NonNegativeInt] = Field(default_factory=dict)

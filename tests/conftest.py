@@ -6,6 +6,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property-based tests: a fixed seed and few examples in CI (the default); --hypothesis-profile=fuzz for the long run.
+settings.register_profile("ci", derandomize=True, max_examples=25, deadline=None, print_blob=True)
+settings.register_profile("fuzz", max_examples=600, deadline=None, print_blob=True)
+settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"

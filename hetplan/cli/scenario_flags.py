@@ -45,6 +45,11 @@ def split_list(text: str, flag: str, example: str) -> list[str]:
     return items
 
 
+def _whole_number(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts '²' and '٣', which ``int()`` refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_inventory(text: str) -> dict[str, int]:
     """``--inventory H800=16,H20=32`` as ``{"H800": 16, "H20": 32}``.
 
@@ -54,7 +59,7 @@ def parse_inventory(text: str) -> dict[str, int]:
     inv: dict[str, int] = {}
     for item in split_list(text, "--inventory", "H800=16,H20=32"):
         name, sep, count = item.partition("=")
-        if not sep or not count.strip().isdigit() or not name.strip():
+        if not sep or not _whole_number(count.strip()) or not name.strip():
             raise InputError(
                 f"--inventory: cannot read {item!r}",
                 "expected GPU=COUNT with a whole number",
@@ -73,7 +78,7 @@ def parse_tp_list(text: str) -> list[int]:
         InputError: an item that is not a whole number.
     """
     items = split_list(text, "--tp", "1,2,4,8")
-    if not all(x.isdigit() for x in items):
+    if not all(_whole_number(x) for x in items):
         raise InputError(f"--tp: cannot read {text!r}", "expected whole numbers", "pass e.g. --tp 1,2,4,8")
     return [int(x) for x in items]
 

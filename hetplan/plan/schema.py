@@ -47,6 +47,10 @@ class ComboDoc(_Open):
     utilization: float = Field(ge=0)
     bound_by: str
     min_count: int | None = Field(default=None, ge=0)
+    tokens_per_usd: Usd | None = None
+    prefill_capacity_req_per_s: float = Field(default=0.0, ge=0)
+    decode_capacity_req_per_s: float = Field(default=0.0, ge=0)
+    kv_transfer_capacity_req_per_s: float = Field(default=0.0, ge=0)
     prefill_pp: int = Field(default=1, ge=1)
     decode_pp: int = Field(default=1, ge=1)
 
@@ -106,6 +110,9 @@ class ScenarioDoc(_Open):
     workload: WorkloadDoc
     prices: dict[str, PriceDoc]
     perf_settings: dict[str, Any]
+    gpus: list[str] = Field(default_factory=list)
+    inventory: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    tp_options: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
 
 
 class SummaryDoc(_Open):
