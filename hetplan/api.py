@@ -259,6 +259,32 @@ def calibrate(
     return replace(req.plan, extra={**req.plan.extra, "cascade": block}), block
 
 
+def sweep(
+    grid: str | Path,
+    out: str | Path | None = None,
+    executor: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    ray_files: str = "ship",
+    resume: bool = False,
+    force: bool = False,
+    progress: Callable[[int, int, dict[str, Any] | None], None] | None = None,
+) -> dict[str, Any]:
+    """Plan every case of the grid file ``grid`` (``hetplan sweep``) on ``executor`` (``local``: a pool of
+    ``workers`` processes; ``ray``: Ray tasks at ``ray_address``) and write the table, plan files and report under
+    ``out``; returns the summary document (``--json``). See :mod:`hetplan.sweep.run`.
+
+    Raises:
+        InputError: a bad grid (naming the axis) or outputs that exist without ``force``/``resume`` (exit 2).
+        HetplanError: Ray missing or unreachable (exit 1). SweepInterrupted: Ctrl-C, after writing (exit 130).
+    """
+    from hetplan.sweep.run import SweepSettings, run_sweep
+
+    settings = SweepSettings(None if out is None else Path(out), executor, workers, ray_address, ray_files, resume,
+                             force)  # fmt: skip
+    return run_sweep(grid, settings, progress)
+
+
 def gate(
     current: dict[str, Plan],
     baseline: dict[str, dict[str, Any]],
@@ -323,6 +349,7 @@ __all__ = [
     "plan",
     "plan_verified",
     "simulate",
+    "sweep",
     "to_doc",
     "verify",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from hetplan.cli import autoscale, catalog, emit, estimate, plan, profile, report, simulate
+from hetplan.cli import autoscale, catalog, emit, estimate, plan, profile, report, simulate, sweep
 from hetplan.cli.app import STATE, app, catalog_app
 
 app.command()(plan.plan)
@@ -19,6 +19,7 @@ app.command()(report.report)
 app.command()(report.gate)
 app.command("simulate")(simulate.simulate_cmd)
 app.command("calibrate")(simulate.calibrate_cmd)
+app.command()(sweep.sweep)
 catalog_app.command("gpus")(catalog.gpus)
 catalog_app.command("models")(catalog.models)
 catalog_app.command("prices")(catalog.prices)
