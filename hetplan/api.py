@@ -236,6 +236,28 @@ def simulate(req: SimRequest) -> dict[str, Any]:
     return _simulate(req)
 
 
+def simulate_windowed(
+    req: SimRequest,
+    windows: int,
+    warmup_s: float = 60.0,
+    executor: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
+) -> dict[str, Any]:
+    """``hetplan simulate --windows``: ``req`` as ``windows`` time windows (each with ``warmup_s`` seconds of
+    arrivals before it replayed and discarded) run as parallel tasks on ``executor``, merged into one metrics
+    document with a ``windowed`` block; see :mod:`hetplan.sim.windows` for the method and the tolerance.
+
+    Raises:
+        InputError: bad settings. HetplanError: Ray missing or unreachable.
+    """
+    from hetplan.executors import make_executor
+    from hetplan.sim.windows import simulate_windowed as _simulate_windowed
+
+    with make_executor(executor, workers, ray_address) as ex:
+        return _simulate_windowed(req, windows, warmup_s, ex)
+
+
 def find_capacity(req: SimRequest, target: float, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The highest arrival-rate scale at which the plan still meets ``target`` joint SLO attainment
     (``hetplan simulate --find-capacity``); see :func:`hetplan.sim.run.find_capacity`."""
@@ -349,6 +371,7 @@ __all__ = [
     "plan",
     "plan_verified",
     "simulate",
+    "simulate_windowed",
     "sweep",
     "to_doc",
     "verify",
