@@ -63,7 +63,8 @@ def sweep(
         try:
             return api.sweep(grid_file, out, executor, workers, ray_address, ray_files, resume, force, progress=step)
         finally:
-            bar.stop()
+            if bar.live.is_started:
+                bar.stop()
 
     summary = run_guarded(work)
     if json_out:

@@ -39,6 +39,8 @@ class CaseTask:
         strategy / analysis / verify / policy: plan options.
         files: absolute paths, in the order of the file contents passed to :func:`run_case` (empty: read locally).
         catalog_sha256: the driver's catalog hash, when a catalog is passed along.
+        catalog_dir: the driver's catalog folder (local workers read it: they may have started before the driver
+            pointed ``HETPLAN_CATALOG_DIR`` elsewhere).
         driver_version: the driver's hetplan version (a worker with another version refuses the case).
     """
 
@@ -53,6 +55,7 @@ class CaseTask:
     policy: str
     files: tuple[str, ...] = ()
     catalog_sha256: str | None = None
+    catalog_dir: str | None = None
     driver_version: str = __version__
 
 
@@ -99,19 +102,22 @@ def _materialise(name: str, data: bytes) -> str:
     return str(path)
 
 
-def use_catalog(catalog: dict[str, bytes] | None, sha: str | None) -> None:
-    """Plan with the driver's catalog files when this worker's differ (``HETPLAN_CATALOG_DIR`` is pointed at a
-    cached copy and the catalog caches are cleared)."""
-    if not catalog or sha is None:
-        return
+def use_catalog(catalog: dict[str, bytes] | None, sha: str | None, folder: str | None = None) -> None:
+    """Plan with the driver's catalog: the files ``catalog`` (Ray), written to a cached copy when this worker's
+    catalog differs from ``sha``, or the driver's ``folder`` (local workers). ``HETPLAN_CATALOG_DIR`` is pointed
+    there and the catalog caches are cleared when it changes."""
     from hetplan.catalog import loader
 
-    if loader.catalog_sha256() == sha:
+    if catalog and sha is not None:
+        if loader.catalog_sha256() == sha:
+            return
+        target = _cache_dir() / f"catalog-{sha}"
+        for name, data in catalog.items():
+            _write_once(target / name, data)
+        folder = str(target)
+    if folder is None or Path(folder) == loader.catalog_dir():
         return
-    folder = _cache_dir() / f"catalog-{sha}"
-    for name, data in catalog.items():
-        _write_once(folder / name, data)
-    os.environ["HETPLAN_CATALOG_DIR"] = str(folder)
+    os.environ["HETPLAN_CATALOG_DIR"] = folder
     for fn in (loader.load_gpus, loader.load_models, loader.load_prices):
         fn.cache_clear()
 
@@ -142,7 +148,7 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
                            f"{task.driver_version}: install the same version on every node", worker=worker)  # fmt: skip
     start = time.perf_counter()
     try:
-        use_catalog(catalog, task.catalog_sha256)
+        use_catalog(catalog, task.catalog_sha256, task.catalog_dir)
         moved = {p: _materialise(Path(p).name, data) for p, data in zip(task.files, contents, strict=True)}
         scenario = Scenario.model_validate(_relocate(task.scenario, moved)).with_base_dir(task.base_dir)
         plan = api.plan(scenario, task.strategy, task.analysis)

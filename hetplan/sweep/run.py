@@ -98,9 +98,9 @@ def _reusable(case: Case, path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _task(case: Case, files: tuple[str, ...], catalog_sha: str | None) -> CaseTask:
+def _task(case: Case, files: tuple[str, ...], catalog_sha: str | None, catalog_dir: str | None) -> CaseTask:
     return CaseTask(case.id, case.inputs_sha256, case.axes, case.scenario, case.base_dir, case.strategy,
-                    case.analysis, case.verify, case.policy, files, catalog_sha)  # fmt: skip
+                    case.analysis, case.verify, case.policy, files, catalog_sha, catalog_dir)  # fmt: skip
 
 
 def _catalog_payload() -> tuple[dict[str, bytes], str]:
@@ -179,9 +179,12 @@ def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress
                         for f in files:
                             if f not in refs:
                                 refs[f] = executor.share(Path(f).read_bytes())
-                        tasks.append((_task(case, files, sha), shared_catalog, *(refs[f] for f in files)))
+                        tasks.append((_task(case, files, sha, None), shared_catalog, *(refs[f] for f in files)))
                 else:
-                    tasks = [(_task(case, (), None),) for case in todo]
+                    from hetplan.catalog.loader import catalog_dir
+
+                    folder = str(catalog_dir())
+                    tasks = [(_task(case, (), None, folder),) for case in todo]
                 executor.run(
                     run_case, tasks,
                     lambda i, outcome: finish(todo[i], outcome),
