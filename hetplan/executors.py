@@ -43,6 +43,8 @@ EXECUTORS = ("local", "ray")
 #: Modules a local worker process has loaded before its first task (imported once, in the forkserver).
 PRELOAD = ("hetplan.sweep.case", "hetplan.sim.windows")
 
+#: Thread-pool sizes a worker process gets (1 each, unless already set): see :meth:`LocalExecutor._pool`.
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 OnDone = Callable[[int, Any], None]
 OnError = Callable[[int, BaseException], None]
 
@@ -112,12 +114,25 @@ class LocalExecutor(Executor):
     def _pool(self) -> ProcessPoolExecutor:
         import multiprocessing
 
-        if sys.platform.startswith("linux") or sys.platform == "darwin":
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(list(PRELOAD))
-        else:
-            ctx = multiprocessing.get_context("spawn")
-        return ProcessPoolExecutor(max_workers=self._workers, mp_context=ctx, initializer=_ignore_sigint)
+        # one thread per worker for numpy's BLAS and OpenMP (as Ray gives its tasks), unless the user chose:
+        # N workers on N cores, each with a thread pool of N, only contend; set while the forkserver starts
+        saved = {k: os.environ.get(k) for k in THREAD_VARS}
+        for key in THREAD_VARS:
+            os.environ.setdefault(key, "1")
+        try:
+            if sys.platform.startswith("linux") or sys.platform == "darwin":
+                from multiprocessing import forkserver
+
+                ctx = multiprocessing.get_context("forkserver")
+                ctx.set_forkserver_preload(list(PRELOAD))
+                forkserver.ensure_running()
+            else:
+                ctx = multiprocessing.get_context("spawn")
+            return ProcessPoolExecutor(max_workers=self._workers, mp_context=ctx, initializer=_ignore_sigint)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
 
     def run(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], on_done: OnDone, on_error: OnError) -> None:
         if self._workers == 1 or len(tasks) <= 1:

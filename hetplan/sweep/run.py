@@ -98,7 +98,9 @@ def _reusable(case: Case, path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _task(case: Case, files: tuple[str, ...], catalog_sha: str | None, catalog_dir: str | None) -> CaseTask:
+def case_task(case: Case, files: tuple[str, ...], catalog_sha: str | None, catalog_dir: str | None) -> CaseTask:
+    """The task a worker runs for ``case`` (``files``/``catalog_sha``: what is shipped with it on Ray;
+    ``catalog_dir``: the driver's catalog folder for local workers)."""
     return CaseTask(case.id, case.inputs_sha256, case.axes, case.scenario, case.base_dir, case.strategy,
                     case.analysis, case.verify, case.policy, files, catalog_sha, catalog_dir)  # fmt: skip
 
@@ -179,12 +181,12 @@ def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress
                         for f in files:
                             if f not in refs:
                                 refs[f] = executor.share(Path(f).read_bytes())
-                        tasks.append((_task(case, files, sha, None), shared_catalog, *(refs[f] for f in files)))
+                        tasks.append((case_task(case, files, sha, None), shared_catalog, *(refs[f] for f in files)))
                 else:
                     from hetplan.catalog.loader import catalog_dir
 
                     folder = str(catalog_dir())
-                    tasks = [(_task(case, (), None, folder),) for case in todo]
+                    tasks = [(case_task(case, (), None, folder),) for case in todo]
                 executor.run(
                     run_case, tasks,
                     lambda i, outcome: finish(todo[i], outcome),
@@ -252,4 +254,4 @@ def _write_outputs(
     return summary
 
 
-__all__ = ["OUTPUTS", "RAY_FILES", "SweepInterrupted", "SweepSettings", "run_sweep"]
+__all__ = ["OUTPUTS", "RAY_FILES", "SweepInterrupted", "SweepSettings", "case_task", "run_sweep"]
