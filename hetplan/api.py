@@ -236,6 +236,28 @@ def simulate(req: SimRequest) -> dict[str, Any]:
     return _simulate(req)
 
 
+def simulate_windowed(
+    req: SimRequest,
+    windows: int,
+    warmup_s: float = 60.0,
+    executor: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
+) -> dict[str, Any]:
+    """``hetplan simulate --windows``: ``req`` as ``windows`` time windows (each with ``warmup_s`` seconds of
+    arrivals before it replayed and discarded) run as parallel tasks on ``executor``, merged into one metrics
+    document with a ``windowed`` block; see :mod:`hetplan.sim.windows` for the method and the tolerance.
+
+    Raises:
+        InputError: bad settings. HetplanError: Ray missing or unreachable.
+    """
+    from hetplan.executors import make_executor
+    from hetplan.sim.windows import simulate_windowed as _simulate_windowed
+
+    with make_executor(executor, workers, ray_address) as ex:
+        return _simulate_windowed(req, windows, warmup_s, ex)
+
+
 def find_capacity(req: SimRequest, target: float, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The highest arrival-rate scale at which the plan still meets ``target`` joint SLO attainment
     (``hetplan simulate --find-capacity``); see :func:`hetplan.sim.run.find_capacity`."""
@@ -257,6 +279,32 @@ def calibrate(
 
     block = _calibrate(req, quantile, progress)
     return replace(req.plan, extra={**req.plan.extra, "cascade": block}), block
+
+
+def sweep(
+    grid: str | Path,
+    out: str | Path | None = None,
+    executor: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    ray_files: str = "ship",
+    resume: bool = False,
+    force: bool = False,
+    progress: Callable[[int, int, dict[str, Any] | None], None] | None = None,
+) -> dict[str, Any]:
+    """Plan every case of the grid file ``grid`` (``hetplan sweep``) on ``executor`` (``local``: a pool of
+    ``workers`` processes; ``ray``: Ray tasks at ``ray_address``) and write the table, plan files and report under
+    ``out``; returns the summary document (``--json``). See :mod:`hetplan.sweep.run`.
+
+    Raises:
+        InputError: a bad grid (naming the axis) or outputs that exist without ``force``/``resume`` (exit 2).
+        HetplanError: Ray missing or unreachable (exit 1). SweepInterrupted: Ctrl-C, after writing (exit 130).
+    """
+    from hetplan.sweep.run import SweepSettings, run_sweep
+
+    settings = SweepSettings(None if out is None else Path(out), executor, workers, ray_address, ray_files, resume,
+                             force)  # fmt: skip
+    return run_sweep(grid, settings, progress)
 
 
 def gate(
@@ -323,6 +371,8 @@ __all__ = [
     "plan",
     "plan_verified",
     "simulate",
+    "simulate_windowed",
+    "sweep",
     "to_doc",
     "verify",
 ]

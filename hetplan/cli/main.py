@@ -10,7 +10,7 @@ import signal
 import sys
 from types import FrameType
 
-from hetplan.cli import autoscale, catalog, emit, estimate, plan, profile, report, simulate
+from hetplan.cli import autoscale, catalog, emit, estimate, plan, profile, report, simulate, sweep
 from hetplan.cli.app import STATE, app, catalog_app
 
 app.command()(plan.plan)
@@ -21,6 +21,7 @@ app.command()(report.report)
 app.command()(report.gate)
 app.command("simulate")(simulate.simulate_cmd)
 app.command("calibrate")(simulate.calibrate_cmd)
+app.command()(sweep.sweep)
 catalog_app.command("gpus")(catalog.gpus)
 catalog_app.command("models")(catalog.models)
 catalog_app.command("prices")(catalog.prices)

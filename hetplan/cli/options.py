@@ -173,3 +173,24 @@ SloOpt = Annotated[list[str] | None, typer.Option("--slo", help="Per-class SLO, 
 
 def rate_scale_option(help: str) -> Any:
     return typer.Option("--rate-scale", help=help)
+
+
+# --- where independent tasks run (sweep, simulate --windows): hetplan/executors.py --------------------------------
+
+ExecutorOpt = Annotated[
+    str, typer.Option("--executor", help="local (a process pool on this machine) or ray (Ray tasks).")
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--workers", help="Processes of the local pool, or CPUs of a local Ray instance (default: the cores)."
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="With --executor ray: local (start a private instance on this machine, loopback only; default), auto "
+        "(the running cluster) or a cluster address.",
+    ),
+]

@@ -13,10 +13,13 @@ from hetplan import api
 from hetplan.cli.app import err_console, run_guarded
 from hetplan.cli.options import (
     ClassColumnOpt,
+    ExecutorOpt,
     ForceFlag,
     PlanFileArg,
+    RayAddressOpt,
     SloOpt,
     TraceOpt,
+    WorkersOpt,
     force_option,
     json_option,
     out_option,
@@ -170,6 +173,36 @@ def _request(
     )  # fmt: skip
 
 
+def _window_flags(
+    windows: int | None, warmup: str, executor: str, workers: int | None, ray_address: str | None, find_cap: bool
+) -> tuple[int, float] | None:
+    """``(windows, warm-up seconds)`` for ``--windows``, or None; refuses the window flags without it.
+
+    Raises:
+        InputError: ``--warmup``/``--executor``/``--workers``/``--ray-address`` without ``--windows``, or with
+            ``--find-capacity``; an unreadable warm-up.
+    """
+    if windows is None:
+        given = [flag for flag, value, default in (("--warmup", warmup, "60s"), ("--executor", executor, "local"),
+                 ("--workers", workers, None), ("--ray-address", ray_address, None)) if value != default]  # fmt: skip
+        if given:
+            one = len(given) == 1
+            raise InputError(f"{', '.join(given)} {'is' if one else 'are'} for --windows",
+                             fix=f"add --windows N, or drop {'it' if one else 'them'}")  # fmt: skip
+        return None
+    if find_cap:
+        raise InputError(
+            "--windows does not apply to --find-capacity",
+            "the capacity search runs many short simulations one after another",
+            "drop --windows, or drop --find-capacity",
+        )
+    try:
+        warm = parse_duration_s(warmup, "warmup", 0.0, 1e9)
+    except InputError as exc:
+        raise InputError(exc.what, exc.why, "give a warm-up with a unit, e.g. --warmup 60s") from None
+    return windows, warm
+
+
 def _warn(doc: dict[str, Any]) -> None:
     print_warnings(err_console, doc.get("warnings") or [])
 
@@ -224,6 +257,16 @@ def simulate_cmd(
     json_out: Annotated[bool, json_option("Print the metrics as JSON on stdout.")] = False,
     out: Annotated[Path | None, out_option("Write the metrics (JSON, or YAML for *.yaml).")] = None,
     force: ForceFlag = False,
+    windows: Annotated[
+        int | None,
+        typer.Option("--windows", help="Split the trace into N time windows simulated in parallel, then merged."),
+    ] = None,
+    warmup: Annotated[
+        str, typer.Option("--warmup", help="With --windows: arrivals before each window replayed as warm-up.")
+    ] = "60s",
+    executor: ExecutorOpt = "local",
+    workers: WorkersOpt = None,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Replay a trace through a plan's deployment and report TTFT/TPOT/ITL/E2E, SLO attainment and goodput.
 
@@ -235,6 +278,7 @@ def simulate_cmd(
 
         if out is not None:
             check_output(out, force)
+        windowed = _window_flags(windows, warmup, executor, workers, ray_address, find_cap)
         if find_cap and rate_scale is not None:
             raise InputError(
                 "--find-capacity searches the rate scale itself",
@@ -249,6 +293,10 @@ def simulate_cmd(
         if goal is not None:
             with err_console.status("finding capacity", spinner="dots") as status:
                 doc = find_capacity(req, goal, progress=lambda text: status.update(text))
+        elif windowed is not None:
+            with err_console.status(f"simulating {windowed[0]} windows", spinner="dots"):
+                doc = api.simulate_windowed(req, *windowed, executor=executor, workers=workers,
+                                            ray_address=ray_address)  # fmt: skip
         else:
             doc = simulate(req)
         _write(out, force, doc)

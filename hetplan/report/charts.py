@@ -31,6 +31,11 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]  # drop the XML prolog and doctype: the SVG is inlined into HTML
 
 
+def figure_svg(fig: Any) -> str:
+    """A matplotlib figure as inline SVG text (closes the figure), as every chart here is written."""
+    return _svg(fig)
+
+
 def cost_by_strategy(plan: dict[str, Any]) -> str:
     """Bar chart: $/hour of each strategy for one plan's scenario (infeasible ones omitted)."""
     rows = [(n, s["total_usd_per_hour"]) for n, s in plan["strategies"].items() if s.get("status") != "infeasible"]

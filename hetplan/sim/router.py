@@ -62,6 +62,18 @@ class Router:
         self.outstanding = [0] * len(groups)
         self._rr: dict[tuple[int, ...], list[float]] = {}
 
+    def snapshot(self) -> tuple[dict[tuple[int, ...], list[float]], object]:
+        """The state that decides the next picks of ``round-robin`` and ``random`` (they do not depend on the
+        load): the smooth round-robin counters and the random generator's state."""
+        return {k: list(v) for k, v in self._rr.items()}, self.rng.getstate()
+
+    def restore(self, state: tuple[dict[tuple[int, ...], list[float]], object]) -> None:
+        """Continue from a :meth:`snapshot` (``hetplan simulate --windows`` starts each window where one long run
+        would be)."""
+        rr, rng = state
+        self._rr = {k: list(v) for k, v in rr.items()}
+        self.rng.setstate(rng)  # type: ignore[arg-type]
+
     def pick(self, prompt_tokens: int, output_tokens: int) -> int:
         """Index of the group for a request of ``prompt_tokens`` / ``output_tokens``."""
         groups = self.groups

@@ -17,12 +17,13 @@ import hetplan.cli
 CLI_DIR = Path(hetplan.cli.__file__).parent
 COMMAND_MODULES = {
     f"hetplan.cli.{name}"
-    for name in ("plan", "emit", "estimate", "report", "simulate", "autoscale", "catalog", "profile")
+    for name in ("plan", "emit", "estimate", "report", "simulate", "autoscale", "catalog", "profile", "sweep")
 }
 #: What a command module may import from hetplan.cli (besides hetplan.api and light hetplan modules).
 SHARED_MODULES = {"hetplan.cli", "hetplan.cli.app", "hetplan.cli.options", "hetplan.cli.scenario_flags"}
 #: Libraries the CLI must not load before a command runs: each costs 0.05-0.5 s of CPU on every start.
-HEAVY = ["pandas", "matplotlib", "pulp", "highspy", "jsonschema", "kubernetes_validate", "torch", "numpy"]
+HEAVY = ["pandas", "matplotlib", "pulp", "highspy", "jsonschema", "kubernetes_validate", "torch", "numpy", "ray",
+         "pyarrow"]  # fmt: skip
 #: hetplan's own modules that load those (or the catalogs' pydantic models) and so must load lazily too.
 HEAVY_HETPLAN = [
     "hetplan.planning",
@@ -36,6 +37,8 @@ HEAVY_HETPLAN = [
     "hetplan.catalog",
     "hetplan.scenario",
     "hetplan.plan",
+    "hetplan.sweep",
+    "hetplan.executors",
 ]
 
 
@@ -167,7 +170,8 @@ def test_importing_every_command_module_and_building_the_commands_loads_no_heavy
         "\nimport hetplan.api\nimport typer.main\nfrom hetplan.cli.main import app\n"
         "typer.main.get_command(app)\n"
         "from typer.testing import CliRunner\n"
-        "for args in (['--help'], ['plan', '--help'], ['profile', 'fit', '--help'], ['--version']):\n"
+        "for args in (['--help'], ['plan', '--help'], ['sweep', '--help'], ['profile', 'fit', '--help'],\n"
+        "             ['--version']):\n"
         "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
     )
     assert _loaded_after(code) == {"heavy": [], "own": []}

@@ -73,6 +73,14 @@ def render_metrics(m: dict[str, Any], console: Console) -> None:
         f"({int(k['restores'])} KV restores, {int(k['recomputes'])} recomputes)",
         highlight=False,
     )
+    w = m.get("windowed")
+    if w is not None:  # hetplan simulate --windows
+        slowest = max(x["wall_s"] for x in w["per_window"])
+        console.print(
+            f"windowed: {w['windows']} time windows with {w['warmup_s']:g} s warm-up each, on {escape(w['executor'])}; "
+            f"slowest window {slowest:.2f} s; {w['counters_note']}",
+            highlight=False,
+        )
 
 
 def render_capacity(doc: dict[str, Any], console: Console) -> None:

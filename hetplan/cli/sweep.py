@@ -1,0 +1,86 @@
+"""``hetplan sweep``: plan (and simulate) every case of a grid of what-ifs, on a process pool or on Ray."""
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from hetplan import api
+from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.options import ExecutorOpt, RayAddressOpt, WorkersOpt, force_option, json_option, out_option
+from hetplan.cli.render.sweep import render_failures, render_sweep
+from hetplan.io import to_json
+
+
+def sweep(
+    grid_file: Annotated[Path, typer.Argument(help="Sweep grid YAML (docs/sweep.md).", show_default=False)],
+    out: Annotated[
+        Path | None, out_option("Output folder: table, report, plan files (default: sweep-<grid name>).")
+    ] = None,
+    executor: ExecutorOpt = "local",
+    workers: WorkersOpt = None,
+    ray_address: RayAddressOpt = None,
+    ray_files: Annotated[
+        str,
+        typer.Option(
+            "--ray-files",
+            help="With --executor ray: ship (file contents through Ray's object store) or shared (paths, for a "
+            "folder every node mounts).",
+        ),
+    ] = "ship",
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Reuse plan files in --out made for the same inputs; run only the rest."),
+    ] = False,
+    force: Annotated[bool, force_option("Replace the table, report and plan files in --out.")] = False,
+    json_out: Annotated[bool, json_option("Print the summary as JSON on stdout.")] = False,
+) -> None:
+    """Plan every case of a grid (and simulate it when it has a trace); one table row per case, a report with the
+    cheapest plan per group and the Pareto front of cost against goodput and SLO.
+
+    Example: hetplan sweep examples/sweeps/fleet-review.yaml --out results/ --executor ray
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    counts = {"ok": 0, "infeasible": 0, "error": 0}
+    bar = Progress(
+        TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        TimeElapsedColumn(), console=err_console, transient=True, disable=not err_console.is_terminal,
+    )  # fmt: skip
+    task = bar.add_task("", total=None)
+
+    def step(done: int, total: int, row: dict[str, Any] | None) -> None:
+        if not bar.live.is_started:  # the grid is expanded and checked: the bar starts with the work
+            bar.start()
+        if row is not None:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        text = f"{counts['ok']} planned, {counts['infeasible']} infeasible, {counts['error']} failed"
+        bar.update(task, completed=done, total=total, description=text)
+
+    def work() -> dict[str, Any]:
+        try:
+            return api.sweep(grid_file, out, executor, workers, ray_address, ray_files, resume, force, progress=step)
+        finally:
+            if bar.live.is_started:
+                bar.stop()
+
+    summary = run_guarded(work)
+    if json_out:
+        typer.echo(to_json(summary), nl=False)
+    else:
+        render_sweep(summary, Console())
+    render_failures(summary, err_console)
+    for note in summary["notes"]:
+        err_console.print(f"note: {escape(note)}", highlight=False)
+    rate = "" if summary["cases_per_s"] is None else f", {summary['cases_per_s']:.3g} cases/s"
+    ran = f"{summary['ran']} case" + ("" if summary["ran"] == 1 else "s")
+    plans = f"{summary['plans']} plan file" + ("" if summary["plans"] == 1 else "s")
+    err_console.print(
+        f"ran {ran} in {summary['elapsed_s']:.1f} s on {escape(summary['executor'])}{rate}; "
+        f"wrote {escape(summary['out'])}/ ({', '.join(summary['files'])}, plans/: {plans})",
+        highlight=False,
+    )
+    if summary["counts"]["error"]:
+        raise typer.Exit(1)
