@@ -87,7 +87,7 @@ def build_plan(
     doc["homogeneous_by_gpu"] = by_gpu
     for name in ("homogeneous", "melange"):
         other = solved[name]
-        gain = None if other.error is not None or name == strategy else 1.0 - chosen.cost / other.cost
+        gain = None if other.error is not None or name == strategy or not other.cost else 1.0 - chosen.cost / other.cost
         doc[f"gain_over_{name}"] = None if gain is None else round(gain, 4) + 0.0
     cands = planner.cands
     doc["solver"] = {

@@ -199,8 +199,14 @@ def solve_slice_assignment(
     usage: Sequence[Sequence[float]] = (),
     capacity: Sequence[float | None] = (),
     time_limit_s: float = 30.0,
+    link: bool = False,
 ) -> AssignmentResult:
     """Mélange's ILP: put every slice of traffic on one instance type and buy enough instances of each type.
+
+    A type that serves a slice needs at least one instance. With loads above the solver's feasibility tolerance
+    that follows from the integer counts; when some type ends up serving slices with zero instances (loads below
+    the tolerance, e.g. a goodput target of 1e-5 req/s), the model is solved again with the explicit links
+    ``z[b, g] <= k * n[g]`` (``link``), so the answer stays optimal instead of costing $0/h.
 
     ::
 
@@ -241,6 +247,9 @@ def solve_slice_assignment(
         terms = [(z[b, g], float(slice_load[b][g] or 0.0)) for b in range(n_buckets) if (b, g) in z]
         terms.append((counts[g], -1.0))
         prob += pulp.LpAffineExpression(terms) <= 0, f"type{g:03d}"
+        for b in range(n_buckets) if link else ():
+            if (b, g) in z:
+                prob += pulp.LpAffineExpression([(z[b, g], 1.0), (counts[g], -float(k))]) <= 0, f"link{b:04d}_{g:03d}"
     for r, row in enumerate(usage):
         cap = capacity[r] if r < len(capacity) else None
         if cap is not None and any(row):
@@ -256,6 +265,8 @@ def solve_slice_assignment(
         for b in range(n_buckets)
     )
     n = tuple(int(round(v.varValue or 0.0)) for v in counts)
+    if not link and any(n[g] == 0 and any(row[g] for row in slices) for g in range(n_types)):
+        return solve_slice_assignment(type_cost, slice_load, slices_per_bucket, usage, capacity, time_limit_s, True)
     return AssignmentResult(status, n, slices, sum(float(c) * m for c, m in zip(type_cost, n, strict=True)))
 
 

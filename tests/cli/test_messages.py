@@ -160,3 +160,23 @@ def test_kv_dtypes_help_planner_and_emit_agree(tmp_path):
         assert res.exit_code == 0, res.output
         res = invoke("emit", plan, "--target", "vllm", "--out", tmp_path / f"{weight}-{kv}")
         assert res.exit_code == 0, res.output
+
+
+def test_tiny_goodput_targets_plan_or_are_refused_never_divide_by_zero():
+    """Found by tests/fuzz: --goodput 1e-300 divided by zero; 1e-5 gave a Mélange baseline of zero instances."""
+    base = ["plan", "--model", "Llama-3-8B", "--synthetic", "balanced", "--rate", "2", "--gpus", "H100,A100",
+            "--no-analysis"]  # fmt: skip
+    res = runner.invoke(app, [*base, "--goodput", "1e-300"], env=ENV)
+    assert res.exit_code == 2 and "goodput_req_per_s (--goodput)" in res.output
+    res = runner.invoke(app, [*base, "--goodput", "1e-05", "--json"], env=ENV)
+    assert res.exit_code == 0, res.output
+    melange = json.loads(res.stdout)["baselines"]["melange"]
+    assert melange["total_usd_per_hour"] > 0 and sum(melange["gpus_used"].values()) >= 1
+
+
+def test_unicode_digits_in_counts_are_refused_with_the_flag():
+    """Found by tests/fuzz: '²'.isdigit() is True but int('²') raises."""
+    for flag, value in (("--inventory", "H100=²"), ("--tp", "²")):
+        res = runner.invoke(app, ["plan", "--model", "Llama-3-8B", "--synthetic", "balanced", "--rate", "2",
+                                  "--gpus", "H100", flag, value], env=ENV)  # fmt: skip
+        assert res.exit_code == 2 and f"Error: {flag}: cannot read" in res.output
