@@ -15,7 +15,7 @@ Usage: python benchmarks/sim_speed.py [--repeats 3] [--policies fcfs,cascade] [-
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import resource
 import statistics
 import sys
@@ -44,9 +44,8 @@ def main() -> int:
     if not trace.is_file():
         print(f"missing {trace}: pass --data PATH/TO/shared/data", file=sys.stderr)
         return 2
-    plan = copy.deepcopy(load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json"))
-    for combo in plan["combos"]:
-        combo["count"] = 4
+    plan = load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json")
+    plan = dataclasses.replace(plan, combos=tuple(dataclasses.replace(c, count=4) for c in plan.combos))
     start = time.perf_counter()
     stream = read_stream([str(trace)])
     read_s = time.perf_counter() - start
