@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from hetplan.perf.measured import measured_notes
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
+from hetplan.workload.context import served_workload
 from hetplan.workload.model import Workload
 from hetplan.workload.readers import load_workload
 from hetplan.workload.synthetic import synthetic_workload
@@ -247,24 +247,10 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         )
     if dropped:
         warnings.append(f"TP {', '.join(map(str, dropped))} skipped: does not divide the {heads} attention heads")
-    window = arch.spec.max_position_embeddings
-    too_long = (workload.prompt_tokens + workload.output_tokens) > window
-    if too_long.all():
-        raise InputError(
-            f"every request is longer than {arch.spec.name}'s {window:,}-token context window",
-            fix="use a model with a longer context or a trace of shorter requests",
-        )
-    if too_long.any():
-        warnings.append(
-            f"{int(too_long.sum())} request(s) ({too_long.mean() * 100:.2g} %) exceed {arch.spec.name}'s "
-            f"{window:,}-token context window and are left out of the length distribution"
-        )
-        workload = replace(
-            workload,
-            prompt_tokens=workload.prompt_tokens[~too_long],
-            output_tokens=workload.output_tokens[~too_long],
-            arrival_s=None if workload.arrival_s is None else workload.arrival_s[~too_long],
-        )
+    # the engine's over-context rule (hetplan.workload.context): refused prompts out, outputs cut at the window
+    workload, window_note = served_workload(workload, arch.spec.max_position_embeddings, arch.spec.name)
+    if window_note:
+        warnings.append(window_note)
     prompt, output = workload.sample(MAX_SAMPLES)
     req = PlanRequest(
         arch,

@@ -18,6 +18,7 @@ from hetplan.sim.metrics import request_outcomes
 from hetplan.sim.policies import get_scheduler
 from hetplan.sim.run import SimRequest, prepare_run, run_simulation
 from hetplan.units import rnd
+from hetplan.workload.context import apply_context_window, context_note
 from hetplan.workload.model import RequestStream, Workload, make_stream, stream_from_workload
 
 VERIFY_SEED = 0  # Poisson arrivals for --verify on a workload without timestamps
@@ -39,7 +40,7 @@ def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: 
     slo = {"ttft_s": plan.slo.ttft_s, "tpot_s": plan.slo.tpot_s}
     q = plan.slo.percentile
     ttft = np.where(np.isfinite(o["ttft_s"]) & ~res.dropped, o["ttft_s"], np.inf)
-    keep = scaled.output_tokens > 1
+    keep = o["tpot_eligible"]  # TPOT is defined for requests served >= 2 output tokens
     tpot = o["tpot_s"][keep]
     tpot = np.where(np.isfinite(tpot) & ~res.dropped[keep], tpot, np.inf)
     ttft_q = float(np.percentile(ttft, q, method="higher")) if ttft.size else 0.0
@@ -79,17 +80,20 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs") -> dict[st
     """
     get_scheduler(policy)
     target = plan.goodput_target_req_per_s
-    # requests longer than the context window cannot be served by any deployment: the planner leaves them out of
-    # its length distribution (and warns), so the check leaves them out too instead of counting them as misses
-    window = deployment_from_plan(plan).arch.spec.max_position_embeddings
-    fits = (workload.prompt_tokens + workload.output_tokens) <= window
-    left_out = int((~fits).sum())
+    # requests whose prompt is longer than the context window are refused by any deployment: the planner leaves
+    # them out of its length distribution (hetplan.workload.context), so the check leaves them out too instead of
+    # counting them as misses; outputs cut at the window are served cut (the simulator applies the same rule)
+    spec = deployment_from_plan(plan).arch.spec
+    window = spec.max_position_embeddings
+    ctx = apply_context_window(workload.prompt_tokens, workload.output_tokens, window)
+    left_out = ctx.n_refused
     if left_out == workload.n_requests:
         raise InputError(
-            f"every request of the workload is longer than the model's {window:,}-token context window",
-            fix="use a model with a longer context or a trace of shorter requests",
+            f"every request's prompt is longer than the model's {window:,}-token context window",
+            fix="use a model with a longer context or a trace of shorter prompts",
         )
     if left_out:
+        fits = ~ctx.refused
         workload = replace(
             workload,
             prompt_tokens=workload.prompt_tokens[fits],
@@ -118,7 +122,7 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs") -> dict[st
         f"target {target:g} req/s ({arrivals}): "
         f"joint SLO attainment {m['attainment']['joint']:.1%}, p{q:g} TTFT {ttft_text}, p{q:g} TPOT "
         f"{tpot_text}, goodput {m['goodput_req_per_s']:.3g} req/s"
-        + (f"; {left_out} request(s) longer than the {window:,}-token context window left out" if left_out else "")
+        + (f"; {note} (refused ones left out)" if (note := context_note(left_out, ctx.n_truncated, window)) else "")
     )
     return {
         "policy": policy.lower(),
@@ -129,6 +133,8 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs") -> dict[st
         "unfinished": m["unfinished"],
         "dropped": m["dropped"] + m["dropped_over_context"],
         "left_out_over_context": left_out,
+        "truncated_at_context": ctx.n_truncated,
+        "tpot_ineligible": m["tpot_ineligible"],
         "attainment": m["attainment"],
         "goodput_req_per_s": m["goodput_req_per_s"],
         "goodput_definition": m["goodput_definition"],

@@ -245,7 +245,8 @@ def test_plan_verify_leaves_over_context_requests_out_and_writes_valid_json(tmp_
     assert r.exit_code == 0, r.output
     v = json.loads(out.read_text())["verification"]
     assert v["left_out_over_context"] == 148 and v["requests"] == 152
-    assert v["ttft_p90_s"] is not None and "context window left out" in v["summary"]
+    assert v["ttft_p90_s"] is not None and "148 requests refused (prompt longer than the window)" in v["summary"]
+    assert "left out" in v["summary"]
 
 
 def test_plan_verify_policy_needs_verify():
@@ -279,3 +280,19 @@ def test_yaml_plans_have_no_anchors_or_aliases():
     shared: list[str] = []
     text = to_yaml({"a": {"misses": shared}, "b": {"misses": shared}})
     assert "&id" not in text and "*id" not in text
+
+
+def test_simulate_closed_loop_at_fixed_concurrency():
+    r = invoke("simulate", PLAN, "--concurrency", "8", "--isl", "1000", "--osl", "100", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "closed-loop" and doc["concurrency"] == 8 and doc["requests"] == 100
+    assert doc["finished"] == 100 and doc["throughput_req_per_s"] > 0
+    for key in ("ttft_s", "tpot_s", "itl_s"):
+        assert doc[key]["mean"] > 0
+    table = invoke("simulate", PLAN, "--concurrency", "8", "--isl", "1000", "--osl", "100")
+    assert table.exit_code == 0 and "throughput" in table.stdout and "TPOT" in table.stdout
+    missing = invoke("simulate", PLAN, "--concurrency", "8", "--isl", "1000")
+    assert missing.exit_code == 2 and "needs --concurrency, --isl and --osl" in missing.output
+    mixed = invoke("simulate", PLAN, "--concurrency", "8", "--isl", "10", "--osl", "10", "--trace", TRACE)
+    assert mixed.exit_code == 2 and "closed loop" in mixed.output

@@ -161,7 +161,7 @@ def test_kappa_one_with_equal_loads_gives_the_model_latency():
     stream = make_stream([0.0], [10], [1])
     sim = Simulator(dep, stream, get_scheduler("cascade", CascadeSettings(kappa=1.0)))
     inst = sim.insts[0]
-    inst.qtok, inst.qn = 8192.0, 8  # current load = one full batch of eight 1024-token prompts = max load
+    inst.pool.qtok, inst.pool.qn = 8192.0, 8  # current load = one full batch of eight 1024-token prompts = max load
     model = dep.model("H100-SXM", 1)
     assert sim.scheduler.t_hat_s(inst) == pytest.approx(float(model.prefill_latency_s(1024, 8)), rel=1e-12)
     assert cascade_estimate_s(0.3, 0.3, 1.0) == 0.3
