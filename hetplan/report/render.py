@@ -54,6 +54,18 @@ def _headline(p: dict[str, Any]) -> list[tuple[str, str]]:
         ("goodput capacity / target", f"{p['goodput_req_per_s']:.2f} / {p['goodput_target_req_per_s']:g} req/s"),
         ("SLO", f"p{slo['percentile']:g} TTFT {_ms(slo['ttft_s'])}, TPOT {_ms(slo['tpot_s'])}"),
         ("GPUs", _gpus(p["gpus_used"])),
+    ] + _verdict_rows(p.get("verification"))
+
+
+def _verdict_rows(v: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The simulated verdict and both capacities, for the report's first block (none for an unverified plan)."""
+    if not v or not v.get("verdict"):
+        return []
+    a, c = v.get("analytic_capacity_req_per_s"), v.get("simulated_capacity_req_per_s")
+    ratio = f" ({c / a:.2f}x)" if a and c is not None else ""
+    return [
+        ("simulated verdict", str(v["verdict"])),
+        ("capacity: analytic / simulated", f"{_opt(a, '.3g')} / {_opt(c, '.3g')} req/s{ratio}"),
     ]
 
 
@@ -397,8 +409,11 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
             f"[dim]({escape(p['source'])})[/]",
             highlight=False,
         )
+        verdict = (p.get("verification") or {}).get("verdict")
+        if verdict:  # the first block: a line of its own (a table cell would cut it)
+            console.print(str(verdict), highlight=False, markup=False)
         for title, (head, rows) in (
-            ("", (["", ""], [[k, v] for k, v in _headline(p)])),
+            ("", (["", ""], [[k, v] for k, v in _headline(p) if k != "simulated verdict"])),
             ("Deployment", _deployment_rows(p)),
             ("Simulated check", (["", ""], _verification_rows(p["verification"]) if "verification" in p else [])),
             ("Strategies compared", _strategy_rows(p)),

@@ -175,6 +175,16 @@ class Deployment:
     tpot_slo_s: float
     models: dict[tuple[str, int], InstanceModel] = field(default_factory=dict)
     gpu_specs: dict[str, GpuSpec] = field(default_factory=dict)
+    step_costs: dict[tuple[str, int, int, int], StepCost] = field(default_factory=dict)
+
+    def step_cost(self, gpu: str, tp: int, max_seqs: int, max_context_tokens: int) -> StepCost:
+        """The (cached) :class:`StepCost` of ``gpu`` at TP ``tp``: runs on one deployment (a capacity search)
+        share its tables and prefill memo."""
+        key = (gpu, tp, max_seqs, max_context_tokens)
+        cost = self.step_costs.get(key)
+        if cost is None:
+            cost = self.step_costs[key] = StepCost(self.model(gpu, tp), max_seqs, max_context_tokens)
+        return cost
 
     def gpu(self, name: str) -> GpuSpec:
         """The GPU entry for ``name``: the one the plan recorded (``resolved.gpus``), else the catalog's (for

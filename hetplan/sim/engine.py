@@ -53,7 +53,7 @@ from array import array
 import numpy as np
 
 from hetplan.sim.batching import start_iteration
-from hetplan.sim.deployment import Deployment, StepCost
+from hetplan.sim.deployment import Deployment
 from hetplan.sim.dispatch import make_pools, queue_in_pool
 from hetplan.sim.instance import ARRIVE, KV_DONE, STEP_END, Instance, Pool
 from hetplan.sim.result import SimResult
@@ -92,15 +92,10 @@ class Simulator:
         self.truncated = window.n_truncated
         sizes = stream.prompt_tokens + window.output_tokens
         max_ctx = int(sizes[served].max()) if served.any() else 1
-        costs: dict[tuple[str, int, int], StepCost] = {}
         self.insts: list[Instance] = []
         for i, spec in enumerate(dep.instances):
-            key = (spec.gpu, spec.tp, spec.max_num_seqs)
-            if key not in costs:
-                costs[key] = StepCost(dep.model(spec.gpu, spec.tp), spec.max_num_seqs, max(max_ctx, 1024))
-            self.insts.append(
-                Instance(i, spec.role, costs[key], spec.max_num_seqs, spec.max_num_batched_tokens, spec.group)
-            )
+            cost = dep.step_cost(spec.gpu, spec.tp, spec.max_num_seqs, max(max_ctx, 1024))
+            self.insts.append(Instance(i, spec.role, cost, spec.max_num_seqs, spec.max_num_batched_tokens, spec.group))
         self.kv_coeff = [dep.kv_transfer_coeffs(g) if not dep.aggregated else (0.0, 0.0) for g in dep.groups]
         self.kv_bytes_per_token = float(dep.arch.kv_bytes_per_token)
         # per-request state (python lists: faster than numpy for scalar access)

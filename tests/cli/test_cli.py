@@ -4,13 +4,14 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
+from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from hetplan.cli.main import app
 from tests.conftest import FIXTURES
+from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
@@ -17,7 +18,7 @@ TRACE = FIXTURES / "azure_conv_200.csv"
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 def test_simulate_table():
@@ -153,12 +154,13 @@ def test_plan_verify_replays_at_the_goodput_target_and_strict_exits_1(tmp_path):
     from tests.conftest import EXAMPLES
 
     out = tmp_path / "plan.json"
-    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--goodput", "20", "--no-analysis", "--verify",
+    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--goodput", "20", "--no-analysis", "--no-resize",
                "--verify-strict", "--json", "--out", out)  # fmt: skip
     v = json.loads(r.stdout)["verification"]
     assert v["target_req_per_s"] == 20 and v["rate_scale"] == pytest.approx(20 / 4.916, rel=1e-3)
-    assert "at the goodput target 20 req/s" in v["summary"]
-    assert r.exit_code == (1 if v["misses"] else 0)
+    assert "at the goodput target 20 req/s" in v["verdict"]
+    assert [run["label"] for run in v["runs"]] == ["goodput target", "trace rate"]
+    assert r.exit_code == (1 if v["status"] != "verified" else 0)
     assert json.loads(out.read_text())["verification"] == v
 
 
@@ -167,8 +169,9 @@ def test_plan_verify_on_a_length_only_workload_uses_poisson_arrivals_at_the_targ
     r = invoke("plan", "--model", "Llama-3-70B", "--workload", FIXTURES / "sharegpt_stats_500.csv", "--goodput", "5",
                "--verify", "--no-analysis", "--out", out)  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert "Poisson arrivals at 5 req/s" in r.stderr
-    assert "verification" in json.loads(out.read_text())
+    v = json.loads(out.read_text())["verification"]
+    assert "Poisson arrivals at 5 req/s" in v["verdict"] and len(v["runs"]) == 1
+    assert " ".join(v["verdict"].split()) in " ".join(r.stdout.split())
 
 
 def test_plan_verify_policy_is_checked_before_planning():
@@ -178,15 +181,23 @@ def test_plan_verify_policy_is_checked_before_planning():
     assert r.exit_code == 2 and "--verify-policy fcfs|sjf|edf|cascade" in r.output and "planned" not in r.output
 
 
-def test_plan_verify_records_the_simulation():
+def test_plan_verifies_by_default_and_prints_the_verdict_and_both_capacities():
     from tests.conftest import EXAMPLES
 
-    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--no-analysis", "--verify", "--json")
+    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--no-analysis", "--json", "--verify")
     assert r.exit_code == 0, r.output
     v = json.loads(r.stdout)["verification"]
-    assert v["requests"] == 4424 and v["policy"] == "fcfs"
-    assert 0 <= v["attainment"]["joint"] <= 1 and isinstance(v["misses"], list)
-    assert "verify: simulated 4424 requests" in r.stderr
+    for key in ("status", "trace", "requests", "attainment", "ttft_p_s", "tpot_p_s", "analytic_capacity_req_per_s",
+                "simulated_capacity_req_per_s"):  # fmt: skip
+        assert key in v, key
+    assert v["status"] == "verified" and v["trace"] == "azure_conv_15min" and v["requests"] == 4424
+    assert v["attainment"] >= 0.9 and v["ttft_p_s"] <= 2.0 and v["tpot_p_s"] <= 0.1
+    assert v["verdict"].startswith("verified on azure_conv_15min (4,424 requests")
+    table = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--no-analysis", "--verify")
+    text = " ".join(table.stdout.split())
+    assert "verified on azure_conv_15min" in text and "capacity at 90 % joint attainment: analytic" in text
+    off = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--no-analysis", "--no-verify", "--json")
+    assert "verification" not in json.loads(off.stdout)
 
 
 def test_simulate_out_is_written_once_without_force(tmp_path):
@@ -199,41 +210,38 @@ def test_simulate_out_is_written_once_without_force(tmp_path):
     assert invoke("simulate", PLAN, "--trace", TRACE, "--out", out, "--force").exit_code == 0
 
 
-def test_plan_verify_resize_adds_headroom_until_the_simulation_holds(tmp_path):
-    """The bursty Azure code sample misses on the analytic plan; --verify-resize finds a plan that holds."""
+def test_plan_resizes_a_plan_that_misses_until_it_is_verified(tmp_path):
+    """The bursty Azure code sample misses on the analytic plan; the default re-size finds a plan that holds."""
     from tests.conftest import EXAMPLES
 
     args = ("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--goodput", "3", "--inventory",
-            "H800=200,A800=200,H20=200", "--no-analysis", "--verify", "--json")  # fmt: skip
-    plain = json.loads(invoke(*args).stdout)
-    assert plain["verification"]["misses"], "the premise: the analytic plan misses in simulation"
-    r = invoke(*args, "--verify-resize")
+            "H800=200,A800=200,H20=200", "--no-analysis", "--json", "--verify")  # fmt: skip
+    plain = json.loads(invoke(*args, "--no-resize").stdout)
+    v0 = plain["verification"]
+    if v0["status"] == "verified":
+        pytest.skip("the analytic plan already holds: nothing to re-size")
+    assert v0["verdict"].startswith("NOT verified on azure_code_15min")
+    r = invoke(*args)
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     v = doc["verification"]
-    assert not v["misses"]
+    assert v["status"] == "verified" and not v["misses"]
     resized = v["resized"]
     assert resized["headroom_used"] > resized["headroom_asked"] == pytest.approx(0.1)
     assert doc["scenario"]["headroom"] == pytest.approx(resized["headroom_used"], abs=1e-4)
     assert resized["usd_per_hour_before"] == plain["total_usd_per_hour"] < resized["usd_per_hour_after"]
     assert resized["usd_per_hour_after"] == doc["total_usd_per_hour"]
-    # every attempt with less headroom than the chosen one missed (the search keeps the least passing headroom)
-    assert all(a["misses"] for a in resized["attempts"] if a["headroom"] < resized["headroom_used"] and "misses" in a)
+    # every attempt with less headroom than the chosen one missed (the search keeps the cheapest verified plan)
+    assert all(a["status"] != "verified" for a in resized["attempts"] if a.get("headroom", 0) < resized["headroom_used"]
+               and "status" in a)  # fmt: skip
 
 
-def test_plan_verify_resize_needs_verify():
+def test_plan_says_when_no_resized_plan_holds():
     from tests.conftest import EXAMPLES
 
-    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--verify-resize")
-    assert r.exit_code == 2 and "--verify-resize needs --verify" in r.output
-
-
-def test_plan_verify_resize_says_when_no_headroom_holds():
-    from tests.conftest import EXAMPLES
-
-    r = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--no-analysis", "--verify", "--verify-resize")
+    r = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--goodput", "12", "--no-analysis", "--verify")
     assert r.exit_code == 1
-    assert "no headroom makes the plan hold its SLOs in simulation" in r.output and "Traceback" not in r.output
+    assert "no re-sized plan holds its SLOs in simulation" in r.output and "Traceback" not in r.output
 
 
 def test_plan_verify_leaves_over_context_requests_out_and_writes_valid_json(tmp_path):
@@ -245,15 +253,15 @@ def test_plan_verify_leaves_over_context_requests_out_and_writes_valid_json(tmp_
     assert r.exit_code == 0, r.output
     v = json.loads(out.read_text())["verification"]
     assert v["left_out_over_context"] == 148 and v["requests"] == 152
-    assert v["ttft_p90_s"] is not None and "148 requests refused (prompt longer than the window)" in v["summary"]
+    assert v["ttft_p_s"] is not None and "148 requests refused (prompt longer than the window)" in v["summary"]
     assert "left out" in v["summary"]
 
 
-def test_plan_verify_policy_needs_verify():
+def test_plan_verify_policy_needs_the_verification():
     from tests.conftest import EXAMPLES
 
-    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--verify-policy", "sjf")
-    assert r.exit_code == 2 and "--verify-policy needs --verify" in r.output
+    r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--no-verify", "--verify-policy", "sjf")
+    assert r.exit_code == 2 and "--verify-policy needs the verification" in r.output
 
 
 def test_verify_percentiles_are_json_safe_under_overload():

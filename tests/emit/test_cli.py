@@ -10,13 +10,14 @@ from typer.testing import CliRunner
 from hetplan.cli.main import app
 from hetplan.io import to_yaml
 from tests.emit.helpers import combo, example_plan, plan_doc
+from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,14 @@ from typer.testing import CliRunner
 from hetplan.cli.main import app
 from hetplan.solvers.ce_fit import keep_pairs, nnls, r_squared, spearman
 from tests.conftest import EXAMPLES
+from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 def test_nnls_recovers_known_coefficients_within_one_percent():

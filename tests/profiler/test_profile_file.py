@@ -18,6 +18,7 @@ from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel
 from hetplan.perf.settings import PerfSettings
 from tests.conftest import EXAMPLES, ROOT
+from tests.helpers import cli
 from tests.profiler.helpers import make_profile, make_profile_doc, write_profile
 
 runner = CliRunner()
@@ -26,7 +27,7 @@ ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 
 def invoke(*args, env=None):
-    return runner.invoke(app_(), list(map(str, args)), env={**ENV, **(env or {})})
+    return runner.invoke(app_(), cli(args), env={**ENV, **(env or {})})
 
 
 def app_():

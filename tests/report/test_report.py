@@ -20,6 +20,7 @@ from hetplan.plan.doc import from_doc
 from hetplan.plan.doc import read_plan_doc as load_plan
 from hetplan.report.gate import compare, github_annotations, markdown_summary, parse_fraction
 from tests.conftest import ROOT
+from tests.helpers import cli
 
 PLAN = ROOT / "tests" / "fixtures" / "plan_example_a.json"
 GOLDEN = ROOT / "tests" / "golden" / "report_example_a.json"
@@ -28,7 +29,7 @@ ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 def test_report_json_matches_golden():
