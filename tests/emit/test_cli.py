@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from hetplan.cli.main import app
 from hetplan.io import to_yaml
-from tests.emit.helpers import combo, example_plan, plan_doc
+from tests.emit.helpers import combo, example_plan, plan_doc, two_combo_plan
 from tests.helpers import cli
 
 runner = CliRunner()
@@ -25,7 +25,7 @@ def plans(tmp_path_factory):
     folder = tmp_path_factory.mktemp("plans")
     paths = {}
     for name, doc in {
-        "a": example_plan("llama3-70b-azure-conv"),
+        "a": two_combo_plan(),
         "b": example_plan("cauchy-h800-a800-h20"),
         "bad-tp": plan_doc([combo("H100-SXM", 4, 1, "L40S", 2, 1)]),
         "v100": plan_doc([combo("V100-SXM2", 1, 1, "V100-SXM2", 1, 1)], model="Llama-2-7B"),

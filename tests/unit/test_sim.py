@@ -190,12 +190,12 @@ def test_weighted_percentile_equals_numpy_on_the_repeat():
 
 @pytest.fixture(scope="module")
 def plan_a():
-    return load_plan(FIXTURES / "plan_example_a.json")
+    return load_plan(FIXTURES / "plan_two_combos.json")
 
 
 def raw_plan_a():
     """The example (a) plan as a document, to edit by hand."""
-    return read_plan_doc(FIXTURES / "plan_example_a.json")
+    return read_plan_doc(FIXTURES / "plan_two_combos.json")
 
 
 @pytest.fixture(scope="module")
@@ -347,7 +347,7 @@ def test_goodput_is_over_the_serving_span_not_the_arrival_span(plan_a, conv):
 
 
 def test_goodput_of_one_request_is_finite():
-    dep_plan = load_plan(FIXTURES / "plan_example_a.json")
+    dep_plan = load_plan(FIXTURES / "plan_two_combos.json")
     m = simulate(SimRequest(dep_plan, make_stream([0.0], [500], [20])))
     assert m["serving_span_s"] > 0 and 0 < m["goodput_req_per_s"] < 10
     assert m["arrival_rate_per_s"] is None and m["duration_s"] == 0

@@ -56,7 +56,7 @@ def test_tpot_attainment_counts_only_requests_with_two_or_more_tokens():
 
 
 def test_routers_differ_between_combos():
-    plan = load_plan(FIXTURES / "plan_example_a.json")  # two combos
+    plan = load_plan(FIXTURES / "plan_two_combos.json")  # two combos
     stream = read_stream([str(FIXTURES / "azure_conv_200.csv")])
     docs = [simulate(SimRequest(plan, stream, rate_scale=3.0, config=SimConfig(router=r)))
             for r in ("round-robin", "jsq", "random")]  # fmt: skip
@@ -64,7 +64,7 @@ def test_routers_differ_between_combos():
 
 
 def test_closed_loop_of_one_client_gives_the_idle_latencies():
-    full = load_plan(FIXTURES / "plan_example_a.json")
+    full = load_plan(FIXTURES / "plan_two_combos.json")
     plan = replace(full, combos=full.combos[1:])  # one combo: every request sees the same instances
     d = closed_loop(plan, 1, 1000, 100, requests=20)
     assert d["finished"] == 20 and d["kind"] == "closed-loop"
@@ -81,5 +81,5 @@ def test_closed_loop_of_one_client_gives_the_idle_latencies():
 
 
 def test_closed_loop_is_deterministic():
-    plan = load_plan(FIXTURES / "plan_example_a.json")
+    plan = load_plan(FIXTURES / "plan_two_combos.json")
     assert closed_loop(plan, 8, 500, 50, requests=80) == closed_loop(plan, 8, 500, 50, requests=80)
