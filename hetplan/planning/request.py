@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hetplan.catalog.loader import (
     active_gpus,
     find_gpu,
@@ -25,7 +27,7 @@ from hetplan.catalog.profile import LoadedProfiles
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
-from hetplan.perf.capacity import LengthStats
+from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.scenario import Scenario
@@ -156,6 +158,24 @@ def _candidate_gpus(
     return list(active_gpus())
 
 
+MAX_ARRIVALS = 200_000
+"""Most requests of a trace the burst-aware capacities replay (the first ones; hetplan.perf.capacity)."""
+
+
+def _arrivals(workload: Workload, sized_rate: float) -> ArrivalTrace | None:
+    """The workload's arrivals for the burst-aware capacities, replayed at ``sized_rate`` req/s (None without
+    timestamps or a rate)."""
+    a = workload.arrival_s
+    if a is None or a.size < 2 or not sized_rate > 0:
+        return None
+    order = np.argsort(a, kind="stable")[:MAX_ARRIVALS]
+    a, p = a[order], workload.prompt_tokens[order]
+    span = float(a[-1] - a[0])
+    if span <= 0:
+        return None
+    return ArrivalTrace(a, p, a.size / span, sized_rate)  # the rate the verification scales from
+
+
 def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
     """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
     (GPU name, text; shown only when a plan uses that GPU).
@@ -252,6 +272,7 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
     if window_note:
         warnings.append(window_note)
     prompt, output = workload.sample(MAX_SAMPLES)
+    arrivals = _arrivals(workload, float(goodput) * (1.0 + scenario.headroom))
     req = PlanRequest(
         arch,
         LengthStats(prompt, output, quantile),
@@ -265,6 +286,7 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         scenario.max_ratio,
         scenario.headroom,
         scenario.max_ilp_combos,
+        arrivals=arrivals,
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

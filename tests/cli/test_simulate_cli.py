@@ -13,7 +13,7 @@ from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
-PLAN = FIXTURES / "plan_example_a.json"
+PLAN = FIXTURES / "plan_two_combos.json"
 TRACE = FIXTURES / "azure_conv_200.csv"
 
 
@@ -239,7 +239,7 @@ def test_plan_resizes_a_plan_that_misses_until_it_is_verified(tmp_path):
 def test_plan_says_when_no_resized_plan_holds():
     from tests.conftest import EXAMPLES
 
-    r = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--goodput", "12", "--no-analysis", "--verify")
+    r = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--goodput", "6", "--no-analysis", "--verify")
     assert r.exit_code == 1
     assert "no re-sized plan holds its SLOs in simulation" in r.output and "Traceback" not in r.output
 
@@ -273,7 +273,7 @@ def test_verify_percentiles_are_json_safe_under_overload():
     from hetplan.sim.verify import verify
     from hetplan.workload.model import make_stream
 
-    plan = from_doc(json.loads((FIXTURES / "plan_example_a.json").read_text()))
+    plan = from_doc(json.loads((FIXTURES / "plan_two_combos.json").read_text()))
     n = 40
     # prompts of 8,000 tokens arriving together: far more than the fleet serves within the drain cut-off
     stream = make_stream(np.zeros(n), np.full(n, 8000), np.full(n, 100), ["x"] * n, source="test")
