@@ -70,12 +70,14 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']:,} in the ILP, "
         f"pruning {s['pruning']}"
     )
+    verified = isinstance(doc.get("verification"), dict)
     for name, part in doc.get("baselines", {}).items():
         if part.get("status") != "infeasible" and part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
             console.print(
-                f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here, this plan "
-                f"{(doc['total_usd_per_hour'] / part['total_usd_per_hour'] - 1) * 100:.1f} % more; plan it with "
-                f"--strategy {name}.",
+                f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here"
+                + (" (its analytic plan, not simulated)" if verified else "")
+                + f", this plan {(doc['total_usd_per_hour'] / part['total_usd_per_hour'] - 1) * 100:.1f} % more; "
+                f"plan it with --strategy {name}" + (" to verify it." if verified else "."),
                 highlight=False,
             )
     print_warnings(console, doc.get("warnings", []))
@@ -83,11 +85,14 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
 
 def _comparison(doc: dict[str, Any], console: Console) -> None:
     rows = [(doc["strategy"], doc)] + list(doc.get("baselines", {}).items())
-    table = Table(title="Strategies compared", box=box.SIMPLE_HEAD, pad_edge=False)
+    verified = isinstance(doc.get("verification"), dict)
+    title = "Strategies compared" + (" (the others: analytic, not simulated)" if verified else "")
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("strategy", "$/h", "req/s", "tok/USD", "GPUs", "plan saves"):
         table.add_column(col, justify="left" if col in ("strategy", "GPUs") else "right")
     for name, part in rows:
-        label = name + (" (this plan)" if part is doc else "")
+        status = (doc.get("verification") or {}).get("status")
+        label = name + (f" (this plan, {status})" if part is doc and status else " (this plan)" if part is doc else "")
         if part.get("status") == "infeasible":
             table.add_row(label, "-", "-", "-", "infeasible", "-")
             continue
