@@ -33,7 +33,7 @@ def cli_json(*args: str | Path) -> str:
         ("llama3-70b-azure-conv", "cauchy"),
         ("llama3-70b-azure-conv", "melange"),
         ("cauchy-h800-a800-h20", "cauchy"),
-        ("cauchy-h800-a800-h20", "homogeneous"),
+        ("llama3-70b-azure-conv", "homogeneous"),
     ],
 )
 def test_plan_json_is_the_api_plan(example, strategy):

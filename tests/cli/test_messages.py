@@ -131,7 +131,7 @@ def test_emit_validation_summary_with_no_objects(tmp_path):
 
     res = invoke(
         "emit",
-        ROOT / "tests" / "fixtures" / "plan_example_a.json",
+        ROOT / "tests" / "fixtures" / "plan_two_combos.json",
         "--target",
         "vllm",
         "--validate",
