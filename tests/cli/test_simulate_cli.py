@@ -211,16 +211,14 @@ def test_simulate_out_is_written_once_without_force(tmp_path):
 
 
 def test_plan_resizes_a_plan_that_misses_until_it_is_verified(tmp_path):
-    """The bursty Azure code sample misses on the analytic plan; the default re-size finds a plan that holds."""
+    """Example (a)'s analytic Melange plan misses in simulation (4.8 of 5 req/s); the default re-size holds."""
     from tests.conftest import EXAMPLES
 
-    args = ("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--goodput", "3", "--inventory",
-            "H800=200,A800=200,H20=200", "--no-analysis", "--json", "--verify")  # fmt: skip
+    args = ("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--strategy", "melange", "--no-analysis", "--json",
+            "--verify")  # fmt: skip
     plain = json.loads(invoke(*args, "--no-resize").stdout)
     v0 = plain["verification"]
-    if v0["status"] == "verified":
-        pytest.skip("the analytic plan already holds: nothing to re-size")
-    assert v0["verdict"].startswith("NOT verified on azure_code_15min")
+    assert v0["verdict"].startswith("NOT verified on azure_conv_15min")  # the premise
     r = invoke(*args)
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
