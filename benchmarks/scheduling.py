@@ -2,7 +2,7 @@
 
 The two one-hour Azure traces (Splitwise, 2023) are replayed together as two request classes with different
 SLOs (conversation: the plan's TTFT 2 s, TPOT 100 ms; code: TTFT 4 s, TPOT 100 ms, since code prompts are about
-twice as long) through example (a)'s Cauchy plan (tests/fixtures/plan_example_a.json) with each combo deployed
+twice as long) through example (a)'s Cauchy plan (tests/fixtures/plan_two_combos.json) with each combo deployed
 twice (8 instances: 2x A100 TP2 -> A10G TP8, 2x H100 TP2 -> A100 TP4, Llama-3-70B). At rate scale 1 the mix
 offers about 7.9 req/s and 11.5k prompt tokens/s, with minute-long bursts three times that; the sweep drives it
 further into overload. CASCADE's κ and q₂ are first calibrated on the mix at rate scale 1 (``hetplan
@@ -56,7 +56,7 @@ def main() -> int:
     stream = read_stream([str(p) for p in paths])
     keep = int((stream.arrival_s <= args.minutes * 60).sum())
     stream = stream.head(keep)
-    plan = load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json")
+    plan = load_plan(ROOT / "tests" / "fixtures" / "plan_two_combos.json")
     plan = dataclasses.replace(plan, combos=tuple(dataclasses.replace(c, count=args.copies) for c in plan.combos))
     print(
         f"{stream.n:,} requests over {stream.duration_s:,.0f} s ({stream.n / stream.duration_s:.2f} req/s): "

@@ -1,7 +1,7 @@
 """Simulator speed: the one-hour Azure conversation trace through a 16-instance deployment.
 
 Target (issue 4): <= 10 s on the 2-core machine. The deployment is example (a)'s Cauchy plan
-(tests/fixtures/plan_example_a.json) with each of its two combos deployed 4 times: 8 prefill + 8 decode
+(tests/fixtures/plan_two_combos.json) with each of its two combos deployed 4 times: 8 prefill + 8 decode
 instances (A100 TP2 -> A10G TP8 and H100 TP2 -> A100 TP4, Llama-3-70B). Prints, per policy, the median wall
 time of the run (trace reading and metrics reported separately), events per second, and peak memory: the
 process's peak RSS (resource.getrusage) and, in a separate run, the Python-allocated peak (tracemalloc, which
@@ -44,7 +44,7 @@ def main() -> int:
     if not trace.is_file():
         print(f"missing {trace}: pass --data PATH/TO/shared/data", file=sys.stderr)
         return 2
-    plan = load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json")
+    plan = load_plan(ROOT / "tests" / "fixtures" / "plan_two_combos.json")
     plan = dataclasses.replace(plan, combos=tuple(dataclasses.replace(c, count=4) for c in plan.combos))
     start = time.perf_counter()
     stream = read_stream([str(trace)])

@@ -58,3 +58,15 @@ def request(
         headroom=headroom,
         max_ilp_combos=top_k,
     )
+
+
+VERIFY_FLAGS = ("--verify", "--no-verify", "--verify-policy", "--verify-strict", "--resize", "--no-resize")
+
+
+def cli(args: tuple[object, ...] | list[object]) -> list[str]:
+    """CLI arguments for a test: ``plan`` and ``gate`` get ``--no-verify`` (the simulated check costs seconds per
+    plan) unless the test asks about verification with one of :data:`VERIFY_FLAGS`."""
+    out = [str(a) for a in args]
+    if out and out[0] in ("plan", "gate") and not any(a in VERIFY_FLAGS for a in out):
+        out.append("--no-verify")
+    return out

@@ -128,27 +128,27 @@ def plan(
         int | None,
         typer.Option("--prune-top-k", help="With --prune-with: heterogeneous GPU pairs kept (default 6)."),
     ] = None,
-    # simulator check of the chosen plan (hetplan.sim)
+    # simulator check of the chosen plan (hetplan.sim, hetplan.planning.verify)
     verify: Annotated[
         bool,
         typer.Option(
-            "--verify", help="Replay the scenario's workload through the plan in the simulator; flag SLO misses."
+            "--verify/--no-verify",
+            help="Replay the workload through the plan in the simulator (a trace at the goodput target and its own "
+            "rate; Poisson arrivals otherwise), re-size on a miss, and print the verdict (default: on).",
         ),
-    ] = False,
-    verify_policy: Annotated[str, typer.Option("--verify-policy", help="Scheduling policy for --verify.")] = "fcfs",
+    ] = True,
+    resize: Annotated[
+        bool,
+        typer.Option(
+            "--resize/--no-resize",
+            help="With verification: on a simulated miss, re-plan for more demand until the plan is verified "
+            "(default: on; --no-resize keeps the plan and says NOT verified).",
+        ),
+    ] = True,
+    verify_policy: Annotated[str, typer.Option("--verify-policy", help="Scheduling policy for the check.")] = "fcfs",
     verify_strict: Annotated[
         bool,
-        typer.Option(
-            "--verify-strict", help="With --verify: exit 1 when the simulation misses an SLO (outputs written first)."
-        ),
-    ] = False,
-    verify_resize: Annotated[
-        bool,
-        typer.Option(
-            "--verify-resize",
-            help="With --verify: on a simulated miss, re-plan with more goodput headroom until the simulation holds "
-            "the SLOs, and keep the cheapest such plan.",
-        ),
+        typer.Option("--verify-strict", help="Exit 1 when the plan is NOT verified (outputs written first)."),
     ] = False,
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
@@ -186,21 +186,18 @@ def plan(
         scenario = build_scenario(scenario_file, overrides)
         if out is not None:
             check_output(out, force)  # refuse before any work is done
-        if verify or verify_strict:  # simulator check (hetplan.sim): refuse bad options before planning
+        if verify:  # simulator check (hetplan.sim): refuse bad options before planning
             from hetplan.sim.policies import POLICIES
 
-            if not verify:
-                raise InputError("--verify-strict needs --verify", fix="add --verify, or drop --verify-strict")
             if verify_policy.lower().strip() not in POLICIES:
                 raise InputError(
                     f"unknown --verify-policy {verify_policy!r}",
                     f"known: {', '.join(POLICIES)}",
                     "pass --verify-policy fcfs|sjf|edf|cascade",
                 )
-        if verify_resize and not verify:
-            raise InputError("--verify-resize needs --verify", fix="add --verify, or drop --verify-resize")
-        if verify_policy.lower().strip() != "fcfs" and not verify:
-            raise InputError("--verify-policy needs --verify", fix="add --verify, or drop --verify-policy")
+        elif verify_strict or verify_policy.lower().strip() != "fcfs":
+            flag = "--verify-strict" if verify_strict else "--verify-policy"
+            raise InputError(f"{flag} needs the verification", "--no-verify skips it", f"drop --no-verify or {flag}")
         if strategy.lower() == "hetis" or pool is not None:
             if profile_files or prune_with is not None:
                 raise InputError(
@@ -208,13 +205,8 @@ def plan(
                     "a Hetis plan reads measured figures from the pool file",
                     "drop them, and put measured TFLOPS/GB/s in the pool file's GPU entries",
                 )
-            if verify:
-                raise InputError(
-                    "--verify does not apply to --strategy hetis",
-                    "the simulator replays prefill/decode combos and aggregated instances, not head-wise splits",
-                    "drop --verify",
-                )
-
+            # the simulator replays prefill/decode combos and aggregated instances, not head-wise splits: a Hetis
+            # plan is not verified
             return _hetis_work(scenario, strategy, pool, out, force, emit_dir)
         if emit_dir is not None and not force and (emit_dir / "manifest.json").exists():
             raise InputError(
@@ -230,9 +222,9 @@ def plan(
             "prune_top_k": 6 if prune_top_k is None else prune_top_k,
         }
         with err_console.status("planning", spinner="dots") as status:
-            if verify_resize:  # plan, simulate, and re-plan with more headroom until the simulation holds the SLOs
+            if verify:  # plan, simulate, and re-size until the simulation verifies the plan
                 made = api.plan_verified(
-                    scenario, strategy.lower(), analysis, verify_policy, resize=True,
+                    scenario, strategy.lower(), analysis, verify_policy, resize=resize,
                     progress=lambda text: status.update(text), **plan_kwargs,
                 )  # fmt: skip
             else:
@@ -243,16 +235,6 @@ def plan(
         doc = api.to_doc(made)
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
-        if verify and not verify_resize:  # simulator check (hetplan.sim); the plan is already written
-            try:
-                with err_console.status("simulating the plan", spinner="dots"):
-                    made = api.verify(made, scenario, verify_policy)
-            except InputError as exc:
-                kept = f"; the plan was written to {out}" if out is not None else ""
-                raise InputError(f"--verify failed: {exc.what}{kept}", exc.why, exc.fix) from None
-            doc = api.to_doc(made)
-            if out is not None:
-                write_atomic(out, dump_for_path(out, doc), force=True)
         if emit_dir is not None:
             emitted.append(
                 api.emit(made, emit_dir, ("all",), emit_settings(router_image), validate=validate, force=force)
@@ -270,11 +252,11 @@ def plan(
     if doc.get("kind") == "hetis-deployment":
         err_console.print(f"note: {doc['engine_note']}")
         return
-    if "verification" in doc:  # simulator check (hetplan.sim)
+    if "verification" in doc:  # simulator check (hetplan.sim): the verdict is in the table's first block
         render_verification(doc["verification"], err_console)
     if emitted:
         err_console.print(render_result(emitted[0]), markup=False, highlight=False)
-    if verify_strict and doc.get("verification", {}).get("misses"):  # simulator check: outputs are written
+    if verify_strict and doc.get("verification", {}).get("status") != "verified":  # outputs are written
         raise typer.Exit(1)
 
 

@@ -272,6 +272,14 @@ def gate(
         Path | None, summary_option("Append a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY).")
     ] = None,
     json_out: Annotated[bool, json_option("Print the gate results as JSON.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify/--no-verify",
+            help="Verify each re-planned scenario in the simulator (re-sizing on a miss), as hetplan plan does; "
+            "a scenario whose baseline plan was verified fails when the fresh one is not (default: on).",
+        ),
+    ] = True,
 ) -> None:
     """Re-plan SCENARIOS and compare each with the stored baseline, so a change to models, prices, SLOs or
     hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails or was not compared."""
@@ -304,7 +312,10 @@ def gate(
             for path, scenario in loaded:
                 status.update(f"planning {escape(scenario.name)}")
                 try:
-                    fresh[scenario.name] = api.plan(scenario, analysis=False)
+                    if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict
+                        fresh[scenario.name] = api.plan_verified(scenario, analysis=False)
+                    else:
+                        fresh[scenario.name] = api.plan(scenario, analysis=False)
                 except HetplanError as exc:
                     if update:
                         raise InputError(

@@ -26,7 +26,13 @@ from hetplan.cli.options import (
     rate_scale_option,
 )
 from hetplan.cli.render.format import print_warnings
-from hetplan.cli.render.simulate import render_calibration, render_capacity, render_metrics
+from hetplan.cli.render.simulate import (
+    capacity_progress,
+    render_calibration,
+    render_capacity,
+    render_closed_loop,
+    render_metrics,
+)
 from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 from hetplan.units import parse_duration_s
@@ -254,6 +260,15 @@ def simulate_cmd(
             "--target", help="With --find-capacity: joint SLO attainment target, a fraction (0.9) or percent (90%)."
         ),
     ] = "0.9",
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", help="Closed loop instead of a trace: this many clients (with --isl, --osl)."),
+    ] = None,
+    isl: Annotated[int | None, typer.Option("--isl", help="With --concurrency: prompt tokens per request.")] = None,
+    osl: Annotated[int | None, typer.Option("--osl", help="With --concurrency: output tokens per request.")] = None,
+    requests: Annotated[
+        int | None, typer.Option("--requests", help="With --concurrency: requests in all (default 10 x C, >= 100).")
+    ] = None,
     json_out: Annotated[bool, json_option("Print the metrics as JSON on stdout.")] = False,
     out: Annotated[Path | None, out_option("Write the metrics (JSON, or YAML for *.yaml).")] = None,
     force: ForceFlag = False,
@@ -271,7 +286,12 @@ def simulate_cmd(
     """Replay a trace through a plan's deployment and report TTFT/TPOT/ITL/E2E, SLO attainment and goodput.
 
     Example: hetplan simulate plan.json --trace trace.csv --policy cascade --rate-scale 2
+    Closed loop (as engines are benchmarked): hetplan simulate plan.json --concurrency 32 --isl 1000 --osl 200
     """
+    if concurrency is not None or isl is not None or osl is not None or requests is not None:
+        _closed_loop_cmd(plan_file, trace, find_cap, rate_scale, concurrency, isl, osl, requests, policy, router,
+                         seed, chunked, json_out, out, force)  # fmt: skip
+        return
 
     def work() -> dict[str, Any]:
         from hetplan.sim.run import find_capacity, simulate
@@ -291,8 +311,8 @@ def simulate_cmd(
             chunked, kappa, q2, window, max_requests, drain,
         )  # fmt: skip
         if goal is not None:
-            with err_console.status("finding capacity", spinner="dots") as status:
-                doc = find_capacity(req, goal, progress=lambda text: status.update(text))
+            with capacity_progress(err_console) as progress:
+                doc = find_capacity(req, goal, progress=progress)
         elif windowed is not None:
             with err_console.status(f"simulating {windowed[0]} windows", spinner="dots"):
                 doc = api.simulate_windowed(req, *windowed, executor=executor, workers=workers,
@@ -311,6 +331,57 @@ def simulate_cmd(
         render_capacity(doc, Console())
     else:
         render_metrics(doc, Console())
+
+
+def _closed_loop_cmd(
+    plan_file: Path,
+    trace: list[Path] | None,
+    find_cap: bool,
+    rate_scale: float | None,
+    concurrency: int | None,
+    isl: int | None,
+    osl: int | None,
+    requests: int | None,
+    policy: str,
+    router: str,
+    seed: int,
+    chunked: bool,
+    json_out: bool,
+    out: Path | None,
+    force: bool,
+) -> None:
+    """``hetplan simulate PLAN --concurrency C --isl I --osl O`` (:mod:`hetplan.sim.closed`)."""
+
+    def work() -> dict[str, Any]:
+        from hetplan.sim.closed import closed_loop
+        from hetplan.sim.engine import SimConfig
+
+        if concurrency is None or isl is None or osl is None:
+            raise InputError(
+                "a closed loop needs --concurrency, --isl and --osl",
+                fix="pass e.g. --concurrency 32 --isl 1000 --osl 200",
+            )
+        if trace or find_cap or rate_scale is not None:
+            raise InputError(
+                "--concurrency runs a closed loop of synthetic requests",
+                "--trace, --find-capacity and --rate-scale are for open-loop replays of a trace",
+                "drop them, or drop --concurrency/--isl/--osl/--requests",
+            )
+        if out is not None:
+            check_output(out, force)
+        plan = _check_plan_path(plan_file)
+        with err_console.status("simulating the closed loop", spinner="dots"):
+            doc = closed_loop(plan, concurrency, isl, osl, requests, _lower(policy),
+                              SimConfig(_lower(router), seed, chunked))  # fmt: skip
+        _write(out, force, doc)
+        return doc
+
+    doc = run_guarded(work)
+    _warn(doc)
+    if json_out:
+        typer.echo(to_json(doc), nl=False)
+        return
+    render_closed_loop(doc, Console())
 
 
 def calibrate_cmd(

@@ -3,12 +3,17 @@
 Method (hetplan's own reconstruction; DESIGN §2-3.1 give the roofline, not the queueing):
 
 **Prefill instance → μ_p.** Requests arrive Poisson at rate λ and are prefilled one at a time (batch 1, which
-is conservative: batching short prompts only helps). Service time T_i = prefill(S_i) from the roofline. The
-queue is M/G/1: mean wait ``W = λ·E[T²] / (2(1-ρ))``, ρ = λ·E[T], and the waiting-time tail is taken as
+is conservative: batching short prompts only helps). Service time T_i = prefill(S_i) from the roofline. One
+instance alone is M/G/1: mean wait ``W = λ·E[T²] / (2(1-ρ))``, ρ = λ·E[T], and the waiting-time tail is taken as
 exponential beyond the probability of waiting, ``P(wait > x) ≈ ρ·exp(-x·ρ/W)``, so its q-quantile is
-``(W/ρ)·ln(ρ/(1-q))`` when ρ > 1-q, else 0. The predicted q-quantile TTFT is
-``wait_q + quantile_q(T_i + kv_transfer_i)`` (adding quantiles over-estimates, on the safe side). μ_p is the
-largest λ with TTFT_q ≤ SLO, found by bisection; 0 when even an idle instance misses the SLO.
+``(W/ρ)·ln(ρ/(1-q))`` when ρ > 1-q, else 0. The n prefill instances of a combo share one queue (the simulator's
+dispatch, :mod:`hetplan.sim.dispatch`), an M/G/n queue: Erlang C's probability of waiting replaces ρ and the mean
+wait is Allen–Cunneen's ``C·E[T]/(n − a)·(1 + c_s²)/2`` (:func:`mgn_wait_quantile_s`), so a combo's prefill
+capacity grows faster than n (``PrefillCapacity.rate_by_n``). The q-quantile TTFT is that of ``wait + T_i +
+kv_transfer_i`` with the wait independent of the request's own prefill (:func:`mgn_ttft_quantile_s`: the wait's
+atom at 0 and exponential tail convolved with the idle TTFT's distribution; adding the two quantiles, as hetplan
+did before, over-estimated by up to a quarter on long-prompt traces). μ_p is the largest λ with TTFT_q ≤ SLO,
+found by bisection; 0 when even an idle instance misses the SLO.
 
 **Decode instance → μ_d.** Continuous batching with B slots. A request holds KV for its prompt plus the tokens
 generated so far; by Little's law the time-averaged context of a slot is ``c = E[O·(S + O/2)] / E[O]``
@@ -19,12 +24,34 @@ tokens, so the TPOT SLO holds while ``w_q ≤ (SLO - step)·max(E[O]-1, 1)``; μ
 
 **KV transfer → μ_kv.** ``link bytes/s / E[S·kv_bytes]`` over the prefill→decode link (see ``cauchy.py``).
 
-Percentiles use numpy's linear estimator.
+**Bursts (a trace with timestamps) → the prefill bound above and a fluid bound.** M/G/1 assumes Poisson
+arrivals; a real trace is burstier at the time scale of the TTFT SLO (the Azure code sample: inter-arrival CV
+14.4, 23 times its mean rate in its busiest second), and the planner once promised six times what such a trace
+got in simulation. So for a trace the prefill capacity also replays the trace's own arrivals, scaled to the rate
+the plan is sized for (Λ = target x (1 + headroom)), through a *fluid* queue: the instances that carry a share
+u of the traffic per instance drain work at rate 1/u relative to it, i.e. request i brings ``u·T_i`` seconds of
+work and the wait obeys Lindley's recursion ``W_{i+1} = max(0, W_i + u·T_i − gap_i)`` (computed in closed form as
+a running minimum of cumulative sums), and the fluid q-quantile TTFT is ``quantile_q(W_i + T_i + kv_i)``. μ_p is
+the largest rate ``u·Λ`` that keeps both the fluid and the M/G/n TTFT within the SLO: the fluid bound carries the
+trace's rate modulation (bursts), the M/G/n bound the randomness of a Poisson stream (each bound alone: on the
+examples, adding the two waits made smooth traces 13 % too conservative). Aggregated (Mélange) instance types get
+the same fluid bound on their prefill work (:func:`fluid_prefill_rate`). On a Poisson trace the fluid bound is
+loose (it is the wait of a server as fast as the whole fleet), so smooth traffic keeps the M/G/n capacity.
+
+Limits: the fluid view assumes the router splits every burst across instances in proportion to their capacity
+(the simulator's weighted routing and shared queues do); it ignores that one request's prefill cannot be split,
+and treats the replayed sample as the future (a burstier future needs the verification, :mod:`hetplan.sim.verify`,
+to catch it). Decode is not burst-corrected: prefill smooths what reaches the decode slots.
+
+Percentiles use numpy's linear estimator. Source: Lindley's recursion (Lindley 1952) and the fluid
+approximation of a multi-server queue by one fast server; the combination with M/G/1 is hetplan's own
+reconstruction.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,12 +99,18 @@ class LengthStats:
 
 @dataclass(frozen=True)
 class PrefillCapacity:
-    """Capacity of one prefill instance: ``rate_per_s`` (req/s, 0 if the SLO cannot be met) and the
-    q-quantile TTFT of an idle instance (``min_ttft_s``, prefill plus KV transfer)."""
+    """Capacity of one prefill instance: ``rate_per_s`` (req/s, 0 if the SLO cannot be met; alone in its queue),
+    the q-quantile TTFT of an idle instance (``min_ttft_s``, prefill plus KV transfer), and ``rate_by_n``: the
+    per-instance rate when n = 1, 2, … instances share one queue (M/G/n; empty: only n = 1 computed)."""
 
     rate_per_s: float
     min_ttft_s: float
     mean_service_s: float
+    rate_by_n: tuple[float, ...] = ()
+
+    def per_instance(self, n: int) -> float:
+        """Per-instance rate (req/s) of a pool of ``n`` instances sharing one queue."""
+        return self.rate_by_n[n - 1] if 0 < n <= len(self.rate_by_n) else self.rate_per_s
 
 
 @dataclass(frozen=True)
@@ -118,24 +151,157 @@ def _ttft_q(rate: float, mean_s: float, second_s2: float, idle_q_s: float, quant
     return mg1_wait_quantile_s(rate, mean_s, second_s2, quantile) + idle_q_s
 
 
-def prefill_capacity(
-    inst: InstanceModel, stats: LengthStats, ttft_slo_s: float, link_bytes_per_s: float
-) -> PrefillCapacity:
-    """Largest arrival rate (req/s) one prefill instance serves with q-quantile TTFT ≤ ``ttft_slo_s``."""
-    service = np.asarray(inst.prefill_latency_s(stats.prompt_tokens), dtype=float)
-    kv = np.asarray(kv_transfer_s(inst.arch, stats.prompt_tokens, link_bytes_per_s, inst.settings), dtype=float)
-    mean_s, second_s2 = float(service.mean()), float((service**2).mean())
-    idle = float(np.percentile(service + kv, stats.quantile * 100))
-    if idle > ttft_slo_s:
-        return PrefillCapacity(0.0, idle, mean_s)
-    lo, hi = 0.0, 1.0 / mean_s
-    for _ in range(BISECT_STEPS):
+@dataclass(frozen=True)
+class ArrivalTrace:
+    """A workload's arrivals for the burst-aware capacities (module docstring).
+
+    Attributes:
+        arrival_s: shape (n,), sorted arrival times, seconds (the trace's own timeline).
+        prompt_tokens: shape (n,), the prompts in arrival order.
+        rate_per_s: the trace's own mean rate, req/s.
+        sized_rate_per_s: the rate the plan is sized for (target x (1 + headroom)), req/s: the trace is replayed at
+            it, its gaps shrunk by ``rate_per_s / sized_rate_per_s``.
+    """
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    rate_per_s: float
+    sized_rate_per_s: float
+
+    @property
+    def gaps_s(self) -> np.ndarray:
+        """Shape (n-1,): the gaps between arrivals at ``sized_rate_per_s``, seconds."""
+        return np.diff(self.arrival_s) * (self.rate_per_s / self.sized_rate_per_s)
+
+
+def fluid_wait_s(work_s: np.ndarray, gaps_s: np.ndarray) -> np.ndarray:
+    """Waits of Lindley's recursion ``W_0 = 0, W_{i+1} = max(0, W_i + work_i − gap_i)`` (shape (n,), seconds), in
+    closed form: ``W_i = X_i − min_{k≤i} X_k`` with ``X`` the cumulative sum of ``work − gap``."""
+    x = np.concatenate(([0.0], np.cumsum(work_s[:-1] - gaps_s)))
+    return np.asarray(x - np.minimum.accumulate(x))
+
+
+def _largest(ok: Callable[[float], bool], hi: float, steps: int = BISECT_STEPS) -> float:
+    """Largest x in [0, hi] with ``ok(x)`` (monotone), by bisection; 0 when none."""
+    lo = 0.0
+    for _ in range(steps):
         mid = (lo + hi) / 2
-        if _ttft_q(mid, mean_s, second_s2, idle, stats.quantile) <= ttft_slo_s:
+        if ok(mid):
             lo = mid
         else:
             hi = mid
-    return PrefillCapacity(lo, idle, mean_s)
+    return lo
+
+
+def fluid_prefill_rate(
+    service_s: np.ndarray, extra_s: np.ndarray, trace: ArrivalTrace, slo_s: float, quantile: float
+) -> float:
+    """Largest per-instance rate (req/s) whose fluid q-quantile ``W_i + service_i + extra_i`` stays ≤ ``slo_s`` on
+    ``trace`` at its sized rate (``service_s``/``extra_s``: per request of the trace, in its order); an instance
+    carrying rate r holds the share u = r / Λ of every burst (module docstring)."""
+    lam = trace.sized_rate_per_s
+    gaps = trace.gaps_s
+    own = service_s + extra_s
+
+    def ok(rate: float) -> bool:
+        wait = fluid_wait_s(service_s * (rate / lam), gaps)
+        return float(np.percentile(wait + own, quantile * 100)) <= slo_s
+
+    return _largest(ok, 1.0 / float(service_s.mean()))
+
+
+def mgn_wait_quantile_s(rate: float, servers: int, mean_s: float, second_moment_s2: float, quantile: float) -> float:
+    """q-quantile of the wait in M/G/n (``servers`` sharing one queue, total arrival ``rate``), seconds: Erlang C's
+    probability of waiting C, the mean wait ``C·E[T]/(n − a)·(1 + c_s²)/2`` (Allen–Cunneen; P-K for n = 1) and an
+    exponential tail beyond C, so the quantile is ``(W/C)·ln(C/(1−q))`` when C > 1−q, else 0; inf when a ≥ n."""
+    a = rate * mean_s
+    if a >= servers:
+        return math.inf
+    if rate <= 0:
+        return 0.0
+    c = erlang_c(servers, a)
+    if c <= 1.0 - quantile:
+        return 0.0
+    cs2 = second_moment_s2 / (mean_s * mean_s) - 1.0
+    mean_wait = c * mean_s / (servers - a) * (1.0 + cs2) / 2.0
+    return (mean_wait / c) * math.log(c / (1.0 - quantile))
+
+
+def prefill_capacity(
+    inst: InstanceModel,
+    stats: LengthStats,
+    ttft_slo_s: float,
+    link_bytes_per_s: float,
+    trace: ArrivalTrace | None = None,
+    max_instances: int = 1,
+) -> PrefillCapacity:
+    """Largest arrival rate (req/s) per prefill instance with q-quantile TTFT ≤ ``ttft_slo_s``, for pools of 1 to
+    ``max_instances`` instances sharing a queue (M/G/n); with a ``trace``, also within the fluid bound of its
+    bursts (module docstring)."""
+    service = np.asarray(inst.prefill_latency_s(stats.prompt_tokens), dtype=float)
+    kv = np.asarray(kv_transfer_s(inst.arch, stats.prompt_tokens, link_bytes_per_s, inst.settings), dtype=float)
+    mean_s, second_s2 = float(service.mean()), float((service**2).mean())
+    q = stats.quantile
+    idle = float(np.percentile(service + kv, q * 100))
+    if idle > ttft_slo_s:
+        return PrefillCapacity(0.0, idle, mean_s, (0.0,) * max(1, max_instances))
+    fluid = math.inf
+    if trace is not None:
+        t_all = np.asarray(inst.prefill_latency_s(trace.prompt_tokens), dtype=float)
+        extra = np.asarray(kv_transfer_s(inst.arch, trace.prompt_tokens, link_bytes_per_s, inst.settings), dtype=float)
+        fluid = fluid_prefill_rate(t_all, extra, trace, ttft_slo_s, q)
+    # the idle TTFT's distribution, as QUANTILE_POINTS quantiles (the wait is convolved with it, not added to its
+    # quantile: with long prompts the p90 prompt is not the one that waits)
+    own = np.sort(np.percentile(service + kv, np.linspace(0.0, 100.0, QUANTILE_POINTS)))
+    by_n = []
+    for n in range(1, max(1, max_instances) + 1):
+
+        def ok(rate: float, n: int = n) -> bool:
+            return mgn_ttft_quantile_s(rate * n, n, mean_s, second_s2, own, q) <= ttft_slo_s
+
+        by_n.append(min(_largest(ok, 1.0 / mean_s, CAPACITY_BISECT_STEPS), fluid))
+    return PrefillCapacity(by_n[0], idle, mean_s, tuple(by_n))
+
+
+QUANTILE_POINTS = 256
+"""Points of the idle-TTFT distribution convolved with the M/G/n wait (:func:`mgn_ttft_quantile_s`)."""
+CAPACITY_BISECT_STEPS = 30
+"""Bisection steps of the per-instance prefill capacity (a relative precision of 2^-30)."""
+
+
+def mgn_ttft_quantile_s(
+    rate: float, servers: int, mean_s: float, second_moment_s2: float, own_s: np.ndarray, quantile: float
+) -> float:
+    """q-quantile of ``wait + own`` (seconds) in M/G/n: the wait is 0 with probability 1 − C and exponential with
+    mean τ = W/C otherwise (C, W as in :func:`mgn_wait_quantile_s`), independent of the request's own idle TTFT,
+    whose distribution the sorted, equally likely points ``own_s`` give; inf when the servers are saturated.
+
+    The CDF is ``F(x) = k/K − (C/K)·Σ_{j≤k} exp((o_j − x)/τ)`` on ``[o_k, o_{k+1})``, so on each interval
+    ``F(x) = q`` solves in closed form: ``x = τ·(L_k − ln((k − qK)/C))`` with ``L_k = ln Σ_{j≤k} exp(o_j/τ)``
+    (a running log-sum-exp); the answer is the first solution inside its interval."""
+    a = rate * mean_s
+    if a >= servers:
+        return math.inf
+    k_all = own_s.size
+    if rate <= 0:
+        return float(np.percentile(own_s, quantile * 100))
+    c = erlang_c(servers, a)
+    cs2 = second_moment_s2 / (mean_s * mean_s) - 1.0
+    tau = mean_s / (servers - a) * (1.0 + cs2) / 2.0  # mean of the wait, given that it waits
+    if c <= 0 or tau <= 0:
+        return float(own_s[min(k_all - 1, int(math.ceil(quantile * k_all)) - 1)])
+    k = np.arange(1, k_all + 1, dtype=float)
+    log_sum = np.logaddexp.accumulate(own_s / tau)
+    need = k - quantile * k_all
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = tau * (log_sum - np.log(np.where(need > 0, need / c, np.nan)))
+    upper = np.append(own_s[1:], np.inf)
+    hit = np.nonzero((need > 0) & (x >= own_s - 1e-12) & (x < upper))[0]
+    if hit.size:
+        return float(x[hit[0]])
+    # F jumps past q at a point o_k (the wait's atom at 0 carries it): the quantile is that point
+    left = k / k_all - (c / k_all) * np.exp(log_sum - own_s / tau)
+    return float(own_s[int(np.argmax(left >= quantile))])
 
 
 def erlang_c(servers: int, offered_load: float) -> float:

@@ -77,6 +77,9 @@ def autoscale(
         max_cv=parsed.max_cv,
     )
     req, workload, warnings, gpu_warnings = build_request(scenario.model_copy(update={"goodput_req_per_s": 1.0}))
+    # the load curve sets the rates window by window: the trace's own burst pattern, replayed at one rate, does not
+    # apply to them, so the capacities are the Poisson ones (hetplan.perf.capacity)
+    req = replace(req, arrivals=None)
     sched = build_schedule(req, curve, settings)
     sched_summary = summary(sched)
     # the same per-GPU warnings (estimated TFLOPS, illustrative or unreliable prices) as `hetplan plan`, for every

@@ -30,12 +30,11 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from hetplan import __version__
-from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import compute_dtype
 from hetplan.planning.request import _model, build_workload
@@ -45,6 +44,7 @@ from hetplan.solvers.hetis import HetisPlan, plan_hetis
 from hetplan.solvers.hetis_baselines import BaselineResult, hexgen, splitwise
 from hetplan.solvers.hetis_model import HetisSettings, Workload
 from hetplan.units import parse_duration_s, parse_percentile, rnd
+from hetplan.workload.context import served_workload
 
 KIND = "hetis-deployment"
 ENGINE_NOTE = (
@@ -68,24 +68,10 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
     workload = build_workload(scenario)
     warnings: list[str] = []
-    window = arch.spec.max_position_embeddings
-    keep = (workload.prompt_tokens + workload.output_tokens) <= window
-    if not keep.any():
-        raise InputError(
-            f"every request is longer than {arch.spec.name}'s {window:,}-token context window",
-            fix="use a model with a longer context or a trace of shorter requests",
-        )
-    if not keep.all():
-        warnings.append(
-            f"{int((~keep).sum())} request(s) ({(~keep).mean() * 100:.2g} %) exceed {arch.spec.name}'s "
-            f"{window:,}-token context window and are left out of the length distribution"
-        )
-        workload = replace(
-            workload,
-            prompt_tokens=workload.prompt_tokens[keep],
-            output_tokens=workload.output_tokens[keep],
-            arrival_s=None if workload.arrival_s is None else workload.arrival_s[keep],
-        )
+    # the engine's over-context rule (hetplan.workload.context): refused prompts out, outputs cut at the window
+    workload, note = served_workload(workload, arch.spec.max_position_embeddings, arch.spec.name)
+    if note:
+        warnings.append(note)
     ignored = [
         flag
         for flag, value in (

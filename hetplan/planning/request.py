@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from hetplan.catalog.loader import (
     active_gpus,
@@ -26,12 +27,13 @@ from hetplan.catalog.profile import LoadedProfiles
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
-from hetplan.perf.capacity import LengthStats
+from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
+from hetplan.workload.context import served_workload
 from hetplan.workload.model import Workload
 from hetplan.workload.readers import load_workload
 from hetplan.workload.synthetic import synthetic_workload
@@ -156,6 +158,24 @@ def _candidate_gpus(
     return list(active_gpus())
 
 
+MAX_ARRIVALS = 200_000
+"""Most requests of a trace the burst-aware capacities replay (the first ones; hetplan.perf.capacity)."""
+
+
+def _arrivals(workload: Workload, sized_rate: float) -> ArrivalTrace | None:
+    """The workload's arrivals for the burst-aware capacities, replayed at ``sized_rate`` req/s (None without
+    timestamps or a rate)."""
+    a = workload.arrival_s
+    if a is None or a.size < 2 or not sized_rate > 0:
+        return None
+    order = np.argsort(a, kind="stable")[:MAX_ARRIVALS]
+    a, p = a[order], workload.prompt_tokens[order]
+    span = float(a[-1] - a[0])
+    if span <= 0:
+        return None
+    return ArrivalTrace(a, p, a.size / span, sized_rate)  # the rate the verification scales from
+
+
 def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
     """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
     (GPU name, text; shown only when a plan uses that GPU).
@@ -247,25 +267,12 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         )
     if dropped:
         warnings.append(f"TP {', '.join(map(str, dropped))} skipped: does not divide the {heads} attention heads")
-    window = arch.spec.max_position_embeddings
-    too_long = (workload.prompt_tokens + workload.output_tokens) > window
-    if too_long.all():
-        raise InputError(
-            f"every request is longer than {arch.spec.name}'s {window:,}-token context window",
-            fix="use a model with a longer context or a trace of shorter requests",
-        )
-    if too_long.any():
-        warnings.append(
-            f"{int(too_long.sum())} request(s) ({too_long.mean() * 100:.2g} %) exceed {arch.spec.name}'s "
-            f"{window:,}-token context window and are left out of the length distribution"
-        )
-        workload = replace(
-            workload,
-            prompt_tokens=workload.prompt_tokens[~too_long],
-            output_tokens=workload.output_tokens[~too_long],
-            arrival_s=None if workload.arrival_s is None else workload.arrival_s[~too_long],
-        )
+    # the engine's over-context rule (hetplan.workload.context): refused prompts out, outputs cut at the window
+    workload, window_note = served_workload(workload, arch.spec.max_position_embeddings, arch.spec.name)
+    if window_note:
+        warnings.append(window_note)
     prompt, output = workload.sample(MAX_SAMPLES)
+    arrivals = _arrivals(workload, float(goodput) * (1.0 + scenario.headroom))
     req = PlanRequest(
         arch,
         LengthStats(prompt, output, quantile),
@@ -279,6 +286,7 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         scenario.max_ratio,
         scenario.headroom,
         scenario.max_ilp_combos,
+        arrivals=arrivals,
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

@@ -1,4 +1,20 @@
-"""Verification of a plan by simulation, and re-sizing until the simulation holds the SLOs.
+"""Verification of a plan by simulation, and re-sizing until the simulation holds the SLOs (``hetplan plan``'s
+default).
+
+:func:`plan_verified` plans, replays the workload through the plan (:func:`hetplan.sim.verify.verify_plan`: at the
+goodput target and at the trace's own rate) and, on a miss, re-plans for more demand until the plan is verified:
+
+1. The failing plan's simulated capacity C (req/s, the highest rate holding the SLO percentile) against its
+   analytic capacity A says how far the model over-promised on this traffic. The next plan is solved for demand
+   ``A x target x (1 + RESIZE_MARGIN) / C`` (at least ``RESIZE_MIN_STEP`` x A), so that, if it over-promises by
+   the same factor, its simulated capacity is the target plus a margin; the solver may choose a different mix
+   for it. A demand the inventory cannot meet is replaced by the midpoint between the last failing demand and
+   it. This repeats (at most :data:`RESIZE_ROUNDS` plans) until one is verified.
+2. Between the last failing demand and the first verified one, :data:`RESIZE_BISECT_STEPS` bisection steps look
+   for a cheaper verified plan (plans are discrete: many demands give the same deployment, simulated once).
+
+The search assumes that more demand never makes the simulated attainment worse, which holds for the plans tried
+here but is not proven; it is bounded by the scenario's headroom limit (10) and the inventory.
 
 Source: hetplan's own reconstruction.
 """
@@ -15,10 +31,16 @@ from hetplan.planning.pipeline import plan
 from hetplan.planning.request import build_workload
 from hetplan.scenario import Scenario
 
-#: Headroom multipliers tried by :func:`plan_verified`, relative to ``1 + headroom``, before bisection.
-RESIZE_FACTORS = (1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
-#: Bisection steps between the last failing and the first passing multiplier.
+#: Simulated capacity aimed at, above the goodput target, when re-sizing.
+RESIZE_MARGIN = 0.05
+#: Smallest demand step of a re-size, relative to the failing plan's analytic capacity.
+RESIZE_MIN_STEP = 1.1
+#: Plans tried before giving up (the first included).
+RESIZE_ROUNDS = 6
+#: Bisection steps between the last failing and the first verified demand.
 RESIZE_BISECT_STEPS = 3
+#: The scenario's largest headroom.
+MAX_HEADROOM = 10.0
 
 
 def plan_verified(
@@ -26,79 +48,80 @@ def plan_verified(
     strategy: str = "cauchy",
     analysis: bool = True,
     policy: str = "fcfs",
-    resize: bool = False,
+    resize: bool = True,
     progress: Callable[[str], None] | None = None,
     **plan_kwargs: Any,
 ) -> Plan:
-    """Plan ``scenario``, replay its workload through the plan in the simulator, and, with ``resize``, re-plan
-    with more headroom until the simulation holds the SLOs.
-
-    The planner's capacities assume Poisson arrivals (M/G/1 and Erlang C, :mod:`hetplan.perf.capacity`); a bursty
-    trace can miss the SLOs on a plan the model calls sufficient. ``resize`` searches the goodput headroom: it
-    tries ``(1 + headroom) x f`` for f in :data:`RESIZE_FACTORS` until the simulation at the scenario's goodput
-    target (:func:`hetplan.sim.verify.verify_plan`) has no miss, then bisects :data:`RESIZE_BISECT_STEPS` times
-    between the last failing and the first passing factor, and returns the passing plan with the least headroom
-    (re-planned with ``analysis`` when that was asked for). The search assumes that more headroom never makes the
-    simulated attainment worse, which holds for the plans tried here but is not proven.
+    """Plan ``scenario``, replay its workload through the plan, and, with ``resize``, re-plan for more demand until
+    the simulation verifies it (module docstring).
 
     Returns:
-        The plan with a ``verification`` block; with ``resize`` and a first miss, the block carries
-        ``resized``: the headroom asked for and used, the $/hour before and after, and every attempt.
+        The plan with its ``verification`` block (:func:`hetplan.sim.verify.verify_plan`); after a re-size the
+        block carries ``resized``: the headroom asked for and used, the $/hour before and after, every attempt.
+        Without ``resize`` a plan that misses is returned with status "not verified".
 
     Raises:
         InputError, InfeasibleError: as :func:`plan` and :func:`hetplan.sim.verify.verify_plan`; InfeasibleError
-        also when no headroom up to the largest factor (or the scenario's headroom limit of 10) holds the SLOs
-        in simulation.
-
-    Source: hetplan's own reconstruction.
+        also when no demand up to the headroom limit (or the inventory) gives a verified plan.
     """
     from hetplan.sim.verify import verify_plan
 
     workload = build_workload(scenario)
+    step = progress or (lambda _: None)
+    base = scenario.headroom
+    target = None
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def attempt(headroom: float, with_analysis: bool) -> Plan:
         sc = scenario.model_copy(update={"headroom": headroom})
-        made = plan(sc, strategy, with_analysis, progress=progress, **plan_kwargs)
-        if progress is not None:
-            progress(f"simulating the plan at headroom {headroom:.3g}")
-        return replace(made, verification=verify_plan(made, workload, policy))
+        return plan(sc, strategy, with_analysis, progress=progress, **plan_kwargs)
 
-    base = scenario.headroom
-    first = attempt(base, analysis)
-    if not resize or not _misses(first):
-        return first
-    tried: list[dict[str, Any]] = [_attempt_record(base, first)]
+    def check(p: Plan, capacity: bool) -> dict[str, Any]:
+        key = _signature(p)
+        v = seen.get(key)
+        if v is None or (capacity and v.get("simulated_capacity_req_per_s") is None):
+            step(f"simulating the plan (${p.total_usd_per_hour:,.2f}/h)")
+            v = seen[key] = verify_plan(p, workload, policy, capacity)
+        return v
 
-    def probe(factor: float) -> tuple[bool, Plan | None]:
-        """Plan and simulate at headroom (1 + base) x factor - 1, record it; (holds the SLOs, plan or None when
-        the inventory cannot reach that headroom)."""
-        headroom = (1 + base) * factor - 1
+    first = attempt(base, False)
+    target = first.goodput_target_req_per_s
+    v0 = check(first, True)
+    if v0["status"] == "verified" or not resize:
+        return _final(first, v0, base, analysis, attempt, check, None)
+    tried: list[dict[str, Any]] = [_record(base, first, v0)]
+    fail_h, fail_p, fail_v = base, first, v0
+    ceiling = MAX_HEADROOM  # the lowest headroom found infeasible (inventory), or the scenario's limit
+    passing: tuple[float, Plan, dict[str, Any]] | None = None
+    for _ in range(RESIZE_ROUNDS - 1):
+        cap = fail_v.get("simulated_capacity_req_per_s")
+        analytic = fail_p.goodput_req_per_s
+        factor = target * (1 + RESIZE_MARGIN) / cap if cap else 2.0
+        headroom = analytic * max(factor, RESIZE_MIN_STEP) / target - 1
+        if headroom >= ceiling:  # past what the inventory (or the limit) allows: halfway to it instead
+            headroom = (fail_h + ceiling) / 2
+            if ceiling - fail_h < 0.01 * (1 + fail_h):
+                break
         try:
-            doc = attempt(headroom, False)
+            p = attempt(headroom, False)
         except InfeasibleError as exc:  # inventory runs out before the SLOs hold
             tried.append({"headroom": _rnd_h(headroom), "infeasible": exc.what})
-            return False, None
-        tried.append(_attempt_record(headroom, doc))
-        return not _misses(doc), doc
-
-    lo, hi, best = 1.0, None, None
-    for f in RESIZE_FACTORS:
-        if (1 + base) * f - 1 > 10:
+            ceiling = headroom
+            continue
+        v = check(p, True)
+        tried.append(_record(headroom, p, v))
+        if v["status"] == "verified":
+            passing = (headroom, p, v)
             break
-        passed, doc = probe(f)
-        if passed:
-            hi, best = f, doc
-            break
-        if doc is None:
-            break
-        lo = f
-    if hi is None or best is None:
+        fail_h, fail_p, fail_v = headroom, p, v
+    if passing is None:
         last = tried[-1]
         raise InfeasibleError(
-            "no headroom makes the plan hold its SLOs in simulation",
-            f"tried headroom up to {last['headroom']:g}: "
+            "no re-sized plan holds its SLOs in simulation",
+            f"tried {len(tried)} plans up to headroom {max(t['headroom'] for t in tried):g}; the last: "
             + (last.get("infeasible") or "; ".join(last.get("misses", []))),
-            "lower the goodput target or relax the SLOs, add inventory, or plan without --verify-resize"
+            "lower the goodput target or relax the SLOs, add inventory, or plan with --no-resize to keep the "
+            "unverified plan"
             + (
                 f"; {last['dropped']} request(s) were dropped because they fit no instance's KV cache, which more "
                 "copies of the same instances do not change: a GPU with more memory or a higher TP would"
@@ -106,25 +129,59 @@ def plan_verified(
                 else ""
             ),
         )
+    lo, (hi, best, _) = fail_h, passing
     for _ in range(RESIZE_BISECT_STEPS):
         mid = (lo + hi) / 2
-        passed, doc = probe(mid)
-        if passed and doc is not None:
-            hi, best = mid, doc
+        try:
+            p = attempt(mid, False)
+        except InfeasibleError:
+            lo = mid
+            continue
+        v = check(p, False)
+        tried.append(_record(mid, p, v))
+        if v["status"] == "verified" and p.total_usd_per_hour <= best.total_usd_per_hour:
+            hi, best = mid, p
         else:
             lo = mid
-    chosen = (1 + base) * hi - 1
-    if analysis:
-        best = attempt(chosen, True)
     resized = {
         "headroom_asked": base,
-        "headroom_used": _rnd_h(chosen),
+        "headroom_used": _rnd_h(hi),
         "usd_per_hour_before": first.total_usd_per_hour,
         "usd_per_hour_after": best.total_usd_per_hour,
+        "analytic_capacity_before_req_per_s": first.goodput_req_per_s,
+        "simulated_capacity_before_req_per_s": v0.get("simulated_capacity_req_per_s"),
         "attempts": tried,
-        "method": "headroom x (1 + h) over RESIZE_FACTORS until no simulated miss, then bisection",
+        "method": "demand x target / simulated capacity until verified, then bisection (hetplan.planning.verify)",
     }
-    return replace(best, verification={**(best.verification or {}), "resized": resized})
+    return _final(best, check(best, True), hi, analysis, attempt, check, resized)
+
+
+def _final(
+    p: Plan,
+    v: dict[str, Any],
+    headroom: float,
+    analysis: bool,
+    attempt: Callable[[float, bool], Plan],
+    check: Callable[[Plan, bool], dict[str, Any]],
+    resized: dict[str, Any] | None,
+) -> Plan:
+    """The chosen plan, re-planned with the analysis when asked (the same deployment: its verification is kept)."""
+    if analysis:
+        full = attempt(headroom, True)
+        v = v if _signature(full) == _signature(p) else check(full, True)
+        p = full
+    block = dict(v)
+    if resized is not None:
+        block["resized"] = resized
+    return replace(p, verification=block)
+
+
+def _signature(p: Plan) -> tuple[Any, ...]:
+    """What the simulator replays of a plan: its combos or instances (two plans with one signature simulate the
+    same)."""
+    combos = tuple((c.label, c.count, c.decode_batch, c.goodput_req_per_s) for c in p.combos)
+    insts = tuple((t.gpu, t.tp, t.count, tuple((b.label, b.share) for b in t.buckets)) for t in p.instances)
+    return (p.strategy, combos, insts, p.goodput_target_req_per_s)
 
 
 def _rnd_h(headroom: float) -> float:
@@ -132,16 +189,17 @@ def _rnd_h(headroom: float) -> float:
     return round(headroom, 4)
 
 
-def _misses(p: Plan) -> list[str]:
-    return list((p.verification or {}).get("misses") or [])
-
-
-def _attempt_record(headroom: float, p: Plan) -> dict[str, Any]:
-    v = p.verification or {}
+def _record(headroom: float, p: Plan, v: dict[str, Any]) -> dict[str, Any]:
     return {
         "headroom": _rnd_h(headroom),
         "usd_per_hour": p.total_usd_per_hour,
-        "joint_attainment": v["attainment"]["joint"],
+        "analytic_capacity_req_per_s": p.goodput_req_per_s,
+        "simulated_capacity_req_per_s": v.get("simulated_capacity_req_per_s"),
+        "status": v["status"],
+        "joint_attainment": v["attainment"],
         "dropped": v["dropped"],
         "misses": v["misses"],
     }
+
+
+__all__ = ["MAX_HEADROOM", "RESIZE_BISECT_STEPS", "RESIZE_MARGIN", "RESIZE_MIN_STEP", "RESIZE_ROUNDS", "plan_verified"]

@@ -1,8 +1,10 @@
 """The CI cost gate: compare a plan with a stored baseline plan and explain what changed.
 
-A plan fails when its $/hour rose by more than ``max_cost_increase`` (a fraction) or, when set, its tokens/USD fell
-below ``min_tokens_per_usd_ratio`` times the baseline's. The explanation lists what differs: model, SLOs, goodput
-target, prices per GPU, GPUs per type, combos added or removed, and predicted capacity.
+A plan fails when its $/hour rose by more than ``max_cost_increase`` (a fraction), when set, its tokens/USD fell
+below ``min_tokens_per_usd_ratio`` times the baseline's, or the baseline plan was verified in simulation and the
+fresh one is not (``verification.status``, :mod:`hetplan.sim.verify`). The explanation lists what differs:
+model, SLOs, goodput target, prices per GPU, GPUs per type, combos added or removed, predicted capacity and the
+verification status.
 
 Source: hetplan's own reconstruction.
 """
@@ -145,6 +147,9 @@ def explain(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
             f"predicted goodput capacity: {baseline['goodput_req_per_s']:.4g} -> "
             f"{current['goodput_req_per_s']:.4g} req/s"
         )
+    was, now = _status(baseline), _status(current)
+    if was != now:
+        lines.append(f"verification: {was or 'none'} -> {now or 'none'}")
     if current.get("hetplan_version") != baseline.get("hetplan_version"):
         lines.append(f"hetplan version: {baseline.get('hetplan_version')} -> {current.get('hetplan_version')}")
     return lines
@@ -175,6 +180,11 @@ def compare(
             f"tokens/USD fell to {ratio:.4f}x the baseline ({baseline['tokens_per_usd']:,.0f} -> "
             f"{current['tokens_per_usd']:,.0f}), below the required {min_tokens_per_usd_ratio:g}x"
         )
+    was, now = _status(baseline), _status(current)
+    # a verified plan that stops verifying fails the gate (a gate run with --no-verify gives no verdict to compare)
+    if was == "verified" and now is not None and now != "verified":
+        verdict = (current.get("verification") or {}).get("verdict") or "the plan was not verified this time"
+        failures.append(f"the baseline plan was verified in simulation; this one is not: {verdict}")
     return GateResult(
         name or current["scenario"]["name"],
         not failures,
@@ -185,6 +195,12 @@ def compare(
         tuple(failures),
         tuple(explain(current, baseline)),
     )
+
+
+def _status(doc: dict[str, Any]) -> str | None:
+    """The verification status of a plan document (None when it carries no verdict)."""
+    v = doc.get("verification")
+    return v.get("status") if isinstance(v, dict) else None
 
 
 def failed(name: str, reason: str) -> GateResult:

@@ -126,19 +126,23 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
 
 
 def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any]:
-    """The report's view of a plan's ``verification`` block (``hetplan plan --verify``, see
-    :func:`hetplan.sim.verify.verify_plan`; ``resized`` from ``--verify-resize``, see
-    :func:`hetplan.api.plan_verified`).
+    """The report's view of a plan's ``verification`` block (``hetplan plan``'s simulated check, see
+    :func:`hetplan.sim.verify.verify_plan`; ``resized`` after a re-size, see :func:`hetplan.api.plan_verified`):
+    the status and verdict line, the analytic and simulated capacities, the figures behind them.
 
     Every value may be missing or None in the block (a non-finite percentile is written as null); it stays None here
     and the renderers print it as "-". ``ttft_q_s``/``tpot_q_s`` are the simulated p-``percentile`` TTFT/TPOT in
     seconds; ``slo_held`` is False when the simulation recorded any miss, None when the block says nothing.
     """
     q = slo["percentile"]
-    raw = v.get("attainment")
+    raw = v.get("attainment_by_slo", v.get("attainment"))  # blocks before the verdict: attainment was the dict
     att: dict[str, Any] = raw if isinstance(raw, dict) else {}
     misses = [str(m) for m in v.get("misses") or []]
     out: dict[str, Any] = {
+        "status": v.get("status"),
+        "verdict": v.get("verdict"),
+        "analytic_capacity_req_per_s": v.get("analytic_capacity_req_per_s"),
+        "simulated_capacity_req_per_s": v.get("simulated_capacity_req_per_s"),
         "policy": v.get("policy"),
         "target_req_per_s": v.get("target_req_per_s"),
         "rate_scale": v.get("rate_scale"),
@@ -148,8 +152,8 @@ def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any
         "dropped": v.get("dropped"),
         "attainment": {k: att.get(k) for k in ("joint", "ttft", "tpot")},
         "percentile": q,
-        "ttft_q_s": v.get(f"ttft_p{q:g}_s"),
-        "tpot_q_s": v.get(f"tpot_p{q:g}_s"),
+        "ttft_q_s": v.get("ttft_p_s", v.get(f"ttft_p{q:g}_s")),
+        "tpot_q_s": v.get("tpot_p_s", v.get(f"tpot_p{q:g}_s")),
         "slo_ttft_s": slo["ttft_s"],
         "slo_tpot_s": slo["tpot_s"],
         "goodput_req_per_s": v.get("goodput_req_per_s"),

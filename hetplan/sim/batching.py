@@ -7,7 +7,11 @@ decode tokens when chunked prefill is on), ``max_num_seqs`` and the KV cache. Wh
 outgrow the KV cache, the scheduler's victim is preempted first (:func:`preempt`). A waiting request whose KV is
 present (transferred, restored) joins decoding; one whose KV the scheduler kept on a host tier is restored when
 the restore fits its budget (key minus now), else recomputed; a prompt longer than the token cap runs alone
-without chunked prefill. The engine (:mod:`hetplan.sim.engine`) calls these on arrivals and iteration ends.
+without chunked prefill. The waiting queue is the instance's pool's, shared with the other instances of its role
+in its group (:mod:`hetplan.sim.dispatch`); a request whose KV sits on another instance's host tier is passed
+over. The engine
+(:mod:`hetplan.sim.engine`) calls these on arrivals and iteration ends; exactly one iteration of an instance is in
+flight at a time (:func:`start_iteration`).
 
 Source: engine behaviour after vLLM's scheduler; the details are hetplan's own reconstruction.
 """
@@ -43,15 +47,30 @@ def preempt(sim: Simulator, inst: Instance, now: float) -> None:
     sim.scheduler.on_preempt(sim, inst, victim, ctx)
     sim.need[victim] = ctx
     sim.done_pref[victim] = 0
-    sim.enqueue(inst, victim, now)
+    sim.home[victim] = inst.idx
+    sim.enqueue(inst, victim)  # back to the pool's queue; starts no iteration here (one is being built)
 
 
 def start_iteration(sim: Simulator, inst: Instance, now: float) -> None:
-    """Build ``inst``'s next iteration and schedule its end; an instance with nothing to run goes idle."""
+    """Build ``inst``'s next iteration and schedule its end; an instance with nothing to run goes idle.
+
+    One iteration is in flight per instance, always: a busy instance returns at once (it builds its next
+    iteration when the current one ends), and nothing called from here starts another one (a preempted victim
+    only re-enters the waiting queue; a restore that ends mid-iteration joins at the next one, ``inst.ready``)."""
+    if inst.busy:
+        return
+    inst.busy = True  # while it is being built too: nothing called from here re-enters it
     run = inst.running
-    if inst.role != "prefill":
+    if inst.ready:
+        for rid in inst.ready:  # KV restored during the last iteration (reserved at admission)
+            sim.start_decoding(inst, rid, now)
+        inst.ready = []
+    if inst.role != "prefill" and run and inst.kv_used + len(run) > inst.cap:
         while run and inst.kv_used + len(run) > inst.cap:
             preempt(sim, inst, now)
+        for peer in inst.pool.members:  # work conserving: an idle instance of the pool may take a victim
+            if peer is not inst and not peer.busy:
+                start_iteration(sim, peer, now)
     n_dec = len(run)
     chunked = sim.cfg.chunked_prefill
     budget = inst.tok_cap - (n_dec if chunked else 0)
@@ -86,7 +105,6 @@ def start_iteration(sim: Simulator, inst: Instance, now: float) -> None:
     inst.pieces = pieces
     inst.n_dec = n_dec
     inst.new, inst.joiners = inst.joiners, []
-    inst.busy = True
     inst.step_start = now
     inst.busy_s += dur
     sim.push(now + dur, STEP_END, inst.idx)
@@ -118,6 +136,8 @@ def _admit(
         need = sim.need[rid]
         if limit_slots <= 0:
             return False
+        if sim.offload[rid] and sim.home[rid] != inst.idx:  # its KV is on another instance's host tier
+            return True
         if need == 0:  # KV present (transferred or restored): joins decoding now
             ctx = sim.prompt[rid] + sim.gen[rid]
             if inst.kv_used + ctx + 1 > inst.cap:
@@ -134,8 +154,8 @@ def _admit(
             if restore <= sim.key[rid] - now:  # fits the budget: transfer back instead of recompute
                 release_host(sim, inst, rid)
                 inst.kv_used += need
-                inst.qtok -= need
-                inst.qn -= 1
+                inst.pool.qtok -= need
+                inst.pool.qn -= 1
                 sim.need[rid] = 0
                 sim.counters["restores"] += 1
                 sim.push(now + restore, RESTORED, inst.idx, rid)

@@ -128,7 +128,7 @@ class InstanceSpec:
         gpu / tp: GPU type and tensor-parallel degree.
         max_num_seqs: cap on running sequences (a decode instance: the plan's decode batch).
         max_num_batched_tokens: cap on tokens in one iteration.
-        group: index of the combo copy (disaggregated) or of the instance type (aggregated).
+        group: index of the routing group: the combo (disaggregated) or the instance type (aggregated).
         network_bytes_per_s: the instance's scale-out bandwidth for KV transfer, bytes/s.
     """
 
@@ -144,10 +144,11 @@ class InstanceSpec:
 
 @dataclass(frozen=True)
 class Group:
-    """A unit the router balances over: a combo copy (prefill → decode) or an aggregated instance type.
+    """A unit the router balances over: a combo with all its copies (prefill → decode) or an aggregated instance
+    type. Inside a group each role's instances share one queue (:mod:`hetplan.sim.dispatch`).
 
     Attributes:
-        label: readable name. weight_req_per_s: planned goodput (routing weight).
+        label: readable name. weight_req_per_s: planned goodput of all its copies (routing weight).
         prefill / decode: instance indices (aggregated: both hold the same instances).
         buckets: aggregated only, ``(prompt_lo, prompt_hi, output_lo, output_hi, share)`` the type serves.
         link_bytes_per_s: prefill→decode link (disaggregated), bytes/s.
@@ -174,6 +175,16 @@ class Deployment:
     tpot_slo_s: float
     models: dict[tuple[str, int], InstanceModel] = field(default_factory=dict)
     gpu_specs: dict[str, GpuSpec] = field(default_factory=dict)
+    step_costs: dict[tuple[str, int, int, int], StepCost] = field(default_factory=dict)
+
+    def step_cost(self, gpu: str, tp: int, max_seqs: int, max_context_tokens: int) -> StepCost:
+        """The (cached) :class:`StepCost` of ``gpu`` at TP ``tp``: runs on one deployment (a capacity search)
+        share its tables and prefill memo."""
+        key = (gpu, tp, max_seqs, max_context_tokens)
+        cost = self.step_costs.get(key)
+        if cost is None:
+            cost = self.step_costs[key] = StepCost(self.model(gpu, tp), max_seqs, max_context_tokens)
+        return cost
 
     def gpu(self, name: str) -> GpuSpec:
         """The GPU entry for ``name``: the one the plan recorded (``resolved.gpus``), else the catalog's (for
@@ -250,18 +261,22 @@ def deployment_from_plan(plan: Plan) -> Deployment:
         return len(instances) - 1
 
     for ci, c in enumerate(plan.combos):
-        for copy in range(c.count):
-            g = len(groups)
-            pre = tuple(
-                add(f"c{ci}.{copy}/p{i}", "prefill", c.prefill_gpu, c.prefill_tp, settings.max_num_seqs, g)
-                for i in range(c.n_prefill)
-            )
-            dec = tuple(
-                add(f"c{ci}.{copy}/d{i}", "decode", c.decode_gpu, c.decode_tp, c.decode_batch, g)
-                for i in range(c.n_decode)
-            )
-            link = min(instances[pre[0]].network_bytes_per_s, instances[dec[0]].network_bytes_per_s)
-            groups.append(Group(f"{c.label} #{copy}", c.goodput_req_per_s, pre, dec, link_bytes_per_s=link))
+        # one routing group per combo, all its copies together: their prefill instances share one queue and so do
+        # their decode instances (work-conserving dispatch, hetplan.sim.dispatch)
+        g = len(groups)
+        pre = tuple(
+            add(f"c{ci}.{copy}/p{i}", "prefill", c.prefill_gpu, c.prefill_tp, settings.max_num_seqs, g)
+            for copy in range(c.count)
+            for i in range(c.n_prefill)
+        )
+        dec = tuple(
+            add(f"c{ci}.{copy}/d{i}", "decode", c.decode_gpu, c.decode_tp, c.decode_batch, g)
+            for copy in range(c.count)
+            for i in range(c.n_decode)
+        )
+        link = min(instances[pre[0]].network_bytes_per_s, instances[dec[0]].network_bytes_per_s)
+        label = f"{c.label} x{c.count}" if c.count > 1 else c.label
+        groups.append(Group(label, c.goodput_req_per_s * c.count, pre, dec, link_bytes_per_s=link))
     for ti, t in enumerate(plan.instances):
         g = len(groups)
         idx = tuple(add(f"m{ti}/a{i}", "aggregated", t.gpu, t.tp, settings.max_num_seqs, g) for i in range(t.count))

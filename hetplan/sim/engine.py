@@ -17,9 +17,19 @@ Instances (vLLM-like engines, continuous batching):
   reserved when its prefill starts; a decoding sequence grows by one token per iteration. When the next iteration
   would not fit, the scheduler's victim is preempted by recompute (its prompt and generated tokens are
   prefilled again later; CASCADE may restore the KV from a host tier instead, see ``cascade``);
-- a prompt longer than the model's context window (``max_position_embeddings``) is dropped on arrival, as vLLM
-  refuses it (counted as ``over_context``, apart from KV drops); the run stops ``drain_s`` after the last
+- the over-context rule is the engine's (:mod:`hetplan.workload.context`, shared with the planner): a prompt longer
+  than the model's context window (``max_position_embeddings``) is refused on arrival (``over_context``, apart
+  from KV drops), any other output is cut at the window (``truncated``); the run stops ``drain_s`` after the last
   arrival (``cut_off``), requests still in flight then are unfinished;
+- dispatch inside a routing group is work conserving (:mod:`hetplan.sim.dispatch`): each role's instances serve
+  one shared queue, so a request waits only while no instance of its role can admit it (before, each request was
+  bound to an instance on arrival and waited behind it while a peer stood idle: mean waits 1.2–2.3x Erlang C);
+- exactly one iteration per instance is in flight (:func:`~hetplan.sim.batching.start_iteration`): preempting
+  a victim while building an iteration only re-queues it, and a KV restore that ends mid-iteration joins at the
+  next one (before, preemption re-entered the iteration being built, so under KV pressure dozens of iterations of
+  one instance ran at once and latencies came out far too low);
+- a closed loop (``clients`` > 0, :mod:`hetplan.sim.closed`): the first ``clients`` requests arrive at 0 and
+  each one that ends sends the next (an ``ARRIVE`` event at its end);
 - a ``prefill`` instance hands each finished prompt to a decode instance of its combo: the KV transfer queues on
   the prefill instance's NIC and takes ``kv_transfer_s`` of the perf model; the first token counts as delivered
   when the transfer ends (TTFT includes it, DESIGN §1). A ``decode`` instance admits transferred sequences;
@@ -43,11 +53,13 @@ from array import array
 import numpy as np
 
 from hetplan.sim.batching import start_iteration
-from hetplan.sim.deployment import Deployment, Group, StepCost
-from hetplan.sim.instance import KV_DONE, STEP_END, Instance
+from hetplan.sim.deployment import Deployment
+from hetplan.sim.dispatch import make_pools, queue_in_pool
+from hetplan.sim.instance import ARRIVE, KV_DONE, STEP_END, Instance, Pool
 from hetplan.sim.result import SimResult
 from hetplan.sim.router import ROUTERS, Router, SimConfig
 from hetplan.sim.scheduler import Scheduler
+from hetplan.workload.context import apply_context_window
 from hetplan.workload.model import RequestStream
 
 _INF = float("inf")
@@ -67,38 +79,40 @@ class Simulator:
         scheduler: Scheduler,
         config: SimConfig | None = None,
         record_estimates: bool = False,
+        clients: int = 0,
     ) -> None:
         self.dep, self.stream, self.scheduler = dep, stream, scheduler
         self.cfg = config or SimConfig()
         n = stream.n
         limit = int(dep.arch.spec.max_position_embeddings)
-        served = stream.prompt_tokens <= limit  # longer prompts are dropped on arrival: keep them out of the tables
-        max_ctx = int((stream.prompt_tokens + stream.output_tokens)[served].max()) if served.any() else 1
-        costs: dict[tuple[str, int, int], StepCost] = {}
+        # the engine's over-context rule (hetplan.workload.context): refuse prompts longer than the window, cut
+        # the others' output at the window
+        window = apply_context_window(stream.prompt_tokens, stream.output_tokens, limit)
+        served = ~window.refused
+        self.truncated = window.n_truncated
+        sizes = stream.prompt_tokens + window.output_tokens
+        max_ctx = int(sizes[served].max()) if served.any() else 1
         self.insts: list[Instance] = []
         for i, spec in enumerate(dep.instances):
-            key = (spec.gpu, spec.tp, spec.max_num_seqs)
-            if key not in costs:
-                costs[key] = StepCost(dep.model(spec.gpu, spec.tp), spec.max_num_seqs, max(max_ctx, 1024))
-            self.insts.append(
-                Instance(i, spec.role, costs[key], spec.max_num_seqs, spec.max_num_batched_tokens, spec.group)
-            )
+            cost = dep.step_cost(spec.gpu, spec.tp, spec.max_num_seqs, max(max_ctx, 1024))
+            self.insts.append(Instance(i, spec.role, cost, spec.max_num_seqs, spec.max_num_batched_tokens, spec.group))
         self.kv_coeff = [dep.kv_transfer_coeffs(g) if not dep.aggregated else (0.0, 0.0) for g in dep.groups]
         self.kv_bytes_per_token = float(dep.arch.kv_bytes_per_token)
         # per-request state (python lists: faster than numpy for scalar access)
         self.arr: list[float] = stream.arrival_s.tolist()
         self.prompt: list[int] = stream.prompt_tokens.tolist()
-        self.out: list[int] = stream.output_tokens.tolist()
+        self.out: list[int] = window.output_tokens.tolist()
+        self.refused: list[bool] = window.refused.tolist()
         self.ttft_slo: list[float] = stream.ttft_slo_s.tolist()
         self.tpot_slo: list[float] = stream.tpot_slo_s.tolist()
         self.need = [0] * n  # tokens to prefill in the current residency (0: KV is present)
         self.done_pref = [0] * n
         self.gen = [0] * n  # tokens generated (at join time while running)
         self.join = [0] * n
-        self.where = [-1] * n
         self.grp = [-1] * n
         self.key = [0.0] * n
         self.offload = [0] * n  # KV kept by the scheduler on preemption: 0 none, 1 DRAM, 2 SSD
+        self.home = [-1] * n  # the instance that preempted it last (holds an offloaded KV)
         self.first = [_INF] * n
         self.last = [0.0] * n
         self.done = [_INF] * n
@@ -122,6 +136,10 @@ class Simulator:
         self.group_fit = [
             min(min(self.insts[i].cap for i in g.prefill), min(self.insts[i].cap for i in g.decode)) for g in dep.groups
         ]
+        self.pools = make_pools(self.insts, [(g.prefill, g.decode) for g in dep.groups])
+        # closed loop: ``clients`` requests start at 0; each completion sends the next one (ARRIVE events)
+        self.clients = int(clients)
+        self.next_rid = min(self.clients, n) if self.clients else n
 
     # -- helpers ---------------------------------------------------------------------------------------
     def push(self, t: float, kind: int, a: int, b: int = 0) -> None:
@@ -129,24 +147,40 @@ class Simulator:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, kind, a, b))
 
-    def enqueue(self, inst: Instance, rid: int, now: float) -> None:
-        """``rid`` joins ``inst``'s waiting queue at the scheduler's key; an idle instance starts an iteration."""
+    def enqueue(self, inst: Instance, rid: int) -> None:
+        """``rid`` waits on ``inst`` (a preempted sequence) at the scheduler's key; starts nothing."""
         k = self.scheduler.key(self, inst, rid)
         self.key[rid] = k
         bisect.insort(inst.waiting, (k, rid))
-        self.where[rid] = inst.idx
         inst.outstanding += 1
         if self.need[rid]:
-            inst.qtok += self.need[rid]
-            inst.qn += 1
-        if not inst.busy:
-            start_iteration(self, inst, now)
+            inst.pool.qtok += self.need[rid]
+            inst.pool.qn += 1
+
+    def dispatch(self, pool: Pool, rid: int, now: float) -> None:
+        """``rid`` waits in ``pool``'s shared queue; every idle instance of the pool builds an iteration (and pulls
+        it if it can admit it), in index order, until the queue is empty (:mod:`hetplan.sim.dispatch`)."""
+        queue_in_pool(self, pool, rid)
+        for inst in pool.members:
+            if not inst.busy:
+                start_iteration(self, inst, now)
+                if not pool.queue:
+                    break
+
+    def _client_next(self, now: float) -> None:
+        """Closed loop: a client whose request ended sends the next one now."""
+        if self.clients and self.next_rid < len(self.arr):
+            rid = self.next_rid
+            self.next_rid += 1
+            self.arr[rid] = now
+            self.push(now, ARRIVE, 0, rid)
 
     # -- routing ---------------------------------------------------------------------------------------
     def _arrive(self, rid: int, now: float) -> None:
-        if self.prompt[rid] > self.context_tokens:  # the engine refuses prompts longer than its context window
+        if self.refused[rid]:  # the engine refuses prompts longer than its context window
             self.dropped[rid] = True
             self.over_context[rid] = True
+            self._client_next(now)
             return
         gi = self.router.pick(self.prompt[rid], self.out[rid])
         size = self.prompt[rid] + self.out[rid]
@@ -154,14 +188,13 @@ class Simulator:
             fits = [k for k, cap in enumerate(self.group_fit) if cap >= size]
             if not fits:
                 self.dropped[rid] = True  # fits no instance: counted as a miss
+                self._client_next(now)
                 return
             gi = max(fits, key=lambda k: (self.group_fit[k], -k))
-        g: Group = self.dep.groups[gi]
         self.grp[rid] = gi
         self.router.outstanding[gi] += 1
-        inst = min((self.insts[i] for i in g.prefill), key=lambda x: (x.qtok, x.outstanding, x.idx))
         self.need[rid] = self.prompt[rid]
-        self.enqueue(inst, rid, now)
+        self.dispatch(self.pools[gi][0], rid, now)
 
     def start_decoding(self, inst: Instance, rid: int, now: float) -> None:
         """``rid`` (KV present, ``gen`` tokens so far) decodes from the next iteration on."""
@@ -185,6 +218,8 @@ class Simulator:
         self.last[rid] = now
         inst.outstanding -= 1
         self.router.outstanding[self.grp[rid]] -= 1
+        if self.clients:
+            self._client_next(now)
 
     def _step_end(self, inst: Instance, now: float) -> None:
         inst.step_idx += 1
@@ -218,7 +253,7 @@ class Simulator:
             finished: set[int] = set()
             for rid, grant in pieces:
                 self.done_pref[rid] += grant
-                inst.qtok -= grant
+                inst.pool.qtok -= grant
                 if self.done_pref[rid] >= self.need[rid]:
                     finished.add(rid)
             for rid in inst.prefilling:
@@ -227,7 +262,7 @@ class Simulator:
             inst.prefilling = keep
             for rid, _ in pieces:
                 if rid in finished:
-                    inst.qn -= 1
+                    inst.pool.qn -= 1
                     self._prefilled(inst, rid, now)
         inst.busy = False
         start_iteration(self, inst, now)
@@ -267,14 +302,10 @@ class Simulator:
         if self.out[rid] <= 1:
             self.done[rid] = now
             self.router.outstanding[self.grp[rid]] -= 1
-        else:
-            g = self.dep.groups[self.grp[rid]]
-            dst = max(
-                (self.insts[i] for i in g.decode),
-                key=lambda x: (x.cap - x.kv_used - x.qtok, -x.outstanding, -x.idx),
-            )
+            self._client_next(now)
+        else:  # the group's decode pool: the first decode instance that can admit it
             self.need[rid] = 0
-            self.enqueue(dst, rid, now)
+            self.dispatch(self.pools[self.grp[rid]][1], rid, now)
         if not src.busy:
             start_iteration(self, src, now)
 
@@ -282,9 +313,9 @@ class Simulator:
     def run(self) -> SimResult:
         """Replay the stream; returns the raw result (deterministic for equal inputs and seed)."""
         arr = self.arr
-        n = len(arr)
+        n = self.next_rid  # arrivals read from the stream (closed loop: the first clients' requests)
         heap = self.heap
-        horizon = (arr[-1] if n else 0.0) + self.cfg.drain_s
+        horizon = (arr[n - 1] if n else 0.0) + self.cfg.drain_s if not self.clients else _INF
         i = 0
         events = 0
         now = 0.0
@@ -307,8 +338,10 @@ class Simulator:
                 self._step_end(inst, now)
             elif kind == KV_DONE:
                 self._kv_done(inst, b, now)
-            else:  # KV restored from the host tier (its KV was reserved at admission)
-                self.start_decoding(inst, b, now)
+            elif kind == ARRIVE:
+                self._arrive(b, now)
+            else:  # KV restored from the host tier (reserved at admission): joins at the next iteration
+                inst.ready.append(b)
                 if not inst.busy:
                     start_iteration(self, inst, now)
         self.counters["events"] = events
@@ -329,6 +362,9 @@ class Simulator:
             self.cut_off,
             self.cfg.drain_s,
             self.context_tokens,
+            np.array(self.out, dtype=np.int64),
+            np.array(self.arr, dtype=float),
+            self.truncated,
         )
 
 

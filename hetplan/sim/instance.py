@@ -11,8 +11,29 @@ from __future__ import annotations
 
 from hetplan.sim.deployment import StepCost
 
-STEP_END, KV_DONE, RESTORED = 1, 2, 3
-"""Event kinds: an iteration ends; a prefill→decode KV transfer ends; a KV restore from a host tier ends."""
+STEP_END, KV_DONE, RESTORED, ARRIVE = 1, 2, 3, 4
+"""Event kinds: an iteration ends; a prefill→decode KV transfer ends; a KV restore from a host tier ends; a
+closed-loop client sends its next request."""
+
+
+class Pool:
+    """The instances of one role in one routing group and the requests waiting for any of them (one shared queue,
+    as a router that sends a request only when an instance can admit it: :mod:`hetplan.sim.dispatch`).
+
+    Attributes:
+        members: the instances that serve ``queue`` (same GPU type, TP and role).
+        queue: ``(key, request)`` sorted by the scheduler's key, waiting for any member (each member's
+            ``waiting`` is this list).
+        qtok / qn: prompt tokens and prompts queued in the pool or prefilling on its members.
+    """
+
+    __slots__ = ("members", "queue", "qtok", "qn")
+
+    def __init__(self, members: list[Instance]) -> None:
+        self.members = members
+        self.queue: list[tuple[float, int]] = []
+        self.qtok = 0.0
+        self.qn = 0
 
 
 class Instance:
@@ -22,11 +43,12 @@ class Instance:
         idx / role / group: position in the deployment, ``prefill``, ``decode`` or ``aggregated``, group index.
         cost: step times; cap: KV capacity, tokens; seqs_cap / tok_cap: ``max_num_seqs`` and
             ``max_num_batched_tokens``.
-        waiting: ``(key, request)`` sorted by the scheduler's key; prefilling: prompts partly prefilled;
-            running: decoding sequences (insertion-ordered).
+        waiting: ``(key, request)`` sorted by the scheduler's key: the pool's queue (one list shared by the pool's
+            members); prefilling: prompts partly prefilled;
+            running: decoding sequences (insertion-ordered); ready: sequences whose KV restore ended during an
+            iteration, joining decoding at the next one. pool: the shared queue this instance pulls from.
         ctx_sum / kv_used: context tokens of the running sequences, KV tokens held.
         step_idx / finish_at: iterations done; iteration index → sequences that finish then.
-        qtok / qn: prompt tokens and prompts queued or prefilling.
         step_est_s: time per remaining token in CASCADE's decode budgets (a step at half the batch cap, 1k-token
             contexts). host_gib: KV offloaded to host DRAM. t2_credit: CASCADE's Tier-2 token credit.
     """
@@ -34,7 +56,8 @@ class Instance:
     __slots__ = (
         "idx", "role", "cost", "cap", "seqs_cap", "tok_cap", "group", "waiting", "prefilling", "running",
         "ctx_sum", "kv_used", "step_idx", "finish_at", "busy", "busy_s", "pieces", "n_dec", "new", "joiners",
-        "nic_free", "step_est_s", "qtok", "qn", "outstanding", "last_end", "host_gib", "step_start", "t2_credit",
+        "nic_free", "step_est_s", "outstanding", "last_end", "host_gib", "step_start", "t2_credit",
+        "pool", "ready",
     )  # fmt: skip
 
     def __init__(self, idx: int, role: str, cost: StepCost, seqs: int, tokens: int, group: int) -> None:
@@ -57,13 +80,14 @@ class Instance:
         self.nic_free = 0.0
         half = max(1, seqs // 2)
         self.step_est_s = cost.decode_s(half, half * 1024.0)
-        self.qtok = 0.0
-        self.qn = 0
         self.outstanding = 0
         self.last_end = 0.0
         self.host_gib = 0.0
         self.step_start = 0.0
         self.t2_credit = 0.0
+        self.pool: Pool = Pool([self])
+        self.waiting = self.pool.queue
+        self.ready: list[int] = []
 
 
-__all__ = ["KV_DONE", "RESTORED", "STEP_END", "Instance"]
+__all__ = ["ARRIVE", "KV_DONE", "RESTORED", "STEP_END", "Instance", "Pool"]

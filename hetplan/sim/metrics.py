@@ -5,13 +5,16 @@
   numpy's linear estimator; ITL's is computed exactly as ``np.percentile`` on the pooled samples would be, without
   materialising them (:func:`weighted_percentile`).
 - SLO attainment: the share of requests that met the TTFT SLO, the TPOT SLO, and both (joint), each request
-  against its own class's SLOs; dropped and unfinished requests are misses. Per class as well.
+  against its own class's SLOs; dropped and unfinished requests are misses. Per class as well. TPOT is defined
+  only for requests served ≥ 2 output tokens: TPOT attainment is the share of those (``tpot_ineligible`` counts
+  the others), and a single-token request's joint outcome is its TTFT's.
 - Goodput: requests per second that met every SLO, over the *serving span*: from the first arrival to the later of
   the last arrival and the last completion (so an overloaded run that takes longer to serve than the trace took
   to arrive is not credited with the arrival rate). A span of 0 (nothing finished after a single arrival) gives
   goodput 0 with ``goodput_note`` saying why; nothing is ever divided by ~0.
 - Counts: ``finished``, ``dropped`` (KV too small for the request), ``dropped_over_context`` (prompt longer than the
-  model's context window) and ``unfinished`` (still in flight at the drain cut-off; misses).
+  model's context window: refused), ``truncated_at_context`` (output cut at the window; served) and
+  ``unfinished`` (still in flight at the drain cut-off; misses); the rule is :mod:`hetplan.workload.context`.
 - Jain index over classes of the per-class joint attainment: ``(Σx)² / (n·Σx²)`` (1 fair, 1/n worst; ``None``
   when every class is at 0).
 - Utilisation: share of the run each instance spent in iterations; time series per arrival window (rates divided
@@ -29,6 +32,7 @@ import numpy as np
 
 from hetplan.sim.result import SimResult
 from hetplan.units import rnd
+from hetplan.workload.context import context_note
 from hetplan.workload.model import RequestStream
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -81,18 +85,28 @@ def _stats(x: np.ndarray) -> dict[str, float | None]:
 
 
 def request_outcomes(stream: RequestStream, res: SimResult) -> dict[str, np.ndarray]:
-    """Per-request arrays: ttft_s, tpot_s (NaN for n = 1), e2e_s, and boolean ok_ttft, ok_tpot, ok (joint)."""
-    a = stream.arrival_s
-    n_out = stream.output_tokens
+    """Per-request arrays: ttft_s, tpot_s (NaN for n = 1), e2e_s, boolean ok_ttft, ok_tpot (False when not
+    eligible), ok (joint), finished, tpot_eligible (n ≥ 2 output tokens served), and output_tokens (served: cut
+    at the context window) and arrival_s (as the run used them)."""
+    a = res.arrival_s if res.arrival_s.shape == stream.arrival_s.shape else stream.arrival_s
+    n_out = res.output_tokens if res.output_tokens.shape == stream.output_tokens.shape else stream.output_tokens
     ttft = res.first_token_s - a
     e2e = res.done_s - a
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(n_out > 1, (res.done_s - res.first_token_s) / np.maximum(n_out - 1, 1), np.nan)
     finished = np.isfinite(res.done_s) & ~res.dropped
+    eligible = n_out > 1
     ok_ttft = np.isfinite(ttft) & (ttft <= stream.ttft_slo_s + 1e-12) & ~res.dropped
-    ok_tpot = finished & ((n_out <= 1) | (tpot <= stream.tpot_slo_s + 1e-12))
+    ok_tpot = finished & eligible & (tpot <= stream.tpot_slo_s + 1e-12)
     return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "ok_ttft": ok_ttft, "ok_tpot": ok_tpot,
-            "ok": ok_ttft & ok_tpot & finished, "finished": finished}  # fmt: skip
+            "ok": ok_ttft & finished & (ok_tpot | ~eligible), "finished": finished, "tpot_eligible": eligible,
+            "output_tokens": n_out, "arrival_s": a}  # fmt: skip
+
+
+def _share(ok: np.ndarray, among: np.ndarray) -> float | None:
+    """Share of ``among`` that is ``ok`` (None when ``among`` is empty)."""
+    k = int(among.sum())
+    return rnd(float(ok[among].sum()) / k, 5) if k else None
 
 
 def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> dict[str, Any]:
@@ -105,8 +119,9 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
     o = request_outcomes(stream, res)
     n = stream.n
     warnings: list[str] = []
-    first_arrival = float(stream.arrival_s[0]) if n else 0.0
-    last_arrival = float(stream.arrival_s[-1]) if n else 0.0
+    arrivals = o["arrival_s"]
+    first_arrival = float(arrivals.min()) if n else 0.0
+    last_arrival = float(arrivals.max()) if n else 0.0
     arrival_span = last_arrival - first_arrival
     done = res.done_s[o["finished"]]
     serve_end = max(last_arrival, float(done.max()) if done.size else last_arrival)
@@ -127,11 +142,9 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
             f"({res.drain_s:g} s after the last arrival); they count as misses (raise --drain to let them finish)"
         )
     n_over = int(over_ctx.sum())
-    if n_over:
-        warnings.append(
-            f"{n_over} request{'s' if n_over != 1 else ''} dropped: prompt longer than the model's context window "
-            f"({res.context_tokens:,} tokens)"
-        )
+    note = context_note(n_over, res.truncated, res.context_tokens, n)
+    if note:
+        warnings.append(note)
     itl_values = np.concatenate([res.step_s, res.entry_gap_s])
     itl_weights = np.concatenate([res.step_weight, np.ones(res.entry_gap_s.size, dtype=np.int64)])
     itl: dict[str, float | None] = {}
@@ -153,7 +166,7 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
                 "tpot_slo_s": rnd(float(stream.tpot_slo_s[m][0]), 5) if k else None,
                 "attainment": rnd(float(o["ok"][m].mean()), 5) if k else None,
                 "ttft_attainment": rnd(float(o["ok_ttft"][m].mean()), 5) if k else None,
-                "tpot_attainment": rnd(float(o["ok_tpot"][m].mean()), 5) if k else None,
+                "tpot_attainment": _share(o["ok_tpot"], m & o["tpot_eligible"]),
                 "goodput_req_per_s": rnd(per_s(int(o["ok"][m].sum())), 5),
                 "ttft_s": _stats(o["ttft_s"][m]),
                 "tpot_s": _stats(o["tpot_s"][m]),
@@ -171,7 +184,7 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
                 f"arrivals; using {wider:g} s windows"
             )
             window_s = wider
-        idx = ((stream.arrival_s - first_arrival) // window_s).astype(np.int64)
+        idx = ((arrivals - first_arrival) // window_s).astype(np.int64)
         for w in np.unique(idx).tolist():  # only windows holding arrivals: idle time costs nothing
             m = idx == w
             k = int(m.sum())
@@ -199,13 +212,15 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
         "finished": int(o["finished"].sum()),
         "dropped": int((res.dropped & ~over_ctx).sum()),
         "dropped_over_context": n_over,
+        "truncated_at_context": res.truncated,
         "unfinished": unfinished,
+        "tpot_ineligible": int((~o["tpot_eligible"]).sum()),
         "duration_s": rnd(arrival_span, 6),
         "serving_span_s": rnd(serve_span, 6),
         "arrival_rate_per_s": rnd(n / arrival_span, 5) if arrival_span > 0 else None,
         "attainment": {
             "ttft": rnd(float(o["ok_ttft"].mean()), 5),
-            "tpot": rnd(float(o["ok_tpot"].mean()), 5),
+            "tpot": _share(o["ok_tpot"], o["tpot_eligible"]),
             "joint": rnd(float(o["ok"].mean()), 5),
         },
         "goodput_req_per_s": rnd(per_s(good), 5),

@@ -29,6 +29,9 @@ class SimResult:
         over_context: shape (n,), bool: dropped because the prompt is longer than the model's context window
             (``context_tokens``); these are also set in ``dropped``.
         cut_off: the run stopped at the drain cut-off (``drain_s`` after the last arrival) with events pending.
+        output_tokens: shape (n,), the output each request was served with (cut at the context window,
+            :mod:`hetplan.workload.context`); empty: the stream's. arrival_s: shape (n,), the arrival times the run
+            used (a closed loop makes them; empty: the stream's). truncated: outputs cut at the window.
     """
 
     first_token_s: np.ndarray
@@ -47,6 +50,9 @@ class SimResult:
     cut_off: bool = False
     drain_s: float = 3600.0
     context_tokens: int = 0
+    output_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    arrival_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    truncated: int = 0
 
     def __post_init__(self) -> None:
         if self.over_context.shape != self.dropped.shape:

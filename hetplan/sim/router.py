@@ -1,14 +1,16 @@
-"""Routing requests across a deployment's groups (combo copies or aggregated instance types).
+"""Routing requests across a deployment's groups (combos with all their copies, or aggregated instance types).
 
 - ``round-robin``: smooth weighted round-robin (nginx's algorithm: deterministic, spreads each group's turns
-  evenly) over the combo copies, weights = each copy's planned goodput, as the planner assumed; for Mélange plans
-  over the instance types that serve the request's size bucket, weights = their shares of that bucket (requests
-  outside every bucket go over all types, weighted by traffic share).
-- ``jsq``: join the shortest queue, normalised: the group with the fewest outstanding requests per unit of weight.
+  evenly) over the combos, weights = each combo's planned goodput (all copies), as the planner assumed; for
+  Mélange plans over the instance types that serve the request's size bucket, weights = their shares of that
+  bucket (requests outside every bucket go over all types, weighted by traffic share).
+- ``jsq``: join the shortest queue on up-to-date state, normalised: the group with the fewest outstanding
+  requests (routed and not finished) per unit of weight.
 - ``random``: weighted random choice from an explicit seed (the simulator's only random choice).
 
-Inside a group the engine picks the prefill instance with the fewest queued prompt tokens and the decode instance
-with the most free KV (:mod:`hetplan.sim.engine`).
+Inside a group dispatch is work conserving: each role's instances serve one shared queue, so a request starts on
+the first instance of its role that can admit it (:mod:`hetplan.sim.dispatch`); the router's choice only matters
+between groups.
 
 Source: hetplan's own reconstruction (Cauchy routes by combo goodput; Mélange by request-size bucket).
 """

@@ -51,14 +51,17 @@ def cascade_estimate_s(t_current_s: float, t_max_s: float, kappa: float) -> floa
 
 def ttft_estimate_s(inst: Instance, kappa: float) -> float:
     """CASCADE's T̂ for a prompt joining ``inst``'s next batch now (seconds): T(current load) is the model's
-    latency of the batch the queued prompt tokens would form (at most ``max_num_batched_tokens``), T(max load)
+    latency of the batch the queued prompt tokens would form (at most ``max_num_batched_tokens``; the instance's
+    share of its pool's queued and prefilling prompt tokens, :mod:`hetplan.sim.dispatch`), T(max load)
     that of a full batch of prompts of the queue's mean length. The wait so far is not in T̂: the budget
     subtracts it separately."""
     c = inst.cost
     full = float(inst.tok_cap)
-    mean = inst.qtok / inst.qn if inst.qn > 0 and inst.qtok > 0 else 1024.0
+    pool = inst.pool  # prompt tokens queued in or prefilling on the instance's pool, this instance's share
+    qtok, qn = pool.qtok / len(pool.members), pool.qn
+    mean = qtok * len(pool.members) / qn if qn > 0 and qtok > 0 else 1024.0
     mean = min(max(mean, 1.0), full)
-    cur = min(max(inst.qtok, mean), full)
+    cur = min(max(qtok, mean), full)
     t_cur = c.prefill_s(cur, cur * mean, max(1, int(cur / mean + 0.5)))
     t_max = c.prefill_s(full, full * mean, max(1, int(full / mean + 0.5)))
     return cascade_estimate_s(t_cur, t_max, kappa)

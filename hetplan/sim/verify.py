@@ -1,6 +1,12 @@
-"""``hetplan plan --verify``: a freshly planned deployment simulated on its own workload, with the SLO misses.
+"""``hetplan plan``'s simulated check: a freshly planned deployment replayed on its own workload, the verdict and
+the simulated capacity.
 
-Source: hetplan's own reconstruction.
+:func:`verify_plan` replays the workload at the goodput target and (a trace) at its own rate, gives the verdict
+("verified on …" or "NOT verified on …") and measures the simulated goodput capacity to print beside the
+analytic one; :func:`verify` is one run with its misses. Re-sizing a plan that misses is
+:mod:`hetplan.planning.verify`.
+
+Source: hetplan's own reconstruction (goodput capacity after DESIGN §1).
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.metrics import request_outcomes
 from hetplan.sim.policies import get_scheduler
+from hetplan.sim.result import SimResult
 from hetplan.sim.run import SimRequest, prepare_run, run_simulation
-from hetplan.units import rnd
+from hetplan.units import format_duration, rnd
+from hetplan.workload.context import apply_context_window, context_note
 from hetplan.workload.model import RequestStream, Workload, make_stream, stream_from_workload
 
 VERIFY_SEED = 0  # Poisson arrivals for --verify on a workload without timestamps
@@ -35,11 +43,16 @@ def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: 
     req = SimRequest(plan, stream, policy=policy, rate_scale=rate_scale)
     dep, scaled = prepare_run(req)
     m, _, res = run_simulation(req, dep, scaled)
+    return _judge(plan, scaled, m, res)
+
+
+def _judge(plan: Plan, scaled: RequestStream, m: dict[str, Any], res: SimResult) -> dict[str, Any]:
+    """The outcome of one run against the plan's SLOs (see :func:`verify`)."""
     o = request_outcomes(scaled, res)
     slo = {"ttft_s": plan.slo.ttft_s, "tpot_s": plan.slo.tpot_s}
     q = plan.slo.percentile
     ttft = np.where(np.isfinite(o["ttft_s"]) & ~res.dropped, o["ttft_s"], np.inf)
-    keep = scaled.output_tokens > 1
+    keep = o["tpot_eligible"]  # TPOT is defined for requests served >= 2 output tokens
     tpot = o["tpot_s"][keep]
     tpot = np.where(np.isfinite(tpot) & ~res.dropped[keep], tpot, np.inf)
     ttft_q = float(np.percentile(ttft, q, method="higher")) if ttft.size else 0.0
@@ -63,81 +76,199 @@ def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: 
     }
 
 
-def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs") -> dict[str, Any]:
-    """``hetplan plan --verify``: simulate the plan on its scenario's workload at the plan's goodput target.
+def _arrivals(plan: Plan, workload: Workload) -> tuple[RequestStream, float, str, bool]:
+    """The stream to replay, its own rate (req/s), how its arrivals were made, and whether it is a trace (real
+    timestamps) rather than Poisson arrivals made here."""
+    target = plan.goodput_target_req_per_s
+    if workload.arrival_s is None:  # a length-only file: Poisson arrivals at the target
+        rng = np.random.default_rng(VERIFY_SEED)
+        arrival = np.cumsum(rng.exponential(1.0 / target, workload.n_requests))
+        stream = make_stream(arrival, workload.prompt_tokens, workload.output_tokens,
+                             [workload.name] * workload.n_requests, source=workload.source)  # fmt: skip
+        own = stream.n / stream.duration_s if stream.n > 1 else target
+        return stream, own, f"Poisson arrivals at {target:g} req/s (seed {VERIFY_SEED}; no timestamps)", False
+    stream = stream_from_workload(workload)
+    own = stream.n / stream.duration_s if stream.n > 1 and stream.duration_s > 0 else target
+    synthetic = workload.attribution == "" and workload.source.startswith("synthetic")
+    kind = "Poisson arrivals (synthetic)" if synthetic else "trace arrivals"
+    return stream, own, kind, not synthetic
 
-    The trace is replayed with its arrival pattern compressed or stretched to the scenario's
-    ``goodput_target_req_per_s`` (rate scale = target ÷ the trace's own rate). A workload without timestamps (a
-    length-only file) gets Poisson arrivals at the target from the fixed seed ``VERIFY_SEED``.
+
+def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs", capacity: bool = True) -> dict[str, Any]:
+    """``hetplan plan``'s simulated check: replay the plan's workload through it and give the verdict.
+
+    Runs: at the plan's goodput target (the trace's arrival pattern compressed or stretched to it: rate scale =
+    target ÷ the trace's own rate) and, for a trace, at its own rate too. A workload without timestamps (a
+    length-only file) gets Poisson arrivals at the target from the fixed seed ``VERIFY_SEED``; a synthetic one has
+    Poisson arrivals already. The plan is **verified** when every run has joint SLO attainment ≥ the SLO percentile
+    and the percentile TTFT and TPOT within their SLOs. With ``capacity`` the simulated goodput capacity
+    (:func:`simulated_capacity`: the highest rate holding joint attainment ≥ the percentile) is measured too, to
+    print beside the plan's analytic capacity.
 
     Returns:
-        The ``verification`` block of the plan document: policy, target rate, rate scale, how arrivals were made,
-        attainment, goodput, percentile TTFT/TPOT, a one-line summary and the list of misses.
+        The ``verification`` block of the plan document: ``status`` ("verified" or "not verified"), ``verdict``
+        (one line), ``trace``, ``requests``, ``attainment`` (joint, at the goodput target), ``ttft_p_s`` /
+        ``tpot_p_s`` (the SLO-percentile TTFT/TPOT there, seconds; None when unbounded),
+        ``analytic_capacity_req_per_s``, ``simulated_capacity_req_per_s``, ``runs`` (each run's figures), ``misses``
+        and the simulator's warnings.
 
     Raises:
-        InputError: unknown policy, or a plan the simulator cannot rebuild.
+        InputError: unknown policy, a plan the simulator cannot rebuild, or every prompt over the context window.
     """
     get_scheduler(policy)
     target = plan.goodput_target_req_per_s
-    # requests longer than the context window cannot be served by any deployment: the planner leaves them out of
-    # its length distribution (and warns), so the check leaves them out too instead of counting them as misses
+    # requests whose prompt is longer than the context window are refused by any deployment: the planner leaves
+    # them out of its length distribution (hetplan.workload.context), so the check leaves them out too instead of
+    # counting them as misses; outputs cut at the window are served cut (the simulator applies the same rule)
     window = deployment_from_plan(plan).arch.spec.max_position_embeddings
-    fits = (workload.prompt_tokens + workload.output_tokens) <= window
-    left_out = int((~fits).sum())
+    ctx = apply_context_window(workload.prompt_tokens, workload.output_tokens, window)
+    left_out = ctx.n_refused
     if left_out == workload.n_requests:
         raise InputError(
-            f"every request of the workload is longer than the model's {window:,}-token context window",
-            fix="use a model with a longer context or a trace of shorter requests",
+            f"every request's prompt is longer than the model's {window:,}-token context window",
+            fix="use a model with a longer context or a trace of shorter prompts",
         )
     if left_out:
+        fits = ~ctx.refused
         workload = replace(
             workload,
             prompt_tokens=workload.prompt_tokens[fits],
             output_tokens=workload.output_tokens[fits],
             arrival_s=None if workload.arrival_s is None else workload.arrival_s[fits],
         )
-    if workload.arrival_s is None:
-        rng = np.random.default_rng(VERIFY_SEED)
-        arrival = np.cumsum(rng.exponential(1.0 / target, workload.n_requests))
-        stream = make_stream(arrival, workload.prompt_tokens, workload.output_tokens,
-                             [workload.name] * workload.n_requests, source=workload.source)  # fmt: skip
-        scale = 1.0
-        arrivals = f"Poisson arrivals at {target:g} req/s (seed {VERIFY_SEED}; the workload has no timestamps)"
-    else:
-        stream = stream_from_workload(workload)
-        own = stream.n / stream.duration_s if stream.n > 1 and stream.duration_s > 0 else target
-        scale = target / own
-        arrivals = f"trace arrivals scaled x{scale:.4g} from {own:.4g} to the target {target:g} req/s"
-    v = verify(plan, stream, policy, scale)
-    m = v["metrics"]
+    stream, own, kind, is_trace = _arrivals(plan, workload)
+    runner = Replayer(plan, stream, policy)
     q = plan.slo.percentile
-    ttft_text = "unbounded" if v["ttft_q_s"] is None else f"{v['ttft_q_s']:.3g} s"
-    tpot_text = "unbounded" if v["tpot_q_s"] is None else f"{v['tpot_q_s'] * 1e3:.3g} ms"
-    summary = (
-        f"simulated {m['requests']} request{'' if m['requests'] == 1 else 's'} ({policy.lower()}) at the goodput "
-        f"target {target:g} req/s ({arrivals}): "
-        f"joint SLO attainment {m['attainment']['joint']:.1%}, p{q:g} TTFT {ttft_text}, p{q:g} TPOT "
-        f"{tpot_text}, goodput {m['goodput_req_per_s']:.3g} req/s"
-        + (f"; {left_out} request(s) longer than the {window:,}-token context window left out" if left_out else "")
-    )
+    scales = [("goodput target", target / own)]
+    if is_trace and abs(own / target - 1) > 0.01:
+        scales.append(("trace rate", 1.0))
+    runs = [runner.run(label, scale) for label, scale in scales]
+    main = runs[0]
+    verified = all(not r["misses"] for r in runs)
+    sim_cap = None
+    if capacity:
+        sim_cap = simulated_capacity(runner, q / 100, target / own, not main["misses"], own)
+    analytic = plan.goodput_req_per_s
+    note = context_note(left_out, ctx.n_truncated, window)
+    name = workload.name
+    verdict = _verdict(verified, name, main, runs, q, plan, kind)
+    m = main["metrics"]
+    misses = [f"{r['label']} ({r['rate_req_per_s']:.4g} req/s): {x}" for r in runs for x in r["misses"]]
     return {
-        "policy": policy.lower(),
-        "target_req_per_s": target,
-        "rate_scale": rnd(scale, 6),
-        "arrivals": arrivals,
+        "status": "verified" if verified else "not verified",
+        "verdict": verdict,
+        "trace": name,
         "requests": m["requests"],
+        "arrivals": kind,
+        "policy": policy.lower(),
+        "percentile": q,
+        "attainment": m["attainment"]["joint"],
+        "attainment_by_slo": m["attainment"],
+        "ttft_p_s": main["ttft_q_s"],
+        "tpot_p_s": main["tpot_q_s"],
+        "analytic_capacity_req_per_s": analytic,
+        "simulated_capacity_req_per_s": sim_cap,
+        "capacity_ratio": rnd(sim_cap / analytic, 4) if sim_cap is not None and analytic else None,
+        "target_req_per_s": target,
+        "trace_rate_req_per_s": rnd(own, 5),
+        "rate_scale": rnd(target / own, 6),
+        "runs": [{k: v for k, v in r.items() if k != "metrics"} for r in runs],
         "unfinished": m["unfinished"],
         "dropped": m["dropped"] + m["dropped_over_context"],
         "left_out_over_context": left_out,
-        "attainment": m["attainment"],
+        "truncated_at_context": ctx.n_truncated,
+        "tpot_ineligible": m["tpot_ineligible"],
         "goodput_req_per_s": m["goodput_req_per_s"],
         "goodput_definition": m["goodput_definition"],
-        f"ttft_p{q:g}_s": v["ttft_q_s"],
-        f"tpot_p{q:g}_s": v["tpot_q_s"],
-        "summary": summary,
-        "misses": v["misses"],
+        "summary": verdict + (f"; {note} (refused ones left out)" if note else ""),
+        "misses": misses,
         "warnings": m["warnings"],
     }
 
 
-__all__ = ["VERIFY_SEED", "verify", "verify_plan"]
+def _verdict(
+    verified: bool, name: str, main: dict[str, Any], runs: list[dict[str, Any]], q: float, plan: Plan, kind: str
+) -> str:
+    """The verdict line, e.g. ``verified on azure_code_15min (2,598 requests): joint attainment 92.4 % ≥ 90 %,
+    p90 TTFT 1.31 s ≤ 1.5 s, p90 TPOT 61 ms ≤ 80 ms at the goodput target 8 req/s (also at the trace's 2.89 req/s)``."""
+    worst = min(runs, key=lambda r: (not r["misses"], r["metrics"]["attainment"]["joint"]))
+    shown = main if verified else worst
+    m = shown["metrics"]
+
+    def cmp(x: float | None, slo: float) -> str:
+        if x is None:
+            return "unbounded > " + format_duration(slo)
+        return f"{format_duration(x)} {'≤' if x <= slo else '>'} {format_duration(slo)}"
+
+    att = m["attainment"]["joint"]
+    body = (
+        f"joint attainment {att * 100:.1f} % {'≥' if att >= q / 100 else '<'} {q:g} %, "
+        f"p{q:g} TTFT {cmp(shown['ttft_q_s'], plan.slo.ttft_s)}, p{q:g} TPOT {cmp(shown['tpot_q_s'], plan.slo.tpot_s)}"
+        f" at the {shown['label']} {shown['rate_req_per_s']:.3g} req/s"
+    )
+    others = [r for r in runs if r is not shown]
+    if others:
+        body += "; " + "; ".join(
+            f"{'holds' if not r['misses'] else 'misses'} at the {r['label']} {r['rate_req_per_s']:.3g} req/s"
+            for r in others
+        )
+    where = f"{name} ({m['requests']:,} requests, {kind})"
+    return f"verified on {where}: {body}" if verified else f"NOT verified on {where}: {body}"
+
+
+class Replayer:
+    """Replays one stream through one plan at any rate scale, building the deployment once."""
+
+    def __init__(self, plan: Plan, stream: RequestStream, policy: str) -> None:
+        self.plan, self.policy = plan, policy
+        self.req = SimRequest(plan, stream, policy=policy)
+        self.dep, self.stream = prepare_run(self.req)
+        self.own = stream.n / stream.duration_s if stream.n > 1 else 1.0
+        self.cache: dict[float, dict[str, Any]] = {}
+
+    def run(self, label: str, scale: float) -> dict[str, Any]:
+        """The outcome at ``scale`` x the stream's rate: metrics, percentile TTFT/TPOT, misses (see :func:`verify`)."""
+        if scale not in self.cache:
+            scaled = self.stream.scaled(scale)
+            m, _, res = run_simulation(replace(self.req, rate_scale=scale), self.dep, scaled)
+            self.cache[scale] = _judge(self.plan, scaled, m, res)
+        out = dict(self.cache[scale])
+        return {"label": label, "rate_scale": rnd(scale, 6), "rate_req_per_s": rnd(self.own * scale, 5),
+                "attainment": out["metrics"]["attainment"], **out}  # fmt: skip
+
+
+#: Bracketing factor and bisection steps of :func:`simulated_capacity` (a bracket within 1.25^(1/16) ≈ 1.4 %).
+CAPACITY_STEP = 1.25
+CAPACITY_BISECT = 4
+
+
+def simulated_capacity(runner: Replayer, target: float, start: float, holds: bool, own: float) -> float | None:
+    """Goodput capacity in simulation (req/s): the highest rate whose joint SLO attainment is ≥ ``target``,
+    searched from ``start`` (a rate scale whose outcome ``holds`` is known) by factors of 1.25 up or down, then
+    bisected; None when even 1/64 of the start misses (capped at 64x the start). Like ``simulate
+    --find-capacity``, a bracket on a finite trace (attainment is not strictly monotone in the rate)."""
+
+    def ok(scale: float) -> bool:
+        return float(runner.run("capacity", scale)["metrics"]["attainment"]["joint"]) >= target
+
+    lo, hi = (start, None) if holds else (None, start)
+    x = start
+    while (hi is None if holds else lo is None) and start / 64 < x < start * 64:
+        x = x * CAPACITY_STEP if holds else x / CAPACITY_STEP
+        if ok(x):
+            lo = x
+        else:
+            hi = x
+    if lo is None:
+        return None
+    if hi is not None:
+        for _ in range(CAPACITY_BISECT):
+            mid = (lo * hi) ** 0.5
+            if ok(mid):
+                lo = mid
+            else:
+                hi = mid
+    return rnd(lo * own, 5)
+
+
+__all__ = ["CAPACITY_BISECT", "CAPACITY_STEP", "VERIFY_SEED", "Replayer", "simulated_capacity", "verify", "verify_plan"]

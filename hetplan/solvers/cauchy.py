@@ -34,12 +34,13 @@ from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import (
+    ArrivalTrace,
     DecodeCapacity,
     LengthStats,
     PrefillCapacity,
     decode_capacity,
+    mgn_wait_quantile_s,
     prefill_capacity,
-    prefill_ttft_quantile_s,
 )
 from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
 from hetplan.perf.settings import PerfSettings
@@ -69,6 +70,8 @@ class PlanRequest:
         settings: performance-model settings.
         keep_pairs: when set, only these (prefill GPU, decode GPU) type pairs are enumerated (``--prune-with``, an
             A1/A2 fit: :func:`hetplan.solvers.ce_fit.keep_pairs`); a heuristic, so the plan says so.
+        arrivals: the workload's arrivals at the sized rate, for burst-aware prefill capacities (None: Poisson;
+            :mod:`hetplan.perf.capacity`).
     """
 
     arch: ModelArch
@@ -86,6 +89,7 @@ class PlanRequest:
     settings: PerfSettings = PerfSettings()
     time_limit_s: float = 30.0
     keep_pairs: frozenset[tuple[str, str]] | None = None
+    arrivals: ArrivalTrace | None = None
 
     @property
     def demand_req_per_s(self) -> float:
@@ -224,7 +228,7 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     def pcap(p: InstanceOption, link: float) -> PrefillCapacity:
         key = (p.gpu.name, p.tp, link)
         if key not in caps:
-            caps[key] = prefill_capacity(p.model, req.stats, req.ttft_slo_s, link)
+            caps[key] = prefill_capacity(p.model, req.stats, req.ttft_slo_s, link, req.arrivals, req.max_ratio)
         return caps[key]
 
     ratios = [(n, m) for n in range(1, req.max_ratio + 1) for m in range(1, req.max_ratio + 1) if math.gcd(n, m) == 1]
@@ -242,7 +246,9 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
             if pc.rate_per_s <= 0:
                 continue
             kv_rate = np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s) / s_mean_kv
-            good = np.minimum(np.minimum(rn * pc.rate_per_s, rm * d.decode.rate_per_s), kv_rate)
+            # n prefill instances share one queue (M/G/n): per-instance capacity by n
+            per_inst = np.array([pc.per_instance(int(n)) for n in rn])
+            good = np.minimum(np.minimum(rn * per_inst, rm * d.decode.rate_per_s), kv_rate)
             raw.append(PairCombos(p, d, pc, link, kv_rate, good))
     if not raw:
         raise slo_infeasible(req, options, pcap)
@@ -272,7 +278,7 @@ def _make_combo(req: PlanRequest, pair: PairCombos, ratio: tuple[int, int]) -> C
     p, d, pc = pair.p, pair.d, pair.pc
     i = _RATIO_INDEX(req.max_ratio)[ratio]
     price = n * p.tp * req.prices[p.gpu.name].usd_per_gpu_hour + m * d.tp * req.prices[d.gpu.name].usd_per_gpu_hour
-    limits = [n * pc.rate_per_s, m * d.decode.rate_per_s, float(pair.kv_rate[i])]
+    limits = [n * pc.per_instance(n), m * d.decode.rate_per_s, float(pair.kv_rate[i])]
     bound = ["prefill", "decode", "kv_transfer"][int(np.argmin(limits))]
     return Combo(
         p.gpu.name,
@@ -283,7 +289,7 @@ def _make_combo(req: PlanRequest, pair: PairCombos, ratio: tuple[int, int]) -> C
         m,
         float(pair.good[i]),
         float(price),
-        pc.rate_per_s,
+        pc.per_instance(n),
         d.decode.rate_per_s,
         float(pair.kv_rate[i]),
         d.decode.batch,
@@ -354,7 +360,9 @@ def predicted_latency(req: PlanRequest, cands: CandidateSet, combo: Combo, load_
     p = opt[(combo.prefill_gpu, combo.prefill_tp)]
     service = np.asarray(p.model.prefill_latency_s(req.stats.prompt_tokens), dtype=float)
     kv = np.asarray(kv_transfer_s(req.arch, req.stats.prompt_tokens, combo.link_bytes_per_s, req.settings))
-    ttft = prefill_ttft_quantile_s(load_req_per_s / combo.n_prefill, service, kv, req.stats.quantile)
+    q = req.stats.quantile  # the n prefill instances share one queue (M/G/n, hetplan.perf.capacity)
+    wait = mgn_wait_quantile_s(load_req_per_s, combo.n_prefill, float(service.mean()), float((service**2).mean()), q)
+    ttft = wait + float(np.percentile(service + kv, q * 100))
     return {"ttft_s": ttft, "tpot_s": combo.decode_step_s, "utilization": load_req_per_s / combo.goodput_req_per_s}
 
 

@@ -12,8 +12,13 @@ Properties the tests check: cost(k·m) ≤ cost(k); cost ≥ Σ_b λ_b · min_g 
 Aggregated capacity (hetplan's own reconstruction; Mélange profiles it on hardware): prefill runs first
 (vLLM's default), taking a share f = λ·E[T_prefill] of the GPU; TTFT is the M/G/1 wait of those prefills at
 utilisation f plus the prefill itself; decode steps run in the remaining 1 - f, so a request's TPOT is
-step(B, c)/(1 - f), with B the concurrency Little's law gives, ``B = λ·(E[O]-1)·step(B, c)/(1 - f)``. T_{g,b} is
-the largest λ that keeps TTFT_q, TPOT, KV capacity and ``max_num_seqs``; found by bisection.
+step(B, c)/(1 - f), with B the concurrency Little's law gives, ``B = λ·(E[O]-1)·step(B, c)/(1 - f)``; at the SLO
+percentile q the batch is ``B_q = B + z_q·√B`` (the number of decoding sequences is about Poisson around B), so
+the TPOT checked is the q-quantile ``step(B_q, c)/(1 - f)``, not the mean. T_{g,b} is the largest λ that keeps
+TTFT_q, TPOT_q, KV capacity and ``max_num_seqs``; found by bisection. For a trace, each type's bucket capacity is
+also capped by the fluid bound of its prefill work on the trace's bursts
+(:func:`hetplan.perf.capacity.fluid_prefill_rate`, scaled by the whole trace's mean prefill time over the
+bucket's), the same burst rule as Cauchy's prefill instances.
 
 Source: Mélange (Griggs et al., "Mélange: Cost Efficient Large Language Model Serving by Exploiting GPU
 Heterogeneity", 2024) for buckets, slices and the ILP; inventory rows and the capacity model are hetplan's own.
@@ -23,12 +28,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.errors import InfeasibleError
-from hetplan.perf.capacity import BISECT_STEPS, LengthStats, mg1_wait_quantile_s
+from hetplan.perf.capacity import BISECT_STEPS, LengthStats, fluid_prefill_rate, mg1_wait_quantile_s
 from hetplan.perf.latency import InstanceModel
 from hetplan.solvers.cauchy import PlanRequest
 from hetplan.solvers.milp import solve_slice_assignment
@@ -95,6 +101,8 @@ def aggregated_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: flo
     steps = np.asarray(inst.decode_step_latency_s(batches, ctx), dtype=float)
     tokens_after_first = max(stats.mean_output - 1.0, 1.0)
 
+    z = NormalDist().inv_cdf(stats.quantile)
+
     def ok(rate: float) -> bool:
         busy = rate * mean_s
         if busy >= 1.0:
@@ -103,7 +111,13 @@ def aggregated_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: flo
             return False
         stretched = steps / (1.0 - busy)
         enough = np.nonzero(batches >= rate * tokens_after_first * stretched)[0]
-        return bool(enough.size) and bool(stretched[enough[0]] <= tpot_slo_s)
+        if not enough.size:
+            return False
+        # the SLO percentile of the batch, not its mean: the number of decoding sequences is about Poisson around
+        # Little's mean B (normal approximation), and the q-quantile request decodes in a batch of B_q
+        mean_b = float(batches[enough[0]])
+        b_q = min(int(math.ceil(mean_b + z * math.sqrt(mean_b))), kv_limit)
+        return bool(mean_b + z * math.sqrt(mean_b) <= kv_limit + 1e-9) and bool(stretched[b_q - 1] <= tpot_slo_s)
 
     if not ok(1e-9):
         return 0.0
@@ -180,10 +194,29 @@ def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType
             inst = InstanceModel(req.arch, gpu, tp, 1, req.settings)
             if inst.kv_capacity_tokens < req.stats.max_context:
                 continue
-            caps = tuple(_usable(aggregated_capacity(inst, b.stats, req.ttft_slo_s, req.tpot_slo_s)) for b in buckets)
+            caps = tuple(aggregated_capacity(inst, b.stats, req.ttft_slo_s, req.tpot_slo_s) for b in buckets)
+            if req.arrivals is not None and any(c > 0 for c in caps):
+                caps = _burst_capped(inst, req, buckets, caps)
+            caps = tuple(_usable(c) for c in caps)
             if any(c > 0 for c in caps):
                 types.append(InstanceType(gpu.name, tp, tp * price.usd_per_gpu_hour, caps))
     return types
+
+
+def _burst_capped(
+    inst: InstanceModel, req: PlanRequest, buckets: list[Bucket], caps: tuple[float, ...]
+) -> tuple[float, ...]:
+    """Bucket capacities capped by the fluid prefill bound on the trace's bursts (module docstring): the bound,
+    in requests of the whole trace, is converted to bucket b's by the ratio of mean prefill times."""
+    assert req.arrivals is not None
+    service = np.asarray(inst.prefill_latency_s(req.arrivals.prompt_tokens), dtype=float)
+    bound = fluid_prefill_rate(service, np.zeros_like(service), req.arrivals, req.ttft_slo_s, req.stats.quantile)
+    mean_all = float(service.mean())
+    out = []
+    for b, cap in zip(buckets, caps, strict=True):
+        mean_b = float(np.asarray(inst.prefill_latency_s(b.stats.prompt_tokens), dtype=float).mean())
+        out.append(min(cap, bound * mean_all / mean_b))
+    return tuple(out)
 
 
 def solve_melange(

@@ -145,12 +145,13 @@ def build_row(case: Case, status: str, doc: dict[str, Any] | None, error: str | 
         row.update(verdict="check failed", error=sweep["verify_error"])
     elif v is not None:
         q = f"{doc['scenario']['slo']['percentile']:g}"
+        att = v.get("attainment")  # the joint attainment (older verification blocks: a map with "joint")
         row.update(
             verdict="missed" if v.get("misses") else "held",
-            sim_attainment=_num(v["attainment"]["joint"]),
+            sim_attainment=_num(att.get("joint") if isinstance(att, dict) else att),
             sim_goodput_req_per_s=_num(v.get("goodput_req_per_s")),
-            sim_ttft_q_s=_num(v.get(f"ttft_p{q}_s")),
-            sim_tpot_q_s=_num(v.get(f"tpot_p{q}_s")),
+            sim_ttft_q_s=_num(v.get("ttft_p_s", v.get(f"ttft_p{q}_s"))),
+            sim_tpot_q_s=_num(v.get("tpot_p_s", v.get(f"tpot_p{q}_s"))),
             sim_misses=len(v.get("misses") or []),
         )
     return row

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
+from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
@@ -16,7 +17,7 @@ POOL = EXAMPLES / "hetis" / "pool.yaml"
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 def test_hetis_json_is_deterministic_and_complete(tmp_path):

@@ -33,13 +33,22 @@ def cli_json(*args: str | Path) -> str:
         ("llama3-70b-azure-conv", "cauchy"),
         ("llama3-70b-azure-conv", "melange"),
         ("cauchy-h800-a800-h20", "cauchy"),
-        ("cauchy-h800-a800-h20", "homogeneous"),
+        ("llama3-70b-azure-conv", "homogeneous"),
     ],
 )
 def test_plan_json_is_the_api_plan(example, strategy):
     path = EXAMPLES / f"{example}.yaml"
-    printed = cli_json("plan", path, "--strategy", strategy, "--no-analysis", "--json")
+    printed = cli_json("plan", path, "--strategy", strategy, "--no-analysis", "--no-verify", "--json")
     assert printed == to_json(api.to_doc(api.plan(load_scenario(path), strategy, analysis=False)))
+
+
+@pytest.mark.slow
+def test_verified_plan_json_is_the_api_plan_verified():
+    path = EXAMPLES / "llama3-70b-azure-conv.yaml"
+    printed = cli_json("plan", path, "--no-analysis", "--json")  # verified by default
+    doc = json.loads(printed)
+    assert doc["verification"]["status"] == "verified"
+    assert printed == to_json(api.to_doc(api.plan_verified(load_scenario(path), analysis=False)))
 
 
 def test_estimate_json_is_the_api_estimate():

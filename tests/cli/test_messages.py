@@ -6,13 +6,14 @@ import json
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
+from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 def test_only_bf16_less_candidates_names_the_dtype_not_the_price():
@@ -130,7 +131,7 @@ def test_emit_validation_summary_with_no_objects(tmp_path):
 
     res = invoke(
         "emit",
-        ROOT / "tests" / "fixtures" / "plan_example_a.json",
+        ROOT / "tests" / "fixtures" / "plan_two_combos.json",
         "--target",
         "vllm",
         "--validate",

@@ -4,6 +4,7 @@ synthetic ones built by hand (no solver), plus helpers to read emitted files."""
 from __future__ import annotations
 
 import copy
+import json
 from functools import cache
 from typing import Any
 
@@ -15,7 +16,7 @@ from hetplan.emit.ir import DeploymentIR
 from hetplan.emit.settings import EmitSettings
 from hetplan.plan.doc import from_doc
 from hetplan.scenario import load_scenario
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, ROOT
 
 PERF = {
     "gpu_memory_utilization": 0.9,
@@ -34,6 +35,12 @@ def _solved(example: str, strategy: str) -> dict[str, Any]:
 def ir_of(doc: dict[str, Any], settings: EmitSettings | None = None) -> DeploymentIR:
     """The deployment IR of a plan document (read as a plan file is: checked, then typed)."""
     return build_ir(from_doc(doc), settings)
+
+
+def two_combo_plan() -> dict[str, Any]:
+    """Example (a)'s plan as hetplan made it before burst-aware sizing: two mixed combos (A100 TP2 -> A10G TP8,
+    H100 TP2 -> A100 TP4), frozen in tests/fixtures/plan_two_combos.json so emitter tests keep a mixed plan."""
+    return copy.deepcopy(json.loads((ROOT / "tests" / "fixtures" / "plan_two_combos.json").read_text()))
 
 
 def example_plan(example: str, strategy: str = "cauchy") -> dict[str, Any]:

@@ -9,14 +9,15 @@ from typer.testing import CliRunner
 
 from hetplan.cli.main import app
 from hetplan.io import to_yaml
-from tests.emit.helpers import combo, example_plan, plan_doc
+from tests.emit.helpers import combo, example_plan, plan_doc, two_combo_plan
+from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def plans(tmp_path_factory):
     folder = tmp_path_factory.mktemp("plans")
     paths = {}
     for name, doc in {
-        "a": example_plan("llama3-70b-azure-conv"),
+        "a": two_combo_plan(),
         "b": example_plan("cauchy-h800-a800-h20"),
         "bad-tp": plan_doc([combo("H100-SXM", 4, 1, "L40S", 2, 1)]),
         "v100": plan_doc([combo("V100-SXM2", 1, 1, "V100-SXM2", 1, 1)], model="Llama-2-7B"),

@@ -10,7 +10,7 @@ from hetplan.emit import render
 from hetplan.emit.rules import check_rules, find_violations
 from hetplan.emit.settings import EmitSettings
 from hetplan.errors import EmitRuleError, InputError
-from tests.emit.helpers import combo, example_plan, files_of, ir_of, plan_doc
+from tests.emit.helpers import combo, files_of, ir_of, plan_doc, two_combo_plan
 
 
 def _refused(plan, settings=None) -> EmitRuleError:
@@ -152,8 +152,8 @@ def test_all_violations_are_reported_together():
 
 
 def test_real_plans_pass_and_mooncake_refuses_example_a():
-    check_rules(ir_of(example_plan("llama3-70b-azure-conv")))
-    err = _refused(example_plan("llama3-70b-azure-conv"), EmitSettings(kv_connector="MooncakeConnector"))
+    check_rules(ir_of(two_combo_plan()))
+    err = _refused(two_combo_plan(), EmitSettings(kv_connector="MooncakeConnector"))
     assert [v[0] for v in err.violations] == ["mooncake-tp", "mooncake-tp"]
 
 

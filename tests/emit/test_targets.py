@@ -12,7 +12,7 @@ import pytest
 from hetplan.emit.settings import DEFAULT_GPU_LABELS, EmitSettings
 from hetplan.emit.validate import validate_files
 from hetplan.emit.vllm import serve_argv
-from tests.emit.helpers import all_docs, combo, docs, example_plan, files_of, ir_of, plan_doc
+from tests.emit.helpers import all_docs, combo, docs, example_plan, files_of, ir_of, plan_doc, two_combo_plan
 
 BOTH = EmitSettings(dynamo_api_versions=("v1beta1", "v1alpha1"), router_image="registry.local/vllm-router:0.1")
 
@@ -20,11 +20,11 @@ BOTH = EmitSettings(dynamo_api_versions=("v1beta1", "v1alpha1"), router_image="r
 def _cases() -> dict[str, tuple[dict[str, Any], EmitSettings]]:
     return {
         # mixed prefill/decode GPU types, two combos (A100 TP2 -> A10G TP8, H100 TP2 -> A100 TP4)
-        "mixed-a": (example_plan("llama3-70b-azure-conv"), BOTH),
+        "mixed-a": (two_combo_plan(), BOTH),
         # mixed H800 prefill -> H20 decode, 8:1
         "mixed-b": (example_plan("cauchy-h800-a800-h20"), BOTH),
-        # homogeneous H800 -> H800, HPA instead of KEDA
-        "homogeneous": (example_plan("cauchy-h800-a800-h20", "homogeneous"), replace(BOTH, autoscaler="hpa")),
+        # homogeneous A100 -> A100, HPA instead of KEDA (example (b)'s H800-only fleet no longer fits its inventory)
+        "homogeneous": (example_plan("llama3-70b-azure-conv", "homogeneous"), replace(BOTH, autoscaler="hpa")),
         # Mélange: aggregated instances on two GPU types
         "aggregated": (example_plan("llama3-70b-azure-conv", "melange"), BOTH),
         # TP8 instances on 4-GPU nodes: every instance spans two nodes (LeaderWorkerSet, Ray)

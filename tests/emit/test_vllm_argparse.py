@@ -21,7 +21,7 @@ from hetplan.emit.dynamo import worker_argv
 from hetplan.emit.ir import DeploymentIR
 from hetplan.emit.settings import EmitSettings
 from hetplan.emit.vllm import serve_argv
-from tests.emit.helpers import combo, example_plan, ir_of, plan_doc
+from tests.emit.helpers import combo, example_plan, ir_of, plan_doc, two_combo_plan
 
 PYTHON = os.environ.get("HETPLAN_VLLM_ENV", "")
 
@@ -96,7 +96,7 @@ print("HETPLAN-RESULT " + json.dumps(out))
 
 def _irs() -> list[DeploymentIR]:
     irs = [
-        ir_of(example_plan("llama3-70b-azure-conv")),
+        ir_of(two_combo_plan()),
         ir_of(example_plan("cauchy-h800-a800-h20")),
         ir_of(example_plan("llama3-70b-azure-conv", "melange")),
         ir_of(plan_doc([combo("H100-SXM", 8, 1, "A100-80GB-SXM", 8, 2)], model="Llama-3-70B"),

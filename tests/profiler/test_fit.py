@@ -12,13 +12,14 @@ from typer.testing import CliRunner
 from hetplan.cli.main import app
 from hetplan.solvers.ce_fit import keep_pairs, nnls, r_squared, spearman
 from tests.conftest import EXAMPLES
+from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 def test_nnls_recovers_known_coefficients_within_one_percent():
@@ -99,7 +100,7 @@ def test_long_prompts_weigh_prefill_more_than_long_outputs():
 
 @pytest.mark.parametrize(
     ("scenario", "top_k", "kept"),
-    [("llama3-70b-azure-conv.yaml", None, 8), ("cauchy-h800-a800-h20.yaml", 2, 2)],
+    [("llama3-70b-azure-conv.yaml", None, 6), ("cauchy-h800-a800-h20.yaml", 2, 2)],
 )
 @pytest.mark.slow
 def test_prune_with_fit_keeps_the_optimum_of_the_examples(tmp_path, scenario, top_k, kept):
@@ -112,7 +113,7 @@ def test_prune_with_fit_keeps_the_optimum_of_the_examples(tmp_path, scenario, to
     assert exact.exit_code == 0 and pruned.exit_code == 0, pruned.output
     a, b = json.loads(exact.stdout), json.loads(pruned.stdout)
     assert b["total_usd_per_hour"] == a["total_usd_per_hour"]
-    assert b["homogeneous_baseline"]["total_usd_per_hour"] == a["homogeneous_baseline"]["total_usd_per_hour"]
+    assert b["homogeneous_baseline"].get("total_usd_per_hour") == a["homogeneous_baseline"].get("total_usd_per_hour")
     assert b["solver"]["combos_in_ilp"] < a["solver"]["combos_in_ilp"]  # pruning did remove candidates
     assert f"kept {kept} of" in b["solver"]["pruning"]
     assert b["scenario"]["prune_with"]["file"] == "fit.yaml"

@@ -7,13 +7,14 @@ from typer.testing import CliRunner
 
 from hetplan.cli.main import app
 from hetplan.emit.profile_job import JobSettings, build_jobs
+from tests.helpers import cli
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 def test_one_valid_job_per_label(tmp_path):

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from hetplan.catalog.profile import load_profile
 from hetplan.cli.main import app
 from tests.conftest import EXAMPLES
+from tests.helpers import cli
 
 pytest.importorskip("hetplan_profiler")
 torch = pytest.importorskip("torch")
@@ -21,7 +22,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 @pytest.fixture(scope="module")

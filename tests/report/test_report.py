@@ -1,7 +1,7 @@
 """Reports and the cost gate. The report tests read a stored plan (tests/fixtures/plan_example_a.json) so they test
 rendering only; regenerate the fixture and golden file after an intended model change with:
 
-    hetplan plan examples/llama3-70b-azure-conv.yaml --out tests/fixtures/plan_example_a.json --force
+    hetplan plan examples/llama3-70b-azure-conv.yaml --no-verify --out tests/fixtures/plan_example_a.json --force
     hetplan report tests/fixtures/plan_example_a.json --format json --out tests/golden/report_example_a.json --force
 """
 
@@ -20,6 +20,7 @@ from hetplan.plan.doc import from_doc
 from hetplan.plan.doc import read_plan_doc as load_plan
 from hetplan.report.gate import compare, github_annotations, markdown_summary, parse_fraction
 from tests.conftest import ROOT
+from tests.helpers import cli
 
 PLAN = ROOT / "tests" / "fixtures" / "plan_example_a.json"
 GOLDEN = ROOT / "tests" / "golden" / "report_example_a.json"
@@ -28,7 +29,7 @@ ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 def test_report_json_matches_golden():
@@ -64,7 +65,8 @@ def test_report_contents():
 
 def test_markdown_and_html_carry_the_numbers():
     md = invoke("report", PLAN, "--format", "md").stdout
-    assert "$63.35" in md and "Strategies compared" in md and "| melange |" in md
+    cost = load_plan(PLAN)["total_usd_per_hour"]
+    assert f"${cost:,.2f}" in md and "Strategies compared" in md and "| melange |" in md
     html = invoke("report", PLAN, "--format", "html").stdout
     assert html.startswith("<!DOCTYPE html>") and html.count("<svg") == 3
     for external in ("<script", "<link", 'src="http', 'href="http', "url(http"):
@@ -91,7 +93,7 @@ def test_gate_exit_codes(tmp_path, factor, code):
 
 
 def test_gate_tokens_ratio_and_explanation(tmp_path):
-    plan = load_plan(PLAN)
+    plan = load_plan(ROOT / "tests" / "fixtures" / "plan_two_combos.json")  # two combos, one on H100s
     other = copy.deepcopy(plan)
     other["scenario"]["prices"]["H100-SXM"]["usd_per_gpu_hour"] = 14.0
     other["gpus_used"] = dict(plan["gpus_used"], **{"H100-SXM": 4})
@@ -221,12 +223,13 @@ def test_committed_example_baseline_still_holds(examples):
         "gate",
         examples / "llama3-70b-azure-conv.yaml",
         examples / "cauchy-h800-a800-h20.yaml",
+        examples / "llama31-8b-mooncake.yaml",
         "--baseline",
         examples / "ci" / "baseline.json",
         "--json",
     )
     assert res.exit_code == 0, res.output
-    assert len(json.loads(res.stdout)["results"]) == 2
+    assert len(json.loads(res.stdout)["results"]) == 3
 
 
 def _scenario(tmp_path, examples, name, goodput=5, extra=""):

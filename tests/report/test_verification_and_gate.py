@@ -18,6 +18,7 @@ from hetplan.plan.doc import from_doc
 from hetplan.plan.doc import read_plan_doc as load_plan
 from hetplan.report.gate import compare, slo_change
 from tests.conftest import EXAMPLES, ROOT
+from tests.helpers import cli
 
 PLAN = ROOT / "tests" / "fixtures" / "plan_example_a.json"
 HETPLAN = [sys.executable, "-c", "from hetplan.cli.main import main; main()"]
@@ -26,14 +27,16 @@ ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 
 def invoke(*args):
-    return runner.invoke(app, list(map(str, args)), env=ENV)
+    return runner.invoke(app, cli(args), env=ENV)
 
 
 @pytest.fixture(scope="module")
 def verified_b(tmp_path_factory):
-    """Example (b) planned with --verify: the model says the SLOs hold, the simulation says they do not."""
+    """Example (b) planned without headroom and without re-sizing: the model says the SLOs hold (at exactly its
+    capacity), the simulation says they do not."""
     out = tmp_path_factory.mktemp("verified") / "b.yaml"
-    res = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--verify", "--no-analysis", "--out", out)
+    res = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--headroom", "0", "--no-resize", "--no-analysis",
+                 "--out", out)  # fmt: skip
     assert res.exit_code == 0, res.output
     return out
 
@@ -52,23 +55,25 @@ def _reports(path, tmp_path):
 
 def test_report_shows_the_simulated_check_in_every_format(verified_b, tmp_path):
     v = load_plan(verified_b)["verification"]
-    assert v["misses"]  # the premise: this plan misses in simulation
+    assert v["status"] == "not verified" and v["misses"]  # the premise: this plan misses in simulation
     texts = _reports(verified_b, tmp_path)
-    joint = f"joint {v['attainment']['joint'] * 100:.1f} %"
-    ttft = f"{v['ttft_p90_s']:.2f} s vs SLO 1.50 s: MISSED"
+    joint = f"joint {v['attainment_by_slo']['joint'] * 100:.1f} %"
+    ttft = f"{v['ttft_p_s']:.2f} s vs SLO 1.50 s: MISSED"
     for fmt in ("md", "html", "term"):
         text = html.unescape(texts[fmt]) if fmt == "html" else texts[fmt]
         assert "Simulated check" in text and "SLO MISSED in simulation" in text, fmt
         assert joint in text and ttft in text and "fcfs" in text and v["arrivals"] in text, fmt
-        assert f"{v['goodput_req_per_s']:.3g} req/s (target 8 req/s)" in text, fmt
+        assert f"{v['goodput_req_per_s']:.3g} req/s (target {v['target_req_per_s']:g} req/s)" in text, fmt
+        assert " ".join(v["verdict"].split()) in " ".join(text.split()), fmt  # the verdict, in the first block
         assert "met (model), sim MISSED" in text, fmt
         for miss in v["misses"]:
             assert miss in text, fmt
     assert "| met |" not in texts["md"] and "<td>met</td>" not in texts["html"]
     assert '<td class="missed">met (model), sim MISSED</td>' in texts["html"]
     rv = json.loads(texts["json"])["plans"][0]["verification"]
-    assert rv["slo_held"] is False and rv["ttft_q_s"] == v["ttft_p90_s"] and rv["misses"] == v["misses"]
-    assert rv["attainment"] == {k: v["attainment"][k] for k in ("joint", "ttft", "tpot")}
+    assert rv["slo_held"] is False and rv["ttft_q_s"] == v["ttft_p_s"] and rv["misses"] == v["misses"]
+    assert rv["attainment"] == {k: v["attainment_by_slo"][k] for k in ("joint", "ttft", "tpot")}
+    assert rv["status"] == "not verified" and rv["verdict"] == v["verdict"]
     assert _reports(verified_b, tmp_path) == texts  # byte-identical run to run
 
 
@@ -183,3 +188,17 @@ def test_a_closed_pipe_keeps_the_gate_verdict(tmp_path):
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait() == 1 and "gate FAIL" in err and "Traceback" not in err
+
+
+def test_the_gate_fails_when_a_verified_plan_stops_verifying():
+    plan = load_plan(PLAN)
+    base = copy.deepcopy(plan)
+    base["verification"] = {"status": "verified", "verdict": "verified on x (10 requests): ..."}
+    now = copy.deepcopy(plan)
+    now["verification"] = {"status": "not verified", "verdict": "NOT verified on x (10 requests): ..."}
+    failed_gate = compare(from_doc(now), base, 0.02, None)
+    assert not failed_gate.passed
+    assert any("this one is not: NOT verified on x" in f for f in failed_gate.failures)
+    assert "verification: verified -> not verified" in failed_gate.changes
+    assert compare(from_doc(base), base, 0.02, None).passed  # still verified
+    assert compare(from_doc(plan), base, 0.02, None).passed  # gate run with --no-verify: nothing to compare

@@ -132,6 +132,9 @@ def test_fleet_review_finishes_on_the_local_executor(tmp_path):
     assert summary["finished"] == 24 and summary["counts"]["error"] == 0
     rows = read_rows(tmp_path / "review" / "results.csv")
     assert {r["scenario"] for r in rows} == {"llama3-70b-azure-conv", "cauchy-h800-a800-h20"}
-    assert {r["priced_by"] for r in rows if r["scenario"] == "cauchy-h800-a800-h20"} == {"price file"}
+    b_rows = [r for r in rows if r["scenario"] == "cauchy-h800-a800-h20"]
+    # (b)'s 96 owned GPUs cannot hold the highest targets of its bursty trace: those rows are infeasible, with why
+    assert {r["priced_by"] for r in b_rows if r["status"] != "infeasible"} == {"price file"}
+    assert all(r["error"] for r in b_rows if r["status"] == "infeasible")
     assert len(summary["groups"]) == 12
     assert (tmp_path / "review" / "report.html").is_file()

@@ -161,7 +161,7 @@ def test_kappa_one_with_equal_loads_gives_the_model_latency():
     stream = make_stream([0.0], [10], [1])
     sim = Simulator(dep, stream, get_scheduler("cascade", CascadeSettings(kappa=1.0)))
     inst = sim.insts[0]
-    inst.qtok, inst.qn = 8192.0, 8  # current load = one full batch of eight 1024-token prompts = max load
+    inst.pool.qtok, inst.pool.qn = 8192.0, 8  # current load = one full batch of eight 1024-token prompts = max load
     model = dep.model("H100-SXM", 1)
     assert sim.scheduler.t_hat_s(inst) == pytest.approx(float(model.prefill_latency_s(1024, 8)), rel=1e-12)
     assert cascade_estimate_s(0.3, 0.3, 1.0) == 0.3
@@ -190,12 +190,12 @@ def test_weighted_percentile_equals_numpy_on_the_repeat():
 
 @pytest.fixture(scope="module")
 def plan_a():
-    return load_plan(FIXTURES / "plan_example_a.json")
+    return load_plan(FIXTURES / "plan_two_combos.json")
 
 
 def raw_plan_a():
     """The example (a) plan as a document, to edit by hand."""
-    return read_plan_doc(FIXTURES / "plan_example_a.json")
+    return read_plan_doc(FIXTURES / "plan_two_combos.json")
 
 
 @pytest.fixture(scope="module")
@@ -347,7 +347,7 @@ def test_goodput_is_over_the_serving_span_not_the_arrival_span(plan_a, conv):
 
 
 def test_goodput_of_one_request_is_finite():
-    dep_plan = load_plan(FIXTURES / "plan_example_a.json")
+    dep_plan = load_plan(FIXTURES / "plan_two_combos.json")
     m = simulate(SimRequest(dep_plan, make_stream([0.0], [500], [20])))
     assert m["serving_span_s"] > 0 and 0 < m["goodput_req_per_s"] < 10
     assert m["arrival_rate_per_s"] is None and m["duration_s"] == 0

@@ -51,6 +51,11 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
         f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
     )
+    v = doc.get("verification")
+    if isinstance(v, dict) and v.get("verdict"):  # the simulated check (hetplan.sim.verify)
+        style = "green" if v.get("status") == "verified" else "bold red"
+        console.print(f"[{style}]{escape(v['verdict'])}[/]", highlight=False)
+        console.print(capacity_line(v), highlight=False, markup=False)
     title = TITLES.get(doc["strategy"], doc["strategy"])
     if doc.get("gpu"):
         title += f" ({doc['gpu']} only)"
@@ -65,12 +70,14 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']:,} in the ILP, "
         f"pruning {s['pruning']}"
     )
+    verified = isinstance(doc.get("verification"), dict)
     for name, part in doc.get("baselines", {}).items():
         if part.get("status") != "infeasible" and part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
             console.print(
-                f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here, this plan "
-                f"{(doc['total_usd_per_hour'] / part['total_usd_per_hour'] - 1) * 100:.1f} % more; plan it with "
-                f"--strategy {name}.",
+                f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here"
+                + (" (its analytic plan, not simulated)" if verified else "")
+                + f", this plan {(doc['total_usd_per_hour'] / part['total_usd_per_hour'] - 1) * 100:.1f} % more; "
+                f"plan it with --strategy {name}" + (" to verify it." if verified else "."),
                 highlight=False,
             )
     print_warnings(console, doc.get("warnings", []))
@@ -78,11 +85,14 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
 
 def _comparison(doc: dict[str, Any], console: Console) -> None:
     rows = [(doc["strategy"], doc)] + list(doc.get("baselines", {}).items())
-    table = Table(title="Strategies compared", box=box.SIMPLE_HEAD, pad_edge=False)
+    verified = isinstance(doc.get("verification"), dict)
+    title = "Strategies compared" + (" (the others: analytic, not simulated)" if verified else "")
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("strategy", "$/h", "req/s", "tok/USD", "GPUs", "plan saves"):
         table.add_column(col, justify="left" if col in ("strategy", "GPUs") else "right")
     for name, part in rows:
-        label = name + (" (this plan)" if part is doc else "")
+        status = (doc.get("verification") or {}).get("status")
+        label = name + (f" (this plan, {status})" if part is doc and status else " (this plan)" if part is doc else "")
         if part.get("status") == "infeasible":
             table.add_row(label, "-", "-", "-", "infeasible", "-")
             continue
@@ -142,14 +152,30 @@ def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> N
     console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
 
 
+def capacity_line(v: dict[str, Any]) -> str:
+    """``capacity: analytic 9.81 req/s (the model), simulated 1.50 req/s on the trace (0.15x)``."""
+    a, c = v.get("analytic_capacity_req_per_s"), v.get("simulated_capacity_req_per_s")
+    sim = "-" if c is None else f"{c:.3g} req/s"
+    ratio = f" ({c / a:.2f}x the analytic)" if c is not None and a else ""
+    q = v.get("percentile", 90)
+    return (
+        f"capacity at {q:g} % joint attainment: analytic {a:.3g} req/s (the planner's model), simulated {sim} "
+        f"(find-capacity on the {v.get('arrivals', 'replay')}){ratio}"
+    )
+
+
 def render_verification(v: dict[str, Any], console: Console) -> None:
-    """The ``verification`` block of a plan (``--verify``): summary, re-sizing, simulated warnings and misses."""
-    console.print(f"verify: {v['summary']}", highlight=False, markup=False)
+    """The ``verification`` block of a plan: re-sizing, simulated warnings and misses (the verdict itself is in
+    the plan's first block, :func:`render_plan`)."""
+    if "verdict" not in v:  # a block written before verification gave a verdict
+        console.print(f"verify: {v.get('summary', '')}", highlight=False, markup=False)
     if "resized" in v:
         r = v["resized"]
+        before = r.get("simulated_capacity_before_req_per_s")
         console.print(
-            f"verify: resized: the plan at headroom {r['headroom_asked']:g} missed in simulation; headroom "
-            f"{r['headroom_used']:g} holds the SLOs: ${r['usd_per_hour_before']:,.2f}/h -> "
+            f"verify: resized: the plan at headroom {r['headroom_asked']:g} was NOT verified"
+            + (f" (simulated capacity {before:.3g} req/s)" if before is not None else "")
+            + f"; at headroom {r['headroom_used']:g} it is: ${r['usd_per_hour_before']:,.2f}/h -> "
             f"${r['usd_per_hour_after']:,.2f}/h ({len(r['attempts'])} plans tried)",
             highlight=False,
             markup=False,

@@ -3,6 +3,8 @@ the fitted CASCADE coefficients."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich import box
@@ -32,7 +34,8 @@ def render_metrics(m: dict[str, Any], console: Console) -> None:
         f"[bold]simulation[/]: policy {m['policy']}, router {m['router']}, rate scale {m['rate_scale']:g}, "
         f"{m['instances']} instances; {escape(m['trace'])}: {_n(m['requests'])} over "
         f"{m['duration_s']:.1f} s ({rate} req/s), {m['finished']} finished, {m['unfinished']} unfinished at the "
-        f"cut-off, {m['dropped']} dropped (KV), {m['dropped_over_context']} dropped (over the context window)",
+        f"cut-off, {m['dropped']} dropped (KV), {m['dropped_over_context']} refused (prompt over the context "
+        f"window), {m.get('truncated_at_context', 0)} cut at the window",
         highlight=False,
     )
     att = m["attainment"]
@@ -40,7 +43,13 @@ def render_metrics(m: dict[str, Any], console: Console) -> None:
     console.print(
         f"goodput {m['goodput_req_per_s']:.3g} req/s over the {m['serving_span_s']:.1f} s serving span; SLO "
         f"attainment joint {percent(att['joint'])} (TTFT "
-        f"{percent(att['ttft'])}, TPOT {percent(att['tpot'])}); Jain index over classes {jain}",
+        f"{percent(att['ttft'])}, TPOT {percent(att['tpot'])}"
+        + (
+            f" of {m['requests'] - m['tpot_ineligible']}: {m['tpot_ineligible']} single-token requests not eligible"
+            if m.get("tpot_ineligible")
+            else ""
+        )
+        + f"); Jain index over classes {jain}",
         highlight=False,
     )
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="latency (numpy linear percentiles)")
@@ -96,6 +105,54 @@ def render_capacity(doc: dict[str, Any], console: Console) -> None:
         highlight=False,
     )
     render_metrics(doc["metrics"], console)
+
+
+def render_closed_loop(doc: dict[str, Any], console: Console) -> None:
+    """The closed loop's throughput and mean latencies (``hetplan simulate --concurrency``)."""
+    console.print(
+        f"[bold]closed loop[/]: {doc['concurrency']} clients, {doc['isl']} prompt + {doc['osl']} output tokens, "
+        f"{doc['requests']} requests ({doc['finished']} finished) over {doc['duration_s']:.1f} s; policy "
+        f"{doc['policy']}, {doc['instances']} instances",
+        highlight=False,
+    )
+    thr = doc["throughput_req_per_s"]
+    console.print(
+        f"throughput {'-' if thr is None else f'{thr:.4g}'} req/s, {doc['output_tokens_per_s'] or 0:,.0f} output "
+        f"tokens/s, {doc['total_tokens_per_s'] or 0:,.0f} total tokens/s (Little's law, C / mean E2E: "
+        f"{doc['littles_law_req_per_s'] or 0:.4g} req/s)",
+        highlight=False,
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="latency (numpy linear percentiles)")
+    for col in ("metric", "mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for label, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s")):
+        s = doc[key]
+        table.add_row(label, duration(s["mean"]), duration(s["p50"]), duration(s["p90"]), duration(s["p99"]))
+    console.print(table)
+    if doc["tpot_ineligible"]:
+        console.print(f"TPOT: {_n(doc['tpot_ineligible'])} with one output token not eligible", highlight=False)
+
+
+@contextmanager
+def capacity_progress(console: Console) -> Iterator[Callable[[str], None]]:
+    """A progress bar for ``--find-capacity`` (one step per simulation run; the search takes about 12 runs):
+    yields the ``progress`` callback :func:`hetplan.sim.run.find_capacity` calls before each run."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("finding capacity: {task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=console, transient=True)  # fmt: skip
+    with bar:
+        task = bar.add_task("starting", total=CAPACITY_RUNS)
+
+        def step(text: str) -> None:
+            done = bar.tasks[0].completed + 1
+            bar.update(task, description=text, completed=done, total=max(CAPACITY_RUNS, done))
+
+        yield step
+
+
+CAPACITY_RUNS = 12
+"""Simulation runs a typical ``--find-capacity`` makes (bracketing, then 8 bisection steps): the bar's length."""
 
 
 def render_calibration(block: dict[str, Any], console: Console) -> None:

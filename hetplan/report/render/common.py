@@ -40,6 +40,18 @@ def headline(p: dict[str, Any]) -> list[tuple[str, str]]:
         ("goodput capacity / target", f"{p['goodput_req_per_s']:.2f} / {p['goodput_target_req_per_s']:g} req/s"),
         ("SLO", f"p{slo['percentile']:g} TTFT {_ms(slo['ttft_s'])}, TPOT {_ms(slo['tpot_s'])}"),
         ("GPUs", _gpus(p["gpus_used"])),
+    ] + verdict_rows(p.get("verification"))
+
+
+def verdict_rows(v: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The simulated verdict and both capacities, for the report's first block (none for an unverified plan)."""
+    if not v or not v.get("verdict"):
+        return []
+    a, c = v.get("analytic_capacity_req_per_s"), v.get("simulated_capacity_req_per_s")
+    ratio = f" ({c / a:.2f}x)" if a and c is not None else ""
+    return [
+        ("simulated verdict", str(v["verdict"])),
+        ("capacity: analytic / simulated", f"{_opt(a, '.3g')} / {_opt(c, '.3g')} req/s{ratio}"),
     ]
 
 

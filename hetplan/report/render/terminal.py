@@ -43,8 +43,11 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
             f"[dim]({escape(p['source'])})[/]",
             highlight=False,
         )
+        verdict = (p.get("verification") or {}).get("verdict")
+        if verdict:  # the first block: a line of its own (a table cell would cut it)
+            console.print(str(verdict), highlight=False, markup=False)
         for title, (head, rows) in (
-            ("", (["", ""], [[k, v] for k, v in headline(p)])),
+            ("", (["", ""], [[k, v] for k, v in headline(p) if k != "simulated verdict"])),
             ("Deployment", deployment_rows(p)),
             ("Simulated check", (["", ""], verification_rows(p["verification"]) if "verification" in p else [])),
             ("Strategies compared", strategy_rows(p)),

@@ -1,0 +1,98 @@
+"""Burst-aware and pooled capacities (hetplan.perf.capacity, issue 20), and the examples' verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hetplan import api
+from hetplan.catalog.loader import find_gpu, find_model
+from hetplan.perf.arch import ModelArch
+from hetplan.perf.capacity import (
+    ArrivalTrace,
+    LengthStats,
+    erlang_c,
+    fluid_wait_s,
+    mg1_wait_quantile_s,
+    mgn_ttft_quantile_s,
+    mgn_wait_quantile_s,
+    prefill_capacity,
+)
+from hetplan.perf.latency import InstanceModel
+from hetplan.perf.settings import PerfSettings
+from hetplan.scenario import load_scenario
+from hetplan.workload.readers import read_stream
+from tests.conftest import EXAMPLES
+
+
+def test_fluid_wait_is_lindleys_recursion():
+    rng = np.random.default_rng(0)
+    work, gaps = rng.exponential(1.0, 500), rng.exponential(1.1, 499)
+    w, expected = 0.0, [0.0]
+    for i in range(499):
+        w = max(0.0, w + work[i] - gaps[i])
+        expected.append(w)
+    assert np.allclose(fluid_wait_s(work, gaps), expected)
+
+
+def test_mgn_reduces_to_mg1_and_its_quantile_solves_the_cdf():
+    rng = np.random.default_rng(1)
+    own = np.sort(rng.lognormal(0.0, 1.0, 256))
+    mean, second = float(own.mean()), float((own**2).mean())
+    for rate in (0.2 / mean, 0.6 / mean, 0.95 / mean):
+        assert mgn_wait_quantile_s(rate, 1, mean, second, 0.9) == pytest.approx(
+            mg1_wait_quantile_s(rate, mean, second, 0.9)
+        )
+    for n, rho in ((1, 0.5), (4, 0.85), (8, 0.97)):
+        rate = rho * n / mean
+        x = mgn_ttft_quantile_s(rate, n, mean, second, own, 0.9)
+        c = erlang_c(n, rate * mean)
+        tau = mean / (n - rate * mean) * (second / mean**2) / 2
+        cdf = float(np.where(x >= own, 1 - c * np.exp(-np.maximum(x - own, 0) / tau), 0).mean())
+        assert cdf == pytest.approx(0.9, abs=1e-9)
+    assert math.isinf(mgn_ttft_quantile_s(4.001 / mean, 4, mean, second, own, 0.9))  # saturated
+
+
+@pytest.fixture(scope="module")
+def h800_tp2():
+    arch = ModelArch(find_model("Llama-3-70B"))
+    return InstanceModel(arch, find_gpu("H800"), 2, 1, PerfSettings())
+
+
+def test_pooled_prefill_capacity_grows_with_the_pool(h800_tp2):
+    rng = np.random.default_rng(2)
+    stats = LengthStats(rng.integers(200, 4000, 2000), rng.integers(1, 300, 2000), 0.9)
+    cap = prefill_capacity(h800_tp2, stats, 1.5, 50e9, max_instances=8)
+    per = np.array(cap.rate_by_n)
+    assert per[0] == cap.rate_per_s and np.all(np.diff(per) > 0)  # a shared queue beats separate ones
+    assert per[-1] < 1 / cap.mean_service_s  # never past full utilisation
+
+
+def test_bursty_trace_lowers_prefill_capacity_and_a_poisson_one_does_not(h800_tp2):
+    code = read_stream([str(EXAMPLES / "data" / "azure_code_15min.csv")])
+    stats = LengthStats(code.prompt_tokens, code.output_tokens, 0.9)
+    poisson = prefill_capacity(h800_tp2, stats, 1.5, 50e9, max_instances=8)
+    own = code.n / code.duration_s
+    bursty = prefill_capacity(
+        h800_tp2, stats, 1.5, 50e9, ArrivalTrace(code.arrival_s, code.prompt_tokens, own, 4.4), max_instances=8
+    )
+    assert bursty.per_instance(8) < 0.4 * poisson.per_instance(8)  # inter-arrival CV 14.4
+    rng = np.random.default_rng(3)
+    smooth_arrivals = np.cumsum(rng.exponential(1 / own, code.n))
+    smooth = prefill_capacity(
+        h800_tp2, stats, 1.5, 50e9, ArrivalTrace(smooth_arrivals, code.prompt_tokens, own, 4.4), max_instances=8
+    )
+    assert smooth.per_instance(1) == pytest.approx(poisson.per_instance(1), rel=0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", ["llama3-70b-azure-conv", "cauchy-h800-a800-h20", "llama31-8b-mooncake"])
+def test_examples_are_verified_and_the_analytic_capacity_is_within_20_percent(example):
+    plan = api.plan_verified(load_scenario(EXAMPLES / f"{example}.yaml"), analysis=False)
+    v = plan.verification
+    assert v is not None and v["status"] == "verified", v and v["verdict"]
+    assert [r["misses"] for r in v["runs"]] == [[]] * len(v["runs"])  # at the goodput target and the trace's rate
+    ratio = v["simulated_capacity_req_per_s"] / v["analytic_capacity_req_per_s"]
+    assert 0.8 <= ratio <= 1.2, ratio
