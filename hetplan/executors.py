@@ -33,6 +33,7 @@ import importlib
 import os
 import signal
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
@@ -61,33 +62,34 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-class Executor:
-    """Runs ``fn(*args)`` for every argument tuple; see the module docstring."""
+class Executor(ABC):
+    """Runs ``fn(*args)`` for every argument tuple; see the module docstring. Subclasses: the local pool, Ray."""
 
     name = "executor"
     #: True when tasks run on machines that may not see this machine's files (Ray): callers ship file contents.
     ships_files = False
 
     @property
+    @abstractmethod
     def workers(self) -> int:
         """How many tasks run at once (CPUs of the Ray cluster for Ray)."""
-        raise NotImplementedError
 
     def share(self, obj: Any) -> Any:
         """``obj`` in a form every task can take as an argument (Ray: an object reference; local: ``obj``)."""
         return obj
 
+    @abstractmethod
     def run(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], on_done: OnDone, on_error: OnError) -> None:
         """Run ``fn(*tasks[i])`` for every ``i``; call ``on_done(i, result)`` or ``on_error(i, exc)`` in this
         thread as each finishes. Ctrl-C cancels what is left and re-raises ``KeyboardInterrupt``."""
-        raise NotImplementedError
 
     def describe(self) -> str:
         """One line for the summary: ``local, 2 workers``."""
         return f"{self.name}, {self.workers} worker{'s' if self.workers != 1 else ''}"
 
     def close(self) -> None:
-        """Release the pool or the Ray connection this executor started."""
+        """Release the pool or the Ray connection this executor started (nothing by default)."""
+        return None
 
     def __enter__(self) -> Executor:
         return self
