@@ -3,6 +3,11 @@
 Unknown keys are rejected so a typo is an error, not a silently ignored setting. Paths inside a scenario are
 relative to the scenario file. Command-line flags override the file.
 
+Durations carry their unit: ``ttft: 2s``, ``tpot: 80ms``, ``cooldown: 30m``; or a field named with its unit holds a
+plain number of seconds (``ttft_s: 2``, ``tpot_s: 0.08``, ``window_s: 600``). A bare number in a duration field
+without a unit (``tpot: 50``: 50 ms or 50 s?) is refused with the fix. The field reference (every field, type,
+unit and default) is generated from these models: ``docs/reference/scenario.md`` (``scripts/gen_docs.py``).
+
 Example::
 
     schema_version: 1
@@ -21,10 +26,11 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     NonNegativeInt,
@@ -32,6 +38,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -47,19 +54,69 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-Duration = StrictStr | StrictFloat | StrictInt
+#: Duration fields that have a unit-named twin taking seconds (``ttft`` -> ``ttft_s``), for the refusal's fix.
+_SECONDS_TWIN = {"ttft": "ttft_s", "tpot": "tpot_s", "window": "window_s", "startup_lag": "startup_lag_s",
+                 "cooldown": "cooldown_s"}  # fmt: skip
+
+
+def _refuse_bare_number(value: Any, info: ValidationInfo) -> Any:
+    """A duration field's value before validation: a number (``50``) has no unit and is refused with the fix."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        twin = _SECONDS_TWIN.get(info.field_name or "")
+        raise ValueError(
+            f"{value!r} has no unit (a bare number is ambiguous: {value:g} ms or {value:g} s?); write it with a "
+            f"unit, e.g. {info.field_name}: {value:g}s or {value:g}ms"
+            + (f", or {twin}: {value:g} for seconds" if twin else "")
+        )
+    return value
+
+
+#: A duration with its unit, as text: ``2s``, ``80ms``, ``10m`` (minutes), ``1h``; parsed by
+#: :func:`hetplan.units.parse_duration_s` where it is used. A bare number is refused (see :func:`_refuse_bare_number`).
+Duration = Annotated[StrictStr, BeforeValidator(_refuse_bare_number)]
+#: A share as a percent or a fraction: ``90``, ``"90%"``, ``"p90"``, ``0.9`` (:func:`hetplan.units.parse_percentile`).
+Percentile = StrictStr | StrictFloat | StrictInt
+
+
+def _seconds_fields(data: Any, names: dict[str, str], where: str) -> Any:
+    """Turn unit-named fields (``ttft_s: 2``) into their duration field (``ttft: "2s"``) before validation.
+
+    Raises:
+        ValueError: both forms given, or the unit-named value is not a number.
+    """
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for named, field in names.items():
+        if named not in out:
+            continue
+        value = out.pop(named)
+        if field in out:
+            raise ValueError(f"{named} and {field} both given ({where}{field}); keep one")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}{named} is a number of seconds; got {value!r} (write e.g. {named}: 2)")
+        out[field] = f"{float(value)!r}s"
+    return out
 
 
 class SyntheticSpec(_Strict):
     """A synthetic workload: one of Cauchy's classes (or ``custom`` with medians) at ``rate_per_s``."""
 
-    kind: str = Field(default="balanced", alias="class")
-    rate_per_s: float = Field(ge=MIN_RATE_PER_S, le=1e7)
-    requests: int = Field(default=2000, gt=0, le=1_000_000)
-    seed: int = Field(default=0, ge=0)
-    prompt_tokens_median: float | None = Field(default=None, gt=0, le=10_000_000)
-    output_tokens_median: float | None = Field(default=None, gt=0, le=10_000_000)
-    sigma: float = Field(default=0.6, gt=0, le=3)
+    kind: str = Field(
+        default="balanced",
+        alias="class",
+        description="long-input-short-output, balanced, short-input-long-output, or custom (give both medians).",
+    )
+    rate_per_s: float = Field(ge=MIN_RATE_PER_S, le=1e7, description="Arrival rate of the synthetic requests.")
+    requests: int = Field(default=2000, gt=0, le=1_000_000, description="Requests drawn (the length sample).")
+    seed: int = Field(default=0, ge=0, description="Random seed of the draw (same seed, same requests).")
+    prompt_tokens_median: float | None = Field(
+        default=None, gt=0, le=10_000_000, description="Median prompt length (class custom)."
+    )
+    output_tokens_median: float | None = Field(
+        default=None, gt=0, le=10_000_000, description="Median output length (class custom)."
+    )
+    sigma: float = Field(default=0.6, gt=0, le=3, description="Lognormal sigma of both length distributions.")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
@@ -68,10 +125,21 @@ class WorkloadSpec(_Strict):
     """A trace file (``path`` + ``format``) or a ``synthetic`` distribution, not both; ``rate_per_s``
     overrides the trace's own rate (needed for length-only files)."""
 
-    path: str | None = None
-    format: Literal["auto", "azure", "mooncake", "lengths"] = "auto"
-    rate_per_s: float | None = Field(default=None, ge=MIN_RATE_PER_S, le=1e7)
-    synthetic: SyntheticSpec | None = None
+    path: str | None = Field(
+        default=None,
+        description="Trace file, relative to the scenario file: Azure CSV (TIMESTAMP, ContextTokens, "
+        "GeneratedTokens), Mooncake JSONL (timestamp ms, input_length, output_length) or a length-only CSV.",
+    )
+    format: Literal["auto", "azure", "mooncake", "lengths"] = Field(
+        default="auto", description="Trace format; auto reads it from the file's extension and columns."
+    )
+    rate_per_s: float | None = Field(
+        default=None,
+        ge=MIN_RATE_PER_S,
+        le=1e7,
+        description="Arrival rate replacing the trace's own (required for a length-only file).",
+    )
+    synthetic: SyntheticSpec | None = Field(default=None, description="A synthetic distribution instead of a trace.")
 
     @model_validator(mode="after")
     def _one_source(self) -> WorkloadSpec:
@@ -86,52 +154,123 @@ class WorkloadSpec(_Strict):
 
 
 class SloSpec(_Strict):
-    """SLOs: durations like ``2s`` or ``80ms`` (a bare number is seconds); ``percentile`` like 90, "p99" or 0.9."""
+    """SLOs: durations with a unit like ``2s`` or ``80ms`` (or ``ttft_s``/``tpot_s`` in seconds); ``percentile``
+    like 90, "90%", "p99" or 0.9."""
 
-    ttft: Duration = "2s"
-    tpot: Duration = "100ms"
-    percentile: Duration = 90.0
+    #: Unit-named spellings accepted for the duration fields (seconds), field name -> duration field.
+    SECONDS_FIELDS: ClassVar[dict[str, str]] = {"ttft_s": "ttft", "tpot_s": "tpot"}
+
+    ttft: Duration = Field(default="2s", description="Time-to-first-token SLO (queueing + prefill + KV transfer).")
+    tpot: Duration = Field(default="100ms", description="Time-per-output-token SLO (decode step time).")
+    percentile: Percentile = Field(
+        default=90.0, description="Percentile both SLOs must hold at: 90, 90%, p90 or 0.9 (p50 .. p99.99)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unit_named(cls, data: Any) -> Any:
+        return _seconds_fields(data, cls.SECONDS_FIELDS, "slo.")
 
 
 class AutoscaleSpec(_Strict):
-    """Settings of ``hetplan autoscale`` (durations like ``10m``; see ``hetplan/autoscale/schedule.py``)."""
+    """Settings of ``hetplan autoscale`` (durations with a unit like ``10m``, or ``window_s``/``startup_lag_s``/
+    ``cooldown_s`` in seconds; see ``hetplan/autoscale/schedule.py``)."""
 
-    load_curve: str | None = None
-    window: Duration | None = None
-    startup_lag: Duration = "5m"
-    startup_lag_by_gpu: dict[str, Duration] = Field(default_factory=dict)
-    cooldown: Duration = "30m"
-    hysteresis: float = Field(default=0.1, ge=0, lt=1)
-    max_changes_per_window: int = Field(default=8, ge=1, le=10_000)
-    min_goodput_req_per_s: float = Field(default=0.0, ge=0, le=1e7)
-    level_step: float = Field(default=0.05, gt=0, le=1)
-    design_utilization: float = Field(default=0.8, gt=0, lt=1)
-    max_cv: float = Field(default=4.0, ge=1, le=100)
+    #: Unit-named spellings accepted for the duration fields (seconds), field name -> duration field.
+    SECONDS_FIELDS: ClassVar[dict[str, str]] = {
+        "window_s": "window",
+        "startup_lag_s": "startup_lag",
+        "cooldown_s": "cooldown",
+    }
+
+    load_curve: str | None = Field(
+        default=None,
+        description="Load curve file, relative to the scenario: a ServeGen per-window CSV or any trace (binned).",
+    )
+    window: Duration | None = Field(
+        default=None, description="Window of the schedule (default: the curve's own, 10m for a trace)."
+    )
+    startup_lag: Duration = Field(default="5m", description="Time from asking for capacity to serving with it.")
+    startup_lag_by_gpu: dict[str, Duration] = Field(
+        default_factory=dict, description="Start-up lag per GPU type, e.g. {H100: 10m}, overriding startup_lag."
+    )
+    cooldown: Duration = Field(default="30m", description="Minimum time before capacity is removed again.")
+    hysteresis: float = Field(
+        default=0.1, ge=0, lt=1, description="Scale in only when demand falls this fraction below capacity."
+    )
+    max_changes_per_window: int = Field(default=8, ge=1, le=10_000, description="Most combos changed per window.")
+    min_goodput_req_per_s: float = Field(
+        default=0.0, ge=0, le=1e7, description="Capacity kept at all times, even when the curve is lower."
+    )
+    level_step: float = Field(
+        default=0.05, gt=0, le=1, description="Demand levels are rounded up to steps of this fraction of the peak."
+    )
+    design_utilization: float = Field(
+        default=0.8, gt=0, lt=1, description="Utilisation the burstiness correction plans for (Allen-Cunneen)."
+    )
+    max_cv: float = Field(
+        default=4.0, ge=1, le=100, description="Cap on a window's inter-arrival coefficient of variation."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unit_named(cls, data: Any) -> Any:
+        return _seconds_fields(data, cls.SECONDS_FIELDS, "autoscale.")
 
 
 class Scenario(_Strict):
     """A planning scenario (see module docstring)."""
 
-    schema_version: Literal[1] = 1
-    kind: Literal["scenario"] = "scenario"
-    name: str = "scenario"
-    description: str | None = None
-    model: str = Field(min_length=1)
-    weight_dtype: str = "bf16"
-    kv_dtype: str = "bf16"
-    workload: WorkloadSpec
-    goodput_req_per_s: float | None = Field(default=None, ge=MIN_RATE_PER_S, le=1e7)
-    slo: SloSpec = SloSpec()
-    gpus: list[str] | None = Field(default=None, min_length=1)
-    inventory: dict[str, NonNegativeInt] = Field(default_factory=dict)
-    cloud: str | None = None
-    spot: bool = False
-    prices: str | None = None
-    headroom: float = Field(default=0.1, ge=0, le=10)
-    tp: list[int] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
-    max_ratio: int = Field(default=8, ge=1, le=32)
-    max_ilp_combos: int = Field(default=20000, ge=1)
-    autoscale: AutoscaleSpec | None = None
+    schema_version: Literal[1] = Field(default=1, description="Version of the scenario file format.")
+    kind: Literal["scenario"] = Field(default="scenario", description="Always scenario.")
+    name: str = Field(default="scenario", description="Name shown in tables, reports and plan files.")
+    description: str | None = Field(default=None, description="Free text for the reader.")
+    model: str = Field(
+        min_length=1,
+        description="Catalog model name (hetplan catalog models) or a path to a Hugging Face config.json.",
+    )
+    weight_dtype: str = Field(default="bf16", description="Weight dtype: bf16, fp16, fp8, int8 or int4.")
+    kv_dtype: str = Field(
+        default="bf16", description="KV-cache dtype: bf16, fp16 or fp8 (a 16-bit KV cache follows the weights)."
+    )
+    workload: WorkloadSpec = Field(description="The traffic: a trace file or a synthetic distribution.")
+    goodput_req_per_s: float | None = Field(
+        default=None,
+        ge=MIN_RATE_PER_S,
+        le=1e7,
+        description="Goodput target: requests per second that must meet every SLO (default: the trace's rate).",
+    )
+    slo: SloSpec = Field(default=SloSpec(), description="Latency SLOs and their percentile.")
+    gpus: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Candidate GPU types (catalog names or aliases; default: the inventory's, else every priced GPU).",
+    )
+    inventory: dict[str, NonNegativeInt] = Field(
+        default_factory=dict, description="GPUs you own or may use, per type, e.g. {H800: 32, H20: 32}; none: no cap."
+    )
+    cloud: str | None = Field(
+        default=None,
+        description="Take catalog prices from this cloud: aws, gcp, azure, lambda, runpod, nebius "
+        "(default: the cheapest listing that includes the host VM).",
+    )
+    spot: bool = Field(default=False, description="Use spot prices instead of on-demand.")
+    prices: str | None = Field(
+        default=None, description="Price file (your own $/GPU-hour), relative to the scenario; overrides the catalog."
+    )
+    headroom: float = Field(
+        default=0.1, ge=0, le=10, description="Extra goodput to provision: the plan holds target x (1 + headroom)."
+    )
+    tp: list[int] = Field(
+        default_factory=lambda: [1, 2, 4, 8], min_length=1, description="Tensor-parallel degrees to consider (1..8)."
+    )
+    max_ratio: int = Field(default=8, ge=1, le=32, description="Largest n and m in an n:m prefill:decode combo.")
+    max_ilp_combos: int = Field(
+        default=20000,
+        ge=1,
+        description="Cap on combos in the ILP after exact pruning; past it the best by tokens/USD are kept.",
+    )
+    autoscale: AutoscaleSpec | None = Field(default=None, description="Settings of hetplan autoscale.")
     _base_dir: str = PrivateAttr(default=".")
 
     @field_validator("cloud")
@@ -175,5 +314,5 @@ def load_scenario(path: str | Path) -> Scenario:
     Raises:
         InputError / CatalogError: unreadable file or invalid fields (named in the message).
     """
-    scenario = read_yaml_file(Path(path), Scenario, "scenario", "see examples/*.yaml and hetplan/scenario.py")
+    scenario = read_yaml_file(Path(path), Scenario, "scenario", "see docs/reference/scenario.md and examples/*.yaml")
     return scenario.with_base_dir(str(Path(path).parent))

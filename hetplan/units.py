@@ -1,8 +1,10 @@
 """Unit parsing and conversion, in one place.
 
-Durations accept ``2s``, ``80ms``, ``1.5 s``, ``500us``; text without a unit is refused, numbers (from YAML) are
-seconds. Sizes use GiB = 2**30
-bytes for memory and GB = 1e9 bytes for bandwidth, as vendors do.
+Durations accept ``2s``, ``80ms``, ``1.5 s``, ``500us``, ``10m``, ``1h``; text without a unit is refused (on the
+command line and in scenario files, whose duration fields refuse bare numbers: :mod:`hetplan.scenario`); a Python
+number passed to :func:`parse_duration_s` is seconds. Shares and percentiles have one syntax everywhere
+(:func:`parse_share`): ``90``, ``90%``, ``p90`` and ``0.9`` are all 90 %. Sizes use GiB = 2**30 bytes for memory and
+GB = 1e9 bytes for bandwidth, as vendors do.
 
 Source: hetplan's own reconstruction.
 """
@@ -70,31 +72,54 @@ def parse_duration_s(
     return seconds
 
 
-def parse_percentile(value: str | float, field: str = "percentile") -> float:
-    """Parse an SLO percentile given as ``90``, ``p90``, ``0.9`` or ``99.9`` into a fraction in [0.5, 0.9999].
+def parse_share(
+    value: str | float | int,
+    field: str = "percentile",
+    low: float = 0.0,
+    high: float = 1.0,
+    low_open: bool = True,
+    high_open: bool = False,
+    example: str = "90",
+) -> float:
+    """Parse a share or percentile into a fraction, one syntax for every option and scenario field: ``90``,
+    ``90%``, ``p90`` and ``0.9`` all mean 90 % (0.9); ``99.9``, ``99.9%`` and ``p99.9`` mean 99.9 %.
 
-    Numbers above 1 are percents, numbers up to 1 fractions; ``p`` always means percent (``p1`` is 1 %, which
-    is refused as an SLO percentile).
+    A number above 1 is a percent, a number up to 1 a fraction (so ``1`` is 100 %, and 1 % is written ``1%`` or
+    ``p1``); a ``%`` suffix or a ``p`` prefix always means percent. The fraction must lie in [low, high]
+    (``low_open``/``high_open`` exclude the ends). ``field`` names the option in messages (``--target``).
 
     Raises:
-        InputError: unreadable, or outside p50 .. p99.99.
+        InputError: unreadable, not finite, or out of range; the message names ``field`` and the accepted forms.
     """
+    forms = f"write e.g. {field} {example}, {example}%, p{example} or {float(example) / 100:g}"
     if isinstance(value, bool):
-        raise InputError(f"{field}: {value!r} is not a percentile", fix="write e.g. 90, p90 or 0.9")
+        raise InputError(f"{field}: {value!r} is not a percentile", fix=forms)
     text = str(value).strip().lower()
-    percent = text.startswith("p")
+    percent = text.startswith("p") or text.endswith("%")
     try:
-        number = float(text.lstrip("p"))
+        number = float(text.removeprefix("p").removesuffix("%").strip())
     except ValueError:
-        raise InputError(f"{field}: cannot read {value!r}", fix="write e.g. 90, p90 or 0.9") from None
+        raise InputError(f"{field}: cannot read {value!r}", "expected a percent or a fraction", forms) from None
+    if not math.isfinite(number):
+        raise InputError(f"{field}: {value!r} is not a finite number", fix=forms)
     fraction = number / 100.0 if percent or number > 1.0 else number
-    if not 0.5 <= fraction <= 0.9999:
-        raise InputError(
-            f"{field}: {value!r} is outside p50 .. p99.99",
-            "SLO percentiles below the median say little about latency, and 100 % cannot be planned for",
-            "write e.g. 90, p90, 99 or 0.9",
-        )
+    above = fraction > low if low_open else fraction >= low
+    below = fraction < high if high_open else fraction <= high
+    if not (above and below):
+        span = f"{'(' if low_open else '['}{low * 100:g} %, {high * 100:g} %{')' if high_open else ']'}"
+        raise InputError(f"{field}: {value!r} ({fraction * 100:g} %) is outside {span}", fix=forms)
     return fraction
+
+
+def parse_percentile(value: str | float, field: str = "percentile") -> float:
+    """Parse an SLO percentile given as ``90``, ``90%``, ``p90``, ``0.9`` or ``99.9`` into a fraction in
+    [0.5, 0.9999] (:func:`parse_share`'s syntax).
+
+    Raises:
+        InputError: unreadable, or outside p50 .. p99.99 (percentiles below the median say little about latency,
+            and 100 % cannot be planned for).
+    """
+    return parse_share(value, field, 0.5, 0.9999, low_open=False, high_open=False)
 
 
 def format_duration(seconds: float) -> str:

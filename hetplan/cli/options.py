@@ -77,7 +77,9 @@ def tpot_option(help: str) -> Any:
     return typer.Option("--tpot", help=help)
 
 
-PercentileOpt = Annotated[str | None, typer.Option("--percentile", help="SLO percentile, e.g. 90 or p99 (default 90).")]
+PercentileOpt = Annotated[
+    str | None, typer.Option("--percentile", help="SLO percentile: 90, 90%, p90 or 0.9 (default 90).")
+]
 
 
 def gpus_option(help: str) -> Any:

@@ -10,7 +10,7 @@ from hetplan.catalog import find_model
 from hetplan.errors import CatalogError, InputError, OutputExistsError
 from hetplan.io import to_json, write_atomic
 from hetplan.scenario import load_scenario
-from hetplan.units import parse_duration_s, parse_percentile
+from hetplan.units import parse_duration_s, parse_percentile, parse_share
 from hetplan.workload import load_workload
 
 
@@ -22,7 +22,7 @@ def test_bad_durations(text):
 
 def test_durations():
     assert parse_duration_s("80ms", "tpot") == pytest.approx(0.08)
-    assert parse_duration_s(2, "ttft") == 2.0  # YAML numbers are seconds
+    assert parse_duration_s(2, "ttft") == 2.0  # a Python number is seconds (scenario files refuse bare numbers)
 
 
 @pytest.mark.parametrize("text,expected", [("90", 0.9), ("p99", 0.99), (0.95, 0.95), ("99.9", 0.999), (50, 0.5)])
@@ -34,6 +34,63 @@ def test_percentiles(text, expected):
 def test_bad_percentiles(text):
     with pytest.raises(InputError):
         parse_percentile(text)
+
+
+@pytest.mark.parametrize("text", ["90", "90%", "90 %", "p90", "P90", 0.9, 90, "0.9"])
+def test_one_percent_syntax_everywhere(text):
+    """--percentile, simulate --target and calibrate --quantile read 90 %% written any of the usual ways."""
+    from hetplan.cli.simulate import parse_share as cli_share
+
+    assert parse_percentile(text) == pytest.approx(0.9)
+    assert parse_share(text, "--target") == pytest.approx(0.9)
+    assert cli_share(str(text), "--target") == pytest.approx(0.9)
+    assert cli_share(str(text), "--quantile", upper_open=True) == pytest.approx(0.9)
+
+
+def test_share_edges():
+    from hetplan.cli.simulate import parse_share as cli_share
+
+    assert cli_share("1", "--target") == 1.0  # 1 is a fraction: 100 %
+    assert cli_share("1%", "--target") == pytest.approx(0.01)
+    with pytest.raises(InputError, match="outside"):
+        cli_share("1", "--quantile", upper_open=True)
+    with pytest.raises(InputError, match="outside"):
+        cli_share("150", "--target")
+    with pytest.raises(InputError) as err:
+        cli_share("ninety", "--target")
+    assert "write e.g. --target 90, 90%, p90 or 0.9" in err.value.render()
+
+
+SCENARIO = "model: Llama-3-8B\nworkload: {{synthetic: {{class: balanced, rate_per_s: 2}}}}\n{extra}\n"
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        ("slo: {ttft: 2, tpot: 100ms}", "slo.ttft: 2 has no unit"),
+        ("slo: {ttft: 2s, tpot: 50}", "tpot: 50s or 50ms, or tpot_s: 50 for seconds"),
+        ("slo: {tpot: 0.05}", "tpot_s: 0.05 for seconds"),
+        ("autoscale: {cooldown: 600}", "cooldown_s: 600"),
+        ("autoscale: {startup_lag_by_gpu: {H100: 5}}", "startup_lag_by_gpu.H100: 5 has no unit"),
+        ("slo: {ttft: 2s, ttft_s: 2}", "ttft_s and ttft both given"),
+        ("slo: {ttft_s: 2s}", "ttft_s is a number of seconds"),
+    ],
+)
+def test_scenario_durations_need_a_unit(tmp_path, extra, needle):
+    path = write(tmp_path, "s.yaml", SCENARIO.format(extra=extra))
+    with pytest.raises(InputError) as err:
+        load_scenario(path)
+    assert needle in " ".join(str(err.value.render()).split())
+
+
+def test_unit_named_durations_are_seconds(tmp_path):
+    path = write(
+        tmp_path, "s.yaml", SCENARIO.format(extra="slo: {ttft_s: 1.5, tpot_s: 0.08}\nautoscale: {cooldown_s: 600}")
+    )
+    sc = load_scenario(path)
+    assert parse_duration_s(sc.slo.ttft, "ttft") == pytest.approx(1.5)
+    assert parse_duration_s(sc.slo.tpot, "tpot") == pytest.approx(0.08)
+    assert sc.autoscale is not None and parse_duration_s(sc.autoscale.cooldown, "cooldown", 0, 1e6) == 600.0
 
 
 def write(tmp_path, name, text, mode="w"):
