@@ -343,17 +343,21 @@ def hetis(scenario: Scenario, pool: Path) -> dict[str, Any]:
 
 
 def autoscale(
-    scenario: Scenario, spec: dict[str, Any], curve_path: Path | None = None, diurnal_text: str | None = None
+    scenario: Scenario,
+    spec: dict[str, Any],
+    curve_path: Path | None = None,
+    diurnal_text: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``); see
-    :func:`hetplan.planning.autoscale.autoscale`.
+    :func:`hetplan.planning.autoscale.autoscale` (``progress(done, total)`` as its demand levels are solved).
 
     Raises:
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
     """
     from hetplan.planning.autoscale import autoscale as _autoscale
 
-    return _autoscale(scenario, spec, curve_path, diurnal_text)
+    return _autoscale(scenario, spec, curve_path, diurnal_text, progress)
 
 
 __all__ = [

@@ -26,6 +26,7 @@ Costs are paid from the moment a combo is requested. Static fleets sized for the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -141,8 +142,14 @@ def _fleet(combos: list[Combo], counts: tuple[int, ...]) -> Fleet:
     return Fleet(counts, cap, cost)
 
 
-def build_schedule(req: PlanRequest, curve: LoadCurve, settings: ScheduleSettings = ScheduleSettings()) -> Schedule:
-    """Plan the combo schedule for ``curve`` (module docstring).
+def build_schedule(
+    req: PlanRequest,
+    curve: LoadCurve,
+    settings: ScheduleSettings = ScheduleSettings(),
+    progress: Callable[[int, int], None] | None = None,
+) -> Schedule:
+    """Plan the combo schedule for ``curve`` (module docstring); ``progress(done, total)`` is called as the demand
+    levels are solved (one ILP each).
 
     ``req`` supplies the model, lengths, SLOs, GPUs, prices and inventory; its goodput is ignored (the curve sets
     the demand), its headroom is applied to every window.
@@ -161,7 +168,7 @@ def build_schedule(req: PlanRequest, curve: LoadCurve, settings: ScheduleSetting
     ahead = np.array([demand[w : w + lag_w + 1].max() for w in range(curve.windows)])
     level_idx, levels = _levels(ahead, settings.level_step, settings.min_goodput_req_per_s)
 
-    per_level = _per_level(req, combos, levels)
+    per_level = _per_level(req, combos, levels, progress)
     best: tuple[float, str, list[Fleet], np.ndarray] | None = None
     for name, fleets in (("top-down nested", _nest_down(req, combos, levels)), ("per-level optimum", per_level)):
         requested = _control(level_idx, fleets, curve, settings)
@@ -198,11 +205,16 @@ def build_schedule(req: PlanRequest, curve: LoadCurve, settings: ScheduleSetting
     )
 
 
-def _per_level(req: PlanRequest, combos: list[Combo], levels: list[float]) -> list[Fleet]:
-    """The cost-optimal fleet of every level, solved independently (fewest combos among equal costs)."""
+def _per_level(
+    req: PlanRequest, combos: list[Combo], levels: list[float], progress: Callable[[int, int], None] | None = None
+) -> list[Fleet]:
+    """The cost-optimal fleet of every level, solved independently (fewest combos among equal costs);
+    ``progress(done, total)`` is called before each level's solve."""
     index = {id(c): i for i, c in enumerate(combos)}
     fleets: list[Fleet] = []
-    for level in levels:
+    for i, level in enumerate(levels):
+        if progress is not None:
+            progress(i, len(levels))
         try:
             alloc = solve_allocation(replace(req, goodput_req_per_s=level, headroom=0.0), combos, "level")
         except InfeasibleError:

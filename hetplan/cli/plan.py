@@ -42,6 +42,7 @@ from hetplan.cli.options import (
 from hetplan.cli.render.emit import render_result
 from hetplan.cli.render.hetis import render_hetis
 from hetplan.cli.render.plan import render_plan, render_verification
+from hetplan.cli.render.progress import progress_bar
 from hetplan.cli.scenario_flags import (
     build_scenario,
     check_emit_flags,
@@ -221,16 +222,15 @@ def plan(
             "prune_with": prune_with,
             "prune_top_k": 6 if prune_top_k is None else prune_top_k,
         }
-        with err_console.status("planning", spinner="dots") as status:
+        # a progress bar on stderr (a terminal, not --json): planning, each simulated check and re-size, the analysis
+        with progress_bar(err_console, "planning", enabled=not json_out) as bar:
             if verify:  # plan, simulate, and re-size until the simulation verifies the plan
                 made = api.plan_verified(
-                    scenario, strategy.lower(), analysis, verify_policy, resize=resize,
-                    progress=lambda text: status.update(text), **plan_kwargs,
+                    scenario, strategy.lower(), analysis, verify_policy, resize=resize, progress=bar.text,
+                    **plan_kwargs,
                 )  # fmt: skip
             else:
-                made = api.plan(
-                    scenario, strategy.lower(), analysis, progress=lambda text: status.update(text), **plan_kwargs
-                )
+                made = api.plan(scenario, strategy.lower(), analysis, progress=bar.text, **plan_kwargs)
         elapsed = time.perf_counter() - start
         doc = api.to_doc(made)
         if out is not None:

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from hetplan import api
+from hetplan import api, units
 from hetplan.cli.app import err_console, run_guarded
 from hetplan.cli.options import (
     ClassColumnOpt,
@@ -26,6 +26,7 @@ from hetplan.cli.options import (
     rate_scale_option,
 )
 from hetplan.cli.render.format import print_warnings
+from hetplan.cli.render.progress import progress_bar
 from hetplan.cli.render.simulate import (
     capacity_progress,
     render_calibration,
@@ -75,35 +76,13 @@ def _class_slos(items: list[str] | None) -> dict[str, "ClassSlo"]:
 
 
 def parse_share(text: str, option: str, upper_open: bool = False) -> float:
-    """A share given as a fraction or a percent, one rule for ``--target`` and ``--quantile``.
-
-    ``0.9`` is a fraction (a number in (0, 1]); ``90%`` is a percent (a number in (0, 100] followed by ``%``).
-    A bare number above 1 (``90``) and ``p90`` are refused as ambiguous. ``upper_open``: 1 (100 %) is refused.
+    """A share for ``--target`` and ``--quantile``: :func:`hetplan.units.parse_share`'s one syntax (``90``,
+    ``90%``, ``p90``, ``0.9``), in (0, 1], or (0, 1) with ``upper_open``.
 
     Raises:
-        InputError: unreadable, ambiguous or out of range; the message names ``option``.
+        InputError: unreadable or out of range; the message names ``option``.
     """
-    raw = text.strip()
-    percent = raw.endswith("%")
-    try:
-        value = float(raw[:-1] if percent else raw)
-    except ValueError:
-        raise InputError(f"{option}: cannot read {text!r}", fix=f"write a fraction or a percent, e.g. {option} 0.9 "
-                         f"or {option} 90%") from None  # fmt: skip
-    if not math.isfinite(value):
-        raise InputError(f"{option}: {text!r} is not a finite number", fix=f"write e.g. {option} 0.9")
-    if percent:
-        value /= 100
-    elif value > 1:
-        raise InputError(
-            f"{option} {text!r} is ambiguous",
-            "a bare number is a fraction in (0, 1]; percents need a % sign",
-            f"write {option} {value / 100:g} or {option} {value:g}%",
-        )
-    top = "1)" if upper_open else "1]"
-    if not (0 < value < 1 if upper_open else 0 < value <= 1):
-        raise InputError(f"{option} {text!r} is outside (0, {top}", fix=f"write e.g. {option} 0.9 or {option} 90%")
-    return value
+    return units.parse_share(text, option, 0.0, 1.0, low_open=True, high_open=upper_open)
 
 
 def _target(text: str) -> float:
@@ -256,9 +235,7 @@ def simulate_cmd(
     ] = False,
     target: Annotated[
         str,
-        typer.Option(
-            "--target", help="With --find-capacity: joint SLO attainment target, a fraction (0.9) or percent (90%)."
-        ),
+        typer.Option("--target", help="With --find-capacity: joint SLO attainment target: 90, 90%, p90 or 0.9."),
     ] = "0.9",
     concurrency: Annotated[
         int | None,
@@ -311,10 +288,11 @@ def simulate_cmd(
             chunked, kappa, q2, window, max_requests, drain,
         )  # fmt: skip
         if goal is not None:
-            with capacity_progress(err_console) as progress:
+            with capacity_progress(err_console, enabled=not json_out) as progress:
                 doc = find_capacity(req, goal, progress=progress)
         elif windowed is not None:
-            with err_console.status(f"simulating {windowed[0]} windows", spinner="dots"):
+            with progress_bar(err_console, "simulating", enabled=not json_out) as bar:
+                bar.text(f"{windowed[0]} windows")
                 doc = api.simulate_windowed(req, *windowed, executor=executor, workers=workers,
                                             ray_address=ray_address)  # fmt: skip
         else:
@@ -395,7 +373,7 @@ def calibrate_cmd(
         typer.Option(
             "--quantile",
             "-q",
-            help="Fit kappa so that P(TTFT <= T_hat) >= q: a fraction (0.95) or percent (95%).",
+            help="Fit kappa so that P(TTFT <= T_hat) >= q: 95, 95%, p95 or 0.95.",
         ),
     ] = "0.95",
     rate_scale: Annotated[float, rate_scale_option("Calibrate at this multiple of the trace's rate.")] = 1.0,

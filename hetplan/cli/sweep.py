@@ -47,7 +47,7 @@ def sweep(
     counts = {"ok": 0, "infeasible": 0, "error": 0}
     bar = Progress(
         TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-        TimeElapsedColumn(), console=err_console, transient=True, disable=not err_console.is_terminal,
+        TimeElapsedColumn(), console=err_console, transient=True, disable=json_out or not err_console.is_terminal,
     )  # fmt: skip
     task = bar.add_task("", total=None)
 

@@ -5,6 +5,7 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,14 @@ from hetplan.units import parse_duration_s, rnd
 
 
 def autoscale(
-    scenario: Scenario, spec: dict[str, Any], curve_path: Path | None = None, diurnal_text: str | None = None
+    scenario: Scenario,
+    spec: dict[str, Any],
+    curve_path: Path | None = None,
+    diurnal_text: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``).
+    """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``); ``progress(done, total)``
+    as the demand levels are solved.
 
     ``spec`` holds :class:`hetplan.scenario.AutoscaleSpec` fields (durations as text); the curve comes from
     ``curve_path`` (ServeGen per-window CSV or a request trace) or ``diurnal_text`` ("DAYS,PEAK,TROUGH").
@@ -80,7 +86,7 @@ def autoscale(
     # the load curve sets the rates window by window: the trace's own burst pattern, replayed at one rate, does not
     # apply to them, so the capacities are the Poisson ones (hetplan.perf.capacity)
     req = replace(req, arrivals=None)
-    sched = build_schedule(req, curve, settings)
+    sched = build_schedule(req, curve, settings, progress)
     sched_summary = summary(sched)
     # the same per-GPU warnings (estimated TFLOPS, illustrative or unreliable prices) as `hetplan plan`, for every
     # GPU type the schedule runs at some point

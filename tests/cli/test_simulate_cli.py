@@ -68,9 +68,8 @@ def test_find_capacity_json():
         (("--trace", TRACE, "--slo", "nope=1s"), "unknown request classes"),
         (("--trace", TRACE, "--slo", "azure_conv_200=800"), "has no unit"),
         (("--trace", TRACE, "--q2", "2"), "q2"),
-        (("--trace", TRACE, "--find-capacity", "--target", "150"), "--target"),
-        (("--trace", TRACE, "--find-capacity", "--target", "90"), "write --target 0.9 or --target 90%"),
-        (("--trace", TRACE, "--find-capacity", "--target", "p90"), "--target"),
+        (("--trace", TRACE, "--find-capacity", "--target", "150"), "--target: '150' (150 %) is outside"),
+        (("--trace", TRACE, "--find-capacity", "--target", "nine"), "write e.g. --target 90, 90%, p90 or 0.9"),
         (("--trace", TRACE, "--find-capacity", "--rate-scale", "-5"), "drop --rate-scale"),
         (("--trace", TRACE, "--slo", "azure_conv_200=4"), "--slo azure_conv_200=1s"),
         (("--trace", TRACE, "--window", "0"), "between 1ms"),
@@ -146,8 +145,8 @@ def test_calibrate_refuses_the_same_path_for_plan_and_router_config(tmp_path):
 
 
 def test_calibrate_quantile_follows_the_target_rule(tmp_path):
-    r = invoke("calibrate", PLAN, "--trace", TRACE, "--out", tmp_path / "o.json", "--quantile", "95")
-    assert r.exit_code == 2 and "--quantile 0.95 or --quantile 95%" in r.output
+    r = invoke("calibrate", PLAN, "--trace", TRACE, "--out", tmp_path / "o.json", "--quantile", "100")
+    assert r.exit_code == 2 and "--quantile: '100' (100 %) is outside (0 %, 100 %)" in " ".join(r.output.split())
 
 
 def test_plan_verify_replays_at_the_goodput_target_and_strict_exits_1(tmp_path):
@@ -196,7 +195,8 @@ def test_plan_verifies_by_default_and_prints_the_verdict_and_both_capacities():
     assert v["verdict"].startswith("verified on azure_conv_15min (4,424 requests")
     table = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--no-analysis", "--verify")
     text = " ".join(table.stdout.split())
-    assert "verified on azure_conv_15min" in text and "capacity at 90 % joint attainment: analytic" in text
+    assert "verified on azure_conv_15min" in text and "x the 5 req/s target" in text
+    assert "capacity (the most it holds at 90 % joint attainment): simulated" in text
     off = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--no-analysis", "--no-verify", "--json")
     assert "verification" not in json.loads(off.stdout)
 

@@ -15,22 +15,30 @@ from hetplan.units import format_duration, format_signed_percent
 
 
 def _combo_rows(table: Table, combos: list[dict[str, Any]], wide: bool) -> None:
+    """One row per combo. Narrow (``wide`` False): tok/$ goes on the second line of the $/h cell and the bound on
+    the second line of the util cell (the combo cell has two lines anyway), so no column's information is lost."""
     for c in combos:
+        usd = f"{c['usd_per_hour']:.2f}"
+        tokens = f"{c['tokens_per_usd'] / 1e3:,.0f}k"
+        util = f"{c['utilization'] * 100:.0f}%"
+        bound = c["bound_by"].replace("kv_transfer", "kv")
         cells = [
             f"{c['n_prefill']}x {c['prefill_gpu']} TP{c['prefill_tp']}\n"
             f"-> {c['n_decode']}x {c['decode_gpu']} TP{c['decode_tp']}",
             str(c["count"]),
-            f"{c['usd_per_hour']:.2f}",
+            usd if wide else f"{usd}\n{tokens}",
             f"{c['goodput_req_per_s']:.2f}",
-            f"{c['tokens_per_usd'] / 1e3:,.0f}k",
+            *([tokens] if wide else []),
             format_duration(c["predicted_ttft_s"]),
             format_duration(c["predicted_tpot_s"]),
-            f"{c['utilization'] * 100:.0f}%",
-            c["bound_by"].replace("kv_transfer", "kv"),
+            util if wide else f"{util}\n{bound}",
+            *([bound] if wide else []),
         ]
-        if not wide:
-            del cells[8], cells[4]
         table.add_row(*cells)
+
+
+#: Narrowest console (columns) that gets one column per figure; below it tok/$ and bound share cells (two lines).
+WIDE_TABLE_COLUMNS = 100
 
 
 TITLES = {
@@ -47,7 +55,7 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
     console.print(
         f"[bold]{escape(sc['name'])}[/]: {escape(sc['model'])} ({sc['weight_dtype']}), workload "
         f"{escape(sc['workload']['name'])} "
-        f"({sc['workload']['requests']} requests), goodput target {sc['goodput_target_req_per_s']:.4g} req/s "
+        f"({sc['workload']['requests']:,} requests), goodput target {sc['goodput_target_req_per_s']:.4g} req/s "
         f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
         f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
     )
@@ -140,11 +148,17 @@ def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> N
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    wide = console.width >= 100
-    table.add_column("combo: prefill -> decode", no_wrap=True)
-    for col in ("n", "$/h", "req/s", "tok/$", f"{q} TTFT", "TPOT", "util"):
-        if wide or col != "tok/$":
-            table.add_column(col, justify="right", no_wrap=True)
+    wide = console.width >= WIDE_TABLE_COLUMNS
+    narrow = console.width < 72  # even two-line cells do not fit: let the combo cell wrap too
+    table.add_column("combo: prefill -> decode", no_wrap=not narrow, overflow="fold")
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column("$/h" if wide else "$/h\ntok/$", justify="right", no_wrap=True)
+    table.add_column("req/s", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("tok/$", justify="right", no_wrap=True)
+    for col in (f"{q} TTFT", "TPOT"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("util" if wide else "util\nbound", justify="right" if not wide else "right", no_wrap=True)
     if wide:
         table.add_column("bound", no_wrap=True)
     _combo_rows(table, part["combos"], wide)
@@ -153,15 +167,23 @@ def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> N
 
 
 def capacity_line(v: dict[str, Any]) -> str:
-    """``capacity: analytic 9.81 req/s (the model), simulated 1.50 req/s on the trace (0.15x)``."""
+    """The capacity against the target, e.g. ``capacity (the most it holds at 90 % joint attainment): simulated
+    5.99 req/s, 1.20x the 5 req/s target; analytic 6.84 req/s (the planner's model; simulated 0.88x)``.
+
+    Capacity is what the fleet sustains, the target what was asked for: capacity above the target is headroom."""
     a, c = v.get("analytic_capacity_req_per_s"), v.get("simulated_capacity_req_per_s")
-    sim = "-" if c is None else f"{c:.3g} req/s"
-    ratio = f" ({c / a:.2f}x the analytic)" if c is not None and a else ""
     q = v.get("percentile", 90)
-    return (
-        f"capacity at {q:g} % joint attainment: analytic {a:.3g} req/s (the planner's model), simulated {sim} "
-        f"(find-capacity on the {v.get('arrivals', 'replay')}){ratio}"
-    )
+    target = v.get("target_req_per_s")
+    head = f"capacity (the most it holds at {q:g} % joint attainment): "
+    vs = "" if not target else f"{target:g} req/s target"
+    if c is None:
+        sim = "simulated -"
+    else:
+        times = f", {c / target:.2f}x the {vs}" if target else ""
+        sim = f"simulated {c:.3g} req/s{times} (find-capacity on the {v.get('arrivals', 'replay')})"
+    ratio = f"; simulated {c / a:.2f}x" if c is not None and a else ""
+    analytic = "-" if a is None else f"{a:.3g} req/s"
+    return f"{head}{sim}; analytic {analytic} (the planner's model{ratio})"
 
 
 def render_verification(v: dict[str, Any], console: Console) -> None:

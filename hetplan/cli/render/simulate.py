@@ -134,21 +134,14 @@ def render_closed_loop(doc: dict[str, Any], console: Console) -> None:
 
 
 @contextmanager
-def capacity_progress(console: Console) -> Iterator[Callable[[str], None]]:
+def capacity_progress(console: Console, enabled: bool = True) -> Iterator[Callable[[str], None]]:
     """A progress bar for ``--find-capacity`` (one step per simulation run; the search takes about 12 runs):
-    yields the ``progress`` callback :func:`hetplan.sim.run.find_capacity` calls before each run."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    yields the ``progress`` callback :func:`hetplan.sim.run.find_capacity` calls before each run. Off with
+    ``enabled`` False (``--json``) or when ``console`` is not a terminal."""
+    from hetplan.cli.render.progress import progress_bar
 
-    bar = Progress(TextColumn("finding capacity: {task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=console, transient=True)  # fmt: skip
-    with bar:
-        task = bar.add_task("starting", total=CAPACITY_RUNS)
-
-        def step(text: str) -> None:
-            done = bar.tasks[0].completed + 1
-            bar.update(task, description=text, completed=done, total=max(CAPACITY_RUNS, done))
-
-        yield step
+    with progress_bar(console, "finding capacity", CAPACITY_RUNS, enabled) as bar:
+        yield bar.step
 
 
 CAPACITY_RUNS = 12
