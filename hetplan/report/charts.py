@@ -92,6 +92,44 @@ def cost_vs_goodput(plan: dict[str, Any]) -> str:
         return _svg(fig)
 
 
+def latency_vs_slo(plan: dict[str, Any]) -> str | None:
+    """Two panels, TTFT and TPOT at the SLO percentile: the planner's prediction (the slowest combo's) and the
+    simulated check's figure, against the SLO as a dashed line. None when the plan has neither figure."""
+    slo = plan["slo"]
+    combos = [d for d in plan["deployment"] if "predicted_ttft_s" in d]
+    v = plan.get("verification") or {}
+    predicted = {
+        "TTFT": max((d["predicted_ttft_s"] for d in combos), default=None),
+        "TPOT": max((d["predicted_tpot_s"] for d in combos), default=None),
+    }
+    simulated = {"TTFT": v.get("ttft_q_s"), "TPOT": v.get("tpot_q_s")}
+    if all(x is None for x in (*predicted.values(), *simulated.values())):
+        return None
+    q = f"p{slo['percentile']:g}"
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(1, 2, figsize=(6.5, 2.8))
+        for ax, metric, limit in zip(axes, ("TTFT", "TPOT"), (slo["ttft_s"], slo["tpot_s"]), strict=True):
+            ms = limit < 1.0  # TPOT in ms, TTFT in s unless its SLO is under a second
+            scale, unit = (1e3, "ms") if ms else (1.0, "s")
+            bars = [(label, x) for label, x in (("predicted (model)", predicted[metric]),
+                                                ("simulated", simulated[metric])) if x is not None]  # fmt: skip
+            drawn = ax.bar(
+                [b for b, _ in bars],
+                [x * scale for _, x in bars],
+                color=["#2b6cb0" if b.startswith("predicted") else "#2f855a" for b, _ in bars],
+            )
+            for bar, (_, x) in zip(drawn, bars, strict=True):
+                ax.annotate(f"{x * scale:.3g} {unit}", (bar.get_x() + bar.get_width() / 2, x * scale), ha="center",
+                            va="bottom")  # fmt: skip
+            ax.axhline(limit * scale, color="#c53030", linestyle="--", linewidth=1.2)
+            top = max([limit] + [x for _, x in bars]) * scale
+            ax.set_ylim(0, top * 1.3)
+            ax.set_ylabel(f"{q} {metric} ({unit})")
+            ax.set_title(f"{metric}: SLO {limit * scale:g} {unit} (dashed)")
+        fig.tight_layout()
+        return _svg(fig)
+
+
 def schedule_over_time(sched: dict[str, Any]) -> str:
     """Two panels over time: demand against available capacity (req/s), and the schedule's $/hour."""
     rows = sched["windows"]

@@ -122,7 +122,134 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
     }
     if isinstance(plan.verification, dict):  # only then: reports of unverified plans stay as they were
         out["verification"] = verification_report(plan.verification, slo)
+    out["decision"] = decision(plan, out)
     return out
+
+
+#: Weight and KV-cache dtypes below 16 bits: they change the model's outputs, so the report lists them.
+QUALITY_NOTES = {
+    "fp8": "8-bit floating point",
+    "int8": "8-bit integer",
+    "int4": "4-bit integer",
+}
+
+
+def _gpu_roles(plan: Plan) -> dict[str, dict[str, int]]:
+    """GPUs of each type by role (prefill, decode, aggregated), over every copy of every combo or instance type."""
+    roles: dict[str, dict[str, int]] = {}
+    for c in plan.combos:
+        pre = roles.setdefault(c.prefill_gpu, {})
+        pre["prefill"] = pre.get("prefill", 0) + c.count * c.n_prefill * c.prefill_tp * c.prefill_pp
+        dec = roles.setdefault(c.decode_gpu, {})
+        dec["decode"] = dec.get("decode", 0) + c.count * c.n_decode * c.decode_tp * c.decode_pp
+    for inst in plan.instances:
+        agg = roles.setdefault(inst.gpu, {})
+        agg["aggregated"] = agg.get("aggregated", 0) + inst.count * inst.tp * inst.pp
+    return roles
+
+
+def _instances_by_role(plan: Plan, role: str) -> list[str]:
+    """``["4x A100-80GB-SXM TP2"]``: the instances of one role (prefill or decode), summed over combo copies."""
+    counts: dict[tuple[str, int], int] = {}
+    for c in plan.combos:
+        gpu, tp, n = (
+            (c.prefill_gpu, c.prefill_tp, c.n_prefill) if role == "prefill" else (c.decode_gpu, c.decode_tp, c.n_decode)
+        )
+        counts[(gpu, tp)] = counts.get((gpu, tp), 0) + c.count * n
+    return [f"{n}x {gpu} TP{tp}" for (gpu, tp), n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))]
+
+
+def _best_single_type(out: dict[str, Any]) -> dict[str, Any] | None:
+    """The homogeneous baseline (the best single-GPU-type fleet) as the report shows it, or None when the plan
+    carries none."""
+    own = out["strategies"].get(out["strategy"], {})
+    if out["strategy"] == "homogeneous":
+        return {"status": "this plan", "usd_per_hour": own.get("total_usd_per_hour"), "gpu": own.get("gpu")}
+    base = out["strategies"].get("homogeneous")
+    if base is None:
+        return None
+    if base.get("status") == "infeasible":
+        return {"status": "infeasible", "reason": base.get("reason")}
+    cost = base["total_usd_per_hour"]
+    return {
+        "status": base.get("status"),
+        "usd_per_hour": cost,
+        "gpu": base.get("gpu") or ", ".join(base.get("gpus_used", {})),
+        "saved_fraction": round(1 - out["usd_per_hour"] / cost, 4) + 0.0 if cost else None,
+    }
+
+
+def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
+    """The report's first block: what to run, what it costs and saves, whether the simulator verified it, what each
+    GPU type does, where the prices come from, purchases (when the plan lists instance offers) and quality changes.
+
+    ``out`` is the rest of the plan's report section (:func:`plan_report`). Money in $/hour; ``saved_fraction`` is
+    1 - plan cost / best single-GPU-type fleet's cost (negative when the plan costs more).
+    """
+    cost = f"${plan.total_usd_per_hour:,.2f}/h"
+    if plan.combos:
+        what = (
+            f"Run {' + '.join(_instances_by_role(plan, 'prefill'))} for prefill and "
+            f"{' + '.join(_instances_by_role(plan, 'decode'))} for decode"
+        )
+    else:
+        what = "Run " + " + ".join(f"{i.count}x {i.gpu} TP{i.tp}" for i in plan.instances) + " (aggregated)"
+    best = _best_single_type(out)
+    if best is None:
+        vs = ""
+    elif best["status"] == "this plan":
+        vs = ": this plan is the best single-GPU-type fleet"
+    elif best["status"] == "infeasible":
+        vs = "; no single-GPU-type fleet holds the SLOs within the inventory"
+    elif best.get("saved_fraction") is not None and abs(best["saved_fraction"]) < 5e-4:
+        vs = f", the same as the best single-GPU-type fleet ({best['gpu']})"
+    else:
+        saved = best.get("saved_fraction") or 0.0
+        fleet = f"({best['gpu']}, ${best['usd_per_hour']:,.2f}/h)"
+        if saved > 0:
+            vs = f", {saved * 100:.1f} % cheaper than the best single-GPU-type fleet {fleet}"
+        else:
+            vs = f", {-saved * 100:.1f} % dearer than the best single-GPU-type fleet {fleet}"
+    v = out.get("verification")
+    if v is None:
+        verdict = "not simulated (planned with --no-verify): every figure is the planner's model"
+        status = "not simulated"
+    else:
+        verdict = str(v.get("verdict") or v.get("summary") or "-")
+        status = str(v.get("status") or "-")
+    roles = _gpu_roles(plan)
+    role_rows = []
+    for gpu in sorted(roles):
+        parts = [f"{n} GPUs {role}" for role, n in roles[gpu].items() if n]
+        role_rows.append({"gpu": gpu, **roles[gpu], "text": ", ".join(parts)})
+    prices = [
+        {
+            "gpu": gpu,
+            "usd_per_gpu_hour": price.usd_per_gpu_hour,
+            "gpus": int(plan.gpus_used.get(gpu, 0)),
+            "source": price.source,
+        }
+        for gpu, price in sorted(plan.prices.items())
+        if plan.gpus_used.get(gpu)
+    ]
+    quality = []
+    for what_dtype, dtype in (("weights", plan.weight_dtype), ("KV cache", plan.kv_dtype)):
+        if dtype in QUALITY_NOTES:
+            quality.append(
+                f"{what_dtype} in {dtype} ({QUALITY_NOTES[dtype]}), not the 16-bit checkpoint: outputs change; check "
+                "the model's quality on your own evaluations before deploying"
+            )
+    purchase = plan.extra.get("purchase")
+    return {
+        "sentence": f"{what}: {cost}{vs}.",
+        "status": status,
+        "verdict": verdict,
+        "best_single_gpu_type": best,
+        "gpu_roles": role_rows,
+        "prices": prices,
+        "purchase": list(purchase) if isinstance(purchase, list) else [],
+        "quality": quality,
+    }
 
 
 def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +302,15 @@ def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any
     return out
 
 
+def _unique_titles(sections: list[dict[str, Any]]) -> None:
+    """Give every plan section a ``title`` no other section of the report has: name, model, dtype and strategy,
+    then the plan file when two plans share them, then the position when even that repeats."""
+    base = [f"{p['name']}: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan" for p in sections]
+    titles = [t if base.count(t) == 1 else f"{t} ({p['source']})" for t, p in zip(base, sections, strict=True)]
+    for i, (t, p) in enumerate(zip(titles, sections, strict=True)):
+        p["title"] = t if titles.count(t) == 1 else f"{t} #{i + 1}"
+
+
 def schedule_report(doc: dict[str, Any], source: str) -> dict[str, Any]:
     """Report section for an autoscaling schedule (``hetplan autoscale --out schedule.json``)."""
     return {
@@ -192,11 +328,13 @@ def build_report(
     plans: list[tuple[str, Plan]], schedules: list[tuple[str, dict[str, Any]]] | None = None
 ) -> dict[str, Any]:
     """The report document for ``(source, plan)`` pairs and autoscaling schedules, in the given order."""
+    sections = [plan_report(doc, source) for source, doc in plans]
+    _unique_titles(sections)
     report = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "report",
         "hetplan_version": __version__,
-        "plans": [plan_report(doc, source) for source, doc in plans],
+        "plans": sections,
     }
     if schedules:
         report["schedules"] = [schedule_report(doc, source) for source, doc in schedules]

@@ -68,7 +68,7 @@ def test_markdown_and_html_carry_the_numbers():
     cost = load_plan(PLAN)["total_usd_per_hour"]
     assert f"${cost:,.2f}" in md and "Strategies compared" in md and "| melange |" in md
     html = invoke("report", PLAN, "--format", "html").stdout
-    assert html.startswith("<!DOCTYPE html>") and html.count("<svg") == 3
+    assert html.startswith("<!DOCTYPE html>") and html.count("<svg") == 4  # cost, GPU mix, cost vs goodput, latency
     for external in ("<script", "<link", 'src="http', 'href="http', "url(http"):
         assert external not in html  # self-contained: nothing to fetch
 
@@ -212,7 +212,7 @@ def test_html_check_is_per_chart(tmp_path, examples):
     cut = text.rindex("<svg")
     blank.write_text(text[:cut] + '<svg style="visibility:hidden"' + text[cut + 4 :])
     run = _check_html(blank)
-    assert run.returncode == 1 and "chart 3 is nearly colourless" in run.stdout, run.stdout
+    assert run.returncode == 1 and "chart 4 is nearly colourless" in run.stdout, run.stdout
 
 
 def test_committed_example_baseline_still_holds(examples):

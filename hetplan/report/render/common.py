@@ -137,8 +137,10 @@ def verification_rows(v: dict[str, Any]) -> list[list[str]]:
         [f"{q} TTFT", _vs_slo(v["ttft_q_s"], v["slo_ttft_s"])],
         [f"{q} TPOT", _vs_slo(v["tpot_q_s"], v["slo_tpot_s"])],
         [
-            "goodput (simulated)",
-            f"{_opt(v['goodput_req_per_s'], '.3g')} req/s (target {_opt(v['target_req_per_s'], 'g')} req/s)",
+            "goodput over the serving span",
+            f"{_opt(v['goodput_req_per_s'], '.3g')} req/s met every SLO, offered {_opt(v['target_req_per_s'], 'g')} "
+            "req/s (the span runs to the last completion, so this is below the offered rate even when the SLOs "
+            "hold; compare the capacity with the target)",
         ],
     ]
     r = v.get("resized")
@@ -247,3 +249,60 @@ def plan_notes(p: dict[str, Any]) -> list[str]:
                 f"{s['tokens_per_usd']:,.0f} against {p['tokens_per_usd']:,.0f}); plan it with --strategy {name}."
             )
     return notes
+
+
+def plan_title(p: dict[str, Any]) -> str:
+    """The section title of one plan: its own ``title`` (unique within the report, see
+    :func:`hetplan.report.model.build_report`), else name, model and strategy."""
+    return str(p.get("title") or f"{p['name']}: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan")
+
+
+def _purchase_text(item: Any) -> str:
+    """One purchase (an instance offer the plan buys) in words, whatever fields the plan gives it."""
+    if not isinstance(item, dict):
+        return str(item)
+    count = item.get("count")
+    name = item.get("instance_type") or item.get("instance") or item.get("name") or item.get("offer")
+    rest = [
+        f"{k} {v}"
+        for k, v in item.items()
+        if k not in ("count", "instance_type", "instance", "name", "offer") and v is not None
+    ]
+    head = " ".join(str(x) for x in ((f"{count}x" if count is not None else None), name) if x)
+    return (head + (": " if head and rest else "") + ", ".join(rest)) or "-"
+
+
+def decision_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
+    """The first block of a plan's report, as key/value rows after the recommendation sentence: the simulated
+    verdict, what each GPU type does and at what price from where, purchases, quality changes."""
+    d = p.get("decision")
+    if not d:
+        return []
+    verdict = str(d["verdict"])
+    shown = verdict if verdict.lower().startswith(str(d["status"]).lower()) else f"{d['status']}: {verdict}"
+    rows: list[tuple[str, str]] = [("verification", shown)]
+    prices = {r["gpu"]: r for r in d["prices"]}
+    for role in d["gpu_roles"]:
+        price = prices.get(role["gpu"])
+        text = role["text"]
+        if price is not None:
+            text += f"; ${price['usd_per_gpu_hour']:,.2f}/GPU-hour, {price['source']}"
+        rows.append((role["gpu"], text))
+    for item in d.get("purchase") or []:
+        rows.append(("purchase", _purchase_text(item)))
+    simulated = "verification" in p
+    for name, other in p["strategies"].items():
+        cheaper = other.get("status") != "infeasible" and other["total_usd_per_hour"] < p["usd_per_hour"]
+        if name != p["strategy"] and cheaper:
+            rows.append(
+                (
+                    "cheaper on paper",
+                    f"{name}: ${other['total_usd_per_hour']:,.2f}/h by the model"
+                    + (", not simulated" if simulated else "")
+                    + f"; plan it with --strategy {name}"
+                    + (" to verify it" if simulated else ""),
+                )
+            )
+    for note in d["quality"]:
+        rows.append(("quality change", note))
+    return rows

@@ -13,9 +13,11 @@ from typing import Any
 from hetplan.report import charts
 from hetplan.report.render.common import (
     MISSED_CELLS,
+    decision_rows,
     deployment_rows,
     headline,
     plan_notes,
+    plan_title,
     schedule_rows,
     schedule_text,
     sensitivity_rows,
@@ -31,6 +33,9 @@ table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #e2e8f
 th{background:#f7fafc}td:first-child,th:first-child{text-align:left}.charts{display:flex;flex-wrap:wrap;gap:1rem}
 .chart{border:1px solid #e2e8f0;padding:.5rem}.warn{color:#975a16}.missed{color:#c53030;font-weight:bold}
 footer{color:#718096;font-size:.85rem;margin-top:2rem}
+.decision{border:2px solid #2b6cb0;border-radius:6px;padding:.6rem 1rem;margin:1rem 0;background:#f7fbff}
+.decision .recommendation{font-size:1.15rem;font-weight:600;margin:.3rem 0 .6rem}
+.decision table{margin:.3rem 0}.decision td{text-align:left}.verified{color:#276749;font-weight:bold}
 """
 
 
@@ -58,21 +63,42 @@ def _chart(kind: str, index: int, svg: str) -> str:
     return f'<div class="chart" id="p{index}-{kind}">{svg}</div>'
 
 
+def _decision_block(p: dict[str, Any], index: int) -> str:
+    """The first block of a plan: the recommendation in one sentence, then the verdict, what each GPU type does
+    and its price source, purchases and quality changes (:func:`hetplan.report.render.common.decision_rows`)."""
+    d = p.get("decision")
+    if not d:
+        return ""
+    rows = decision_rows(p)
+    cells = []
+    for key, value in rows:
+        cls = ""
+        if key == "verification":
+            cls = ' class="verified"' if d["status"] == "verified" else ' class="missed"'
+        cells.append(f"<tr><th>{html.escape(key)}</th><td{cls}>{html.escape(value)}</td></tr>")
+    return (
+        f'<div class="decision" id="decision-{index + 1}">'
+        f'<p class="recommendation">{html.escape(d["sentence"])}</p>'
+        "<table>" + "".join(cells) + "</table></div>"
+    )
+
+
 def render_html(report: dict[str, Any], gate_markdown: str = "") -> str:
     """One self-contained HTML file (inline CSS and SVG charts; no scripts, no external resources)."""
     body = ["<h1>hetplan cost report</h1>"]
     for index, p in enumerate(report["plans"]):
-        body.append(
-            f"<h2>{html.escape(p['name'])}: {html.escape(p['model'])} ({html.escape(p['weight_dtype'])}), "
-            f"{html.escape(p['strategy'])} plan</h2>"
-        )
-        body.append(_html_table(["", ""], [[k, v] for k, v in headline(p)]))
+        body.append(f'<h2 id="plan-{index + 1}">{html.escape(plan_title(p))}</h2>')
+        body.append(_decision_block(p, index))
         body.append('<div class="charts">')
         body.append(_chart("cost", index, charts.cost_by_strategy(p)))
         body.append(_chart("gpus", index, charts.gpu_mix(p)))
         if p["cost_vs_goodput"]:
             body.append(_chart("goodput", index, charts.cost_vs_goodput(p)))
+        latency = charts.latency_vs_slo(p)
+        if latency is not None:
+            body.append(_chart("latency", index, latency))
         body.append("</div>")
+        body.append("<h3>Figures</h3>" + _html_table(["", ""], [[k, v] for k, v in headline(p)]))
         body.append("<h3>Deployment</h3>" + _html_table(*deployment_rows(p)))
         if "verification" in p:
             v = p["verification"]

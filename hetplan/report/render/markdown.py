@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from hetplan.report.render.common import (
+    decision_rows,
     deployment_rows,
     headline,
     plan_notes,
+    plan_title,
     schedule_rows,
     schedule_text,
     sensitivity_rows,
@@ -33,7 +35,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     """Markdown for a pull-request comment: headline numbers, deployment, strategies, price sensitivity."""
     out = ["# hetplan cost report", ""]
     for p in report["plans"]:
-        out += [f"## {p['name']}: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan", ""]
+        out += [f"## {plan_title(p)}", ""]
+        if p.get("decision"):
+            out += [f"**{p['decision']['sentence']}**", ""]
+            out += _md_table(["", ""], [[k, v] for k, v in decision_rows(p)]) + [""]
         out += _md_table(["", ""], [[k, v] for k, v in headline(p)]) + [""]
         out += ["### Deployment", ""] + _md_table(*deployment_rows(p)) + [""]
         if "verification" in p:

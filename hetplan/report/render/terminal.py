@@ -13,9 +13,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from hetplan.report.render.common import (
+    decision_rows,
     deployment_rows,
     headline,
     plan_notes,
+    plan_title,
     schedule_rows,
     schedule_text,
     sensitivity_rows,
@@ -27,7 +29,7 @@ from hetplan.report.render.common import (
 
 def _kv_table(title: str, rows: list[list[str]]) -> Table:
     """A titled two-column table whose values wrap (the arrivals sentence is long)."""
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_header=False)
+    table = Table(title=title or None, box=box.SIMPLE_HEAD, pad_edge=False, show_header=False)
     table.add_column("", justify="left", no_wrap=True)
     table.add_column("", justify="left")
     for k, v in rows:
@@ -35,17 +37,26 @@ def _kv_table(title: str, rows: list[list[str]]) -> Table:
     return table
 
 
+#: Columns of text (wrapped on a narrow terminal); the others hold numbers and keep one line.
+WRAPPED_COLUMNS = ("GPUs", "SLO", "best alternative", "GPU price", "fleet")
+
+
 def render_terminal(report: dict[str, Any], console: Console) -> None:
     """Rich tables on ``console``."""
     for p in report["plans"]:
+        title = plan_title(p)
         console.print(
-            f"[bold]{escape(p['name'])}[/]: {escape(p['model'])} ({p['weight_dtype']}), {p['strategy']} plan "
-            f"[dim]({escape(p['source'])})[/]",
+            f"[bold]{escape(title)}[/]" + ("" if p["source"] in title else f" [dim]({escape(p['source'])})[/]"),
             highlight=False,
         )
-        verdict = (p.get("verification") or {}).get("verdict")
-        if verdict:  # the first block: a line of its own (a table cell would cut it)
-            console.print(str(verdict), highlight=False, markup=False)
+        d = p.get("decision")
+        if d:  # the first block: the recommendation, then the verdict and what each GPU type does
+            console.print(f"[bold]{escape(d['sentence'])}[/]", highlight=False)
+            console.print(_kv_table("", [[k, v] for k, v in decision_rows(p)]))
+        else:
+            verdict = (p.get("verification") or {}).get("verdict")
+            if verdict:  # a line of its own (a table cell would cut it)
+                console.print(str(verdict), highlight=False, markup=False)
         for title, (head, rows) in (
             ("", (["", ""], [[k, v] for k, v in headline(p) if k != "simulated verdict"])),
             ("Deployment", deployment_rows(p)),
@@ -60,13 +71,15 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
                 for line in verification_lines(p["verification"]):
                     console.print(line, highlight=False, markup=False)
                 continue
-            keep = [i for i, h in enumerate(head) if h != "GPUs" or console.width >= 110]
+            # every column is kept at any width: text columns wrap, numbers do not (never a silently lost column)
             table = Table(title=title or None, box=box.SIMPLE_HEAD, pad_edge=False, show_header=bool(title))
-            for i in keep:
-                table.add_column(head[i], justify="left" if i == 0 or head[i] == "GPUs" else "right", no_wrap=True)
+            for i, h in enumerate(head):
+                text_column = i == 0 or h in WRAPPED_COLUMNS
+                table.add_column(h, justify="left" if text_column else "right", no_wrap=not text_column,
+                                 overflow="fold")  # fmt: skip
             for row in rows:
                 cells = [row[0].replace(" -> ", "\n-> ")] + row[1:]
-                table.add_row(*[escape(cells[i]) for i in keep])
+                table.add_row(*[escape(c) for c in cells])
             console.print(table)
         for line in plan_notes(p):
             console.print(line, highlight=False, markup=False)

@@ -1,0 +1,81 @@
+"""The report leads with the decision (issue 16): the recommendation sentence, the verdict, what each GPU type does
+with its price source, purchases and quality changes when the plan has them; distinct section titles; the latency
+chart against the SLO lines. Reads stored plans only (rendering, not planning)."""
+
+import copy
+import json
+
+from hetplan.plan.doc import from_doc
+from hetplan.report.model import build_report
+from hetplan.report.render.html import render_html
+from hetplan.report.render.markdown import render_markdown
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _doc(name):
+    return json.loads((FIXTURES / name).read_text())
+
+
+def _report(*docs):
+    return build_report([(f"plan{i}.json", from_doc(copy.deepcopy(d))) for i, d in enumerate(docs)])
+
+
+def test_sentence_names_roles_cost_and_saving():
+    doc = _doc("plan_two_combos.json")
+    p = _report(doc)["plans"][0]
+    sentence = p["decision"]["sentence"]
+    assert sentence.startswith("Run ") and " for prefill and " in sentence and " for decode: " in sentence
+    for combo in doc["combos"]:
+        assert f"{combo['prefill_gpu']} TP{combo['prefill_tp']}" in sentence.split(" for prefill")[0]
+        assert f"{combo['decode_gpu']} TP{combo['decode_tp']}" in sentence.split(" for prefill")[1]
+    assert f"${doc['total_usd_per_hour']:,.2f}/h" in sentence
+    saved = p["gains"]["homogeneous"]["cost_saved_fraction"]
+    assert saved > 0 and f"{saved * 100:.1f} % cheaper than the best single-GPU-type fleet" in sentence
+
+
+def test_gpu_roles_add_up_to_the_gpus_used_and_carry_price_sources():
+    for name in ("plan_two_combos.json", "plan_example_a.json", "plan_example_a_melange.json"):
+        p = _report(_doc(name))["plans"][0]
+        d = p["decision"]
+        totals = {
+            r["gpu"]: sum(v for k, v in r.items() if k in ("prefill", "decode", "aggregated")) for r in d["gpu_roles"]
+        }
+        assert totals == p["gpus_used"], name
+        assert {r["gpu"] for r in d["prices"]} == set(p["gpus_used"]) and all(r["source"] for r in d["prices"])
+
+
+def test_unverified_plan_says_so_first():
+    p = _report(_doc("plan_example_a.json"))["plans"][0]
+    assert p["decision"]["status"] == "not simulated" and "--no-verify" in p["decision"]["verdict"]
+
+
+def test_html_opens_with_the_decision_then_charts():
+    html = render_html(_report(_doc("plan_example_a.json")))
+    decision, first_chart = html.index('class="decision"'), html.index('class="chart"')
+    assert decision < first_chart and html.index('class="recommendation">Run ') < first_chart
+    assert 'id="p0-latency"' in html  # predicted TTFT/TPOT against the SLO lines (no simulation in this plan)
+
+
+def test_purchases_and_quality_changes_are_rendered_when_present():
+    doc = _doc("plan_example_a.json")
+    doc["purchase"] = [{"instance_type": "p4de.24xlarge", "count": 2, "usd_per_hour": 40.97}]
+    doc["scenario"]["weight_dtype"] = "fp8"
+    report = _report(doc)
+    d = report["plans"][0]["decision"]
+    assert d["purchase"] == doc["purchase"] and any("weights in fp8" in q for q in d["quality"])
+    md = render_markdown(report)
+    assert "| purchase | 2x p4de.24xlarge: usd_per_hour 40.97 |" in md and "| quality change | weights in fp8" in md
+    assert "purchase" not in render_markdown(_report(_doc("plan_example_a.json")))
+
+
+def test_section_titles_are_distinct():
+    doc = _doc("plan_example_a.json")
+    report = _report(doc, doc, doc)
+    titles = [p["title"] for p in report["plans"]]
+    assert len(set(titles)) == 3
+    html = render_html(report)
+    assert all(f">{t}</h2>" in html for t in titles)
+    other = _doc("plan_example_a_melange.json")
+    assert len({p["title"] for p in _report(doc, other)["plans"]}) == 2
