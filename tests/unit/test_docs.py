@@ -1,0 +1,121 @@
+"""The docs cannot drift from the code: the command pages and the scenario reference are what
+``scripts/gen_docs.py`` generates now, the reference lists every field a scenario file accepts, the MkDocs nav
+names pages that exist, and README's test command is the one CI runs."""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import typing
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from hetplan.scenario import Scenario
+from tests.conftest import ROOT
+
+
+def _gen_docs():
+    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_pages_are_fresh():
+    gen = _gen_docs()
+    stale = gen.stale(gen.pages())
+    assert not stale, f"stale docs pages {[str(p.relative_to(ROOT)) for p in stale]}: run python scripts/gen_docs.py"
+
+
+def _accepted_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """Every key a scenario file may hold, walked from the pydantic models (not from the generator)."""
+    names: set[str] = set()
+    for name, info in model.model_fields.items():
+        key = prefix + (info.alias or name)
+        names.add(key)
+        for arg in typing.get_args(info.annotation) or (info.annotation,):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                names |= _accepted_fields(arg, key + ".")
+    names |= {prefix + n for n in getattr(model, "SECONDS_FIELDS", {})}
+    return names
+
+
+def test_scenario_reference_lists_every_field():
+    page = (ROOT / "docs" / "reference" / "scenario.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z0-9_.]+)` \|", page, flags=re.M))
+    accepted = _accepted_fields(Scenario)
+    assert accepted - listed == set(), "fields missing from docs/reference/scenario.md"
+    assert listed - accepted == set(), "fields documented that scenario.py does not accept"
+    assert len(accepted) > 40  # the walk found the nested models, not just the top level
+
+
+def test_every_command_has_a_page():
+    gen = _gen_docs()
+    pages = {p.stem for p in gen.command_pages()} - {"index"}
+    root = gen._root()
+    ctx = gen._context(root, "hetplan")
+    assert pages == set(root.list_commands(ctx))
+    plan = (ROOT / "docs" / "commands" / "plan.md").read_text()
+    assert "`--percentile <str>`" in plan and "90, 90%, p90 or 0.9" in plan
+
+
+def _nav_pages(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, list):
+        for item in node:
+            yield from _nav_pages(item)
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _nav_pages(value)
+
+
+def test_mkdocs_nav_pages_exist():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    pages = list(_nav_pages(config["nav"]))
+    missing = [p for p in pages if not (ROOT / "docs" / p).is_file()]
+    assert not missing and len(pages) == len(set(pages))
+    # a page another branch adds before it is in the nav must not fail the strict build
+    assert config["validation"]["omitted_files"] == "info" and config["strict"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("mkdocs") is None, reason="needs the docs extra: pip install '.[docs]'")
+def test_mkdocs_build_strict(tmp_path):
+    run = subprocess.run(
+        [str(shutil.which("mkdocs")), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_readme_test_command_is_the_one_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"^```bash\n(.*?)^```", readme, flags=re.M | re.S)
+    assert block is not None
+    commands = [line for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")]
+    assert len(commands) == 2 and commands[0].startswith("pip install . && hetplan plan examples/")
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert commands[1] in ci, f"README's second command {commands[1]!r} is not a line of .ci/run"
+    assert len(readme.splitlines()) <= 200
+
+
+def test_readme_and_docs_links_resolve():
+    for md in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", md.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            assert (md.parent / target).exists(), f"{md.relative_to(ROOT)} links to missing {target}"
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))
