@@ -220,7 +220,7 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
     roles = _gpu_roles(plan)
     role_rows = []
     for gpu in sorted(roles):
-        parts = [f"{n} GPUs {role}" for role, n in roles[gpu].items() if n]
+        parts = [f"{n} GPU{'' if n == 1 else 's'} {role}" for role, n in roles[gpu].items() if n]
         role_rows.append({"gpu": gpu, **roles[gpu], "text": ", ".join(parts)})
     prices = [
         {

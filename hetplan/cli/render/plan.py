@@ -175,7 +175,7 @@ def capacity_line(v: dict[str, Any]) -> str:
     q = v.get("percentile", 90)
     target = v.get("target_req_per_s")
     head = f"capacity (the most it holds at {q:g} % joint attainment): "
-    vs = "" if not target else f"{target:g} req/s target"
+    vs = "" if not target else f"{target:.3g} req/s target"
     if c is None:
         sim = "simulated -"
     else:
