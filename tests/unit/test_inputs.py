@@ -194,3 +194,20 @@ def test_write_atomic_rules(tmp_path):
 def test_json_refuses_nan():
     with pytest.raises(ValueError):
         to_json({"x": float("inf")})
+
+
+def test_every_scenario_file_in_the_repository_gives_its_durations_with_units():
+    """Scenario files in examples/, tests/ and benchmarks/ load under the unit rule (bare numbers refused)."""
+    import yaml
+
+    from tests.conftest import ROOT
+
+    found = 0
+    for path in sorted(
+        [*ROOT.glob("examples/**/*.yaml"), *ROOT.glob("tests/**/*.yaml"), *ROOT.glob("benchmarks/**/*.yaml")]
+    ):
+        docs = list(yaml.safe_load_all(path.read_text()))  # golden manifests hold several documents
+        if len(docs) == 1 and isinstance(docs[0], dict) and docs[0].get("kind") == "scenario":
+            load_scenario(path)
+            found += 1
+    assert found >= 5
