@@ -204,9 +204,10 @@ def _default(info: FieldInfo) -> str:
     return f"`{value}`"
 
 
-def scenario_fields() -> list[tuple[str, str, str, str, str, str]]:
-    """Every field a scenario file accepts, as ``(dotted name, type, unit, default, bounds, description)``,
-    unit-named duration spellings (``slo.ttft_s``) included, in the schema's order."""
+def scenario_fields(root: type[BaseModel] | None = None) -> list[tuple[str, str, str, str, str, str]]:
+    """Every field a scenario file (or the file of ``root``'s schema) accepts, as ``(dotted name, type, unit,
+    default, bounds, description)``, unit-named duration spellings (``slo.ttft_s``) included, in the schema's
+    order."""
     from hetplan.scenario import Scenario
 
     rows: list[tuple[str, str, str, str, str, str]] = []
@@ -241,7 +242,7 @@ def scenario_fields() -> list[tuple[str, str, str, str, str, str]]:
         for cls, pre in nested:
             walk(cls, pre)
 
-    walk(Scenario, "")
+    walk(root or Scenario, "")
     return rows
 
 
@@ -290,10 +291,48 @@ def scenario_page() -> str:
     return HEADER.format(what="hetplan/scenario.py") + "\n".join(lines)
 
 
+def price_file_page() -> str:
+    from hetplan.catalog.schemas import UserPriceFile
+
+    lines = [
+        "# Price file reference",
+        "",
+        "Your own prices, in US dollars per GPU-hour, override the catalog's (`prices:` in a scenario file, or",
+        "`--prices FILE`). Without `gpus` or an `inventory`, the GPUs it prices are also the candidates. Every plan",
+        "records the price of each GPU type and where it came from, and the report shows both.",
+        "",
+        "```yaml",
+        "schema_version: 1",
+        "kind: prices",
+        'source: "our 2026 reserved-instance contract"',
+        'as_of: "2026-11-01"',
+        "usd_per_gpu_hour: {H100: 2.10, L4: 0.45}",
+        "```",
+        "",
+        "| field | type | unit | default | allowed | what it means |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    descriptions = {
+        "schema_version": "Version of the price file format.",
+        "kind": "Always prices.",
+        "source": "Where the prices come from (shown in every plan and report).",
+        "as_of": "Date the prices hold for.",
+        "illustrative": "True for made-up prices: every plan that uses them says so.",
+        "notes": "Free text.",
+        "usd_per_gpu_hour": "GPU type (catalog name or alias) to its price; every price > 0.",
+    }
+    for name, type_name, unit, default, bounds, description in scenario_fields(UserPriceFile):
+        unit = "$/GPU-hour" if name == "usd_per_gpu_hour" else unit
+        text = description or descriptions.get(name, "")
+        lines.append(f"| `{name}` | {type_name} | {unit} | {default} | {_cell(bounds)} | {_cell(text)} |")
+    return HEADER.format(what="hetplan/catalog/schemas.py") + "\n".join(lines) + "\n"
+
+
 def pages() -> dict[Path, str]:
     """Every generated page, path -> text."""
     out = command_pages()
     out[DOCS / "reference" / "scenario.md"] = scenario_page()
+    out[DOCS / "reference" / "price-file.md"] = price_file_page()
     return out
 
 
