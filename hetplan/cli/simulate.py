@@ -150,7 +150,6 @@ def _request(
     drain: str = "3600s",
 ) -> "SimRequest":
     from hetplan.sim.engine import SimConfig
-    from hetplan.sim.policies import CascadeSettings
     from hetplan.sim.run import SimRequest, plan_cascade
     from hetplan.workload.model import RequestStream
     from hetplan.workload.readers import read_stream
@@ -167,7 +166,7 @@ def _request(
     for label, value in (("--kappa", kappa), ("--q2", q2)):
         if value is not None and not math.isfinite(value):
             raise InputError(f"{label} must be a finite number, got {value}", fix=f"pass e.g. {label} 1.2")
-    cascade = CascadeSettings(kappa=base.kappa if kappa is None else kappa, q2=base.q2 if q2 is None else q2)
+    cascade = replace(base, kappa=base.kappa if kappa is None else kappa, q2=base.q2 if q2 is None else q2)
     try:
         window_s = parse_duration_s(window, "window", 1e-3, 1e6)
     except InputError as exc:
