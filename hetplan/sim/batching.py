@@ -176,7 +176,7 @@ def _admit(
             return False
         if sim.record and sim.first[rid] == _INF and sim.scheduled_s[rid] != sim.scheduled_s[rid]:
             sim.scheduled_s[rid] = now
-            sim.estimate_s[rid] = sched.estimate_s(sim, inst, rid)
+            sim.estimate_s[rid] = sched.estimate_s(sim, inst, rid, now)
         inst.kv_used += need
         pieces.append((rid, grant))
         state[0] -= grant

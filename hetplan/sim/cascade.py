@@ -140,16 +140,23 @@ class CascadeScheduler(Scheduler):
         self.remaining = np.zeros(n)
         self.t_static = np.zeros(n)
 
-    def t_hat_s(self, sim: Simulator, inst: Instance, rids: np.ndarray, left: np.ndarray | None = None) -> np.ndarray:
-        """T̂ of requests ``rids`` (shape (k,)) on ``inst`` now with their class's κ, seconds; ``left``: their
-        prompt tokens to prefill (default: as they entered the queue)."""
+    def t_hat_s(
+        self,
+        sim: Simulator,
+        inst: Instance,
+        rids: np.ndarray,
+        left: np.ndarray | None = None,
+        now: float | None = None,
+    ) -> np.ndarray:
+        """T̂ of requests ``rids`` (shape (k,)) on ``inst`` at ``now`` with their class's κ, seconds; ``left``:
+        their prompt tokens to prefill (default: as they entered the queue)."""
         r = self.remaining[rids] if left is None else left
-        return np.asarray(self.kappa_req[rids] * estimator(sim, inst).t0_s(inst, r), dtype=float)
+        return np.asarray(self.kappa_req[rids] * estimator(sim, inst).t0_s(inst, r, now=now), dtype=float)
 
     def budgets_s(self, sim: Simulator, inst: Instance, rids: np.ndarray, now: float) -> np.ndarray:
         """Remaining budgets of waiting requests ``rids`` at ``now`` (seconds; ≤ 0: Tier 2): ``deadline − now −
         T̂`` with T̂ at ``inst``'s load now (its max-load half kept per request since it entered the queue)."""
-        cur = estimator(sim, inst).current_s(inst, self.remaining[rids])
+        cur = estimator(sim, inst).current_s(inst, self.remaining[rids], now)
         t_hat = self.t_static[rids] + 0.5 * self.kappa_req[rids] * cur
         return np.asarray(self.deadline[rids] - now - t_hat, dtype=float)
 
@@ -225,7 +232,7 @@ class CascadeScheduler(Scheduler):
         if before:
             started = np.array([rid for rid, _ in pieces[:before]], dtype=np.int64)
             left = np.array([sim.need[r] - sim.done_pref[r] for r in started.tolist()], dtype=float)
-            bs = self.deadline[started] - now - self.t_hat_s(sim, inst, started, left)
+            bs = self.deadline[started] - now - self.t_hat_s(sim, inst, started, left, now)
             t2_cont = float(sum(g for (_, g), late in zip(pieces[:before], (bs <= 0).tolist(), strict=True) if late))
         nxt = 0  # next Tier-2 entry
         t2_tokens = 0.0

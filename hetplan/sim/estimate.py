@@ -11,7 +11,8 @@ recompute, minus a prefix-cache hit ``h``) on an instance with token cap ``C``:
   ``k`` times the decode part of a mixed iteration ``decode_s(n, ctx) − overhead``; plus, on a prefill instance
   of a disaggregated deployment, the KV transfer of the ``r`` tokens to decode. Without chunked prefill the prompt
   is one piece (k = 1).
-- **current load**: the instance's running decode batch now (``len(running)``, ``ctx_sum``).
+- **current load**: the instance's running decode batch now (``len(running)``, ``ctx_sum``) and, on a prefill
+  instance, the KV transfers still queued on its NIC (the request's own transfer starts after them).
 - **maximal load**: the instance's decode batch full (``max_num_seqs`` sequences; none on a prefill instance)
   holding its whole KV cache (``kv_capacity_tokens``).
 - ``T̂ = κ · (T(current load) + T(max load)) / 2`` (DESIGN §3.4), κ per request class.
@@ -22,7 +23,9 @@ linear between them) so the budgets of a whole waiting queue are one ``numpy.int
 What hetplan still reconstructs: the paper's exact load definition is not published (the split of T(current) and
 T(max) above is hetplan's); the simulator models no prefix cache, so the hit ``h`` is 0 (the estimate takes it,
 ``cached_tokens``, for an engine that has one); the queue ahead of the request is not in T̂, since the budget
-subtracts the time waited separately and is re-computed every iteration.
+subtracts the time waited separately and is re-computed every iteration; nor are the other prompts' chunks that
+share the request's iterations (each iteration is priced with the request's own chunk and the decode batch), which
+is why short prompts need κ ≈ 2–2.5 (per-class κ absorbs it: ``hetplan calibrate``).
 
 Source: CASCADE's estimator (DESIGN §3.4: ``T̂ = κ·(T(current load) + T(max load))/2``, κ calibrated so that
 ``P(TTFT ≤ T̂) ≥ q``); the per-request, per-chunk form follows the issue-18 reading of it; hetplan's own
@@ -108,26 +111,34 @@ class TtftEstimator:
         iters = np.ceil(r / chunk) if chunk > 0 else (r > 0).astype(float)
         return np.asarray(work + iters * decode_part, dtype=float)
 
-    def parts_s(self, inst: Instance, remaining: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def backlog_s(self, inst: Instance, now: float | None) -> float:
+        """Seconds of KV transfers still queued on a prefill instance's NIC at ``now`` (part of its current load:
+        a finished prompt's transfer starts after them); 0 elsewhere or when ``now`` is None."""
+        if now is None or inst.role != "prefill":
+            return 0.0
+        return max(0.0, inst.nic_free - now)
+
+    def parts_s(self, inst: Instance, remaining: np.ndarray, now: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(T(current load), T(max load) + 2 x KV transfer)`` of requests with ``remaining`` prompt tokens
-        (shape (k,)), seconds: ``t0_s`` is their sum over 2 (0 where nothing is left). The second part does not
-        change while a request waits, so a scheduler may keep it per request."""
+        (shape (k,)), seconds, at ``now`` (the NIC backlog of a prefill instance counts in the current load):
+        ``t0_s`` is their sum over 2 (0 where nothing is left). The second part does not change while a request
+        waits, so a scheduler may keep it per request."""
         r = np.asarray(remaining, dtype=float)
         n_cur = len(inst.running)
         dec = self._decode_part(n_cur, inst.ctx_sum)
-        cur = self._at(r, n_cur, dec)
+        cur = self._at(r, n_cur, dec) + self.backlog_s(inst, now)
         mx = self._at(r, self.n_max, self._decode_max)
         long = r > self.max_tokens
         if long.any():  # beyond the table: exact, one by one
             for i in np.flatnonzero(long):
-                cur[i] = self._exact(float(r[i]), n_cur, dec)
+                cur[i] = self._exact(float(r[i]), n_cur, dec) + self.backlog_s(inst, now)
                 mx[i] = self._exact(float(r[i]), self.n_max, self._decode_max)
         base, per = self.xfer
         live = r > 0
         return np.where(live, cur, 0.0), np.where(live, mx + 2.0 * (base + per * r), 0.0)
 
-    def current_s(self, inst: Instance, remaining: np.ndarray) -> np.ndarray:
-        """T(current load) of requests with ``remaining`` prompt tokens (shape (k,)), seconds."""
+    def current_s(self, inst: Instance, remaining: np.ndarray, now: float | None = None) -> np.ndarray:
+        """T(current load) of requests with ``remaining`` prompt tokens (shape (k,)) at ``now``, seconds."""
         r = np.asarray(remaining, dtype=float)
         n_cur = len(inst.running)
         dec = self._decode_part(n_cur, inst.ctx_sum)
@@ -136,16 +147,23 @@ class TtftEstimator:
         if long.any():
             for i in np.flatnonzero(long):
                 cur[i] = self._exact(float(r[i]), n_cur, dec)
-        return np.where(r > 0, cur, 0.0)
+        return np.where(r > 0, cur + self.backlog_s(inst, now), 0.0)
 
-    def t0_s(self, inst: Instance, remaining: np.ndarray, cached_tokens: np.ndarray | None = None) -> np.ndarray:
+    def t0_s(
+        self,
+        inst: Instance,
+        remaining: np.ndarray,
+        cached_tokens: np.ndarray | None = None,
+        now: float | None = None,
+    ) -> np.ndarray:
         """The unscaled estimate ``(T(current load) + T(max load))/2`` (+ KV transfer) of requests with
-        ``remaining`` prompt tokens to prefill (shape (k,), tokens) on ``inst`` now; ``cached_tokens`` is each
-        one's prefix-cache hit (default 0). Seconds, shape (k,); 0 where nothing is left to prefill."""
+        ``remaining`` prompt tokens to prefill (shape (k,), tokens) on ``inst`` at ``now`` (None: without the NIC
+        backlog); ``cached_tokens`` is each one's prefix-cache hit (default 0). Seconds, shape (k,); 0 where nothing
+        is left to prefill."""
         r = np.asarray(remaining, dtype=float)
         if cached_tokens is not None:
             r = np.maximum(r - np.asarray(cached_tokens, dtype=float), 0.0)
-        cur, rest = self.parts_s(inst, r)
+        cur, rest = self.parts_s(inst, r, now)
         return np.asarray((cur + rest) / 2.0, dtype=float)
 
     def _exact(self, r: float, n_dec: int, decode_part: float) -> float:
@@ -168,10 +186,11 @@ def estimator(sim: Simulator, inst: Instance) -> TtftEstimator:
     return est
 
 
-def request_t0_s(sim: Simulator, inst: Instance, rid: int) -> float:
-    """The unscaled estimate of request ``rid`` on ``inst`` now (its ``need − done_pref`` tokens left), seconds."""
+def request_t0_s(sim: Simulator, inst: Instance, rid: int, now: float | None = None) -> float:
+    """The unscaled estimate of request ``rid`` on ``inst`` at ``now`` (its ``need − done_pref`` tokens left),
+    seconds."""
     left = sim.need[rid] - sim.done_pref[rid]
-    return float(estimator(sim, inst).t0_s(inst, np.array([float(left)]))[0])
+    return float(estimator(sim, inst).t0_s(inst, np.array([float(left)]), now=now)[0])
 
 
 __all__ = ["DECODE_BUCKET", "GRID_TOKENS", "TtftEstimator", "estimator", "request_t0_s"]

@@ -119,10 +119,10 @@ class Scheduler(ABC):
         need = float(sim.need[rid])
         return restore < inst.cost.prefill_s(need, need * need, 1)
 
-    def estimate_s(self, sim: Simulator, inst: Instance, rid: int) -> float:
-        """The unscaled TTFT estimate T̂₀ of ``rid`` on ``inst`` now (seconds), recorded for calibration when a
-        prompt is first scheduled (:func:`hetplan.sim.estimate.request_t0_s`)."""
-        return request_t0_s(sim, inst, rid)
+    def estimate_s(self, sim: Simulator, inst: Instance, rid: int, now: float) -> float:
+        """The unscaled TTFT estimate T̂₀ of ``rid`` on ``inst`` at ``now`` (seconds), recorded for calibration
+        when a prompt is first scheduled (:func:`hetplan.sim.estimate.request_t0_s`)."""
+        return request_t0_s(sim, inst, rid, now)
 
     def settings(self) -> dict[str, float]:
         """The policy's settings, for the metrics document under the policy's name (empty: none)."""
