@@ -147,11 +147,14 @@ class CascadeScheduler(Scheduler):
         rids: np.ndarray,
         left: np.ndarray | None = None,
         now: float | None = None,
+        others: np.ndarray | None = None,
     ) -> np.ndarray:
         """T̂ of requests ``rids`` (shape (k,)) on ``inst`` at ``now`` with their class's κ, seconds; ``left``:
-        their prompt tokens to prefill (default: as they entered the queue)."""
+        their prompt tokens to prefill (default: as they entered the queue); ``others``: started prompts' tokens
+        ahead of each (default: all of ``inst``'s)."""
         r = self.remaining[rids] if left is None else left
-        return np.asarray(self.kappa_req[rids] * estimator(sim, inst).t0_s(inst, r, now=now), dtype=float)
+        t0 = estimator(sim, inst).t0_s(inst, r, now=now, others=others)
+        return np.asarray(self.kappa_req[rids] * t0, dtype=float)
 
     def budgets_s(self, sim: Simulator, inst: Instance, rids: np.ndarray, now: float) -> np.ndarray:
         """Remaining budgets of waiting requests ``rids`` at ``now`` (seconds; ≤ 0: Tier 2): ``deadline − now −
@@ -176,7 +179,7 @@ class CascadeScheduler(Scheduler):
         need = sim.need[rid]
         self.remaining[rid] = need
         if need > 0:
-            _, rest = estimator(sim, inst).parts_s(inst, np.array([float(need)]))
+            rest = estimator(sim, inst).max_s(np.array([float(need)]))
             self.t_static[rid] = 0.5 * self.kappa_req[rid] * float(rest[0])
         else:
             self.t_static[rid] = 0.0
@@ -232,7 +235,8 @@ class CascadeScheduler(Scheduler):
         if before:
             started = np.array([rid for rid, _ in pieces[:before]], dtype=np.int64)
             left = np.array([sim.need[r] - sim.done_pref[r] for r in started.tolist()], dtype=float)
-            bs = self.deadline[started] - now - self.t_hat_s(sim, inst, started, left, now)
+            ahead = np.maximum(estimator(sim, inst).started_tokens(inst) - left, 0.0)  # not itself
+            bs = self.deadline[started] - now - self.t_hat_s(sim, inst, started, left, now, ahead)
             t2_cont = float(sum(g for (_, g), late in zip(pieces[:before], (bs <= 0).tolist(), strict=True) if late))
         nxt = 0  # next Tier-2 entry
         t2_tokens = 0.0

@@ -4,28 +4,30 @@ the current and at the maximal load of its instance.
 For a request with ``r`` prompt tokens left to prefill (its prompt, or prompt + generated tokens after a
 recompute, minus a prefix-cache hit ``h``) on an instance with token cap ``C``:
 
-- **T(load)** with ``n`` decoding sequences holding ``ctx`` tokens: the engine gives the prompt chunks of
-  ``c = C − n`` tokens (chunked prefill: the decode tokens come first, :mod:`hetplan.sim.batching`), so it takes
-  ``k = ⌈r/c⌉`` iterations; T = Σ over those chunks of the performance model's prefill time of the chunk (with
-  its attention over the tokens before it, as :meth:`~hetplan.sim.deployment.StepCost.prefill_s` prices it) +
-  ``k`` times the decode part of a mixed iteration ``decode_s(n, ctx) − overhead``; plus, on a prefill instance
-  of a disaggregated deployment, the KV transfer of the ``r`` tokens to decode. Without chunked prefill the prompt
-  is one piece (k = 1).
-- **current load**: the instance's running decode batch now (``len(running)``, ``ctx_sum``) and, on a prefill
-  instance, the KV transfers still queued on its NIC (the request's own transfer starts after them).
-- **maximal load**: the instance's decode batch full (``max_num_seqs`` sequences; none on a prefill instance)
-  holding its whole KV cache (``kv_capacity_tokens``).
-- ``T̂ = κ · (T(current load) + T(max load)) / 2`` (DESIGN §3.4), κ per request class.
+- **T(current load)**: the instance now, with ``n`` decoding sequences holding ``ctx`` tokens and ``o`` prompt
+  tokens of prompts it has already started (they continue first and share the request's iterations). The engine
+  gives prompts chunks of ``c = C − n`` tokens (chunked prefill: the decode tokens come first,
+  :mod:`hetplan.sim.batching`), so the request's first token comes after the ``o + r`` tokens are prefilled:
+  ``T = P_c(o + r) + ⌈(o + r)/c⌉ · (decode_s(n, ctx) − overhead)``, where ``P_c(s)`` is the performance model's
+  time of prefilling ``s`` tokens in chunks of ``c`` (each chunk with its attention over the tokens before it, as
+  :meth:`~hetplan.sim.deployment.StepCost.prefill_s` prices it), plus, on a prefill instance of a disaggregated
+  deployment, the KV transfers still queued on its NIC.
+- **T(max load)**: every iteration full: the decode batch at ``max_num_seqs`` holding the whole KV cache (none on
+  a prefill instance) and the prefill budget filled, so each of the request's ``⌈r/c⌉`` chunks costs a full
+  iteration, ``F + decode_s(max_num_seqs, KV capacity) − overhead`` with ``F`` the prefill of ``c`` tokens.
+- on a prefill instance, the request's own KV transfer to decode is added to both.
+- ``T̂ = κ · (T(current load) + T(max load)) / 2`` (DESIGN §3.4), κ per request class. With equal loads (an
+  instance already full: ``o + r = c``) and κ = 1, T̂ is the profile's latency of one full iteration (+ transfer).
 
-The prompt work is tabulated once per chunk size on a grid of :data:`GRID_TOKENS` tokens (exact at grid points,
-linear between them) so the budgets of a whole waiting queue are one ``numpy.interp`` per iteration.
+Without chunked prefill a prompt is one piece (one iteration). The prompt work is tabulated once per chunk size on
+a grid of :data:`GRID_TOKENS` tokens (exact at grid points, linear between them) so the budgets of a whole waiting
+queue are one ``numpy.interp`` per iteration.
 
-What hetplan still reconstructs: the paper's exact load definition is not published (the split of T(current) and
-T(max) above is hetplan's); the simulator models no prefix cache, so the hit ``h`` is 0 (the estimate takes it,
+What hetplan still reconstructs: the paper's exact load definition is not published (the two load points above
+are hetplan's); the simulator models no prefix cache, so the hit ``h`` is 0 (the estimate takes it,
 ``cached_tokens``, for an engine that has one); the queue ahead of the request is not in T̂, since the budget
-subtracts the time waited separately and is re-computed every iteration; nor are the other prompts' chunks that
-share the request's iterations (each iteration is priced with the request's own chunk and the decode batch), which
-is why short prompts need κ ≈ 2–2.5 (per-class κ absorbs it: ``hetplan calibrate``).
+subtracts the time waited separately and is re-computed every iteration; prompts admitted in the same iteration
+after the estimate are not in ``o``.
 
 Source: CASCADE's estimator (DESIGN §3.4: ``T̂ = κ·(T(current load) + T(max load))/2``, κ calibrated so that
 ``P(TTFT ≤ T̂) ≥ q``); the per-request, per-chunk form follows the issue-18 reading of it; hetplan's own
@@ -34,7 +36,6 @@ implementation.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -50,26 +51,32 @@ DECODE_BUCKET = 32
 
 
 class TtftEstimator:
-    """T(load) of :mod:`hetplan.sim.estimate` for one instance (tables shared by instances of one type).
+    """T(load) of :mod:`hetplan.sim.estimate` for one instance type of one run.
 
     Args:
+        sim: the run (its per-request ``need`` and ``done_pref`` give the tokens of started prompts).
         inst: the instance (its ``cost``, ``tok_cap``, ``seqs_cap``, ``cap``, ``role``).
-        max_tokens: largest prompt to tabulate (longer ones are priced exactly, one by one).
+        max_tokens: largest prompt to tabulate (longer work is priced exactly).
         chunked: whether the engine chunks prompts.
         xfer: ``(seconds, seconds per token)`` of the KV transfer to decode (``(0, 0)`` when aggregated).
     """
 
-    def __init__(self, inst: Instance, max_tokens: int, chunked: bool, xfer: tuple[float, float]) -> None:
+    def __init__(
+        self, sim: Simulator, inst: Instance, max_tokens: int, chunked: bool, xfer: tuple[float, float]
+    ) -> None:
+        self.sim = sim
         self.cost = inst.cost
         self.tok_cap = int(inst.tok_cap)
         self.chunked = chunked
         self.xfer = xfer if inst.role == "prefill" else (0.0, 0.0)
         self.n_max = 0 if inst.role == "prefill" else int(inst.seqs_cap)
         self.ctx_max = float(inst.cap)
-        self.max_tokens = max(int(max_tokens), GRID_TOKENS)
+        self.max_tokens = max(int(max_tokens) + 2 * self.tok_cap, GRID_TOKENS)
         self.grid = np.arange(0, self.max_tokens + 2 * GRID_TOKENS, GRID_TOKENS, dtype=float)
         self._tables: dict[int, np.ndarray] = {}
         self._decode_max = self._decode_part(self.n_max, self.ctx_max)
+        c = self.chunk(self.n_max)
+        self._full_max = self.prompt_s(c if c > 0 else self.tok_cap, c) + self._decode_max
 
     def _decode_part(self, n: int, ctx: float) -> float:
         """Seconds a mixed iteration adds for ``n`` decoding sequences (0 for none)."""
@@ -105,11 +112,10 @@ class TtftEstimator:
             self._tables[chunk] = table
         return table
 
-    def _at(self, r: np.ndarray, n_dec: int, decode_part: float) -> np.ndarray:
-        chunk = self.chunk(n_dec)
-        work = np.interp(r, self.grid, self._table(chunk))
-        iters = np.ceil(r / chunk) if chunk > 0 else (r > 0).astype(float)
-        return np.asarray(work + iters * decode_part, dtype=float)
+    def started_tokens(self, inst: Instance) -> float:
+        """Prompt tokens still to prefill of the prompts ``inst`` has started (``o``), tokens."""
+        need, done = self.sim.need, self.sim.done_pref
+        return float(sum(need[r] - done[r] for r in inst.prefilling))
 
     def backlog_s(self, inst: Instance, now: float | None) -> float:
         """Seconds of KV transfers still queued on a prefill instance's NIC at ``now`` (part of its current load:
@@ -118,36 +124,43 @@ class TtftEstimator:
             return 0.0
         return max(0.0, inst.nic_free - now)
 
-    def parts_s(self, inst: Instance, remaining: np.ndarray, now: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """``(T(current load), T(max load) + 2 x KV transfer)`` of requests with ``remaining`` prompt tokens
-        (shape (k,)), seconds, at ``now`` (the NIC backlog of a prefill instance counts in the current load):
-        ``t0_s`` is their sum over 2 (0 where nothing is left). The second part does not change while a request
-        waits, so a scheduler may keep it per request."""
+    def current_s(
+        self, inst: Instance, remaining: np.ndarray, now: float | None = None, others: np.ndarray | None = None
+    ) -> np.ndarray:
+        """T(current load) of requests with ``remaining`` prompt tokens (shape (k,)) at ``now``, seconds (0 where
+        nothing is left); ``others``: the started prompts' tokens ahead of each (default: all of ``inst``'s)."""
         r = np.asarray(remaining, dtype=float)
+        o = self.started_tokens(inst) if others is None else np.asarray(others, dtype=float)
+        tot = r + o
         n_cur = len(inst.running)
         dec = self._decode_part(n_cur, inst.ctx_sum)
-        cur = self._at(r, n_cur, dec) + self.backlog_s(inst, now)
-        mx = self._at(r, self.n_max, self._decode_max)
-        long = r > self.max_tokens
-        if long.any():  # beyond the table: exact, one by one
-            for i in np.flatnonzero(long):
-                cur[i] = self._exact(float(r[i]), n_cur, dec) + self.backlog_s(inst, now)
-                mx[i] = self._exact(float(r[i]), self.n_max, self._decode_max)
-        base, per = self.xfer
-        live = r > 0
-        return np.where(live, cur, 0.0), np.where(live, mx + 2.0 * (base + per * r), 0.0)
+        chunk = self.chunk(n_cur)
+        work = np.interp(tot, self.grid, self._table(chunk))
+        beyond = np.flatnonzero(tot > self.max_tokens)
+        for i in beyond:  # beyond the table: exact
+            work[i] = self.prompt_s(float(tot[i]), chunk)
+        iters = np.ceil(tot / chunk) if chunk > 0 else np.ones_like(tot)
+        cur = work + iters * dec + self.backlog_s(inst, now)
+        return np.asarray(np.where(r > 0, cur, 0.0), dtype=float)
 
-    def current_s(self, inst: Instance, remaining: np.ndarray, now: float | None = None) -> np.ndarray:
-        """T(current load) of requests with ``remaining`` prompt tokens (shape (k,)) at ``now``, seconds."""
+    def max_s(self, remaining: np.ndarray) -> np.ndarray:
+        """T(max load) + 2 × the request's KV transfer, shape (k,), seconds: constant while a request waits, so a
+        scheduler may keep it per request (0 where nothing is left)."""
         r = np.asarray(remaining, dtype=float)
-        n_cur = len(inst.running)
-        dec = self._decode_part(n_cur, inst.ctx_sum)
-        cur = self._at(r, n_cur, dec)
-        long = r > self.max_tokens
-        if long.any():
-            for i in np.flatnonzero(long):
-                cur[i] = self._exact(float(r[i]), n_cur, dec)
-        return np.where(r > 0, cur + self.backlog_s(inst, now), 0.0)
+        chunk = self.chunk(self.n_max)
+        if chunk > 0:
+            mx = np.ceil(r / chunk) * self._full_max
+        else:  # unchunked: one iteration, at least a full one
+            mx = np.array([max(self.prompt_s(float(x), 0), self._full_max - self._decode_max) for x in r])
+            mx = mx + self._decode_max
+        base, per = self.xfer
+        return np.asarray(np.where(r > 0, mx + 2.0 * (base + per * r), 0.0), dtype=float)
+
+    def parts_s(
+        self, inst: Instance, remaining: np.ndarray, now: float | None = None, others: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(T(current load), T(max load) + 2 × KV transfer)`` (see :meth:`current_s`, :meth:`max_s`)."""
+        return self.current_s(inst, remaining, now, others), self.max_s(remaining)
 
     def t0_s(
         self,
@@ -155,21 +168,17 @@ class TtftEstimator:
         remaining: np.ndarray,
         cached_tokens: np.ndarray | None = None,
         now: float | None = None,
+        others: np.ndarray | None = None,
     ) -> np.ndarray:
         """The unscaled estimate ``(T(current load) + T(max load))/2`` (+ KV transfer) of requests with
         ``remaining`` prompt tokens to prefill (shape (k,), tokens) on ``inst`` at ``now`` (None: without the NIC
-        backlog); ``cached_tokens`` is each one's prefix-cache hit (default 0). Seconds, shape (k,); 0 where nothing
-        is left to prefill."""
+        backlog); ``cached_tokens`` is each one's prefix-cache hit (default 0); ``others``: see
+        :meth:`current_s`. Seconds, shape (k,); 0 where nothing is left to prefill."""
         r = np.asarray(remaining, dtype=float)
         if cached_tokens is not None:
             r = np.maximum(r - np.asarray(cached_tokens, dtype=float), 0.0)
-        cur, rest = self.parts_s(inst, r, now)
+        cur, rest = self.parts_s(inst, r, now, others)
         return np.asarray((cur + rest) / 2.0, dtype=float)
-
-    def _exact(self, r: float, n_dec: int, decode_part: float) -> float:
-        chunk = self.chunk(n_dec)
-        iters = math.ceil(r / chunk) if chunk > 0 else 1
-        return self.prompt_s(r, chunk) + iters * decode_part
 
 
 def estimator(sim: Simulator, inst: Instance) -> TtftEstimator:
@@ -181,7 +190,7 @@ def estimator(sim: Simulator, inst: Instance) -> TtftEstimator:
         est = cache.get(key)
         if est is None:
             xfer = sim.kv_coeff[inst.group] if inst.role == "prefill" else (0.0, 0.0)
-            est = cache[key] = TtftEstimator(inst, sim.max_prompt_tokens, sim.cfg.chunked_prefill, xfer)
+            est = cache[key] = TtftEstimator(sim, inst, sim.max_prompt_tokens, sim.cfg.chunked_prefill, xfer)
         inst.est = est
     return est
 

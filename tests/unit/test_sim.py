@@ -157,41 +157,55 @@ def test_jain_index_bounds():
 
 
 def test_kappa_one_with_equal_loads_gives_the_model_latency():
-    """DESIGN §4: κ = 1 and equal loads give T̂ = the profile. A prefill instance has no decodes, so its current
-    load is its maximal load: T̂ of a prompt is the model's prefill latency of that prompt plus its KV transfer."""
+    """DESIGN §4: κ = 1 and equal loads give T̂ = the profile. A prefill instance whose started prompts fill the
+    rest of the iteration is at its maximal load: T̂ of a 3,072-token prompt is the model's latency of one full
+    8,192-token iteration plus the prompt's KV transfer."""
     from hetplan.perf.latency import kv_transfer_s
+    from hetplan.sim.estimate import estimator
 
     dep = simple_deployment(model="Llama-3.1-8B", disaggregated=True)
-    stream = make_stream([0.0, 0.0], [3072, 6144], [2, 2])
+    stream = make_stream([0.0, 0.0, 0.0], [3072, 6144, 8000], [2, 2, 2])
     sim = Simulator(dep, stream, get_scheduler("cascade", CascadeSettings(kappa=1.0)))
     inst = sim.insts[0]
     model = dep.model("H100-SXM", 1)
     link = dep.groups[0].link_bytes_per_s
-    t_hat = sim.scheduler.t_hat_s(sim, inst, np.array([0, 1]), np.array([3072.0, 6144.0]))
-    for got, s in zip(t_hat, (3072, 6144), strict=True):
-        want = float(model.prefill_latency_s(s, 1) + kv_transfer_s(dep.arch, s, link, dep.settings))
-        assert got == pytest.approx(want, rel=1e-9)
-    assert t_hat[1] > 1.9 * t_hat[0]  # one number per request, not per instance
+    est = estimator(sim, inst)
+
+    def xfer(s):
+        return float(kv_transfer_s(dep.arch, s, link, dep.settings))
+
+    sim.need[2], inst.prefilling = 8192 - 3072, [2]  # started prompts: 5,120 tokens still to prefill
+    full = float(model.prefill_latency_s(8192, 1))
+    assert est.t0_s(inst, np.array([3072.0]))[0] == pytest.approx(full + xfer(3072), rel=1e-9)
+    # idle: the current load is the prompt alone, the maximal load a full iteration: T̂ lies between them
+    inst.prefilling = []
+    alone = float(model.prefill_latency_s(3072, 1))
+    t_idle = est.t0_s(inst, np.array([3072.0, 6144.0]))
+    assert t_idle[0] == pytest.approx((alone + full) / 2 + xfer(3072), rel=1e-9)
+    assert t_idle[1] > t_idle[0]  # one number per request, not per instance
     assert cascade_estimate_s(0.3, 0.3, 1.0) == 0.3
     assert cascade_estimate_s(0.2, 0.4, 2.0) == pytest.approx(0.6)
 
 
 def test_kappa_one_at_maximal_load_gives_the_mixed_iteration_of_the_profile():
-    """An aggregated instance whose current load is its maximal load (max_num_seqs decodes holding the whole KV
-    cache): T̂ of a prompt that fits one chunk is one mixed iteration: its prefill + the decode step − one overhead."""
-    dep = simple_deployment(model="Llama-3.1-8B", max_num_seqs=64)
-    sim = Simulator(dep, make_stream([0.0], [3072], [2]), get_scheduler("cascade", CascadeSettings(kappa=1.0)))
-    inst = sim.insts[0]
-    inst.running = dict.fromkeys(range(100, 164))
-    inst.ctx_sum = float(inst.cap)
-    model = dep.model("H100-SXM", 1)
-    want = float(model.prefill_latency_s(3072, 1) + inst.cost.decode_s(64, inst.cap) - inst.cost.overhead_s)
-    got = sim.scheduler.t_hat_s(sim, inst, np.array([0]), np.array([3072.0]))[0]
-    assert got == pytest.approx(want, rel=1e-9)
+    """An aggregated instance at its maximal load (max_num_seqs decodes holding the whole KV cache, started prompts
+    filling the chunk): T̂ of a prompt is one full mixed iteration: a full chunk's prefill + the decode step − one
+    overhead; a class's κ scales it."""
+    from hetplan.sim.estimate import estimator
+
+    dep = simple_deployment(model="Llama-3.1-8B", max_num_seqs=128)
+    stream = make_stream([0.0, 0.0], [3072, 100], [2, 2], ["x", "x"])
     k2 = get_scheduler("cascade", CascadeSettings(kappa=1.0, kappa_by_class=(("x", 2.5),)))
-    sim2 = Simulator(dep, make_stream([0.0], [3072], [2], ["x"]), k2)
-    sim2.insts[0].running, sim2.insts[0].ctx_sum = inst.running, inst.ctx_sum
-    assert k2.t_hat_s(sim2, sim2.insts[0], np.array([0]), np.array([3072.0]))[0] == pytest.approx(2.5 * want)
+    sim = Simulator(dep, stream, k2)
+    inst = sim.insts[0]
+    inst.running = dict.fromkeys(range(100, 228))
+    inst.ctx_sum = float(inst.cap)
+    chunk = 8192 - 128
+    sim.need[1], inst.prefilling = chunk - 3072, [1]
+    model = dep.model("H100-SXM", 1)
+    want = float(model.prefill_latency_s(chunk, 1) + inst.cost.decode_s(128, inst.cap) - inst.cost.overhead_s)
+    assert estimator(sim, inst).t0_s(inst, np.array([3072.0]))[0] == pytest.approx(want, rel=1e-9)
+    assert k2.t_hat_s(sim, inst, np.array([0]), np.array([3072.0]))[0] == pytest.approx(2.5 * want, rel=1e-9)
 
 
 def test_cascade_is_not_edf_a_longer_prompt_has_the_smaller_budget(one_at_a_time):
