@@ -56,7 +56,8 @@ class TtftEstimator:
     Args:
         sim: the run (its per-request ``need`` and ``done_pref`` give the tokens of started prompts).
         inst: the instance (its ``cost``, ``tok_cap``, ``seqs_cap``, ``cap``, ``role``).
-        max_tokens: largest prompt to tabulate (longer work is priced exactly).
+        max_tokens: largest prompt to tabulate (work beyond the table is extended linearly at the cost per token
+            of its last chunk).
         chunked: whether the engine chunks prompts.
         xfer: ``(seconds, seconds per token)`` of the KV transfer to decode (``(0, 0)`` when aggregated).
     """
@@ -135,10 +136,15 @@ class TtftEstimator:
         n_cur = len(inst.running)
         dec = self._decode_part(n_cur, inst.ctx_sum)
         chunk = self.chunk(n_cur)
-        work = np.interp(tot, self.grid, self._table(chunk))
-        beyond = np.flatnonzero(tot > self.max_tokens)
-        for i in beyond:  # beyond the table: exact
-            work[i] = self.prompt_s(float(tot[i]), chunk)
+        table = self._table(chunk)
+        work = np.interp(tot, self.grid, table)
+        top = self.grid[-1]
+        beyond = tot > top
+        if beyond.any():  # beyond the table: extended at the cost per token of its last chunk (linear)
+            span = float(chunk if chunk > 0 else self.tok_cap)
+            k = max(1, int(round(span / GRID_TOKENS)))
+            slope = (table[-1] - table[-1 - k]) / (self.grid[-1] - self.grid[-1 - k])
+            work = np.where(beyond, table[-1] + (tot - top) * slope, work)
         iters = np.ceil(tot / chunk) if chunk > 0 else np.ones_like(tot)
         cur = work + iters * dec + self.backlog_s(inst, now)
         return np.asarray(np.where(r > 0, cur, 0.0), dtype=float)
