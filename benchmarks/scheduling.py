@@ -1,96 +1,230 @@
-"""Scheduling policies under overload: Azure conversation + code traces mixed, FCFS/SJF/EDF/CASCADE.
+"""Scheduling policies on a mixed workload with a short chat class and a long-context class (issue 18).
 
-The two one-hour Azure traces (Splitwise, 2023) are replayed together as two request classes with different
-SLOs (conversation: the plan's TTFT 2 s, TPOT 100 ms; code: TTFT 4 s, TPOT 100 ms, since code prompts are about
-twice as long) through example (a)'s Cauchy plan (tests/fixtures/plan_two_combos.json) with each combo deployed
-twice (8 instances: 2x A100 TP2 -> A10G TP8, 2x H100 TP2 -> A100 TP4, Llama-3-70B). At rate scale 1 the mix
-offers about 7.9 req/s and 11.5k prompt tokens/s, with minute-long bursts three times that; the sweep drives it
-further into overload. CASCADE's κ and q₂ are first calibrated on the mix at rate scale 1 (``hetplan
-calibrate``'s procedure) and used for the ``cascade`` rows; ``cascade-k1`` repeats CASCADE with κ = 1 to show
-how much the calibrated safety margin costs. Prints goodput (req/s meeting both SLOs), joint attainment,
-per-class attainment and Jain's index over the two classes.
+Workload (real traces from ../shared/data/traces, the first ``--minutes`` of each, each on its own clock from 0):
 
-Expected direction from the CASCADE paper (DESIGN §3.4): CASCADE's goodput above FCFS, SJF and EDF under
-overload, Jain ≥ 0.95 while SJF's falls. This script reports what hetplan's simulator gives; it does not
-assert it.
+- ``chat``: Azure LLM inference trace 2023, conversation service (Patel et al., Splitwise, ISCA 2024);
+- ``code``: the same trace's code-completion service (longer prompts, short outputs);
+- ``long``: the Mooncake FAST'25 trace (kvcache-ai/Mooncake), requests with prompts of 4k–32k tokens only
+  (the class the CASCADE claim is about; shorter ones overlap the chat class, longer ones are left out).
 
-Needs ../shared/data/traces/AzureLLMInferenceTrace_{conv,code}.csv (relative to the repository).
+There is no long-output (reasoning) class: the ServeGen data in ../shared holds one language client's length PDFs,
+not reasoning traces, and no other stored trace has outputs of thousands of tokens.
 
-Usage: python benchmarks/scheduling.py [--scales 1,1.5,2,3] [--minutes 60] [--copies 2] [--data ../shared/data]
+SLOs are set by a rule fixed before any policy was run, scaled to each class's work on an idle instance:
+TTFT SLO = 0.5 s + 5 × the model's prefill latency of the class's p90 prompt, rounded up to 0.5 s; TPOT SLO =
+max(100 ms, 2 × a decode step of 64 sequences at the class's p90 context), rounded up to 10 ms.
+
+Deployment: Llama-3.1-8B (bf16, 128k context) on 4 aggregated H100-SXM instances (TP1, vLLM-like chunked prefill
+of 2,048 tokens, 256 sequences), one shared queue. **1× load** is the deployment's goodput capacity under FCFS:
+the highest rate scale of the mixed trace at which FCFS holds 90 % joint attainment (found by bisection first);
+the sweep then runs 1×, 1.5×, 2×, 3× of it. Policies: FCFS, SJF by prompt (``sjf``), SJF by total work with the
+output known (``sjf-total``, an oracle), EDF, CASCADE with κ calibrated per class at 1× (q = 0.95) and with κ = 1,
+each at q₂ ∈ {0, 0.1, 0.2}, and CASCADE with the other Tier-2 order (``largest-budget``) at calibrated κ, q₂ 0.1.
+
+κ is fitted at 1× and q₂ chosen at 2× (at 1× Tier 2 is empty and every q₂ ties) by goodput × Jain.
+
+A second deployment under KV pressure (``--kv-util``, default 0.3 of HBM: 63,824 KV tokens per instance) runs
+the same policies at 1× with the same host KV tier available to every policy (256 GiB DRAM at 25 GB/s, then SSD at
+5 GB/s per instance): preemption, restore and recompute counts are printed.
+
+Printed per run: goodput in requests/s and in tokens/s (prompt + output tokens of requests that met both SLOs, per
+second of serving span), joint attainment, per-class attainment, attainment by prompt-length band, Jain's index
+over the classes. The script reports what hetplan's simulator gives; it asserts nothing.
+
+Usage: python benchmarks/scheduling.py [--minutes 10] [--scales 1,1.5,2,3] [--data ../shared/data] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import math
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from hetplan.plan.doc import load_plan
-from hetplan.sim.calibrate import calibrate
-from hetplan.sim.policies import CascadeSettings
-from hetplan.sim.run import SimRequest, simulate
-from hetplan.workload.model import ClassSlo
+import numpy as np
+
+from hetplan.perf.settings import PerfSettings
+from hetplan.sim.calibrate import calibrate_deployment
+from hetplan.sim.deployment import Deployment, simple_deployment
+from hetplan.sim.engine import SimConfig, Simulator
+from hetplan.sim.hostkv import HostKvTier
+from hetplan.sim.metrics import request_outcomes, summarize
+from hetplan.sim.policies import CascadeSettings, get_scheduler
+from hetplan.workload.model import ClassSlo, RequestStream, make_stream
 from hetplan.workload.readers import read_stream
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
-CONV, CODE = "AzureLLMInferenceTrace_conv", "AzureLLMInferenceTrace_code"
-SLOS = {CONV: ClassSlo(2.0, 0.1), CODE: ClassSlo(4.0, 0.1)}
+MODEL, GPU, INSTANCES, CHUNK = "Llama-3.1-8B", "H100-SXM", 4, 2048
+BANDS = ((0, 1024), (1024, 4096), (4096, 8192), (8192, 16384), (16384, 32769))
+BAND_NAMES = ("<1k", "1-4k", "4-8k", "8-16k", "16-32k")
+HOST = HostKvTier(dram_gib=256.0, dram_gb_per_s=25.0, ssd_gb_per_s=5.0)
+
+
+def load_mix(data: Path, minutes: float) -> RequestStream:
+    """The three classes, each trace's first ``minutes`` from its own 0, mixed by arrival time."""
+    parts = []
+    for name, file in (("chat", "AzureLLMInferenceTrace_conv.csv"), ("code", "AzureLLMInferenceTrace_code.csv"),
+                       ("long", "mooncake_synthetic_trace.jsonl")):  # fmt: skip
+        s = read_stream([data / "traces" / file])
+        a = s.arrival_s - s.arrival_s[0]
+        keep = a <= minutes * 60
+        if name == "long":
+            keep &= (s.prompt_tokens >= 4096) & (s.prompt_tokens <= 32768)
+        parts.append((a[keep], s.prompt_tokens[keep], s.output_tokens[keep], [name] * int(keep.sum())))
+    arr = np.concatenate([p[0] for p in parts])
+    return make_stream(arr, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
+                       sum((p[3] for p in parts), []), source="Azure conv + Azure code + Mooncake 4k-32k")  # fmt: skip
+
+
+def slo_rule(dep: Deployment, stream: RequestStream) -> dict[str, ClassSlo]:
+    """The SLO rule of the module docstring, per class."""
+    model = dep.model(GPU, 1)
+    out = {}
+    for c, name in enumerate(stream.class_names):
+        m = stream.class_id == c
+        p90 = float(np.percentile(stream.prompt_tokens[m], 90))
+        ctx = float(np.percentile(stream.prompt_tokens[m] + stream.output_tokens[m], 90))
+        ttft = math.ceil((0.5 + 5 * float(model.prefill_latency_s(p90, 1))) * 2) / 2
+        step = float(model.decode_step_latency_s(64, ctx))
+        tpot = math.ceil(max(0.1, 2 * step) * 100) / 100
+        out[name] = ClassSlo(ttft, tpot)
+    return out
+
+
+def run(dep: Deployment, stream: RequestStream, policy: str, cfg: CascadeSettings | None, sim_cfg: SimConfig,
+        scale: float) -> dict[str, Any]:  # fmt: skip
+    """One run: the metrics document plus goodput in tokens and attainment by prompt band."""
+    scaled = stream.scaled(scale)
+    start = time.perf_counter()
+    res = Simulator(dep, scaled, get_scheduler(policy, cfg), sim_cfg).run()
+    m = summarize(scaled, res)
+    o = request_outcomes(scaled, res)
+    span = m["serving_span_s"] or 1e-9
+    good_tokens = float((scaled.prompt_tokens + o["output_tokens"])[o["ok"]].sum())
+    m["goodput_tokens_per_s"] = good_tokens / span
+    m["bands"] = {}
+    for (lo, hi), label in zip(BANDS, BAND_NAMES, strict=True):
+        sel = (scaled.prompt_tokens >= lo) & (scaled.prompt_tokens < hi)
+        m["bands"][label] = float(o["ok"][sel].mean()) if sel.any() else None
+    m["seconds"] = time.perf_counter() - start
+    return m
+
+
+def fcfs_capacity(dep: Deployment, stream: RequestStream, sim_cfg: SimConfig, target: float = 0.9) -> float:
+    """Highest rate scale with FCFS joint attainment ≥ ``target`` (doubling/halving, then 5 bisection steps)."""
+
+    def ok(x: float) -> bool:
+        return float(run(dep, stream, "fcfs", None, sim_cfg, x)["attainment"]["joint"]) >= target
+
+    if ok(1.0):
+        lo, hi = 1.0, 2.0
+        while hi <= 64 and ok(hi):
+            lo, hi = hi, hi * 2
+    else:
+        lo, hi = 0.5, 1.0
+        while lo >= 1 / 64 and not ok(lo):
+            lo, hi = lo / 2, lo
+    for _ in range(5):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+def policies(kappa: CascadeSettings) -> list[tuple[str, str, CascadeSettings | None]]:
+    k1 = replace(kappa, kappa=1.0, kappa_by_class=())
+    rows: list[tuple[str, str, CascadeSettings | None]] = [
+        ("fcfs", "fcfs", None),
+        ("sjf", "sjf", None),
+        ("sjf-total", "sjf-total", None),
+        ("edf", "edf", None),
+    ]
+    for q2 in (0.0, 0.1, 0.2):
+        rows.append((f"cascade q2={q2:g}", "cascade", replace(kappa, q2=q2)))
+    for q2 in (0.0, 0.1, 0.2):
+        rows.append((f"cascade k=1 q2={q2:g}", "cascade", replace(k1, q2=q2)))
+    rows.append(("cascade t2=largest", "cascade", replace(kappa, q2=0.1, tier2_order="largest-budget")))
+    return rows  # fmt: skip
+
+
+def table(title: str, results: list[tuple[float, str, dict[str, Any]]], names: tuple[str, ...]) -> None:
+    print(f"\n{title}")
+    head = (f"{'load':>4} {'policy':22} {'good r/s':>8} {'good tok/s':>10} {'attain':>6} "
+            + " ".join(f"{n:>6}" for n in names) + " | " + " ".join(f"{b:>6}" for b in BAND_NAMES)
+            + f" {'Jain':>6} {'pre':>5} {'rest':>5} {'recmp':>5} {'unfin':>5} {'s':>4}")  # fmt: skip
+    print(head)
+    for load, label, m in results:
+        by = {c["class"]: c["attainment"] for c in m["classes"]}
+        jain = "-" if m["jain_index"] is None else f"{m['jain_index']:.3f}"
+        bands = " ".join("     -" if v is None else f"{v:6.1%}" for v in m["bands"].values())
+        cnt = m["counters"]
+        print(f"{load:4g} {label:22} {m['goodput_req_per_s']:8.3f} {m['goodput_tokens_per_s']:10.0f} "
+              f"{m['attainment']['joint']:6.1%} " + " ".join(f"{by[n]:6.1%}" for n in names) + f" | {bands} "
+              f"{jain:>6} {cnt['preemptions']:5.0f} {cnt['restores']:5.0f} {cnt['recomputes']:5.0f} "
+              f"{m['unfinished']:5d} {m['seconds']:4.1f}")  # fmt: skip
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scales", default="1,1.5,2,3")
-    ap.add_argument("--minutes", type=float, default=60.0, help="replay only the first N minutes of the mix")
-    ap.add_argument("--copies", type=int, default=2, help="deploy each combo of the plan this many times")
+    ap.add_argument("--minutes", type=float, default=10.0, help="replay the first N minutes of each trace")
+    ap.add_argument("--scales", default="1,1.5,2,3", help="loads, as multiples of the FCFS capacity")
+    ap.add_argument("--kv-util", type=float, default=0.3, help="gpu_memory_utilization of the KV-pressure run")
     ap.add_argument("--data", type=Path, default=DATA, help="the shared data folder (default ../shared/data)")
     args = ap.parse_args()
-    paths = [args.data / "traces" / f"{name}.csv" for name in (CONV, CODE)]
-    missing = [p for p in paths if not p.is_file()]
+    files = ("AzureLLMInferenceTrace_conv.csv", "AzureLLMInferenceTrace_code.csv", "mooncake_synthetic_trace.jsonl")
+    missing = [f for f in files if not (args.data / "traces" / f).is_file()]
     if missing:
-        print(f"missing {missing[0]}: pass --data PATH/TO/shared/data", file=sys.stderr)
+        print(f"missing {args.data / 'traces' / missing[0]}: pass --data PATH/TO/shared/data", file=sys.stderr)
         return 2
-    stream = read_stream([str(p) for p in paths])
-    keep = int((stream.arrival_s <= args.minutes * 60).sum())
-    stream = stream.head(keep)
-    plan = load_plan(ROOT / "tests" / "fixtures" / "plan_two_combos.json")
-    plan = dataclasses.replace(plan, combos=tuple(dataclasses.replace(c, count=args.copies) for c in plan.combos))
-    print(
-        f"{stream.n:,} requests over {stream.duration_s:,.0f} s ({stream.n / stream.duration_s:.2f} req/s): "
-        + ", ".join(f"{name} {int((stream.class_id == i).sum()):,}" for i, name in enumerate(stream.class_names))
-    )
-    print("SLOs: " + "; ".join(f"{k}: TTFT {v.ttft_s:g} s, TPOT {v.tpot_s * 1e3:g} ms" for k, v in SLOS.items()))
-    base = SimRequest(plan, stream, SLOS)
+    t0 = time.perf_counter()
+    dep = simple_deployment(model=MODEL, gpu=GPU, count=INSTANCES, max_num_batched_tokens=CHUNK)
+    raw = load_mix(args.data, args.minutes)
+    slos = slo_rule(dep, raw)
+    stream = raw.with_slos(2.0, 0.1, slos)
+    names = stream.class_names
+    print(f"{stream.n:,} requests over {stream.duration_s:,.0f} s ({stream.n / stream.duration_s:.2f} req/s); "
+          f"{MODEL} on {INSTANCES}x {GPU} TP1, chunked prefill {CHUNK} tokens")  # fmt: skip
+    for c, name in enumerate(names):
+        m = stream.class_id == c
+        p = stream.prompt_tokens[m]
+        print(f"  {name:5} {int(m.sum()):5,} requests, prompt p50 {np.median(p):,.0f} p90 {np.percentile(p, 90):,.0f}, "
+              f"output p50 {np.median(stream.output_tokens[m]):,.0f}; SLO TTFT {slos[name].ttft_s:g} s, "
+              f"TPOT {slos[name].tpot_s * 1e3:g} ms")  # fmt: skip
+    sim_cfg = SimConfig()
+    cap = fcfs_capacity(dep, stream, sim_cfg)
+    print(f"1x load = FCFS capacity at 90 % joint attainment: rate scale {cap:.3f} "
+          f"({cap * stream.n / stream.duration_s:.2f} req/s)")  # fmt: skip
     start = time.perf_counter()
-    block = calibrate(base, quantile=0.95)
+    block = calibrate_deployment(dep, stream.scaled(cap), quantile=0.95, rate_scale=cap,
+                                 q2_stream=stream.scaled(2 * cap))  # fmt: skip
+    by_class = block["kappa_by_class"]
+    kappa = CascadeSettings(kappa=block["kappa"], q2=block["q2"], kappa_by_class=tuple(by_class.items()))
+    sweep = ", ".join(f"{r['q2']:g}: {r['objective']:.3f}" for r in block["q2_sweep"])
     print(
-        f"calibrated at rate scale 1 in {time.perf_counter() - start:.1f} s: kappa {block['kappa']:.4g} "
-        f"(coverage {block['coverage']:.1%}), q2 {block['q2']:g}"
+        f"calibrated kappa at 1x, q2 at 2x, in {time.perf_counter() - start:.1f} s: kappa {block['kappa']:.4g} "
+        f"(coverage {block['coverage']:.1%}), per class "
+        + ", ".join(f"{k} {v:.4g}" for k, v in by_class.items())
+        + f"; q2 by goodput x Jain: {block['q2']:g} ({sweep})"
     )
-    cascade = CascadeSettings(kappa=block["kappa"], q2=block["q2"])
-    print("goodput = requests meeting both SLOs / serving span (first arrival to last arrival or completion)")
-    header = (
-        f"{'scale':>5} {'policy':10} {'goodput':>8} {'span s':>7} {'attain':>7} {'conv':>7} {'code':>7} {'Jain':>6} "
-        f"{'unfin':>6} {'>ctx':>5} {'time':>6}"
-    )
-    print(header)
-    for scale in (float(x) for x in args.scales.split(",")):
-        for policy in ("fcfs", "sjf", "edf", "cascade", "cascade-k1"):
-            start = time.perf_counter()
-            settings = cascade if policy == "cascade" else replace(cascade, kappa=1.0)
-            run = replace(base, policy=policy.split("-")[0], rate_scale=scale, cascade=settings)
-            m = simulate(run)
-            took = time.perf_counter() - start
-            by = {c["class"]: c["attainment"] for c in m["classes"]}
-            jain = "-" if m["jain_index"] is None else f"{m['jain_index']:.3f}"
-            print(
-                f"{scale:5.2f} {policy:10} {m['goodput_req_per_s']:8.3f} {m['serving_span_s']:7.0f} "
-                f"{m['attainment']['joint']:7.1%} {by[CONV]:7.1%} {by[CODE]:7.1%} {jain:>6} {m['unfinished']:6d} "
-                f"{m['dropped_over_context']:5d} {took:5.1f}s"
-            )
+    rows = policies(kappa)
+    results = []
+    for load in (float(x) for x in args.scales.split(",")):
+        for label, policy, cfg in rows:
+            results.append((load, label, run(dep, stream, policy, cfg, sim_cfg, load * cap)))
+    table("goodput = requests (tokens) meeting both SLOs / serving span; attainment per class | by prompt band",
+          results, names)  # fmt: skip
+    kv = simple_deployment(model=MODEL, gpu=GPU, count=INSTANCES, max_num_batched_tokens=CHUNK,
+                           settings=PerfSettings(gpu_memory_utilization=args.kv_util))  # fmt: skip
+    kv_cap = kv.model(GPU, 1).kv_capacity_tokens
+    kv_cfg = SimConfig(host_kv=HOST)
+    pressure = [(1.0, label, run(kv, stream, policy, cfg, kv_cfg, cap)) for label, policy, cfg in rows]
+    table(f"KV pressure at 1x: gpu_memory_utilization {args.kv_util:g} ({kv_cap:,} KV tokens per instance), host "
+          f"tier for every policy ({HOST.dram_gib:g} GiB DRAM at {HOST.dram_gb_per_s:g} GB/s, SSD at "
+          f"{HOST.ssd_gb_per_s:g} GB/s)", pressure, names)  # fmt: skip
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
     return 0
 
 

@@ -143,7 +143,10 @@ def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs") -> Plan:
     from hetplan.planning.request import build_workload
     from hetplan.sim.verify import verify_plan
 
-    return replace(plan, verification=verify_plan(plan, build_workload(scenario), policy))
+    block = verify_plan(plan, build_workload(scenario), policy)
+    if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
+        plan = replace(plan, extra={**plan.extra, "cascade": block["cascade"]})
+    return replace(plan, verification=block)
 
 
 def build_workload(scenario: Scenario) -> Workload:

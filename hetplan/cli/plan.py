@@ -194,7 +194,7 @@ def plan(
                 raise InputError(
                     f"unknown --verify-policy {verify_policy!r}",
                     f"known: {', '.join(POLICIES)}",
-                    "pass --verify-policy fcfs|sjf|edf|cascade",
+                    f"pass --verify-policy {'|'.join(POLICIES)}",
                 )
         elif verify_strict or verify_policy.lower().strip() != "fcfs":
             flag = "--verify-strict" if verify_strict else "--verify-policy"

@@ -129,7 +129,6 @@ def _request(
     drain: str = "3600s",
 ) -> "SimRequest":
     from hetplan.sim.engine import SimConfig
-    from hetplan.sim.policies import CascadeSettings
     from hetplan.sim.run import SimRequest, plan_cascade
     from hetplan.workload.model import RequestStream
     from hetplan.workload.readers import read_stream
@@ -146,7 +145,7 @@ def _request(
     for label, value in (("--kappa", kappa), ("--q2", q2)):
         if value is not None and not math.isfinite(value):
             raise InputError(f"{label} must be a finite number, got {value}", fix=f"pass e.g. {label} 1.2")
-    cascade = CascadeSettings(kappa=base.kappa if kappa is None else kappa, q2=base.q2 if q2 is None else q2)
+    cascade = replace(base, kappa=base.kappa if kappa is None else kappa, q2=base.q2 if q2 is None else q2)
     try:
         window_s = parse_duration_s(window, "window", 1e-3, 1e6)
     except InputError as exc:
@@ -202,7 +201,7 @@ def simulate_cmd(
     trace: TraceOpt = None,
     class_column: ClassColumnOpt = None,
     slo: SloOpt = None,
-    policy: Annotated[str, typer.Option("--policy", "-p", help="fcfs, sjf, edf or cascade.")] = "fcfs",
+    policy: Annotated[str, typer.Option("--policy", "-p", help="fcfs, sjf, sjf-total, edf or cascade.")] = "fcfs",
     rate_scale: Annotated[
         float | None,
         rate_scale_option("Multiply the arrival rate (compress time); default 1. Not with --find-capacity."),

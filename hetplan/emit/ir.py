@@ -15,6 +15,7 @@ Source: hetplan's own reconstruction (IR between plan and emitters after aiconfi
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -151,6 +152,7 @@ class DeploymentIR:
     notes: tuple[str, ...]
     perf_settings: PerfSettings  # the plan's engine and performance settings, all fields
     from_schedule: bool = False  # combos carry min_count from ``hetplan autoscale``: replicas = min, max = count
+    cascade: str | None = None  # the plan's CASCADE settings as canonical JSON (``hetplan calibrate``), or None
 
     @property
     def groups(self) -> tuple[InstanceGroup, ...]:
@@ -352,4 +354,23 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         notes=tuple(notes),
         from_schedule=any(c.min_count is not None for c in plan.combos),
         perf_settings=perf,
+        cascade=_cascade_json(plan),
     )
+
+
+CASCADE_ROUTER_KEYS = ("kappa", "kappa_by_class", "q2", "tier2_order", "quantile", "coverage", "classes")
+"""The fields of a plan's ``cascade`` block a router needs (the sweep and the calibration run are left out)."""
+
+
+def _cascade_json(plan: Plan) -> str | None:
+    """The router's view of the plan's ``cascade`` block (:data:`CASCADE_ROUTER_KEYS`), as sorted JSON."""
+    block = plan.extra.get("cascade")
+    if not isinstance(block, dict):
+        return None
+    doc = {"kind": "hetplan-cascade-router-config", "schema_version": 1, "policy": "cascade"}
+    doc |= {k: block[k] for k in CASCADE_ROUTER_KEYS if k in block}
+    doc["budget"] = (
+        "T_hat(request) = kappa[class] * (T(current load) + T(max load)) / 2 over its remaining prefill chunks; "
+        "budget = TTFT SLO - wait - T_hat, re-computed every iteration; Tier 2 (budget <= 0) keeps a share q2"
+    )
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"

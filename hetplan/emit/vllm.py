@@ -200,5 +200,7 @@ def emit_vllm(ir: DeploymentIR) -> dict[str, str]:
         what = f"combo {u.index}" if u.kind == "disaggregated" else f"instance type {u.index}"
         about = [f"Router of {what} ({u.kind}); share of traffic {fmt(round(u.goodput_share, 4))}."]
         files[f"vllm/{u.name}-router.sh"] = _script(ir, about, [_command(router_argv(ir, u))])
+    if ir.cascade is not None:  # a calibrated plan: CASCADE's settings for the router (hetplan calibrate)
+        files["vllm/cascade-router.json"] = ir.cascade
     files["vllm/README.md"] = _readme(ir)
     return files

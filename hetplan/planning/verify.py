@@ -173,6 +173,8 @@ def _final(
     block = dict(v)
     if resized is not None:
         block["resized"] = resized
+    if "cascade" in block:  # verified under CASCADE: the calibrated settings go into the plan (and its router config)
+        p = replace(p, extra={**p.extra, "cascade": block["cascade"]})
     return replace(p, verification=block)
 
 

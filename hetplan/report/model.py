@@ -290,6 +290,13 @@ def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any
         "summary": v.get("summary"),
         "warnings": [str(w) for w in v.get("warnings") or []],
     }
+    by_class = v.get("attainment_by_class")
+    if isinstance(by_class, dict):  # a workload with classes (only then: single-class reports stay as they were)
+        out["attainment_by_class"] = {str(k): by_class[k] for k in sorted(by_class)}
+        out["jain_index"] = v.get("jain_index")
+    cascade = v.get("cascade")
+    if isinstance(cascade, dict):  # verified under CASCADE with its calibrated settings
+        out["cascade"] = {k: cascade.get(k) for k in ("kappa", "kappa_by_class", "q2", "tier2_order", "quantile")}
     resized = v.get("resized")
     if isinstance(resized, dict):
         out["resized"] = {

@@ -5,13 +5,12 @@ decode sequences (one token each), then chunks of prompts already being prefille
 scheduler's order (:meth:`~hetplan.sim.scheduler.Scheduler.admit`), within ``max_num_batched_tokens`` (minus the
 decode tokens when chunked prefill is on), ``max_num_seqs`` and the KV cache. When the running sequences would
 outgrow the KV cache, the scheduler's victim is preempted first (:func:`preempt`). A waiting request whose KV is
-present (transferred, restored) joins decoding; one whose KV the scheduler kept on a host tier is restored when
-the restore fits its budget (key minus now), else recomputed; a prompt longer than the token cap runs alone
-without chunked prefill. The waiting queue is the instance's pool's, shared with the other instances of its role
-in its group (:mod:`hetplan.sim.dispatch`); a request whose KV sits on another instance's host tier is passed
-over. The engine
-(:mod:`hetplan.sim.engine`) calls these on arrivals and iteration ends; exactly one iteration of an instance is in
-flight at a time (:func:`start_iteration`).
+present (transferred, restored) joins decoding; one whose KV sits on a host tier is restored when the scheduler's
+``restore_ok`` says so (CASCADE: the transfer fits its budget), else recomputed; a prompt longer than the token cap
+runs alone without chunked prefill. The waiting queue is the instance's pool's, shared with the other instances of
+its role in its group (:mod:`hetplan.sim.dispatch`); a request whose KV sits on another instance's host tier is
+passed over. The engine (:mod:`hetplan.sim.engine`) calls these on arrivals and iteration ends; exactly one
+iteration of an instance is in flight at a time (:func:`start_iteration`).
 
 Source: engine behaviour after vLLM's scheduler; the details are hetplan's own reconstruction.
 """
@@ -151,7 +150,7 @@ def _admit(
             restore = sched.restore_s(sim, rid)
             if inst.kv_used + need + 1 > inst.cap:
                 return False
-            if restore <= sim.key[rid] - now:  # fits the budget: transfer back instead of recompute
+            if sched.restore_ok(sim, inst, rid, restore, now):  # the policy's rule: transfer back, else recompute
                 release_host(sim, inst, rid)
                 inst.kv_used += need
                 inst.pool.qtok -= need
@@ -177,7 +176,7 @@ def _admit(
             return False
         if sim.record and sim.first[rid] == _INF and sim.scheduled_s[rid] != sim.scheduled_s[rid]:
             sim.scheduled_s[rid] = now
-            sim.estimate_s[rid] = sched.estimate_s(inst)
+            sim.estimate_s[rid] = sched.estimate_s(sim, inst, rid, now)
         inst.kv_used += need
         pieces.append((rid, grant))
         state[0] -= grant

@@ -55,6 +55,7 @@ import numpy as np
 from hetplan.sim.batching import start_iteration
 from hetplan.sim.deployment import Deployment
 from hetplan.sim.dispatch import make_pools, queue_in_pool
+from hetplan.sim.estimate import TtftEstimator
 from hetplan.sim.instance import ARRIVE, KV_DONE, STEP_END, Instance, Pool
 from hetplan.sim.result import SimResult
 from hetplan.sim.router import ROUTERS, Router, SimConfig
@@ -140,6 +141,10 @@ class Simulator:
         # closed loop: ``clients`` requests start at 0; each completion sends the next one (ARRIVE events)
         self.clients = int(clients)
         self.next_rid = min(self.clients, n) if self.clients else n
+        # the per-request TTFT estimators (hetplan.sim.estimate), one per instance type, built on first use
+        self.estimators: dict[tuple[int, str, int, int], TtftEstimator] = {}
+        self.max_prompt_tokens = int(stream.prompt_tokens[served].max()) if served.any() else 1
+        scheduler.bind(self)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def push(self, t: float, kind: int, a: int, b: int = 0) -> None:

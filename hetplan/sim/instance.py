@@ -9,7 +9,12 @@ Source: hetplan's own reconstruction (entity split after Vidur, Agrawal et al., 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hetplan.sim.deployment import StepCost
+
+if TYPE_CHECKING:
+    from hetplan.sim.estimate import TtftEstimator
 
 STEP_END, KV_DONE, RESTORED, ARRIVE = 1, 2, 3, 4
 """Event kinds: an iteration ends; a prefill→decode KV transfer ends; a KV restore from a host tier ends; a
@@ -51,13 +56,14 @@ class Instance:
         step_idx / finish_at: iterations done; iteration index → sequences that finish then.
         step_est_s: time per remaining token in CASCADE's decode budgets (a step at half the batch cap, 1k-token
             contexts). host_gib: KV offloaded to host DRAM. t2_credit: CASCADE's Tier-2 token credit.
+        est: the instance's per-request TTFT estimator (:mod:`hetplan.sim.estimate`, built on first use).
     """
 
     __slots__ = (
         "idx", "role", "cost", "cap", "seqs_cap", "tok_cap", "group", "waiting", "prefilling", "running",
         "ctx_sum", "kv_used", "step_idx", "finish_at", "busy", "busy_s", "pieces", "n_dec", "new", "joiners",
         "nic_free", "step_est_s", "outstanding", "last_end", "host_gib", "step_start", "t2_credit",
-        "pool", "ready",
+        "pool", "ready", "est",
     )  # fmt: skip
 
     def __init__(self, idx: int, role: str, cost: StepCost, seqs: int, tokens: int, group: int) -> None:
@@ -88,6 +94,7 @@ class Instance:
         self.pool: Pool = Pool([self])
         self.waiting = self.pool.queue
         self.ready: list[int] = []
+        self.est: TtftEstimator | None = None
 
 
 __all__ = ["ARRIVE", "KV_DONE", "RESTORED", "STEP_END", "Instance", "Pool"]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from hetplan.errors import InputError
 from hetplan.sim.cascade import CascadeScheduler, CascadeSettings
-from hetplan.sim.scheduler import EdfScheduler, FcfsScheduler, Scheduler, SjfScheduler
+from hetplan.sim.scheduler import EdfScheduler, FcfsScheduler, Scheduler, SjfScheduler, SjfTotalScheduler
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
-    cls.name: cls for cls in (FcfsScheduler, SjfScheduler, EdfScheduler, CascadeScheduler)
+    cls.name: cls for cls in (FcfsScheduler, SjfScheduler, SjfTotalScheduler, EdfScheduler, CascadeScheduler)
 }
 POLICIES: dict[str, str] = {name: cls.description for name, cls in SCHEDULERS.items()}
 """Policy name → one-line description."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from hetplan.errors import InputError
 from hetplan.sim.deployment import Group
+from hetplan.sim.hostkv import HostKvTier
 
 ROUTERS = ("round-robin", "jsq", "random")
 
@@ -35,12 +36,15 @@ class SimConfig:
         seed: seed of the ``random`` router (the only random choice).
         chunked_prefill: split long prompts across iterations (vLLM V1's default).
         drain_s: simulated seconds allowed after the last arrival; requests still unfinished then are misses.
+        host_kv: a host KV tier every policy offloads preempted KV to (:mod:`hetplan.sim.hostkv`); None (the
+            default): preempted KV is dropped and recomputed (CASCADE then uses its own settings' tier).
     """
 
     router: str = "round-robin"
     seed: int = 0
     chunked_prefill: bool = True
     drain_s: float = 3600.0
+    host_kv: HostKvTier | None = None
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:

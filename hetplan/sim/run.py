@@ -13,11 +13,12 @@ Source: hetplan's own reconstruction (the capacity search after DESIGN §1).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hetplan.errors import InputError
 from hetplan.plan.types import Plan
@@ -36,7 +37,7 @@ class SimRequest:
     Attributes:
         plan: the typed plan (:func:`hetplan.plan.doc.load_plan`).
         stream: requests (unscaled). class_slos: per-class SLO overrides (else the plan's SLOs).
-        policy: fcfs, sjf, edf or cascade. rate_scale: arrival-rate multiplier.
+        policy: fcfs, sjf, sjf-total, edf or cascade. rate_scale: arrival-rate multiplier.
         cascade: CASCADE settings (default: the plan's calibrated κ and q₂, if any, else the defaults).
         config: router, seed, chunked prefill, drain time. window_s: time-series window, seconds.
     """
@@ -65,7 +66,17 @@ class _CascadeBlock(BaseModel):
     model_config = ConfigDict(extra="allow")
     kappa: float = Field(default=1.0, gt=0, allow_inf_nan=False, strict=True)
     q2: float = Field(default=0.1, ge=0, le=1, allow_inf_nan=False, strict=True)
+    kappa_by_class: dict[str, float] = Field(default_factory=dict)
+    tier2_order: Literal["least-budget", "largest-budget"] = "least-budget"
     classes: dict[str, _CascadeClass] = Field(default_factory=dict)
+
+    @field_validator("kappa_by_class")
+    @classmethod
+    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, k in v.items():
+            if not (isinstance(k, int | float) and math.isfinite(k) and k > 0):
+                raise ValueError(f"kappa of class {name!r} must be a finite number > 0")
+        return v
 
 
 def cascade_block(plan: Plan) -> _CascadeBlock:
@@ -97,7 +108,8 @@ def plan_cascade(plan: Plan) -> CascadeSettings:
         InputError: the plan's ``cascade`` block holds invalid values (see :func:`cascade_block`).
     """
     block = cascade_block(plan)
-    return CascadeSettings(kappa=block.kappa, q2=block.q2)
+    by_class = tuple(sorted((str(k), float(v)) for k, v in block.kappa_by_class.items()))
+    return CascadeSettings(kappa=block.kappa, q2=block.q2, kappa_by_class=by_class, tier2_order=block.tier2_order)
 
 
 def prepare_run(req: SimRequest) -> tuple[Deployment, RequestStream]:

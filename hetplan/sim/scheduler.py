@@ -9,9 +9,13 @@ policy decides goes through a :class:`Scheduler`, whose hooks the engine calls a
   waiting request within token and slot limits and says whether it did); the default is one pass in key order
   that stops at the first request that does not fit.
 - ``victim``: the running sequence to preempt when the next iteration's KV would not fit.
-- ``on_preempt`` / ``restore_s``: where a victim's KV goes (default: dropped, the request is recomputed) and how
-  long bringing it back takes (only asked for requests ``on_preempt`` offloaded).
-- ``estimate_s``: the unscaled TTFT estimate T̂₀ recorded for calibration (CASCADE's estimator for every policy).
+- ``on_preempt`` / ``restore_s`` / ``restore_ok``: where a victim's KV goes (default: to the run's host KV tier,
+  ``SimConfig.host_kv``, when it has one, else dropped and the request recomputed), how long bringing it back
+  takes, and whether to bring it back or recompute (default: restore when the transfer is faster than
+  recomputing the prefill on an idle instance).
+- ``bind``: called once by the simulator before the run (per-request state of a policy).
+- ``estimate_s``: the unscaled TTFT estimate T̂₀ of one request recorded for calibration (CASCADE's per-request
+  estimator, :mod:`hetplan.sim.estimate`, for every policy).
 - ``settings``: the policy's settings for the metrics document (none for the static policies).
 
 Static-key policies order the waiting queue by a key fixed at arrival and preempt the running sequence with the
@@ -19,12 +23,13 @@ largest key (ties: the higher request index):
 
 - ``fcfs``: arrival time (vLLM's default; the victim is the latest arrival, as vLLM preempts the newest).
 - ``sjf``: prompt length (shortest prompt first).
+- ``sjf-total``: total work, prompt + output tokens (the output length known in advance: an oracle SJF).
 - ``edf``: deadline = arrival + the request's TTFT SLO.
 
 CASCADE is in :mod:`hetplan.sim.cascade`; the registry by name in :mod:`hetplan.sim.policies`.
 
 Source: FCFS/SJF/EDF are the baselines CASCADE compares against (DESIGN §3.4); the hook split follows Vidur's
-replaceable schedulers (Agrawal et al., MLSys 2024); the T̂ estimator is CASCADE's (see ``cascade``).
+replaceable schedulers (Agrawal et al., MLSys 2024); the T̂ estimator is CASCADE's (:mod:`hetplan.sim.estimate`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
+from hetplan.sim import hostkv
+from hetplan.sim.estimate import request_t0_s
 from hetplan.sim.instance import Instance
 
 if TYPE_CHECKING:
@@ -47,24 +54,6 @@ Take = Callable[[int, float, float], bool]
 def cascade_estimate_s(t_current_s: float, t_max_s: float, kappa: float) -> float:
     """CASCADE's TTFT estimate ``κ·(T(current load) + T(max load))/2`` (DESIGN §3.4), seconds."""
     return kappa * (t_current_s + t_max_s) / 2.0
-
-
-def ttft_estimate_s(inst: Instance, kappa: float) -> float:
-    """CASCADE's T̂ for a prompt joining ``inst``'s next batch now (seconds): T(current load) is the model's
-    latency of the batch the queued prompt tokens would form (at most ``max_num_batched_tokens``; the instance's
-    share of its pool's queued and prefilling prompt tokens, :mod:`hetplan.sim.dispatch`), T(max load)
-    that of a full batch of prompts of the queue's mean length. The wait so far is not in T̂: the budget
-    subtracts it separately."""
-    c = inst.cost
-    full = float(inst.tok_cap)
-    pool = inst.pool  # prompt tokens queued in or prefilling on the instance's pool, this instance's share
-    qtok, qn = pool.qtok / len(pool.members), pool.qn
-    mean = qtok * len(pool.members) / qn if qn > 0 and qtok > 0 else 1024.0
-    mean = min(max(mean, 1.0), full)
-    cur = min(max(qtok, mean), full)
-    t_cur = c.prefill_s(cur, cur * mean, max(1, int(cur / mean + 0.5)))
-    t_max = c.prefill_s(full, full * mean, max(1, int(full / mean + 0.5)))
-    return cascade_estimate_s(t_cur, t_max, kappa)
 
 
 class Scheduler(ABC):
@@ -107,18 +96,33 @@ class Scheduler(ABC):
             if not take(i, state[0], state[1]):
                 break
 
-    def on_preempt(self, sim: Simulator, inst: Instance, rid: int, ctx: int) -> None:  # noqa: B027 (a no-op hook)
+    def bind(self, sim: Simulator) -> None:  # noqa: B027 (a no-op hook)
+        """Called once by ``sim`` before the run, after its per-request lists exist. Default: nothing."""
+
+    def on_preempt(self, sim: Simulator, inst: Instance, rid: int, ctx: int) -> None:
         """``rid`` (``ctx`` tokens of KV) was preempted: set ``sim.offload[rid]`` to keep its KV on a host tier
-        (1 DRAM, 2 SSD). Default: the KV is dropped and the request recomputed."""
+        (1 DRAM, 2 SSD). Default: onto the run's host tier (``SimConfig.host_kv``) when it has one, else the KV is
+        dropped and the request recomputed."""
+        tier = sim.cfg.host_kv
+        if tier is not None:
+            hostkv.offload(sim, inst, tier, rid, ctx)
 
     def restore_s(self, sim: Simulator, rid: int) -> float:
-        """Seconds to bring back the KV of ``rid`` from its host tier (only asked when ``on_preempt`` kept it).
-        A restore happens when this fits the request's budget (its key minus now); infinite: recompute."""
-        return math.inf
+        """Seconds to bring back the KV of ``rid`` from its host tier (only asked when ``on_preempt`` kept it);
+        infinite when the run has no host tier."""
+        tier = sim.cfg.host_kv
+        return math.inf if tier is None else hostkv.restore_s(sim, tier, rid)
 
-    def estimate_s(self, inst: Instance) -> float:
-        """The unscaled TTFT estimate T̂₀ recorded for calibration when ``inst`` first schedules a prompt."""
-        return ttft_estimate_s(inst, 1.0)
+    def restore_ok(self, sim: Simulator, inst: Instance, rid: int, restore: float, now: float) -> bool:
+        """Whether to restore the offloaded KV of ``rid`` (``restore`` seconds) rather than recompute it. Default:
+        when the transfer is faster than prefilling its ``need`` tokens alone on ``inst``."""
+        need = float(sim.need[rid])
+        return restore < inst.cost.prefill_s(need, need * need, 1)
+
+    def estimate_s(self, sim: Simulator, inst: Instance, rid: int, now: float) -> float:
+        """The unscaled TTFT estimate T̂₀ of ``rid`` on ``inst`` at ``now`` (seconds), recorded for calibration
+        when a prompt is first scheduled (:func:`hetplan.sim.estimate.request_t0_s`)."""
+        return request_t0_s(sim, inst, rid, now)
 
     def settings(self) -> dict[str, float]:
         """The policy's settings, for the metrics document under the policy's name (empty: none)."""
@@ -153,6 +157,21 @@ class SjfScheduler(Scheduler):
         return max(inst.running, key=lambda r: (float(prompt[r]), r))
 
 
+class SjfTotalScheduler(Scheduler):
+    """Shortest total work (prompt + output tokens) first; the victim is the largest total. The output length
+    is read from the trace: an oracle no engine has, the strongest form of SJF."""
+
+    name = "sjf-total"
+    description = "shortest job first (prompt + output tokens, output known: oracle)"
+
+    def key(self, sim: Simulator, inst: Instance, rid: int) -> float:
+        return float(sim.prompt[rid] + sim.out[rid])
+
+    def victim(self, sim: Simulator, inst: Instance) -> int:
+        prompt, out = sim.prompt, sim.out
+        return max(inst.running, key=lambda r: (float(prompt[r] + out[r]), r))
+
+
 class EdfScheduler(Scheduler):
     """Earliest TTFT deadline (arrival + TTFT SLO) first; the victim is the latest deadline."""
 
@@ -172,7 +191,7 @@ __all__ = [
     "FcfsScheduler",
     "Scheduler",
     "SjfScheduler",
+    "SjfTotalScheduler",
     "Take",
     "cascade_estimate_s",
-    "ttft_estimate_s",
 ]

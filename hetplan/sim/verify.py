@@ -23,7 +23,7 @@ from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.metrics import request_outcomes
 from hetplan.sim.policies import get_scheduler
 from hetplan.sim.result import SimResult
-from hetplan.sim.run import SimRequest, prepare_run, run_simulation
+from hetplan.sim.run import SimRequest, plan_cascade, prepare_run, run_simulation
 from hetplan.units import format_duration, rnd
 from hetplan.workload.context import apply_context_window, context_note
 from hetplan.workload.model import RequestStream, Workload, make_stream, stream_from_workload
@@ -137,6 +137,10 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs", capacity: 
             arrival_s=None if workload.arrival_s is None else workload.arrival_s[fits],
         )
     stream, own, kind, is_trace = _arrivals(plan, workload)
+    cascade = None
+    if policy.lower().strip() == "cascade":  # CASCADE is verified with its settings calibrated on this workload
+        cascade = calibrate_for_plan(plan, stream, target / own)
+        plan = replace(plan, extra={**plan.extra, "cascade": cascade})
     runner = Replayer(plan, stream, policy)
     q = plan.slo.percentile
     scales = [("goodput target", target / own)]
@@ -154,7 +158,13 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs", capacity: 
     verdict = _verdict(verified, name, main, runs, q, plan, kind)
     m = main["metrics"]
     misses = [f"{r['label']} ({r['rate_req_per_s']:.4g} req/s): {x}" for r in runs for x in r["misses"]]
-    return {
+    extra: dict[str, Any] = {}
+    if len(m["classes"]) > 1:  # a workload with classes: per-class attainment and Jain's index over them
+        extra["attainment_by_class"] = {c["class"]: c["attainment"] for c in m["classes"]}
+        extra["jain_index"] = m["jain_index"]
+    if cascade is not None:
+        extra["cascade"] = cascade
+    return extra | {
         "status": "verified" if verified else "not verified",
         "verdict": verdict,
         "trace": name,
@@ -184,6 +194,16 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs", capacity: 
         "misses": misses,
         "warnings": m["warnings"],
     }
+
+
+def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> dict[str, Any]:
+    """CASCADE's ``cascade`` block for ``plan`` fitted on ``stream`` at ``rate_scale`` (κ per class, q₂ by
+    goodput × Jain; :func:`hetplan.sim.calibrate.calibrate_deployment`), as ``hetplan calibrate`` writes it."""
+    from hetplan.sim.calibrate import calibrate_deployment
+
+    req = SimRequest(plan, stream, policy="cascade")
+    dep, scaled = prepare_run(replace(req, rate_scale=rate_scale))
+    return calibrate_deployment(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale)
 
 
 def _verdict(

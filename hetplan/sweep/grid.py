@@ -158,7 +158,7 @@ def _check_options(options: dict[str, Any], source: Callable[[str], str]) -> Non
         )
     if options["policy"] not in POLICIES:
         raise InputError(f"{source('policy')}: unknown policy {options['policy']!r}", f"known: {', '.join(POLICIES)}",
-                         "use fcfs, sjf, edf or cascade")  # fmt: skip
+                         f"use {', '.join(POLICIES)}")  # fmt: skip
 
 
 def _base_doc(path: str, cache: dict[str, tuple[dict[str, Any], str]], where: str) -> tuple[dict[str, Any], str]:

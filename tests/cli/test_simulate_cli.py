@@ -178,7 +178,8 @@ def test_plan_verify_policy_is_checked_before_planning():
     from tests.conftest import EXAMPLES
 
     r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--verify", "--verify-policy", "lifo")
-    assert r.exit_code == 2 and "--verify-policy fcfs|sjf|edf|cascade" in r.output and "planned" not in r.output
+    assert r.exit_code == 2 and "planned" not in r.output
+    assert "--verify-policy fcfs|sjf|sjf-total|edf|cascade" in r.output
 
 
 def test_plan_verifies_by_default_and_prints_the_verdict_and_both_capacities():

@@ -60,7 +60,7 @@ def test_policy_order_on_a_hand_made_trace(one_at_a_time, policy, expected):
 
 
 def test_policies_resolve_through_the_scheduler_registry():
-    assert list(SCHEDULERS) == ["fcfs", "sjf", "edf", "cascade"]
+    assert list(SCHEDULERS) == ["fcfs", "sjf", "sjf-total", "edf", "cascade"]
     for name, cls in SCHEDULERS.items():
         sched = get_scheduler(f" {name.upper()} ")
         assert type(sched) is cls and sched.name == name
@@ -157,15 +157,96 @@ def test_jain_index_bounds():
 
 
 def test_kappa_one_with_equal_loads_gives_the_model_latency():
-    dep = simple_deployment()
-    stream = make_stream([0.0], [10], [1])
+    """DESIGN §4: κ = 1 and equal loads give T̂ = the profile. A prefill instance whose started prompts fill the
+    rest of the iteration is at its maximal load: T̂ of a 3,072-token prompt is the model's latency of one full
+    8,192-token iteration plus the prompt's KV transfer."""
+    from hetplan.perf.latency import kv_transfer_s
+    from hetplan.sim.estimate import estimator
+
+    dep = simple_deployment(model="Llama-3.1-8B", disaggregated=True)
+    stream = make_stream([0.0, 0.0, 0.0], [3072, 6144, 8000], [2, 2, 2])
     sim = Simulator(dep, stream, get_scheduler("cascade", CascadeSettings(kappa=1.0)))
     inst = sim.insts[0]
-    inst.pool.qtok, inst.pool.qn = 8192.0, 8  # current load = one full batch of eight 1024-token prompts = max load
     model = dep.model("H100-SXM", 1)
-    assert sim.scheduler.t_hat_s(inst) == pytest.approx(float(model.prefill_latency_s(1024, 8)), rel=1e-12)
+    link = dep.groups[0].link_bytes_per_s
+    est = estimator(sim, inst)
+
+    def xfer(s):
+        return float(kv_transfer_s(dep.arch, s, link, dep.settings))
+
+    sim.need[2], inst.prefilling = 8192 - 3072, [2]  # started prompts: 5,120 tokens still to prefill
+    full = float(model.prefill_latency_s(8192, 1))
+    assert est.t0_s(inst, np.array([3072.0]))[0] == pytest.approx(full + xfer(3072), rel=1e-9)
+    # idle: the current load is the prompt alone, the maximal load a full iteration: T̂ lies between them
+    inst.prefilling = []
+    alone = float(model.prefill_latency_s(3072, 1))
+    t_idle = est.t0_s(inst, np.array([3072.0, 6144.0]))
+    assert t_idle[0] == pytest.approx((alone + full) / 2 + xfer(3072), rel=1e-9)
+    assert t_idle[1] > t_idle[0]  # one number per request, not per instance
     assert cascade_estimate_s(0.3, 0.3, 1.0) == 0.3
     assert cascade_estimate_s(0.2, 0.4, 2.0) == pytest.approx(0.6)
+
+
+def test_kappa_one_at_maximal_load_gives_the_mixed_iteration_of_the_profile():
+    """An aggregated instance at its maximal load (max_num_seqs decodes holding the whole KV cache, started prompts
+    filling the chunk): T̂ of a prompt is one full mixed iteration: a full chunk's prefill + the decode step − one
+    overhead; a class's κ scales it."""
+    from hetplan.sim.estimate import estimator
+
+    dep = simple_deployment(model="Llama-3.1-8B", max_num_seqs=128)
+    stream = make_stream([0.0, 0.0], [3072, 100], [2, 2], ["x", "x"])
+    k2 = get_scheduler("cascade", CascadeSettings(kappa=1.0, kappa_by_class=(("x", 2.5),)))
+    sim = Simulator(dep, stream, k2)
+    inst = sim.insts[0]
+    inst.running = dict.fromkeys(range(100, 228))
+    inst.ctx_sum = float(inst.cap)
+    chunk = 8192 - 128
+    sim.need[1], inst.prefilling = chunk - 3072, [1]
+    model = dep.model("H100-SXM", 1)
+    want = float(model.prefill_latency_s(chunk, 1) + inst.cost.decode_s(128, inst.cap) - inst.cost.overhead_s)
+    assert estimator(sim, inst).t0_s(inst, np.array([3072.0]))[0] == pytest.approx(want, rel=1e-9)
+    assert k2.t_hat_s(sim, inst, np.array([0]), np.array([3072.0]))[0] == pytest.approx(2.5 * want, rel=1e-9)
+
+
+def test_cascade_is_not_edf_a_longer_prompt_has_the_smaller_budget(one_at_a_time):
+    """Equal deadlines: EDF keeps arrival order; CASCADE's per-request T̂ gives the longer prompt the smaller
+    budget, so it is served first (Tier 1, least budget first)."""
+    dep = simple_deployment(max_num_batched_tokens=320)
+    stream = make_stream([0.0, 1e-4, 2e-4], [300, 100, 300], [1] * 3)
+    stream = stream.with_slos(5.0, 0.1, {})
+    assert _order(_run(dep, stream, "edf", chunked=False), [1, 2]) == [1, 2]
+    assert _order(_run(dep, stream, "cascade", chunked=False, q2=0.0), [1, 2]) == [2, 1]
+
+
+def test_budgets_are_recomputed_and_decode_admission_uses_the_tpot_budget():
+    dep = simple_deployment(model="Llama-3.1-8B")
+    stream = make_stream([0.0, 0.0], [4000, 4000], [50, 50]).with_slos(1.0, 0.1, {})
+    sched = get_scheduler("cascade", CascadeSettings(kappa=1.0))
+    sim = Simulator(dep, stream, sched)
+    inst = sim.insts[0]
+    sim.need[0] = 4000
+    sched.key(sim, inst, 0)
+    b0, b1 = (sched.budgets_s(sim, inst, np.array([0]), t)[0] for t in (0.0, 0.9))
+    assert b0 > 0 > b1 and b0 - b1 == pytest.approx(0.9)  # the same request re-tiers as it waits
+    # a sequence with its first token and its KV present: the budget is its TPOT budget, no prefill T̂
+    sim.first[1], sim.gen[1], sim.need[1] = 0.2, 1, 0
+    k = sched.key(sim, inst, 1)
+    assert k == pytest.approx(0.2 + 0.1 * 49 - 49 * inst.step_est_s)
+    assert sched.budgets_s(sim, inst, np.array([1]), 0.5)[0] == pytest.approx(k - 0.5)
+
+
+def test_every_policy_can_use_the_shared_host_kv_tier(tight_kv):
+    """With a host tier in the run's config FCFS offloads its victims too and restores them when the transfer is
+    faster than recomputing; without one it recomputes (the default, unchanged)."""
+    from hetplan.sim.hostkv import HostKvTier
+
+    dep, cap = tight_kv
+    pol = get_scheduler("fcfs")
+    res = Simulator(dep, _pressure_stream(cap), pol, SimConfig(host_kv=HostKvTier(dram_gb_per_s=100.0))).run()
+    assert res.counters["preemptions"] >= 1 and res.counters["restores"] == res.counters["preemptions"]
+    assert res.counters["recomputes"] == 0 and np.isfinite(res.done_s).all()
+    slow = Simulator(dep, _pressure_stream(cap), pol, SimConfig(host_kv=HostKvTier(0.0, 1.0, 1e-6))).run()
+    assert slow.counters["restores"] == 0 and slow.counters["recomputes"] >= 1
 
 
 def test_step_cost_follows_the_perf_model():
@@ -270,6 +351,7 @@ def test_calibrate_covers_the_quantile(plan_a, conv):
     plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
     m = simulate(SimRequest(plan, conv, policy="cascade"))
     assert m["cascade"] == {"kappa": block["kappa"], "q2": block["q2"]}
+    assert set(block["kappa_by_class"]) == {"azure_conv_200"} and block["q2_sweep"][0]["objective"] >= 0
 
 
 def test_verify_flags_misses_under_overload(plan_a, conv):

@@ -202,5 +202,24 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
             highlight=False,
             markup=False,
         )
+    by_class = v.get("attainment_by_class")
+    if by_class:  # a workload with classes: per-class attainment and Jain's index over them
+        jain = v.get("jain_index")
+        console.print(
+            "verify: attainment by class "
+            + ", ".join(f"{k} {'-' if x is None else f'{x * 100:.1f} %'}" for k, x in by_class.items())
+            + f"; Jain index {'-' if jain is None else f'{jain:.3f}'}",
+            highlight=False,
+            markup=False,
+        )
+    c = v.get("cascade")
+    if c:
+        console.print(
+            f"verify: CASCADE calibrated on this workload: kappa {c['kappa']:.4g} "
+            + ", ".join(f"{k} {x:.4g}" for k, x in (c.get("kappa_by_class") or {}).items())
+            + f"; q2 {c['q2']:g} (written into the plan's cascade block)",
+            highlight=False,
+            markup=False,
+        )
     print_warnings(console, v["warnings"], "warning (simulated)")
     print_warnings(console, v["misses"], "SLO miss (simulated)")

@@ -152,13 +152,20 @@ def render_calibration(block: dict[str, Any], console: Console) -> None:
     """The fitted kappa and chosen q2 (``hetplan calibrate``), and the q2 sweep behind the choice."""
     console.print(
         f"kappa {block['kappa']:.4g} (P(TTFT <= kappa x T_hat) = {block['coverage']:.1%} >= {block['quantile']:g}), "
-        f"q2 {block['q2']:g}",
+        f"q2 {block['q2']:g}" + (" (by goodput x Jain)" if "q2_objective" in block else ""),
         highlight=False,
     )
+    per = block.get("kappa_by_class") or {}
+    if per:
+        console.print("kappa by class: " + ", ".join(f"{k} {v:.4g}" for k, v in per.items()), highlight=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="q2 sweep (CASCADE, fitted kappa)")
-    for col in ("q2", "goodput req/s", "attainment", "Jain"):
+    cols = ["q2", "goodput req/s", "attainment", "Jain"] + (["goodput x Jain"] if "q2_objective" in block else [])
+    for col in cols:
         table.add_column(col, justify="right")
     for r in block["q2_sweep"]:
         jain = "-" if r["jain_index"] is None else f"{r['jain_index']:.3f}"
-        table.add_row(f"{r['q2']:g}", f"{r['goodput_req_per_s']:.3g}", percent(r["attainment"]), jain)
+        row = [f"{r['q2']:g}", f"{r['goodput_req_per_s']:.3g}", percent(r["attainment"]), jain]
+        if "objective" in r:
+            row.append(f"{r['objective']:.3g}")
+        table.add_row(*row)
     console.print(table)

@@ -143,6 +143,22 @@ def verification_rows(v: dict[str, Any]) -> list[list[str]]:
             "hold; compare the capacity with the target)",
         ],
     ]
+    by_class = v.get("attainment_by_class")
+    if by_class:
+        rows.append(["attainment by class", ", ".join(f"{k} {_share(x)}" for k, x in by_class.items())])
+        jain = v.get("jain_index")
+        rows.append(["Jain index (classes)", "-" if jain is None else f"{jain:.3f}"])
+    c = v.get("cascade")
+    if c:
+        per = c.get("kappa_by_class") or {}
+        rows.append(
+            [
+                "CASCADE settings",
+                f"kappa {_opt(c.get('kappa'), '.4g')}"
+                + (" (" + ", ".join(f"{k} {x:.4g}" for k, x in per.items()) + ")" if per else "")
+                + f", q2 {_opt(c.get('q2'), 'g')}, Tier 2 {c.get('tier2_order') or '-'}",
+            ]
+        )
     r = v.get("resized")
     if r is not None:
         before, after = r["usd_per_hour_before"], r["usd_per_hour_after"]

@@ -1,0 +1,67 @@
+"""CASCADE's settings travel: ``plan --verify-policy cascade`` and ``calibrate`` write them into the plan, the
+emitted vLLM files carry them for the router, and the report shows per-class attainment and Jain's index."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from hetplan.emit.ir import build_ir
+from hetplan.emit.vllm import emit_vllm
+from hetplan.plan.doc import load_plan
+from hetplan.report.model import verification_report
+from hetplan.report.render.common import verification_rows
+from hetplan.sim.calibrate import calibrate, router_config
+from hetplan.sim.run import SimRequest, plan_cascade, simulate
+from hetplan.sim.verify import verify_plan
+from hetplan.workload.readers import read_azure_csv, read_stream
+from tests.conftest import FIXTURES
+
+
+@pytest.fixture(scope="module")
+def plan_a():
+    return load_plan(FIXTURES / "plan_two_combos.json")
+
+
+def test_verify_policy_cascade_calibrates_and_the_plan_carries_the_settings(plan_a):
+    workload = read_azure_csv(FIXTURES / "azure_conv_200.csv")
+    block = verify_plan(plan_a, workload, "cascade", capacity=False)
+    c = block["cascade"]
+    assert c["kappa"] > 0 and set(c["kappa_by_class"]) == {workload.name} and 0 <= c["q2"] <= 1
+    assert "attainment_by_class" not in block  # one class: the single-class report stays as it was
+    plan = replace(plan_a, extra={**plan_a.extra, "cascade": c}, verification=block)
+    assert plan_cascade(plan).kappa_by_class == ((workload.name, c["kappa_by_class"][workload.name]),)
+    files = emit_vllm(build_ir(plan))
+    router = json.loads(files["vllm/cascade-router.json"])
+    assert router["policy"] == "cascade" and router["kappa_by_class"] == c["kappa_by_class"]
+    assert router["q2"] == c["q2"] and router["tier2_order"] == "least-budget"
+    assert "vllm/cascade-router.json" not in emit_vllm(build_ir(plan_a))  # uncalibrated plans emit as before
+    rows = dict(map(tuple, verification_rows(verification_report(block, {"percentile": 90, "ttft_s": 2.0,
+                                                                           "tpot_s": 0.1}))))  # fmt: skip
+    assert rows["CASCADE settings"].startswith(f"kappa {c['kappa']:.4g}")
+
+
+def test_calibrate_writes_per_class_kappa_and_the_router_config_carries_it(plan_a):
+    stream = read_stream([FIXTURES / "azure_conv_200.csv", FIXTURES / "mooncake_300.jsonl"])
+    block = calibrate(SimRequest(plan_a, stream))
+    assert set(block["kappa_by_class"]) <= set(stream.class_names)
+    best = max(block["q2_sweep"], key=lambda r: (r["objective"], -r["q2"]))
+    assert block["q2"] == best["q2"]
+    for r in block["q2_sweep"]:
+        assert r["objective"] == pytest.approx((r["goodput_req_per_s"] or 0) * (r["jain_index"] or 0), abs=1e-5)
+    plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
+    rc = router_config(plan, block)
+    assert rc["kappa_by_class"] == block["kappa_by_class"] and rc["q2"] == block["q2"]
+    m = simulate(SimRequest(plan, stream, policy="cascade"))
+    assert m["jain_index"] is not None and len(m["classes"]) == 2
+
+
+def test_a_verification_with_classes_reports_per_class_attainment_and_jain():
+    v = {"status": "verified", "verdict": "verified", "attainment_by_class": {"long": 0.5, "chat": 1.0},
+         "jain_index": 0.9, "misses": [], "warnings": [], "attainment_by_slo": {"joint": 0.75}}  # fmt: skip
+    rep = verification_report(v, {"percentile": 90, "ttft_s": 2.0, "tpot_s": 0.1})
+    assert rep["attainment_by_class"] == {"chat": 1.0, "long": 0.5} and rep["jain_index"] == 0.9
+    rows = dict(map(tuple, verification_rows(rep)))
+    assert rows["attainment by class"] == "chat 100.0 %, long 50.0 %" and rows["Jain index (classes)"] == "0.900"
