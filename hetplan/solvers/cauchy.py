@@ -40,6 +40,7 @@ from hetplan.perf.capacity import (
     PrefillCapacity,
     decode_capacity,
     mgn_wait_quantile_s,
+    prefill_capacities,
     prefill_capacity,
 )
 from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
@@ -234,22 +235,37 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     ratios = [(n, m) for n in range(1, req.max_ratio + 1) for m in range(1, req.max_ratio + 1) if math.gcd(n, m) == 1]
     rn = np.array([r[0] for r in ratios], dtype=float)
     rm = np.array([r[1] for r in ratios], dtype=float)
-    raw: list[PairCombos] = []
+    n_index = rn.astype(int) - 1
+    pairs: list[tuple[InstanceOption, InstanceOption, float]] = []
     for p in options:
         for d in options:
             if d.decode.rate_per_s <= 0:
                 continue
             if req.keep_pairs is not None and (p.gpu.name, d.gpu.name) not in req.keep_pairs:
                 continue
-            link = min(p.network_bytes_per_s, d.network_bytes_per_s)
-            pc = pcap(p, link)
-            if pc.rate_per_s <= 0:
-                continue
-            kv_rate = np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s) / s_mean_kv
-            # n prefill instances share one queue (M/G/n): per-instance capacity by n
-            per_inst = np.array([pc.per_instance(int(n)) for n in rn])
-            good = np.minimum(np.minimum(rn * per_inst, rm * d.decode.rate_per_s), kv_rate)
-            raw.append(PairCombos(p, d, pc, link, kv_rate, good))
+            pairs.append((p, d, min(p.network_bytes_per_s, d.network_bytes_per_s)))
+    # every prefill capacity the pairs need, in one batched computation (hetplan.perf.capacity.prefill_capacities)
+    wanted: dict[tuple[str, int, float], tuple[InstanceOption, float]] = {}
+    for p, _, link in pairs:
+        wanted.setdefault((p.gpu.name, p.tp, link), (p, link))
+    batch = prefill_capacities(
+        [(p.model, link) for p, link in wanted.values()], req.stats, req.ttft_slo_s, req.arrivals, req.max_ratio
+    )
+    caps.update(zip(wanted, batch, strict=True))
+    per_inst_by_key = {
+        key: np.array([pc.per_instance(n) for n in range(1, req.max_ratio + 1)]) for key, pc in caps.items()
+    }
+    raw: list[PairCombos] = []
+    for p, d, link in pairs:
+        key = (p.gpu.name, p.tp, link)
+        pc = caps[key]
+        if pc.rate_per_s <= 0:
+            continue
+        kv_rate = np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s) / s_mean_kv
+        # n prefill instances share one queue (M/G/n): per-instance capacity by n
+        per_inst = per_inst_by_key[key][n_index]
+        good = np.minimum(np.minimum(rn * per_inst, rm * d.decode.rate_per_s), kv_rate)
+        raw.append(PairCombos(p, d, pc, link, kv_rate, good))
     if not raw:
         raise slo_infeasible(req, options, pcap)
     enumerated = len(raw) * len(ratios)
@@ -259,8 +275,8 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
             rn * pair.p.tp * req.prices[pair.p.gpu.name].usd_per_gpu_hour
             + rm * pair.d.tp * req.prices[pair.d.gpu.name].usd_per_gpu_hour
         )
-        key = (pair.p.gpu.name, pair.d.gpu.name)
-        best_by_pair[key] = max(best_by_pair.get(key, 0.0), float((pair.good / price).max()))
+        names = (pair.p.gpu.name, pair.d.gpu.name)
+        best_by_pair[names] = max(best_by_pair.get(names, 0.0), float((pair.good / price).max()))
     if prune:
         keep = pareto_filter(raw, rn.astype(int), rm.astype(int))
     else:
@@ -279,7 +295,7 @@ def _make_combo(req: PlanRequest, pair: PairCombos, ratio: tuple[int, int]) -> C
     i = _RATIO_INDEX(req.max_ratio)[ratio]
     price = n * p.tp * req.prices[p.gpu.name].usd_per_gpu_hour + m * d.tp * req.prices[d.gpu.name].usd_per_gpu_hour
     limits = [n * pc.per_instance(n), m * d.decode.rate_per_s, float(pair.kv_rate[i])]
-    bound = ["prefill", "decode", "kv_transfer"][int(np.argmin(limits))]
+    bound = ("prefill", "decode", "kv_transfer")[limits.index(min(limits))]  # the first minimum, as np.argmin
     return Combo(
         p.gpu.name,
         p.tp,
