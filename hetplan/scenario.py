@@ -131,6 +131,7 @@ class Scenario(_Strict):
     tp: list[int] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
     max_ratio: int = Field(default=8, ge=1, le=32)
     max_ilp_combos: int = Field(default=20000, ge=1)
+    kv_connector: Literal["nixl", "mooncake"] = "nixl"
     autoscale: AutoscaleSpec | None = None
     _base_dir: str = PrivateAttr(default=".")
 

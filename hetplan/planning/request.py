@@ -25,11 +25,13 @@ from hetplan.catalog.loader import (
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
 from hetplan.catalog.profile import LoadedProfiles
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
+from hetplan.deploy_rules import Deployment, canonical_connector
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
+from hetplan.perf.settings import PerfSettings
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
@@ -273,6 +275,13 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         warnings.append(window_note)
     prompt, output = workload.sample(MAX_SAMPLES)
     arrivals = _arrivals(workload, float(goodput) * (1.0 + scenario.headroom))
+    # --max-model-len: the longest request the plan keeps; every instance must hold it (hetplan.deploy_rules)
+    longest = int((workload.prompt_tokens + workload.output_tokens).max()) if workload.prompt_tokens.size else 1
+    deployment = Deployment(
+        kv_connector=canonical_connector(scenario.kv_connector),
+        block_size_tokens=PerfSettings().block_size_tokens,
+        max_model_len_tokens=max(1, longest),
+    )
     req = PlanRequest(
         arch,
         LengthStats(prompt, output, quantile),
@@ -287,6 +296,7 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         scenario.headroom,
         scenario.max_ilp_combos,
         arrivals=arrivals,
+        deployment=deployment,
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

@@ -33,10 +33,11 @@ from statistics import NormalDist
 import numpy as np
 
 from hetplan.catalog.pricing import GpuPrice
+from hetplan.deploy_rules import instance_findings
 from hetplan.errors import InfeasibleError
 from hetplan.perf.capacity import BISECT_STEPS, LengthStats, fluid_prefill_rates, mg1_wait_quantile_s
 from hetplan.perf.latency import InstanceModel
-from hetplan.solvers.cauchy import PlanRequest
+from hetplan.solvers.cauchy import PlanRequest, deployment_of, option_shape
 from hetplan.solvers.milp import solve_slice_assignment
 
 PROMPT_EDGES = (0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, math.inf)
@@ -256,11 +257,13 @@ def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType
     """Every (GPU, TP) of the request that fits the model, with its per-bucket aggregated capacity."""
     types = []
     found: list[tuple[InstanceType, InstanceModel]] = []
+    dep = deployment_of(req)
     for gpu in req.gpus:
         price: GpuPrice = req.prices[gpu.name]
         for tp in req.tp_options:
-            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings)
-            if inst.kv_capacity_tokens < req.stats.max_context:
+            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings) if req.arch.attention_heads % tp == 0 else None
+            # the deployment rules' instance checks (hetplan.deploy_rules), as for Cauchy's instance options
+            if inst is None or instance_findings(option_shape(req, gpu, tp, "aggregated", inst), dep):
                 continue
             caps = tuple(aggregated_capacities(inst, [b.stats for b in buckets], req.ttft_slo_s, req.tpot_slo_s))
             if any(c > 0 for c in caps):
