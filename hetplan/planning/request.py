@@ -32,6 +32,7 @@ from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings
+from hetplan.planning.dtypes import has_fp8_cores
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
@@ -178,9 +179,12 @@ def _arrivals(workload: Workload, sized_rate: float) -> ArrivalTrace | None:
     return ArrivalTrace(a, p, a.size / span, sized_rate)  # the rate the verification scales from
 
 
-def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
+def build_request(
+    scenario: Scenario, fp8_cores_only: bool = False
+) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
     """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
-    (GPU name, text; shown only when a plan uses that GPU).
+    (GPU name, text; shown only when a plan uses that GPU). ``fp8_cores_only`` keeps only the candidate GPUs with
+    fp8 tensor cores (the fp8 half of ``--weight-dtype auto``, :mod:`hetplan.planning.dtypes`).
 
     Raises:
         InputError: any invalid or inconsistent setting, named with its fix.
@@ -203,7 +207,12 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
     fp16_ok = True
     kind = "spot" if scenario.spot else "on-demand"
     where = f" on {scenario.cloud}" if scenario.cloud else ""
-    for gpu in _candidate_gpus(scenario, inventory, warnings, user_prices):
+    candidates = _candidate_gpus(scenario, inventory, warnings, user_prices)
+    if fp8_cores_only:
+        candidates = [g for g in candidates if has_fp8_cores(g)]
+        if not candidates:
+            raise InputError("no candidate GPU has fp8 tensor cores", fix="plan with a 16-bit --weight-dtype")
+    for gpu in candidates:
         price = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices)
         if price is None:
             if explicit:
