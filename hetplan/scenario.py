@@ -117,7 +117,7 @@ class Scenario(_Strict):
     name: str = "scenario"
     description: str | None = None
     model: str = Field(min_length=1)
-    weight_dtype: str = "bf16"
+    weight_dtype: str = "auto"  # the model's dtype and fp8 where the GPU has fp8 tensor cores (planning/dtypes.py)
     kv_dtype: str = "bf16"
     workload: WorkloadSpec
     goodput_req_per_s: float | None = Field(default=None, ge=MIN_RATE_PER_S, le=1e7)

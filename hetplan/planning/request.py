@@ -32,7 +32,7 @@ from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings
-from hetplan.planning.dtypes import has_fp8_cores
+from hetplan.planning.dtypes import AUTO, has_fp8_cores, model_dtype
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
@@ -95,7 +95,10 @@ def workload_sha256(scenario: Scenario) -> str | None:
 def _model(scenario: Scenario) -> ModelArch:
     local = Path(scenario.resolve(scenario.model) or "")
     name = str(local) if local.exists() else scenario.model
-    return ModelArch(find_model(name), scenario.weight_dtype, scenario.kv_dtype)
+    spec = find_model(name)
+    # weight_dtype auto outside the plan's dtype search (hetplan.planning.pipeline): the model's own dtype
+    weight = model_dtype(spec) if scenario.weight_dtype == AUTO else scenario.weight_dtype
+    return ModelArch(spec, weight, scenario.kv_dtype)
 
 
 def _goodput(scenario: Scenario, workload: Workload, warnings: list[str]) -> float:
