@@ -132,18 +132,31 @@ def aggregated_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: flo
 def aggregated_capacities(
     inst: InstanceModel, stats: list[LengthStats], ttft_slo_s: float, tpot_slo_s: float
 ) -> list[float]:
-    """:func:`aggregated_capacity` of one instance for several length samples (the buckets), their bisections run
-    side by side as arrays; each element goes through the one-sample function's operations (``math.log`` for the
-    M/G/1 tail included), so the capacities are bit-identical to it (a test checks this)."""
+    """:func:`aggregated_capacity` of one instance for several length samples (the buckets); see
+    :func:`aggregated_capacities_many`."""
+    return aggregated_capacities_many([inst], stats, ttft_slo_s, tpot_slo_s)[0]
+
+
+def aggregated_capacities_many(
+    insts: list[InstanceModel], stats: list[LengthStats], ttft_slo_s: float, tpot_slo_s: float
+) -> list[list[float]]:
+    """:func:`aggregated_capacity` of every instance (rows of the result) for every length sample (the buckets,
+    columns), all bisections run side by side as arrays; each element goes through the one-sample function's
+    operations (``math.log`` for the M/G/1 tail included), so the capacities are bit-identical to it (a test
+    checks this)."""
     rows = []
     for st in stats:
-        service = np.asarray(inst.prefill_latency_s(st.prompt_tokens), dtype=float)
+        services = [np.asarray(inst.prefill_latency_s(st.prompt_tokens), dtype=float) for inst in insts]
+        # one percentile call per bucket over every instance (rows of equal length): the same order statistics
+        prefill_qs = np.percentile(np.asarray(services), st.quantile * 100, axis=1) if insts else []
         ctx = st.decode_context
-        kv_limit = int(inst.max_batch_size(st.prompt_tokens.max() + st.output_tokens.max()))
-        kv_limit = min(kv_limit, int(inst.max_batch_size(ctx)), inst.settings.max_num_seqs)
-        prefill_q = float(np.percentile(service, st.quantile * 100))
-        rows.append((float(service.mean()), float((service**2).mean()), prefill_q, ctx, kv_limit, st))
-    out = [0.0] * len(stats)
+        for inst, service, prefill_q in zip(insts, services, prefill_qs, strict=True):
+            kv_limit = int(inst.max_batch_size(st.prompt_tokens.max() + st.output_tokens.max()))
+            kv_limit = min(kv_limit, int(inst.max_batch_size(ctx)), inst.settings.max_num_seqs)
+            rows.append((float(service.mean()), float((service**2).mean()), float(prefill_q), ctx, kv_limit, st, inst))
+    n_b = len(stats)
+    out = [[0.0] * n_b for _ in insts]
+    # rows are bucket-major: row r is instance r % len(insts), bucket r // len(insts)
     live = [i for i, r in enumerate(rows) if r[4] >= 1 and r[2] <= ttft_slo_s]
     if not live:
         return out
@@ -152,7 +165,7 @@ def aggregated_capacities(
     steps = np.full((len(live), width), np.inf)
     for k, i in enumerate(live):
         lim = rows[i][4]
-        steps[k, :lim] = np.asarray(inst.decode_step_latency_s(batches[:lim], rows[i][3]), dtype=float)
+        steps[k, :lim] = np.asarray(rows[i][6].decode_step_latency_s(batches[:lim], rows[i][3]), dtype=float)
     mean_arr = np.array([rows[i][0] for i in live])
     second_arr = np.array([rows[i][1] for i in live])
     prefill_arr = np.array([rows[i][2] for i in live])
@@ -192,7 +205,7 @@ def aggregated_capacities(
         passes = ok(mid)
         lo, hi = np.where(passes, mid, lo), np.where(passes, hi, mid)
     for k, i in enumerate(live):
-        out[i] = float(lo[k]) if start[k] else 0.0
+        out[i % len(insts)][i // len(insts)] = float(lo[k]) if start[k] else 0.0
     return out
 
 
@@ -257,6 +270,7 @@ def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType
     """Every (GPU, TP) of the request that fits the model, with its per-bucket aggregated capacity."""
     types = []
     found: list[tuple[InstanceType, InstanceModel]] = []
+    candidates: list[tuple[InstanceType, InstanceModel]] = []
     dep = deployment_of(req)
     for gpu in req.gpus:
         price: GpuPrice = req.prices[gpu.name]
@@ -265,9 +279,13 @@ def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType
             # the deployment rules' instance checks (hetplan.deploy_rules), as for Cauchy's instance options
             if inst is None or instance_findings(option_shape(req, gpu, tp, "aggregated", inst), dep):
                 continue
-            caps = tuple(aggregated_capacities(inst, [b.stats for b in buckets], req.ttft_slo_s, req.tpot_slo_s))
-            if any(c > 0 for c in caps):
-                found.append((InstanceType(gpu.name, tp, tp * price.usd_per_gpu_hour, caps), inst))
+            candidates.append((InstanceType(gpu.name, tp, tp * price.usd_per_gpu_hour, ()), inst))
+    every = aggregated_capacities_many(
+        [inst for _, inst in candidates], [b.stats for b in buckets], req.ttft_slo_s, req.tpot_slo_s
+    )
+    for (t, inst), row in zip(candidates, every, strict=True):
+        if any(c > 0 for c in row):
+            found.append((replace(t, capacity_req_per_s=tuple(row)), inst))
     if req.arrivals is not None and found:
         capped = _burst_capped([inst for _, inst in found], req, buckets, [t.capacity_req_per_s for t, _ in found])
         found = [(replace(t, capacity_req_per_s=c), inst) for (t, inst), c in zip(found, capped, strict=True)]
