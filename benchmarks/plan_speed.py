@@ -1,10 +1,18 @@
-"""Planning speed over the whole GPU catalog: every GPU type, TP 1/2/4/8, ratios up to 8:8.
+"""Planning speed over the whole GPU catalog: every GPU type, TP 1/2/4/8, ratios up to 8:8, bf16 and fp8 weights,
+disaggregated (Cauchy combos) and aggregated (Mélange instances) candidates.
 
 GPUs without a catalog price get a placeholder price proportional to their bf16 TFLOPS (printed as such):
-this measures the planner's speed, not a recommendation. Prints the instance options, combos enumerated,
-combos in the ILP, and wall time per stage (median of --repeats runs, after one warm-up).
+this measures the planner's speed, not a recommendation. The fp8 candidates are the GPUs with fp8 tensor cores
+(the planner's default dtype space, docs/search.md). Prints the candidates (instance options, combos enumerated
+and kept, aggregated instance types), the two MILPs' sizes (variables and constraints) and the wall and CPU time
+per phase (median of --repeats runs, after one warm-up):
 
-Usage: python benchmarks/plan_speed.py [--model Llama-3-70B] [--repeats 3]
+- inputs: scenario to request (trace, prices) for both dtypes;
+- enumerate: prefill/decode capacities, combos and exact dominance pruning (hetplan.solvers.cauchy);
+- aggregated: Mélange instance types' per-bucket capacities (hetplan.solvers.melange.instance_types);
+- ilp: the combo covering MILP over both dtypes' combos, and the Mélange slice MILP over both dtypes' types.
+
+Usage: python benchmarks/plan_speed.py [--model Llama-3-70B] [--repeats 3] [--dtypes bf16,fp8]
 """
 
 from __future__ import annotations
@@ -22,8 +30,11 @@ from hetplan.catalog.pricing import resolve_price
 from hetplan.planning.request import build_request
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import enumerate_candidates, solve_allocation
+from hetplan.solvers.melange import instance_types, make_buckets, solve_melange
+from hetplan.solvers.milp import MAX_SLICE_LOAD
 
 ROOT = Path(__file__).resolve().parents[1]
+PHASES = ("inputs", "enumerate", "aggregated", "ilp", "total")
 
 
 def main() -> int:
@@ -31,7 +42,9 @@ def main() -> int:
     ap.add_argument("--model", default="Llama-3-70B")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-ilp-combos", type=int, default=20000)
+    ap.add_argument("--dtypes", default="bf16,fp8", help="weight dtypes to enumerate (fp8: GPUs with fp8 cores)")
     args = ap.parse_args()
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     gpus = [g for g in load_gpus().gpus if (g.bf16_dense_tflops or g.fp16_dense_tflops or g.fp16_dense_tflops_estimate)]
     prices: dict[str, float] = {}
     placeholder = []
@@ -56,7 +69,7 @@ def main() -> int:
             }
         )
     )
-    scenario = Scenario(
+    base = Scenario(
         model=args.model,
         workload={"path": str(ROOT / "examples/data/azure_conv_15min.csv")},
         goodput_req_per_s=20,
@@ -66,32 +79,73 @@ def main() -> int:
         max_ilp_combos=args.max_ilp_combos,
         prices=str(price_file),
     )
+    scenarios = {}
+    for dtype in dtypes:
+        chosen = [g.name for g in gpus if dtype != "fp8" or g.fp8_dense_tflops]
+        scenarios[dtype] = base.model_copy(update={"weight_dtype": dtype, "gpus": chosen})
     print(f"{len(gpus)} GPU types; placeholder prices for {len(placeholder)}: {', '.join(placeholder)}")
-    times: dict[str, list[float]] = {"inputs": [], "enumerate": [], "ilp": [], "total": []}
+    for dtype, sc in scenarios.items():
+        print(f"  {dtype}: {len(sc.gpus or [])} GPU types")
+    wall: dict[str, list[float]] = {k: [] for k in PHASES}
+    cpu: dict[str, list[float]] = {k: [] for k in PHASES}
     for run in range(args.repeats + 1):
-        t0 = time.perf_counter()
-        req, _, _, _ = build_request(scenario)
-        t1 = time.perf_counter()
-        cands = enumerate_candidates(req)
-        t2 = time.perf_counter()
-        alloc = solve_allocation(req, cands.combos)
-        t3 = time.perf_counter()
+        marks = [(time.perf_counter(), time.process_time())]
+        reqs = {d: build_request(sc)[0] for d, sc in scenarios.items()}
+        marks.append((time.perf_counter(), time.process_time()))
+        cands = {d: enumerate_candidates(r) for d, r in reqs.items()}
+        marks.append((time.perf_counter(), time.process_time()))
+        buckets = {d: make_buckets(r.stats) for d, r in reqs.items()}
+        types = {d: instance_types(r, buckets[d]) for d, r in reqs.items()}
+        marks.append((time.perf_counter(), time.process_time()))
+        first = reqs[dtypes[0]]
+        combos = [c for d in dtypes for c in cands[d].combos]
+        alloc = solve_allocation(first, combos)
+        all_types = [t for d in dtypes for t in types[d]]
+        # one bucket set for the aggregated MILP: the buckets are the same (same workload); types of both dtypes
+        mel = solve_melange(all_types, buckets[dtypes[0]], first.demand_req_per_s, 4, first.inventory)
+        marks.append((time.perf_counter(), time.process_time()))
         if run == 0:
             continue  # warm-up (imports, HiGHS start-up)
-        for key, value in (("inputs", t1 - t0), ("enumerate", t2 - t1), ("ilp", t3 - t2), ("total", t3 - t0)):
-            times[key].append(value)
-    print(f"instance options (GPU x TP that fit): {len(cands.options)}")
-    types_in_ilp = len({g for c in cands.combos for g in c.gpus_used()})
+        for i, key in enumerate(PHASES[:-1]):
+            wall[key].append(marks[i + 1][0] - marks[i][0])
+            cpu[key].append(marks[i + 1][1] - marks[i][1])
+        wall["total"].append(marks[-1][0] - marks[0][0])
+        cpu["total"].append(marks[-1][1] - marks[0][1])
+    for d in dtypes:
+        c = cands[d]
+        print(
+            f"{d}: instance options (GPU x TP that fit) {len(c.options)}; combos enumerated {c.enumerated:,}, kept "
+            f"{len(c.combos):,} (pruning {'exact' if c.exact else 'heuristic'}); aggregated instance types "
+            f"{len(types[d])} over {len(buckets[d])} buckets"
+        )
+    types_in_ilp = len({g for c in combos for g in c.gpus_used()})
+    inventory_rows = len({g for c in combos for g in c.gpus_used()} & set(first.inventory))
     print(
-        f"combos enumerated: {cands.enumerated:,}; ILP: {len(cands.combos)} integer variables, 1 demand row "
-        f"(+ one inventory row per GPU type with an inventory; {types_in_ilp} types appear)"
+        f"combo MILP: {len(combos):,} integer variables, {1 + inventory_rows} constraints (1 demand row + "
+        f"{inventory_rows} inventory rows; {types_in_ilp} GPU types appear)"
+    )
+    k = 4
+    loads = sum(
+        1
+        for b, bucket in enumerate(buckets[dtypes[0]])
+        for t in all_types
+        if t.capacity_req_per_s[b] > 0
+        and first.demand_req_per_s * bucket.share / k / t.capacity_req_per_s[b] <= MAX_SLICE_LOAD
     )
     print(
-        f"plan: ${alloc.total_usd_per_hour:.2f}/h, {alloc.goodput_req_per_s:.2f} req/s, status {alloc.status}, "
-        f"pruning {'exact' if cands.exact else 'heuristic'}"
+        f"aggregated MILP: {len(all_types) + loads:,} integer variables ({len(all_types)} instance counts, {loads} "
+        f"slice assignments), {len(buckets[dtypes[0]]) + len(all_types)} constraints (+ one per assignment when "
+        "re-solved with link rows)"
     )
-    for key, vals in times.items():
-        print(f"  {key:10s} median {statistics.median(vals):.3f} s  (runs: {', '.join(f'{v:.3f}' for v in vals)})")
+    print(
+        f"plans: combos ${alloc.total_usd_per_hour:.2f}/h, {alloc.goodput_req_per_s:.2f} req/s, {alloc.status}; "
+        f"aggregated ${mel.total_usd_per_hour:.2f}/h, {mel.status}"
+    )
+    for key in PHASES:
+        print(
+            f"  {key:10s} wall median {statistics.median(wall[key]):.3f} s (runs: "
+            f"{', '.join(f'{v:.3f}' for v in wall[key])}); CPU median {statistics.median(cpu[key]):.3f} s"
+        )
     return 0
 
 

@@ -27,6 +27,9 @@ Example::
       overrides:
         - {between: [a100-node, p100-node], bandwidth_gb_per_s: 6, latency_us: 50}
 
+An optional ``usd_per_gpu_hour`` mapping (GPU type -> amortised $/GPU-hour of the owned GPUs, 0 allowed) prices
+the pool for ``hetplan plan --strategy hetis`` (else ``--prices``, else the catalog's price).
+
 Unknown keys are refused; every error names the field and the fix; a link override repeated for the same pair of
 nodes (in either order) is refused, and a file of another ``kind`` (a scenario, a hetis-deployment spec) is named
 as such. Numbers in scientific notation without a dot (``1e-9``, which YAML reads as a string) are accepted.
@@ -40,7 +43,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -128,6 +131,7 @@ class PoolFile(_Strict):
     description: str | None = None
     nodes: list[NodeEntry] = Field(min_length=1)
     links: LinksEntry = LinksEntry()
+    usd_per_gpu_hour: dict[str, Annotated[float, Field(ge=0, le=1e4)]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _names(self) -> PoolFile:
@@ -194,6 +198,7 @@ class Pool:
     inter_node: Link
     overrides: tuple[tuple[tuple[str, str], Link], ...] = ()
     link_efficiency: float = 1.0
+    usd_per_gpu_hour: tuple[tuple[str, float], ...] = ()  # owned GPUs' amortised $/GPU-hour, by catalog name
 
     def link(self, a: Device, b: Device) -> Link:
         """Link between devices ``a`` and ``b``: the GPU interconnect inside a domain (half the datasheet's
@@ -265,7 +270,24 @@ def resolve_pool(doc: PoolFile) -> Pool:
         return Link(e.bandwidth_gb_per_s * GB, e.latency_us * 1e-6)
 
     overrides = tuple(sorted(((tuple(sorted(o.between)), link(o)) for o in doc.links.overrides), key=lambda x: x[0]))
-    return Pool(doc.name, tuple(devices), link(doc.links.intra_node), link(doc.links.inter_node), overrides)  # type: ignore[arg-type]
+    prices: dict[str, float] = {}
+    present = {d.gpu.name for d in devices}
+    for name, value in doc.usd_per_gpu_hour.items():
+        try:
+            canonical = find_gpu(name).name
+        except InputError as exc:
+            raise InputError(f"pool: usd_per_gpu_hour.{name}: {exc.what}", exc.why, exc.fix) from None
+        if canonical not in present:
+            raise InputError(
+                f"pool: usd_per_gpu_hour prices {canonical}, which the pool does not hold",
+                f"the pool holds {', '.join(sorted(present))}",
+                "price only the pool's GPU types",
+            )
+        if canonical in prices:
+            raise InputError(f"pool: usd_per_gpu_hour prices {canonical} twice", fix="keep one entry per GPU type")
+        prices[canonical] = float(value)
+    return Pool(doc.name, tuple(devices), link(doc.links.intra_node), link(doc.links.inter_node), overrides,  # type: ignore[arg-type]
+                usd_per_gpu_hour=tuple(sorted(prices.items())))  # fmt: skip
 
 
 def load_pool(path: str | Path) -> Pool:

@@ -229,7 +229,11 @@ class Scenario(_Strict):
         min_length=1,
         description="Catalog model name (hetplan catalog models) or a path to a Hugging Face config.json.",
     )
-    weight_dtype: str = Field(default="bf16", description="Weight dtype: bf16, fp16, fp8, int8 or int4.")
+    weight_dtype: str = Field(
+        default="auto",
+        description="Weight dtype: auto (the model's dtype, and fp8 on GPUs with fp8 tensor cores; the cheaper plan "
+        "is kept), bf16, fp16, fp8, int8 or int4.",
+    )
     kv_dtype: str = Field(
         default="bf16", description="KV-cache dtype: bf16, fp16 or fp8 (a 16-bit KV cache follows the weights)."
     )
@@ -269,6 +273,9 @@ class Scenario(_Strict):
         default=20000,
         ge=1,
         description="Cap on combos in the ILP after exact pruning; past it the best by tokens/USD are kept.",
+    )
+    kv_connector: Literal["nixl", "mooncake"] = Field(
+        default="nixl", description="KV connector between prefill and decode instances (sets the TP pairing rule)."
     )
     autoscale: AutoscaleSpec | None = Field(default=None, description="Settings of hetplan autoscale.")
     _base_dir: str = PrivateAttr(default=".")

@@ -109,7 +109,11 @@ MaxRatioOpt = Annotated[int | None, typer.Option("--max-ratio", help="Largest n 
 
 
 def weight_dtype_option() -> Any:
-    return typer.Option("--weight-dtype", help="bf16, fp16, fp8, int8 or int4.")
+    return typer.Option(
+        "--weight-dtype",
+        help="bf16, fp16, fp8, int8 or int4; auto (hetplan plan): the model's dtype and fp8 on GPUs with fp8 "
+        "tensor cores, the cheaper plan kept (labelled with its accuracy note).",
+    )
 
 
 def kv_dtype_option() -> Any:

@@ -1,6 +1,7 @@
 """``hetplan plan``: cheapest heterogeneous prefill/decode deployment for a scenario or flags."""
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -88,6 +89,14 @@ def plan(
     max_ratio: MaxRatioOpt = None,
     weight_dtype: Annotated[str | None, weight_dtype_option()] = None,
     kv_dtype: Annotated[str | None, kv_dtype_option()] = None,
+    kv_connector: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-connector",
+            help="nixl (default) or mooncake: the KV connector whose TP rule every combo must pass (docs/search.md); "
+            "--emit uses it.",
+        ),
+    ] = None,
     out: Annotated[Path | None, out_option("Write the plan file (YAML, or JSON for *.json).")] = None,
     force: ForceFlag = False,
     json_out: Annotated[bool, json_option("Print the plan as JSON on stdout.")] = False,
@@ -181,6 +190,7 @@ def plan(
             "max_ratio": max_ratio,
             "weight_dtype": weight_dtype,
             "kv_dtype": kv_dtype,
+            "kv_connector": kv_connector.lower().strip() if kv_connector is not None else None,
         }
         if prune_top_k is not None and prune_with is None:  # profile options (docs/profile.md)
             raise InputError("--prune-top-k is for --prune-with", fix="add --prune-with FIT, or drop --prune-top-k")
@@ -236,9 +246,11 @@ def plan(
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
         if emit_dir is not None:
-            emitted.append(
-                api.emit(made, emit_dir, ("all",), emit_settings(router_image), validate=validate, force=force)
-            )
+            # emit with the KV connector the plan's deployment rules assumed (hetplan.deploy_rules)
+            from hetplan.deploy_rules import canonical_connector
+
+            settings = replace(emit_settings(router_image), kv_connector=canonical_connector(scenario.kv_connector))
+            emitted.append(api.emit(made, emit_dir, ("all",), settings, validate=validate, force=force))
         return doc, elapsed
 
     doc, elapsed = run_guarded(work)

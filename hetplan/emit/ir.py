@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
+from hetplan.deploy_rules import DEFAULT_ENGINE_VERSION, DEFAULT_SCALE_UP_GPUS
 from hetplan.emit.names import dns_name
 from hetplan.emit.settings import MAX_BASE_NAME, EmitSettings, Role, check_settings
 from hetplan.errors import InputError
@@ -153,6 +154,8 @@ class DeploymentIR:
     perf_settings: PerfSettings  # the plan's engine and performance settings, all fields
     from_schedule: bool = False  # combos carry min_count from ``hetplan autoscale``: replicas = min, max = count
     cascade: str | None = None  # the plan's CASCADE settings as canonical JSON (``hetplan calibrate``), or None
+    engine_version: str = DEFAULT_ENGINE_VERSION  # what the plan's deployment rules assumed (hetplan.deploy_rules)
+    scale_up_gpus: int = DEFAULT_SCALE_UP_GPUS
 
     @property
     def groups(self) -> tuple[InstanceGroup, ...]:
@@ -233,7 +236,9 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         )
     dtype, quantization, kv_cache_dtype = _dtypes(weight_dtype, kv_dtype)
     perf = plan.settings
-    max_len = s.max_model_len_tokens or spec.max_position_embeddings
+    planned = _planned_deployment(plan)
+    # --max-model-len: the user's, else the plan's (the longest request it keeps), else the model's context window
+    max_len = int(s.max_model_len_tokens or planned.get("max_model_len_tokens") or spec.max_position_embeddings)
     ttft_slo_s = plan.slo.ttft_s
     base = dns_name(s.name or plan.name, MAX_BASE_NAME)
     if not base[0].isalpha():  # Service names are DNS-1035 labels: they start with a letter
@@ -355,6 +360,8 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         from_schedule=any(c.min_count is not None for c in plan.combos),
         perf_settings=perf,
         cascade=_cascade_json(plan),
+        engine_version=str(planned.get("engine_version", DEFAULT_ENGINE_VERSION)),
+        scale_up_gpus=int(planned.get("scale_up_gpus", DEFAULT_SCALE_UP_GPUS)),
     )
 
 
@@ -374,3 +381,29 @@ def _cascade_json(plan: Plan) -> str | None:
         "budget = TTFT SLO - wait - T_hat, re-computed every iteration; Tier 2 (budget <= 0) keeps a share q2"
     )
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def _planned_deployment(plan: Plan) -> dict[str, int | str]:
+    """The plan's ``scenario.deployment`` block (what the planner's deployment rules assumed), checked; empty for
+    plans made before it existed.
+
+    Raises:
+        InputError: a hand-edited block with a non-positive or non-integer ``max_model_len_tokens`` or
+            ``scale_up_gpus``.
+    """
+    raw = plan.scenario_extra.get("deployment") or {}
+    if not isinstance(raw, dict):
+        raise InputError("plan scenario.deployment must be a mapping", fix="write the plan again with hetplan plan")
+    out: dict[str, int | str] = {}
+    for key in ("max_model_len_tokens", "scale_up_gpus"):
+        if key in raw:
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(
+                    f"plan scenario.deployment.{key} must be an integer >= 1, got {value!r}",
+                    fix="write the plan again with 'hetplan plan ... --out plan.yaml'",
+                )
+            out[key] = value
+    if "engine_version" in raw:
+        out["engine_version"] = str(raw["engine_version"])
+    return out

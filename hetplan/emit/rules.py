@@ -4,22 +4,20 @@ Each rule is a function of the :class:`~hetplan.emit.ir.DeploymentIR` that retur
 names the rule, the numbers and the fix. :func:`check_rules` runs them all and raises one
 :class:`~hetplan.errors.EmitRuleError` listing every violation (exit code 1).
 
+The engine rules (TP and heads, TP within a scale-up domain, KV block size, memory fit with ``--max-model-len``,
+the KV connectors' TP rules, equal KV layout on both sides) are the shared table :data:`hetplan.deploy_rules.RULES`,
+which the planner applies while enumerating candidates: :func:`rule_engine_table` runs it on every instance group
+and combo, so a rule added there is checked here too. The rules below are emit's own (files and Kubernetes):
+
 | rule | what it checks |
 |---|---|
 | ``gpu-vendor`` | every GPU is an NVIDIA part (the emitters request ``nvidia.com/gpu`` and use CUDA images) |
 | ``gpu-label`` | every GPU type has a node-label value (built-in table or ``--gpu-label``) |
-| ``tp-heads`` | TP divides the attention heads |
 | ``gpus-per-instance`` | TP x PP = GPUs per instance = pods x GPUs per pod, pods fit a node, and the plan's GPU counts
   equal instances x TP x PP |
-| ``nixl-tp`` | with NixlConnector, prefill TP <= decode TP inside each combo |
-| ``mooncake-tp`` | with MooncakeConnector, prefill TP = decode TP inside each combo |
-| ``kv-layout`` | equal ``--block-size`` and ``--kv-cache-dtype`` on both sides, a block size vLLM accepts |
 | ``max-model-len`` | ``--max-model-len`` <= the model's ``max_position_embeddings`` |
-| ``fit`` | weights plus the activation reserve fit, and the KV cache holds one ``--max-model-len`` sequence |
 
-Source: the connector, block-size and head rules are DESIGN §5's reading of vLLM's disaggregated-prefill
-constraints (vLLM 0.11 line); the memory rule uses hetplan's roofline memory model (``perf/latency.py``); the rest
-is hetplan's own reconstruction.
+Source: the engine rules' sources are in :mod:`hetplan.deploy_rules`; the rest is hetplan's own reconstruction.
 """
 
 from __future__ import annotations
@@ -27,13 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit
+from hetplan.deploy_rules import Deployment, InstanceShape, instance_findings, pair_findings
+from hetplan.emit.ir import DeploymentIR, InstanceGroup
 from hetplan.emit.settings import DEFAULT_GPU_LABELS
 from hetplan.errors import EmitRuleError, InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel
-
-VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 
 
 @dataclass(frozen=True)
@@ -85,21 +82,6 @@ def rule_gpu_label(ir: DeploymentIR) -> list[Violation]:
     return out
 
 
-def rule_tp_heads(ir: DeploymentIR) -> list[Violation]:
-    """TP divides the model's attention heads (vLLM shards heads evenly across TP ranks)."""
-    heads = ir.model.attention_heads
-    return [
-        Violation(
-            "tp-heads",
-            f"{_where(g)}: TP {g.tp} does not divide the {heads} attention heads of {ir.model.name}",
-            f"{heads} heads / TP {g.tp} = {heads / g.tp:g}, not a whole number",
-            "re-plan with TP degrees that divide the head count (--tp 1,2,4,8 for most models)",
-        )
-        for g in ir.groups
-        if heads % g.tp
-    ]
-
-
 def rule_gpus_per_instance(ir: DeploymentIR) -> list[Violation]:
     """TP x PP = GPUs per instance = pods x GPUs per pod; pods fit a node; plan GPU counts match the instances."""
     out = []
@@ -147,77 +129,6 @@ def rule_gpus_per_instance(ir: DeploymentIR) -> list[Violation]:
     return out
 
 
-def _pairs(ir: DeploymentIR) -> list[tuple[ServingUnit, InstanceGroup, InstanceGroup]]:
-    return [(u, *u.pair()) for u in ir.units if u.kind == "disaggregated"]
-
-
-def rule_connector_tp(ir: DeploymentIR) -> list[Violation]:
-    """NixlConnector: prefill TP <= decode TP; MooncakeConnector: equal TP (inside each combo)."""
-    out = []
-    for u, p, d in _pairs(ir):
-        c = p.engine.kv_connector or d.engine.kv_connector
-        if c == "NixlConnector" and p.tp > d.tp:
-            out.append(
-                Violation(
-                    "nixl-tp",
-                    f"combo {u.index} pairs prefill TP {p.tp} ({p.gpu}) with decode TP {d.tp} ({d.gpu}) under "
-                    "NixlConnector",
-                    f"NixlConnector moves KV from prefill to decode only when prefill TP <= decode TP; "
-                    f"here {p.tp} > {d.tp}",
-                    "re-plan so that prefill TP <= decode TP in every combo (e.g. restrict --tp), or raise the "
-                    "decode TP",
-                )
-            )
-        if c == "MooncakeConnector" and p.tp != d.tp:
-            out.append(
-                Violation(
-                    "mooncake-tp",
-                    f"combo {u.index} pairs prefill TP {p.tp} ({p.gpu}) with decode TP {d.tp} ({d.gpu}) under "
-                    "MooncakeConnector",
-                    f"MooncakeConnector needs equal TP on both sides; here {p.tp} != {d.tp}",
-                    "use --kv-connector nixl, or re-plan with a single TP degree (--tp N)",
-                )
-            )
-    return out
-
-
-def rule_kv_layout(ir: DeploymentIR) -> list[Violation]:
-    """Equal KV block size and KV cache dtype on both sides of each combo; block sizes vLLM accepts."""
-    out = []
-    for g in ir.groups:
-        if g.engine.block_size_tokens not in VLLM_BLOCK_SIZES:
-            out.append(
-                Violation(
-                    "kv-layout",
-                    f"{_where(g)}: --block-size {g.engine.block_size_tokens} is not a vLLM block size",
-                    f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))} tokens",
-                    "plan with perf setting block_size_tokens 16 (vLLM's default)",
-                )
-            )
-    for u, p, d in _pairs(ir):
-        if p.engine.block_size_tokens != d.engine.block_size_tokens:
-            out.append(
-                Violation(
-                    "kv-layout",
-                    f"combo {u.index}: prefill --block-size {p.engine.block_size_tokens} differs from decode "
-                    f"--block-size {d.engine.block_size_tokens}",
-                    "KV blocks are copied block for block from prefill to decode, so both sides need one size",
-                    "use one block size for both roles",
-                )
-            )
-        if p.engine.kv_cache_dtype != d.engine.kv_cache_dtype:
-            out.append(
-                Violation(
-                    "kv-layout",
-                    f"combo {u.index}: prefill --kv-cache-dtype {p.engine.kv_cache_dtype} differs from decode "
-                    f"--kv-cache-dtype {d.engine.kv_cache_dtype}",
-                    "the decode side reads the KV bytes exactly as the prefill side wrote them",
-                    "use one KV cache dtype for both roles",
-                )
-            )
-    return out
-
-
 def rule_max_model_len(ir: DeploymentIR) -> list[Violation]:
     """``--max-model-len`` does not exceed the model's ``max_position_embeddings`` (vLLM refuses it)."""
     limit = ir.model.max_position_embeddings
@@ -233,63 +144,69 @@ def rule_max_model_len(ir: DeploymentIR) -> list[Violation]:
     ]
 
 
-def rule_fit(ir: DeploymentIR) -> list[Violation]:
-    """Weights plus the activation reserve fit, and the KV cache holds one ``--max-model-len`` sequence.
+def _shape(ir: DeploymentIR, g: InstanceGroup, arch: ModelArch) -> InstanceShape:
+    """How the shared rule table sees one instance group: its memory model uses the plan's settings with the memory
+    flags this group's engine is emitted with."""
+    e = g.engine
+    settings = replace(
+        ir.perf_settings,
+        gpu_memory_utilization=e.gpu_memory_utilization,
+        activation_reserve_gib=ir.activation_reserve_gib,
+        block_size_tokens=e.block_size_tokens,
+    )
+    try:
+        inst: InstanceModel | None = InstanceModel(arch, g.gpu_spec, g.tp, g.pp, settings)
+    except InputError:
+        inst = None  # TP not dividing the heads or PP beyond the layers: reported by the rules
+    unit = f"instance type {g.unit_index}" if g.role == "aggregated" else f"combo {g.unit_index}"
+    return InstanceShape(_where(g), unit, arch, g.gpu, g.tp, g.pp, e.kv_cache_dtype, e.block_size_tokens, inst)
 
-    vLLM refuses to start when its KV cache cannot hold one sequence of ``--max-model-len`` tokens; hetplan
-    predicts the KV capacity with its memory model (``InstanceModel.kv_capacity_tokens``, GiB).
-    """
+
+def rule_engine_table(ir: DeploymentIR) -> list[Violation]:
+    """The shared deployment rules (:data:`hetplan.deploy_rules.RULES`) on every instance group (instance rules)
+    and every combo's prefill and decode groups (pair rules). A ``fit`` violation's fix names the largest
+    ``--max-model-len`` every short instance holds, when there is one."""
     spec = ir.model.spec
     arch = ModelArch(spec, ir.model.weight_dtype, ir.model.kv_dtype)
-    base = ir.perf_settings
-    short: list[tuple[InstanceGroup, InstanceModel, int]] = []
+    shapes = {id(g): _shape(ir, g, arch) for g in ir.groups}
+    out: list[Violation] = []
+    room: list[int] = []
     for g in ir.groups:
-        e = g.engine
-        # the plan's settings, with the memory flags this group's engine is emitted with
-        settings = replace(
-            base,
-            gpu_memory_utilization=e.gpu_memory_utilization,
-            activation_reserve_gib=ir.activation_reserve_gib,
-            block_size_tokens=e.block_size_tokens,
-        )
-        try:
-            inst = InstanceModel(arch, g.gpu_spec, g.tp, g.pp, settings)
-            capacity = inst.kv_capacity_tokens
-        except InputError:
-            continue  # TP not dividing the heads or PP beyond the layers: reported by the other rules
-        if capacity < e.max_model_len_tokens:
-            short.append((g, inst, capacity))
-    room = min((c for _, _, c in short), default=0)
-    fix = "raise TP or PP, quantize, or pick a GPU with more memory"
-    if room > 0:
-        fix = f"pass --max-model-len {room} or less, or " + fix
-    out = []
-    for g, inst, capacity in short:
-        e = g.engine
-        need = inst.weights_gib_per_gpu + ir.activation_reserve_gib
-        have = inst.gpu.hbm_gib * e.gpu_memory_utilization
-        out.append(
-            Violation(
-                "fit",
-                f"{_where(g)}: {ir.model.name} and one {e.max_model_len_tokens}-token sequence do not fit",
-                f"weights + activation reserve {need:.1f} GiB per GPU of {have:.1f} GiB usable "
-                f"({inst.gpu.hbm_gib:g} GiB x {e.gpu_memory_utilization:g}) leave KV room for {capacity} tokens, "
-                f"fewer than --max-model-len {e.max_model_len_tokens}",
-                fix,
-            )
-        )
+        dep = _deployment(ir, g)
+        for f in instance_findings(shapes[id(g)], dep):
+            out.append(Violation(f.rule, f.what, f.why, f.fix))
+            inst = shapes[id(g)].instance
+            if f.rule == "fit" and inst is not None:
+                room.append(inst.kv_capacity_tokens)
+    for u in ir.units:
+        if u.kind != "disaggregated":
+            continue
+        p, d = u.pair()
+        for f in pair_findings(shapes[id(p)], shapes[id(d)], _deployment(ir, p)):
+            out.append(Violation(f.rule, f.what, f.why, f.fix))
+    if room and min(room) > 0:
+        fix = f"pass --max-model-len {min(room)} or less, or raise TP or PP, quantize, or pick a GPU with more memory"
+        out = [replace(v, fix=fix) if v.rule == "fit" else v for v in out]
     return out
+
+
+def _deployment(ir: DeploymentIR, g: InstanceGroup) -> Deployment:
+    e = g.engine
+    return Deployment(
+        engine_version=ir.engine_version,
+        kv_connector=e.kv_connector or ir.settings.kv_connector,
+        block_size_tokens=e.block_size_tokens,
+        max_model_len_tokens=e.max_model_len_tokens,
+        scale_up_gpus=ir.scale_up_gpus,
+    )
 
 
 RULES: tuple[Callable[[DeploymentIR], list[Violation]], ...] = (
     rule_gpu_vendor,
     rule_gpu_label,
-    rule_tp_heads,
     rule_gpus_per_instance,
-    rule_connector_tp,
-    rule_kv_layout,
+    rule_engine_table,
     rule_max_model_len,
-    rule_fit,
 )
 
 

@@ -43,6 +43,11 @@ Limits: the fluid view assumes the router splits every burst across instances in
 and treats the replayed sample as the future (a burstier future needs the verification, :mod:`hetplan.sim.verify`,
 to catch it). Decode is not burst-corrected: prefill smooths what reaches the decode slots.
 
+Speed: :func:`prefill_capacities` computes the capacities of many (instance, link) pairs at once (the planner's
+enumeration needs hundreds): all bisections run side by side as numpy arrays, and a regula-falsi bracket lets the
+bisection's midpoints be decided without evaluating most of them (:func:`_largest_batch`); the answers are those
+of the one-at-a-time search (bit-identical for a monotone TTFT; see ``tests/unit/test_capacity_batch.py``).
+
 Percentiles use numpy's linear estimator. Source: Lindley's recursion (Lindley 1952) and the fluid
 approximation of a multi-server queue by one fast server; the combination with M/G/1 is hetplan's own
 reconstruction.
@@ -51,7 +56,7 @@ reconstruction.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -237,30 +242,279 @@ def prefill_capacity(
 ) -> PrefillCapacity:
     """Largest arrival rate (req/s) per prefill instance with q-quantile TTFT ≤ ``ttft_slo_s``, for pools of 1 to
     ``max_instances`` instances sharing a queue (M/G/n); with a ``trace``, also within the fluid bound of its
-    bursts (module docstring)."""
-    service = np.asarray(inst.prefill_latency_s(stats.prompt_tokens), dtype=float)
-    kv = np.asarray(kv_transfer_s(inst.arch, stats.prompt_tokens, link_bytes_per_s, inst.settings), dtype=float)
-    mean_s, second_s2 = float(service.mean()), float((service**2).mean())
+    bursts (module docstring). One item of :func:`prefill_capacities`, which computes many at once."""
+    return prefill_capacities([(inst, link_bytes_per_s)], stats, ttft_slo_s, trace, max_instances)[0]
+
+
+MAX_BATCH_ELEMENTS = 2_000_000
+"""Most float64 elements (16 MB) one batched bisection step of :func:`prefill_capacities` holds per array; more
+rows are split into chunks (a long trace replayed for many instance options)."""
+
+
+def prefill_capacities(
+    items: Sequence[tuple[InstanceModel, float]],
+    stats: LengthStats,
+    ttft_slo_s: float,
+    trace: ArrivalTrace | None = None,
+    max_instances: int = 1,
+) -> list[PrefillCapacity]:
+    """:func:`prefill_capacity` of every ``(instance, link bytes/s)`` in ``items``, in their order.
+
+    The bisections of all items (and, for M/G/n, of every pool size 1..``max_instances``) run side by side as
+    numpy arrays: each element goes through exactly the floating-point operations of the one-item computation
+    (:func:`mgn_ttft_quantile_s`, :func:`fluid_prefill_rate`), so the capacities are bit-identical to it, in a
+    few dozen array steps instead of tens of thousands of Python calls. Service times are computed once per
+    instance object (items sharing one ``InstanceModel`` with different links share them).
+
+    Returns:
+        one :class:`PrefillCapacity` per item, with ``rate_by_n`` of length ``max(1, max_instances)``.
+    """
+    pools = max(1, max_instances)
     q = stats.quantile
-    idle = float(np.percentile(service + kv, q * 100))
-    if idle > ttft_slo_s:
-        return PrefillCapacity(0.0, idle, mean_s, (0.0,) * max(1, max_instances))
-    fluid = math.inf
-    if trace is not None:
-        t_all = np.asarray(inst.prefill_latency_s(trace.prompt_tokens), dtype=float)
-        extra = np.asarray(kv_transfer_s(inst.arch, trace.prompt_tokens, link_bytes_per_s, inst.settings), dtype=float)
-        fluid = fluid_prefill_rate(t_all, extra, trace, ttft_slo_s, q)
+    service_by_inst: dict[int, np.ndarray] = {}
+    trace_service_by_inst: dict[int, np.ndarray] = {}
+    out: list[PrefillCapacity | None] = [None] * len(items)
+    live: list[int] = []  # items whose idle TTFT meets the SLO
+    totals = np.empty((len(items), stats.prompt_tokens.size))
+    moments = []
+    for i, (inst, link) in enumerate(items):
+        service = service_by_inst.get(id(inst))
+        if service is None:
+            service = np.asarray(inst.prefill_latency_s(stats.prompt_tokens), dtype=float)
+            service_by_inst[id(inst)] = service
+        kv = np.asarray(kv_transfer_s(inst.arch, stats.prompt_tokens, link, inst.settings), dtype=float)
+        totals[i] = service + kv
+        moments.append((float(service.mean()), float((service**2).mean())))
+    idle_all = np.percentile(totals, q * 100, axis=1) if items else np.zeros(0)
+    for i, (mean_s, _) in enumerate(moments):
+        if float(idle_all[i]) > ttft_slo_s:
+            out[i] = PrefillCapacity(0.0, float(idle_all[i]), mean_s, (0.0,) * pools)
+        else:
+            live.append(i)
+    means = [moments[i][0] for i in live]
+    seconds = [moments[i][1] for i in live]
+    idles = [float(idle_all[i]) for i in live]
     # the idle TTFT's distribution, as QUANTILE_POINTS quantiles (the wait is convolved with it, not added to its
     # quantile: with long prompts the p90 prompt is not the one that waits)
-    own = np.sort(np.percentile(service + kv, np.linspace(0.0, 100.0, QUANTILE_POINTS)))
-    by_n = []
-    for n in range(1, max(1, max_instances) + 1):
+    points = np.linspace(0.0, 100.0, QUANTILE_POINTS)
+    owns = np.sort(np.percentile(totals[live], points, axis=1).T, axis=1) if live else np.zeros((0, QUANTILE_POINTS))
+    if not live:
+        return [c for c in out if c is not None]
+    fluid = np.full(len(live), math.inf)
+    if trace is not None:
+        works, extras = [], []
+        for i in live:
+            inst, link = items[i]
+            t_all = trace_service_by_inst.get(id(inst))
+            if t_all is None:
+                t_all = np.asarray(inst.prefill_latency_s(trace.prompt_tokens), dtype=float)
+                trace_service_by_inst[id(inst)] = t_all
+            works.append(t_all)
+            extras.append(np.asarray(kv_transfer_s(inst.arch, trace.prompt_tokens, link, inst.settings), dtype=float))
+        fluid = fluid_prefill_rates(works, extras, trace, ttft_slo_s, q)
+    n_live = len(live)
+    servers = np.tile(np.arange(1, pools + 1), n_live)
+    row_item = np.repeat(np.arange(n_live), pools)
+    mean_rows = np.asarray(means)[row_item]
+    second_rows = np.asarray(seconds)[row_item]
+    own_rows = owns[row_item]
 
-        def ok(rate: float, n: int = n) -> bool:
-            return mgn_ttft_quantile_s(rate * n, n, mean_s, second_s2, own, q) <= ttft_slo_s
+    def ttft(rate: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        n = servers[rows]
+        return mgn_ttft_quantile_s_batch(rate * n, n, mean_rows[rows], second_rows[rows], own_rows[rows], q)
 
-        by_n.append(min(_largest(ok, 1.0 / mean_s, CAPACITY_BISECT_STEPS), fluid))
-    return PrefillCapacity(by_n[0], idle, mean_s, tuple(by_n))
+    mgn = _largest_batch(ttft, ttft_slo_s, 1.0 / mean_rows, CAPACITY_BISECT_STEPS, QUANTILE_POINTS)
+    by_n = np.minimum(mgn, fluid[row_item]).reshape(n_live, pools)
+    for k, i in enumerate(live):
+        rates = tuple(float(r) for r in by_n[k])
+        out[i] = PrefillCapacity(rates[0], idles[k], means[k], rates)
+    return [c for c in out if c is not None]
+
+
+SEARCH_EVALUATIONS = 14
+"""Regula-falsi evaluations per row before the bisection replay of :func:`_largest_batch` (fewer: more of the
+bisection's midpoints are evaluated exactly; the result is the same)."""
+
+
+def _largest_batch(
+    metric: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    limit: float,
+    hi: np.ndarray,
+    steps: int,
+    row_elements: int,
+    search_evaluations: int = SEARCH_EVALUATIONS,
+) -> np.ndarray:
+    """:func:`_largest` with ``steps`` bisection steps on ``[0, hi]`` for many rows at once, where row r's predicate
+    is ``metric(x, rows)[r] <= limit`` and ``metric`` is non-decreasing in x (a TTFT quantile against its SLO).
+
+    Two phases, so that far fewer exact evaluations are needed than the bisection's ``steps``:
+
+    1. *Bracket*: up to ``search_evaluations`` evaluations per row of a safeguarded regula falsi (Illinois) on
+       ``metric(x) - limit`` (a bisection step where the metric is infinite or a side is unknown) keep the largest
+       x known to pass (``L``) and the smallest known to fail (``U``); a row stops once they are adjacent floats.
+    2. *Replay*: the bisection itself runs, midpoint for midpoint as :func:`_largest` would; a midpoint ≤ L passes
+       and one ≥ U fails without evaluating (monotonicity), and only midpoints strictly between are evaluated.
+
+    For a monotone metric the result is bit-identical to the plain bisection (the same midpoints, the same
+    decisions); only a metric that is not monotone at rounding level between L and U could differ, and then by
+    less than the bracket. Rows are processed in chunks of at most :data:`MAX_BATCH_ELEMENTS` / ``row_elements``.
+    Source: hetplan's own reconstruction (Illinois: Dowell & Jarratt 1971)."""
+    hi = np.array(hi, dtype=float)
+    result = np.zeros_like(hi)
+    chunk = max(1, MAX_BATCH_ELEMENTS // max(1, row_elements))
+    for start in range(0, hi.size, chunk):
+        rows = np.arange(start, min(hi.size, start + chunk))
+        result[rows] = _Bracket(metric, limit, rows).largest(hi[rows], steps, search_evaluations)
+    return result
+
+
+class _Bracket:
+    """Per row of one chunk: the largest x known to pass (``low_x``, with ``metric - limit`` ≤ 0 in ``low_f``) and
+    the smallest known to fail (``up_x``, ``up_f`` > 0, possibly inf); see :func:`_largest_batch`."""
+
+    def __init__(self, metric: Callable[[np.ndarray, np.ndarray], np.ndarray], limit: float, rows: np.ndarray):
+        self.metric, self.limit, self.rows = metric, limit, rows
+        size = rows.size
+        self.low_x, self.low_f = np.full(size, -np.inf), np.full(size, np.nan)
+        self.up_x, self.up_f = np.full(size, np.inf), np.full(size, np.nan)
+        self.side = np.zeros(size, dtype=int)  # Illinois: which side moved last (-1 low, +1 up)
+
+    def record(self, x: np.ndarray, sel: np.ndarray) -> None:
+        """Evaluate rows ``sel`` (chunk indices) at ``x`` and move their brackets."""
+        f = self.metric(x, self.rows[sel]) - self.limit
+        good = f <= 0
+        g, b = sel[good], sel[~good]
+        self.low_x[g], self.low_f[g] = x[good], f[good]
+        self.up_x[b], self.up_f[b] = x[~good], f[~good]
+        # Illinois: when the same side moves twice running, halve the other side's value
+        self.up_f[g] = np.where(self.side[g] == -1, self.up_f[g] / 2, self.up_f[g])
+        self.low_f[b] = np.where(self.side[b] == 1, self.low_f[b] / 2, self.low_f[b])
+        self.side[g], self.side[b] = -1, 1
+
+    def largest(self, top: np.ndarray, steps: int, search_evaluations: int) -> np.ndarray:
+        """Phase 1 (bracket) then phase 2 (replay the bisection on [0, top]); returns its final lower ends."""
+        grid = top / 2.0**steps
+        for _ in range(search_evaluations):
+            both = np.isfinite(self.low_x) & np.isfinite(self.up_x)
+            # done: adjacent floats, or narrower than the bisection's last step (at most one midpoint inside)
+            done = both & ((np.nextafter(self.low_x, np.inf) >= self.up_x) | (self.up_x - self.low_x < grid))
+            active = np.nonzero(~done)[0]
+            if not active.size:
+                break
+            lo_a = np.where(np.isfinite(self.low_x[active]), self.low_x[active], 0.0)
+            up_a = np.where(np.isfinite(self.up_x[active]), self.up_x[active], top[active])
+            x = (lo_a + up_a) / 2
+            lf, uf = self.low_f[active], self.up_f[active]
+            secant = both[active] & np.isfinite(uf) & np.isfinite(lf)
+            if secant.any():
+                lf, uf = lf[secant], uf[secant]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    guess = lo_a[secant] - lf * (up_a[secant] - lo_a[secant]) / (uf - lf)
+                inside = np.isfinite(guess) & (guess > lo_a[secant]) & (guess < up_a[secant])
+                x[secant] = np.where(inside, guess, x[secant])
+            self.record(x, active)
+        lo, up = np.zeros(top.size), top.copy()
+        for _ in range(steps):
+            mid = (lo + up) / 2
+            passes = mid <= self.low_x
+            unsure = np.nonzero(~passes & (mid < self.up_x))[0]
+            if unsure.size:
+                self.record(mid[unsure], unsure)
+                passes[unsure] = mid[unsure] <= self.low_x[unsure]
+            lo = np.where(passes, mid, lo)
+            up = np.where(passes, up, mid)
+        return lo
+
+
+def fluid_prefill_rates(
+    works: list[np.ndarray], extras: list[np.ndarray], trace: ArrivalTrace, slo_s: float, quantile: float
+) -> np.ndarray:
+    """:func:`fluid_prefill_rate` of every ``(service_s, extra_s)`` pair (shape (n,) each, per request of the trace)
+    on ``trace``, found side by side (:func:`_largest_batch`); shape (len(works),), req/s per instance."""
+    lam = trace.sized_rate_per_s
+    gaps = trace.gaps_s
+    service = np.asarray(works)
+    own = service + np.asarray(extras)
+
+    def ttft(rate: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        wait = fluid_wait_batch_s(service[rows] * (rate / lam)[:, None], gaps)
+        return np.asarray(np.percentile(wait + own[rows], quantile * 100, axis=1))
+
+    hi = np.array([1.0 / float(w.mean()) for w in works])
+    return _largest_batch(ttft, slo_s, hi, BISECT_STEPS, service.shape[1])
+
+
+def fluid_wait_batch_s(work_s: np.ndarray, gaps_s: np.ndarray) -> np.ndarray:
+    """:func:`fluid_wait_s` of every row of ``work_s`` (shape (rows, n)) with the shared ``gaps_s`` (shape (n-1,)),
+    shape (rows, n), seconds; each row bit-identical to the one-row function."""
+    steps = np.cumsum(work_s[:, :-1] - gaps_s[None, :], axis=1)
+    x = np.concatenate((np.zeros((work_s.shape[0], 1)), steps), axis=1)
+    return np.asarray(x - np.minimum.accumulate(x, axis=1))
+
+
+def mgn_ttft_quantile_s_batch(
+    rate: np.ndarray,
+    servers: np.ndarray,
+    mean_s: np.ndarray,
+    second_moment_s2: np.ndarray,
+    own_s: np.ndarray,
+    quantile: float,
+) -> np.ndarray:
+    """:func:`mgn_ttft_quantile_s` of many queues at once: arrays of shape (rows,) and ``own_s`` of shape
+    (rows, K), each row's sorted idle-TTFT points; shape (rows,), seconds. Each row goes through the scalar
+    function's floating-point operations, so the results are bit-identical to it (a test checks this)."""
+    rows, k_all = own_s.shape
+    out = np.full(rows, math.inf)
+    a = rate * mean_s
+    open_ = a < servers
+    if not open_.any():
+        return out
+    idx = np.nonzero(open_)[0]
+    a, n = a[idx], servers[idx]
+    mean, second, own, r = mean_s[idx], second_moment_s2[idx], own_s[idx], rate[idx]
+    res = np.empty(idx.size)
+    idle = r <= 0
+    if idle.any():
+        res[idle] = [float(np.percentile(o, quantile * 100)) for o in own[idle]]
+    c = erlang_c_batch(n, a)
+    cs2 = second / (mean * mean) - 1.0
+    tau = mean / (n - a) * (1.0 + cs2) / 2.0
+    flat = ~idle & ((c <= 0) | (tau <= 0))
+    if flat.any():
+        res[flat] = own[flat, min(k_all - 1, int(math.ceil(quantile * k_all)) - 1)]
+    solve = ~idle & ~flat
+    if solve.any():
+        c_s, tau_s, own_v = c[solve], tau[solve], own[solve]
+        k = np.arange(1, k_all + 1, dtype=float)
+        scaled = own_v / tau_s[:, None]
+        log_sum = np.logaddexp.accumulate(scaled, axis=1)
+        need = k - quantile * k_all
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = tau_s[:, None] * (log_sum - np.log(np.where(need > 0, need[None, :] / c_s[:, None], np.nan)))
+        upper = np.concatenate((own_v[:, 1:], np.full((own_v.shape[0], 1), np.inf)), axis=1)
+        hit = (need > 0)[None, :] & (x >= own_v - 1e-12) & (x < upper)
+        any_hit = hit.any(axis=1)
+        first = np.argmax(hit, axis=1)
+        picked = x[np.arange(x.shape[0]), first]
+        if not any_hit.all():
+            # F jumps past q at a point o_k (the wait's atom at 0 carries it): the quantile is that point
+            left = k[None, :] / k_all - (c_s[:, None] / k_all) * np.exp(log_sum - scaled)
+            jump = own_v[np.arange(x.shape[0]), np.argmax(left >= quantile, axis=1)]
+            picked = np.where(any_hit, picked, jump)
+        res[solve] = picked
+    out[idx] = res
+    return out
+
+
+def erlang_c_batch(servers: np.ndarray, offered_load: np.ndarray) -> np.ndarray:
+    """:func:`erlang_c` element by element (same operations, bit-identical), shape of ``offered_load``."""
+    a = np.asarray(offered_load, dtype=float)
+    n = np.asarray(servers)
+    b = np.ones_like(a)
+    for k in range(1, int(n.max()) + 1 if n.size else 1):
+        b = np.where(k <= n, a * b / (k + a * b), b)
+    c = n * b / (n - a * (1.0 - b))
+    return np.where(a >= n, 1.0, np.where(a <= 0, 0.0, c))
 
 
 QUANTILE_POINTS = 256

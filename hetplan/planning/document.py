@@ -27,6 +27,7 @@ from hetplan.solvers.cauchy import (
     CandidateSet,
     Combo,
     PlanRequest,
+    deployment_of,
     predicted_latency,
 )
 from hetplan.solvers.melange import Bucket, MelangePlan
@@ -290,6 +291,8 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
         "tp_options": list(req.tp_options),
         "max_ratio": req.max_ratio,
         "perf_settings": asdict(req.settings),
+        # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
+        "deployment": asdict(deployment_of(req)),
     }
     if req.arch.spec.source and "://" not in req.arch.spec.source:  # read from a local config.json: keep its path
         doc["model_config"] = req.arch.spec.source

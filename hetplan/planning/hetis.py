@@ -1,9 +1,12 @@
 """The Hetis deployment spec: ``hetplan plan --strategy hetis --pool POOL.yaml`` (DESIGN §3.3).
 
-Hetis plans a fixed pool (no prices, no goodput ILP), so it cannot be a Cauchy plan document; it writes its own
-kind, ``hetis-deployment``, which ``hetplan emit`` and ``hetplan report`` refuse with a clear message. **No serving
-engine runs Hetis today**: the document is a spec for one (roles per device, the primary layout, the head table
-per length class), not files to deploy.
+Hetis plans a fixed pool (no goodput ILP), so it cannot be a Cauchy plan document; it is priced like the others
+(the whole pool at the pool file's ``usd_per_gpu_hour``, owned GPUs at their amortised price, else ``--prices``,
+else the catalog: ``total_usd_per_hour``, ``tokens_per_usd``), and a goodput target the pool cannot meet is an
+infeasibility (exit 1) naming what binds each replica. It writes its own kind, ``hetis-deployment``, which
+``hetplan emit`` and ``hetplan report`` refuse with a clear message. **No serving engine runs Hetis today**: the
+document is a spec for one (roles per device, the primary layout, the head table per length class), not files to
+deploy.
 
 Document fields (all numbers rounded to 6 significant digits, never inf or NaN: a non-finite value is written as
 null; same inputs give byte-identical output):
@@ -22,6 +25,8 @@ null; same inputs give byte-identical output):
 - ``predicted``: ``req_per_s``, ``output_tokens_per_s``, ``tpot_s``, ``ttft_s`` (idle q-quantile prefill + one
   step; no queueing), ``kv_capacity_tokens``, ``decode_batch``; ``baselines`` (Splitwise-style, HexGen-style) and
   ``throughput_ratio_over`` each, ``kv_capacity_ratio_over_splitwise``.
+- ``total_usd_per_hour``, ``usd_per_month``, ``tokens_per_usd``, ``output_tokens_per_usd`` (null when a GPU type
+  has no price), ``prices`` per GPU type with sources, ``tokens_per_usd_basis``.
 - ``settings``: :class:`HetisSettings` in force.
 
 Source: hetplan's own reconstruction.
@@ -35,9 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from hetplan import __version__
+from hetplan.catalog.loader import find_gpu
+from hetplan.catalog.pricing import resolve_price
+from hetplan.errors import InfeasibleError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import compute_dtype
-from hetplan.planning.request import _model, build_workload
+from hetplan.plan.types import HOURS_PER_MONTH
+from hetplan.planning.request import _model, _user_prices, build_workload
 from hetplan.pool import Pool, load_pool
 from hetplan.scenario import Scenario
 from hetplan.solvers.hetis import HetisPlan, plan_hetis
@@ -72,21 +81,9 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     workload, note = served_workload(workload, arch.spec.max_position_embeddings, arch.spec.name)
     if note:
         warnings.append(note)
-    ignored = [
-        flag
-        for flag, value in (
-            ("--gpus", scenario.gpus),
-            ("--inventory", scenario.inventory),
-            ("--prices", scenario.prices),
-            ("--cloud", scenario.cloud),
-            ("--spot", scenario.spot),
-        )
-        if value
-    ]
+    ignored = [flag for flag, value in (("--gpus", scenario.gpus), ("--inventory", scenario.inventory)) if value]
     if ignored:
-        warnings.append(
-            f"{', '.join(ignored)} ignored: the pool file sets the GPUs; a Hetis plan of an owned pool has no prices"
-        )
+        warnings.append(f"{', '.join(ignored)} ignored: the pool file sets the GPUs")
     planner_only = [
         flag
         for flag, field in (("--tp", "tp"), ("--max-ratio", "max_ratio"), ("--headroom", "headroom"))
@@ -129,14 +126,85 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     sw = base["splitwise"].kv_capacity_tokens
     doc["kv_capacity_ratio_over_splitwise"] = rnd(plan.kv_capacity_tokens / sw, 4) if sw > 0 else None
     if scenario.goodput_req_per_s is not None and plan.req_per_s < scenario.goodput_req_per_s:
-        warnings.append(
-            f"the pool serves {plan.req_per_s:.2f} req/s with Hetis, below the goodput target "
-            f"{scenario.goodput_req_per_s:g} req/s"
-        )
+        raise _short_of_target(pool, plan, scenario.goodput_req_per_s, tpot)
+    doc.update(_cost_doc(pool, scenario, plan, workload, warnings))
     doc["warnings"] = warnings
     doc["settings"] = _settings_doc(settings)
     finite: dict[str, Any] = _finite(doc)
     return finite
+
+
+def _pool_prices(pool: Pool, scenario: Scenario) -> dict[str, tuple[float, str]]:
+    """$/GPU-hour and source per GPU type of the pool: the pool file's ``usd_per_gpu_hour`` (owned GPUs at their
+    amortised price), else ``--prices``, else the catalog (``--cloud``, ``--spot``); types no source prices are
+    left out."""
+    own = dict(pool.usd_per_gpu_hour)
+    user = _user_prices(scenario)
+    out: dict[str, tuple[float, str]] = {}
+    for name in pool.counts():
+        if name in own:
+            out[name] = (own[name], "pool file: owned, amortised")
+            continue
+        gpu = next(d.gpu for d in pool.devices if d.gpu.name == name)
+        price = resolve_price(find_gpu(gpu.name), scenario.cloud, scenario.spot, user)
+        if price is not None:
+            out[name] = (price.usd_per_gpu_hour, price.source)
+    return out
+
+
+def _cost_doc(pool: Pool, scenario: Scenario, plan: HetisPlan, workload: Any, warnings: list[str]) -> dict[str, Any]:
+    """$/h of the whole pool (owned GPUs are paid for whether a role uses them or not), tokens/USD at the plan's
+    capacity (input+output and output only, as the other strategies report them) and the prices used."""
+    prices = _pool_prices(pool, scenario)
+    counts = pool.counts()
+    missing = sorted(set(counts) - set(prices))
+    block: dict[str, Any] = {
+        "prices": {g: {"usd_per_gpu_hour": rnd(p), "source": src} for g, (p, src) in sorted(prices.items())},
+        "tokens_per_usd_basis": "input+output tokens per USD at the pool's Hetis capacity (the whole pool priced)",
+    }
+    if missing:
+        warnings.append(
+            f"no price for {', '.join(missing)}: the plan has no $/h; give usd_per_gpu_hour in the pool file "
+            "(owned GPUs at their amortised price) or pass --prices"
+        )
+        block.update(total_usd_per_hour=None, usd_per_month=None, tokens_per_usd=None, output_tokens_per_usd=None)
+        return block
+    total = sum(counts[g] * prices[g][0] for g in counts)
+    prompt, output = float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())
+    per_usd = (lambda tokens: rnd(3600 * plan.req_per_s * tokens / total)) if total > 0 else (lambda tokens: None)
+    block.update(
+        total_usd_per_hour=rnd(total),
+        usd_per_month=rnd(total * HOURS_PER_MONTH),
+        tokens_per_usd=per_usd(prompt + output),
+        output_tokens_per_usd=per_usd(output),
+    )
+    return block
+
+
+def _short_of_target(pool: Pool, plan: HetisPlan, target: float, tpot_slo_s: float) -> InfeasibleError:
+    """The infeasibility of a pool whose Hetis capacity is below the goodput target, naming what binds each replica
+    (the TPOT SLO, the KV cache or an SLO missed at batch 1) and the shortfall."""
+    short = target - plan.req_per_s
+    binds = []
+    for r, rep in enumerate(plan.replicas):
+        if rep.req_per_s <= 0:
+            binds.append(f"replica {r}: serves nothing ({rep.reason or 'misses an SLO at batch 1'})")
+        elif rep.tpot_s >= 0.95 * tpot_slo_s:
+            binds.append(
+                f"replica {r}: the TPOT SLO ({rep.tpot_s * 1e3:.0f} ms per step at batch {rep.batch}, SLO "
+                f"{tpot_slo_s * 1e3:g} ms)"
+            )
+        else:
+            binds.append(
+                f"replica {r}: KV cache memory ({rep.kv_capacity_tokens:,.0f} tokens hold a batch of {rep.batch} at "
+                f"{rep.tpot_s * 1e3:.0f} ms per step, under the TPOT SLO {tpot_slo_s * 1e3:g} ms)"
+            )
+    return InfeasibleError(
+        f"the pool {pool.name} serves {plan.req_per_s:.3g} req/s with Hetis, below the goodput target {target:g} "
+        f"req/s (short by {short:.3g} req/s, {short / target * 100:.0f} %)",
+        "binding: " + "; ".join(binds),
+        "add GPUs to the pool, relax the TPOT SLO, lower --goodput, or plan rented GPUs with --strategy cauchy",
+    )
 
 
 def _finite(value: Any) -> Any:

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from hetplan.catalog.loader import gpu_overlay
-from hetplan.catalog.profile import load_profiles, profile_notes
+from hetplan.catalog.profile import LoadedProfiles, load_profiles, profile_notes
+from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.document import build_plan
-from hetplan.planning.request import build_request, profile_records, workload_sha256
+from hetplan.planning.dtypes import AUTO, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
+from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
 from hetplan.scenario import Scenario
 from hetplan.solvers.ce_fit import (
     DEFAULT_MIN_R2,
@@ -57,20 +59,10 @@ def plan(
     """
     loaded = load_profiles(profiles) if profiles else None
     with gpu_overlay(loaded.specs if loaded else ()):
-        req, workload, warnings, gpu_warnings = build_request(scenario)
-        if loaded is not None:
-            warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
-        if prune_with is not None:
-            fit = load_fit(prune_with)
-            # the fit must come from this scenario: warn otherwise, and never prune GPUs it never saw
-            fit_notes, unseen = fit_mismatch(fit, req, workload.summary(), min_r2)
-            warnings = warnings + fit_notes
-            req = replace(req, keep_pairs=keep_pairs(fit.a1, fit.a2, req, prune_top_k, unseen))
-        profiled = {prof.gpu.name: name for name, prof in loaded.files} if loaded is not None else {}
-        doc = build_plan(
-            req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
-            profiled=profiled, workload_sha256=workload_sha256(scenario),
-        )  # fmt: skip
+        if scenario.weight_dtype != AUTO:
+            doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
+        else:
+            doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
@@ -78,6 +70,85 @@ def plan(
     if prune_with is not None:
         doc["scenario"]["prune_with"] = {"file": Path(prune_with).name, "top_k": prune_top_k}
     return from_doc(doc, "the plan hetplan made")
+
+
+def _search_dtypes(
+    scenario: Scenario,
+    strategy: str,
+    analysis: bool,
+    progress: Callable[[str], None] | None,
+    loaded: LoadedProfiles | None,
+    prune_with: Path | None,
+    prune_top_k: int,
+    min_r2: float,
+) -> dict[str, Any]:
+    """``--weight-dtype auto``: plan every candidate weight dtype (:func:`hetplan.planning.dtypes.weight_candidates`;
+    fp8 on the GPUs with fp8 tensor cores only) and return the cheapest plan's document, with ``dtype_search``
+    listing each dtype's outcome (ties keep the model's own dtype).
+
+    Raises:
+        InfeasibleError: no dtype has a feasible plan (the model dtype's reason). InputError: bad scenario fields.
+    """
+    spec = _model(scenario.model_copy(update={"weight_dtype": MODEL_DTYPE})).spec
+    found: list[tuple[str, dict[str, Any] | None, InfeasibleError | InputError | None]] = []
+    for dtype in weight_candidates(spec, AUTO):
+        sc = scenario.model_copy(update={"weight_dtype": dtype})
+        try:
+            fp8 = dtype == "fp8"
+            doc = _plan_doc(sc, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2, fp8)
+            found.append((dtype, doc, None))
+        except (InfeasibleError, InputError) as exc:
+            if dtype == model_dtype(spec) and isinstance(exc, InputError):
+                raise  # a bad scenario, not an infeasible dtype
+            found.append((dtype, None, exc))
+    feasible = [(d, doc) for d, doc, _ in found if doc is not None]
+    if not feasible:
+        first = found[0][2]
+        assert first is not None
+        raise first
+    dtype, chosen = min(feasible, key=lambda x: float(x[1]["total_usd_per_hour"]))
+    chosen["dtype_search"] = [
+        {"weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "optimal", "strategy": strategy,
+         "total_usd_per_hour": doc["total_usd_per_hour"], "chosen": d == dtype,
+         "gpus": list(doc["scenario"]["gpus"])}
+        if doc is not None
+        else {"weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "infeasible", "strategy": strategy,
+              "reason": exc.why or exc.what if exc is not None else None, "chosen": False}
+        for d, doc, exc in found
+    ]  # fmt: skip
+    return chosen
+
+
+def _plan_doc(
+    scenario: Scenario,
+    strategy: str,
+    analysis: bool,
+    progress: Callable[[str], None] | None,
+    loaded: LoadedProfiles | None,
+    prune_with: Path | None,
+    prune_top_k: int,
+    min_r2: float,
+    fp8_cores_only: bool = False,
+) -> dict[str, Any]:
+    """The plan document of one weight dtype (the profiles already overlaid)."""
+    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only)
+    if loaded is not None:
+        warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
+    if prune_with is not None:
+        fit = load_fit(prune_with)
+        # the fit must come from this scenario: warn otherwise, and never prune GPUs it never saw
+        fit_notes, unseen = fit_mismatch(fit, req, workload.summary(), min_r2)
+        warnings = warnings + fit_notes
+        req = replace(req, keep_pairs=keep_pairs(fit.a1, fit.a2, req, prune_top_k, unseen))
+    profiled = {prof.gpu.name: name for name, prof in loaded.files} if loaded is not None else {}
+    doc = build_plan(
+        req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
+        profiled=profiled, workload_sha256=workload_sha256(scenario),
+    )  # fmt: skip
+    note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
+    if note is not None:
+        doc["quality_note"] = note
+    return doc
 
 
 def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float = DEFAULT_MIN_R2) -> dict[str, Any]:

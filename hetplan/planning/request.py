@@ -25,11 +25,14 @@ from hetplan.catalog.loader import (
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
 from hetplan.catalog.profile import LoadedProfiles
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
+from hetplan.deploy_rules import Deployment, canonical_connector
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
+from hetplan.perf.settings import PerfSettings
+from hetplan.planning.dtypes import AUTO, has_fp8_cores, model_dtype
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
@@ -92,7 +95,10 @@ def workload_sha256(scenario: Scenario) -> str | None:
 def _model(scenario: Scenario) -> ModelArch:
     local = Path(scenario.resolve(scenario.model) or "")
     name = str(local) if local.exists() else scenario.model
-    return ModelArch(find_model(name), scenario.weight_dtype, scenario.kv_dtype)
+    spec = find_model(name)
+    # weight_dtype auto outside the plan's dtype search (hetplan.planning.pipeline): the model's own dtype
+    weight = model_dtype(spec) if scenario.weight_dtype == AUTO else scenario.weight_dtype
+    return ModelArch(spec, weight, scenario.kv_dtype)
 
 
 def _goodput(scenario: Scenario, workload: Workload, warnings: list[str]) -> float:
@@ -176,9 +182,12 @@ def _arrivals(workload: Workload, sized_rate: float) -> ArrivalTrace | None:
     return ArrivalTrace(a, p, a.size / span, sized_rate)  # the rate the verification scales from
 
 
-def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
+def build_request(
+    scenario: Scenario, fp8_cores_only: bool = False
+) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
     """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
-    (GPU name, text; shown only when a plan uses that GPU).
+    (GPU name, text; shown only when a plan uses that GPU). ``fp8_cores_only`` keeps only the candidate GPUs with
+    fp8 tensor cores (the fp8 half of ``--weight-dtype auto``, :mod:`hetplan.planning.dtypes`).
 
     Raises:
         InputError: any invalid or inconsistent setting, named with its fix.
@@ -201,7 +210,12 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
     fp16_ok = True
     kind = "spot" if scenario.spot else "on-demand"
     where = f" on {scenario.cloud}" if scenario.cloud else ""
-    for gpu in _candidate_gpus(scenario, inventory, warnings, user_prices):
+    candidates = _candidate_gpus(scenario, inventory, warnings, user_prices)
+    if fp8_cores_only:
+        candidates = [g for g in candidates if has_fp8_cores(g)]
+        if not candidates:
+            raise InputError("no candidate GPU has fp8 tensor cores", fix="plan with a 16-bit --weight-dtype")
+    for gpu in candidates:
         price = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices)
         if price is None:
             if explicit:
@@ -273,6 +287,13 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         warnings.append(window_note)
     prompt, output = workload.sample(MAX_SAMPLES)
     arrivals = _arrivals(workload, float(goodput) * (1.0 + scenario.headroom))
+    # --max-model-len: the longest request the plan keeps; every instance must hold it (hetplan.deploy_rules)
+    longest = int((workload.prompt_tokens + workload.output_tokens).max()) if workload.prompt_tokens.size else 1
+    deployment = Deployment(
+        kv_connector=canonical_connector(scenario.kv_connector),
+        block_size_tokens=PerfSettings().block_size_tokens,
+        max_model_len_tokens=max(1, longest),
+    )
     req = PlanRequest(
         arch,
         LengthStats(prompt, output, quantile),
@@ -287,6 +308,7 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         scenario.headroom,
         scenario.max_ilp_combos,
         arrivals=arrivals,
+        deployment=deployment,
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

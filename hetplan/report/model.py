@@ -95,6 +95,7 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         "strategy": plan.strategy,
         "model": plan.model.spec.name,
         "weight_dtype": plan.weight_dtype,
+        **({"quality_note": plan.extra["quality_note"]} if plan.extra.get("quality_note") else {}),
         "workload": {
             k: workload[k]
             for k in ("name", "source", "requests", "prompt_tokens_mean", "output_tokens_mean")

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.catalog.schemas import GpuSpec
+from hetplan.deploy_rules import Deployment, Finding, InstanceShape, instance_findings, kv_cache_dtype, pair_findings
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import (
@@ -40,6 +41,7 @@ from hetplan.perf.capacity import (
     PrefillCapacity,
     decode_capacity,
     mgn_wait_quantile_s,
+    prefill_capacities,
     prefill_capacity,
 )
 from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
@@ -72,6 +74,8 @@ class PlanRequest:
             A1/A2 fit: :func:`hetplan.solvers.ce_fit.keep_pairs`); a heuristic, so the plan says so.
         arrivals: the workload's arrivals at the sized rate, for burst-aware prefill capacities (None: Poisson;
             :mod:`hetplan.perf.capacity`).
+        deployment: engine, KV connector, ``--max-model-len`` and scale-up domain the candidates must be
+            deployable with (:mod:`hetplan.deploy_rules`; None: :func:`deployment_of`'s defaults).
     """
 
     arch: ModelArch
@@ -90,6 +94,7 @@ class PlanRequest:
     time_limit_s: float = 30.0
     keep_pairs: frozenset[tuple[str, str]] | None = None
     arrivals: ArrivalTrace | None = None
+    deployment: Deployment | None = None
 
     @property
     def demand_req_per_s(self) -> float:
@@ -183,29 +188,49 @@ class CandidateSet:
     best_req_per_s_per_usd_by_pair: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
+def deployment_of(req: PlanRequest) -> Deployment:
+    """The :class:`~hetplan.deploy_rules.Deployment` the rules check ``req``'s candidates against: the request's
+    own (``req.deployment``), or, when it sets none, vLLM defaults with ``--max-model-len`` the q-quantile request
+    (``stats.max_context``, rounded up), the planner's rule before deployability was checked."""
+    if req.deployment is not None:
+        return req.deployment
+    return Deployment(
+        block_size_tokens=req.settings.block_size_tokens, max_model_len_tokens=math.ceil(req.stats.max_context)
+    )
+
+
+def option_shape(req: PlanRequest, gpu: GpuSpec, tp: int, role: str, inst: InstanceModel | None) -> InstanceShape:
+    """How the deployment rules see one (GPU, TP) candidate of ``req`` in ``role``."""
+    return InstanceShape(
+        f"{gpu.name} TP{tp} {role}", gpu.name, req.arch, gpu.name, tp, 1, kv_cache_dtype(req.arch.kv_dtype),
+        req.settings.block_size_tokens, inst,
+    )  # fmt: skip
+
+
 def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]]:
-    options, skipped = [], []
-    need = req.stats.max_context
+    """Every (GPU, TP) of ``req`` that passes the deployment rules' instance checks
+    (:data:`hetplan.deploy_rules.RULES`), with its decode capacity; and why each other one was left out."""
+    options: list[InstanceOption] = []
+    skipped: list[str] = []
+    dep = deployment_of(req)
     for gpu in req.gpus:
         for tp in req.tp_options:
-            if req.arch.attention_heads % tp:
-                continue
-            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings)
-            if inst.kv_capacity_tokens < need:
-                if inst.kv_capacity_tokens == 0:
-                    usable = gpu.hbm_gib * req.settings.gpu_memory_utilization - req.settings.activation_reserve_gib
-                    skipped.append(
-                        f"{gpu.name} TP{tp}: weights {inst.weights_gib_per_gpu:.1f} GiB/GPU > {usable:.1f} GiB usable"
-                    )
-                else:
-                    skipped.append(
-                        f"{gpu.name} TP{tp}: KV room {inst.kv_capacity_tokens:,} tokens < the "
-                        f"p{req.stats.quantile * 100:g} request's {need:,.0f}"
-                    )
+            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings) if req.arch.attention_heads % tp == 0 else None
+            found = instance_findings(option_shape(req, gpu, tp, "instance", inst), dep)
+            if found or inst is None:
+                skipped.extend(f"{f.what} ({f.why})" for f in found)
                 continue
             dec = decode_capacity(inst, req.stats, req.tpot_slo_s)
             options.append(InstanceOption(gpu, tp, inst, dec, network_bytes_per_s(gpu, tp, req.settings)))
     return options, skipped
+
+
+def _pair_findings(req: PlanRequest, dep: Deployment, p: InstanceOption, d: InstanceOption) -> list[Finding]:
+    """The deployment rules' pair checks that prefill option ``p`` and decode option ``d`` break."""
+    unit = f"{p.gpu.name} TP{p.tp} -> {d.gpu.name} TP{d.tp}"
+    ps = replace(option_shape(req, p.gpu, p.tp, "prefill", p.model), unit=unit)
+    ds = replace(option_shape(req, d.gpu, d.tp, "decode", d.model), unit=unit)
+    return pair_findings(ps, ds, dep)
 
 
 def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
@@ -234,22 +259,50 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     ratios = [(n, m) for n in range(1, req.max_ratio + 1) for m in range(1, req.max_ratio + 1) if math.gcd(n, m) == 1]
     rn = np.array([r[0] for r in ratios], dtype=float)
     rm = np.array([r[1] for r in ratios], dtype=float)
-    raw: list[PairCombos] = []
+    n_index = rn.astype(int) - 1
+    pairs: list[tuple[InstanceOption, InstanceOption, float]] = []
+    dep = deployment_of(req)
+    refused: dict[str, Finding] = {}
     for p in options:
         for d in options:
             if d.decode.rate_per_s <= 0:
                 continue
             if req.keep_pairs is not None and (p.gpu.name, d.gpu.name) not in req.keep_pairs:
                 continue
-            link = min(p.network_bytes_per_s, d.network_bytes_per_s)
-            pc = pcap(p, link)
-            if pc.rate_per_s <= 0:
+            broken = _pair_findings(req, dep, p, d)  # e.g. NixlConnector's TP rule (hetplan.deploy_rules)
+            if broken:
+                refused.setdefault(broken[0].rule, broken[0])
                 continue
-            kv_rate = np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s) / s_mean_kv
-            # n prefill instances share one queue (M/G/n): per-instance capacity by n
-            per_inst = np.array([pc.per_instance(int(n)) for n in rn])
-            good = np.minimum(np.minimum(rn * per_inst, rm * d.decode.rate_per_s), kv_rate)
-            raw.append(PairCombos(p, d, pc, link, kv_rate, good))
+            pairs.append((p, d, min(p.network_bytes_per_s, d.network_bytes_per_s)))
+    if not pairs and refused:
+        first = next(iter(refused.values()))
+        raise InfeasibleError(
+            f"no prefill/decode pair of the candidates passes the deployment rules ({', '.join(refused)})",
+            f"e.g. {first.what}: {first.why}",
+            first.fix,
+        )
+    # every prefill capacity the pairs need, in one batched computation (hetplan.perf.capacity.prefill_capacities)
+    wanted: dict[tuple[str, int, float], tuple[InstanceOption, float]] = {}
+    for p, _, link in pairs:
+        wanted.setdefault((p.gpu.name, p.tp, link), (p, link))
+    batch = prefill_capacities(
+        [(p.model, link) for p, link in wanted.values()], req.stats, req.ttft_slo_s, req.arrivals, req.max_ratio
+    )
+    caps.update(zip(wanted, batch, strict=True))
+    per_inst_by_key = {
+        key: np.array([pc.per_instance(n) for n in range(1, req.max_ratio + 1)]) for key, pc in caps.items()
+    }
+    raw: list[PairCombos] = []
+    for p, d, link in pairs:
+        key = (p.gpu.name, p.tp, link)
+        pc = caps[key]
+        if pc.rate_per_s <= 0:
+            continue
+        kv_rate = np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s) / s_mean_kv
+        # n prefill instances share one queue (M/G/n): per-instance capacity by n
+        per_inst = per_inst_by_key[key][n_index]
+        good = np.minimum(np.minimum(rn * per_inst, rm * d.decode.rate_per_s), kv_rate)
+        raw.append(PairCombos(p, d, pc, link, kv_rate, good))
     if not raw:
         raise slo_infeasible(req, options, pcap)
     enumerated = len(raw) * len(ratios)
@@ -259,8 +312,8 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
             rn * pair.p.tp * req.prices[pair.p.gpu.name].usd_per_gpu_hour
             + rm * pair.d.tp * req.prices[pair.d.gpu.name].usd_per_gpu_hour
         )
-        key = (pair.p.gpu.name, pair.d.gpu.name)
-        best_by_pair[key] = max(best_by_pair.get(key, 0.0), float((pair.good / price).max()))
+        names = (pair.p.gpu.name, pair.d.gpu.name)
+        best_by_pair[names] = max(best_by_pair.get(names, 0.0), float((pair.good / price).max()))
     if prune:
         keep = pareto_filter(raw, rn.astype(int), rm.astype(int))
     else:
@@ -279,7 +332,7 @@ def _make_combo(req: PlanRequest, pair: PairCombos, ratio: tuple[int, int]) -> C
     i = _RATIO_INDEX(req.max_ratio)[ratio]
     price = n * p.tp * req.prices[p.gpu.name].usd_per_gpu_hour + m * d.tp * req.prices[d.gpu.name].usd_per_gpu_hour
     limits = [n * pc.per_instance(n), m * d.decode.rate_per_s, float(pair.kv_rate[i])]
-    bound = ["prefill", "decode", "kv_transfer"][int(np.argmin(limits))]
+    bound = ("prefill", "decode", "kv_transfer")[limits.index(min(limits))]  # the first minimum, as np.argmin
     return Combo(
         p.gpu.name,
         p.tp,

@@ -27,16 +27,17 @@ Heterogeneity", 2024) for buckets, slices and the ILP; inventory rows and the ca
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 import numpy as np
 
 from hetplan.catalog.pricing import GpuPrice
+from hetplan.deploy_rules import instance_findings
 from hetplan.errors import InfeasibleError
-from hetplan.perf.capacity import BISECT_STEPS, LengthStats, fluid_prefill_rate, mg1_wait_quantile_s
+from hetplan.perf.capacity import BISECT_STEPS, LengthStats, fluid_prefill_rates, mg1_wait_quantile_s
 from hetplan.perf.latency import InstanceModel
-from hetplan.solvers.cauchy import PlanRequest
+from hetplan.solvers.cauchy import PlanRequest, deployment_of, option_shape
 from hetplan.solvers.milp import solve_slice_assignment
 
 PROMPT_EDGES = (0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, math.inf)
@@ -128,6 +129,86 @@ def aggregated_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: flo
     return lo
 
 
+def aggregated_capacities(
+    inst: InstanceModel, stats: list[LengthStats], ttft_slo_s: float, tpot_slo_s: float
+) -> list[float]:
+    """:func:`aggregated_capacity` of one instance for several length samples (the buckets); see
+    :func:`aggregated_capacities_many`."""
+    return aggregated_capacities_many([inst], stats, ttft_slo_s, tpot_slo_s)[0]
+
+
+def aggregated_capacities_many(
+    insts: list[InstanceModel], stats: list[LengthStats], ttft_slo_s: float, tpot_slo_s: float
+) -> list[list[float]]:
+    """:func:`aggregated_capacity` of every instance (rows of the result) for every length sample (the buckets,
+    columns), all bisections run side by side as arrays; each element goes through the one-sample function's
+    operations (``math.log`` for the M/G/1 tail included), so the capacities are bit-identical to it (a test
+    checks this)."""
+    rows = []
+    for st in stats:
+        services = [np.asarray(inst.prefill_latency_s(st.prompt_tokens), dtype=float) for inst in insts]
+        # one percentile call per bucket over every instance (rows of equal length): the same order statistics
+        prefill_qs = np.percentile(np.asarray(services), st.quantile * 100, axis=1) if insts else []
+        ctx = st.decode_context
+        for inst, service, prefill_q in zip(insts, services, prefill_qs, strict=True):
+            kv_limit = int(inst.max_batch_size(st.prompt_tokens.max() + st.output_tokens.max()))
+            kv_limit = min(kv_limit, int(inst.max_batch_size(ctx)), inst.settings.max_num_seqs)
+            rows.append((float(service.mean()), float((service**2).mean()), float(prefill_q), ctx, kv_limit, st, inst))
+    n_b = len(stats)
+    out = [[0.0] * n_b for _ in insts]
+    # rows are bucket-major: row r is instance r % len(insts), bucket r // len(insts)
+    live = [i for i, r in enumerate(rows) if r[4] >= 1 and r[2] <= ttft_slo_s]
+    if not live:
+        return out
+    width = max(rows[i][4] for i in live)
+    batches = np.arange(1, width + 1)
+    steps = np.full((len(live), width), np.inf)
+    for k, i in enumerate(live):
+        lim = rows[i][4]
+        steps[k, :lim] = np.asarray(rows[i][6].decode_step_latency_s(batches[:lim], rows[i][3]), dtype=float)
+    mean_arr = np.array([rows[i][0] for i in live])
+    second_arr = np.array([rows[i][1] for i in live])
+    prefill_arr = np.array([rows[i][2] for i in live])
+    limit_arr = np.array([rows[i][4] for i in live])
+    tokens = np.array([max(rows[i][5].mean_output - 1.0, 1.0) for i in live])
+    quantile = np.array([rows[i][5].quantile for i in live])
+    z = np.array([NormalDist().inv_cdf(float(q)) for q in quantile])
+    index = np.arange(len(live))
+
+    def ok(rate: np.ndarray) -> np.ndarray:
+        busy = rate * mean_arr
+        good = busy < 1.0
+        rho = rate * mean_arr
+        wait = np.zeros(rate.size)
+        tail = good & (rho > 1.0 - quantile) & (rate > 0)
+        for k in np.nonzero(tail)[0]:  # mg1_wait_quantile_s, with its math.log
+            mean_wait = rate[k] * second_arr[k] / (2.0 * (1.0 - rho[k]))
+            wait[k] = (mean_wait / rho[k]) * math.log(rho[k] / (1.0 - quantile[k]))
+        good &= ~(wait + prefill_arr > ttft_slo_s)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            stretched = steps / (1.0 - busy)[:, None]
+            need = (rate * tokens)[:, None] * stretched
+        enough = batches[None, :] >= need
+        has = enough.any(axis=1)
+        good &= has
+        mean_b = batches[np.argmax(enough, axis=1)].astype(float)
+        spread = mean_b + z * np.sqrt(mean_b)
+        b_q = np.minimum(np.ceil(spread).astype(int), limit_arr)
+        good &= spread <= limit_arr + 1e-9
+        at = stretched[index, np.clip(b_q - 1, 0, width - 1)]
+        return np.asarray(good & (at <= tpot_slo_s))
+
+    start = ok(np.full(len(live), 1e-9))
+    lo, hi = np.zeros(len(live)), 1.0 / mean_arr
+    for _ in range(BISECT_STEPS):
+        mid = (lo + hi) / 2
+        passes = ok(mid)
+        lo, hi = np.where(passes, mid, lo), np.where(passes, hi, mid)
+    for k, i in enumerate(live):
+        out[i % len(insts)][i // len(insts)] = float(lo[k]) if start[k] else 0.0
+    return out
+
+
 @dataclass(frozen=True)
 class InstanceType:
     """One (GPU, TP) instance type: $/hour of one instance and capacity (req/s) per bucket."""
@@ -188,35 +269,53 @@ def _usable(capacity: float) -> float:
 def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType]:
     """Every (GPU, TP) of the request that fits the model, with its per-bucket aggregated capacity."""
     types = []
+    found: list[tuple[InstanceType, InstanceModel]] = []
+    candidates: list[tuple[InstanceType, InstanceModel]] = []
+    dep = deployment_of(req)
     for gpu in req.gpus:
         price: GpuPrice = req.prices[gpu.name]
         for tp in req.tp_options:
-            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings)
-            if inst.kv_capacity_tokens < req.stats.max_context:
+            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings) if req.arch.attention_heads % tp == 0 else None
+            # the deployment rules' instance checks (hetplan.deploy_rules), as for Cauchy's instance options
+            if inst is None or instance_findings(option_shape(req, gpu, tp, "aggregated", inst), dep):
                 continue
-            caps = tuple(aggregated_capacity(inst, b.stats, req.ttft_slo_s, req.tpot_slo_s) for b in buckets)
-            if req.arrivals is not None and any(c > 0 for c in caps):
-                caps = _burst_capped(inst, req, buckets, caps)
-            caps = tuple(_usable(c) for c in caps)
-            if any(c > 0 for c in caps):
-                types.append(InstanceType(gpu.name, tp, tp * price.usd_per_gpu_hour, caps))
+            candidates.append((InstanceType(gpu.name, tp, tp * price.usd_per_gpu_hour, ()), inst))
+    every = aggregated_capacities_many(
+        [inst for _, inst in candidates], [b.stats for b in buckets], req.ttft_slo_s, req.tpot_slo_s
+    )
+    for (t, inst), row in zip(candidates, every, strict=True):
+        if any(c > 0 for c in row):
+            found.append((replace(t, capacity_req_per_s=tuple(row)), inst))
+    if req.arrivals is not None and found:
+        capped = _burst_capped([inst for _, inst in found], req, buckets, [t.capacity_req_per_s for t, _ in found])
+        found = [(replace(t, capacity_req_per_s=c), inst) for (t, inst), c in zip(found, capped, strict=True)]
+    for t, _ in found:
+        caps = tuple(_usable(c) for c in t.capacity_req_per_s)
+        if any(c > 0 for c in caps):
+            types.append(replace(t, capacity_req_per_s=caps))
     return types
 
 
 def _burst_capped(
-    inst: InstanceModel, req: PlanRequest, buckets: list[Bucket], caps: tuple[float, ...]
-) -> tuple[float, ...]:
-    """Bucket capacities capped by the fluid prefill bound on the trace's bursts (module docstring): the bound,
-    in requests of the whole trace, is converted to bucket b's by the ratio of mean prefill times."""
+    insts: list[InstanceModel], req: PlanRequest, buckets: list[Bucket], caps: list[tuple[float, ...]]
+) -> list[tuple[float, ...]]:
+    """Bucket capacities of each instance type capped by the fluid prefill bound on the trace's bursts (module
+    docstring): the bound, in requests of the whole trace, is converted to bucket b's by the ratio of mean prefill
+    times. The bounds of all types are found in one batched search
+    (:func:`hetplan.perf.capacity.fluid_prefill_rates`)."""
     assert req.arrivals is not None
-    service = np.asarray(inst.prefill_latency_s(req.arrivals.prompt_tokens), dtype=float)
-    bound = fluid_prefill_rate(service, np.zeros_like(service), req.arrivals, req.ttft_slo_s, req.stats.quantile)
-    mean_all = float(service.mean())
+    services = [np.asarray(inst.prefill_latency_s(req.arrivals.prompt_tokens), dtype=float) for inst in insts]
+    zeros = [np.zeros_like(s) for s in services]
+    bounds = fluid_prefill_rates(services, zeros, req.arrivals, req.ttft_slo_s, req.stats.quantile)
     out = []
-    for b, cap in zip(buckets, caps, strict=True):
-        mean_b = float(np.asarray(inst.prefill_latency_s(b.stats.prompt_tokens), dtype=float).mean())
-        out.append(min(cap, bound * mean_all / mean_b))
-    return tuple(out)
+    for inst, service, bound, row in zip(insts, services, bounds, caps, strict=True):
+        mean_all = float(service.mean())
+        capped = []
+        for b, cap in zip(buckets, row, strict=True):
+            mean_b = float(np.asarray(inst.prefill_latency_s(b.stats.prompt_tokens), dtype=float).mean())
+            capped.append(min(cap, float(bound) * mean_all / mean_b))
+        out.append(tuple(capped))
+    return out
 
 
 def solve_melange(

@@ -308,7 +308,10 @@ def _case(
         ) from None
     checks: list[tuple[str, Callable[[], object]]] = [
         ("cloud", lambda: check_cloud(scenario.cloud)),
-        ("weight_dtype", lambda: check_dtypes(scenario.weight_dtype, "bf16")),
+        (
+            "weight_dtype",
+            lambda: check_dtypes("bf16" if scenario.weight_dtype == "auto" else scenario.weight_dtype, "bf16"),
+        ),
         ("kv_dtype", lambda: check_dtypes("bf16", scenario.kv_dtype)),
         ("slo.ttft", lambda: parse_duration_s(scenario.slo.ttft, "ttft")),
         ("slo.tpot", lambda: parse_duration_s(scenario.slo.tpot, "tpot")),

@@ -133,3 +133,48 @@ def test_small_outputs_and_refusals(tmp_path):
             invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", one, "--out", wrong)
         r = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", wrong)
         assert r.exit_code == 2 and f"is a {kind}" in r.output and "not a pool" in r.output
+
+
+def _priced_pool(tmp_path: Path, prices: dict[str, float]) -> Path:
+    """The example pool with an owned-GPU price table (issue 15: Hetis priced like the other strategies)."""
+    import yaml
+
+    doc = yaml.safe_load(POOL.read_text())
+    doc["usd_per_gpu_hour"] = prices
+    path = tmp_path / "pool.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_hetis_plan_is_priced_at_the_owned_pools_amortised_price(tmp_path):
+    pool = _priced_pool(tmp_path, {"A100-40GB-PCIe": 1.0, "RTX-3090": 0.25, "P100-PCIe": 0.0})
+    res = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", pool, "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["total_usd_per_hour"] == pytest.approx(4 * 1.0 + 4 * 0.25 + 4 * 0.0)
+    assert doc["usd_per_month"] == pytest.approx(doc["total_usd_per_hour"] * 730)
+    mean = doc["scenario"]["workload"]
+    tokens = mean["prompt_tokens_mean"] + mean["output_tokens_mean"]
+    want = 3600 * doc["predicted"]["req_per_s"] * tokens / doc["total_usd_per_hour"]
+    assert doc["tokens_per_usd"] == pytest.approx(want, rel=1e-4)
+    assert doc["prices"]["P100-PCIe"] == {"usd_per_gpu_hour": 0.0, "source": "pool file: owned, amortised"}
+    table = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", pool)
+    assert "cost: $5.00/h for the whole pool" in table.output
+
+
+def test_hetis_below_the_goodput_target_exits_1_naming_the_binding_constraint(tmp_path):
+    pool = _priced_pool(tmp_path, {"A100-40GB-PCIe": 1.0, "RTX-3090": 0.25, "P100-PCIe": 0.0})
+    args = ("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", pool)
+    ok = json.loads(invoke(*args, "--json").stdout)
+    capacity = ok["predicted"]["req_per_s"]
+    res = invoke(*args, "--goodput", str(round(capacity * 2, 2)))
+    assert res.exit_code == 1, res.output
+    assert "below the goodput target" in res.output and "binding: replica 0:" in res.output
+    assert "Traceback" not in res.output
+    assert invoke(*args, "--goodput", str(round(capacity * 0.5, 2))).exit_code == 0
+
+
+def test_pool_prices_must_name_the_pools_gpus(tmp_path):
+    res = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool",
+                 _priced_pool(tmp_path, {"H100": 2.0}))  # fmt: skip
+    assert res.exit_code == 2 and "usd_per_gpu_hour prices H100-SXM, which the pool does not hold" in res.output

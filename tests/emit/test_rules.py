@@ -75,7 +75,7 @@ def test_kv_layout_equal_block_size_and_kv_dtype_on_both_sides():
 
 def test_kv_layout_block_size_vllm_accepts():
     err = _refused(plan_doc([combo("H100-SXM", 1, 1, "L40S", 2, 1)], perf={"block_size_tokens": 24}))
-    assert err.rule == "kv-layout" and "--block-size 24 is not a vLLM block size" in err.render()
+    assert err.rule == "kv-block-size" and "--block-size 24 is not a vLLM block size" in err.render()
 
 
 def test_tp_must_divide_attention_heads():

@@ -35,6 +35,19 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
         f"TPOT {duration(pred['tpot_s'])}, p{slo['percentile']:g} TTFT {duration(pred['ttft_s'])}, "
         f"KV capacity {pred['kv_capacity_tokens']:,.0f} tokens, decode batch {pred['decode_batch']}"
     )
+    if doc.get("total_usd_per_hour") is not None:  # priced like the other strategies (hetplan.planning.hetis)
+        console.print(
+            f"cost: ${doc['total_usd_per_hour']:,.2f}/h for the whole pool, "
+            + (
+                f"{doc['tokens_per_usd']:,.0f} tokens/USD (in+out) at its capacity; "
+                if doc.get("tokens_per_usd")
+                else ""
+            )
+            + "prices: "
+            + ", ".join(f"{g} ${p['usd_per_gpu_hour']:g}/GPU-h ({p['source']})" for g, p in doc["prices"].items()),
+            highlight=False,
+            markup=False,
+        )
     roles = Table(title="Roles per device", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("device", "gpu", "role", "replica", "stage/rank", "layers", "why"):
         roles.add_column(col, overflow="fold")

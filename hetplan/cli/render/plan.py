@@ -59,6 +59,16 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
         f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
     )
+    if doc.get("quality_note"):  # quantized weights or KV cache (hetplan.planning.dtypes)
+        console.print(f"[bold yellow]{escape(doc['quality_note'])}[/]", highlight=False)
+    if doc.get("dtype_search"):
+        tried = "; ".join(
+            f"{d['weight_dtype']} weights: "
+            + (f"${d['total_usd_per_hour']:.2f}/h" if d["status"] == "optimal" else "infeasible")
+            + (" (this plan)" if d.get("chosen") else "")
+            for d in doc["dtype_search"]
+        )
+        console.print(f"dtypes tried: {escape(tried)}", highlight=False)
     v = doc.get("verification")
     if isinstance(v, dict) and v.get("verdict"):  # the simulated check (hetplan.sim.verify)
         style = "green" if v.get("status") == "verified" else "bold red"

@@ -253,8 +253,9 @@ def schedule_text(s: dict[str, Any]) -> str:
 
 
 def plan_notes(p: dict[str, Any]) -> list[str]:
-    """Sentences a reader needs beside the tables: a cheaper strategy, and why baselines are infeasible."""
-    notes = []
+    """Sentences a reader needs beside the tables: a quality change (quantized weights or KV cache, first), a
+    cheaper strategy, and why baselines are infeasible."""
+    notes = [str(p["quality_note"])] if p.get("quality_note") else []
     for name, s in p["strategies"].items():
         if s.get("status") == "infeasible":
             notes.append(f"{name} is infeasible: {s.get('reason', '')}")
