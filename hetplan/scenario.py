@@ -127,6 +127,7 @@ class Scenario(_Strict):
     cloud: str | None = None
     spot: bool = False
     prices: str | None = None
+    rent: bool = True
     headroom: float = Field(default=0.1, ge=0, le=10)
     tp: list[int] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
     max_ratio: int = Field(default=8, ge=1, le=32)

@@ -82,6 +82,13 @@ def plan(
     ] = None,
     spot: SpotOpt = None,
     prices: PricesOpt = None,
+    rent: Annotated[
+        bool | None,
+        typer.Option(
+            "--rent/--no-rent",
+            help="Rent cloud instances beside the owned --inventory (default) or use only the owned GPUs.",
+        ),
+    ] = None,
     headroom: HeadroomOpt = None,
     tp: TpListOpt = None,
     max_ratio: MaxRatioOpt = None,
@@ -175,6 +182,7 @@ def plan(
             "cloud": cloud,
             "spot": spot,
             "prices": prices,
+            "rent": rent,
             "headroom": headroom,
             "tp": parse_tp_list(tp) if tp is not None else None,
             "max_ratio": max_ratio,
