@@ -24,12 +24,12 @@ from hetplan.plan.settings_doc import settings_from_doc, settings_to_doc
 from hetplan.plan.types import (
     DEFAULT_ENGINE,
     AggregatedUnit,
-    Purchase,
     BucketShare,
     ComboUnit,
     Plan,
     Price,
     Provenance,
+    Purchase,
     ResolvedGpu,
     ResolvedModel,
     Slo,
@@ -41,8 +41,8 @@ from hetplan.plan.v1 import parse_bucket_label, upgrade_v1
 _TOP = (
     "schema_version", "kind", "hetplan_version", "strategy", "engine", "scenario", "gpu", "status",
     "total_usd_per_hour", "usd_per_month", "usd_per_million_tokens", "goodput_req_per_s", "tokens_per_usd",
-    "output_tokens_per_usd", "gpus_used", "purchase", "combos", "instances", "lower_bound_usd_per_hour", "tokens_per_usd_basis",
-    "baselines",
+    "output_tokens_per_usd", "gpus_used", "purchase", "combos", "instances", "lower_bound_usd_per_hour",
+    "tokens_per_usd_basis", "baselines",
 )  # fmt: skip
 _TAIL = ("warnings", "verification", "resolved", "provenance")
 _SCENARIO = (
@@ -137,8 +137,11 @@ def to_doc(plan: Plan) -> dict[str, Any]:
             "tokens_per_usd": plan.tokens_per_usd,
             "output_tokens_per_usd": plan.output_tokens_per_usd,
             "gpus_used": dict(plan.gpus_used),
-            **({"purchase": [{k: getattr(p, k) for k in _PURCHASE_FIELDS} for p in plan.purchase]}
-               if plan.purchase else {}),
+            **(
+                {"purchase": [{k: getattr(p, k) for k in _PURCHASE_FIELDS} for p in plan.purchase]}
+                if plan.purchase
+                else {}
+            ),
             "combos": [
                 {
                     k: getattr(c, k)

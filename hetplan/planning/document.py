@@ -346,7 +346,11 @@ def _melange_instances(plan: MelangePlan) -> list[dict[str, Any]]:
             site = plan.sites[g]
             where = plan.purchase.where(site, t.gpu, t.tp)
             offer = where.offers[0][0] if where is not None and where.offers else None
-            place = {"site": site, "instance_type": offer.instance_type if offer else "", "owned": bool(offer and offer.owned)}
+            place = {
+                "site": site,
+                "instance_type": offer.instance_type if offer else "",
+                "owned": bool(offer and offer.owned),
+            }
         rows.append(
             {
                 "role": "aggregated",

@@ -163,15 +163,15 @@ def build_offers(
     illustrative = bool(user and user.illustrative)
     owned: list[Offer] = [o for o in from_file if o.owned and o.gpu in names]
     owned_by_file = {o.gpu for o in owned}
-    for gpu, count in sorted(inventory.items()):
-        if gpu not in names or gpu in owned_by_file or count <= 0:
+    for name, count in sorted(inventory.items()):
+        if name not in names or name in owned_by_file or count <= 0:
             continue
-        if gpu in per_gpu:
-            owned += owned_nodes(gpu, count, per_gpu[gpu], label, illustrative)
+        if name in per_gpu:
+            owned += owned_nodes(name, count, per_gpu[name], label, illustrative)
         else:
-            owned += owned_nodes(gpu, count, 0.0, "owned (no amortised price given: $0/GPU-hour)")
+            owned += owned_nodes(name, count, 0.0, "owned (no amortised price given: $0/GPU-hour)")
             warnings.append(
-                f"owned {gpu} priced at $0/GPU-hour (a sunk cost): give its amortised price in a price file "
+                f"owned {name} priced at $0/GPU-hour (a sunk cost): give its amortised price in a price file "
                 "(usd_per_gpu_hour) to weigh it against renting"
             )
     if not scenario.rent:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from hetplan.catalog.offers import scale_offers
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.types import STRATEGIES
@@ -23,8 +24,6 @@ from hetplan.solvers.cauchy import (
     enumerate_candidates,
     solve_allocation,
 )
-from hetplan.catalog.offers import scale_offers
-from hetplan.solvers.packing import Purchased
 from hetplan.solvers.melange import (
     Bucket,
     InstanceType,
@@ -34,6 +33,7 @@ from hetplan.solvers.melange import (
     solve_melange,
     solve_melange_purchased,
 )
+from hetplan.solvers.packing import Purchased
 from hetplan.units import rnd
 
 PRICE_FACTORS = (0.8, 1.2)

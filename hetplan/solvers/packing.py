@@ -66,10 +66,29 @@ def rented_sites(offers: Sequence[Offer]) -> list[str]:
     return sorted({o.site for o in offers if not o.owned})
 
 
+def undominated(offers: Sequence[Offer]) -> list[Offer]:
+    """``offers`` without rented offers that another rented offer of the same site, GPU, size and scale-up domain
+    beats on price (ties: the first by instance type): dropping them cannot change the optimum, and it removes
+    symmetric columns (AWS sells one L40S as g6e.2xlarge and, dearer, g6e.4xlarge)."""
+    best: dict[tuple[str, str, int, int], Offer] = {}
+    for o in offers:
+        if o.owned or o.count is not None:
+            continue
+        key = (o.site, o.gpu, o.gpus_per_instance, o.scale_up_domain_gpus)
+        if key not in best or (o.usd_per_instance_hour, o.instance_type) < (
+            best[key].usd_per_instance_hour,
+            best[key].instance_type,
+        ):
+            best[key] = o
+    keep = set(map(id, best.values()))
+    return [o for o in offers if o.owned or o.count is not None or id(o) in keep]
+
+
 def _bins(offers: Sequence[Offer], tps: Sequence[int]) -> list[PackedBin]:
     return [
-        PackedBin(o.site, o.gpu, o.gpus_per_instance, o.usd_per_instance_hour, tuple(t for t in tps if o.hosts_tp(t)),
-                  o.count)  # fmt: skip
+        PackedBin(
+            o.site, o.gpu, o.gpus_per_instance, o.usd_per_instance_hour, tuple(t for t in tps if o.hosts_tp(t)), o.count
+        )  # fmt: skip
         for o in offers
     ]
 
@@ -98,6 +117,7 @@ def solve_purchase(
             every rented site tried.
     """
     tps = sorted(set(tps) | {t for need in needs for (_, t) in need})
+    offers = undominated(offers)
     groups = [[o for o in offers if o.owned or o.site == site] for site in rented_sites(offers)]
     if not groups:
         groups = [[o for o in offers if o.owned]]
@@ -126,9 +146,11 @@ def solve_purchase(
         loads = None
         if slice_load is not None:
             loads = [[row[i] for i in index] for row in slice_load]
+        cap = None if best is None else best.total_usd_per_hour * (1 - 1e-9)
         result = solve_packed(
-            units, bins, demand, loads, slices_per_bucket, 1e-9 if fewest_units else None, time_limit_s
-        )
+            units, bins, demand, loads, slices_per_bucket, 1e-9 if fewest_units else None, time_limit_s,
+            cost_cap=cap,
+        )  # fmt: skip
         if result.status not in ("optimal", "time_limit"):
             continue
         made = _purchased(result, group, bins, units, index, sites)
@@ -160,8 +182,17 @@ def _purchased(
     for j, (o, x) in enumerate(zip(offers, result.bought, strict=True)):
         if x:
             lines.append(
-                Purchase(o.provider, o.instance_type, o.region, o.gpu, o.gpus_per_instance, int(x), o.owned,
-                         o.usd_per_instance_hour, used_gpus.get(j, 0))  # fmt: skip
+                Purchase(
+                    o.provider,
+                    o.instance_type,
+                    o.region,
+                    o.gpu,
+                    o.gpus_per_instance,
+                    int(x),
+                    o.owned,
+                    o.usd_per_instance_hour,
+                    used_gpus.get(j, 0),
+                )  # fmt: skip
             )
     lines.sort(key=lambda p: (not p.owned, p.provider, p.region, p.gpu, p.instance_type))
     grouped: dict[tuple[str, str, int], list[tuple[Offer, int]]] = {}
