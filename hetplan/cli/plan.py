@@ -101,10 +101,10 @@ def plan(
         str,
         typer.Option(
             "--strategy",
-            help="cauchy (mixed prefill/decode), homogeneous (one GPU type), melange (aggregated) or hetis "
-            "(with --pool).",
+            help="all (default: the cheapest of the strategies below), cauchy (mixed prefill/decode), homogeneous "
+            "(one GPU type), melange (aggregated) or hetis (with --pool).",
         ),
-    ] = "cauchy",
+    ] = "all",
     analysis: Annotated[
         bool,
         typer.Option(

@@ -58,14 +58,19 @@ def build_plan(
         InputError: unknown strategy. InfeasibleError: the chosen strategy has no feasible plan (its message
         names the binding constraint); infeasible baselines are recorded, not raised.
     """
-    if strategy not in STRATEGIES:
-        raise InputError(f"unknown strategy {strategy!r}", f"known: {', '.join(STRATEGIES)}", "pick one of them")
+    if strategy not in (*STRATEGIES, ALL):
+        raise InputError(
+            f"unknown strategy {strategy!r}", f"known: {', '.join((ALL, *STRATEGIES))}", "pick one of them"
+        )
     step = progress or (lambda _: None)
     step("enumerating combos")
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
     step("solving Cauchy, homogeneous and Mélange plans")
     solved = {name: planner.solve(name) for name in STRATEGIES}
     _, by_gpu = planner._homogeneous(req)
+    requested = strategy
+    if strategy == ALL:
+        strategy = cheapest_strategy(solved)
     chosen = solved[strategy]
     if chosen.error is not None:
         raise chosen.error
@@ -79,6 +84,9 @@ def build_plan(
     }
     doc.update(solved_doc(planner, chosen))
     doc["tokens_per_usd_basis"] = TOKENS_BASIS
+    if requested == ALL:
+        doc["strategy_requested"] = ALL
+        doc["shape_won"] = shape_won(strategy, chosen, solved)
     doc["baselines"] = {name: summary_doc(planner, s) for name, s in solved.items() if name != strategy}
     homo = solved["homogeneous"]
     doc["homogeneous_baseline"] = (
@@ -121,6 +129,35 @@ def build_plan(
         "workload_sha256": workload_sha256,
     }
     return doc
+
+
+ALL = "all"
+"""``--strategy all``: every strategy is solved and the cheapest restricted optimum is the plan."""
+
+
+def cheapest_strategy(solved: Mapping[str, Solved]) -> str:
+    """The strategy whose optimum costs least (ties: the order of :data:`STRATEGIES`, Cauchy first), or Cauchy
+    when none is feasible (its error is then raised)."""
+    feasible = [(s.cost, i, name) for i, (name, s) in enumerate(solved.items()) if s.error is None]
+    return min(feasible)[2] if feasible else STRATEGIES[0]
+
+
+def shape_won(strategy: str, chosen: Solved, solved: Mapping[str, Solved]) -> str:
+    """One sentence: which deployment shape won and by how much over the others."""
+    shape = {
+        "cauchy": "prefill/decode combos over mixed GPU types (Cauchy)",
+        "homogeneous": f"prefill/decode combos on one GPU type ({chosen.gpu})",
+        "melange": "aggregated instances routed by request size (Mélange)",
+    }[strategy]
+    others = []
+    for name, s in solved.items():
+        if name == strategy:
+            continue
+        if s.error is not None:
+            others.append(f"{name} is infeasible")
+        elif s.cost > 0:
+            others.append(f"{name} costs {(s.cost / chosen.cost - 1) * 100 if chosen.cost else 0:+.1f} % more")
+    return f"{shape} won at ${chosen.cost:.2f}/h; " + ", ".join(others)
 
 
 def resolved_doc(req: PlanRequest, profiled: Mapping[str, str]) -> dict[str, Any]:
@@ -402,4 +439,15 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
     return doc
 
 
-__all__ = ["TOKENS_BASIS", "build_plan", "combo_doc", "resolved_doc", "scenario_doc", "solved_doc", "summary_doc"]
+__all__ = [
+    "ALL",
+    "TOKENS_BASIS",
+    "cheapest_strategy",
+    "shape_won",
+    "build_plan",
+    "combo_doc",
+    "resolved_doc",
+    "scenario_doc",
+    "solved_doc",
+    "summary_doc",
+]

@@ -64,6 +64,8 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
     else:
         _instances_table(title, doc, console)
     _purchase_table(doc, console)
+    if doc.get("shape_won"):
+        console.print(f"--strategy all: {doc['shape_won']}", highlight=False, markup=False)
     _comparison(doc, console)
     s = doc["solver"]
     console.print(
