@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from hetplan import api
 from hetplan.catalog.offers import Offer
 from hetplan.cli.main import app
+from hetplan.errors import InfeasibleError
 from hetplan.plan.types import Plan
 from hetplan.scenario import Scenario, load_scenario
 from hetplan.solvers.milp import PackedBin, PackedUnit, pack_instances, solve_packed
@@ -212,3 +213,52 @@ def test_offer_hosts_tp_only_inside_an_instance_without_a_domain():
     assert small.hosts_tp(4) and small.hosts_tp(2) and not small.hosts_tp(8)
     rack = Offer("acme", "nvl", "r", "B200", 4, 40.0, 72)
     assert rack.hosts_tp(8)
+
+
+OWN_SCENARIOS = [
+    {"model": "Llama-3-8B", "workload": {"synthetic": {"class": "balanced", "rate_per_s": 4.0, "requests": 400}},
+     "slo": {"ttft": "2s", "tpot": "100ms"}, "cloud": "aws"},
+    {"model": "Llama-3-70B", "workload": {"synthetic": {"class": "long-input-short-output", "rate_per_s": 3.0,
+     "requests": 400}}, "slo": {"ttft": "3s", "tpot": "80ms"}, "gpus": ["H100", "A100-80GB", "L40S"]},
+    {"model": "Llama-3-8B", "workload": {"synthetic": {"class": "short-input-long-output", "rate_per_s": 6.0,
+     "requests": 400}}, "slo": {"ttft": "1s", "tpot": "50ms"}, "inventory": {"L40S": 8}, "cloud": "lambda"},
+]  # fmt: skip
+
+
+def _scenario(which: str | int) -> Scenario:
+    if which == "a":
+        return load_scenario(ROOT / "examples" / "llama3-70b-azure-conv.yaml")
+    if which == "b":
+        return load_scenario(ROOT / "examples" / "cauchy-h800-a800-h20.yaml")
+    return Scenario.model_validate(OWN_SCENARIOS[int(which)])
+
+
+WORDS = {"cauchy": "(Cauchy)", "homogeneous": "on one GPU type", "melange": "(Mélange)"}
+
+
+@pytest.mark.parametrize("which", ["a", "b", 0, 1, 2])
+def test_strategy_all_is_never_dearer_than_any_restricted_optimum(which):
+    """Issue 15 item 2 (as built: the cheapest restricted optimum, not one joint MILP): the plan's $/h is at most
+    every other strategy's optimum, all priced in whole instances, and it says which shape won."""
+    plan = api.plan(_scenario(which), "all", analysis=False)
+    _check_purchase(plan)
+    assert plan.extra["strategy_requested"] == "all"
+    assert WORDS[plan.strategy] in plan.extra["shape_won"]
+    assert set(plan.baselines) == {"cauchy", "homogeneous", "melange"} - {plan.strategy}
+    for b in plan.baselines.values():
+        if b.status != "infeasible":
+            assert b.total_usd_per_hour is not None and plan.total_usd_per_hour <= b.total_usd_per_hour + 1e-6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["a", "b", 0, 1, 2])
+def test_strategy_all_against_independent_restricted_plans(which):
+    """The same, against each strategy planned on its own (``--strategy NAME``)."""
+    scenario = _scenario(which)
+    plan = api.plan(scenario, "all", analysis=False)
+    for name in ("cauchy", "homogeneous", "melange"):
+        try:
+            alone = api.plan(scenario, name, analysis=False)
+        except InfeasibleError:
+            continue
+        assert plan.total_usd_per_hour <= alone.total_usd_per_hour + 1e-6
