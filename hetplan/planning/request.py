@@ -142,6 +142,10 @@ def _user_prices(scenario: Scenario) -> UserPriceFile | None:
     return user
 
 
+PRICE_FILE_SIZES = (1, 2, 4, 8)
+"""Instance sizes (GPUs) offered for a GPU a price file prices per GPU-hour (``usd_per_gpu_hour``)."""
+
+
 def build_offers(
     scenario: Scenario,
     gpus: list[GpuSpec],
@@ -180,8 +184,14 @@ def build_offers(
     for gpu in gpus:
         mine = [o for o in from_file if not o.owned and o.gpu == gpu.name]
         if gpu.name in per_gpu and gpu.name not in inventory:
-            mine.append(Offer(PRICE_FILE, f"{gpu.name} (1 GPU)", "", gpu.name, 1, per_gpu[gpu.name], 1, None, label,
-                              illustrative))  # fmt: skip
+            # a $/GPU-hour names no instance size: offer 1, 2, 4 and 8 GPUs at that price per GPU, so a TP group
+            # is bought whole and nothing more is charged than its GPUs (the per-GPU pricing such files meant)
+            mine += [
+                Offer(
+                    PRICE_FILE, f"{gpu.name}-x{k}", "", gpu.name, k, k * per_gpu[gpu.name], k, None, label, illustrative
+                )  # fmt: skip
+                for k in PRICE_FILE_SIZES
+            ]
         if not mine and gpu.name not in per_gpu:
             mine = catalog_offers(gpu, scenario.cloud, scenario.spot)
         if scenario.cloud:

@@ -18,6 +18,7 @@ from hetplan import api
 from hetplan.catalog.offers import Offer
 from hetplan.cli.main import app
 from hetplan.errors import InfeasibleError
+from hetplan.plan.doc import from_doc, to_doc
 from hetplan.plan.types import Plan
 from hetplan.scenario import Scenario, load_scenario
 from hetplan.solvers.milp import PackedBin, PackedUnit, pack_instances, solve_packed
@@ -62,6 +63,10 @@ def test_example_a_buys_catalog_instances_in_one_aws_region():
     plan = api.plan(scenario, analysis=False)
     _check_purchase(plan, _catalog_prices())
     assert {p.provider for p in plan.purchase} == {"aws"}
+    assert from_doc(to_doc(plan)) == plan  # purchase lines and placements survive the plan file
+    melange = api.plan(scenario, "melange", analysis=False)
+    _check_purchase(melange, _catalog_prices())
+    assert all(i.instance_type for i in melange.instances) and from_doc(to_doc(melange)) == melange
 
 
 def test_example_b_uses_owned_nodes_only():
