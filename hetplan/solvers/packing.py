@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from hetplan.catalog.offers import Offer
 from hetplan.errors import InfeasibleError
 from hetplan.plan.types import Purchase
-from hetplan.solvers.milp import PackedBin, PackedResult, PackedUnit, solve_packed
+from hetplan.solvers.milp import PackedBin, PackedResult, PackedUnit, solve_covering, solve_packed
 
 
 @dataclass(frozen=True)
@@ -147,10 +147,14 @@ def solve_purchase(
         if slice_load is not None:
             loads = [[row[i] for i in index] for row in slice_load]
         cap = None if best is None else best.total_usd_per_hour * (1 - 1e-9)
-        result = solve_packed(
-            units, bins, demand, loads, slices_per_bucket, 1e-9 if fewest_units else None, time_limit_s,
-            cost_cap=cap,
-        )  # fmt: skip
+        linear = _linear_prices(group, tps) if slice_load is None and len(site_names) == 1 else None
+        if linear is not None:  # every TP group is bought whole at its GPUs' price: the plain covering ILP is exact
+            result = _solve_linear(units, bins, linear, demand, fewest_units, time_limit_s, cap)
+        else:
+            result = solve_packed(
+                units, bins, demand, loads, slices_per_bucket, 1e-9 if fewest_units else None, time_limit_s,
+                cost_cap=cap,
+            )  # fmt: skip
         if result.status not in ("optimal", "time_limit"):
             continue
         made = _purchased(result, group, bins, units, index, sites)
@@ -165,6 +169,49 @@ def solve_purchase(
             "add inventory or offers (--prices), allow renting (drop --no-rent), or lower --goodput",
         )
     return replace(best, sites_tried=tuple(tried))
+
+
+def _linear_prices(offers: Sequence[Offer], tps: Sequence[int]) -> dict[str, float] | None:
+    """$/GPU-hour per GPU when every GPU of ``offers`` is sold, unlimited, in an instance of exactly each TP degree
+    at one per-GPU price (price files' ``usd_per_gpu_hour`` offers); else None."""
+    prices: dict[str, float] = {}
+    for gpu in {o.gpu for o in offers}:
+        mine = [o for o in offers if o.gpu == gpu]
+        per = {round(o.usd_per_gpu_hour, 12) for o in mine}
+        sizes = {o.gpus_per_instance for o in mine}
+        if len(per) != 1 or any(o.count is not None for o in mine) or not set(tps) <= sizes:
+            return None
+        prices[gpu] = mine[0].usd_per_gpu_hour
+    return prices
+
+
+def _solve_linear(
+    units: Sequence[PackedUnit],
+    bins: Sequence[PackedBin],
+    price: dict[str, float],
+    demand: float,
+    fewest_units: bool,
+    time_limit_s: float,
+    cap: float | None,
+) -> PackedResult:
+    """The covering ILP with each unit at its GPUs' price, each serving instance on its own instance of its TP
+    size (exact when :func:`_linear_prices` holds: any packing costs the same)."""
+    cost = [sum(n * t * price[g] for (g, t), n in u.usage) for u in units]
+    res = solve_covering(
+        cost, [u.value for u in units], demand, upper=[u.upper or 10**9 for u in units],
+        second_stage_epsilon=1e-9 if fewest_units else None, time_limit_s=time_limit_s,
+    )  # fmt: skip
+    if res.status not in ("optimal", "time_limit") or (cap is not None and res.objective >= cap):
+        return PackedResult("infeasible", (), (), {}, float("nan"), float("nan"))
+    placed: dict[tuple[int, int], int] = {}
+    bought = [0] * len(bins)
+    for u, n in zip(units, res.counts, strict=True):
+        for (g, t), k in u.usage:
+            j = next(j for j, b in enumerate(bins) if b.gpu == g and b.gpus == t and b.site == u.site)
+            placed[j, t] = placed.get((j, t), 0) + k * n
+            bought[j] += k * n
+    total = sum(b.usd_per_hour * x for b, x in zip(bins, bought, strict=True))
+    return PackedResult(res.status, res.counts, tuple(bought), dict(sorted(placed.items())), total, res.gap)
 
 
 def _purchased(
