@@ -105,7 +105,11 @@ def build_plan(
     cands = planner.cands
     doc["solver"] = {
         "backend": "HiGHS via PuLP",
-        "status": chosen.allocation.status if chosen.allocation is not None else "optimal",
+        "status": chosen.allocation.status
+        if chosen.allocation is not None
+        else chosen.melange.status
+        if chosen.melange is not None
+        else "optimal",
         "mip_gap": rnd(chosen.allocation.mip_gap, 4) if chosen.allocation and chosen.allocation.mip_gap > 1e-9 else 0.0,
         "instance_options": len(cands.options),
         "combos_enumerated": cands.enumerated,
@@ -224,7 +228,11 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
         doc["gpu"] = s.gpu
     doc.update(
         {
-            "status": "optimal" if s.melange is not None else s.allocation.status if s.allocation else "infeasible",
+            "status": s.melange.status
+            if s.melange is not None
+            else s.allocation.status
+            if s.allocation
+            else "infeasible",
             "total_usd_per_hour": rnd(s.cost),
             "usd_per_month": rnd(s.cost * HOURS_PER_MONTH),
             "usd_per_million_tokens": rnd(s.cost / (3600 * s.goodput * tokens_per_req) * 1e6) if s.goodput else None,

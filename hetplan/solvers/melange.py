@@ -253,7 +253,7 @@ def solve_melange(
     usage = [[t.tp if t.gpu == g else 0 for t in types] for g in names]
     cap: list[float | None] = [inventory[g] for g in names]
     result = solve_slice_assignment([t.usd_per_hour for t in types], loads, k, usage, cap, time_limit_s)
-    if result.status != "optimal":
+    if result.status not in ("optimal", "time_limit"):
         raise InfeasibleError(
             "Mélange: the inventory cannot hold the demand with aggregated instances",
             f"needs {demand_req_per_s:.2f} req/s; inventory {', '.join(f'{g}={inventory[g]}' for g in names)}",

@@ -67,6 +67,10 @@ def _solver(time_limit_s: float, gap: float, presolve: bool = True) -> pulp.LpSo
 def _run(prob: pulp.LpProblem, solver: pulp.LpSolver) -> str:
     with quiet_stdout():
         prob.solve(solver)
+    # PuLP reports HiGHS's time limit with an incumbent as status 1 ("optimal") and solution status "integer
+    # feasible": that is a time-limited answer, not a proven optimum
+    if prob.status == 1 and getattr(prob, "sol_status", 1) == pulp.constants.LpSolutionIntegerFeasible:
+        return "time_limit"
     return {1: "optimal", 0: "not_solved", -1: "infeasible", -2: "unbounded", -3: "undefined"}.get(
         prob.status, "undefined"
     )
@@ -115,7 +119,7 @@ def solve_covering(
     prob, ys = build("covering")
     prob.setObjective(_affine(ys, cost))
     status = _run(prob, _solver(time_limit_s, mip_gap))
-    if status != "optimal":
+    if status not in ("optimal", "time_limit"):
         if status == "not_solved" and all(v.varValue is not None for v in ys):
             status = "time_limit"
         else:
@@ -128,7 +132,7 @@ def solve_covering(
         limit = best * (1 + second_stage_epsilon) + 1e-9
         prob2 += _affine(y2, cost) <= limit, "cost"
         prob2.setObjective(_affine(y2, [1.0] * n))
-        if _run(prob2, _solver(time_limit_s, mip_gap)) == "optimal":
+        if _run(prob2, _solver(time_limit_s, mip_gap)) in ("optimal", "time_limit"):
             counts = tuple(int(round(v.varValue or 0.0)) for v in y2)
             best = sum(float(cost[i]) * counts[i] for i in range(n))
     return MilpResult(status, counts, best, gap)
@@ -177,7 +181,7 @@ def max_value(
     if not all(bounded):
         return float("inf")
     status = _run(prob, _solver(time_limit_s, 0.0))
-    return float(pulp.value(prob.objective) or 0.0) if status == "optimal" else 0.0
+    return float(pulp.value(prob.objective) or 0.0) if status in ("optimal", "time_limit") else 0.0
 
 
 MAX_SLICE_LOAD = 1e4
@@ -260,7 +264,7 @@ def solve_slice_assignment(
     # HiGHS 1.16's presolve was seen to stall on such models (67 types x 44 buckets) without honouring its time
     # limit; without presolve the same model solves to proven optimality in about 0.2 s.
     status = _run(prob, _solver(time_limit_s, 0.0, presolve=False))
-    if status != "optimal":
+    if status not in ("optimal", "time_limit"):
         return AssignmentResult(status, empty.counts, (), float("nan"))
     slices = tuple(
         tuple(int(round(z[b, g].varValue or 0.0)) if (b, g) in z else 0 for g in range(n_types))
@@ -499,7 +503,7 @@ def solve_packed(
     # buckets); on small ones it is several times faster (example (a): 0.14 s with it, 0.84 s without)
     presolve = slice_load is None or len(zs) <= MAX_PRESOLVED_SLICE_VARS
     status = _run(prob, _solver(time_limit_s, mip_gap, presolve))
-    if status != "optimal":
+    if status not in ("optimal", "time_limit"):
         if status == "not_solved" and all(v.varValue is not None for v in ys):
             status = "time_limit"
         else:
@@ -510,7 +514,7 @@ def solve_packed(
         prob2, y2, x2, p2, z2 = build("packed_fewest")
         prob2 += objective(y2, x2) <= best * (1 + second_stage_epsilon) + 1e-9, "cost"
         prob2.setObjective(_affine(y2, [1.0] * n))
-        if _run(prob2, _solver(time_limit_s, mip_gap, presolve)) == "optimal":
+        if _run(prob2, _solver(time_limit_s, mip_gap, presolve)) in ("optimal", "time_limit"):
             ys, xs, ps, zs = y2, x2, p2, z2
     out = _packed_result(status, units, bins, ys, ps, zs, slice_load, gap)
     if (
