@@ -149,7 +149,12 @@ def cheapest_strategy(solved: Mapping[str, Solved]) -> str:
 def shape_won(strategy: str, chosen: Solved, solved: Mapping[str, Solved]) -> str:
     """One sentence: which deployment shape won and by how much over the others."""
     shape = {
-        "cauchy": "prefill/decode combos over mixed GPU types (Cauchy)",
+        "cauchy": "prefill/decode combos (Cauchy)"
+        + (
+            ", over one GPU type at this optimum"
+            if chosen.allocation is not None and all(c.homogeneous for c, _ in chosen.allocation.combos)
+            else ", over mixed GPU types"
+        ),
         "homogeneous": f"prefill/decode combos on one GPU type ({chosen.gpu})",
         "melange": "aggregated instances routed by request size (Mélange)",
     }[strategy]
@@ -159,8 +164,11 @@ def shape_won(strategy: str, chosen: Solved, solved: Mapping[str, Solved]) -> st
             continue
         if s.error is not None:
             others.append(f"{name} is infeasible")
-        elif s.cost > 0:
-            others.append(f"{name} costs {(s.cost / chosen.cost - 1) * 100 if chosen.cost else 0:+.1f} % more")
+        elif abs(s.cost - chosen.cost) <= 1e-9 * max(1.0, s.cost):
+            others.append(f"{name} costs the same (ties go to the order cauchy, homogeneous, melange)")
+        else:
+            more = f"{(s.cost / chosen.cost - 1) * 100:.1f} % more" if chosen.cost else f"${s.cost:.2f}/h"
+            others.append(f"{name} costs {more}")
     return f"{shape} won at ${chosen.cost:.2f}/h; " + ", ".join(others)
 
 

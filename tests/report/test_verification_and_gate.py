@@ -37,7 +37,7 @@ def verified_b(tmp_path_factory):
     nodes has spare capacity and verifies.)"""
     out = tmp_path_factory.mktemp("verified") / "b.yaml"
     res = invoke("plan", EXAMPLES / "cauchy-h800-a800-h20.yaml", "--headroom", "0", "--no-resize", "--no-analysis",
-                 "--goodput", "4.4", "--out", out)  # fmt: skip
+                 "--goodput", "4.4", "--strategy", "cauchy", "--out", out)  # fmt: skip
     assert res.exit_code == 0, res.output
     return out
 

@@ -93,7 +93,11 @@ def _purchase_table(doc: dict[str, Any], console: Console) -> None:
         return
     table = Table(title="What to buy (instances; owned nodes at their amortised price)", box=box.SIMPLE_HEAD,
                   pad_edge=False)  # fmt: skip
-    for col in ("provider", "instance type", "region", "GPUs each", "n", "owned", "$/h each", "$/h", "roles"):
+    wide = console.width >= 120
+    cols = ("provider", "instance type", "region", "GPUs each", "n", "owned", "$/h each", "$/h", "roles")
+    if not wide:  # narrow terminals: one "buy" cell per offer
+        cols = ("buy", "GPUs each", "$/h", "roles")
+    for col in cols:
         table.add_column(col, justify="right" if col in ("GPUs each", "n", "$/h each", "$/h") else "left")
     for p in lines:
         roles = sorted(
@@ -110,17 +114,20 @@ def _purchase_table(doc: dict[str, Any], console: Console) -> None:
             }
         )
         idle = p["gpus_per_instance"] * p["count"] - p.get("gpus_used", 0)
-        table.add_row(
-            p["provider"],
-            p["instance_type"],
-            p["region"] or "-",
-            f"{p['gpus_per_instance']}x {p['gpu']}",
-            str(p["count"]),
-            "owned" if p["owned"] else "rented",
-            f"{p['usd_per_hour_each']:.2f}",
-            f"{p['count'] * p['usd_per_hour_each']:.2f}",
-            ", ".join(roles) + (f" ({idle} GPUs idle)" if idle > 0 else ""),
-        )
+        role_text = ", ".join(roles) + (f" ({idle} GPUs idle)" if idle > 0 else "")
+        owned = "owned" if p["owned"] else "rented"
+        if wide:
+            table.add_row(
+                p["provider"], p["instance_type"], p["region"] or "-", f"{p['gpus_per_instance']}x {p['gpu']}",
+                str(p["count"]), owned, f"{p['usd_per_hour_each']:.2f}", f"{p['count'] * p['usd_per_hour_each']:.2f}",
+                role_text,
+            )  # fmt: skip
+        else:
+            where = f"{p['provider']}/{p['region']}" if p["region"] else p["provider"]
+            table.add_row(
+                f"{p['count']}x {p['instance_type']}\n{where}, {owned}", f"{p['gpus_per_instance']}x {p['gpu']}",
+                f"{p['count'] * p['usd_per_hour_each']:.2f}", role_text,
+            )  # fmt: skip
     console.print(table)
     for gpu, row in (doc.get("owned_gpus") or {}).items():
         text = f"owned {gpu}: {row['owned']} owned, {row['used']} used"
