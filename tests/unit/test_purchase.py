@@ -267,3 +267,16 @@ def test_strategy_all_against_independent_restricted_plans(which):
         except InfeasibleError:
             continue
         assert plan.total_usd_per_hour <= alone.total_usd_per_hour + 1e-6
+
+
+def test_owned_plus_rented_from_a_scenario_file_uses_owned_first():
+    plan = api.plan(load_scenario(ROOT / "tests" / "fixtures" / "owned_plus_rented.yaml"), analysis=False)
+    _check_purchase(plan)
+    owned = plan.extra["owned_gpus"]
+    assert set(owned) == {"H100-SXM", "L40S"}
+    rented = sum(p.gpus_used for p in plan.purchase if not p.owned)
+    if rented:  # renting only once the owned GPUs (at $0) of the rented types are all in use
+        for p in plan.purchase:
+            if not p.owned:
+                assert owned.get(p.gpu, {"idle": 0})["idle"] == 0
+    assert sum(row["used"] for row in owned.values()) > 0
