@@ -94,7 +94,8 @@ def _purchase_table(doc: dict[str, Any], console: Console) -> None:
     table = Table(title="What to buy (instances; owned nodes at their amortised price)", box=box.SIMPLE_HEAD,
                   pad_edge=False)  # fmt: skip
     wide = console.width >= 120
-    cols = ("provider", "instance type", "region", "GPUs each", "n", "owned", "$/h each", "$/h", "roles")
+    cols: tuple[str, ...] = ("provider", "instance type", "region", "GPUs each", "n", "owned", "$/h each", "$/h")
+    cols += ("roles",)
     if not wide:  # narrow terminals: one "buy" cell per offer
         cols = ("buy", "GPUs each", "$/h", "roles")
     for col in cols:
