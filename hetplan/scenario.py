@@ -251,7 +251,9 @@ class Scenario(_Strict):
         description="Candidate GPU types (catalog names or aliases; default: the inventory's, else every priced GPU).",
     )
     inventory: dict[str, NonNegativeInt] = Field(
-        default_factory=dict, description="GPUs you own or may use, per type, e.g. {H800: 32, H20: 32}; none: no cap."
+        default_factory=dict,
+        description="GPUs you own, per type, e.g. {H800: 32, H20: 32} (nodes of 8), used first at their amortised "
+        "price (price file; else $0); rented offers fill the rest unless rent is false.",
     )
     cloud: str | None = Field(
         default=None,
@@ -261,6 +263,9 @@ class Scenario(_Strict):
     spot: bool = Field(default=False, description="Use spot prices instead of on-demand.")
     prices: str | None = Field(
         default=None, description="Price file (your own $/GPU-hour), relative to the scenario; overrides the catalog."
+    )
+    rent: bool = Field(
+        default=True, description="Rent offers beyond the owned inventory (false: owned GPUs only, like --no-rent)."
     )
     headroom: float = Field(
         default=0.1, ge=0, le=10, description="Extra goodput to provision: the plan holds target x (1 + headroom)."

@@ -19,7 +19,11 @@ Method (Cauchy scales whole combos; the rest is hetplan's own reconstruction):
 6. **Availability**: removed combos stop at once; added ones count only after their start-up lag. A window is short
    when the available capacity is below its demand; the schedule lists how many and by how much.
 
-Costs are paid from the moment a combo is requested. Static fleets sized for the peak and for the mean demand
+Costs are paid from the moment a combo is requested. Owned GPUs (the inventory, :mod:`hetplan.catalog.offers`) are
+paid whether they run or not: a schedule pays their amortised price in every window and rents GPUs only beyond
+them, so switching an owned GPU off is never counted as a saving; their idle GPU-hours are reported instead
+(:class:`OwnedCosting`). Schedules price GPU-hours, not whole purchased instances (plans do that).
+Static fleets sized for the peak and for the mean demand
 (their cost-optimal plans) are the comparisons; the mean fleet's short windows are reported too.
 """
 
@@ -33,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from hetplan.autoscale.curves import LoadCurve
+from hetplan.catalog.offers import owned_gpus
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest, enumerate_candidates, solve_allocation
 from hetplan.solvers.milp import solve_covering
@@ -95,6 +100,46 @@ class Fleet:
     usd_per_hour: float
 
 
+@dataclass(frozen=True)
+class OwnedCosting:
+    """Costs of a fleet beside owned GPUs: every owned GPU at its amortised price, always (``fixed_usd_per_hour``),
+    plus the GPUs used beyond the owned ones at the rented $/GPU-hour. Source: hetplan's own reconstruction."""
+
+    owned: tuple[tuple[str, int], ...]
+    fixed_usd_per_hour: float
+    rented_usd_per_gpu_hour: tuple[tuple[str, float], ...]
+
+    def usd_per_hour(self, used: dict[str, int]) -> float:
+        """$/hour of a fleet using ``used`` GPUs per type."""
+        owned, price = dict(self.owned), dict(self.rented_usd_per_gpu_hour)
+        return self.fixed_usd_per_hour + sum(max(0, n - owned.get(g, 0)) * price.get(g, 0.0) for g, n in used.items())
+
+    def idle(self, used: dict[str, int]) -> dict[str, int]:
+        """Owned GPUs per type a fleet using ``used`` leaves idle."""
+        return {g: max(0, n - used.get(g, 0)) for g, n in self.owned}
+
+
+def owned_costing(req: PlanRequest) -> OwnedCosting | None:
+    """The :class:`OwnedCosting` of a request with owned offers, else None."""
+    owned = owned_gpus(req.offers)
+    if not owned:
+        return None
+    fixed = sum(o.usd_per_instance_hour * (o.count or 0) for o in req.offers if o.owned)
+    rented: dict[str, float] = {}
+    for o in req.offers:
+        if not o.owned:
+            rented[o.gpu] = min(rented.get(o.gpu, math.inf), o.usd_per_gpu_hour)
+    return OwnedCosting(tuple(owned.items()), fixed, tuple(sorted(rented.items())))
+
+
+def _used(combos: list[Combo] | tuple[Combo, ...], counts: tuple[int, ...]) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for c, n in zip(combos, counts, strict=True):
+        for g, k in c.gpus_used().items():
+            used[g] = used.get(g, 0) + k * n
+    return used
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
     """The schedule and its costs (arrays have one entry per window)."""
@@ -113,6 +158,13 @@ class Schedule:
     static_mean: Allocation | None = None
     nesting: str = "top-down"
     per_window_optimum_usd_per_hour: np.ndarray | None = field(default=None, repr=False)
+    costing: OwnedCosting | None = None
+
+    def static_usd_per_hour(self, alloc: Allocation) -> float:
+        """$/hour of a static fleet, owned GPUs costed as :class:`OwnedCosting` says."""
+        if self.costing is None:
+            return alloc.total_usd_per_hour
+        return self.costing.usd_per_hour(alloc.gpus_used())
 
     def capacity(self, which: np.ndarray) -> np.ndarray:
         return np.array([self.fleets[int(i)].capacity_req_per_s for i in which])
@@ -136,9 +188,11 @@ def _levels(demand: np.ndarray, step: float, floor: float) -> tuple[np.ndarray, 
     return np.array([remap[k] for k in idx]), [values[k] for k in used]
 
 
-def _fleet(combos: list[Combo], counts: tuple[int, ...]) -> Fleet:
+def _fleet(combos: list[Combo], counts: tuple[int, ...], costing: OwnedCosting | None = None) -> Fleet:
     cap = sum(c.goodput_req_per_s * n for c, n in zip(combos, counts, strict=True))
     cost = sum(c.usd_per_hour * n for c, n in zip(combos, counts, strict=True))
+    if costing is not None:
+        cost = costing.usd_per_hour(_used(combos, counts))
     return Fleet(counts, cap, cost)
 
 
@@ -158,6 +212,10 @@ def build_schedule(
         InputError: bad settings. InfeasibleError: even the peak's cheapest plan is infeasible under the SLOs.
     """
     settings.check()
+    costing = owned_costing(req)
+    # schedules price GPU-hours: the owned GPUs cap the fleet only when nothing may be rented
+    rents = any(not o.owned for o in req.offers)
+    req = replace(req, offers=(), inventory={} if rents and req.offers else req.inventory)
     cands = enumerate_candidates(req)
     combos = list(cands.combos)
     eff = curve.effective_rate(settings.design_utilization, settings.service_cv, settings.max_cv)
@@ -168,9 +226,10 @@ def build_schedule(
     ahead = np.array([demand[w : w + lag_w + 1].max() for w in range(curve.windows)])
     level_idx, levels = _levels(ahead, settings.level_step, settings.min_goodput_req_per_s)
 
-    per_level = _per_level(req, combos, levels, progress)
+    per_level = _per_level(req, combos, levels, costing, progress)
     best: tuple[float, str, list[Fleet], np.ndarray] | None = None
-    for name, fleets in (("top-down nested", _nest_down(req, combos, levels)), ("per-level optimum", per_level)):
+    nested = _nest_down(req, combos, levels, costing)
+    for name, fleets in (("top-down nested", nested), ("per-level optimum", per_level)):
         requested = _control(level_idx, fleets, curve, settings)
         total = float(sum(fleets[int(i)].usd_per_hour for i in requested))
         if best is None or total < best[0] - 1e-9:
@@ -202,11 +261,16 @@ def build_schedule(
         static_mean,
         nesting,
         np.array([optimum[int(i)] for i in level_idx]),
+        costing,
     )
 
 
 def _per_level(
-    req: PlanRequest, combos: list[Combo], levels: list[float], progress: Callable[[int, int], None] | None = None
+    req: PlanRequest,
+    combos: list[Combo],
+    levels: list[float],
+    costing: OwnedCosting | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Fleet]:
     """The cost-optimal fleet of every level, solved independently (fewest combos among equal costs);
     ``progress(done, total)`` is called before each level's solve."""
@@ -222,20 +286,22 @@ def _per_level(
             continue
         counts = [0] * len(combos)
         for combo, n in alloc.combos:
-            counts[index[id(combo)]] = n
-        fleets.append(_fleet(combos, tuple(counts)))
+            counts[index[id(combo)]] += n
+        fleets.append(_fleet(combos, tuple(counts), costing))
     return fleets
 
 
-def _nest_down(req: PlanRequest, combos: list[Combo], levels: list[float]) -> list[Fleet]:
+def _nest_down(
+    req: PlanRequest, combos: list[Combo], levels: list[float], costing: OwnedCosting | None = None
+) -> list[Fleet]:
     """Top-down nesting: the peak level's optimal fleet, then cheapest subsets for each lower level."""
     top = solve_allocation(replace(req, goodput_req_per_s=levels[-1], headroom=0.0), combos, "peak of the load curve")
     index = {id(c): i for i, c in enumerate(combos)}
     counts = [0] * len(combos)
     for combo, n in top.combos:
-        counts[index[id(combo)]] = n
+        counts[index[id(combo)]] += n
     fleets = [Fleet((), 0.0, 0.0)] * len(levels)
-    fleets[-1] = _fleet(combos, tuple(counts))
+    fleets[-1] = _fleet(combos, tuple(counts), costing)
     for i in range(len(levels) - 2, -1, -1):
         parent = fleets[i + 1].counts
         cols = [k for k, n in enumerate(parent) if n]
@@ -249,7 +315,7 @@ def _nest_down(req: PlanRequest, combos: list[Combo], levels: list[float]) -> li
         child = [0] * len(combos)
         for k, n in zip(cols, res.counts, strict=True):
             child[k] = n
-        fleets[i] = _fleet(combos, tuple(child)) if res.status == "optimal" else fleets[i + 1]
+        fleets[i] = _fleet(combos, tuple(child), costing) if res.status == "optimal" else fleets[i + 1]
     return fleets
 
 
@@ -300,7 +366,7 @@ def summary(s: Schedule) -> dict[str, Any]:
     cost = float(s.cost_per_window().sum() * hours_per_window)
     avail_cap = s.capacity(s.available_level)
     short = avail_cap + 1e-9 < s.demand_req_per_s
-    peak_cost = s.static_peak.total_usd_per_hour * s.hours if s.static_peak else None
+    peak_cost = s.static_usd_per_hour(s.static_peak) * s.hours if s.static_peak else None
     mean_cap = s.static_mean.goodput_req_per_s if s.static_mean else 0.0
     mean_short = s.demand_req_per_s > mean_cap + 1e-9
     gpu_hours: dict[str, float] = {}
@@ -325,7 +391,7 @@ def summary(s: Schedule) -> dict[str, Any]:
         "mean_demand_req_per_s": round(float(s.demand_req_per_s.mean()), 6),
         "schedule_usd": round(cost, 2),
         "static_peak_usd": None if peak_cost is None else round(peak_cost, 2),
-        "static_mean_usd": None if s.static_mean is None else round(s.static_mean.total_usd_per_hour * s.hours, 2),
+        "static_mean_usd": None if s.static_mean is None else round(s.static_usd_per_hour(s.static_mean) * s.hours, 2),
         "saving_vs_static_peak": None if not peak_cost else round(1 - cost / peak_cost, 4),
         "nesting": s.nesting,
         "per_window_optimum_usd": None
@@ -337,6 +403,24 @@ def summary(s: Schedule) -> dict[str, Any]:
         "combo_changes": int(sum(changes)),
         "windows_with_changes": int(sum(1 for c in changes if c)),
         "gpu_hours": {g: round(v, 2) for g, v in sorted(gpu_hours.items())},
+        **({} if s.costing is None else _owned_summary(s, hours_per_window)),
+    }
+
+
+def _owned_summary(s: Schedule, hours_per_window: float) -> dict[str, Any]:
+    """Owned GPUs of a schedule: always paid (``owned_fixed_usd``), and their idle GPU-hours per type."""
+    assert s.costing is not None
+    idle: dict[str, float] = {}
+    for w in range(s.curve.windows):
+        fleet = s.fleets[int(s.requested_level[w])]
+        for g, n in s.costing.idle(_used(s.combos, fleet.counts)).items():
+            idle[g] = idle.get(g, 0.0) + n * hours_per_window
+    return {
+        "owned_gpus": dict(s.costing.owned),
+        "owned_fixed_usd": round(s.costing.fixed_usd_per_hour * s.hours, 2),
+        "owned_idle_gpu_hours": {g: round(v, 2) for g, v in sorted(idle.items())},
+        "owned_note": "owned GPUs are paid in every window (their amortised price); switching them off saves "
+        "nothing, so the schedule counts only rented GPUs as savings",
     }
 
 

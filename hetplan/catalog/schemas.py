@@ -147,7 +147,10 @@ class GpuCatalog(_Record):
 
 
 class PriceEntry(_Record):
-    """One price listing: $/GPU-hour on demand and spot for a cloud instance type (``None`` = not offered)."""
+    """One purchasable offer: a cloud instance type with ``gpus_per_instance`` GPUs, priced per instance-hour on
+    demand and spot (``None`` = not offered); the $/GPU-hour fields are the same prices divided by the GPU count.
+    ``scale_up_domain_gpus`` is the most GPUs one TP group may span (default: the instance's own GPUs; larger only
+    for rack-scale NVLink offers, where a TP group may span instances)."""
 
     gpu: str
     in_gpu_catalog: bool = True
@@ -157,6 +160,9 @@ class PriceEntry(_Record):
     region: str = ""
     on_demand_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
     spot_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    on_demand_usd_per_instance_hour: float | None = Field(default=None, gt=0)
+    spot_usd_per_instance_hour: float | None = Field(default=None, gt=0)
+    scale_up_domain_gpus: int | None = Field(default=None, ge=1)
     includes_host: bool = True
     unreliable: bool = False
     listed_gpu: str | None = None
@@ -168,6 +174,14 @@ class PriceEntry(_Record):
         if self.on_demand_usd_per_gpu_hour is None and self.spot_usd_per_gpu_hour is None:
             raise ValueError(f"price row for {self.gpu} on {self.cloud} has neither on-demand nor spot price")
         return self
+
+    def usd_per_instance_hour(self, spot: bool = False) -> float | None:
+        """$/instance-hour on demand (or ``spot``): the listed instance price, else $/GPU-hour x GPUs."""
+        listed = self.spot_usd_per_instance_hour if spot else self.on_demand_usd_per_instance_hour
+        if listed is not None:
+            return listed
+        per_gpu = self.spot_usd_per_gpu_hour if spot else self.on_demand_usd_per_gpu_hour
+        return None if per_gpu is None else per_gpu * self.gpus_per_instance
 
 
 class PriceCatalog(_Record):
@@ -181,8 +195,28 @@ class PriceCatalog(_Record):
     prices: tuple[PriceEntry, ...]
 
 
+class UserOffer(_Record):
+    """One offer in a user price file (``offers:``): a rented instance type (``usd_per_instance_hour``) or, with
+    ``provider: owned``, GPUs the user owns (``count`` nodes of ``gpus_per_instance`` GPUs at an amortised
+    ``usd_per_gpu_hour``, which may be 0). Field checks are made by :func:`hetplan.catalog.offers.user_offers`,
+    which names the row."""
+
+    provider: str
+    gpu: str
+    instance_type: str = ""
+    region: str = ""
+    gpus_per_instance: StrictInt = 1
+    usd_per_instance_hour: StrictFloat | StrictInt | None = None
+    usd_per_gpu_hour: StrictFloat | StrictInt | None = None
+    spot_usd_per_instance_hour: StrictFloat | StrictInt | None = None
+    count: StrictInt | None = None
+    scale_up_domain_gpus: StrictInt | None = None
+    notes: str | None = None
+
+
 class UserPriceFile(_Record):
-    """A user's own prices: ``usd_per_gpu_hour`` maps GPU name -> $/GPU-hour and overrides the catalog.
+    """A user's own prices: ``usd_per_gpu_hour`` maps GPU name -> $/GPU-hour and overrides the catalog; ``offers``
+    adds instance offers, rented or owned (:class:`UserOffer`, docs/purchases.md).
 
     Example::
 
@@ -200,10 +234,13 @@ class UserPriceFile(_Record):
     as_of: str
     illustrative: bool = False
     notes: str | None = None
-    usd_per_gpu_hour: dict[str, StrictFloat | StrictInt] = Field(min_length=1)
+    usd_per_gpu_hour: dict[str, StrictFloat | StrictInt] = Field(default_factory=dict)
+    offers: tuple[UserOffer, ...] = ()
 
     @model_validator(mode="after")
     def _positive(self) -> UserPriceFile:
+        if not self.usd_per_gpu_hour and not self.offers:
+            raise ValueError("a price file needs usd_per_gpu_hour or offers")
         for name, value in self.usd_per_gpu_hour.items():
             if not value > 0:
                 raise ValueError(f"usd_per_gpu_hour.{name} must be > 0, got {value}")

@@ -84,6 +84,13 @@ def plan(
     ] = None,
     spot: SpotOpt = None,
     prices: PricesOpt = None,
+    rent: Annotated[
+        bool | None,
+        typer.Option(
+            "--rent/--no-rent",
+            help="Rent cloud instances beside the owned --inventory (default) or use only the owned GPUs.",
+        ),
+    ] = None,
     headroom: HeadroomOpt = None,
     tp: TpListOpt = None,
     max_ratio: MaxRatioOpt = None,
@@ -104,10 +111,10 @@ def plan(
         str,
         typer.Option(
             "--strategy",
-            help="cauchy (mixed prefill/decode), homogeneous (one GPU type), melange (aggregated) or hetis "
-            "(with --pool).",
+            help="all (default: the cheapest of the strategies below), cauchy (mixed prefill/decode), homogeneous "
+            "(one GPU type), melange (aggregated) or hetis (with --pool).",
         ),
-    ] = "cauchy",
+    ] = "all",
     analysis: Annotated[
         bool,
         typer.Option(
@@ -185,6 +192,7 @@ def plan(
             "cloud": cloud,
             "spot": spot,
             "prices": prices,
+            "rent": rent,
             "headroom": headroom,
             "tp": parse_tp_list(tp) if tp is not None else None,
             "max_ratio": max_ratio,

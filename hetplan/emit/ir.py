@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,6 +48,13 @@ class EngineFlags:
     kv_connector: str | None
     kv_role: str | None
     distributed_executor_backend: str | None
+
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+"""The well-known Kubernetes node label that names a cloud node's instance type."""
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+"""A Kubernetes label value; names that are not one (GCP's accelerator rows, price-file offers) fall back to the
+GPU label."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,15 @@ class InstanceGroup:
     scale_metric: str
     scale_target_requests: int
     gpu_spec: GpuSpec  # the GPU entry the plan resolved (memory-fit rule)
+    instance_type: str = ""  # the purchased instance type the plan places this group on ('' = not named)
+    owned: bool = False  # placed on the user's own nodes (selected by the GPU label, not an instance type)
+
+    def node_selector(self) -> dict[str, str]:
+        """Where the group's pods run: the purchased cloud instance type (``node.kubernetes.io/instance-type``), or
+        the GPU label for owned nodes and plans that name no instance type."""
+        if self.instance_type and not self.owned and _LABEL_VALUE.fullmatch(self.instance_type):
+            return {INSTANCE_TYPE_LABEL: self.instance_type}
+        return {self.gpu_label_key: self.gpu_label_value or ""}
 
     @property
     def multi_node(self) -> bool:
@@ -255,11 +272,16 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         count: int,
         target: int,
         bounds: tuple[int, int] | None = None,
+        placed: tuple[str, bool] = ("", False),
     ) -> InstanceGroup:
         """One role of one unit; ``bounds`` (min, max copies, from an autoscaling schedule) override the
-        planned count as the autoscaler's minimum and the spare-inventory maximum."""
+        planned count as the autoscaler's minimum and the spare-inventory maximum; ``placed`` is the purchased
+        (instance type, owned) the plan puts it on, whose GPUs per instance are the node size."""
         gpu = plan.gpu(gpu_name)
         per_node = s.gpus_per_node
+        bought = next((p for p in plan.purchase if (p.instance_type, p.gpu) == (placed[0], gpu.name)), None)
+        if bought is not None:
+            per_node = bought.gpus_per_instance
         nodes, per_pod = _spread(tp * pp, per_node)
         backend = "ray" if nodes > 1 else None
         kv_role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(role)
@@ -293,6 +315,8 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
             scale_metric=metric,
             scale_target_requests=max(1, target),
             gpu_spec=gpu,
+            instance_type=placed[0],
+            owned=placed[1],
         )
 
     units: list[ServingUnit] = []
@@ -308,9 +332,9 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
             bounds = (combo.min_count, count)
         groups = (
             group(i, "prefill", combo.prefill_gpu, combo.prefill_tp, combo.prefill_pp, combo.n_prefill, count,
-                  prefill_target, bounds),
+                  prefill_target, bounds, (combo.prefill_instance_type, combo.prefill_owned)),
             group(i, "decode", combo.decode_gpu, combo.decode_tp, combo.decode_pp, combo.n_decode, count,
-                  max(1, combo.decode_batch), bounds),
+                  max(1, combo.decode_batch), bounds, (combo.decode_instance_type, combo.decode_owned)),
         )  # fmt: skip
         goodput = combo.goodput_req_per_s
         units.append(
@@ -324,7 +348,7 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         if inst.role != "aggregated":
             raise InputError(f"{where}.role must be 'aggregated', got {inst.role!r}", fix="fix that field")
         share = shares[j] if sum(shares) > 0 else 1.0 / len(instances)
-        g = group(i, "aggregated", inst.gpu, inst.tp, inst.pp, inst.count, 1, 2)
+        g = group(i, "aggregated", inst.gpu, inst.tp, inst.pp, inst.count, 1, 2, None, (inst.instance_type, inst.owned))
         units.append(ServingUnit(i, f"{base}-u{i}", "aggregated", 1, total_goodput * share, share, (g,)))
     notes = []
     if instances:

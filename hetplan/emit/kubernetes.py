@@ -6,7 +6,8 @@ Files (under ``kubernetes/``):
   (``leaderworkerset.x-k8s.io/v1``, Ray across the pods) when an instance spans nodes; a ``Service`` over its
   serving pods; a KEDA ``ScaledObject`` (``keda.sh/v1alpha1``) or an ``HorizontalPodAutoscaler``
   (``autoscaling/v2``) with min = planned replicas and max from the inventory. GPUs are requested as
-  ``resources.limits["nvidia.com/gpu"]`` (a string) and pinned by ``nodeSelector`` on the GPU label.
+  ``resources.limits["nvidia.com/gpu"]`` (a string) and pinned by ``nodeSelector`` on the purchased instance type
+  (``node.kubernetes.io/instance-type``) when the plan names one, else (owned nodes) on the GPU label.
 - ``<unit>-router.yaml``: a ``vllm-router`` Deployment that discovers the unit's prefill and decode pods by label
   (so pairing never crosses units) and its Service.
 - ``00-router-rbac.yaml``: ServiceAccount, Role and RoleBinding letting routers watch pods.
@@ -99,7 +100,7 @@ def worker_container(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
 
 def pod_spec(g: InstanceGroup, containers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     """Pod spec pinned to the group's GPU type by node selector, with a memory-backed ``/dev/shm``."""
-    spec: dict[str, Any] = {"nodeSelector": {g.gpu_label_key: g.gpu_label_value or ""}}
+    spec: dict[str, Any] = {"nodeSelector": g.node_selector()}
     spec.update(extra)
     spec["containers"] = containers
     spec["volumes"] = [shm_volume()[0]]

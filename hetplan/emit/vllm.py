@@ -129,6 +129,8 @@ def _group_scripts(ir: DeploymentIR, g: InstanceGroup) -> dict[str, str]:
     unit = f"instance type {g.unit_index}" if g.role == "aggregated" else f"combo {g.unit_index} {g.role}"
     hosts = f"host {g.name}-0" if g.replicas == 1 else f"hosts {g.name}-0 .. {g.name}-{g.replicas - 1}"
     what = f"{unit} on {g.gpu}: TP {g.tp}, PP {g.pp}, {g.replicas} instance(s) ({hosts})."
+    if g.instance_type:
+        what += f" Placed on {'owned nodes ' if g.owned else ''}{g.instance_type}."
     serve = _command(serve_argv(ir, g))
     if not g.multi_node:
         about = [what, f"Run once per instance, on a host with {g.gpus_per_instance} free {g.gpu} GPU(s)."]

@@ -29,6 +29,7 @@ from hetplan.plan.types import (
     Plan,
     Price,
     Provenance,
+    Purchase,
     ResolvedGpu,
     ResolvedModel,
     Slo,
@@ -40,8 +41,8 @@ from hetplan.plan.v1 import parse_bucket_label, upgrade_v1
 _TOP = (
     "schema_version", "kind", "hetplan_version", "strategy", "engine", "scenario", "gpu", "status",
     "total_usd_per_hour", "usd_per_month", "usd_per_million_tokens", "goodput_req_per_s", "tokens_per_usd",
-    "output_tokens_per_usd", "gpus_used", "combos", "instances", "lower_bound_usd_per_hour", "tokens_per_usd_basis",
-    "baselines",
+    "output_tokens_per_usd", "gpus_used", "purchase", "combos", "instances", "lower_bound_usd_per_hour",
+    "tokens_per_usd_basis", "baselines",
 )  # fmt: skip
 _TAIL = ("warnings", "verification", "resolved", "provenance")
 _SCENARIO = (
@@ -55,9 +56,17 @@ _COMBO_FIELDS = (
     "prefill_gpu", "prefill_tp", "n_prefill", "decode_gpu", "decode_tp", "n_decode", "count", "usd_per_hour",
     "goodput_req_per_s", "tokens_per_usd", "bound_by", "prefill_capacity_req_per_s", "decode_capacity_req_per_s",
     "kv_transfer_capacity_req_per_s", "decode_batch", "predicted_ttft_s", "predicted_tpot_s", "utilization",
-    "min_count", "prefill_pp", "decode_pp",
+    "min_count", "prefill_pp", "decode_pp", "site", "prefill_instance_type", "decode_instance_type", "prefill_owned",
+    "decode_owned",
 )  # fmt: skip
-_COMBO_OPTIONAL = {"min_count": None, "prefill_pp": 1, "decode_pp": 1}  # written only when set
+_COMBO_OPTIONAL = {
+    "min_count": None, "prefill_pp": 1, "decode_pp": 1, "site": "", "prefill_instance_type": "",
+    "decode_instance_type": "", "prefill_owned": False, "decode_owned": False,
+}  # fmt: skip  # written only when set
+_PURCHASE_FIELDS = (
+    "provider", "instance_type", "region", "gpu", "gpus_per_instance", "count", "owned", "usd_per_hour_each",
+    "gpus_used",
+)  # fmt: skip
 
 
 def _ordered(values: Mapping[str, Any], head: tuple[str, ...], tail: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -128,6 +137,11 @@ def to_doc(plan: Plan) -> dict[str, Any]:
             "tokens_per_usd": plan.tokens_per_usd,
             "output_tokens_per_usd": plan.output_tokens_per_usd,
             "gpus_used": dict(plan.gpus_used),
+            **(
+                {"purchase": [{k: getattr(p, k) for k in _PURCHASE_FIELDS} for p in plan.purchase]}
+                if plan.purchase
+                else {}
+            ),
             "combos": [
                 {
                     k: getattr(c, k)
@@ -146,6 +160,7 @@ def to_doc(plan: Plan) -> dict[str, Any]:
                     "utilization": t.utilization,
                     "traffic_share": t.traffic_share,
                     **({"pp": t.pp} if t.pp != 1 else {}),
+                    **({"site": t.site, "instance_type": t.instance_type, "owned": t.owned} if t.site else {}),
                     "buckets": [
                         {
                             "prompt_tokens": [b.prompt_lo_tokens, _hi(b.prompt_hi_tokens)],
@@ -247,6 +262,7 @@ def from_doc(data: Any, where: str = "plan") -> Plan:
         output_tokens_per_usd=float(doc["output_tokens_per_usd"]),
         provenance=Provenance(prov.hetplan_version, prov.catalog_sha256, prov.workload_sha256),
         combos=tuple(_combo(c) for c in doc.get("combos") or []),
+        purchase=tuple(_purchase(p, f"{where} purchase[{i}]") for i, p in enumerate(doc.get("purchase") or [])),
         instances=tuple(_instance(t, f"{where} instances[{i}]") for i, t in enumerate(doc.get("instances") or [])),
         baselines={str(k): _summary(v) for k, v in (doc.get("baselines") or {}).items()},
         verification=doc.get("verification"),
@@ -268,6 +284,17 @@ def from_doc(data: Any, where: str = "plan") -> Plan:
 def _combo(c: Mapping[str, Any]) -> ComboUnit:
     kw = {k: c[k] for k in _COMBO_FIELDS if k in c}
     return ComboUnit(**kw)
+
+
+def _purchase(p: Any, where: str) -> Purchase:
+    try:
+        return Purchase(
+            str(p["provider"]), str(p["instance_type"]), str(p.get("region", "")), str(p["gpu"]),
+            int(p["gpus_per_instance"]), int(p["count"]), bool(p["owned"]), float(p["usd_per_hour_each"]),
+            int(p.get("gpus_used", 0)),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{where} is not a purchase line", f"{type(exc).__name__}: {exc}", FIX) from None
 
 
 def _instance(t: Mapping[str, Any], where: str) -> AggregatedUnit:
@@ -302,6 +329,9 @@ def _instance(t: Mapping[str, Any], where: str) -> AggregatedUnit:
         buckets=tuple(buckets),
         role=str(t.get("role", "aggregated")),
         pp=int(t.get("pp", 1)),
+        site=str(t.get("site", "")),
+        instance_type=str(t.get("instance_type", "")),
+        owned=bool(t.get("owned", False)),
     )
 
 

@@ -26,7 +26,7 @@ class _Open(BaseModel):
 
 PlanMapping = _Open
 Usd = Annotated[float, Field(ge=0)]
-PositiveUsd = Annotated[float, Field(gt=0)]
+PositiveUsd = Annotated[float, Field(ge=0)]  # owned GPUs may be priced at $0/GPU-hour (a sunk cost)
 
 
 class ComboDoc(_Open):

@@ -116,6 +116,11 @@ class ComboUnit:
     min_count: int | None = None
     prefill_pp: int = 1
     decode_pp: int = 1
+    site: str = ""
+    prefill_instance_type: str = ""
+    decode_instance_type: str = ""
+    prefill_owned: bool = False
+    decode_owned: bool = False
 
     @property
     def label(self) -> str:
@@ -173,6 +178,31 @@ class AggregatedUnit:
     buckets: tuple[BucketShare, ...] = ()
     role: str = "aggregated"
     pp: int = 1
+    site: str = ""
+    instance_type: str = ""
+    owned: bool = False
+
+
+@dataclass(frozen=True)
+class Purchase:
+    """One line of what a plan buys (or uses of what the user owns): ``count`` instances of ``instance_type``
+    from ``provider`` in ``region``, each with ``gpus_per_instance`` GPUs of ``gpu`` at ``usd_per_hour_each``
+    (owned: the amortised price); ``gpus_used`` of their GPUs host serving instances (the rest are idle)."""
+
+    provider: str
+    instance_type: str
+    region: str
+    gpu: str
+    gpus_per_instance: int
+    count: int
+    owned: bool
+    usd_per_hour_each: float
+    gpus_used: int = 0
+
+    @property
+    def usd_per_hour(self) -> float:
+        """count x usd_per_hour_each."""
+        return self.count * self.usd_per_hour_each
 
 
 @dataclass(frozen=True)
@@ -241,6 +271,7 @@ class Plan:
     verification: Mapping[str, Any] | None = None
     warnings: tuple[str, ...] = ()
     engine: str = DEFAULT_ENGINE
+    purchase: tuple[Purchase, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
     scenario_extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -280,6 +311,7 @@ __all__ = [
     "Plan",
     "Price",
     "Provenance",
+    "Purchase",
     "ResolvedGpu",
     "ResolvedModel",
     "Slo",

@@ -18,6 +18,7 @@ from typing import Any
 
 from hetplan import __version__
 from hetplan.catalog.loader import catalog_sha256
+from hetplan.catalog.offers import owned_gpus
 from hetplan.errors import InputError
 from hetplan.plan.doc import SCHEMA_VERSION
 from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH, STRATEGIES, bucket_label
@@ -31,6 +32,7 @@ from hetplan.solvers.cauchy import (
     predicted_latency,
 )
 from hetplan.solvers.melange import Bucket, MelangePlan
+from hetplan.solvers.packing import Purchased
 from hetplan.units import rnd
 from hetplan.workload.model import Workload
 
@@ -57,14 +59,19 @@ def build_plan(
         InputError: unknown strategy. InfeasibleError: the chosen strategy has no feasible plan (its message
         names the binding constraint); infeasible baselines are recorded, not raised.
     """
-    if strategy not in STRATEGIES:
-        raise InputError(f"unknown strategy {strategy!r}", f"known: {', '.join(STRATEGIES)}", "pick one of them")
+    if strategy not in (*STRATEGIES, ALL):
+        raise InputError(
+            f"unknown strategy {strategy!r}", f"known: {', '.join((ALL, *STRATEGIES))}", "pick one of them"
+        )
     step = progress or (lambda _: None)
     step("enumerating combos")
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
     step("solving Cauchy, homogeneous and Mélange plans")
     solved = {name: planner.solve(name) for name in STRATEGIES}
     _, by_gpu = planner._homogeneous(req)
+    requested = strategy
+    if strategy == ALL:
+        strategy = cheapest_strategy(solved)
     chosen = solved[strategy]
     if chosen.error is not None:
         raise chosen.error
@@ -78,6 +85,9 @@ def build_plan(
     }
     doc.update(solved_doc(planner, chosen))
     doc["tokens_per_usd_basis"] = TOKENS_BASIS
+    if requested == ALL:
+        doc["strategy_requested"] = ALL
+        doc["shape_won"] = shape_won(strategy, chosen, solved)
     doc["baselines"] = {name: summary_doc(planner, s) for name, s in solved.items() if name != strategy}
     homo = solved["homogeneous"]
     doc["homogeneous_baseline"] = (
@@ -86,6 +96,9 @@ def build_plan(
         else solved_doc(planner, homo)
     )
     doc["homogeneous_by_gpu"] = by_gpu
+    owned = owned_doc(req, chosen, planner)
+    if owned is not None:
+        doc["owned_gpus"] = owned
     for name in ("homogeneous", "melange"):
         other = solved[name]
         gain = None if other.error is not None or name == strategy or not other.cost else 1.0 - chosen.cost / other.cost
@@ -93,7 +106,11 @@ def build_plan(
     cands = planner.cands
     doc["solver"] = {
         "backend": "HiGHS via PuLP",
-        "status": chosen.allocation.status if chosen.allocation is not None else "optimal",
+        "status": chosen.allocation.status
+        if chosen.allocation is not None
+        else chosen.melange.status
+        if chosen.melange is not None
+        else "optimal",
         "mip_gap": rnd(chosen.allocation.mip_gap, 4) if chosen.allocation and chosen.allocation.mip_gap > 1e-9 else 0.0,
         "instance_options": len(cands.options),
         "combos_enumerated": cands.enumerated,
@@ -117,6 +134,43 @@ def build_plan(
         "workload_sha256": workload_sha256,
     }
     return doc
+
+
+ALL = "all"
+"""``--strategy all``: every strategy is solved and the cheapest restricted optimum is the plan."""
+
+
+def cheapest_strategy(solved: Mapping[str, Solved]) -> str:
+    """The strategy whose optimum costs least (ties: the order of :data:`STRATEGIES`, Cauchy first), or Cauchy
+    when none is feasible (its error is then raised)."""
+    feasible = [(s.cost, i, name) for i, (name, s) in enumerate(solved.items()) if s.error is None]
+    return min(feasible)[2] if feasible else STRATEGIES[0]
+
+
+def shape_won(strategy: str, chosen: Solved, solved: Mapping[str, Solved]) -> str:
+    """One sentence: which deployment shape won and by how much over the others."""
+    shape = {
+        "cauchy": "prefill/decode combos (Cauchy)"
+        + (
+            ", over one GPU type at this optimum"
+            if chosen.allocation is not None and all(c.homogeneous for c, _ in chosen.allocation.combos)
+            else ", over mixed GPU types"
+        ),
+        "homogeneous": f"prefill/decode combos on one GPU type ({chosen.gpu})",
+        "melange": "aggregated instances routed by request size (Mélange)",
+    }[strategy]
+    others = []
+    for name, s in solved.items():
+        if name == strategy:
+            continue
+        if s.error is not None:
+            others.append(f"{name} is infeasible")
+        elif abs(s.cost - chosen.cost) <= 1e-9 * max(1.0, s.cost):
+            others.append(f"{name} costs the same (ties go to the order cauchy, homogeneous, melange)")
+        else:
+            more = f"{(s.cost / chosen.cost - 1) * 100:.1f} % more" if chosen.cost else f"${s.cost:.2f}/h"
+            others.append(f"{name} costs {more}")
+    return f"{shape} won at ${chosen.cost:.2f}/h; " + ", ".join(others)
 
 
 def resolved_doc(req: PlanRequest, profiled: Mapping[str, str]) -> dict[str, Any]:
@@ -183,7 +237,11 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
         doc["gpu"] = s.gpu
     doc.update(
         {
-            "status": "optimal" if s.melange is not None else s.allocation.status if s.allocation else "infeasible",
+            "status": s.melange.status
+            if s.melange is not None
+            else s.allocation.status
+            if s.allocation
+            else "infeasible",
             "total_usd_per_hour": rnd(s.cost),
             "usd_per_month": rnd(s.cost * HOURS_PER_MONTH),
             "usd_per_million_tokens": rnd(s.cost / (3600 * s.goodput * tokens_per_req) * 1e6) if s.goodput else None,
@@ -195,16 +253,106 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
             "instances": [],
         }
     )
+    bought = s.purchase
+    if bought is not None:
+        doc["purchase"] = purchase_doc(bought)
+        doc["rented_site"] = bought.rented_site or None
+        doc["sites_tried"] = list(bought.sites_tried)
     if s.allocation is not None:
         alloc = s.allocation
-        for combo, count in alloc.combos:
+        sites = alloc.sites or tuple("" for _ in alloc.combos)
+        for (combo, count), site in zip(alloc.combos, sites, strict=True):
             # goodput-weighted round robin: each copy carries the target times its share of the capacity
             load = req.goodput_req_per_s * combo.goodput_req_per_s / alloc.goodput_req_per_s
-            doc["combos"].append(combo_doc(req, planner.cands, combo, count, load, sum(planner.token_means)))
+            row = combo_doc(req, planner.cands, combo, count, load, sum(planner.token_means))
+            if bought is not None:
+                row.update(_combo_placement(bought, combo, site))
+            doc["combos"].append(row)
     if s.melange is not None:
         doc["instances"] = _melange_instances(s.melange)
         doc["lower_bound_usd_per_hour"] = rnd(s.melange.lower_bound_usd_per_hour)
     return doc
+
+
+def purchase_doc(bought: Purchased) -> list[dict[str, Any]]:
+    """The ``purchase`` list: one line per offer bought or owned nodes used; Σ count x usd_per_hour_each equals
+    the plan's total_usd_per_hour."""
+    return [
+        {
+            "provider": p.provider,
+            "instance_type": p.instance_type,
+            "region": p.region,
+            "gpu": p.gpu,
+            "gpus_per_instance": p.gpus_per_instance,
+            "count": p.count,
+            "owned": p.owned,
+            "usd_per_hour_each": p.usd_per_hour_each,
+            "gpus_used": p.gpus_used,
+        }
+        for p in bought.lines
+    ]
+
+
+def _role_offer(bought: Purchased, site: str, gpu: str, tp: int) -> tuple[str, bool]:
+    place = bought.where(site, gpu, tp)
+    if place is None or not place.offers:
+        return "", False
+    offer = place.offers[0][0]  # the offer that hosts most of them
+    return offer.instance_type, offer.owned
+
+
+def _combo_placement(bought: Purchased, combo: Combo, site: str) -> dict[str, Any]:
+    p_type, p_owned = _role_offer(bought, site, combo.prefill_gpu, combo.prefill_tp)
+    d_type, d_owned = _role_offer(bought, site, combo.decode_gpu, combo.decode_tp)
+    out: dict[str, Any] = {"site": site, "prefill_instance_type": p_type, "decode_instance_type": d_type}
+    cost = 0.0
+    for gpu, tp, n in ((combo.prefill_gpu, combo.prefill_tp, combo.n_prefill), (combo.decode_gpu, combo.decode_tp,
+                                                                               combo.n_decode)):  # fmt: skip
+        place = bought.where(site, gpu, tp)
+        offers = place.offers if place is not None else ()
+        k = sum(m for _, m in offers)
+        cost += n * tp * (sum(o.usd_per_gpu_hour * m for o, m in offers) / k if k else 0.0)
+    # the GPUs' share of the instances they run on; idle GPUs of a purchased instance are in the purchase lines
+    out["usd_per_hour"] = rnd(cost)
+    if p_owned:
+        out["prefill_owned"] = True
+    if d_owned:
+        out["decode_owned"] = True
+    return out
+
+
+def owned_doc(req: PlanRequest, s: Solved, planner: Planner) -> dict[str, Any] | None:
+    """Owned GPUs per type: owned, used by the plan, idle, and why any are idle."""
+    owned = owned_gpus(req.offers)
+    if not owned:
+        return None
+    bought = s.purchase
+    used: dict[str, int] = {}
+    for p in bought.lines if bought is not None else ():
+        if p.owned:
+            used[p.gpu] = used.get(p.gpu, 0) + p.gpus_used
+    rows = {}
+    for gpu, n in owned.items():
+        u = used.get(gpu, 0)
+        row: dict[str, Any] = {"owned": n, "used": u, "idle": n - u}
+        if n - u > 0:
+            row["idle_reason"] = _idle_reason(req, planner, gpu, u)
+        rows[gpu] = row
+    return rows
+
+
+def _idle_reason(req: PlanRequest, planner: Planner, gpu: str, used: int) -> str:
+    slo = f"TTFT {req.ttft_slo_s:g} s and TPOT {req.tpot_slo_s * 1e3:g} ms"
+    tps = "/".join(map(str, req.tp_options))
+    in_combos = any(gpu in (c.prefill_gpu, c.decode_gpu) for c in planner.cands.combos)
+    fits = any(o.gpu.name == gpu for o in planner.cands.options)
+    if not fits:
+        return f"{req.arch.spec.name} does not fit {gpu} at TP {tps} with the workload's context"
+    if not in_combos:
+        return f"no {gpu} combo meets {slo} for {req.arch.spec.name} at any TP in {tps}"
+    if used:
+        return "the demand is met without them (more would only add cost)"
+    return "the demand is met by other GPUs at no more cost (cheapest purchase; fewest combos on ties)"
 
 
 def combo_doc(
@@ -247,12 +395,23 @@ def _melange_instances(plan: MelangePlan) -> list[dict[str, Any]]:
                 bucket = plan.buckets[b]
                 prev = served.get(bucket.label, (bucket, 0.0))[1]
                 served[bucket.label] = (bucket, prev + bucket.share * row[g] / plan.slices)
+        place: dict[str, Any] = {}
+        if plan.purchase is not None and plan.sites:
+            site = plan.sites[g]
+            where = plan.purchase.where(site, t.gpu, t.tp)
+            offer = where.offers[0][0] if where is not None and where.offers else None
+            place = {
+                "site": site,
+                "instance_type": offer.instance_type if offer else "",
+                "owned": bool(offer and offer.owned),
+            }
         rows.append(
             {
                 "role": "aggregated",
                 "gpu": t.gpu,
                 "tp": t.tp,
                 "count": n,
+                **place,
                 "usd_per_hour": rnd(t.usd_per_hour),
                 "utilization": rnd(load[g] / n, 4),
                 "traffic_share": rnd(sum(share for _, share in served.values()), 4),
@@ -299,4 +458,15 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
     return doc
 
 
-__all__ = ["TOKENS_BASIS", "build_plan", "combo_doc", "resolved_doc", "scenario_doc", "solved_doc", "summary_doc"]
+__all__ = [
+    "ALL",
+    "TOKENS_BASIS",
+    "cheapest_strategy",
+    "shape_won",
+    "build_plan",
+    "combo_doc",
+    "resolved_doc",
+    "scenario_doc",
+    "solved_doc",
+    "summary_doc",
+]

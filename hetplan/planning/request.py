@@ -22,6 +22,7 @@ from hetplan.catalog.loader import (
     find_model,
     load_user_prices,
 )
+from hetplan.catalog.offers import OWNED, PRICE_FILE, Offer, catalog_offers, owned_nodes, user_offers
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
 from hetplan.catalog.profile import LoadedProfiles
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
@@ -147,6 +148,76 @@ def _user_prices(scenario: Scenario) -> UserPriceFile | None:
     return user
 
 
+PRICE_FILE_SIZES = (1, 2, 4, 8)
+"""Instance sizes (GPUs) offered for a GPU a price file prices per GPU-hour (``usd_per_gpu_hour``)."""
+
+
+def build_offers(
+    scenario: Scenario,
+    gpus: list[GpuSpec],
+    inventory: dict[str, int],
+    user: UserPriceFile | None,
+    warnings: list[str],
+) -> tuple[Offer, ...]:
+    """The offers a deployment may buy or use (:mod:`hetplan.catalog.offers`): owned nodes from the inventory and
+    the price file's owned rows, then (unless ``rent`` is off) the rented offers of every candidate GPU.
+
+    Raises:
+        InputError: a bad ``offers:`` row in the price file (named with its field).
+    """
+    names = {g.name for g in gpus}
+    path = scenario.resolve(scenario.prices) or "" if scenario.prices else ""
+    from_file = user_offers(user, path) if user is not None else []
+    per_gpu = {find_gpu(n).name: float(v) for n, v in (user.usd_per_gpu_hour if user else {}).items()}
+    label = f"price file: {user.source}, as of {user.as_of}" if user is not None else ""
+    illustrative = bool(user and user.illustrative)
+    owned: list[Offer] = [o for o in from_file if o.owned and o.gpu in names]
+    owned_by_file = {o.gpu for o in owned}
+    for name, count in sorted(inventory.items()):
+        if name not in names or name in owned_by_file or count <= 0:
+            continue
+        if name in per_gpu:
+            owned += owned_nodes(name, count, per_gpu[name], label, illustrative)
+        else:
+            owned += owned_nodes(name, count, 0.0, "owned (no amortised price given: $0/GPU-hour)")
+            warnings.append(
+                f"owned {name} priced at $0/GPU-hour (a sunk cost): give its amortised price in a price file "
+                "(usd_per_gpu_hour) to weigh it against renting"
+            )
+    if not scenario.rent:
+        return tuple(owned)
+    rented: list[Offer] = []
+    for gpu in gpus:
+        mine = [o for o in from_file if not o.owned and o.gpu == gpu.name]
+        if gpu.name in per_gpu and gpu.name not in inventory:
+            # a $/GPU-hour names no instance size: offer 1, 2, 4 and 8 GPUs at that price per GPU, so a TP group
+            # is bought whole and nothing more is charged than its GPUs (the per-GPU pricing such files meant)
+            mine += [
+                Offer(
+                    PRICE_FILE, f"{gpu.name}-x{k}", "", gpu.name, k, k * per_gpu[gpu.name], k, None, label, illustrative
+                )  # fmt: skip
+                for k in PRICE_FILE_SIZES
+            ]
+        if not mine and gpu.name not in per_gpu:
+            mine = catalog_offers(gpu, scenario.cloud, scenario.spot)
+        if scenario.cloud:
+            mine = [o for o in mine if o.provider in (scenario.cloud, PRICE_FILE)]
+        rented += mine
+    return tuple(owned) + tuple(rented)
+
+
+def _ranking_price(gpu: GpuSpec, offers: tuple[Offer, ...], fallback: GpuPrice | None) -> GpuPrice | None:
+    """The $/GPU-hour candidates are ranked by: the cheapest rented offer, else the owned price (floored at
+    $0.01 so tokens/USD stays finite), else the catalog's per-GPU price."""
+    mine = [o for o in offers if o.gpu == gpu.name]
+    rented = [o for o in mine if o.provider != OWNED]
+    pool = rented or mine
+    if not pool:
+        return fallback
+    best = min(pool, key=lambda o: (o.usd_per_gpu_hour, o.key))
+    return GpuPrice(gpu.name, max(best.usd_per_gpu_hour, 0.01), best.source, best.illustrative, best.unreliable)
+
+
 def _candidate_gpus(
     scenario: Scenario, inventory: dict[str, int], warnings: list[str], user: UserPriceFile | None = None
 ) -> list[GpuSpec]:
@@ -215,8 +286,14 @@ def build_request(
         candidates = [g for g in candidates if has_fp8_cores(g)]
         if not candidates:
             raise InputError("no candidate GPU has fp8 tensor cores", fix="plan with a 16-bit --weight-dtype")
+    offers = build_offers(scenario, candidates, inventory, user_prices, warnings)
     for gpu in candidates:
-        price = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices)
+        price = _ranking_price(gpu, offers, resolve_price(gpu, scenario.cloud, scenario.spot, user_prices))
+        if not any(o.gpu == gpu.name for o in offers):
+            if not scenario.rent:
+                warnings.append(f"{gpu.name} skipped: none owned, and --no-rent forbids renting it")
+                continue
+            price = None
         if price is None:
             if explicit:
                 raise InputError(
@@ -309,6 +386,7 @@ def build_request(
         scenario.max_ilp_combos,
         arrivals=arrivals,
         deployment=deployment,
+        offers=tuple(o for o in offers if o.gpu in prices),
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

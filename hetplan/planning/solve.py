@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from hetplan.catalog.offers import scale_offers
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.types import STRATEGIES
@@ -23,7 +24,16 @@ from hetplan.solvers.cauchy import (
     enumerate_candidates,
     solve_allocation,
 )
-from hetplan.solvers.melange import Bucket, InstanceType, MelangePlan, instance_types, make_buckets, solve_melange
+from hetplan.solvers.melange import (
+    Bucket,
+    InstanceType,
+    MelangePlan,
+    instance_types,
+    make_buckets,
+    solve_melange,
+    solve_melange_purchased,
+)
+from hetplan.solvers.packing import Purchased
 from hetplan.units import rnd
 
 PRICE_FACTORS = (0.8, 1.2)
@@ -55,6 +65,15 @@ class Solved:
         if self.melange is not None:
             return self.melange.goodput_req_per_s
         return 0.0
+
+    @property
+    def purchase(self) -> Purchased | None:
+        """What the deployment buys (None for plans priced per GPU-hour, without offers)."""
+        if self.allocation is not None:
+            return self.allocation.purchase
+        if self.melange is not None:
+            return self.melange.purchase
+        return None
 
     def gpus_used(self) -> dict[str, int]:
         if self.allocation is not None:
@@ -88,7 +107,17 @@ class Planner:
         req = self.req
         final = prices is None and demand_scale == 1.0
         if prices is not None or demand_scale != 1.0:
-            req = replace(req, prices=prices or req.prices, goodput_req_per_s=req.goodput_req_per_s * demand_scale)
+            factors = {
+                g: p.usd_per_gpu_hour / req.prices[g].usd_per_gpu_hour
+                for g, p in (prices or {}).items()
+                if g in req.prices and req.prices[g].usd_per_gpu_hour > 0 and p is not req.prices[g]
+            }
+            req = replace(
+                req,
+                prices=prices or req.prices,
+                goodput_req_per_s=req.goodput_req_per_s * demand_scale,
+                offers=scale_offers(req.offers, factors),
+            )
         solver = SOLVERS.get(strategy)
         if solver is None:
             raise InputError(f"unknown strategy {strategy!r}", f"known: {', '.join(STRATEGIES)}", "pick one of them")
@@ -168,6 +197,8 @@ def _solve_melange(planner: Planner, req: PlanRequest, final: bool) -> Solved:
     """Mélange: aggregated instances serving request-size bucket slices (see ``solvers.melange.solve_melange``)."""
     types = [replace(t, usd_per_hour=t.tp * req.prices[t.gpu].usd_per_gpu_hour) for t in planner.types]
     slo = f"TTFT {req.ttft_slo_s:g} s, TPOT {req.tpot_slo_s * 1e3:g} ms"
+    if req.offers:
+        return Solved("melange", melange=solve_melange_purchased(types, planner.buckets, req, 4, slo))
     plan = solve_melange(types, planner.buckets, req.demand_req_per_s, 4, req.inventory, req.time_limit_s, slo)
     return Solved("melange", melange=plan)
 
@@ -188,6 +219,9 @@ def price_sensitivity(planner: Planner, strategy: str, chosen: Solved) -> list[d
             prices = dict(req.prices)
             prices[gpu] = replace(req.prices[gpu], usd_per_gpu_hour=req.prices[gpu].usd_per_gpu_hour * factor)
             same = sum(n * prices[g].usd_per_gpu_hour for g, n in used.items())
+            bought = chosen.purchase
+            if bought is not None:
+                same = sum(p.usd_per_hour * (factor if p.gpu == gpu else 1.0) for p in bought.lines)
             best = {name: planner.solve(name, prices) for name in STRATEGIES}
             rows.append(
                 {

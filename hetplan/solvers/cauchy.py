@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from hetplan.catalog.offers import Offer
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.deploy_rules import Deployment, Finding, InstanceShape, instance_findings, kv_cache_dtype, pair_findings
@@ -50,6 +51,7 @@ from hetplan.plan.types import combo_label
 from hetplan.solvers.cauchy_infeasible import inventory_infeasible, slo_infeasible
 from hetplan.solvers.cauchy_pruning import PairCombos, pareto_filter
 from hetplan.solvers.milp import solve_covering
+from hetplan.solvers.packing import Purchased, solve_purchase
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class PlanRequest:
             :mod:`hetplan.perf.capacity`).
         deployment: engine, KV connector, ``--max-model-len`` and scale-up domain the candidates must be
             deployable with (:mod:`hetplan.deploy_rules`; None: :func:`deployment_of`'s defaults).
+        offers: purchasable and owned offers (:mod:`hetplan.catalog.offers`); when set, deployments buy whole
+            instances of them (:mod:`hetplan.solvers.packing`) and ``prices``/``inventory`` only rank candidates.
     """
 
     arch: ModelArch
@@ -95,6 +99,7 @@ class PlanRequest:
     keep_pairs: frozenset[tuple[str, str]] | None = None
     arrivals: ArrivalTrace | None = None
     deployment: Deployment | None = None
+    offers: tuple[Offer, ...] = ()
 
     @property
     def demand_req_per_s(self) -> float:
@@ -166,6 +171,8 @@ class Allocation:
     status: str
     mip_gap: float
     candidates: int
+    purchase: Purchased | None = None
+    sites: tuple[str, ...] = ()
 
     def gpus_used(self) -> dict[str, int]:
         """GPUs per type name used (by one copy, or by the whole allocation)."""
@@ -376,6 +383,8 @@ def solve_allocation(
         raise InfeasibleError(
             f"no candidate combos for the {what}", "every candidate failed the SLOs", "relax the SLOs or add GPU types"
         )
+    if req.offers:
+        return _purchased_allocation(req, combos, what, fewest_combos)
     # only GPU types with an inventory need a row; the others are unlimited
     names = sorted({g for c in combos for g in c.gpus_used()} & set(req.inventory))
     usage = _usage(combos, names)
@@ -405,6 +414,41 @@ def solve_allocation(
     total = sum(c.usd_per_hour * n for c, n in chosen)
     goodput = sum(c.goodput_req_per_s * n for c, n in chosen)
     return Allocation(chosen, total, goodput, result.status, result.gap, len(combos))
+
+
+def _purchased_allocation(req: PlanRequest, combos: list[Combo], what: str, fewest_combos: bool) -> Allocation:
+    """The deployment ILP in whole purchased instances (:func:`hetplan.solvers.packing.solve_purchase`)."""
+    demand = req.demand_req_per_s
+    needs = []
+    for c in combos:
+        need = {(c.prefill_gpu, c.prefill_tp): c.n_prefill}
+        need[(c.decode_gpu, c.decode_tp)] = need.get((c.decode_gpu, c.decode_tp), 0) + c.n_decode
+        needs.append(need)
+    try:
+        bought = solve_purchase(
+            needs, req.offers, req.tp_options, what, value=[c.goodput_req_per_s for c in combos], demand=demand,
+            upper=[math.ceil(demand / c.goodput_req_per_s) for c in combos], fewest_units=fewest_combos,
+            time_limit_s=req.time_limit_s,
+        )  # fmt: skip
+    except InfeasibleError as exc:
+        if any(not o.owned for o in req.offers) or not req.inventory:
+            raise
+        # owned GPUs only: say which inventory binds and by how much (GPU counts; packing can only need more)
+        names = sorted({g for c in combos for g in c.gpus_used()} & set(req.inventory))
+        found = inventory_infeasible(req, combos, names, _usage(combos, names), [req.inventory[g] for g in names],
+                                     what)  # fmt: skip
+        raise InfeasibleError(found.what, f"{found.why}; {exc.why}", found.fix) from None
+    rows = sorted(
+        ((combos[i], n, site) for i, n, site in zip(bought.unit_index, bought.counts, bought.unit_sites, strict=True)
+         if n > 0),
+        key=lambda x: (x[0].label, x[2], x[1]),
+    )  # fmt: skip
+    chosen = tuple((c, n) for c, n, _ in rows)
+    goodput = sum(c.goodput_req_per_s * n for c, n in chosen)
+    return Allocation(
+        chosen, bought.total_usd_per_hour, goodput, bought.status, bought.mip_gap, len(combos), bought,
+        tuple(site for _, _, site in rows),
+    )  # fmt: skip
 
 
 def predicted_latency(req: PlanRequest, cands: CandidateSet, combo: Combo, load_req_per_s: float) -> dict[str, float]:

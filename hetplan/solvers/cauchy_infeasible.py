@@ -64,7 +64,9 @@ def inventory_infeasible(
             have = req.inventory.get(g)
             if have is not None and used[g] > have:
                 needs.append(f"needs {used[g]} {g}, inventory has {have}")
-    inv = ", ".join(f"{g}={req.inventory[g]}" for g in names if g in req.inventory)
+    # every inventory type, used by the candidates or not (a type no combo can use is part of the answer too)
+    inv = ", ".join(f"{g}={n}" + ("" if g in names else " (no candidate combo uses it)") for g, n in
+                    sorted(req.inventory.items()))  # fmt: skip
     why = (
         f"the {what} needs {demand:.2f} req/s (goodput {req.goodput_req_per_s:g} x {1 + req.headroom:g} headroom) "
         f"but the inventory ({inv}) supports at most {best:.2f} req/s within the SLOs, "

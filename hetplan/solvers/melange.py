@@ -39,6 +39,7 @@ from hetplan.perf.capacity import BISECT_STEPS, LengthStats, fluid_prefill_rates
 from hetplan.perf.latency import InstanceModel
 from hetplan.solvers.cauchy import PlanRequest, deployment_of, option_shape
 from hetplan.solvers.milp import solve_slice_assignment
+from hetplan.solvers.packing import Purchased, solve_purchase
 
 PROMPT_EDGES = (0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, math.inf)
 OUTPUT_EDGES = (0, 64, 128, 256, 512, 1024, 2048, math.inf)
@@ -232,6 +233,8 @@ class MelangePlan:
     status: str
     lower_bound_usd_per_hour: float
     demand_req_per_s: float
+    purchase: Purchased | None = None
+    sites: tuple[str, ...] = ()
 
     def type_load(self) -> list[float]:
         """Instances' worth of traffic each type carries at the planned demand (≤ its count)."""
@@ -349,7 +352,7 @@ def solve_melange(
     usage = [[t.tp if t.gpu == g else 0 for t in types] for g in names]
     cap: list[float | None] = [inventory[g] for g in names]
     result = solve_slice_assignment([t.usd_per_hour for t in types], loads, k, usage, cap, time_limit_s)
-    if result.status != "optimal":
+    if result.status not in ("optimal", "time_limit"):
         raise InfeasibleError(
             "Mélange: the inventory cannot hold the demand with aggregated instances",
             f"needs {demand_req_per_s:.2f} req/s; inventory {', '.join(f'{g}={inventory[g]}' for g in names)}",
@@ -375,3 +378,52 @@ def lower_bound(types: list[InstanceType], buckets: list[Bucket], demand: float)
         unit = [t.usd_per_hour / t.capacity_req_per_s[i] for t in types if t.capacity_req_per_s[i] > 0]
         total += demand * b.share * min(unit) if unit else math.inf
     return total
+
+
+def solve_melange_purchased(
+    types: list[InstanceType],
+    buckets: list[Bucket],
+    req: PlanRequest,
+    slices_per_bucket: int = 4,
+    slo: str = "the SLOs",
+) -> MelangePlan:
+    """Mélange's slice assignment with whole purchased instances (:func:`hetplan.solvers.packing.solve_purchase`):
+    each aggregated instance type is a column per site; ``types`` of the result are those columns.
+
+    Raises:
+        InfeasibleError: a bucket no type can serve, or no purchase holds the demand.
+    """
+    k = max(1, int(slices_per_bucket))
+    demand = req.demand_req_per_s
+    loads: list[list[float | None]] = []
+    for i, b in enumerate(buckets):
+        rate = demand * b.share / k
+        row = [rate / t.capacity_req_per_s[i] if t.capacity_req_per_s[i] > 0 else None for t in types]
+        if all(v is None for v in row):
+            raise InfeasibleError(
+                f"Mélange: no GPU type serves requests with {b.label} tokens within {slo}",
+                f"{b.share * 100:.1f} % of the traffic is in that bucket",
+                "relax the SLOs or add GPU types with more memory or compute",
+            )
+        loads.append(row)
+    bought = solve_purchase(
+        [{(t.gpu, t.tp): 1} for t in types], req.offers, req.tp_options, "aggregated (Mélange) plan",
+        slice_load=loads, slices_per_bucket=k, time_limit_s=req.time_limit_s, fewest_units=False,
+    )  # fmt: skip
+    cols = [types[i] for i in bought.unit_index]
+    priced = []
+    for t, site in zip(cols, bought.unit_sites, strict=True):
+        place = bought.where(site, t.gpu, t.tp)
+        per_gpu = _placed_usd_per_gpu_hour(place) if place is not None else t.usd_per_hour / t.tp
+        priced.append(InstanceType(t.gpu, t.tp, per_gpu * t.tp, t.capacity_req_per_s))
+    return MelangePlan(
+        tuple(priced), bought.counts, tuple(buckets), k, bought.slices, bought.total_usd_per_hour, bought.status,
+        lower_bound(types, buckets, demand), demand, bought, bought.unit_sites,
+    )  # fmt: skip
+
+
+def _placed_usd_per_gpu_hour(place: object) -> float:
+    """Mean $/GPU-hour of the offers a placement uses, weighted by the serving instances on each."""
+    offers = getattr(place, "offers", ())
+    n = sum(k for _, k in offers)
+    return sum(o.usd_per_gpu_hour * k for o, k in offers) / n if n else 0.0

@@ -42,8 +42,11 @@ def test_plan_json_fields_and_invariants(example_a_json):
     ):
         assert key in doc
     assert doc["status"] == "optimal"
-    prices = {g: p["usd_per_gpu_hour"] for g, p in doc["scenario"]["prices"].items()}
-    assert doc["total_usd_per_hour"] == pytest.approx(sum(prices[g] * n for g, n in doc["gpus_used"].items()), rel=1e-5)
+    # whole instances are bought: the total is the purchase (idle GPUs of a bought instance included)
+    bought = sum(p["count"] * p["usd_per_hour_each"] for p in doc["purchase"])
+    assert doc["total_usd_per_hour"] == pytest.approx(bought, rel=1e-5)
+    for gpu, n in doc["gpus_used"].items():
+        assert n <= sum(p["count"] * p["gpus_per_instance"] for p in doc["purchase"] if p["gpu"] == gpu)
     assert doc["goodput_req_per_s"] >= doc["scenario"]["demand_req_per_s"]
     for combo in doc["combos"]:
         for key in (
@@ -263,8 +266,11 @@ def test_other_strategies(examples, tmp_path, strategy):
     assert doc["total_usd_per_hour"] >= doc["baselines"]["cauchy"]["total_usd_per_hour"] or strategy == "melange"
     inv = doc["scenario"]["inventory"]
     assert all(n <= inv[g] for g, n in doc["gpus_used"].items())
-    prices = {g: p["usd_per_gpu_hour"] for g, p in doc["scenario"]["prices"].items()}
-    assert doc["total_usd_per_hour"] == pytest.approx(sum(prices[g] * n for g, n in doc["gpus_used"].items()), rel=1e-5)
+    # whole instances are bought: the total is the purchase (idle GPUs of a bought instance included)
+    bought = sum(p["count"] * p["usd_per_hour_each"] for p in doc["purchase"])
+    assert doc["total_usd_per_hour"] == pytest.approx(bought, rel=1e-5)
+    for gpu, n in doc["gpus_used"].items():
+        assert n <= sum(p["count"] * p["gpus_per_instance"] for p in doc["purchase"] if p["gpu"] == gpu)
 
 
 def test_plan_emit_writes_all_targets_and_validates(tmp_path, examples):

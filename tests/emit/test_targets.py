@@ -91,9 +91,21 @@ def test_kubernetes_requests_exactly_the_planned_gpus(case, emitted):
             continue
         assert isinstance(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], str)
         gpu = _gpu_of(d["metadata"]["labels"])
-        assert pod["nodeSelector"] == {s.gpu_label_key: DEFAULT_GPU_LABELS[gpu]}
+        assert _selector_gpu(pod["nodeSelector"], plan) == gpu
         used[gpu] = used.get(gpu, 0) + d["spec"]["replicas"] * pods * gpus
     assert used == _plan_gpus(plan)
+
+
+def _selector_gpu(selector: dict[str, str], plan) -> str:
+    """The GPU a node selector picks: the purchased instance type's GPU (issue 14: rented groups are placed by
+    ``node.kubernetes.io/instance-type``), or the GPU label (owned nodes, plans without purchases)."""
+    assert len(selector) == 1
+    key, value = next(iter(selector.items()))
+    if key == "node.kubernetes.io/instance-type":
+        lines = plan["purchase"] if isinstance(plan, dict) else [vars(p) for p in plan.purchase]
+        return next(p["gpu"] for p in lines if p["instance_type"] == value and not p["owned"])
+    assert key == EmitSettings().gpu_label_key
+    return {v: k for k, v in DEFAULT_GPU_LABELS.items()}[value]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -118,20 +130,19 @@ def test_llmd_and_dynamo_request_exactly_the_planned_gpus(case, emitted):
     assert llmd == _plan_gpus(plan)
     beta: dict[str, int] = {}
     alpha: dict[str, int] = {}
-    by_label = {v: k for k, v in DEFAULT_GPU_LABELS.items()}
     for d in all_docs(files, "dynamo/"):
         if d["apiVersion"] == "nvidia.com/v1beta1":
             assert d["spec"]["components"][0]["type"] == "frontend"
             for c in d["spec"]["components"][1:]:
                 spec = c["podTemplate"]["spec"]
-                gpu = by_label[next(iter(spec["nodeSelector"].values()))]
+                gpu = _selector_gpu(spec["nodeSelector"], plan)
                 per_pod = int(spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
                 beta[gpu] = beta.get(gpu, 0) + c["replicas"] * c.get("multinode", {}).get("nodeCount", 1) * per_pod
         else:
             assert d["spec"]["services"]["Frontend"]["componentType"] == "frontend"
             for svc in list(d["spec"]["services"].values())[1:]:
                 assert svc["componentType"] == "worker"
-                gpu = by_label[next(iter(svc["extraPodSpec"]["nodeSelector"].values()))]
+                gpu = _selector_gpu(svc["extraPodSpec"]["nodeSelector"], plan)
                 nodes = svc.get("multinode", {}).get("nodeCount", 1)
                 alpha[gpu] = alpha.get(gpu, 0) + svc["replicas"] * nodes * int(svc["resources"]["limits"]["gpu"])
     assert beta == alpha == _plan_gpus(plan)

@@ -141,3 +141,27 @@ def test_flags_override_the_scenarios_curve(examples):
     assert json.loads(res.stdout)["curve"]["name"] == "diurnal"
     res = runner.invoke(app, ["autoscale", str(examples / "cauchy-h800-a800-h20.yaml")])
     assert res.exit_code == 2 and "no load curve" in res.output
+
+
+def test_switching_off_owned_gpus_is_never_a_saving():
+    """Issue 14: owned GPUs are paid in every window; only rented GPUs beyond them are savings."""
+    from dataclasses import replace
+
+    from hetplan.catalog.offers import Offer
+
+    owned = Offer("owned", "owned-X-8gpu", "", "X", 8, 8 * 3.0, 8, count=1)
+    rented = Offer("cloud", "y1", "r", "Y", 1, 2.0, 1)
+    rented_x = Offer("cloud", "x1", "r", "X", 1, 4.0, 1)
+    base = req()
+    rates = [0.5] * 10 + [6.0] * 10 + [0.5] * 10
+    settings = ScheduleSettings(default_startup_lag_s=0.0, cooldown_s=0.0)
+    only_owned = replace(base, offers=(owned,), inventory={"X": 8})
+    s = summary(build_schedule(only_owned, curve(rates), settings))
+    # nothing rented: the schedule costs exactly the owned fleet, whatever it switches off
+    assert s["schedule_usd"] == pytest.approx(s["owned_fixed_usd"]) == pytest.approx(24.0 * s["hours"])
+    assert s["static_peak_usd"] == pytest.approx(s["schedule_usd"]) and s["saving_vs_static_peak"] == 0
+    assert s["owned_idle_gpu_hours"]["X"] > 0
+    mixed = replace(base, offers=(owned, rented, rented_x), inventory={"X": 8})
+    m = summary(build_schedule(mixed, curve(rates), settings))
+    assert m["schedule_usd"] >= m["owned_fixed_usd"] - 1e-9
+    assert m["schedule_usd"] <= m["static_peak_usd"] + 1e-9

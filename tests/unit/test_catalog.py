@@ -16,7 +16,7 @@ def test_every_shipped_catalog_loads_with_provenance():
         assert cat.schema_version == 1
         assert cat.source and cat.as_of
     assert len(load_gpus().gpus) == 33
-    assert len(load_prices().prices) == 74
+    assert len(load_prices().prices) == 75  # every size gpu_prices.csv lists, g5.12xlarge included
     assert len(load_models().models) == 14
 
 

@@ -124,7 +124,9 @@ def test_a_plan_on_the_fixture_catalog_adds_up(small_catalog):
     )
     plan = api.plan(scenario, analysis=False)
     assert set(plan.gpus) <= {"H100-SXM", "A100-80GB-SXM", "L4"}
-    assert plan.total_usd_per_hour == pytest.approx(sum(c.usd_per_hour * c.count for c in plan.combos), rel=1e-5)
+    # plans buy whole instances: the total is the purchase, and the combos' GPUs fit in what is bought
+    assert plan.total_usd_per_hour == pytest.approx(sum(p.count * p.usd_per_hour_each for p in plan.purchase), rel=1e-5)
+    assert plan.total_usd_per_hour >= sum(c.usd_per_hour * c.count for c in plan.combos) - 1e-6
     used: dict[str, int] = {}
     for c in plan.combos:
         used[c.prefill_gpu] = used.get(c.prefill_gpu, 0) + c.n_prefill * c.prefill_tp * c.count

@@ -81,6 +81,9 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         _plan_table(title, doc, f"p{slo['percentile']:g}", console)
     else:
         _instances_table(title, doc, console)
+    _purchase_table(doc, console)
+    if doc.get("shape_won"):
+        console.print(f"--strategy all: {doc['shape_won']}", highlight=False, markup=False)
     _comparison(doc, console)
     s = doc["solver"]
     console.print(
@@ -90,7 +93,7 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
     )
     verified = isinstance(doc.get("verification"), dict)
     for name, part in doc.get("baselines", {}).items():
-        if part.get("status") != "infeasible" and part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
+        if part.get("status") != "infeasible" and 0 < part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
             console.print(
                 f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here"
                 + (" (its analytic plan, not simulated)" if verified else "")
@@ -99,6 +102,57 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
                 highlight=False,
             )
     print_warnings(console, doc.get("warnings", []))
+
+
+def _purchase_table(doc: dict[str, Any], console: Console) -> None:
+    """What to buy (and which owned nodes to use), per offer, with the roles each one hosts."""
+    lines = doc.get("purchase") or []
+    if not lines:
+        return
+    table = Table(title="What to buy (instances; owned nodes at their amortised price)", box=box.SIMPLE_HEAD,
+                  pad_edge=False)  # fmt: skip
+    wide = console.width >= 120
+    cols: tuple[str, ...] = ("provider", "instance type", "region", "GPUs each", "n", "owned", "$/h each", "$/h")
+    cols += ("roles",)
+    if not wide:  # narrow terminals: one "buy" cell per offer
+        cols = ("buy", "GPUs each", "$/h", "roles")
+    for col in cols:
+        table.add_column(col, justify="right" if col in ("GPUs each", "n", "$/h each", "$/h") else "left")
+    for p in lines:
+        roles = sorted(
+            {
+                f"{role} {c[f'{role}_gpu']} TP{c[f'{role}_tp']}"
+                for c in doc.get("combos") or []
+                for role in ("prefill", "decode")
+                if c.get(f"{role}_instance_type") == p["instance_type"] and c[f"{role}_gpu"] == p["gpu"]
+            }
+            | {
+                f"aggregated TP{i['tp']}"
+                for i in doc.get("instances") or []
+                if i.get("instance_type") == p["instance_type"] and i["gpu"] == p["gpu"]
+            }
+        )
+        idle = p["gpus_per_instance"] * p["count"] - p.get("gpus_used", 0)
+        role_text = ", ".join(roles) + (f" ({idle} GPUs idle)" if idle > 0 else "")
+        owned = "owned" if p["owned"] else "rented"
+        if wide:
+            table.add_row(
+                p["provider"], p["instance_type"], p["region"] or "-", f"{p['gpus_per_instance']}x {p['gpu']}",
+                str(p["count"]), owned, f"{p['usd_per_hour_each']:.2f}", f"{p['count'] * p['usd_per_hour_each']:.2f}",
+                role_text,
+            )  # fmt: skip
+        else:
+            where = f"{p['provider']}/{p['region']}" if p["region"] else p["provider"]
+            table.add_row(
+                f"{p['count']}x {p['instance_type']}\n{where}, {owned}", f"{p['gpus_per_instance']}x {p['gpu']}",
+                f"{p['count'] * p['usd_per_hour_each']:.2f}", role_text,
+            )  # fmt: skip
+    console.print(table)
+    for gpu, row in (doc.get("owned_gpus") or {}).items():
+        text = f"owned {gpu}: {row['owned']} owned, {row['used']} used"
+        if row.get("idle_reason"):
+            text += f", {row['idle']} idle: {row['idle_reason']}"
+        console.print(text, highlight=False, markup=False)
 
 
 def _comparison(doc: dict[str, Any], console: Console) -> None:
@@ -115,7 +169,11 @@ def _comparison(doc: dict[str, Any], console: Console) -> None:
             table.add_row(label, "-", "-", "-", "infeasible", "-")
             continue
         gpus = ", ".join(f"{n}x {g}" for g, n in part["gpus_used"].items())
-        saves = "" if part is doc else format_signed_percent(1 - doc["total_usd_per_hour"] / part["total_usd_per_hour"])
+        saves = (
+            ""
+            if part is doc or not part["total_usd_per_hour"]
+            else format_signed_percent(1 - doc["total_usd_per_hour"] / part["total_usd_per_hour"])
+        )
         table.add_row(
             label,
             f"{part['total_usd_per_hour']:.2f}",
