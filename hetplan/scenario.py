@@ -119,6 +119,8 @@ class Scenario(_Strict):
     model: str = Field(min_length=1)
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
+    engine: Literal["vllm", "sglang", "trtllm"] = "vllm"
+    engine_version: str = ""
     workload: WorkloadSpec
     goodput_req_per_s: float | None = Field(default=None, ge=MIN_RATE_PER_S, le=1e7)
     slo: SloSpec = SloSpec()

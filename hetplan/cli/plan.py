@@ -87,6 +87,9 @@ def plan(
     max_ratio: MaxRatioOpt = None,
     weight_dtype: Annotated[str | None, weight_dtype_option()] = None,
     kv_dtype: Annotated[str | None, kv_dtype_option()] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", help="Serving engine: vllm (default; what emit deploys), sglang, trtllm.")
+    ] = None,
     out: Annotated[Path | None, out_option("Write the plan file (YAML, or JSON for *.json).")] = None,
     force: ForceFlag = False,
     json_out: Annotated[bool, json_option("Print the plan as JSON on stdout.")] = False,
@@ -180,6 +183,7 @@ def plan(
             "max_ratio": max_ratio,
             "weight_dtype": weight_dtype,
             "kv_dtype": kv_dtype,
+            "engine": engine.strip().lower() if engine is not None else None,
         }
         if prune_top_k is not None and prune_with is None:  # profile options (docs/profile.md)
             raise InputError("--prune-top-k is for --prune-with", fix="add --prune-with FIT, or drop --prune-top-k")

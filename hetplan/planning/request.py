@@ -30,6 +30,7 @@ from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
+from hetplan.perf.settings import PerfSettings
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.units import parse_duration_s, parse_percentile
@@ -286,6 +287,7 @@ def build_request(scenario: Scenario) -> tuple[PlanRequest, Workload, list[str],
         scenario.max_ratio,
         scenario.headroom,
         scenario.max_ilp_combos,
+        settings=PerfSettings.for_engine(scenario.engine, scenario.engine_version),
         arrivals=arrivals,
     )
     check_request(req)
