@@ -120,7 +120,7 @@ def test_tier2_starves_at_q2_zero():
 
 @pytest.fixture(scope="module")
 def tight_kv():
-    settings = PerfSettings(gpu_memory_utilization=0.21)
+    settings = PerfSettings(gpu_memory_utilization=0.237)
     dep = simple_deployment(settings=settings)
     cap = dep.model("H100-SXM", 1).kv_capacity_tokens
     assert 500 < cap < 20_000
