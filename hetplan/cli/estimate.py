@@ -11,7 +11,15 @@ from rich.table import Table
 
 from hetplan import api
 from hetplan.cli.app import run_guarded
-from hetplan.cli.options import JsonFlag, kv_dtype_option, profile_option, tp_option, weight_dtype_option
+from hetplan.cli.options import (
+    JsonFlag,
+    engine_option,
+    kv_dtype_option,
+    model_option,
+    profile_option,
+    tp_option,
+    weight_dtype_option,
+)
 from hetplan.cli.render.format import print_warnings
 from hetplan.errors import InputError
 from hetplan.io import to_json
@@ -62,13 +70,11 @@ def _print_points(doc: list[dict[str, Any]]) -> None:
 
 
 def estimate(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Catalog model name or path to a config.json.")
-    ] = None,
+    model: Annotated[str | None, model_option("Catalog model name or path to a config.json.")] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="GPU name (see 'hetplan catalog gpus').")] = None,
     tp: Annotated[int, tp_option("Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")] = 1,
-    engine: Annotated[str, typer.Option("--engine", help="Serving engine: vllm, sglang or trtllm.")] = "vllm",
+    engine: Annotated[str, engine_option()] = "vllm",
     ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (MoE; divides TP x DP).")] = 1,
     dp_attention: Annotated[
         int, typer.Option("--dp-attention", help="Attention data-parallel ranks (GPUs = TP x DP).")

@@ -29,6 +29,7 @@ from hetplan.cli.options import (
     WorkloadOpt,
     cloud_option,
     emit_dir_option,
+    engine_option,
     gpus_option,
     json_option,
     kv_dtype_option,
@@ -87,9 +88,7 @@ def plan(
     max_ratio: MaxRatioOpt = None,
     weight_dtype: Annotated[str | None, weight_dtype_option()] = None,
     kv_dtype: Annotated[str | None, kv_dtype_option()] = None,
-    engine: Annotated[
-        str | None, typer.Option("--engine", help="Serving engine: vllm (default; what emit deploys), sglang, trtllm.")
-    ] = None,
+    engine: Annotated[str | None, engine_option()] = None,
     out: Annotated[Path | None, out_option("Write the plan file (YAML, or JSON for *.json).")] = None,
     force: ForceFlag = False,
     json_out: Annotated[bool, json_option("Print the plan as JSON on stdout.")] = False,

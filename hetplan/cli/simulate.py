@@ -20,6 +20,7 @@ from hetplan.cli.options import (
     SloOpt,
     TraceOpt,
     WorkersOpt,
+    engine_option,
     force_option,
     json_option,
     out_option,
@@ -296,8 +297,7 @@ def simulate_cmd(
     workers: WorkersOpt = None,
     ray_address: RayAddressOpt = None,
     engine: Annotated[
-        str | None,
-        typer.Option("--engine", help="Replay with this engine's memory rule and curves (default: the plan's)."),
+        str | None, engine_option("Replay with this engine's memory rule and curves (default: the plan's).")
     ] = None,
 ) -> None:
     """Replay a trace through a plan's deployment and report TTFT/TPOT/ITL/E2E, SLO attainment and goodput.

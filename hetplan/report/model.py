@@ -95,6 +95,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         "strategy": plan.strategy,
         "model": plan.model.spec.name,
         "weight_dtype": plan.weight_dtype,
+        "engine": plan.settings.engine,
+        "engine_version": plan.settings.engine_version,
         "workload": {
             k: workload[k]
             for k in ("name", "source", "requests", "prompt_tokens_mean", "output_tokens_mean")

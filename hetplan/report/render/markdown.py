@@ -33,7 +33,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     """Markdown for a pull-request comment: headline numbers, deployment, strategies, price sensitivity."""
     out = ["# hetplan cost report", ""]
     for p in report["plans"]:
-        out += [f"## {p['name']}: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan", ""]
+        out += [
+            f"## {p['name']}: {p['model']} ({p['weight_dtype']}, {p.get('engine', 'vllm')}), {p['strategy']} plan",
+            "",
+        ]
         out += _md_table(["", ""], [[k, v] for k, v in headline(p)]) + [""]
         out += ["### Deployment", ""] + _md_table(*deployment_rows(p)) + [""]
         if "verification" in p:

@@ -39,7 +39,8 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
     """Rich tables on ``console``."""
     for p in report["plans"]:
         console.print(
-            f"[bold]{escape(p['name'])}[/]: {escape(p['model'])} ({p['weight_dtype']}), {p['strategy']} plan "
+            f"[bold]{escape(p['name'])}[/]: {escape(p['model'])} ({p['weight_dtype']}, {p.get('engine', 'vllm')}), "
+            f"{p['strategy']} plan "
             f"[dim]({escape(p['source'])})[/]",
             highlight=False,
         )
