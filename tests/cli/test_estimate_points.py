@@ -101,3 +101,15 @@ def test_emit_refuses_a_plan_for_another_engine(tmp_path: Path) -> None:
     res = invoke("emit", plan, "--out", tmp_path / "deploy")
     assert res.exit_code == 2
     assert "emit deploys vLLM only" in res.output
+
+
+def test_simulate_engine_override_changes_the_replay() -> None:
+    from tests.conftest import FIXTURES
+
+    args = ("simulate", FIXTURES / "plan_example_a.json", "--concurrency", "4", "--isl", "256", "--osl", "16",
+            "--requests", "8", "--json")  # fmt: skip
+    vllm, sglang = invoke(*args), invoke(*args, "--engine", "sglang")
+    assert vllm.exit_code == 0 and sglang.exit_code == 0, vllm.output + sglang.output
+    assert json.loads(vllm.stdout)["tpot_s"]["mean"] != json.loads(sglang.stdout)["tpot_s"]["mean"]
+    bad = invoke(*args, "--engine", "tgi")
+    assert bad.exit_code == 2 and "unknown engine" in bad.output
