@@ -44,8 +44,10 @@ def estimate(
     kv_dtype: str = "bf16",
     settings: PerfSettings | None = None,
     profiles: Sequence[Path] = (),
+    engine: str = "vllm",
 ) -> Estimate:
-    """Latency, memory and throughput of one instance (``hetplan estimate``); ``profiles`` as in :func:`plan`.
+    """Latency, memory and throughput of one instance (``hetplan estimate``); ``profiles`` as in :func:`plan`;
+    ``engine`` picks the memory rule and fitted curves (``settings``, when given, carries its own engine).
 
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
@@ -57,7 +59,7 @@ def estimate(
             raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
     if output_tokens is not None and output_tokens < 1:
         raise InputError(f"output_tokens must be >= 1, got {output_tokens}", fix="pass --output-tokens 1 or more")
-    if tp > MAX_TP:
+    if tp > MAX_TP and tp > _scale_up(gpu, profiles):
         raise InputError(
             f"TP {tp} spans more than one {MAX_TP}-GPU node",
             "hetplan models tensor parallelism inside one node",
@@ -76,7 +78,7 @@ def estimate(
     loaded = load_profiles(profiles) if profiles else None
     with gpu_overlay(loaded.specs if loaded else ()):
         spec = find_gpu(gpu)
-    inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings())
+    inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings.for_engine(engine))
     ctx = prompt_tokens if context_tokens is None else context_tokens
     if ctx < 1:
         raise InputError(f"context_tokens must be >= 1, got {ctx}", fix="pass --context-tokens 1 or more")
@@ -84,7 +86,20 @@ def estimate(
     # measured figures: say what each profile did, as plan does
     notes = profile_notes(loaded, [spec.name]) if loaded else []
     notes += measured_notes([spec], compute_dtype(arch.weight_dtype))
+    notes += inst.curve_notes
     return replace(est, warnings=notes, profiles=profile_records(loaded))
+
+
+def _scale_up(gpu: str, profiles: Sequence[Path]) -> int:
+    """GPUs in ``gpu``'s NVLink scale-up domain (72 for GB200/GB300 NVL72), 8 when it cannot be looked up here."""
+    from hetplan.catalog.loader import find_gpu
+
+    if profiles:
+        return 8
+    try:
+        return find_gpu(gpu).scale_up_gpus
+    except InputError:
+        return 8
 
 
 def plan(

@@ -237,6 +237,11 @@ class Scenario(_Strict):
     kv_dtype: str = Field(
         default="bf16", description="KV-cache dtype: bf16, fp16 or fp8 (a 16-bit KV cache follows the weights)."
     )
+    engine: Literal["vllm", "sglang", "trtllm"] = Field(
+        default="vllm",
+        description="Serving engine whose memory rules and fitted speeds the plan uses (emit deploys vLLM).",
+    )
+    engine_version: str = Field(default="", description="Engine version recorded in the plan (empty: the fitted one).")
     workload: WorkloadSpec = Field(description="The traffic: a trace file or a synthetic distribution.")
     goodput_req_per_s: float | None = Field(
         default=None,

@@ -92,6 +92,7 @@ class GpuSpec(_Record):
     fp16_dense_tflops: float | None = Field(default=None, gt=0)
     fp8_dense_tflops: float | None = Field(default=None, gt=0)
     int8_dense_tops: float | None = Field(default=None, gt=0)
+    fp4_dense_tflops: float | None = Field(default=None, gt=0)
     fp16_dense_tflops_estimate: float | None = Field(default=None, gt=0)
     estimate_note: str | None = None
     hbm_gib: float = Field(gt=0)
@@ -105,6 +106,11 @@ class GpuSpec(_Record):
     source_url: str | None = None
     crosscheck_url: str | None = None
     measured: GpuMeasured | None = None
+    # memory the CUDA runtime reports as total (what vLLM logs as total_gpu_memory), GiB; None: hbm_gib less the
+    # driver's reserve (hetplan.perf.engines.visible_memory_gib)
+    usable_memory_gib: float | None = Field(default=None, gt=0)
+    # GPUs in one NVLink scale-up domain (8 in an HGX board, 72 in an NVL72 rack): the largest TP x EP group
+    scale_up_gpus: int = Field(default=8, ge=1)
 
     def dense_tflops(self, dtype: str) -> tuple[float, bool]:
         """Peak dense TFLOPS for ``dtype`` (``bf16``, ``fp16``, ``fp8``, ``int8``) and whether it is an
@@ -121,9 +127,12 @@ class GpuSpec(_Record):
             "fp16": self.fp16_dense_tflops or self.bf16_dense_tflops,
             "fp8": self.fp8_dense_tflops,
             "int8": self.int8_dense_tops,
+            "fp4": self.fp4_dense_tflops,
         }
         value = published.get(dtype)
-        if value is None and dtype in ("fp8", "int8", "int4"):
+        if value is None and dtype == "fp4":
+            value = self.fp8_dense_tflops
+        if value is None and dtype in ("fp4", "fp8", "int8", "int4"):
             value = self.bf16_dense_tflops or self.fp16_dense_tflops
         if value is None and dtype == "int4":
             value = published["fp16"]
@@ -274,6 +283,9 @@ class ModelSpec(_Record):
     first_k_dense_replace: int = Field(default=0, ge=0)
     kv_lora_rank: int | None = Field(default=None, gt=0)
     qk_rope_head_dim: int | None = Field(default=None, gt=0)
+    # layers that keep a full KV cache (hybrid models: full-attention layers only; sliding-window and linear-attention
+    # layers keep a bounded state); None: every layer
+    kv_layers: int | None = Field(default=None, gt=0)
     gated_mlp: bool = True
     tie_word_embeddings: bool = False
     params_total_b: float | None = Field(default=None, gt=0)

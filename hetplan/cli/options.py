@@ -108,6 +108,10 @@ TpListOpt = Annotated[str | None, tp_option()]
 MaxRatioOpt = Annotated[int | None, typer.Option("--max-ratio", help="Largest n and m in an n:m combo (default 8).")]
 
 
+def engine_option(help: str = "Serving engine: vllm (default; what emit deploys), sglang or trtllm.") -> Any:
+    return typer.Option("--engine", help=help)
+
+
 def weight_dtype_option() -> Any:
     return typer.Option(
         "--weight-dtype",

@@ -30,6 +30,7 @@ from hetplan.cli.options import (
     WorkloadOpt,
     cloud_option,
     emit_dir_option,
+    engine_option,
     gpus_option,
     json_option,
     kv_dtype_option,
@@ -104,6 +105,7 @@ def plan(
             "--emit uses it.",
         ),
     ] = None,
+    engine: Annotated[str | None, engine_option()] = None,
     out: Annotated[Path | None, out_option("Write the plan file (YAML, or JSON for *.json).")] = None,
     force: ForceFlag = False,
     json_out: Annotated[bool, json_option("Print the plan as JSON on stdout.")] = False,
@@ -199,6 +201,7 @@ def plan(
             "weight_dtype": weight_dtype,
             "kv_dtype": kv_dtype,
             "kv_connector": kv_connector.lower().strip() if kv_connector is not None else None,
+            "engine": engine.strip().lower() if engine is not None else None,
         }
         if prune_top_k is not None and prune_with is None:  # profile options (docs/profile.md)
             raise InputError("--prune-top-k is for --prune-with", fix="add --prune-with FIT, or drop --prune-top-k")

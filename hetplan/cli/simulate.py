@@ -20,6 +20,7 @@ from hetplan.cli.options import (
     SloOpt,
     TraceOpt,
     WorkersOpt,
+    engine_option,
     force_option,
     json_option,
     out_option,
@@ -89,8 +90,13 @@ def _target(text: str) -> float:
     return parse_share(text, "--target")
 
 
+_ENGINE_OVERRIDE: dict[str, str | None] = {"engine": None}
+"""``simulate --engine``: replay the plan's deployment with another engine's memory rule and fitted curves."""
+
+
 def _check_plan_path(plan_file: Path) -> "Plan":
-    """The plan at ``plan_file``; a Hetis spec is refused with a message about the simulator."""
+    """The plan at ``plan_file`` (its engine replaced by ``--engine``); a Hetis spec is refused with a message
+    about the simulator."""
     from hetplan.catalog.loader import read_yaml_mapping
     from hetplan.plan.doc import load_plan
 
@@ -105,7 +111,15 @@ def _check_plan_path(plan_file: Path) -> "Plan":
                 "the simulator rebuilds prefill/decode combos and aggregated instances, not head-wise splits",
                 "simulate a plan from 'hetplan plan --strategy cauchy|homogeneous|melange --out plan.json'",
             )
-    return load_plan(plan_file)
+    plan = load_plan(plan_file)
+    engine = _ENGINE_OVERRIDE["engine"]
+    if engine is not None:
+        from dataclasses import replace
+
+        from hetplan.perf.engines import engine_rules
+
+        plan = replace(plan, settings=replace(plan.settings, engine=engine_rules(engine).name))
+    return plan
 
 
 def _lower(name: str) -> str:
@@ -258,12 +272,16 @@ def simulate_cmd(
     executor: ExecutorOpt = "local",
     workers: WorkersOpt = None,
     ray_address: RayAddressOpt = None,
+    engine: Annotated[
+        str | None, engine_option("Replay with this engine's memory rule and curves (default: the plan's).")
+    ] = None,
 ) -> None:
     """Replay a trace through a plan's deployment and report TTFT/TPOT/ITL/E2E, SLO attainment and goodput.
 
     Example: hetplan simulate plan.json --trace trace.csv --policy cascade --rate-scale 2
     Closed loop (as engines are benchmarked): hetplan simulate plan.json --concurrency 32 --isl 1000 --osl 200
     """
+    _ENGINE_OVERRIDE["engine"] = engine
     if concurrency is not None or isl is not None or osl is not None or requests is not None:
         _closed_loop_cmd(plan_file, trace, find_cap, rate_scale, concurrency, isl, osl, requests, policy, router,
                          seed, chunked, json_out, out, force)  # fmt: skip

@@ -231,8 +231,17 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
 
     Raises:
         InputError: the plan lacks a model source (a model with no Hugging Face repo and no --model-source), uses
-            quantized weights without a checkpoint, a setting is bad, or a unit names a GPU the plan has no entry for.
+            quantized weights without a checkpoint, a setting is bad, a unit names a GPU the plan has no entry for, or
+            the plan was made for another engine than vLLM (the only one the emitters deploy).
     """
+    engine = getattr(plan.settings, "engine", "vllm")
+    if engine != "vllm":
+        raise InputError(
+            f"this plan was made for {engine}, and emit deploys vLLM only",
+            f"its capacities follow {engine}'s memory rule and fitted speeds, which vLLM flags would not reproduce",
+            "re-plan with --engine vllm to emit it, or deploy the plan's GPU counts and TP with your "
+            f"{engine} launcher by hand",
+        )
     s = settings or EmitSettings()
     check_settings(s)
     spec = plan.model.spec

@@ -20,7 +20,8 @@ import numpy as np
 from hetplan.catalog.schemas import ModelSpec
 from hetplan.errors import InputError
 
-WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# fp4: NVFP4/MXFP4, 4-bit values plus one 8-bit scale per 16 values (NVFP4; MXFP4 has one per 32)
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5625}
 # the KV dtypes `hetplan emit` can express as a vLLM --kv-cache-dtype (a 16-bit cache follows the model dtype)
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 EMBED_BYTES = 2.0
@@ -47,7 +48,7 @@ class ModelArch:
 
     Attributes:
         spec: catalog record.
-        weight_dtype: one of ``bf16, fp16, fp8, int8, int4``.
+        weight_dtype: one of ``bf16, fp16, fp8, int8, int4, fp4``.
         kv_dtype: one of ``bf16, fp16, fp8``.
     """
 
@@ -78,6 +79,11 @@ class ModelArch:
     def attention_heads(self) -> int:
         """Query heads n_q."""
         return self.spec.num_attention_heads
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep a full KV cache (all of them unless the model is hybrid or sliding-window)."""
+        return self.spec.kv_layers or self.spec.num_hidden_layers
 
     @property
     def kv_heads(self) -> int:
@@ -172,8 +178,8 @@ class ModelArch:
         s = self.spec
         b = KV_BYTES[self.kv_dtype]
         if s.kv_lora_rank:
-            return s.num_hidden_layers * (s.kv_lora_rank + (s.qk_rope_head_dim or 0)) * b
-        return 2 * s.num_hidden_layers * s.num_key_value_heads * s.head_dim * b
+            return self.kv_layers * (s.kv_lora_rank + (s.qk_rope_head_dim or 0)) * b
+        return 2 * self.kv_layers * s.num_key_value_heads * s.head_dim * b
 
     def kv_shards(self, tp: int) -> int:
         """How many ways TP splits the KV cache: ``min(tp, n_kv)``; MLA latents are replicated (1)."""
@@ -186,10 +192,12 @@ class ModelArch:
         """FLOPs of prefilling ``batch`` prompts of ``prompt_tokens`` tokens each (causal half counted)."""
         s = prompt_tokens
         lm_head = 2.0 * self.spec.vocab_size * self.spec.hidden_size
-        per_prompt = 2.0 * self.matmul_params_active * s + 2.0 * self.layers * self.d_q * s * s + lm_head
+        per_prompt = 2.0 * self.matmul_params_active * s + 2.0 * self.kv_layers * self.d_q * s * s + lm_head
         return batch * per_prompt
 
     def decode_flops(self, batch: ArrayLike, context_tokens_sum: ArrayLike) -> ArrayLike:
         """FLOPs of one decode step for ``batch`` sequences holding ``context_tokens_sum`` tokens in total."""
         lm_head = 2.0 * self.spec.vocab_size * self.spec.hidden_size
-        return batch * (2.0 * self.matmul_params_active + lm_head) + 4.0 * self.layers * self.d_q * context_tokens_sum
+        return (
+            batch * (2.0 * self.matmul_params_active + lm_head) + 4.0 * self.kv_layers * self.d_q * context_tokens_sum
+        )

@@ -38,6 +38,7 @@ class Estimate:
 
     model: str
     gpu: str
+    engine: str
     tp: int
     pp: int
     weight_dtype: str
@@ -95,6 +96,7 @@ def estimate(
     return Estimate(
         model=inst.arch.spec.name,
         gpu=inst.gpu.name,
+        engine=inst.settings.engine,
         tp=inst.tp,
         pp=inst.pp,
         weight_dtype=inst.arch.weight_dtype,

@@ -13,6 +13,13 @@ Model (DESIGN §2):
 - Memory per GPU: weights/(t·p) + activation reserve; KV capacity = (HBM · utilization − weights − reserve) /
   (kv bytes per token / (min(t, n_kv) · p)), rounded down to whole blocks.
 
+Since the per-engine calibration (``docs/perf-model.md``): unless the settings pin efficiency priors for a GPU, the
+prefill and decode latencies come from the fitted step model of :mod:`hetplan.perf.closed_loop` with the curves of
+``catalogs/perf/<engine>.yaml`` for the GPU's architecture (a roofline per operator, one all-reduce latency per
+collective), and the KV room follows the engine's memory rule (:mod:`hetplan.perf.engines`: vLLM's share of
+*total* memory less weights, profiled activations and runtime reserve; SGLang's static fraction; TensorRT-LLM's
+share of what is free after weights). The formulas above remain the legacy roofline for pinned priors.
+
 Source: DESIGN §2; overhead terms and their defaults are hetplan's own calibration (see ``settings.py``).
 """
 
@@ -27,6 +34,9 @@ import numpy as np
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError, OutOfMemoryError
 from hetplan.perf.arch import ModelArch
+from hetplan.perf.calibration import EfficiencyCurves, curves_for
+from hetplan.perf.closed_loop import Rows, build_rows, row_constants, step_s
+from hetplan.perf.engines import EngineRules, activation_gib, engine_rules, kv_free_gib, visible_memory_gib
 from hetplan.perf.measured import measured_efficiency
 from hetplan.perf.settings import GpuEfficiency, PerfSettings
 from hetplan.units import GB, GIB, TERA
@@ -35,8 +45,9 @@ ArrayLike = float | np.ndarray
 
 
 def compute_dtype(weight_dtype: str) -> str:
-    """Tensor-core dtype the GEMMs run in: fp8/int8 weights use 8-bit math, fp16 fp16, bf16 and int4 (W4A16) bf16."""
-    return {"fp8": "fp8", "int8": "int8", "fp16": "fp16"}.get(weight_dtype, "bf16")
+    """Tensor-core dtype the GEMMs run in: fp8/int8 weights use 8-bit math, fp4 (NVFP4/MXFP4) 4-bit math where the
+    GPU has it (else its fp8 rate, :meth:`GpuSpec.dense_tflops`), fp16 fp16, bf16 and int4 (W4A16) bf16."""
+    return {"fp8": "fp8", "int8": "int8", "fp16": "fp16", "fp4": "fp4"}.get(weight_dtype, "bf16")
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,61 @@ class InstanceModel:
             )
         if self.arch.layers < self.pp:
             raise InputError(f"PP {self.pp} exceeds the {self.arch.layers} layers", fix="lower --pp")
+        kv = self.arch.kv_heads
+        if not self.arch.spec.kv_lora_rank and kv % self.tp and self.tp % kv:
+            raise InputError(
+                f"TP {self.tp} neither divides the {kv} KV heads of {self.arch.spec.name} nor is a multiple of them",
+                fix="choose a TP degree that divides the KV heads or is a multiple of them",
+            )
+
+    # -- engine and fitted curves -------------------------------------------------------------------------
+    @cached_property
+    def rules(self) -> EngineRules:
+        """The engine's memory and scheduling rules (``settings.engine``)."""
+        return engine_rules(self.settings.engine)
+
+    @cached_property
+    def calibrated(self) -> bool:
+        """True when the fitted per-engine curves drive the latencies: always, unless the settings pin efficiency
+        priors for this GPU (``gpu_overrides`` or a changed ``default``), which keeps the legacy roofline."""
+        pinned = any(name == self.gpu.name for name, _ in self.settings.gpu_overrides)
+        return not pinned and self.settings.default == GpuEfficiency()
+
+    @cached_property
+    def _curves(self) -> tuple[EfficiencyCurves, str | None]:
+        return curves_for(self.settings.engine, self.gpu.arch, self.gpu.vendor)
+
+    @property
+    def curve_notes(self) -> list[str]:
+        """Sentences about the curves in force (a GPU without fitted data falls back to the nearest architecture)."""
+        note = self._curves[1]
+        return [f"{self.gpu.name}: {note}"] if (note and self.calibrated) else []
+
+    @cached_property
+    def _rows(self) -> Rows:
+        """Step-model constants of this instance (:mod:`hetplan.perf.closed_loop`), shape (1,)."""
+        gpu = self.gpu
+        m = gpu.measured
+        if m is not None:
+            # a profile's measured peaks replace the datasheet (divided by the reference kernel efficiencies, so a
+            # GPU whose kernels reach exactly them changes nothing; see measured.py)
+            upd: dict[str, float] = {"hbm_gb_per_s": m.memory_read_gb_per_s / self.settings.reference_memory_efficiency}
+            dtype = compute_dtype(self.arch.weight_dtype)
+            measured_tflops = m.tflops(dtype)
+            if measured_tflops is not None:
+                key = {"int8": "int8_dense_tops"}.get(dtype, f"{dtype}_dense_tflops")
+                upd[key] = measured_tflops / self.settings.reference_gemm_efficiency
+            half = m.tflops("bf16") or m.tflops("fp16")
+            if half is not None:
+                upd["bf16_dense_tflops"] = half / self.settings.reference_gemm_efficiency
+                upd["fp16_dense_tflops"] = half / self.settings.reference_gemm_efficiency
+            gpu = gpu.model_copy(update=upd)
+        s = self.settings
+        const = row_constants(
+            self.arch, gpu, self.tp, 1, self._curves[0], s.max_num_batched_tokens, self.rules.chunked_prefill,
+            s.max_num_seqs,
+        )  # fmt: skip
+        return build_rows([const])
 
     # -- constants ------------------------------------------------------------------------------------
     @cached_property
@@ -98,7 +164,10 @@ class InstanceModel:
 
     @cached_property
     def overhead_s(self) -> float:
-        """Fixed framework time per iteration, seconds (never zero)."""
+        """Fixed framework time per iteration, seconds (never zero): the fitted ``step_overhead_s`` of the engine on
+        this architecture, or (legacy roofline) ``step_overhead_s + tp_sync_overhead_s x log2(TP)``."""
+        if self.calibrated:
+            return float(self._curves[0].step_overhead_s)
         return self.eff.step_overhead_s + self.eff.tp_sync_overhead_s * math.log2(self.tp)
 
     @property
@@ -113,15 +182,32 @@ class InstanceModel:
         return self.arch.weight_bytes / (self.tp * self.pp) / GIB
 
     @cached_property
+    def activation_gib_per_gpu(self) -> float:
+        """Peak activations of the engine's profiling pass per GPU, GiB (0 for SGLang, whose static fraction
+        leaves activations outside; :func:`hetplan.perf.engines.activation_gib`)."""
+        if self.rules.memory_rule == "static_fraction":
+            return 0.0
+        s = self.settings
+        return activation_gib(self.arch, self.tp, s.max_num_batched_tokens, s.max_num_seqs)
+
+    @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
         """KV bytes one token occupies on each GPU."""
         return self.arch.kv_bytes_per_token / (self.arch.kv_shards(self.tp) * self.pp)
 
     @cached_property
     def kv_free_gib_per_gpu(self) -> float:
-        """GiB left for KV cache per GPU (negative when the weights do not fit)."""
+        """GiB left for KV cache per GPU under the engine's memory rule (negative when the weights do not fit):
+        vLLM ``utilization x visible - weights - activations - reserve``; SGLang ``fraction x (visible - reserve)
+        - weights``; TensorRT-LLM ``fraction x (visible - weights - activations - reserve)`` (``engines.py``)."""
         s = self.settings
-        return self.gpu.hbm_gib * s.gpu_memory_utilization - self.weights_gib_per_gpu - s.activation_reserve_gib
+        visible = visible_memory_gib(self.gpu)
+        if self.rules.memory_rule == "static_fraction":
+            return s.gpu_memory_utilization * (visible - s.activation_reserve_gib) - self.weights_gib_per_gpu
+        return kv_free_gib(
+            self.rules, s.gpu_memory_utilization, visible, self.weights_gib_per_gpu, self.activation_gib_per_gpu,
+            s.activation_reserve_gib,
+        )  # fmt: skip
 
     @cached_property
     def kv_capacity_tokens(self) -> int:
@@ -141,14 +227,15 @@ class InstanceModel:
     def require_fit(self, min_tokens: int = 1) -> None:
         """Raise :class:`OutOfMemoryError` unless weights plus ``min_tokens`` of KV fit."""
         if self.kv_capacity_tokens < min_tokens:
-            need = self.weights_gib_per_gpu + self.settings.activation_reserve_gib
-            have = self.gpu.hbm_gib * self.settings.gpu_memory_utilization
+            need = self.weights_gib_per_gpu + self.settings.activation_reserve_gib + self.activation_gib_per_gpu
+            visible = visible_memory_gib(self.gpu)
+            have = visible * self.settings.gpu_memory_utilization
             raise OutOfMemoryError(
                 f"{self.arch.spec.name} ({self.arch.weight_dtype}) does not fit {self.gpu.name} at TP {self.tp}, "
                 f"PP {self.pp}",
-                f"needs {need:.1f} GiB per GPU for weights and activations plus KV for {min_tokens} tokens; "
-                f"{have:.1f} GiB usable ({self.gpu.hbm_gib:g} GiB x {self.settings.gpu_memory_utilization}), "
-                f"KV room {self.kv_capacity_tokens} tokens",
+                f"needs {need:.1f} GiB per GPU for weights, activations and runtime plus KV for {min_tokens} tokens; "
+                f"{have:.1f} GiB usable ({visible:g} GiB x {self.settings.gpu_memory_utilization}, "
+                f"{self.settings.engine}), KV room {self.kv_capacity_tokens} tokens",
                 "raise TP or PP, quantize weights (--weight-dtype fp8 or int4) or pick a GPU with more memory",
             )
 
@@ -181,6 +268,11 @@ class InstanceModel:
         """Seconds for one prefill iteration over ``batch`` prompts of ``prompt_tokens`` tokens each."""
         s = np.asarray(prompt_tokens, dtype=float)
         b = np.asarray(batch, dtype=float)
+        if self.calibrated:
+            tokens = b * s
+            zero = np.zeros_like(tokens)
+            fitted: np.ndarray = step_s(self._rows, zero, zero, tokens, s / 2.0) + self.pp_handoff_s(tokens)
+            return fitted.reshape(np.broadcast(s, b).shape)
         flops = self.arch.prefill_flops(s, b)
         compute = flops / (self.tp * self.eff.prefill_mfu * self.peak_flops)
         memory = self.arch.weight_bytes / (self.tp * self.eff.decode_mbu * self.mem_bytes_per_s)
@@ -192,6 +284,10 @@ class InstanceModel:
         """Seconds for one decode iteration of ``batch`` sequences holding ``context_tokens`` tokens each."""
         b = np.maximum(np.asarray(batch, dtype=float), 1.0)
         c = np.asarray(context_tokens, dtype=float)
+        if self.calibrated:
+            zero = np.zeros(np.broadcast(b, c).shape)
+            fitted: np.ndarray = step_s(self._rows, b + zero, c + zero, zero, zero) + self.pp_handoff_s(b)
+            return fitted.reshape(zero.shape)
         flops = self.arch.decode_flops(b, b * c)
         compute = flops / (self.tp * self.eff.decode_mfu * self.peak_flops)
         weights = self.arch.decode_weight_bytes(b)

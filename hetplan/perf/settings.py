@@ -46,10 +46,16 @@ class PerfSettings:
     """Settings of the performance model and of the engine it imitates (vLLM defaults).
 
     Attributes:
+        engine: serving engine the model imitates (``vllm``, ``sglang``, ``trtllm``; :mod:`hetplan.perf.engines`):
+            it decides the KV memory rule and which fitted curves apply; ``emit`` deploys vLLM only.
+        engine_version: the engine version the plan targets (informational; empty = the rules' version).
         default: efficiency prior for GPUs without an override.
         gpu_overrides: per GPU name (canonical catalog name) efficiency, e.g. fitted on your own measurements.
-        gpu_memory_utilization: share of device memory the engine may use (vLLM default 0.9).
-        activation_reserve_gib: per-GPU memory kept for activations and CUDA graphs, GiB.
+        gpu_memory_utilization: the engine's memory fraction: vLLM ``--gpu-memory-utilization`` (of total memory,
+            default 0.9), SGLang ``--mem-fraction-static``, TensorRT-LLM ``free_gpu_memory_fraction`` (of what is
+            free after weights); :func:`hetplan.perf.engines.kv_free_gib` applies it.
+        activation_reserve_gib: per-GPU runtime reserve outside the engine's profiled activations (CUDA context,
+            communication buffers, CUDA graphs), GiB; the engine's default (:mod:`hetplan.perf.engines`).
         block_size_tokens: KV block size (vLLM default 16).
         max_num_seqs: cap on the decode batch (vLLM ``--max-num-seqs``).
         max_num_batched_tokens: cap on tokens in one prefill iteration (vLLM ``--max-num-batched-tokens``).
@@ -60,10 +66,12 @@ class PerfSettings:
         reference_memory_efficiency: streaming-read GB/s / datasheet assumed on the priors' reference system.
     """
 
+    engine: str = "vllm"
+    engine_version: str = ""
     default: GpuEfficiency = field(default_factory=GpuEfficiency)
     gpu_overrides: tuple[tuple[str, GpuEfficiency], ...] = ()
     gpu_memory_utilization: float = 0.9
-    activation_reserve_gib: float = 1.25
+    activation_reserve_gib: float = 2.0
     block_size_tokens: int = 16
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -72,6 +80,29 @@ class PerfSettings:
     pp_link_latency_s: float = 5e-5
     reference_gemm_efficiency: float = 0.80
     reference_memory_efficiency: float = 0.90
+
+    @classmethod
+    def for_engine(cls, engine: str, version: str = "") -> PerfSettings:
+        """Settings with ``engine``'s defaults for the KV block size, ``max_num_seqs``, the token budget and the
+        memory fraction (vLLM keeps the fields' defaults; :mod:`hetplan.perf.engines`).
+
+        Raises:
+            InputError: unknown engine.
+        """
+        from hetplan.perf.engines import engine_rules
+
+        rules = engine_rules(engine)
+        if rules.name == "vllm":
+            return cls(engine="vllm", engine_version=version)
+        return cls(
+            engine=rules.name,
+            engine_version=version,
+            gpu_memory_utilization=rules.memory_fraction,
+            block_size_tokens=rules.block_size_tokens,
+            max_num_seqs=rules.max_num_seqs,
+            max_num_batched_tokens=rules.max_num_batched_tokens,
+            activation_reserve_gib=rules.runtime_reserve_gib,
+        )
 
     def for_gpu(self, gpu_name: str) -> GpuEfficiency:
         """Efficiency for ``gpu_name``: its override if any, else the default prior."""

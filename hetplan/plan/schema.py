@@ -201,7 +201,7 @@ class PlanDoc(_Open):
     baselines: dict[str, SummaryDoc] = Field(default_factory=dict)
     analysis: AnalysisDoc | None = None
     warnings: list[str] = Field(default_factory=list)
-    engine: Literal["vllm"] = "vllm"  # DEFAULT_ENGINE
+    engine: Literal["vllm", "sglang", "trtllm"] = "vllm"  # DEFAULT_ENGINE; the engine the plan was made for
     resolved: ResolvedDoc | None = None
     provenance: ProvenanceDoc | None = None
 

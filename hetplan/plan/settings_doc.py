@@ -88,6 +88,16 @@ def settings_from_doc(doc: Any) -> PerfSettings:
     if unknown:
         raise InputError(f"plan perf_settings has unknown fields {unknown}", fix="write the plan with this hetplan")
     kw = dict(doc)
+    if "engine" in kw:
+        from hetplan.perf.engines import ENGINE_NAMES
+
+        if kw["engine"] not in ENGINE_NAMES:
+            raise InputError(
+                f"plan perf_settings.engine = {kw['engine']!r} is not one of {', '.join(ENGINE_NAMES)}",
+                fix="fix perf_settings.engine in the plan",
+            )
+    if "engine_version" in kw and not isinstance(kw["engine_version"], str):
+        raise InputError("plan perf_settings.engine_version must be text", fix="fix it in the plan")
     for name, rng in _SETTING_RANGES.items():
         if name in kw:
             kw[name] = _check_range(f"perf_settings.{name}", kw[name], rng, name in _INT_SETTINGS)

@@ -21,7 +21,7 @@ from hetplan.catalog.loader import catalog_sha256
 from hetplan.catalog.offers import owned_gpus
 from hetplan.errors import InputError
 from hetplan.plan.doc import SCHEMA_VERSION
-from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH, STRATEGIES, bucket_label
+from hetplan.plan.types import HOURS_PER_MONTH, STRATEGIES, bucket_label
 from hetplan.planning.solve import Planner, Solved, cost_vs_goodput, price_sensitivity
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import (
@@ -80,7 +80,7 @@ def build_plan(
         "kind": "plan",
         "hetplan_version": __version__,
         "strategy": strategy,
-        "engine": DEFAULT_ENGINE,
+        "engine": req.settings.engine,  # the engine the plan was made for (its perf_settings say the same)
         "scenario": scenario_doc(scenario, req, workload),
     }
     doc.update(solved_doc(planner, chosen))

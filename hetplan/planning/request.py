@@ -384,6 +384,7 @@ def build_request(
         scenario.max_ratio,
         scenario.headroom,
         scenario.max_ilp_combos,
+        settings=PerfSettings.for_engine(scenario.engine, scenario.engine_version),
         arrivals=arrivals,
         deployment=deployment,
         offers=tuple(o for o in offers if o.gpu in prices),

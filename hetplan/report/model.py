@@ -96,6 +96,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         "model": plan.model.spec.name,
         "weight_dtype": plan.weight_dtype,
         **({"quality_note": plan.extra["quality_note"]} if plan.extra.get("quality_note") else {}),
+        "engine": plan.settings.engine,
+        "engine_version": plan.settings.engine_version,
         "workload": {
             k: workload[k]
             for k in ("name", "source", "requests", "prompt_tokens_mean", "output_tokens_mean")
@@ -313,7 +315,10 @@ def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any
 def _unique_titles(sections: list[dict[str, Any]]) -> None:
     """Give every plan section a ``title`` no other section of the report has: name, model, dtype and strategy,
     then the plan file when two plans share them, then the position when even that repeats."""
-    base = [f"{p['name']}: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan" for p in sections]
+    base = [
+        f"{p['name']}: {p['model']} ({p['weight_dtype']}, {p.get('engine', 'vllm')}), {p['strategy']} plan"
+        for p in sections
+    ]
     titles = [t if base.count(t) == 1 else f"{t} ({p['source']})" for t, p in zip(base, sections, strict=True)]
     for i, (t, p) in enumerate(zip(titles, sections, strict=True)):
         p["title"] = t if titles.count(t) == 1 else f"{t} #{i + 1}"

@@ -501,7 +501,7 @@ def solve_packed(
     prob.setObjective(objective(ys, xs))
     # as in solve_slice_assignment: HiGHS's presolve was seen to stall on large Mélange-shaped models (67 types x 44
     # buckets); on small ones it is several times faster (example (a): 0.14 s with it, 0.84 s without)
-    presolve = slice_load is None or len(zs) <= MAX_PRESOLVED_SLICE_VARS
+    presolve = slice_load is None
     status = _run(prob, _solver(time_limit_s, mip_gap, presolve))
     if status not in ("optimal", "time_limit"):
         if status == "not_solved" and all(v.varValue is not None for v in ys):

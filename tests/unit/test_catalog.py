@@ -15,9 +15,9 @@ def test_every_shipped_catalog_loads_with_provenance():
     for cat in (load_gpus(), load_prices(), load_models()):
         assert cat.schema_version == 1
         assert cat.source and cat.as_of
-    assert len(load_gpus().gpus) == 33
+    assert len(load_gpus().gpus) == 35  # the 33 rows of shared gpus.csv plus B300 and GB300
     assert len(load_prices().prices) == 75  # every size gpu_prices.csv lists, g5.12xlarge included
-    assert len(load_models().models) == 14
+    assert len(load_models().models) == 20  # 14 from shared models.csv plus the six measured ones of issue 13
 
 
 @pytest.mark.parametrize("name", ISSUE_GPUS)

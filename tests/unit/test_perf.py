@@ -7,6 +7,7 @@ from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import LengthStats, decode_capacity, erlang_c, mg1_wait_quantile_s, prefill_capacity
 from hetplan.perf.estimate import max_output_tokens_per_s
 from hetplan.perf.latency import InstanceModel
+from hetplan.perf.settings import PerfSettings
 
 KIB = 1024
 
@@ -24,7 +25,10 @@ def test_kv_fp8_halves():
 
 @pytest.mark.parametrize("model,tp,vllm_tokens", [("Llama-2-7B", 1, 119_408), ("Llama-2-70B", 4, 501_712)])
 def test_kv_capacity_matches_vllm_logs_on_h100(model, tp, vllm_tokens):
-    inst = InstanceModel(ModelArch(find_model(model)), find_gpu("H100"), tp)
+    # those logs come from a vLLM whose token budget was the Llama-2 window (4,096 tokens): the activation profile
+    # of the vLLM memory rule grows with it (hetplan.perf.engines)
+    settings = PerfSettings(max_num_batched_tokens=4096)
+    inst = InstanceModel(ModelArch(find_model(model)), find_gpu("H100"), tp, 1, settings)
     assert inst.kv_capacity_tokens == pytest.approx(vllm_tokens, rel=0.05)
 
 
@@ -49,11 +53,18 @@ def test_prefill_grows_superlinearly_with_prompt():
     assert b > 8 * (a - inst.overhead_s)
 
 
-def test_measured_a100_decode_overhead_is_modelled():
-    # DESIGN: Llama-2-70B decodes at ~45 ms/step at batch 1 on TP4 and TP8 on A100 (measured)
+def test_measured_a100_decode_overhead_is_modelled_by_the_pinned_priors():
+    # DESIGN: Llama-2-70B decodes at ~45 ms/step at batch 1 on TP4 and TP8 on A100 (measured); the priors fitted on
+    # that data (pinned for the GPU, so the legacy roofline applies) reproduce it. The calibrated curves have no
+    # Ampere data; benchmarks/fidelity.py reports their error on these measurements.
+    from hetplan.perf.settings import GpuEfficiency
+
     arch = ModelArch(find_model("Llama-2-70B"))
+    pinned = PerfSettings(gpu_overrides=(("A100-80GB-SXM", GpuEfficiency()),))
     for tp in (4, 8):
-        step = float(InstanceModel(arch, find_gpu("A100-80GB"), tp).decode_step_latency_s(1, 576))
+        inst = InstanceModel(arch, find_gpu("A100-80GB"), tp, 1, pinned)
+        assert not inst.calibrated
+        step = float(inst.decode_step_latency_s(1, 576))
         assert step == pytest.approx(0.045, rel=0.15)
 
 

@@ -271,7 +271,10 @@ def plan_notes(p: dict[str, Any]) -> list[str]:
 def plan_title(p: dict[str, Any]) -> str:
     """The section title of one plan: its own ``title`` (unique within the report, see
     :func:`hetplan.report.model.build_report`), else name, model and strategy."""
-    return str(p.get("title") or f"{p['name']}: {p['model']} ({p['weight_dtype']}), {p['strategy']} plan")
+    return str(
+        p.get("title")
+        or f"{p['name']}: {p['model']} ({p['weight_dtype']}, {p.get('engine', 'vllm')}), {p['strategy']} plan"
+    )
 
 
 def _purchase_text(item: Any) -> str:

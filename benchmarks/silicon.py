@@ -1,0 +1,92 @@
+"""The measured serving points of ``../shared/data/measured/engine_silicon_calibration.csv`` as hetplan points.
+
+Measured serving data from NVIDIA AIConfigurator (Apache-2.0), ``aiconfigurator_core/systems/silicon_sample.csv``;
+engine version and container per row in ``silicon_data_source``. Only aggregated (``agg``) rows become points;
+disaggregated rows are counted and left out (hetplan's closed-loop estimate models one aggregated instance).
+
+Used by ``benchmarks/calibrate_perf.py`` (the fit), ``benchmarks/fidelity.py`` (the validation) and
+``benchmarks/points_speed.py``; the project itself never reads ``../shared``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+CSV = SHARED / "measured" / "engine_silicon_calibration.csv"
+
+MODEL = {
+    "meta-llama/Llama-3.1-8B-Instruct": "Llama-3.1-8B",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "Llama-3.1-8B",
+    "meta-llama/Llama-3.1-70B": "Llama-3.1-70B",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "Qwen/Qwen3-235B-A22B-FP8": "Qwen3-235B-A22B",
+    "Qwen/Qwen3.5-397B-A17B": "Qwen3.5-397B-A17B",
+    "deepseek-ai/DeepSeek-R1": "DeepSeek-R1",
+    "nvidia/DeepSeek-R1-NVFP4": "DeepSeek-R1",
+    "deepseek-ai/DeepSeek-V3": "DeepSeek-V3",
+    "nvidia/DeepSeek-V3.1-NVFP4": "DeepSeek-V3",
+    "moonshotai/Kimi-K2.5": "Kimi-K2.5",
+    "zhipuai/GLM-5": "GLM-5",
+}
+GPU = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM", "b200_sxm": "B200", "b300_sxm": "B300", "gb200": "GB200",
+       "gb300": "GB300"}  # fmt: skip
+DTYPE = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "int4_wo": "int4"}
+
+VALIDATION_MODELS = ("Llama-3.1-8B", "Qwen3-235B-A22B", "GLM-5")
+"""Models the fit never sees: one dense (Llama-3.1-8B), two MoE (Qwen3-235B-A22B GQA, GLM-5 MLA)."""
+
+
+def weight_dtype(row: Any) -> str:
+    """hetplan weight dtype of a row: the expert dtype for MoE checkpoints (most bytes), else the GEMM dtype."""
+    mode = row["moe_quant_mode"] if isinstance(row["moe_quant_mode"], str) else row["gemm_quant_mode"]
+    return DTYPE.get(mode, "bf16") if isinstance(mode, str) else "bf16"
+
+
+def load(csv: Path = CSV) -> tuple[pd.DataFrame, int]:
+    """(aggregated rows as points with measured ``ttft_ms``/``tpot_ms``, ``split``, ``backend_version``; the number
+    of disaggregated rows left out)."""
+    df = pd.read_csv(csv)
+    agg = df[df["mode"] == "agg"].copy()
+    out = pd.DataFrame(
+        {
+            "engine": agg["backend"],
+            "model": agg["model_path"].map(MODEL),
+            "gpu": agg["system"].map(GPU),
+            "tp": agg["tp_size"].astype(int),
+            "pp": agg["pp_size"].astype(int),
+            "ep": agg["moe_ep_size"].astype(int),
+            "dp_attention": agg["attention_dp_size"].fillna(1).astype(int),
+            "weight_dtype": [weight_dtype(r) for _, r in agg.iterrows()],
+            # an fp8 KV cache for fp8/fp4 checkpoints: with a 16-bit cache the vLLM Llama-3.1-70B rows would queue
+            # for KV at concurrencies where the measured TTFT shows no queueing (hetplan's reading of the data)
+            "kv_dtype": [
+                "fp8" if w in ("fp8", "fp4") else "bf16" for w in (weight_dtype(r) for _, r in agg.iterrows())
+            ],
+            "concurrency": agg["batch_size"].astype(int),
+            "isl": agg["isl"].astype(int),
+            "osl": agg["osl"].astype(int),
+            # the measured configurations admit every client (max batch >= concurrency)
+            "max_num_seqs": agg["batch_size"].astype(int),
+            "max_num_batched_tokens": "",
+            "ttft_ms": agg["silicon_ttft_ms"],
+            "tpot_ms": agg["silicon_tpot_ms"],
+            "backend_version": agg["backend_version"].fillna("unknown").astype(str),
+            "id": agg["id"],
+        }
+    ).reset_index(drop=True)
+    out["split"] = ["validation" if m in VALIDATION_MODELS else "fit" for m in out["model"]]
+    return out, int((df["mode"] != "agg").sum())
+
+
+POINT_COLUMNS = ("engine", "model", "gpu", "tp", "pp", "ep", "dp_attention", "weight_dtype", "kv_dtype",
+                 "concurrency", "isl", "osl", "max_num_seqs", "max_num_batched_tokens")  # fmt: skip
+
+
+def as_point_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The frame's point columns as the string dicts :func:`hetplan.perf.points.estimate_points` reads."""
+    return [{c: ("" if pd.isna(v) else str(v)) for c, v in zip(POINT_COLUMNS, row, strict=True)}
+            for row in frame[list(POINT_COLUMNS)].itertuples(index=False)]  # fmt: skip

@@ -1,0 +1,145 @@
+"""Fitted efficiency curves per serving engine and GPU architecture (``catalogs/perf/<engine>.yaml``).
+
+Each curve set (:class:`EfficiencyCurves`) replaces the one global prior of :mod:`hetplan.perf.settings` for one
+engine on one architecture:
+
+- GEMM efficiency versus the tokens M in the GEMM: ``eff(M) = gemm_max x M / (M + gemm_half_tokens)`` of the
+  dense peak in the compute dtype (small M is memory-bound anyway; large M approaches the ceiling);
+- ``mbu``: achieved share of memory bandwidth when a step streams weights and KV;
+- ``attention_efficiency``: share of the 16-bit peak that attention FLOPs reach (prefill over long contexts);
+- ``step_overhead_s`` + ``seq_overhead_s`` x running sequences: the engine's time per step outside the kernels
+  (scheduling, sampling, launches);
+- all-reduce / all-to-all: ``allreduce_latency_s`` per collective (NCCL's small-message latency; one per call, not
+  ``2(t-1)`` of them, so TP8 decode is not slower than TP4) plus bytes over ``link_efficiency`` x the link;
+- the closed loop's prefill queue: ``prefill_queue_factor`` scales the M/D/1 wait of a prompt behind others, and
+  ``sync_share`` is the share of TTFT that follows the synchronised wave (all clients' prompts at once) rather than
+  the staggered steady state. These two are phenomenological: they absorb how a benchmark's clients stay in step.
+
+The files are written by ``benchmarks/calibrate_perf.py`` from measured serving points (see ``docs/perf-model.md``)
+and carry their provenance: rows, models, engine versions, the held-out validation models and fit residuals. A GPU
+whose architecture has no fitted curves takes the nearest architecture's (by generation, :data:`ARCH_ORDER`) and
+:func:`curves_for` says so; an engine with no file takes the built-in prior (:data:`PRIOR`).
+
+Source: hetplan's own reconstruction; the curve shapes follow the roofline of DESIGN §2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hetplan.errors import CatalogError
+
+ARCH_ORDER = ("Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell")
+"""NVIDIA generations in order; the nearest fitted one stands in for a GPU without curves."""
+NON_NVIDIA_STAND_IN = "Hopper"
+"""Architecture whose curves stand in for non-NVIDIA parts (AMD CDNA, Intel Gaudi): their kernels are not fitted."""
+
+
+@dataclass(frozen=True)
+class EfficiencyCurves:
+    """Efficiency curves of one engine on one GPU architecture (module docstring). All shares are of the
+    datasheet's dense peaks; times in seconds."""
+
+    gemm_max: float = 0.70
+    gemm_half_tokens: float = 64.0
+    mbu: float = 0.70
+    attention_efficiency: float = 0.40
+    step_overhead_s: float = 0.004
+    seq_overhead_s: float = 2e-5
+    allreduce_latency_s: float = 2e-5
+    link_efficiency: float = 0.6
+    prefill_queue_factor: float = 1.0
+    sync_share: float = 0.0
+
+
+PRIOR = EfficiencyCurves()
+"""Curves used when an engine has no fitted file: hetplan's own round numbers, not a fit."""
+
+FIT_PARAMETERS = tuple(f.name for f in fields(EfficiencyCurves))
+
+
+def normalize_arch(arch: str) -> str:
+    """``'Ampere (GA102)'`` -> ``'Ampere'``; unknown names are returned stripped."""
+    base = arch.split("(")[0].strip()
+    return base
+
+
+def perf_catalog_path(engine: str) -> Path:
+    """Path of ``catalogs/perf/<engine>.yaml`` (a user catalog folder first, then the shipped one)."""
+    from hetplan.catalog.loader import catalog_dir
+
+    user = catalog_dir() / "perf" / f"{engine}.yaml"
+    if user.is_file():
+        return user
+    package = Path(__file__).resolve().parents[1]
+    for folder in (package / "_catalogs", package.parent / "catalogs"):
+        if (folder / "perf" / f"{engine}.yaml").is_file():
+            return folder / "perf" / f"{engine}.yaml"
+    return user
+
+
+@lru_cache(maxsize=16)
+def load_perf_catalog(engine: str) -> dict[str, Any] | None:
+    """The fitted document of ``engine`` (None when none is shipped).
+
+    Raises:
+        CatalogError: the file exists but is not a valid perf catalog.
+    """
+    path = perf_catalog_path(engine)
+    if not path.is_file():
+        return None
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"cannot read {path}", str(exc), "regenerate it with benchmarks/calibrate_perf.py") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "perf" or not isinstance(doc.get("curves"), dict):
+        raise CatalogError(f"{path} is not a perf catalog", "expected kind: perf and a curves mapping", "regenerate it")
+    for arch, values in doc["curves"].items():
+        unknown = sorted(set(values) - set(FIT_PARAMETERS))
+        if unknown:
+            raise CatalogError(f"{path}: curves.{arch} has unknown fields {unknown}", fix="regenerate it")
+    return doc
+
+
+def curves_for(engine: str, arch: str, vendor: str = "NVIDIA") -> tuple[EfficiencyCurves, str | None]:
+    """The curves of ``engine`` on architecture ``arch`` and a note when they are not fitted on that architecture.
+
+    Returns:
+        (curves, note): ``note`` is None when the architecture has its own fitted curves, else a sentence saying
+        which architecture's curves (or the prior) stand in.
+    """
+    doc = load_perf_catalog(engine)
+    if doc is None:
+        return PRIOR, f"no fitted {engine} curves are shipped; the roofline uses hetplan's prior efficiencies"
+    fitted: dict[str, dict[str, float]] = doc["curves"]
+    name = normalize_arch(arch)
+    if name in fitted:
+        return EfficiencyCurves(**fitted[name]), None
+    if vendor.upper() != "NVIDIA" or name not in ARCH_ORDER:
+        stand_in = NON_NVIDIA_STAND_IN if NON_NVIDIA_STAND_IN in fitted else sorted(fitted)[0]
+    else:
+        index = ARCH_ORDER.index(name)
+        known = [a for a in ARCH_ORDER if a in fitted]
+        stand_in = min(known, key=lambda a: (abs(ARCH_ORDER.index(a) - index), -ARCH_ORDER.index(a)))
+    note = (
+        f"no measured {engine} data for {name or 'this'} GPUs: the roofline uses the {stand_in} curves fitted for "
+        f"{engine} (measure it with 'hetplan profile' to replace the datasheet peaks)"
+    )
+    return EfficiencyCurves(**fitted[stand_in]), note
+
+
+__all__ = [
+    "ARCH_ORDER",
+    "FIT_PARAMETERS",
+    "PRIOR",
+    "EfficiencyCurves",
+    "curves_for",
+    "load_perf_catalog",
+    "normalize_arch",
+    "perf_catalog_path",
+]

@@ -1,0 +1,287 @@
+"""Vectorized step-time model and closed-loop steady state (C clients, fixed ISL/OSL), as benchmark tools measure.
+
+**Step time.** One engine step serves ``b`` decoding sequences (each attending over ``ctx`` tokens) and ``p``
+prefill tokens (attending over ``p_ctx`` tokens on average). Per GPU of an instance of ``tp x dp`` GPUs (``dp`` =
+attention data parallelism; the MoE experts are spread over all of them, by EP or MoE-TP), each operator costs
+``max(FLOPs / (peak x eff), bytes / (bandwidth x mbu))`` (a roofline per operator, summed over operators):
+
+- attention projections and dense MLPs (plus shared experts and the LM head): M = tokens per DP rank, weights
+  split by TP; GEMM efficiency ``eff(M)`` from :class:`~hetplan.perf.calibration.EfficiencyCurves`;
+- routed experts: each touched expert sees ``M = tokens x k / touched`` tokens, ``touched = E(1 - (1 - k/E)^T)``
+  (DESIGN §2), their weights split over all GPUs;
+- attention: decode reads the KV of every sequence (memory-bound); prefill computes ``4 L_kv w p p_ctx`` FLOPs
+  at ``attention_efficiency`` of the 16-bit peak (``w = d_q``; MLA attends in its latent space, ``w = n_q (2 r +
+  rope) / 2``);
+- communication: two TP all-reduces per layer, and for MoE across GPUs a dispatch and a combine per MoE layer, each
+  ``allreduce_latency_s + bytes / (link_efficiency x link)``;
+- ``step_overhead_s + seq_overhead_s x b``.
+
+**Closed loop.** C clients each send an I-token prompt and wait for O output tokens, then send the next at once
+(``vllm bench serve --max-concurrency C``, AIPerf, genai-perf). In the steady state with throughput X req/s:
+Little's law ``C = X (TTFT + (O-1) TPOT)``; ``b = X (O-1) TPOT`` sequences decode; prefill arrives at ``X I``
+tokens/s in chunks of ``min(I, budget)`` tokens (one prompt per step without chunked prefill). A share ``u`` of
+the steps carry a prefill chunk and are slower, so the mean TPOT is the harmonic mix ``1 / (u / T_mixed + (1 - u) /
+T_decode)``: TPOT grows with concurrency as in measured engines. TTFT = the prompt's chunks x T_mixed + the wait
+for the step in flight (``T_decode / 2``) + an M/D/1 wait for other prompts (``u / (2 (1 - u))`` chunks), and when
+prefill saturates the budget the wait follows from Little's law instead. A fixed-point iteration (damped) solves
+the loop for thousands of rows at once.
+
+Source: hetplan's own reconstruction (roofline per operator after DESIGN §2; Little's law; M/D/1 wait).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetplan.catalog.schemas import GpuSpec
+from hetplan.perf.arch import WEIGHT_BYTES, ModelArch
+from hetplan.perf.calibration import EfficiencyCurves
+from hetplan.units import GB, TERA
+
+FIXED_POINT_STEPS = 25
+DAMPING = 0.5
+
+
+def _peak_flops(gpu: GpuSpec, weight_dtype: str) -> tuple[float, float]:
+    """(dense peak FLOP/s in the GEMM dtype, 16-bit peak FLOP/s for attention)."""
+    from hetplan.perf.latency import compute_dtype
+
+    try:
+        gemm, _ = gpu.dense_tflops(compute_dtype(weight_dtype))
+    except KeyError:
+        gemm, _ = gpu.dense_tflops("fp16")
+    try:
+        half, _ = gpu.dense_tflops("bf16")
+    except KeyError:
+        half, _ = gpu.dense_tflops("fp16")
+    return gemm * TERA, half * TERA
+
+
+@dataclass
+class Rows:
+    """Per-row constants of the step model, each a float array of shape (n,). Build with :func:`build_rows`."""
+
+    layers: np.ndarray
+    kv_layers: np.ndarray
+    moe_layers: np.ndarray
+    d_model: np.ndarray
+    d_q: np.ndarray
+    dense_params: np.ndarray  # per-token matmul params outside routed experts (attention, dense MLP, shared, head)
+    expert_params: np.ndarray  # one routed expert of one layer
+    experts: np.ndarray  # E (0 for dense)
+    topk: np.ndarray
+    weight_bytes: np.ndarray  # per param of the block matmuls
+    kv_bytes_token: np.ndarray  # whole model
+    kv_shards: np.ndarray
+    tp: np.ndarray
+    dp: np.ndarray
+    gpus: np.ndarray
+    gemm_flops: np.ndarray
+    half_flops: np.ndarray
+    mem_bytes_per_s: np.ndarray
+    link_bytes_per_s: np.ndarray
+    gemm_max: np.ndarray
+    gemm_half_tokens: np.ndarray
+    mbu: np.ndarray
+    attention_efficiency: np.ndarray
+    step_overhead_s: np.ndarray
+    seq_overhead_s: np.ndarray
+    allreduce_latency_s: np.ndarray
+    link_efficiency: np.ndarray
+    prefill_queue_factor: np.ndarray
+    sync_share: np.ndarray
+    budget_tokens: np.ndarray
+    chunked: np.ndarray  # 1.0 when the engine splits prompts into chunks
+    max_num_seqs: np.ndarray
+
+    def with_curves(self, curves: list[EfficiencyCurves]) -> Rows:
+        """A copy whose curve fields come from ``curves`` (one per row)."""
+        from dataclasses import replace
+
+        cols = {name: np.array([getattr(c, name) for c in curves], dtype=float) for name in CURVE_FIELDS}
+        return replace(self, **cols)
+
+
+CURVE_FIELDS = (
+    "gemm_max",
+    "gemm_half_tokens",
+    "mbu",
+    "attention_efficiency",
+    "step_overhead_s",
+    "seq_overhead_s",
+    "allreduce_latency_s",
+    "link_efficiency",
+    "prefill_queue_factor",
+    "sync_share",
+)
+
+
+def _attention_width(arch: ModelArch) -> float:
+    """Per-token width of the attention products: ``n_q x head_dim`` (QK and AV); MLA (absorbed, as engines run it
+    in decode) attends in the latent space, ``n_q x (kv_lora_rank + rope_dim + kv_lora_rank) / 2``, about four times
+    the GQA figure for DeepSeek-V3 (hetplan's own reconstruction)."""
+    s = arch.spec
+    if s.kv_lora_rank:
+        return float(s.num_attention_heads * (2 * s.kv_lora_rank + (s.qk_rope_head_dim or 0)) / 2)
+    return float(arch.d_q)
+
+
+def row_constants(
+    arch: ModelArch, gpu: GpuSpec, tp: int, dp: int, curves: EfficiencyCurves, budget: int, chunked: bool, seqs: int
+) -> dict[str, float]:
+    """The :class:`Rows` fields of one configuration (``tp`` x ``dp`` GPUs of type ``gpu``)."""
+    s = arch.spec
+    layers = float(arch.layers)
+    moe_layers = float(s.num_hidden_layers - s.first_k_dense_replace) if s.is_moe else 0.0
+    expert = arch.expert_bytes / WEIGHT_BYTES[arch.weight_dtype] if s.is_moe else 0.0
+    routed_active = moe_layers * expert * (s.experts_per_token or 0)
+    lm_head = float(s.vocab_size * s.hidden_size)
+    dense = max(arch.matmul_params_active - routed_active, 0.0) + lm_head
+    gemm, half = _peak_flops(gpu, arch.weight_dtype)
+    gpus = tp * dp
+    row = {
+        "layers": layers,
+        "kv_layers": float(arch.kv_layers),
+        "moe_layers": moe_layers,
+        "d_model": float(s.hidden_size),
+        "d_q": _attention_width(arch),
+        "dense_params": dense,
+        "expert_params": expert,
+        "experts": float(s.num_experts or 0),
+        "topk": float(s.experts_per_token or 0),
+        "weight_bytes": WEIGHT_BYTES[arch.weight_dtype],
+        "kv_bytes_token": arch.kv_bytes_per_token,
+        "kv_shards": float(arch.kv_shards(tp)),
+        "tp": float(tp),
+        "dp": float(dp),
+        "gpus": float(gpus),
+        "gemm_flops": gemm,
+        "half_flops": half,
+        "mem_bytes_per_s": gpu.hbm_gb_per_s * GB,
+        "link_bytes_per_s": gpu.interconnect_gb_per_s / 2.0 * GB,
+        "budget_tokens": float(budget),
+        "chunked": 1.0 if chunked else 0.0,
+        "max_num_seqs": float(seqs),
+    }
+    for name in CURVE_FIELDS:
+        row[name] = float(getattr(curves, name))
+    return row
+
+
+def build_rows(constants: list[dict[str, float]]) -> Rows:
+    """Stack per-row constants (:func:`row_constants`) into a :class:`Rows`."""
+    names = [f for f in Rows.__dataclass_fields__]
+    return Rows(**{n: np.array([c[n] for c in constants], dtype=float) for n in names})
+
+
+def _op_s(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, eff: np.ndarray, r: Rows) -> np.ndarray:
+    out: np.ndarray = np.maximum(flops / (peak * eff), bytes_ / (r.mem_bytes_per_s * r.mbu))
+    return out
+
+
+def step_s(r: Rows, b: np.ndarray, ctx: np.ndarray, p: np.ndarray, p_ctx: np.ndarray) -> np.ndarray:
+    """Seconds of one step: ``b`` decoding sequences over ``ctx`` tokens each and ``p`` prefill tokens over
+    ``p_ctx`` tokens of context on average (arrays broadcast over rows; module docstring)."""
+    tokens = np.maximum(b + p, 1.0)
+    per_rank = tokens / r.dp
+    eff_dense = r.gemm_max * per_rank / (per_rank + r.gemm_half_tokens)
+    dense_flops = 2.0 * r.dense_params * per_rank / r.tp
+    dense_bytes = r.dense_params * r.weight_bytes / r.tp
+    t = _op_s(dense_flops, dense_bytes, r.gemm_flops, eff_dense, r)
+    # routed experts, spread over every GPU of the instance
+    moe = r.experts > 0
+    e = np.where(moe, r.experts, 1.0)
+    k = np.where(moe, r.topk, 0.0)
+    touched = e * (1.0 - (1.0 - k / e) ** tokens)
+    m_exp = np.where(moe, tokens * k / np.maximum(touched, 1e-9), 1.0)
+    eff_exp = r.gemm_max * m_exp / (m_exp + r.gemm_half_tokens)
+    exp_flops = 2.0 * r.moe_layers * r.expert_params * k * tokens / r.gpus
+    exp_bytes = r.moe_layers * r.expert_params * touched * r.weight_bytes / r.gpus
+    t = t + np.where(moe, _op_s(exp_flops, exp_bytes, r.gemm_flops, eff_exp, r), 0.0)
+    # attention: decode reads KV; prefill computes over its context
+    kv_read = b * ctx * r.kv_bytes_token / (r.kv_shards * r.dp)
+    dec_flops = 4.0 * r.kv_layers * r.d_q * b * ctx / (r.tp * r.dp)
+    t = t + np.maximum(dec_flops / (r.half_flops * r.attention_efficiency), kv_read / (r.mem_bytes_per_s * r.mbu))
+    pre_flops = 4.0 * r.kv_layers * r.d_q * p * p_ctx / (r.tp * r.dp)
+    t = t + pre_flops / (r.half_flops * r.attention_efficiency)
+    # communication
+    link = r.link_bytes_per_s * r.link_efficiency
+    ar = np.where(
+        r.tp > 1,
+        2.0 * r.layers * (r.allreduce_latency_s + 2.0 * (r.tp - 1) / r.tp * per_rank * r.d_model * 2.0 / link),
+        0.0,
+    )
+    a2a = np.where(
+        moe & (r.gpus > r.tp),
+        2.0 * r.moe_layers * (r.allreduce_latency_s + per_rank * k * r.d_model * (r.gpus - 1) / r.gpus / link),
+        0.0,
+    )
+    total: np.ndarray = t + ar + a2a + r.step_overhead_s + r.seq_overhead_s * b
+    return total
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """Closed-loop steady state per row (arrays of shape (n,)): means as benchmark tools report them."""
+
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    requests_per_s: np.ndarray
+    decode_batch: np.ndarray
+    prefill_share: np.ndarray
+
+
+def closed_loop(
+    r: Rows, concurrency: np.ndarray, isl: np.ndarray, osl: np.ndarray, max_running: np.ndarray | None = None
+) -> SteadyState:
+    """Steady state of ``concurrency`` clients with ``isl``-token prompts and ``osl``-token outputs (module
+    docstring); all arrays of shape (n,). ``max_running``: sequences whose KV fits at once (default: no limit
+    beyond ``max_num_seqs``); clients beyond it queue for a slot."""
+    c = np.asarray(concurrency, dtype=float)
+    i = np.asarray(isl, dtype=float)
+    o = np.maximum(np.asarray(osl, dtype=float), 1.0)
+    running_cap = np.minimum(c, r.max_num_seqs)
+    if max_running is not None:
+        running_cap = np.maximum(np.minimum(running_cap, np.asarray(max_running, dtype=float)), 1.0)
+    chunk = np.where(r.chunked > 0, np.minimum(i, r.budget_tokens), i)
+    chunks = np.ceil(i / chunk)
+    ctx = i + o / 2.0
+    zero = np.zeros_like(c)
+    tpot = step_s(r, running_cap, ctx, zero, zero)
+    ttft = chunks * step_s(r, zero, zero, chunk, i / 2.0)
+    u = zero
+    x = running_cap / (ttft + (o - 1.0) * tpot)
+    for _ in range(FIXED_POINT_STEPS):
+        x_new = c / (ttft + (o - 1.0) * tpot)
+        x = DAMPING * x + (1 - DAMPING) * x_new
+        b = np.clip(x * (o - 1.0) * tpot, 1.0, running_cap)
+        # prefill tokens per step carrying prefill: at least one chunk, more when prompts queue up
+        t_dec = step_s(r, b, ctx, zero, zero)
+        room = np.maximum(r.budget_tokens - b, chunk)
+        want = x * i * t_dec
+        p_step = np.clip(want, chunk, np.maximum(room, chunk))
+        p_step = np.where(r.chunked > 0, p_step, np.maximum(chunk, np.round(want / i) * i))
+        t_mix = step_s(r, b, ctx, p_step, i / 2.0)
+        steps_per_req = i / p_step
+        u = np.clip(x * steps_per_req * t_mix, 0.0, 1.0)
+        tpot_new = 1.0 / (u / t_mix + (1.0 - u) / t_dec)
+        service = chunks * t_mix
+        busy = np.minimum(u, 0.98)
+        ttft_open = service + t_dec / 2.0 + r.prefill_queue_factor * busy / (2.0 * (1.0 - busy)) * service
+        # the closed loop bounds the wait: at worst all C prompts queue at once and drain a full budget per step
+        t_full = step_s(r, b, ctx, np.maximum(room, chunk), i / 2.0)
+        ttft_wave = np.maximum(service, (np.ceil(c * i / np.maximum(room, chunk)) + 1.0) / 2.0 * t_full)
+        ttft_new = (1.0 - r.sync_share) * np.minimum(ttft_open, ttft_wave) + r.sync_share * ttft_wave
+        # clients beyond the running cap wait for a slot
+        queue = np.maximum(c - running_cap, 0.0) / np.maximum(running_cap, 1.0) * ((o - 1.0) * tpot_new + service)
+        ttft_new = ttft_new + queue
+        tpot = DAMPING * tpot + (1 - DAMPING) * tpot_new
+        ttft = DAMPING * ttft + (1 - DAMPING) * ttft_new
+    x = c / (ttft + (o - 1.0) * tpot)
+    b = np.clip(x * (o - 1.0) * tpot, 1.0, running_cap)
+    return SteadyState(ttft, tpot, x, b, u)
+
+
+__all__ = ["CURVE_FIELDS", "Rows", "SteadyState", "build_rows", "closed_loop", "row_constants", "step_s"]
