@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from hetplan import api
 from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ClassColumnOpt,
     ExecutorOpt,
@@ -18,6 +19,7 @@ from hetplan.cli.options import (
     PlanFileArg,
     RayAddressOpt,
     SloOpt,
+    TimeoutOpt,
     TraceOpt,
     WorkersOpt,
     force_option,
@@ -282,6 +284,7 @@ def simulate_cmd(
     executor: ExecutorOpt = "local",
     workers: WorkersOpt = None,
     ray_address: RayAddressOpt = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Replay a trace through a plan's deployment and report TTFT/TPOT/ITL/E2E, SLO attainment and goodput.
 
@@ -290,7 +293,7 @@ def simulate_cmd(
     """
     if concurrency is not None or isl is not None or osl is not None or requests is not None:
         _closed_loop_cmd(plan_file, trace, find_cap, rate_scale, concurrency, isl, osl, requests, policy, router,
-                         seed, chunked, json_out, out, force)  # fmt: skip
+                         seed, chunked, json_out, out, force, timeout)  # fmt: skip
         return
 
     def work() -> dict[str, Any]:
@@ -322,7 +325,7 @@ def simulate_cmd(
         _write(out, force, doc)
         return doc
 
-    doc = run_guarded(work)
+    doc = run_guarded(lambda: run_with_timeout(timeout, work, "simulate"))
     _warn(doc["metrics"] if doc["kind"] == "capacity" and doc["metrics"] else doc)
     if json_out:
         typer.echo(to_json(doc), nl=False)
@@ -349,6 +352,7 @@ def _closed_loop_cmd(
     json_out: bool,
     out: Path | None,
     force: bool,
+    timeout: str | None = None,
 ) -> None:
     """``hetplan simulate PLAN --concurrency C --isl I --osl O`` (:mod:`hetplan.sim.closed`)."""
 
@@ -376,7 +380,7 @@ def _closed_loop_cmd(
         _write(out, force, doc)
         return doc
 
-    doc = run_guarded(work)
+    doc = run_guarded(lambda: run_with_timeout(timeout, work, "simulate"))
     _warn(doc)
     if json_out:
         typer.echo(to_json(doc), nl=False)
@@ -405,6 +409,7 @@ def calibrate_cmd(
     ] = None,
     force: Annotated[bool, force_option("Overwrite existing outputs.")] = False,
     json_out: Annotated[bool, json_option("Print the cascade block as JSON on stdout.")] = False,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Fit CASCADE's safety coefficient kappa and choose the Tier-2 share q2 for a plan on a trace.
 
@@ -440,7 +445,7 @@ def calibrate_cmd(
             write_atomic(router_out, dump_for_path(router_out, router_config(plan, block)), force=force)
         return block
 
-    block = run_guarded(work)
+    block = run_guarded(lambda: run_with_timeout(timeout, work, "calibrate"))
     _warn(block)
     if json_out:
         typer.echo(to_json(block), nl=False)
