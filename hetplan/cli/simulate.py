@@ -36,7 +36,7 @@ from hetplan.cli.render.simulate import (
     render_metrics,
 )
 from hetplan.errors import InputError
-from hetplan.io import check_output, dump_for_path, to_json, write_atomic
+from hetplan.io import check_output, dump_for_path, to_json, write_atomic, write_files_atomic
 from hetplan.units import parse_duration_s
 
 if TYPE_CHECKING:
@@ -440,9 +440,10 @@ def calibrate_cmd(
         with err_console.status("calibrating", spinner="dots") as status:
             block = calibrate(req, q, progress=lambda text: status.update(text))
         plan = replace(req.plan, extra={**req.plan.extra, "cascade": block})
-        write_atomic(out, dump_for_path(out, api.to_doc(plan)), force=force)
+        files = {out: dump_for_path(out, api.to_doc(plan))}
         if router_out is not None:
-            write_atomic(router_out, dump_for_path(router_out, router_config(plan, block)), force=force)
+            files[router_out] = dump_for_path(router_out, router_config(plan, block))
+        write_files_atomic(files, force=force)  # both or neither
         return block
 
     block = run_guarded(lambda: run_with_timeout(timeout, work, "calibrate"))
