@@ -137,3 +137,49 @@ def test_a_read_only_folder_is_an_error_not_a_traceback(tmp_path, monkeypatch):
     res = CliRunner().invoke(app, ["simulate", str(PLAN), "--trace", str(TRACE), "--out", str(tmp_path / "m.json")])
     assert res.exit_code == 1 and "Error: cannot write" in res.output and "Permission denied" in res.output
     assert leftovers(tmp_path) == []
+
+
+HARD_SOLVE = """
+import random, sys
+import hetplan.planning.solve as solve
+from hetplan.solvers.milp import solve_covering
+def hard(*a, **k):
+    rng = random.Random(0)
+    n, rows = 80, 6
+    value = [rng.randint(1000, 9999) for _ in range(n)]
+    cost = [v + rng.randint(-300, 300) for v in value]
+    usage = [[rng.randint(0, 30) for _ in range(n)] for _ in range(rows)]
+    print("solving", file=sys.stderr, flush=True)
+    solve_covering(cost, value, sum(value) / 4 + 0.5, usage, [sum(r) / 3 for r in usage], upper=[1] * n,
+                   time_limit_s=60, second_stage_epsilon=None)
+    raise AssertionError("the solve was not interrupted")
+solve.SOLVERS["cauchy"] = hard
+from hetplan.cli.main import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_stops_a_highs_solve_within_a_second(tmp_path, signame, code):
+    """The signal lands while HiGHS is inside a MIP that takes it seconds to prove optimal (PuLP's plain
+    ``Highs.run()`` held Ctrl-C off until the solve ended): the command exits within a second of it, with
+    nothing written (benchmarks/highs_interrupt.py measures the same)."""
+    import signal
+    import time
+
+    args = ["plan", "--model", "Llama-3-8B", "--synthetic", "balanced", "--rate", "2", "--gpus", "H100",
+            "--out", tmp_path / "plan.json", "--no-analysis", "--no-verify"]  # fmt: skip
+    child = subprocess.Popen([sys.executable, "-c", HARD_SOLVE, *map(str, args)], cwd=tmp_path, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert child.stderr is not None
+    while "solving" not in child.stderr.readline():
+        assert child.poll() is None, child.communicate()
+    time.sleep(0.5)  # HiGHS is solving
+    sent = time.perf_counter()
+    child.send_signal(getattr(signal, signame))
+    _, stderr = child.communicate(timeout=60)
+    took = time.perf_counter() - sent
+    assert child.returncode == code, stderr
+    assert "Traceback" not in stderr and "Interrupted" in stderr
+    assert took < 1.5, f"{took:.2f} s from {signame} to exit"
+    assert leftovers(tmp_path) == []
