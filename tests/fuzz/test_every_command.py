@@ -423,6 +423,8 @@ def test_bad_mooncake_traces(tmp_path_factory, rows):
     _check(["simulate", str(PLAN), "--trace", str(trace), "--out", str(folder / "m.json")], [folder / "m.json"])
     _check(["plan", "--model", "Llama-3-8B", "--workload", str(trace), "--gpus", "H100", "--no-analysis",
             "--no-verify"])  # fmt: skip
+    _check(["autoscale", str(_tiny(folder)), "--load-curve", str(trace), "--out", str(folder / "s.json")],
+           [folder / "s.json"])  # fmt: skip
 
 
 # --- valid inputs: the plan's invariants --------------------------------------------------------------------------
