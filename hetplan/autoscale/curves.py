@@ -118,6 +118,12 @@ def read_servegen(path: Path) -> LoadCurve:
         raise InputError(f"load curve {path} is not UTF-8 text", fix="pass a CSV file") from None
     if len(starts) < 1:
         raise InputError(f"load curve {path} has no windows", fix="pass a file with at least one row")
+    if not any(rate > 0 for rate in rates):
+        raise InputError(
+            f"load curve {path}: every window's rate is 0",
+            "there is no traffic to plan a schedule for",
+            "check the second column holds requests per second",
+        )
     start_s = np.array(starts)
     steps = np.diff(start_s)
     window = float(steps[0]) if steps.size else 600.0
@@ -179,7 +185,8 @@ def diurnal(
         InputError: non-positive sizes or a trough above the peak.
     """
     if not (
-        days > 0
+        all(math.isfinite(x) for x in (days, window_s, peak_req_per_s, trough_req_per_s, peak_hour, cv))
+        and days > 0
         and window_s > 0
         and peak_req_per_s > 0
         and 0 <= trough_req_per_s <= peak_req_per_s
@@ -189,7 +196,7 @@ def diurnal(
         raise InputError(
             "diurnal curve: days, window and rates out of range",
             f"days {days}, window {window_s} s, peak {peak_req_per_s}, trough {trough_req_per_s}",
-            "use days > 0, window > 0 and 0 <= trough <= peak",
+            "use finite days > 0, window > 0 and 0 <= trough <= peak (at most 1,000,000 windows)",
         )
     n = int(round(days * 86400 / window_s))
     start = np.arange(n) * window_s

@@ -61,3 +61,21 @@ def test_a_model_name_too_long_to_be_a_path_is_an_unknown_model():
     assert code == 2 and "Error:" in out, out
     code, out = _run(["profile", "--emit-job", "--gpu-label", "X", "--model", "x" * 300])
     assert code == 2 and "Error:" in out, out
+
+
+def test_azure_timestamps_in_mixed_time_zones_are_an_error(tmp_path):
+    trace = tmp_path / "tz.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68+00:00,100,10\n"
+                     "2023-11-16 18:15:47.68+05:00,100,10\n2023-11-16 18:15:48,100,10\n", encoding="utf-8")  # fmt: skip
+    code, out = _run(["simulate", str(FIXTURES / "plan_example_a.json"), "--trace", str(trace)])
+    assert code == 2 and "TIMESTAMP mixes time zones" in out, out
+
+
+def test_an_all_zero_load_curve_and_an_infinite_diurnal_peak_are_errors(tmp_path):
+    (tmp_path / "s.yaml").write_text(SCENARIO, encoding="utf-8")
+    curve = tmp_path / "z.csv"
+    curve.write_text("0,0,0\n600,0,0\n", encoding="utf-8")
+    code, out = _run(["autoscale", str(tmp_path / "s.yaml"), "--load-curve", str(curve)])
+    assert code == 2 and "every window's rate is 0" in out, out
+    code, out = _run(["autoscale", str(tmp_path / "s.yaml"), "--diurnal", "1,inf,2"])
+    assert code == 2 and "Error: diurnal curve" in out, out
