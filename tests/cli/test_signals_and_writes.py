@@ -183,3 +183,28 @@ def test_ctrl_c_stops_a_highs_solve_within_a_second(tmp_path, signame, code):
     assert "Traceback" not in stderr and "Interrupted" in stderr
     assert took < 1.5, f"{took:.2f} s from {signame} to exit"
     assert leftovers(tmp_path) == []
+
+
+STARTUP = """
+import os, signal, sys
+class SignalOnImport:  # the signal lands while the CLI's modules are being imported
+    def find_spec(self, name, path=None, target=None):
+        if name == "hetplan.cli.main":
+            os.kill(os.getpid(), SIGNAL)
+        return None
+sys.meta_path.insert(0, SignalOnImport())
+sys.argv = ["hetplan", "catalog", "gpus"]
+from hetplan.cli.entry import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_during_start_up_is_not_a_traceback(tmp_path, signame, code):
+    import signal
+
+    script = f"SIGNAL = {int(getattr(signal, signame))}\n{STARTUP}"
+    res = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == code, res.stderr
+    assert "Traceback" not in res.stderr and "Interrupted" in res.stderr and "while starting" in res.stderr
+    assert res.stdout == "" and leftovers(tmp_path) == []
