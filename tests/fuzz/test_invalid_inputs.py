@@ -102,12 +102,15 @@ def _check(args: list[str], out_files: list[Path] = ()) -> Any:
     res = RUNNER.invoke(app, args, env=ENV)
     elapsed = time.perf_counter() - start
     exc = res.exception if not isinstance(res.exception, SystemExit) else None
-    left = [str(f) for f in out_files if res.exit_code and f.exists()]
+    # a cost gate that fails is a verdict, not an error: exit 1 after writing the complete report (documented)
+    verdict = res.exit_code == 1 and "gate FAIL" in res.output
+    failed = bool(res.exit_code) and not verdict
+    left = [str(f) for f in out_files if failed and f.exists()]
     for f in out_files:  # temporary files of the atomic writer
         if f.parent.is_dir():
             left += [p.name for p in f.parent.iterdir() if p.name.startswith(f".{f.name}.")]
     record = {"command": _label(args), "exit": res.exit_code, "traceback": exc is not None, "left": left,
-              "no_error_line": bool(res.exit_code) and "Error" not in res.output,
+              "no_error_line": failed and "Error" not in res.output, "gate_fail": verdict,
               "seconds": round(elapsed, 3)}  # fmt: skip
     log = os.environ.get("HETPLAN_FUZZ_LOG")
     if log:

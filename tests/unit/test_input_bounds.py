@@ -79,3 +79,8 @@ def test_an_all_zero_load_curve_and_an_infinite_diurnal_peak_are_errors(tmp_path
     assert code == 2 and "every window's rate is 0" in out, out
     code, out = _run(["autoscale", str(tmp_path / "s.yaml"), "--diurnal", "1,inf,2"])
     assert code == 2 and "Error: diurnal curve" in out, out
+
+
+def test_bf16_on_a_gpu_without_bf16_tensor_cores_is_an_error_not_a_key_error():
+    code, out = _run(["estimate", "--model", "Llama-3-8B", "--gpu", "V100"])
+    assert code == 2 and "Error: V100-SXM2 cannot run bf16 weights" in out and "--weight-dtype fp16" in out, out
