@@ -3,9 +3,10 @@ PuLP's plain HiGHS (``Highs.run()`` on the main thread, which holds off Python's
 
     python benchmarks/highs_interrupt.py [--after 2] [--repeat 3]
 
-A child process solves a hard covering MIP (80 binary columns, 6 capacity rows, 30 s time limit, about 7 s to
-proven optimality on a 2-core machine) with ``hetplan.cli.main``'s signal handlers installed; the parent sends
-the signal ``--after`` seconds into the solve and prints the seconds from the signal to the child's exit.
+A child process solves a market-split MIP (Cornuejols & Dawande 1999: 4 equality rows over 30 binaries, as
+covering and capacity rows), which HiGHS does not finish within its 10 s time limit, with ``hetplan.cli.main``'s
+signal handlers installed; the parent sends the signal ``--after`` seconds into the solve and prints the seconds
+from the signal to the solve returning and to the child's exit.
 """
 
 from __future__ import annotations
@@ -31,14 +32,13 @@ if sys.argv[1] == "plain":
 for sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(sig, cli_main._on_signal)
 rng = random.Random(0)
-n, rows = 80, 6
-value = [rng.randint(1000, 9999) for _ in range(n)]
-cost = [v + rng.randint(-300, 300) for v in value]
-usage = [[rng.randint(0, 30) for _ in range(n)] for _ in range(rows)]
-capacity = [sum(r) / 3 for r in usage]
+a = [[rng.randint(0, 99) for _ in range(30)] for _ in range(4)]  # market split (Cornuejols & Dawande 1999)
+h = [sum(r) // 2 for r in a]
+usage = [a[0], *a[1:], *[[-x for x in r] for r in a[1:]]]
+capacity = [h[0], *h[1:], *[-x for x in h[1:]]]
 print("solving", flush=True)
 try:
-    milp.solve_covering(cost, value, sum(value) / 4 + 0.5, usage, capacity, upper=[1] * n, time_limit_s=30,
+    milp.solve_covering([1.0] * 30, a[0], h[0], usage, capacity, upper=[1] * 30, time_limit_s=10,
                         second_stage_epsilon=None)
 except cli_main.Interrupted as exc:
     print(time.time(), flush=True)  # when the solve gave the main thread back
