@@ -5,10 +5,12 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -146,11 +148,28 @@ def check_output(path: str | Path, force: bool) -> int | None:
     return stat.S_IMODE(target.stat().st_mode)
 
 
-def write_atomic(path: str | Path, text: str, force: bool = False) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its parents that do not exist yet, outermost first."""
+    return [f for f in reversed([folder, *folder.parents]) if not os.path.lexists(f)]
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    for folder in reversed(folders):  # innermost first; only if still empty
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+@contextlib.contextmanager
+def atomic_target(path: str | Path, force: bool = False) -> Iterator[Path]:
+    """The one atomic writer: yields a temporary file's path in ``path``'s folder; when the block ends, the file
+    is fsync'd and renamed onto ``path``. Any exception (a full disk, Ctrl-C) removes the temporary file and the
+    folders this call made, so nothing is left behind. For libraries that write to a path themselves (Parquet);
+    text goes through :func:`write_atomic`.
 
     An existing regular file is replaced only with ``force`` (keeping its permission bits); folders, devices,
-    pipes and other non-regular targets are always refused, and a failed write leaves nothing behind.
+    pipes and other non-regular targets are always refused.
 
     Raises:
         OutputExistsError: ``path`` exists and ``force`` is False.
@@ -159,12 +178,16 @@ def write_atomic(path: str | Path, text: str, force: bool = False) -> Path:
     """
     mode = check_output(path, force)
     path = Path(str(path))
-    tmp = None
+    tmp: str | None = None
+    made: list[Path] = []
     try:
+        made = _missing_folders(path.parent)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        os.close(fd)
+        yield Path(tmp)
+        with open(tmp, "rb+") as fh:  # data on disk before the rename makes it visible
+            os.fsync(fh.fileno())
         if mode is None:
             umask = os.umask(0)
             os.umask(umask)
@@ -172,6 +195,7 @@ def write_atomic(path: str | Path, text: str, force: bool = False) -> Path:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
         tmp = None
+        made = []
     except OSError as exc:
         raise OutputError(
             f"cannot write {path}", str(exc), "check the folder exists, is writable and has space"
@@ -179,7 +203,75 @@ def write_atomic(path: str | Path, text: str, force: bool = False) -> Path:
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-    return path
+        _remove_folders(made)
+
+
+def write_atomic(path: str | Path, text: str | bytes, force: bool = False) -> Path:
+    """Write ``text`` (or bytes) to ``path`` through :func:`atomic_target` (a temporary file in the same folder,
+    fsync, rename).
+
+    Raises:
+        OutputExistsError, InputError, OutputError: as :func:`atomic_target`.
+    """
+    with atomic_target(path, force) as tmp:
+        if isinstance(text, bytes):
+            tmp.write_bytes(text)
+        else:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+    return Path(str(path))
+
+
+def write_files_atomic(files: Mapping[Path, str], force: bool = False) -> list[Path]:
+    """Write several files, each atomically; all are checked before the first is written, and if one fails (a
+    full disk, Ctrl-C) the files and folders this call created are removed again, so a half-written set is never
+    left (files that ``force`` replaced stay replaced).
+
+    Raises:
+        OutputExistsError, InputError, OutputError: as :func:`atomic_target`.
+    """
+    for path in files:
+        check_output(path, force)
+    created: list[Path] = []
+    try:
+        for path, text in files.items():
+            created += _missing_folders(path.parent)
+            if not os.path.lexists(path):
+                created.append(path)
+            write_atomic(path, text, force=force)
+    except BaseException:
+        for made in reversed(created):
+            try:
+                made.rmdir() if made.is_dir() else made.unlink(missing_ok=True)
+            except OSError:
+                pass
+        raise
+    return list(files)
+
+
+@contextlib.contextmanager
+def undo_new_files_on_write_error(folder: Path) -> Iterator[None]:
+    """On :class:`OutputError` (a full disk, a read-only folder) in the block, remove every file and folder under
+    ``folder`` (and ``folder`` and its parents) that the block created; what was there before stays. Other
+    exceptions (Ctrl-C) leave the new files: complete, atomically written files a rerun can reuse.
+
+    Raises:
+        OutputError: re-raised after the clean-up.
+    """
+    made = _missing_folders(folder)
+    before = set(folder.rglob("*")) if folder.is_dir() else set()
+    try:
+        yield
+    except OutputError:
+        if folder.is_dir():
+            new = sorted((p for p in folder.rglob("*") if p not in before), key=lambda p: len(p.parts), reverse=True)
+            for path in new:
+                try:
+                    path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
+                except OSError:
+                    pass
+        _remove_folders(made)
+        raise
 
 
 def dump_for_path(path: str | Path, doc: Any) -> str:

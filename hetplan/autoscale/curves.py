@@ -28,6 +28,11 @@ from hetplan.io import check_input_file
 from hetplan.workload.readers import load_workload
 
 SERVEGEN_ATTRIBUTION = "ServeGen (alibaba/ServeGen), Apache-2.0"
+#: Most windows in a load curve: 19 years of 10-minute windows, or 11.5 days of 1-second ones (the diurnal
+#: generator has the same bound); more is a wrong --window or timestamps in the wrong unit.
+MAX_WINDOWS = 1_000_000
+#: Highest rate in a window, req/s: the scenario's goodput bound (no planner run sizes a larger fleet).
+MAX_RATE_PER_S = 1e7
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,6 +98,17 @@ def read_servegen(path: Path) -> LoadCurve:
                     raise InputError(
                         f"{path}:{lineno}: rate and cv must be finite and >= 0, got {row[1:3]}", fix="fix the row"
                     )
+                if rate > MAX_RATE_PER_S:
+                    raise InputError(
+                        f"{path}:{lineno}: rate {rate:g} req/s is over {MAX_RATE_PER_S:g} req/s",
+                        "no planner run sizes a fleet for more (the scenario's goodput has the same bound)",
+                        "check the column is requests per second (the second column)",
+                    )
+                if lineno > MAX_WINDOWS:
+                    raise InputError(
+                        f"load curve {path} has more than {MAX_WINDOWS:,} windows",
+                        fix="use longer windows (one row per window)",
+                    )
                 starts.append(start)
                 rates.append(rate)
                 cvs.append(cv if rate > 0 else 1.0)
@@ -102,6 +118,12 @@ def read_servegen(path: Path) -> LoadCurve:
         raise InputError(f"load curve {path} is not UTF-8 text", fix="pass a CSV file") from None
     if len(starts) < 1:
         raise InputError(f"load curve {path} has no windows", fix="pass a file with at least one row")
+    if not any(rate > 0 for rate in rates):
+        raise InputError(
+            f"load curve {path}: every window's rate is 0",
+            "there is no traffic to plan a schedule for",
+            "check the second column holds requests per second",
+        )
     start_s = np.array(starts)
     steps = np.diff(start_s)
     window = float(steps[0]) if steps.size else 600.0
@@ -126,7 +148,15 @@ def bin_trace(path: Path, window_s: float) -> LoadCurve:
     if wl.arrival_s is None or wl.arrival_s.size < 2:
         raise InputError(f"{path} has no timestamps to bin", fix="use an Azure or Mooncake trace, or a ServeGen file")
     times = np.sort(wl.arrival_s)
-    n = max(1, int(math.ceil((times[-1] + 1e-9) / window_s)))
+    windows = math.ceil((float(times[-1]) + 1e-9) / window_s)
+    if windows > MAX_WINDOWS:
+        raise InputError(
+            f"{path} spans {float(times[-1]):.4g} s: {windows:.4g} windows of {window_s:g} s, "
+            f"more than {MAX_WINDOWS:,}",
+            "timestamps years apart or in the wrong unit (Mooncake's are milliseconds) give a curve no one plans",
+            "pass a longer --window, or a trace whose timestamps cover the period you plan for",
+        )
+    n = max(1, int(windows))
     idx = np.minimum((times // window_s).astype(int), n - 1)
     counts = np.bincount(idx, minlength=n).astype(float)
     cvs = np.ones(n)
@@ -155,7 +185,8 @@ def diurnal(
         InputError: non-positive sizes or a trough above the peak.
     """
     if not (
-        days > 0
+        all(math.isfinite(x) for x in (days, window_s, peak_req_per_s, trough_req_per_s, peak_hour, cv))
+        and days > 0
         and window_s > 0
         and peak_req_per_s > 0
         and 0 <= trough_req_per_s <= peak_req_per_s
@@ -165,7 +196,7 @@ def diurnal(
         raise InputError(
             "diurnal curve: days, window and rates out of range",
             f"days {days}, window {window_s} s, peak {peak_req_per_s}, trough {trough_req_per_s}",
-            "use days > 0, window > 0 and 0 <= trough <= peak",
+            "use finite days > 0, window > 0 and 0 <= trough <= peak (at most 1,000,000 windows)",
         )
     n = int(round(days * 86400 / window_s))
     start = np.arange(n) * window_s
@@ -189,9 +220,7 @@ def load_curve(path: str | Path, window_s: float | None = None) -> LoadCurve:
     Raises:
         InputError: missing file or unknown format.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"load curve {path} does not exist", fix="check the --load-curve path")
+    path = check_input_file(path, "load curve")
     with open(path, encoding="utf-8", errors="replace") as fh:
         first = fh.readline()
     fields = first.strip().split(",")

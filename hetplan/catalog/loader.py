@@ -289,7 +289,8 @@ def find_model(name: str) -> ModelSpec:
         InputError: unknown name (with suggestions) or an unreadable config file.
     """
     path = Path(name)
-    if name.endswith(".json") or path.is_file() or (path.is_dir() and (path / "config.json").is_file()):
+    # os.path's checks are False (not an error) for text too long to be a path
+    if name.endswith(".json") or os.path.isfile(path) or os.path.isfile(path / "config.json"):
         return model_from_hf_config(path)
     wanted = _norm(name)
     models = load_models().models

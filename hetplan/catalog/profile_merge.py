@@ -12,7 +12,7 @@ from hetplan.catalog.loader import catalog_dir, load_gpus, read_yaml_file
 from hetplan.catalog.profile import load_profiles
 from hetplan.catalog.schemas import GpuCatalog
 from hetplan.errors import InputError
-from hetplan.io import to_json, to_yaml, write_atomic
+from hetplan.io import to_json, to_yaml, write_files_atomic
 
 MERGE_MANIFEST = "hetplan-merge.json"
 """What ``merge`` writes into its folder: the files it wrote, so that a later ``merge --force`` removes the stale
@@ -62,9 +62,7 @@ def merge_profiles(paths: list[Path], out_dir: Path, force: bool = False) -> lis
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} is not a folder", fix="give a folder path")
     stale = _previous_merge_files(out_dir) - set(texts)
-    written = []
-    for name, text in sorted(texts.items()):
-        written.append(write_atomic(out_dir / name, text, force=force))
+    written = write_files_atomic({out_dir / name: text for name, text in sorted(texts.items())}, force=force)
     for name in sorted(stale):  # what the previous merge wrote and this one does not (never other files)
         (out_dir / name).unlink(missing_ok=True)
     # check the folder loads with the catalog loader before saying it is done

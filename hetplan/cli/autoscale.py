@@ -10,9 +10,11 @@ from rich.markup import escape
 
 from hetplan import api
 from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
     RouterImageEmitOpt,
+    TimeoutOpt,
     ValidateEmitFlag,
     emit_dir_option,
     json_option,
@@ -84,6 +86,7 @@ def autoscale(
     validate: ValidateEmitFlag = False,
     router_image: RouterImageEmitOpt = None,
     json_out: Annotated[bool, json_option("Print the summary as JSON.")] = False,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Cheapest combo schedule for a load curve (e.g. 14 days of 10-minute windows), with start-up lag,
     hysteresis, cool-down and a bound on changes; costs against static peak- and mean-sized fleets.
@@ -145,7 +148,7 @@ def autoscale(
         return doc, elapsed
 
     emitted: list[Any] = []
-    doc, elapsed = run_guarded(work)
+    doc, elapsed = run_guarded(lambda: run_with_timeout(timeout, work, "autoscale"))
     if json_out:
         typer.echo(to_json({k: v for k, v in doc.items() if k != "windows"}), nl=False)
     else:

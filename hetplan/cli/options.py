@@ -204,3 +204,16 @@ RayAddressOpt = Annotated[
         "(the running cluster) or a cluster address.",
     ),
 ]
+
+# --- time limit of the long commands (plan, simulate, calibrate, autoscale, sweep): hetplan/cli/deadline.py ------
+
+TimeoutOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--timeout",
+        help="Stop after this many seconds (or 90s, 10m, 2h) with an Error and exit code 124; nothing "
+        "half-written is left.",
+        metavar="SECONDS",
+        show_default=False,
+    ),
+]

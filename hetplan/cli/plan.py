@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from hetplan import api
 from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
     GoodputOpt,
@@ -24,6 +25,7 @@ from hetplan.cli.options import (
     ScenarioFileArg,
     SpotOpt,
     SyntheticOpt,
+    TimeoutOpt,
     TpListOpt,
     ValidateEmitFlag,
     WorkloadFormatOpt,
@@ -169,6 +171,7 @@ def plan(
         bool,
         typer.Option("--verify-strict", help="Exit 1 when the plan is NOT verified (outputs written first)."),
     ] = False,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
 
@@ -264,7 +267,7 @@ def plan(
             emitted.append(api.emit(made, emit_dir, ("all",), settings, validate=validate, force=force))
         return doc, elapsed
 
-    doc, elapsed = run_guarded(work)
+    doc, elapsed = run_guarded(lambda: run_with_timeout(timeout, work, "plan"))
     if json_out:
         typer.echo(to_json(doc), nl=False)
     elif doc.get("kind") == "hetis-deployment":  # a Hetis pool plan

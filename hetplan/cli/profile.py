@@ -33,7 +33,7 @@ from hetplan.cli.options import (
 )
 from hetplan.cli.scenario_flags import build_scenario, parse_tp_list, split_list
 from hetplan.errors import InputError
-from hetplan.io import check_output, dump_for_path, to_json, to_yaml, write_atomic
+from hetplan.io import check_output, dump_for_path, to_json, to_yaml, write_atomic, write_files_atomic
 
 profile_app = typer.Typer(
     no_args_is_help=False,
@@ -254,10 +254,7 @@ def _emit_jobs(
         if out is not None and not json_out:
             if out.exists() and not out.is_dir():
                 raise InputError(f"--out {out} is a file", fix="with --emit-job, --out is a folder")
-            for name in files:
-                check_output(out / name, force)
-            for name, text in files.items():
-                write_atomic(out / name, text, force=force)
+            write_files_atomic({out / name: text for name, text in files.items()}, force=force)
         return files
 
     files = run_guarded(work)

@@ -21,7 +21,7 @@ from hetplan.cli.options import (
     summary_option,
 )
 from hetplan.cli.render.stdout import StdoutConsole, to_stdout
-from hetplan.errors import HetplanError, InputError
+from hetplan.errors import HetplanError, InputError, OutputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def _append_summary(path: Path, text: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:  # GitHub's $GITHUB_STEP_SUMMARY is appended to, by design
             fh.write(text)
     except OSError as exc:
-        raise InputError(f"cannot write the summary to {path}", str(exc), "check --summary") from None
+        raise OutputError(f"cannot write the summary to {path}", str(exc), "check --summary") from None
 
 
 def report(

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from hetplan import api, units
 from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ClassColumnOpt,
     ExecutorOpt,
@@ -18,6 +19,7 @@ from hetplan.cli.options import (
     PlanFileArg,
     RayAddressOpt,
     SloOpt,
+    TimeoutOpt,
     TraceOpt,
     WorkersOpt,
     engine_option,
@@ -36,7 +38,7 @@ from hetplan.cli.render.simulate import (
     render_metrics,
 )
 from hetplan.errors import InputError
-from hetplan.io import check_output, dump_for_path, to_json, write_atomic
+from hetplan.io import check_output, dump_for_path, to_json, write_atomic, write_files_atomic
 from hetplan.units import parse_duration_s
 
 if TYPE_CHECKING:
@@ -275,6 +277,7 @@ def simulate_cmd(
     engine: Annotated[
         str | None, engine_option("Replay with this engine's memory rule and curves (default: the plan's).")
     ] = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Replay a trace through a plan's deployment and report TTFT/TPOT/ITL/E2E, SLO attainment and goodput.
 
@@ -284,7 +287,7 @@ def simulate_cmd(
     _ENGINE_OVERRIDE["engine"] = engine
     if concurrency is not None or isl is not None or osl is not None or requests is not None:
         _closed_loop_cmd(plan_file, trace, find_cap, rate_scale, concurrency, isl, osl, requests, policy, router,
-                         seed, chunked, json_out, out, force)  # fmt: skip
+                         seed, chunked, json_out, out, force, timeout)  # fmt: skip
         return
 
     def work() -> dict[str, Any]:
@@ -317,7 +320,7 @@ def simulate_cmd(
         _write(out, force, doc)
         return doc
 
-    doc = run_guarded(work)
+    doc = run_guarded(lambda: run_with_timeout(timeout, work, "simulate"))
     _warn(doc["metrics"] if doc["kind"] == "capacity" and doc["metrics"] else doc)
     if json_out:
         typer.echo(to_json(doc), nl=False)
@@ -344,6 +347,7 @@ def _closed_loop_cmd(
     json_out: bool,
     out: Path | None,
     force: bool,
+    timeout: str | None = None,
 ) -> None:
     """``hetplan simulate PLAN --concurrency C --isl I --osl O`` (:mod:`hetplan.sim.closed`)."""
 
@@ -371,7 +375,7 @@ def _closed_loop_cmd(
         _write(out, force, doc)
         return doc
 
-    doc = run_guarded(work)
+    doc = run_guarded(lambda: run_with_timeout(timeout, work, "simulate"))
     _warn(doc)
     if json_out:
         typer.echo(to_json(doc), nl=False)
@@ -400,6 +404,7 @@ def calibrate_cmd(
     ] = None,
     force: Annotated[bool, force_option("Overwrite existing outputs.")] = False,
     json_out: Annotated[bool, json_option("Print the cascade block as JSON on stdout.")] = False,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Fit CASCADE's safety coefficient kappa and choose the Tier-2 share q2 for a plan on a trace.
 
@@ -430,12 +435,13 @@ def calibrate_cmd(
         with err_console.status("calibrating", spinner="dots") as status:
             block = calibrate(req, q, progress=lambda text: status.update(text))
         plan = replace(req.plan, extra={**req.plan.extra, "cascade": block})
-        write_atomic(out, dump_for_path(out, api.to_doc(plan)), force=force)
+        files = {out: dump_for_path(out, api.to_doc(plan))}
         if router_out is not None:
-            write_atomic(router_out, dump_for_path(router_out, router_config(plan, block)), force=force)
+            files[router_out] = dump_for_path(router_out, router_config(plan, block))
+        write_files_atomic(files, force=force)  # both or neither
         return block
 
-    block = run_guarded(work)
+    block = run_guarded(lambda: run_with_timeout(timeout, work, "calibrate"))
     _warn(block)
     if json_out:
         typer.echo(to_json(block), nl=False)

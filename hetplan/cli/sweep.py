@@ -9,7 +9,16 @@ from rich.markup import escape
 
 from hetplan import api
 from hetplan.cli.app import err_console, run_guarded
-from hetplan.cli.options import ExecutorOpt, RayAddressOpt, WorkersOpt, force_option, json_option, out_option
+from hetplan.cli.deadline import run_with_timeout
+from hetplan.cli.options import (
+    ExecutorOpt,
+    RayAddressOpt,
+    TimeoutOpt,
+    WorkersOpt,
+    force_option,
+    json_option,
+    out_option,
+)
 from hetplan.cli.render.sweep import render_failures, render_sweep
 from hetplan.io import to_json
 
@@ -36,6 +45,7 @@ def sweep(
     ] = False,
     force: Annotated[bool, force_option("Replace the table, report and plan files in --out.")] = False,
     json_out: Annotated[bool, json_option("Print the summary as JSON on stdout.")] = False,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Plan every case of a grid (and simulate it when it has a trace); one table row per case, a report with the
     cheapest plan per group and the Pareto front of cost against goodput and SLO.
@@ -66,7 +76,7 @@ def sweep(
             if bar.live.is_started:
                 bar.stop()
 
-    summary = run_guarded(work)
+    summary = run_guarded(lambda: run_with_timeout(timeout, work, "sweep"))
     if json_out:
         typer.echo(to_json(summary), nl=False)
     else:

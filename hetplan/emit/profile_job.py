@@ -159,13 +159,13 @@ def job_model(model: str | None) -> str:
     Raises:
         InputError: unknown model, or a local config.json (the pod cannot read this machine's files).
     """
-    from pathlib import Path
+    import os
 
     from hetplan.catalog.loader import find_model
 
     if model is None:
         return JobSettings.model
-    if model.endswith(".json") or Path(model).exists():
+    if model.endswith(".json") or os.path.exists(model):  # False for names too long to be paths
         raise InputError(
             f"--model {model} is a local file",
             "a Job runs on a cluster node and cannot read this machine's files",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hetplan.errors import InputError, OutOfMemoryError
-from hetplan.perf.latency import InstanceModel
+from hetplan.perf.latency import InstanceModel, compute_dtype
 
 
 def max_output_tokens_per_s(inst: InstanceModel, prompt_tokens: float, output_tokens: float) -> float:
@@ -73,9 +73,18 @@ def estimate(
 
     Raises:
         OutOfMemoryError: the weights, or ``batch`` sequences of the given context, do not fit.
-        InputError: the request is longer than the model's context window.
+        InputError: the request is longer than the model's context window, or the GPU has no tensor cores for
+            the weight dtype (bf16 on Volta).
     """
     inst.require_fit()
+    try:
+        inst.gpu.dense_tflops(compute_dtype(inst.arch.weight_dtype))
+    except KeyError as exc:  # e.g. bf16 on Volta or Pascal
+        raise InputError(
+            f"{inst.gpu.name} cannot run {inst.arch.weight_dtype} weights",
+            exc.args[0] if exc.args else "no compute figure for this dtype",
+            "pass --weight-dtype fp16 (and --kv-dtype fp16), or another --gpu",
+        ) from None
     window = inst.arch.spec.max_position_embeddings
     longest = max(prompt_tokens, context_tokens) + (output_tokens or 0)
     if longest > window:

@@ -29,7 +29,7 @@ from hetplan.sim.metrics import summarize
 from hetplan.sim.policies import get_scheduler
 from hetplan.sim.run import plan_cascade
 from hetplan.units import rnd
-from hetplan.workload.model import make_stream
+from hetplan.workload.model import MAX_TOKENS, make_stream
 
 MAX_REQUESTS = 1_000_000
 
@@ -52,8 +52,8 @@ def closed_loop(
         "warnings", ...}`` with latency statistics ``{"mean", "p50", "p90", "p99"}`` in seconds.
 
     Raises:
-        InputError: a concurrency, length or request count below 1 (or above 1,000,000 requests), or a plan the
-            simulator cannot rebuild.
+        InputError: a concurrency, length or request count below 1 (or above 1,000,000 requests or clients, or
+            10M tokens), or a plan the simulator cannot rebuild.
     """
     n = max(10 * concurrency, 100) if requests is None else requests
     for name, value in (("--concurrency", concurrency), ("--isl", isl), ("--osl", osl), ("--requests", n)):
@@ -61,6 +61,16 @@ def closed_loop(
             raise InputError(f"{name} must be >= 1, got {value}", fix=f"pass e.g. {name} 8")
     if n > MAX_REQUESTS:
         raise InputError(f"--requests {n:,} is more than {MAX_REQUESTS:,}", fix="pass fewer --requests")
+    for name, value in (("--isl", isl), ("--osl", osl)):
+        if value > MAX_TOKENS:
+            raise InputError(
+                f"{name} {value:,} is more than {MAX_TOKENS:,} tokens",
+                "no served model has a context that long (the largest are about 10M tokens)",
+                f"pass a request length in tokens, e.g. {name} 1000",
+            )
+    if concurrency > MAX_REQUESTS:
+        raise InputError(f"--concurrency {concurrency:,} is more than {MAX_REQUESTS:,} clients",
+                         fix="pass fewer clients, e.g. --concurrency 64")  # fmt: skip
     cfg = config or SimConfig()
     dep = deployment_from_plan(plan)
     stream = make_stream(np.zeros(n), np.full(n, isl), np.full(n, osl), ttft_slo_s=plan.slo.ttft_s,

@@ -27,6 +27,7 @@ from typing import Any
 
 from hetplan import __version__
 from hetplan.errors import HetplanError, InfeasibleError, OutOfMemoryError
+from hetplan.io import write_atomic
 
 
 @dataclass(frozen=True)
@@ -88,11 +89,7 @@ def _write_once(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` unless it is there (through a temporary file and a rename: workers may race)."""
     if path.is_file():
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    write_atomic(path, data, force=True)
 
 
 def _materialise(name: str, data: bytes) -> str:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from hetplan.errors import HetplanError, InputError, OutputExistsError
-from hetplan.io import check_output, to_json, write_atomic
+from hetplan.io import check_output, to_json, undo_new_files_on_write_error, write_atomic
 from hetplan.sweep.case import CaseOutcome, CaseTask, run_case
 from hetplan.sweep.grid import Case, Grid, expand
 from hetplan.sweep.table import build_row, csv_text, parquet_available, write_parquet
@@ -133,7 +133,6 @@ def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress
         InputError: a bad grid (exit 2, naming the axis) or an output that exists without ``--force``/``--resume``.
         HetplanError: Ray missing or unreachable (exit 1). SweepInterrupted: Ctrl-C (exit 130), after writing.
     """
-    from hetplan.executors import make_executor
 
     if settings.ray_files not in RAY_FILES:
         raise InputError(f"unknown --ray-files {settings.ray_files!r}", fix="pass ship or shared")
@@ -142,6 +141,14 @@ def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress
     grid = expand(grid_path)
     out = settings.out if settings.out is not None else Path(f"sweep-{grid.name}")
     _check_out(out, settings)
+    with undo_new_files_on_write_error(out):  # a full disk leaves nothing this run made; Ctrl-C keeps the plans
+        return _sweep_into(grid, out, settings, progress)
+
+
+def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progress | None) -> dict[str, Any]:
+    """Run the cases of ``grid`` into the checked folder ``out`` (see :func:`run_sweep`)."""
+    from hetplan.executors import make_executor
+
     plans = out / "plans"
     rows: dict[str, dict[str, Any]] = {}
     todo: list[Case] = []

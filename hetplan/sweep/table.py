@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from hetplan.io import atomic_target
 from hetplan.plan.types import combo_label
 from hetplan.sweep.grid import Case
 from hetplan.units import parse_duration_s, parse_percentile, rnd
@@ -191,6 +190,7 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 
     Raises:
         ImportError: pyarrow is not installed (callers check :func:`parquet_available` first).
+        OutputError: the file cannot be written (a full disk); nothing is left behind.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -198,15 +198,8 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     types = {"str": pa.string(), "float": pa.float64(), "int": pa.int64(), "bool": pa.bool_()}
     schema = pa.schema([(name, types[kind]) for name, kind in COLUMNS])
     table = pa.table({name: [row.get(name) for row in rows] for name, _ in COLUMNS}, schema=schema)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_target(path, force=True) as tmp:
+        pq.write_table(table, str(tmp))
 
 
 def compared(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

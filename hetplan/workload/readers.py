@@ -69,7 +69,14 @@ def read_azure_csv(path: Path, rate_per_s: float | None = None, display: str | N
         )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pandas warns while inferring the format; bad rows are reported below
-        times = pd.to_datetime(df["TIMESTAMP"], errors="coerce", format="mixed")
+        try:
+            times = pd.to_datetime(df["TIMESTAMP"], errors="coerce", format="mixed")
+        except (ValueError, TypeError, OverflowError) as exc:  # pandas: "Mixed timezones detected", out of range
+            raise InputError(
+                f"{path}: TIMESTAMP mixes time zones (or zoned and unzoned times)",
+                str(exc).splitlines()[0],
+                "write every timestamp in one zone, e.g. all UTC ('2023-11-16 18:15:46.68+00:00')",
+            ) from None
     if times.isna().any():
         row = int(np.nonzero(times.isna().to_numpy())[0][0])
         raise InputError(

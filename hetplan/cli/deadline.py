@@ -1,0 +1,105 @@
+"""``--timeout SECONDS`` for the long commands (plan, simulate and its --find-capacity, calibrate, autoscale,
+sweep): the command stops at the deadline with an ``Error:`` line and exit code 124 (the code GNU ``timeout``
+uses), and leaves nothing half-written (outputs are written atomically, and only when the command finishes; a
+sweep keeps the plan files of the cases it finished in ``OUT/plans/``, so ``--resume`` goes on from them).
+
+The deadline is a ``SIGALRM`` timer on the main thread. Its handler raises :class:`_Expired`, a
+``BaseException`` (like Ctrl-C's), so that no ``except Exception`` on the way out swallows it; the timer then
+repeats every 0.25 s in case a library's bare ``except:`` does, or the deadline fell inside an ``import`` (where
+it waits: an interrupted import of a C extension can crash the process later). HiGHS solves stop within a
+fraction of a second (:class:`hetplan.solvers.milp._InterruptibleHiGHS`). Only the standard library is imported
+here.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable
+from types import FrameType
+from typing import TypeVar
+
+from hetplan.errors import HetplanError, InputError
+
+T = TypeVar("T")
+#: Exit code of a command stopped by ``--timeout`` (GNU ``timeout``'s).
+EXIT_TIMEOUT = 124
+#: Longest ``--timeout`` accepted: a week (a longer one is surely a typo, e.g. milliseconds given as seconds).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+_TIMEOUT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|min|m|h)?\s*$", re.ASCII)
+_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "min": 60.0, "m": 60.0, "h": 3600.0}
+
+
+class CommandTimeout(HetplanError):
+    """The command ran past ``--timeout`` and was stopped (exit code 124)."""
+
+    exit_code = EXIT_TIMEOUT
+
+
+class _Expired(BaseException):
+    """Raised in the main thread when the deadline passes."""
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """True when ``frame`` runs inside an ``import``: an exception raised there can leave a C extension (pandas'
+    parsers were seen to) half-initialised in ``sys.modules`` and crash the next use of it."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def parse_timeout_s(text: str) -> float:
+    """``--timeout``: seconds (a bare number) or a duration with a unit (``90s``, ``500ms``, ``10m``, ``2h``).
+
+    Raises:
+        InputError: not a positive duration of at most :data:`MAX_TIMEOUT_S`.
+    """
+    match = _TIMEOUT_RE.match(text)
+    seconds = float(match.group(1)) * _SCALE[match.group(2)] if match else float("nan")
+    if not 0.01 <= seconds <= MAX_TIMEOUT_S:
+        raise InputError(
+            f"--timeout {text!r} is not a time limit hetplan accepts",
+            f"it takes seconds (or a unit: 90s, 10m, 2h), from 0.01 s to {MAX_TIMEOUT_S:,.0f} s (a week)",
+            "write it like --timeout 600 or --timeout 10m",
+        )
+    return seconds
+
+
+def run_with_timeout(timeout: str | None, fn: Callable[[], T], command: str) -> T:
+    """Run ``fn`` and stop it when ``timeout`` (see :func:`parse_timeout_s`; None: no limit) passes.
+
+    Raises:
+        CommandTimeout: the deadline passed (the message names ``command`` and the limit).
+        InputError: ``timeout`` is not a valid limit, or this platform has no ``SIGALRM``.
+    """
+    if timeout is None:
+        return fn()
+    seconds = parse_timeout_s(timeout)
+    if not hasattr(signal, "setitimer"):
+        raise InputError("--timeout needs a POSIX system (SIGALRM)", fix="drop --timeout")
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        if not _importing(frame):  # the timer repeats: it fires again once the import is done
+            raise _Expired
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.25)
+    try:
+        return fn()
+    except _Expired:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        raise CommandTimeout(
+            f"{command} stopped after --timeout {timeout} ({seconds:g} s)",
+            "nothing half-written was left; outputs are written only when the command finishes",
+            "raise --timeout, or make the problem smaller (fewer GPUs, TP degrees or requests)",
+        ) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+__all__ = ["EXIT_TIMEOUT", "MAX_TIMEOUT_S", "CommandTimeout", "parse_timeout_s", "run_with_timeout"]
