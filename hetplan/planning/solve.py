@@ -208,11 +208,23 @@ SOLVERS: dict[str, Solver] = {"cauchy": _solve_cauchy, "homogeneous": _solve_hom
 assert tuple(SOLVERS) == STRATEGIES, "hetplan.plan.types.STRATEGIES names the registered solvers"
 
 
+def _price_neutral(base: Solved, gpu: str, factor: float) -> bool:
+    """Whether re-planning at ``gpu``'s price x ``factor`` must give ``base`` back, so the solve can be skipped
+    (exact): prices never change feasibility, so an infeasible strategy stays infeasible; and when the price rises on
+    a GPU the optimum neither uses nor buys, that optimum keeps its cost while every other deployment's cost stays
+    or rises. hetplan's own shortcut (it halves example (a)'s price-sensitivity solves)."""
+    if base.error is not None:
+        return True
+    bought = {line.gpu for line in base.purchase.lines} if base.purchase is not None else set()
+    return factor >= 1.0 and gpu not in base.gpus_used() and gpu not in bought
+
+
 def price_sensitivity(planner: Planner, strategy: str, chosen: Solved) -> list[dict[str, Any]]:
     """Per GPU type and price factor (x0.8, x1.2): the plan's cost at the new price, the re-planned cost and the
     best other strategy."""
     req = planner.req
     used = chosen.gpus_used()
+    base = {name: planner.solve(name, dict(req.prices)) for name in STRATEGIES}  # what-if solves at today's prices
     rows = []
     for gpu in sorted(req.prices):
         for factor in PRICE_FACTORS:
@@ -222,7 +234,10 @@ def price_sensitivity(planner: Planner, strategy: str, chosen: Solved) -> list[d
             bought = chosen.purchase
             if bought is not None:
                 same = sum(p.usd_per_hour * (factor if p.gpu == gpu else 1.0) for p in bought.lines)
-            best = {name: planner.solve(name, prices) for name in STRATEGIES}
+            best = {
+                name: base[name] if _price_neutral(base[name], gpu, factor) else planner.solve(name, prices)
+                for name in STRATEGIES
+            }
             rows.append(
                 {
                     "gpu": gpu,
