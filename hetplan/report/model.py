@@ -5,6 +5,7 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hetplan import __version__
@@ -242,7 +243,9 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
                 f"{what_dtype} in {dtype} ({QUALITY_NOTES[dtype]}), not the 16-bit checkpoint: outputs change; check "
                 "the model's quality on your own evaluations before deploying"
             )
-    purchase = plan.extra.get("purchase")
+    purchase: list[Any] = [dataclasses.asdict(line) for line in plan.purchase]  # the typed lines (issue 14)
+    if not purchase and isinstance(plan.extra.get("purchase"), list):
+        purchase = list(plan.extra["purchase"])
     return {
         "sentence": f"{what}: {cost}{vs}.",
         "status": status,
@@ -250,7 +253,7 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
         "best_single_gpu_type": best,
         "gpu_roles": role_rows,
         "prices": prices,
-        "purchase": list(purchase) if isinstance(purchase, list) else [],
+        "purchase": purchase,
         "quality": quality,
     }
 

@@ -59,15 +59,25 @@ def test_html_opens_with_the_decision_then_charts():
 
 
 def test_purchases_and_quality_changes_are_rendered_when_present():
-    doc = _doc("plan_example_a.json")
-    doc["purchase"] = [{"instance_type": "p4de.24xlarge", "count": 2, "usd_per_hour": 40.97}]
+    doc = _doc("plan_example_a.json")  # example (a) buys whole AWS instances (issue 14's purchase lines)
+    lines = doc["purchase"]
+    assert lines, "the fixture plan lists what it buys"
     doc["scenario"]["weight_dtype"] = "fp8"
     report = _report(doc)
     d = report["plans"][0]["decision"]
-    assert d["purchase"] == doc["purchase"] and any("weights in fp8" in q for q in d["quality"])
+    assert [(x["instance_type"], x["count"]) for x in d["purchase"]] == [
+        (x["instance_type"], x["count"]) for x in lines
+    ]
+    assert any("weights in fp8" in q for q in d["quality"])
     md = render_markdown(report)
-    assert "| purchase | 2x p4de.24xlarge: usd_per_hour 40.97 |" in md and "| quality change | weights in fp8" in md
-    assert "purchase" not in render_markdown(_report(_doc("plan_example_a.json")))
+    first = lines[0]
+    assert (
+        f"| purchase | {first['count']}x {first['instance_type']} ({first['provider']} {first['region']}, rented)" in md
+    )
+    assert "| quality change | weights in fp8" in md
+    bare = _doc("plan_example_a.json")
+    bare["purchase"] = []
+    assert "| purchase |" not in render_markdown(_report(bare))
 
 
 def test_section_titles_are_distinct():

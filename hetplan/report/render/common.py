@@ -281,6 +281,14 @@ def _purchase_text(item: Any) -> str:
     """One purchase (an instance offer the plan buys) in words, whatever fields the plan gives it."""
     if not isinstance(item, dict):
         return str(item)
+    known = ("count", "instance_type", "provider", "region", "gpu", "gpus_per_instance", "owned", "usd_per_hour_each")
+    if all(k in item for k in known):  # a plan's typed purchase line (hetplan.plan.types.Purchase)
+        where = "owned" if item["owned"] else f"{item['provider']} {item['region']}, rented"
+        used = f", {item['gpus_used']} of their GPUs used" if item.get("gpus_used") else ""
+        return (
+            f"{item['count']}x {item['instance_type']} ({where}): {item['gpus_per_instance']}x {item['gpu']} each, "
+            f"${float(item['usd_per_hour_each']):,.2f}/h each{used}"
+        )
     count = item.get("count")
     name = item.get("instance_type") or item.get("instance") or item.get("name") or item.get("offer")
     rest = [
