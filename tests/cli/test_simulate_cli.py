@@ -214,14 +214,15 @@ def test_simulate_out_is_written_once_without_force(tmp_path):
 
 @pytest.mark.slow
 def test_plan_resizes_a_plan_that_misses_until_it_is_verified(tmp_path):
-    """Example (a)'s analytic Melange plan misses in simulation (4.8 of 5 req/s); the default re-size holds."""
+    """Example (c)'s analytic Melange plan misses in simulation (2.76 of 3.45 req/s on the Mooncake bursts); the
+    default re-size holds. (Example (a)'s Melange plan, the premise before the calibrated model, now verifies.)"""
     from tests.conftest import EXAMPLES
 
-    args = ("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--strategy", "melange", "--no-analysis", "--json",
+    args = ("plan", EXAMPLES / "llama31-8b-mooncake.yaml", "--strategy", "melange", "--no-analysis", "--json",
             "--verify")  # fmt: skip
     plain = json.loads(invoke(*args, "--no-resize").stdout)
     v0 = plain["verification"]
-    assert v0["verdict"].startswith("NOT verified on azure_conv_15min")  # the premise
+    assert v0["verdict"].startswith("NOT verified on mooncake_300")  # the premise
     r = invoke(*args)
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
@@ -230,7 +231,8 @@ def test_plan_resizes_a_plan_that_misses_until_it_is_verified(tmp_path):
     resized = v["resized"]
     assert resized["headroom_used"] > resized["headroom_asked"] == pytest.approx(0.1)
     assert doc["scenario"]["headroom"] == pytest.approx(resized["headroom_used"], abs=1e-4)
-    assert resized["usd_per_hour_before"] == plain["total_usd_per_hour"] < resized["usd_per_hour_after"]
+    # whole-instance purchases (issue 14) can absorb the extra headroom in GPUs already bought: never cheaper
+    assert resized["usd_per_hour_before"] == plain["total_usd_per_hour"] <= resized["usd_per_hour_after"]
     assert resized["usd_per_hour_after"] == doc["total_usd_per_hour"]
     # every attempt with less headroom than the chosen one missed (the search keeps the cheapest verified plan)
     assert all(a["status"] != "verified" for a in resized["attempts"] if a.get("headroom", 0) < resized["headroom_used"]
