@@ -472,8 +472,22 @@ def check_plan_invariants(doc: dict[str, Any]) -> None:
     units = doc["combos"] + doc["instances"]  # disaggregated combos and aggregated instances (Melange)
     combos_cost = sum(c["count"] * c["usd_per_hour"] for c in units)
     gpus_cost = sum(n * prices[g] for g, n in doc["gpus_used"].items())
-    assert doc["total_usd_per_hour"] == pytest.approx(combos_cost, rel=1e-5)
-    assert doc["total_usd_per_hour"] == pytest.approx(gpus_cost, rel=1e-5)
+    bought: dict[str, int] = {}
+    if doc.get("purchase"):  # whole instances (issue 14): the total is what is bought, idle GPUs included
+        lines = doc["purchase"]
+        assert doc["total_usd_per_hour"] == pytest.approx(
+            sum(x["count"] * x["usd_per_hour_each"] for x in lines), rel=1e-5
+        )
+        assert combos_cost == pytest.approx(gpus_cost, rel=1e-5)
+        assert combos_cost <= doc["total_usd_per_hour"] * (1 + 1e-6)
+        for x in lines:
+            bought[x["gpu"]] = bought.get(x["gpu"], 0) + x["count"] * x["gpus_per_instance"]
+        for gpu in sc["inventory"]:  # owned GPUs used: never more than owned
+            owned = sum(x["gpus_used"] for x in lines if x["owned"] and x["gpu"] == gpu)
+            assert owned <= sc["inventory"][gpu], (gpu, lines, sc["inventory"])
+    else:
+        assert doc["total_usd_per_hour"] == pytest.approx(combos_cost, rel=1e-5)
+        assert doc["total_usd_per_hour"] == pytest.approx(gpus_cost, rel=1e-5)
     for c in doc["combos"]:
         unit = c["n_prefill"] * c["prefill_tp"] * prices[c["prefill_gpu"]] + c["n_decode"] * c["decode_tp"] * prices[
             c["decode_gpu"]]  # fmt: skip
@@ -487,8 +501,11 @@ def check_plan_invariants(doc: dict[str, Any]) -> None:
         assert i["usd_per_hour"] == pytest.approx(i["tp"] * prices[i["gpu"]], rel=1e-5)
         used[i["gpu"]] = used.get(i["gpu"], 0) + i["count"] * i["tp"]
     assert {g: n for g, n in used.items() if n} == doc["gpus_used"]
-    for gpu, cap in sc["inventory"].items():
-        assert doc["gpus_used"].get(gpu, 0) <= cap, (gpu, doc["gpus_used"], sc["inventory"])
+    for gpu, n in doc["gpus_used"].items():  # every GPU used is bought or owned
+        assert not bought or n <= bought.get(gpu, 0), (gpu, doc["gpus_used"], bought)
+    if not doc.get("purchase"):
+        for gpu, cap in sc["inventory"].items():
+            assert doc["gpus_used"].get(gpu, 0) <= cap, (gpu, doc["gpus_used"], sc["inventory"])
     assert set(doc["gpus_used"]) <= set(sc["gpus"])
     # predicted latencies within the SLOs, and enough goodput for the target
     for c in doc["combos"]:

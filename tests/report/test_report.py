@@ -152,13 +152,13 @@ def test_gate_command_replans_scenarios(tmp_path, examples):
     dearer = tmp_path / "dearer.yaml"
     dearer.write_text(
         scen.read_text()
-        .replace("goodput_req_per_s: 5", "goodput_req_per_s: 8")
+        .replace("goodput_req_per_s: 5", "goodput_req_per_s: 12")  # 8 req/s still fits the 2 instances bought at 5
         .replace("path: data/", f"path: {examples}/data/")
     )
     res = invoke("gate", dearer, "--baseline", base, "--json")
     assert res.exit_code == 1
     result = json.loads(res.stdout)["results"][0]
-    assert result["cost_change_fraction"] > 0.02 and "goodput target (req/s): 5.0 -> 8.0" in result["changes"]
+    assert result["cost_change_fraction"] > 0.02 and "goodput target (req/s): 5.0 -> 12.0" in result["changes"]
 
 
 @pytest.mark.chromium
@@ -255,7 +255,9 @@ def test_gate_fails_on_unknown_or_unplannable_scenarios_and_warns_on_skipped(tmp
     doc = json.loads(res.stdout)
     assert doc["passed"] is False and "not in the baseline" in doc["results"][0]["failures"][0]
     assert len(doc["warnings"]) == 2  # a and b were not re-planned
-    broken = _scenario(tmp_path, examples, "a", extra="inventory: {H100: 0, A100-80GB: 0, L40S: 0, L4: 0, A10G: 0}\n")
+    broken = _scenario(
+        tmp_path, examples, "a", extra="inventory: {H100: 0, A100-80GB: 0, L40S: 0, L4: 0, A10G: 0}\nrent: false\n"
+    )
     res = invoke("gate", broken, b, "--baseline", base, "--github")
     assert res.exit_code == 1
     assert "::error title=hetplan cost gate::a: cannot be planned now" in res.stdout
