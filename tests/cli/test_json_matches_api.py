@@ -48,7 +48,7 @@ def test_verified_plan_json_is_the_api_plan_verified():
     printed = cli_json("plan", path, "--no-analysis", "--json")  # verified by default
     doc = json.loads(printed)
     assert doc["verification"]["status"] == "verified"
-    assert printed == to_json(api.to_doc(api.plan_verified(load_scenario(path), analysis=False)))
+    assert printed == to_json(api.to_doc(api.plan_verified(load_scenario(path), "all", analysis=False)))
 
 
 def test_estimate_json_is_the_api_estimate():

@@ -17,7 +17,7 @@ from tests.conftest import EXAMPLES, FIXTURES
 
 STORED = {
     # fixture file: (example, strategy, analysis) it was written from
-    "plan_example_a.json": ("llama3-70b-azure-conv", "cauchy", True),
+    "plan_example_a.json": ("llama3-70b-azure-conv", "all", True),  # the CLI default (--strategy all)
     "plan_example_a_melange.json": ("llama3-70b-azure-conv", "melange", False),
 }
 
