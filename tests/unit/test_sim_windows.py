@@ -30,7 +30,7 @@ def _request(policy: str = "fcfs", scale: float = 1.0) -> SimRequest:
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["fcfs", "cascade"])
 def test_windowed_metrics_match_one_run_within_the_stated_tolerance(policy):
-    req = _request(policy)
+    req = _request(policy, 0.8)  # example (a)'s plan now holds 93.5 % at the trace rate
     one = simulate(req)
     split_run = simulate_windowed(req, 4, 60.0, LocalExecutor(2))
     assert one["attainment"]["joint"] > 0.95, "the tolerance is stated for a deployment that is not overloaded"
