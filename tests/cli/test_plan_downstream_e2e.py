@@ -83,7 +83,7 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Path:
         hetplan(
             work, "plan", "--model", inputs / "Llama-3-8B" / "config.json", "--workload", TRACE,
             "--profile", inputs / "prof.yaml", "--prices", inputs / "prices.yaml", "--no-analysis", "--verify",
-            "--out", "plan.json",
+            "--strategy", "cauchy", "--out", "plan.json",  # a combo plan (--strategy all picks Melange here)
         )
     )  # fmt: skip
     shutil.rmtree(inputs)  # nothing downstream may read them again
