@@ -337,17 +337,7 @@ def solve_melange(
     """
     inventory = inventory or {}
     k = max(1, int(slices_per_bucket))
-    loads: list[list[float | None]] = []
-    for i, b in enumerate(buckets):
-        rate = demand_req_per_s * b.share / k
-        row = [rate / t.capacity_req_per_s[i] if t.capacity_req_per_s[i] > 0 else None for t in types]
-        if all(v is None for v in row):
-            raise InfeasibleError(
-                f"Mélange: no GPU type serves requests with {b.label} tokens within {slo}",
-                f"{b.share * 100:.1f} % of the traffic is in that bucket",
-                "relax the SLOs or add GPU types with more memory or compute",
-            )
-        loads.append(row)
+    loads = _slice_loads(types, buckets, demand_req_per_s, k, slo)
     names = sorted({t.gpu for t in types} & set(inventory))
     usage = [[t.tp if t.gpu == g else 0 for t in types] for g in names]
     cap: list[float | None] = [inventory[g] for g in names]
@@ -369,6 +359,29 @@ def solve_melange(
         lower_bound(types, buckets, demand_req_per_s),
         demand_req_per_s,
     )
+
+
+def _slice_loads(
+    types: list[InstanceType], buckets: list[Bucket], demand_req_per_s: float, k: int, slo: str
+) -> list[list[float | None]]:
+    """Per bucket and type, the fraction of one instance a 1/``k`` slice of the bucket's demand takes (None where
+    the type cannot serve the bucket): the coefficients of Mélange's slice assignment (DESIGN §3.2).
+
+    Raises:
+        InfeasibleError: a bucket no type can serve within ``slo``.
+    """
+    loads: list[list[float | None]] = []
+    for i, b in enumerate(buckets):
+        rate = demand_req_per_s * b.share / k
+        row = [rate / t.capacity_req_per_s[i] if t.capacity_req_per_s[i] > 0 else None for t in types]
+        if all(v is None for v in row):
+            raise InfeasibleError(
+                f"Mélange: no GPU type serves requests with {b.label} tokens within {slo}",
+                f"{b.share * 100:.1f} % of the traffic is in that bucket",
+                "relax the SLOs or add GPU types with more memory or compute",
+            )
+        loads.append(row)
+    return loads
 
 
 def lower_bound(types: list[InstanceType], buckets: list[Bucket], demand: float) -> float:
@@ -395,17 +408,7 @@ def solve_melange_purchased(
     """
     k = max(1, int(slices_per_bucket))
     demand = req.demand_req_per_s
-    loads: list[list[float | None]] = []
-    for i, b in enumerate(buckets):
-        rate = demand * b.share / k
-        row = [rate / t.capacity_req_per_s[i] if t.capacity_req_per_s[i] > 0 else None for t in types]
-        if all(v is None for v in row):
-            raise InfeasibleError(
-                f"Mélange: no GPU type serves requests with {b.label} tokens within {slo}",
-                f"{b.share * 100:.1f} % of the traffic is in that bucket",
-                "relax the SLOs or add GPU types with more memory or compute",
-            )
-        loads.append(row)
+    loads = _slice_loads(types, buckets, demand, k, slo)
     bought = solve_purchase(
         [{(t.gpu, t.tp): 1} for t in types], req.offers, req.tp_options, "aggregated (Mélange) plan",
         slice_load=loads, slices_per_bucket=k, time_limit_s=req.time_limit_s, fewest_units=False,
