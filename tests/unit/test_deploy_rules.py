@@ -136,7 +136,9 @@ def test_every_example_plan_deploys(example, strategy):
     try:
         doc = _plan_doc(load_scenario(EXAMPLES / f"{example}.yaml"), strategy)
     except InfeasibleError:
-        pytest.skip(f"{example} has no {strategy} plan")
+        # the one shape an example cannot plan: no single GPU type of example (b)'s owned fleet holds its target
+        assert (example, strategy) == ("cauchy-h800-a800-h20", "homogeneous")
+        return
     _deploys(doc)
 
 
@@ -165,8 +167,8 @@ def _grid_case(model, gpus, slo, dtypes, goodput=3.0):
 @pytest.mark.parametrize(("model", "gpus", "slo", "dtypes"), GRID_SMALL)
 def test_grid_of_scenarios_deploys(model, gpus, slo, dtypes):
     """Models x GPU sets x SLOs x dtypes (16 scenarios): every plan found passes emit --target all --validate."""
-    if not _grid_case(model, gpus, slo, dtypes):
-        pytest.skip("no plan meets these SLOs on these GPUs (InfeasibleError)")
+    # every case of the grid is feasible today (measured: 16 of 16); a case that becomes infeasible fails here
+    assert _grid_case(model, gpus, slo, dtypes), "no plan meets these SLOs on these GPUs (InfeasibleError)"
 
 
 def test_grid_sample_deploys():
