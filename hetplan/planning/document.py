@@ -50,10 +50,13 @@ def build_plan(
     progress: Callable[[str], None] | None = None,
     profiled: Mapping[str, str] | None = None,
     workload_sha256: str | None = None,
+    deferred: list[Callable[[], dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Solve every strategy for ``req`` and return the plan document of ``strategy`` (version 2: the resolved
     model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance; see
     :mod:`hetplan.plan.doc`, whose :func:`~hetplan.plan.doc.from_doc` makes it a typed plan).
+    With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later (for
+    the one plan kept of several, e.g. the weight-dtype search) is appended to it.
 
     Raises:
         InputError: unknown strategy. InfeasibleError: the chosen strategy has no feasible plan (its message
@@ -68,7 +71,9 @@ def build_plan(
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
     step("solving Cauchy, homogeneous and Mélange plans")
     solved = {name: planner.solve(name) for name in STRATEGIES}
-    _, by_gpu = planner._homogeneous(req)
+    by_gpu = planner.homogeneous_by_gpu
+    if by_gpu is None:
+        _, by_gpu = planner._homogeneous(req)
     requested = strategy
     if strategy == ALL:
         strategy = cheapest_strategy(solved)
@@ -120,11 +125,9 @@ def build_plan(
         "melange_slices_per_bucket": 4,
     }
     if analysis:
-        step("price sensitivity and cost versus goodput")
-        doc["analysis"] = {
-            "price_sensitivity": price_sensitivity(planner, strategy, chosen),
-            "cost_vs_goodput": cost_vs_goodput(planner),
-        }
+        doc["analysis"] = analysis_of(planner, strategy, chosen, solved, progress)
+    elif deferred is not None:
+        deferred.append(lambda: analysis_of(planner, strategy, chosen, solved, progress))
     used = set(doc["gpus_used"]) | set(doc["homogeneous_baseline"].get("gpus_used", {}))
     doc["warnings"] = warnings + [text for name, text in gpu_warnings if name in used]
     doc["resolved"] = resolved_doc(req, profiled or {})
@@ -134,6 +137,23 @@ def build_plan(
         "workload_sha256": workload_sha256,
     }
     return doc
+
+
+def analysis_of(
+    planner: Planner,
+    strategy: str,
+    chosen: Solved,
+    solved: Mapping[str, Solved],
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The plan's ``analysis`` block: price sensitivity and cost versus goodput (what-if solves of every strategy,
+    reusing the plan's own optima at today's prices and target)."""
+    if progress is not None:
+        progress("price sensitivity and cost versus goodput")
+    return {
+        "price_sensitivity": price_sensitivity(planner, strategy, chosen, solved),
+        "cost_vs_goodput": cost_vs_goodput(planner, solved),
+    }
 
 
 ALL = "all"

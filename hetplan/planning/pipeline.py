@@ -91,11 +91,16 @@ def _search_dtypes(
     """
     spec = _model(scenario.model_copy(update={"weight_dtype": MODEL_DTYPE})).spec
     found: list[tuple[str, dict[str, Any] | None, InfeasibleError | InputError | None]] = []
+    later: dict[str, Callable[[], dict[str, Any]]] = {}  # each dtype's analysis, computed for the kept one only
     for dtype in weight_candidates(spec, AUTO):
         sc = scenario.model_copy(update={"weight_dtype": dtype})
         try:
             fp8 = dtype == "fp8"
-            doc = _plan_doc(sc, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2, fp8)
+            deferred: list[Callable[[], dict[str, Any]]] = []
+            doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
+                            deferred if analysis else None)  # fmt: skip
+            if deferred:
+                later[dtype] = deferred[0]
             found.append((dtype, doc, None))
         except (InfeasibleError, InputError) as exc:
             if dtype == model_dtype(spec) and isinstance(exc, InputError):
@@ -107,6 +112,11 @@ def _search_dtypes(
         assert first is not None
         raise first
     dtype, chosen = min(feasible, key=lambda x: float(x[1]["total_usd_per_hour"]))
+    if dtype in later:  # the analysis block sits where build_plan puts it, before the warnings
+        keys = list(chosen)
+        block = later[dtype]()
+        at = keys.index("warnings") if "warnings" in keys else len(keys)
+        chosen = {**{k: chosen[k] for k in keys[:at]}, "analysis": block, **{k: chosen[k] for k in keys[at:]}}
     chosen["dtype_search"] = [
         {"weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "optimal", "strategy": strategy,
          "total_usd_per_hour": doc["total_usd_per_hour"], "chosen": d == dtype,
@@ -129,8 +139,10 @@ def _plan_doc(
     prune_top_k: int,
     min_r2: float,
     fp8_cores_only: bool = False,
+    deferred: list[Callable[[], dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """The plan document of one weight dtype (the profiles already overlaid)."""
+    """The plan document of one weight dtype (the profiles already overlaid); ``deferred``: see
+    :func:`hetplan.planning.document.build_plan`."""
     req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only)
     if loaded is not None:
         warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
@@ -143,7 +155,7 @@ def _plan_doc(
     profiled = {prof.gpu.name: name for name, prof in loaded.files} if loaded is not None else {}
     doc = build_plan(
         req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
-        profiled=profiled, workload_sha256=workload_sha256(scenario),
+        profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=deferred,
     )  # fmt: skip
     note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
     if note is not None:

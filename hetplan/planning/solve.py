@@ -10,6 +10,7 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from hetplan.catalog.offers import scale_offers
@@ -94,6 +95,8 @@ class Planner:
         self.cands: CandidateSet = enumerate_candidates(req)
         self.buckets: list[Bucket] = make_buckets(req.stats)
         self._types: list[InstanceType] | None = None
+        #: the homogeneous solve's per-GPU outcomes at the request's own prices and demand (set by that solve)
+        self.homogeneous_by_gpu: dict[str, Any] | None = None
 
     @property
     def types(self) -> list[InstanceType]:
@@ -190,7 +193,10 @@ def _solve_cauchy(planner: Planner, req: PlanRequest, final: bool) -> Solved:
 
 def _solve_homogeneous(planner: Planner, req: PlanRequest, final: bool) -> Solved:
     """The cheapest single-GPU-type fleet of combos."""
-    return planner._homogeneous(req, final)[0]
+    best, by_gpu = planner._homogeneous(req, final)
+    if final:
+        planner.homogeneous_by_gpu = by_gpu
+    return best
 
 
 def _solve_melange(planner: Planner, req: PlanRequest, final: bool) -> Solved:
@@ -219,12 +225,18 @@ def _price_neutral(base: Solved, gpu: str, factor: float) -> bool:
     return factor >= 1.0 and gpu not in base.gpus_used() and gpu not in bought
 
 
-def price_sensitivity(planner: Planner, strategy: str, chosen: Solved) -> list[dict[str, Any]]:
+def price_sensitivity(
+    planner: Planner, strategy: str, chosen: Solved, solved: Mapping[str, Solved] | None = None
+) -> list[dict[str, Any]]:
     """Per GPU type and price factor (x0.8, x1.2): the plan's cost at the new price, the re-planned cost and the
-    best other strategy."""
+    best other strategy. ``solved``: every strategy's optimum at today's prices when the caller has them (the
+    plan's own solves; re-solved otherwise)."""
     req = planner.req
     used = chosen.gpus_used()
-    base = {name: planner.solve(name, dict(req.prices)) for name in STRATEGIES}  # what-if solves at today's prices
+    base = dict(solved) if solved is not None else {}
+    for name in STRATEGIES:
+        if name not in base:
+            base[name] = planner.solve(name, dict(req.prices))  # what-if solves at today's prices
     rows = []
     for gpu in sorted(req.prices):
         for factor in PRICE_FACTORS:
@@ -256,13 +268,15 @@ def price_sensitivity(planner: Planner, strategy: str, chosen: Solved) -> list[d
     return rows
 
 
-def cost_vs_goodput(planner: Planner) -> list[dict[str, Any]]:
-    """Every strategy's cost at each goodput factor of the target (None where infeasible)."""
+def cost_vs_goodput(planner: Planner, solved: Mapping[str, Solved] | None = None) -> list[dict[str, Any]]:
+    """Every strategy's cost at each goodput factor of the target (None where infeasible); ``solved``: the
+    strategies' optima at the target itself (factor 1), when the caller has them."""
     rows = []
     for factor in GOODPUT_FACTORS:
         row: dict[str, Any] = {"goodput_req_per_s": rnd(planner.req.goodput_req_per_s * factor)}
         for name in STRATEGIES:
-            s = planner.solve(name, demand_scale=factor)
+            known = solved.get(name) if solved is not None and factor == 1.0 else None
+            s = known if known is not None else planner.solve(name, demand_scale=factor)
             row[f"{name}_usd_per_hour"] = rnd(s.cost) if s.error is None else None
         rows.append(row)
     return rows

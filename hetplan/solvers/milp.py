@@ -522,8 +522,9 @@ def solve_packed(
         prob += objective(ys, xs) <= float(cost_cap) - 1e-9, "cost_cap"
     prob.setObjective(objective(ys, xs))
     # as in solve_slice_assignment: HiGHS's presolve was seen to stall on large Mélange-shaped models (67 types x 44
-    # buckets); on small ones it is several times faster (example (a): 0.14 s with it, 0.84 s without)
-    presolve = slice_load is None
+    # buckets, about 2,900 slice variables); on small ones it is many times faster (example (a)'s purchased Mélange
+    # model, 8 types x 27 buckets: 0.3 s with it, 5 s without), so it is on up to MAX_PRESOLVED_SLICE_VARS
+    presolve = slice_load is None or sum(1 for key in zs if key != "infeasible") <= MAX_PRESOLVED_SLICE_VARS
     status = _run(prob, _solver(time_limit_s, mip_gap, presolve))
     if status not in ("optimal", "time_limit"):
         if status == "not_solved" and all(v.varValue is not None for v in ys):
