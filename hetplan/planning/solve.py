@@ -9,8 +9,8 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from hetplan.catalog.offers import scale_offers
