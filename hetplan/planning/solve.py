@@ -9,7 +9,7 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ from hetplan.solvers.melange import (
     solve_melange,
     solve_melange_purchased,
 )
+from hetplan.solvers.milp import solve_in_threads
 from hetplan.solvers.packing import Purchased
 from hetplan.units import rnd
 
@@ -234,52 +235,72 @@ def price_sensitivity(
     req = planner.req
     used = chosen.gpus_used()
     base = dict(solved) if solved is not None else {}
-    for name in STRATEGIES:
-        if name not in base:
-            base[name] = planner.solve(name, dict(req.prices))  # what-if solves at today's prices
-    rows = []
+    missing = [name for name in STRATEGIES if name not in base]
+    planner.types  # noqa: B018  (computed once here, before the threads share the planner)
+    # what-if solves at today's prices
+    base.update(zip(missing, solve_in_threads([_task(planner, n, dict(req.prices)) for n in missing]), strict=True))
+    cases = []
     for gpu in sorted(req.prices):
         for factor in PRICE_FACTORS:
             prices = dict(req.prices)
             prices[gpu] = replace(req.prices[gpu], usd_per_gpu_hour=req.prices[gpu].usd_per_gpu_hour * factor)
-            same = sum(n * prices[g].usd_per_gpu_hour for g, n in used.items())
-            bought = chosen.purchase
-            if bought is not None:
-                same = sum(p.usd_per_hour * (factor if p.gpu == gpu else 1.0) for p in bought.lines)
-            best = {
-                name: base[name] if _price_neutral(base[name], gpu, factor) else planner.solve(name, prices)
-                for name in STRATEGIES
+            cases.append((gpu, factor, prices))
+    todo = [
+        (i, name)
+        for i, (gpu, factor, _) in enumerate(cases)
+        for name in STRATEGIES
+        if not _price_neutral(base[name], gpu, factor)
+    ]
+    found = dict(zip(todo, solve_in_threads([_task(planner, n, cases[i][2]) for i, n in todo]), strict=True))
+    rows = []
+    for i, (gpu, factor, prices) in enumerate(cases):
+        same = sum(n * prices[g].usd_per_gpu_hour for g, n in used.items())
+        bought = chosen.purchase
+        if bought is not None:
+            same = sum(p.usd_per_hour * (factor if p.gpu == gpu else 1.0) for p in bought.lines)
+        best = {name: found.get((i, name), base[name]) for name in STRATEGIES}
+        rows.append(
+            {
+                "gpu": gpu,
+                "price_factor": factor,
+                "plan_usd_per_hour": rnd(same),
+                "replanned_usd_per_hour": rnd(best[strategy].cost) if best[strategy].error is None else None,
+                "replanned_gpus_used": best[strategy].gpus_used(),
+                "best_alternative": min((s.cost, n) for n, s in best.items() if n != strategy)[1]
+                if any(s.error is None for n, s in best.items() if n != strategy)
+                else None,
+                "best_alternative_usd_per_hour": rnd(min(s.cost for n, s in best.items() if n != strategy))
+                if any(s.error is None for n, s in best.items() if n != strategy)
+                else None,
             }
-            rows.append(
-                {
-                    "gpu": gpu,
-                    "price_factor": factor,
-                    "plan_usd_per_hour": rnd(same),
-                    "replanned_usd_per_hour": rnd(best[strategy].cost) if best[strategy].error is None else None,
-                    "replanned_gpus_used": best[strategy].gpus_used(),
-                    "best_alternative": min((s.cost, n) for n, s in best.items() if n != strategy)[1]
-                    if any(s.error is None for n, s in best.items() if n != strategy)
-                    else None,
-                    "best_alternative_usd_per_hour": rnd(min(s.cost for n, s in best.items() if n != strategy))
-                    if any(s.error is None for n, s in best.items() if n != strategy)
-                    else None,
-                }
-            )
+        )
     return rows
 
 
 def cost_vs_goodput(planner: Planner, solved: Mapping[str, Solved] | None = None) -> list[dict[str, Any]]:
     """Every strategy's cost at each goodput factor of the target (None where infeasible); ``solved``: the
     strategies' optima at the target itself (factor 1), when the caller has them."""
+    known = dict(solved) if solved is not None else {}
+    todo = [
+        (factor, name) for factor in GOODPUT_FACTORS for name in STRATEGIES if not (factor == 1.0 and name in known)
+    ]
+    planner.types  # noqa: B018  (computed once here, before the threads share the planner)
+    found = dict(zip(todo, solve_in_threads([_task(planner, n, None, f) for f, n in todo]), strict=True))
     rows = []
     for factor in GOODPUT_FACTORS:
         row: dict[str, Any] = {"goodput_req_per_s": rnd(planner.req.goodput_req_per_s * factor)}
         for name in STRATEGIES:
-            known = solved.get(name) if solved is not None and factor == 1.0 else None
-            s = known if known is not None else planner.solve(name, demand_scale=factor)
+            s = found[factor, name] if (factor, name) in found else known[name]
             row[f"{name}_usd_per_hour"] = rnd(s.cost) if s.error is None else None
         rows.append(row)
     return rows
+
+
+def _task(
+    planner: Planner, strategy: str, prices: dict[str, GpuPrice] | None, demand_scale: float = 1.0
+) -> Callable[[], Solved]:
+    """One what-if solve, for :func:`hetplan.solvers.milp.solve_in_threads`."""
+    return lambda: planner.solve(strategy, prices, demand_scale)
 
 
 __all__ = [

@@ -20,32 +20,102 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
 import os
 import sys
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pulp
+
+_QUIET_LOCK = threading.Lock()
+_quiet_depth = 0
+_quiet_saved: int | None = None
 
 
 @contextlib.contextmanager
 def quiet_stdout() -> Iterator[None]:
-    """Send file descriptor 1 to /dev/null for the duration (C-level prints included)."""
+    """Send file descriptor 1 to /dev/null for the duration (C-level prints included). Safe to nest and to use
+    from several threads at once (:func:`solve_in_threads`): the first to enter redirects, the last to leave
+    restores."""
+    global _quiet_depth, _quiet_saved
+    with _QUIET_LOCK:
+        if _quiet_depth == 0:
+            try:
+                sys.stdout.flush()
+                saved = os.dup(1)
+            except (OSError, ValueError):
+                saved = -1
+            if saved >= 0:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.close(devnull)
+            _quiet_saved = saved
+        _quiet_depth += 1
     try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
         yield
     finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
+        with _QUIET_LOCK:
+            _quiet_depth -= 1
+            if _quiet_depth == 0 and _quiet_saved is not None:
+                if _quiet_saved >= 0:
+                    os.dup2(_quiet_saved, 1)
+                    os.close(_quiet_saved)
+                _quiet_saved = None
+
+
+#: Set while :func:`solve_in_threads` unwinds after an exception in the calling thread (Ctrl-C, ``--timeout``):
+#: HiGHS solves running in its worker threads stop within 50 ms.
+_STOP = threading.Event()
+
+T = TypeVar("T")
+
+
+def solve_threads() -> int:
+    """How many independent MILP solves :func:`solve_in_threads` runs at once: ``HETPLAN_SOLVE_THREADS`` when set
+    (1 turns it off), else 1 in a worker process of a pool, else the CPUs this process may use, at most 4. HiGHS
+    itself always runs single-threaded, so every answer is the same whatever this is."""
+    raw = os.environ.get("HETPLAN_SOLVE_THREADS", "").strip()
+    if raw:
+        try:
+            return max(1, int(raw))
+        except ValueError:
+            return 1
+    if multiprocessing.parent_process() is not None:
+        return 1  # a sweep's or windowed simulation's worker process: the pool already uses the CPUs
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def solve_in_threads(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> list[T]:
+    """Run independent solves side by side (HiGHS releases the GIL while it solves) and return their results in
+    the order of ``tasks``, so callers see the same answer as a sequential loop. An exception in a task is
+    re-raised here after the others finish; an exception in the calling thread (Ctrl-C, ``--timeout``) stops the
+    running HiGHS solves and is re-raised.
+
+    Source: hetplan's own reconstruction.
+    """
+    workers = solve_threads() if workers is None else workers
+    if workers <= 1 or len(tasks) <= 1:
+        return [task() for task in tasks]
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="hetplan-milp")
+    futures = [pool.submit(task) for task in tasks]
+    try:
+        return [f.result() for f in futures]
+    except BaseException:
+        _STOP.set()
+        for f in futures:
+            f.cancel()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        _STOP.clear()
 
 
 @dataclass(frozen=True)
@@ -70,15 +140,27 @@ class _InterruptibleHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined, unuse
 
     def callSolver(self, lp: pulp.LpProblem) -> None:
         model = lp.solverModel
+        _own_solver_locks(model)
         model.HandleUserInterrupt = True  # subscribes the interrupt callbacks that cancelSolve() trips
         model.startSolve()
         try:
             while not model.wait(0.05)[0]:
-                pass
+                if _STOP.is_set():
+                    raise InterruptedError("the calling thread stopped these solves")
         except BaseException:
             model.cancelSolve()
             model.wait()
             raise
+
+
+def _own_solver_locks(model: Any) -> None:
+    """Give one highspy model its own solver-thread locks. highspy (1.16) keeps the locks that ``startSolve`` and
+    ``wait`` use as *class* attributes, shared by every ``Highs`` object, so two models solved at once from two
+    threads (:func:`solve_in_threads`) fail with "Solver is already running"; per-instance locks behave as the
+    class ones do for one model."""
+    if hasattr(model, "_Highs__solver_stopped") and hasattr(model, "_Highs__solver_started"):
+        model._Highs__solver_stopped = threading.RLock()
+        model._Highs__solver_started = threading.Lock()
 
 
 def _solver(time_limit_s: float, gap: float, presolve: bool = True) -> pulp.LpSolver:
