@@ -3,6 +3,7 @@ order, as one after another; errors and stdout handled."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -21,7 +22,7 @@ def _problems() -> list[tuple[list[float], list[float], float]]:
 
 
 def test_threads_give_the_sequential_answers_in_order() -> None:
-    tasks = [lambda c=c, v=v, d=d: milp.solve_covering(c, v, d) for c, v, d in _problems()]
+    tasks = [functools.partial(milp.solve_covering, c, v, d) for c, v, d in _problems()]
     sequential = [t() for t in tasks]
     threaded = milp.solve_in_threads(tasks, workers=3)
     assert [r.counts for r in threaded] == [r.counts for r in sequential]
