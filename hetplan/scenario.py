@@ -71,6 +71,16 @@ def _refuse_bare_number(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
+def _percent_suffix(value: Any) -> Any:
+    """``"10%"`` -> 0.1 for fraction fields (a bare number stays a fraction: ``headroom: 2`` is +200 %)."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            return float(value.strip().removesuffix("%").strip()) / 100.0
+        except ValueError:
+            return value  # pydantic then names the field and the value it cannot read
+    return value
+
+
 #: A duration with its unit, as text: ``2s``, ``80ms``, ``10m`` (minutes), ``1h``; parsed by
 #: :func:`hetplan.units.parse_duration_s` where it is used. A bare number is refused (see :func:`_refuse_bare_number`).
 Duration = Annotated[StrictStr, BeforeValidator(_refuse_bare_number)]
@@ -272,8 +282,12 @@ class Scenario(_Strict):
     rent: bool = Field(
         default=True, description="Rent offers beyond the owned inventory (false: owned GPUs only, like --no-rent)."
     )
-    headroom: float = Field(
-        default=0.1, ge=0, le=10, description="Extra goodput to provision: the plan holds target x (1 + headroom)."
+    headroom: Annotated[float, BeforeValidator(_percent_suffix)] = Field(
+        default=0.1,
+        ge=0,
+        le=10,
+        description="Extra goodput to provision: the plan holds target x (1 + headroom); a fraction (0.1) or a "
+        "percent with its sign (10%).",
     )
     tp: list[int] = Field(
         default_factory=lambda: [1, 2, 4, 8], min_length=1, description="Tensor-parallel degrees to consider (1..8)."

@@ -161,7 +161,7 @@ def _type_name(annotation: Any) -> str:
         return " or ".join(dict.fromkeys(names))
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in args)
-    if origin is list:
+    if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
         return f"list of {_type_name(args[0])}"
     if origin is dict:
         return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}"

@@ -406,4 +406,4 @@ def price_rows(gpu: GpuSpec) -> list[PriceEntry]:
 
 def load_user_prices(path: Path) -> UserPriceFile:
     """Read a user price file (see :class:`UserPriceFile`)."""
-    return read_yaml_file(path, UserPriceFile, "price file")
+    return read_yaml_file(path, UserPriceFile, "price file", "see docs/reference/price-file.md")

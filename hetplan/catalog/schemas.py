@@ -210,17 +210,31 @@ class UserOffer(_Record):
     ``usd_per_gpu_hour``, which may be 0). Field checks are made by :func:`hetplan.catalog.offers.user_offers`,
     which names the row."""
 
-    provider: str
-    gpu: str
-    instance_type: str = ""
-    region: str = ""
-    gpus_per_instance: StrictInt = 1
-    usd_per_instance_hour: StrictFloat | StrictInt | None = None
-    usd_per_gpu_hour: StrictFloat | StrictInt | None = None
-    spot_usd_per_instance_hour: StrictFloat | StrictInt | None = None
-    count: StrictInt | None = None
-    scale_up_domain_gpus: StrictInt | None = None
-    notes: str | None = None
+    provider: str = Field(description="Cloud name (`aws`, `azure`, ...) or `owned` for GPUs you own.")
+    gpu: str = Field(description="GPU type, a catalog name or alias (`hetplan catalog gpus`).")
+    instance_type: str = Field(
+        default="",
+        description="The provider's instance name; required for rented offers (owned nodes default to "
+        "`owned-<GPU>-<k>gpu`).",
+    )
+    region: str = Field(default="", description="Region; a deployment's instances share one provider and region.")
+    gpus_per_instance: StrictInt = Field(default=1, description="GPUs in one instance or owned node (>= 1).")
+    usd_per_instance_hour: StrictFloat | StrictInt | None = Field(
+        default=None, description="On-demand $/instance-hour of a rented offer (> 0)."
+    )
+    usd_per_gpu_hour: StrictFloat | StrictInt | None = Field(
+        default=None, description="$/GPU-hour instead of per instance; for owned nodes the amortised price (may be 0)."
+    )
+    spot_usd_per_instance_hour: StrictFloat | StrictInt | None = Field(
+        default=None, description="Spot $/instance-hour, used with `spot: true` / `--spot`."
+    )
+    count: StrictInt | None = Field(
+        default=None, description="Instances available; required for owned nodes (the nodes you own), else unlimited."
+    )
+    scale_up_domain_gpus: StrictInt | None = Field(
+        default=None, description="GPUs one TP group may span (NVLink domain); default: the instance's GPUs."
+    )
+    notes: str | None = Field(default=None, description="Free text, kept with the offer.")
 
 
 class UserPriceFile(_Record):
@@ -237,14 +251,20 @@ class UserPriceFile(_Record):
         usd_per_gpu_hour: {H800: 2.10, A800: 1.30, H20: 0.95}
     """
 
-    schema_version: Literal[1]
-    kind: Literal["prices"]
-    source: str
-    as_of: str
-    illustrative: bool = False
-    notes: str | None = None
-    usd_per_gpu_hour: dict[str, StrictFloat | StrictInt] = Field(default_factory=dict)
-    offers: tuple[UserOffer, ...] = ()
+    schema_version: Literal[1] = Field(description="Always 1.")
+    kind: Literal["prices"] = Field(description="Always `prices`.")
+    source: str = Field(description="Where the prices come from (shown next to every price the plan uses).")
+    as_of: str = Field(description="The date the prices hold, e.g. `2026-11-01`.")
+    illustrative: bool = Field(default=False, description="Mark the prices as examples, not quotes (plans say so).")
+    notes: str | None = Field(default=None, description="Free text.")
+    usd_per_gpu_hour: dict[str, StrictFloat | StrictInt] = Field(
+        default_factory=dict,
+        description="GPU name -> $/GPU-hour (> 0). Replaces the catalog's offers of that GPU; for a GPU in the "
+        "inventory it is the owned GPUs' amortised price, and the cloud's offers may still be rented beside them.",
+    )
+    offers: tuple[UserOffer, ...] = Field(
+        default=(), description="Instance offers, rented or `provider: owned` (one row each; docs/purchases.md)."
+    )
 
     @model_validator(mode="after")
     def _positive(self) -> UserPriceFile:

@@ -287,6 +287,11 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
             row = combo_doc(req, planner.cands, combo, count, load, sum(planner.token_means))
             if bought is not None:
                 row.update(_combo_placement(bought, combo, site))
+                # tokens/USD at the price the combo's GPUs are bought at (owned nodes: their amortised price),
+                # not the ranking price combo_doc starts from
+                paid = float(row["usd_per_hour"])
+                tokens = sum(planner.token_means)
+                row["tokens_per_usd"] = rnd(3600 * combo.goodput_req_per_s * tokens / paid) if paid > 0 else None
             doc["combos"].append(row)
     if s.melange is not None:
         doc["instances"] = _melange_instances(s.melange)

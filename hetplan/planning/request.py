@@ -198,7 +198,9 @@ def build_offers(
                 )  # fmt: skip
                 for k in PRICE_FILE_SIZES
             ]
-        if not mine and gpu.name not in per_gpu:
+        if not mine and (gpu.name not in per_gpu or gpu.name in inventory):
+            # a price file's $/GPU-hour for an inventory GPU is the owned GPUs' amortised price: the cloud's
+            # offers of that GPU may still be rented beside them
             mine = catalog_offers(gpu, scenario.cloud, scenario.spot)
         if scenario.cloud:
             mine = [o for o in mine if o.provider in (scenario.cloud, PRICE_FILE)]

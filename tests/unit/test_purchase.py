@@ -281,3 +281,37 @@ def test_owned_plus_rented_from_a_scenario_file_uses_owned_first():
             if not p.owned:
                 assert owned.get(p.gpu, {"idle": 0})["idle"] == 0
     assert sum(row["used"] for row in owned.values()) > 0
+
+
+def test_an_amortised_owned_price_still_rents_the_clouds_offers_of_that_gpu(tmp_path):
+    # README step 4: inventory plus usd_per_gpu_hour for the owned GPU; AWS's L40S instances stay rentable beside
+    # the 2 owned (they were dropped: the per-GPU price replaced the catalog's offers even for an owned GPU)
+    path = tmp_path / "prices.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {"schema_version": 1, "kind": "prices", "source": "amortised", "as_of": "2026-12-01",
+             "usd_per_gpu_hour": {"L40S": 0.40}}
+        )
+    )  # fmt: skip
+    scenario = _flags_scenario(
+        model="Llama-3.1-8B", gpus=["L40S"], inventory={"L40S": 2}, cloud="aws", prices=str(path),
+        weight_dtype="bf16", goodput_req_per_s=20,
+    )  # fmt: skip
+    plan = api.plan(scenario, analysis=False)
+    _check_purchase(plan, _catalog_prices())
+    owned = [p for p in plan.purchase if p.owned]
+    rented = [p for p in plan.purchase if not p.owned]
+    assert owned and owned[0].usd_per_hour_each == pytest.approx(0.40 * owned[0].gpus_per_instance)
+    assert rented and all(p.provider == "aws" and p.gpu == "L40S" for p in rented)
+    # each combo's tokens/USD is at the price its GPUs are bought at, the same basis as its $/h
+    doc = to_doc(plan)
+    # tokens per request x 3600, from the plan's own totals
+    per_request = doc["tokens_per_usd"] * doc["total_usd_per_hour"] / doc["goodput_req_per_s"]
+    assert doc["combos"]
+    for c in doc["combos"]:
+        assert c["tokens_per_usd"] * c["usd_per_hour"] / c["goodput_req_per_s"] == pytest.approx(per_request, rel=2e-3)
+
+
+def test_headroom_takes_a_percent_with_its_sign():
+    assert _flags_scenario(headroom="10%").headroom == pytest.approx(0.10)
+    assert _flags_scenario(headroom=0.25).headroom == pytest.approx(0.25)

@@ -56,7 +56,7 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         f"[bold]{escape(sc['name'])}[/]: {escape(sc['model'])} ({sc['weight_dtype']}), workload "
         f"{escape(sc['workload']['name'])} "
         f"({sc['workload']['requests']:,} requests), goodput target {sc['goodput_target_req_per_s']:.4g} req/s "
-        f"+{sc['headroom'] * 100:g} % headroom, SLO p{slo['percentile']:g} TTFT "
+        f"+{round(sc['headroom'] * 100, 1):g} % headroom, SLO p{slo['percentile']:g} TTFT "
         f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
     )
     if doc.get("quality_note"):  # quantized weights or KV cache (hetplan.planning.dtypes)
@@ -143,8 +143,9 @@ def _purchase_table(doc: dict[str, Any], console: Console) -> None:
             )  # fmt: skip
         else:
             where = f"{p['provider']}/{p['region']}" if p["region"] else p["provider"]
+            place = owned if where == owned else f"{where}, {owned}"  # an owned node's provider is "owned"
             table.add_row(
-                f"{p['count']}x {p['instance_type']}\n{where}, {owned}", f"{p['gpus_per_instance']}x {p['gpu']}",
+                f"{p['count']}x {p['instance_type']}\n{place}", f"{p['gpus_per_instance']}x {p['gpu']}",
                 f"{p['count'] * p['usd_per_hour_each']:.2f}", role_text,
             )  # fmt: skip
     console.print(table)
