@@ -88,7 +88,12 @@ def emit(
     kv_connector: Annotated[str, typer.Option("--kv-connector", help="nixl (NixlConnector) or mooncake.")] = "nixl",
     dynamo_api: Annotated[str, typer.Option("--dynamo-api", help="v1beta1, v1alpha1 or both.")] = "v1beta1",
     max_model_len: Annotated[
-        int | None, typer.Option("--max-model-len", help="vLLM --max-model-len (default: the model's).")
+        int | None,
+        typer.Option(
+            "--max-model-len",
+            help="vLLM --max-model-len (default: the plan's, the longest request it was sized for; else the "
+            "model's window).",
+        ),
     ] = None,
     autoscaler: Annotated[str, typer.Option("--autoscaler", help="keda, hpa or none.")] = AUTOSCALER,
     prometheus_url: Annotated[str, typer.Option("--prometheus-url", help="Prometheus for KEDA.")] = PROMETHEUS_URL,

@@ -360,6 +360,12 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         g = group(i, "aggregated", inst.gpu, inst.tp, inst.pp, inst.count, 1, 2, None, (inst.instance_type, inst.owned))
         units.append(ServingUnit(i, f"{base}-u{i}", "aggregated", 1, total_goodput * share, share, (g,)))
     notes = []
+    if not s.max_model_len_tokens and planned.get("max_model_len_tokens") and max_len < spec.max_position_embeddings:
+        notes.append(
+            f"--max-model-len {max_len:,} tokens: the longest request (prompt + output) of the workload the plan was "
+            f"made for, below the model's {spec.max_position_embeddings:,}-token window; vLLM refuses longer "
+            "requests: pass --max-model-len N to allow them (the fit check says whether N fits every instance)"
+        )
     if instances:
         notes.append(
             "Mélange assigns request-size buckets to GPU types; the emitted routers split traffic by each type's "

@@ -69,7 +69,8 @@ class EmitSettings:
         gpus_per_node: GPUs one node offers; an instance needing more spans nodes (LeaderWorkerSet, Ray).
         kv_connector: ``NixlConnector`` (default) or ``MooncakeConnector``.
         dynamo_api_versions: DynamoGraphDeployment versions to emit: ``v1beta1`` (storage) and/or ``v1alpha1``.
-        max_model_len_tokens: ``--max-model-len`` (default: the model's ``max_position_embeddings``, vLLM's own
+        max_model_len_tokens: ``--max-model-len`` (default: the plan's ``scenario.deployment.max_model_len_tokens``,
+            the longest request it was sized for, else the model's ``max_position_embeddings``, vLLM's own
             default); every instance's KV cache must hold one sequence this long.
         autoscaler: ``keda`` (ScaledObject), ``hpa`` (autoscaling/v2) or ``none``.
         prometheus_url: Prometheus that KEDA queries for vLLM metrics (a default to override).
