@@ -16,7 +16,8 @@ import difflib
 import functools
 import json
 import os
-from collections.abc import Iterator
+import typing
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -101,7 +102,9 @@ def read_yaml_file(path: Path, schema: type[T], what: str, schema_doc: str = "se
         return schema.model_validate(data)
     except ValidationError as exc:
         raise CatalogError(
-            f"{what} {path} does not match its schema", format_validation(exc), f"fix the named fields ({schema_doc})"
+            f"{what} {path} does not match its schema",
+            format_validation(exc, schema),
+            f"fix the named fields ({schema_doc})",
         ) from None
 
 
@@ -177,17 +180,54 @@ def _load_yaml(text: str, path: Path, what: str) -> Any:
         raise CatalogError(f"{what} {path} is not valid YAML{where}", str(problem), "fix the syntax") from None
 
 
-def format_validation(exc: ValidationError) -> str:
-    """One line per pydantic error: ``field.path: message``."""
+def format_validation(exc: ValidationError, schema: type[BaseModel] | None = None) -> str:
+    """One line per pydantic error: ``field.path: message``; with the ``schema`` that raised it, an unknown field
+    also gets the known names closest to it (``did you mean 'goodput_req_per_s'?``)."""
     parts = []
     for err in exc.errors()[:8]:
         loc = ".".join(str(x) for x in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden" and schema is not None and err["loc"]:
+            known = _field_names(schema, err["loc"][:-1])
+            close = difflib.get_close_matches(str(err["loc"][-1]), known, n=3, cutoff=0.5)
+            if close:
+                msg += " (did you mean " + ", ".join(repr(c) for c in close) + "?)"
         parts.append(f"{loc}: {msg}" if loc else msg)
     more = len(exc.errors()) - 8
     if more > 0:
         parts.append(f"... and {more} more")
     return "; ".join(parts)
+
+
+def _field_names(schema: type[BaseModel], path: Sequence[int | str]) -> list[str]:
+    """The field names (and aliases) of the model found at ``path`` inside ``schema`` (list indexes and dict keys
+    skipped), or [] when the path leaves the models."""
+    model: Any = schema
+    for part in path:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return []
+        model = _inner_model(field.annotation)
+        if model is None:
+            return []
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return []
+    names = set(model.model_fields)
+    names |= {f.alias for f in model.model_fields.values() if f.alias}
+    return sorted(names)
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside ``annotation`` (itself, or in Optional/list/tuple/dict/Annotated), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def catalog_sha256() -> str:
