@@ -152,7 +152,8 @@ class Planner:
             try:
                 alloc = solve_allocation(req, own, f"{gpu}-only fleet", fewest_combos=final)
             except InfeasibleError as exc:
-                by_gpu[gpu] = {"status": "infeasible", "reason": exc.why or exc.what}
+                # what failed and why ("no purchase can hold the L40S-only fleet: tried ... owned inventory ...")
+                by_gpu[gpu] = {"status": "infeasible", "reason": f"{exc.what}: {exc.why}" if exc.why else exc.what}
                 continue
             by_gpu[gpu] = {
                 "status": alloc.status,
