@@ -117,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         report_split(predict(frame), f"fixture {args.fixture}", args.groups)
         return 0
     frame, n_disagg = silicon.load()
-    print(f"measured serving points: {len(frame)} aggregated rows ({n_disagg} disaggregated rows not modelled); "
-          f"validation models: {', '.join(silicon.VALIDATION_MODELS)}")  # fmt: skip
+    print(f"measured serving points: {len(frame)} aggregated rows; {n_disagg} disaggregated rows left out, "
+          f"{silicon.DISAGG_REASON}")  # fmt: skip
+    print(f"validation models (whole models never seen by the fit): {', '.join(silicon.VALIDATION_MODELS)}")
     pred = predict(frame)
     report_split(pred[pred["split"] == "validation"], "validation split (models the fit never saw)", args.groups)
     report_split(pred[pred["split"] == "fit"], "fit split (in-sample)", False)
