@@ -19,9 +19,11 @@ engine on one architecture:
 - ``ttft_overhead_s``: time to first token outside the steps (HTTP, tokenisation, scheduling the new request,
   detokenising and streaming the first token), paid once per request; ``ttft_token_overhead_s`` per prompt token
   outside the GPU (tokenisation, input processing: measured vLLM Llama-3.1-70B TTFT per 1k prompt tokens falls as
-  ``a + b / TP``, not ``b / TP``); ``ttft_seq_overhead_s`` per running sequence (the front end streams every other
-  client's tokens while the new request waits: measured TTFT grows by a few ms per client at prompt loads far below
-  the prefill capacity).
+  ``a + b / TP``, not ``b / TP``); ``ttft_decode_steps``: decode steps a new request waits before its first token
+  besides its own prefill (admission into the running batch, output processing and streaming run a step or more
+  behind; measured TTFT grows with the decode step time at prompt loads far below the prefill capacity). Chosen over
+  a cost per running sequence by the leave-one-model-out error of ``benchmarks/calibrate_perf.py
+  --leave-one-model-out`` (TTFT 45.4 % -> 36.6 % median |error| on the fit split).
 
 The files are written by ``benchmarks/calibrate_perf.py`` from measured serving points (see ``docs/perf-model.md``)
 and carry their provenance: rows, models, engine versions, the held-out validation models and fit residuals. A GPU
@@ -66,7 +68,7 @@ class EfficiencyCurves:
     sync_share: float = 0.0
     ttft_overhead_s: float = 0.02
     ttft_token_overhead_s: float = 1e-5
-    ttft_seq_overhead_s: float = 5e-4
+    ttft_decode_steps: float = 2.0
 
 
 PRIOR = EfficiencyCurves()

@@ -22,11 +22,10 @@ Little's law ``C = X (TTFT + (O-1) TPOT)``; ``b = X (O-1) TPOT`` sequences decod
 tokens/s in chunks of ``min(I, budget)`` tokens (one prompt per step without chunked prefill). A share ``u`` of
 the steps carry a prefill chunk and are slower, so the mean TPOT is the harmonic mix ``1 / (u / T_mixed + (1 - u) /
 T_decode)``: TPOT grows with concurrency as in measured engines. TTFT = the prompt's chunks x T_mixed + the wait
-for the step in flight (``T_decode / 2``) + the front end's time (``ttft_overhead_s + ttft_token_overhead_s x I +
-ttft_seq_overhead_s x b``, outside the steps) + an M/D/1 wait for other
-prompts (``u / (2 (1 - u))`` chunks), and when
-prefill saturates the budget the wait follows from Little's law instead. A fixed-point iteration (damped) solves
-the loop for thousands of rows at once.
+for the step in flight (``T_decode / 2``) + the time outside the prompt's own steps (``ttft_overhead_s +
+ttft_token_overhead_s x I + ttft_decode_steps x T_decode``) + an M/D/1 wait for other prompts (``u / (2 (1 - u))``
+chunks), and when prefill saturates the budget the wait follows from Little's law instead. A fixed-point
+iteration (damped) solves the loop for thousands of rows at once.
 
 Source: hetplan's own reconstruction (roofline per operator after DESIGN §2; Little's law; M/D/1 wait).
 """
@@ -97,7 +96,7 @@ class Rows:
     sync_share: np.ndarray
     ttft_overhead_s: np.ndarray
     ttft_token_overhead_s: np.ndarray
-    ttft_seq_overhead_s: np.ndarray
+    ttft_decode_steps: np.ndarray
     budget_tokens: np.ndarray
     chunked: np.ndarray  # 1.0 when the engine splits prompts into chunks
     max_num_seqs: np.ndarray
@@ -124,7 +123,7 @@ CURVE_FIELDS = (
     "sync_share",
     "ttft_overhead_s",
     "ttft_token_overhead_s",
-    "ttft_seq_overhead_s",
+    "ttft_decode_steps",
 )
 
 
@@ -286,7 +285,7 @@ def closed_loop(
         ttft_new = (1.0 - r.sync_share) * np.minimum(ttft_open, ttft_wave) + r.sync_share * ttft_wave
         # clients beyond the running cap wait for a slot
         queue = np.maximum(c - running_cap, 0.0) / np.maximum(running_cap, 1.0) * ((o - 1.0) * tpot_new + service)
-        front_end = r.ttft_overhead_s + r.ttft_token_overhead_s * i + r.ttft_seq_overhead_s * b
+        front_end = r.ttft_overhead_s + r.ttft_token_overhead_s * i + r.ttft_decode_steps * t_dec
         ttft_new = ttft_new + queue + front_end
         tpot = DAMPING * tpot + (1 - DAMPING) * tpot_new
         ttft = DAMPING * ttft + (1 - DAMPING) * ttft_new
