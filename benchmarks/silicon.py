@@ -46,6 +46,15 @@ def weight_dtype(row: Any) -> str:
     return DTYPE.get(mode, "bf16") if isinstance(mode, str) else "bf16"
 
 
+def campaign(source: str) -> str:
+    """The measurement campaign of a row, from ``silicon_data_source``: its dump or file name, with the folder of
+    the per-engine gap-analysis files cut to ``gap-analysis/<gpu>/<engine>/<version>``."""
+    first = str(source).split(";")[0].removeprefix("source_file=")
+    if "aic-auto-gap-analysis/data/" in first:
+        return "gap-analysis/" + "/".join(first.split("aic-auto-gap-analysis/data/")[1].split("/")[:3])
+    return first
+
+
 def concurrency_and_layout(agg: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
     """(concurrency, tp, attention DP) of aggregated rows.
 
@@ -97,13 +106,14 @@ def load(csv: Path = CSV) -> tuple[pd.DataFrame, int]:
             "ttft_ms": agg["silicon_ttft_ms"],
             "tpot_ms": agg["silicon_tpot_ms"],
             "backend_version": agg["backend_version"].fillna("unknown").astype(str),
+            "campaign": agg["silicon_data_source"].map(campaign),
             "id": agg["id"],
         }
     ).reset_index(drop=True)
     out["split"] = ["validation" if m in VALIDATION_MODELS else "fit" for m in out["model"]]
-    # the same run listed twice under two ids (same configuration, same measured TTFT and TPOT to every digit):
+    # the same run listed twice under two ids or files (same configuration, same TTFT and TPOT to every digit):
     # 233 rows, kept once so that no measurement counts double in the fit or the validation
-    same = [c for c in out.columns if c not in ("id", "backend_version")]
+    same = [c for c in out.columns if c not in ("id", "backend_version", "campaign")]
     out = out[~out.duplicated(same)].reset_index(drop=True)
     return out, int((df["mode"] != "agg").sum())
 
