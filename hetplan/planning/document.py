@@ -193,6 +193,9 @@ def _pruning_text(req: PlanRequest, cands: CandidateSet) -> str:
         if cands.exact
         else f"heuristic (over {req.max_ilp_combos} non-dominated combos; best tokens/USD kept)"
     )
+    if req.wan is not None and req.wan.egress_usd_per_gb > 0 and any(c.cross_site for c in cands.combos):
+        # a dominating cross-site combo with more goodput pays more egress (cauchy.cross_site_combos)
+        text += "; cross-site combos pruned by dominance, a heuristic with egress > 0"
     if req.keep_pairs is None:
         return text
     het = len(req.gpus) * (len(req.gpus) - 1)

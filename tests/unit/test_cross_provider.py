@@ -20,6 +20,7 @@ from hetplan.cli.main import app
 from hetplan.plan.doc import from_doc, to_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.request import build_request
+from hetplan.report.model import plan_report
 from hetplan.scenario import Scenario
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.solvers.cauchy import enumerate_candidates
@@ -82,6 +83,8 @@ def test_a_cross_site_combo_is_strictly_cheaper_with_the_flag_and_never_chosen_w
         "wan_gb_per_s": 10.0, "wan_latency_s": 0.03, "egress_usd_per_gb": 0.0
     }  # fmt: skip
     assert from_doc(to_doc(with_flag)) == with_flag  # the role sites survive the plan file
+    labels = [d["label"] for d in plan_report(with_flag, "plan.json")["deployment"]]
+    assert any("prefill at beta/r1, decode at acme/r1: cross-site" in x for x in labels), labels
 
 
 def test_egress_makes_the_cross_site_combo_costlier(tmp_path):
@@ -91,6 +94,8 @@ def test_egress_makes_the_cross_site_combo_costlier(tmp_path):
     assert not any(c.cross_site for c in paid.combos), "egress on ~0.15 GB of KV per request outweighs the GPUs"
     assert paid.total_usd_per_hour > free.total_usd_per_hour
     assert paid.extra["egress_usd_per_hour"] == 0.0
+    assert "heuristic with egress > 0" in paid.extra["solver"]["pruning"]
+    assert "heuristic" not in free.extra["solver"]["pruning"], "with no egress the dominance pruning stays exact"
     _cost_adds_up(paid)
     # each cross-site candidate's egress: $/GB x mean prompt KV bytes x its goodput x 3600 s/h
     req = build_request(_scenario(tmp_path, allow_cross_provider=True))[0]
