@@ -221,7 +221,7 @@ def plan(
             "rent": rent,
             "allow_cross_provider": allow_cross_provider,
             "wan_gb_per_s": wan_gb_per_s,
-            "wan_latency_s": parse_duration_s(wan_latency, "--wan-latency", 0.0, 10.0) if wan_latency else None,
+            "wan_latency_s": parse_duration_s(wan_latency, "wan_latency", 0.0, 10.0) if wan_latency else None,
             "egress_usd_per_gb": egress_usd_per_gb,
             "headroom": headroom,
             "tp": parse_tp_list(tp) if tp is not None else None,
