@@ -282,6 +282,23 @@ class Scenario(_Strict):
     rent: bool = Field(
         default=True, description="Rent offers beyond the owned inventory (false: owned GPUs only, like --no-rent)."
     )
+    allow_cross_provider: bool = Field(
+        default=False,
+        description="Let a combo put prefill at one site (provider/region or owned) and decode at another, its KV "
+        "cache over a WAN link (wan_gb_per_s, wan_latency_s, egress_usd_per_gb); like --allow-cross-provider.",
+    )
+    wan_gb_per_s: float = Field(
+        default=1.25, gt=0, le=1e4, description="WAN bandwidth per cross-site combo copy, GB/s (default 10 Gbit/s)."
+    )
+    wan_latency_s: float = Field(
+        default=0.03, ge=0, le=10, description="WAN one-way latency added to each cross-site KV transfer, seconds."
+    )
+    egress_usd_per_gb: float = Field(
+        default=0.09,
+        ge=0,
+        le=100,
+        description="Egress $/GB on KV bytes sent across sites (default: AWS internet egress, first 10 TB).",
+    )
     headroom: Annotated[float, BeforeValidator(_percent_suffix)] = Field(
         default=0.1,
         ge=0,

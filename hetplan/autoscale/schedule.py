@@ -22,7 +22,9 @@ Method (Cauchy scales whole combos; the rest is hetplan's own reconstruction):
 Costs are paid from the moment a combo is requested. Owned GPUs (the inventory, :mod:`hetplan.catalog.offers`) are
 paid whether they run or not: a schedule pays their amortised price in every window and rents GPUs only beyond
 them, so switching an owned GPU off is never counted as a saving; their idle GPU-hours are reported instead
-(:class:`OwnedCosting`). Schedules price GPU-hours, not whole purchased instances (plans do that).
+(:class:`OwnedCosting`). With offers (every plan built from a scenario has them), the rented part is priced in
+whole purchasable instances (:class:`InstancePricing`): each level's fleet is packed onto the owned nodes plus
+instances of the one rented site the peak fleet buys from, and the schedule pays those instances' hours.
 Static fleets sized for the peak and for the mean demand
 (their cost-optimal plans) are the comparisons; the mean fleet's short windows are reported too.
 """
@@ -37,10 +39,12 @@ from typing import Any
 import numpy as np
 
 from hetplan.autoscale.curves import LoadCurve
-from hetplan.catalog.offers import owned_gpus
+from hetplan.catalog.offers import Offer, owned_gpus
 from hetplan.errors import InfeasibleError, InputError
+from hetplan.plan.types import Purchase
 from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest, enumerate_candidates, solve_allocation
 from hetplan.solvers.milp import solve_covering
+from hetplan.solvers.packing import Purchased, solve_purchase
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class Fleet:
     counts: tuple[int, ...]
     capacity_req_per_s: float
     usd_per_hour: float
+    purchase: tuple[Purchase, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,70 @@ def owned_costing(req: PlanRequest) -> OwnedCosting | None:
     return OwnedCosting(tuple(owned.items()), fixed, tuple(sorted(rented.items())))
 
 
+@dataclass(eq=False)
+class InstancePricing:
+    """Fleets priced in whole purchasable instances: every owned node always (``fixed_usd_per_hour``, as
+    :class:`OwnedCosting`), plus the rented instances that :func:`hetplan.solvers.packing.solve_purchase` buys
+    to host the serving instances the owned nodes cannot, from ``offers`` (the owned nodes and the rented site
+    ``site`` only, so every level of one schedule rents from one provider and region). Each copy of a combo runs
+    at one site. Source: hetplan's own reconstruction.
+    """
+
+    offers: tuple[Offer, ...]
+    tps: tuple[int, ...]
+    fixed_usd_per_hour: float
+    site: str
+    _cache: dict[tuple[int, ...], tuple[float, tuple[Purchase, ...]]] = field(default_factory=dict)
+
+    @classmethod
+    def for_peak(
+        cls, offers: tuple[Offer, ...], tps: tuple[int, ...], fixed: float, peak: Allocation
+    ) -> InstancePricing:
+        """The pricing whose rented site is the one the ``peak`` allocation (a purchased plan over every site)
+        buys from."""
+        site = peak.purchase.rented_site if peak.purchase is not None else ""
+        keep = tuple(o for o in offers if o.owned or (site and o.site == site))
+        return cls(keep, tps, fixed, site)
+
+    def bought(self, combos: list[Combo], alloc: Allocation) -> Fleet:
+        """The fleet of a purchased allocation (``alloc.purchase`` from these offers), at this pricing's cost."""
+        counts = _counts(combos, alloc)
+        cap = sum(c.goodput_req_per_s * n for c, n in zip(combos, counts, strict=True))
+        lines = alloc.purchase.lines if alloc.purchase is not None else ()
+        rented = sum(p.count * p.usd_per_hour_each for p in lines if not p.owned)
+        self._cache.setdefault(counts, (self.fixed_usd_per_hour + rented, lines))
+        cost, lines = self._cache[counts]
+        return Fleet(counts, cap, cost, lines)
+
+    def _solve(self, combos: list[Combo], counts: tuple[int, ...]) -> Purchased:
+        used = [(c, n) for c, n in zip(combos, counts, strict=True) if n]
+        needs = []
+        for c, _ in used:
+            need = {(c.prefill_gpu, c.prefill_tp): c.n_prefill}
+            need[(c.decode_gpu, c.decode_tp)] = need.get((c.decode_gpu, c.decode_tp), 0) + c.n_decode
+            needs.append(need)
+        # one "slice" per copy, assigned to a site's column of its combo: the copies' count is met exactly
+        rows = [[1.0 if j == i else None for j in range(len(used))] for i, (_, n) in enumerate(used) for _ in range(n)]
+        return solve_purchase(needs, self.offers, self.tps, "schedule's fleet", slice_load=rows, fewest_units=False)
+
+    def price(
+        self, combos: list[Combo] | tuple[Combo, ...], counts: tuple[int, ...]
+    ) -> tuple[float, tuple[Purchase, ...]]:
+        """$/hour of the fleet (owned nodes always, rented instances bought for it) and its purchase lines.
+
+        Raises:
+            InfeasibleError: the owned nodes and the site's offers cannot host the fleet.
+        """
+        if counts not in self._cache:
+            if not any(counts):
+                self._cache[counts] = (self.fixed_usd_per_hour, ())
+            else:
+                bought = self._solve(list(combos), counts)
+                rented = sum(p.count * p.usd_per_hour_each for p in bought.lines if not p.owned)
+                self._cache[counts] = (self.fixed_usd_per_hour + rented, bought.lines)
+        return self._cache[counts]
+
+
 def _used(combos: list[Combo] | tuple[Combo, ...], counts: tuple[int, ...]) -> dict[str, int]:
     used: dict[str, int] = {}
     for c, n in zip(combos, counts, strict=True):
@@ -159,9 +228,13 @@ class Schedule:
     nesting: str = "top-down"
     per_window_optimum_usd_per_hour: np.ndarray | None = field(default=None, repr=False)
     costing: OwnedCosting | None = None
+    pricing: InstancePricing | None = None
 
     def static_usd_per_hour(self, alloc: Allocation) -> float:
-        """$/hour of a static fleet, owned GPUs costed as :class:`OwnedCosting` says."""
+        """$/hour of a static fleet: in whole instances with :class:`InstancePricing`, else owned GPUs costed as
+        :class:`OwnedCosting` says, else the allocation's GPU-hour cost."""
+        if self.pricing is not None and alloc.purchase is not None:
+            return self.pricing.bought(list(self.combos), alloc).usd_per_hour
         if self.costing is None:
             return alloc.total_usd_per_hour
         return self.costing.usd_per_hour(alloc.gpus_used())
@@ -188,11 +261,30 @@ def _levels(demand: np.ndarray, step: float, floor: float) -> tuple[np.ndarray, 
     return np.array([remap[k] for k in idx]), [values[k] for k in used]
 
 
-def _fleet(combos: list[Combo], counts: tuple[int, ...], costing: OwnedCosting | None = None) -> Fleet:
+def _counts(combos: list[Combo] | tuple[Combo, ...], alloc: Allocation) -> tuple[int, ...]:
+    index = {id(c): i for i, c in enumerate(combos)}
+    counts = [0] * len(combos)
+    for combo, n in alloc.combos:
+        counts[index[id(combo)]] += n
+    return tuple(counts)
+
+
+def _fleet(
+    combos: list[Combo],
+    counts: tuple[int, ...],
+    costing: OwnedCosting | None = None,
+    pricing: InstancePricing | None = None,
+) -> Fleet:
     cap = sum(c.goodput_req_per_s * n for c, n in zip(combos, counts, strict=True))
     cost = sum(c.usd_per_hour * n for c, n in zip(combos, counts, strict=True))
     if costing is not None:
         cost = costing.usd_per_hour(_used(combos, counts))
+    if pricing is not None:
+        try:
+            cost, lines = pricing.price(combos, counts)
+        except InfeasibleError:  # the site cannot host this fleet: it keeps its GPU-hour cost (none seen so far)
+            return Fleet(counts, cap, cost)
+        return Fleet(counts, cap, cost, lines)
     return Fleet(counts, cap, cost)
 
 
@@ -213,7 +305,9 @@ def build_schedule(
     """
     settings.check()
     costing = owned_costing(req)
-    # schedules price GPU-hours: the owned GPUs cap the fleet only when nothing may be rented
+    offers = req.offers
+    # levels are sized by the GPU-hour ILP (the owned GPUs cap the fleet only when nothing may be rented); the
+    # fleets are then priced in whole instances (InstancePricing)
     rents = any(not o.owned for o in req.offers)
     req = replace(req, offers=(), inventory={} if rents and req.offers else req.inventory)
     cands = enumerate_candidates(req)
@@ -225,10 +319,17 @@ def build_schedule(
     lag_w = int(math.ceil(lag_s / curve.window_s - 1e-9))
     ahead = np.array([demand[w : w + lag_w + 1].max() for w in range(curve.windows)])
     level_idx, levels = _levels(ahead, settings.level_step, settings.min_goodput_req_per_s)
+    pricing = None
+    if offers:  # the peak level's purchased plan (every site) picks the one rented site every level buys from
+        top = solve_allocation(replace(req, offers=offers, goodput_req_per_s=levels[-1], headroom=0.0), combos,
+                               "peak of the load curve")  # fmt: skip
+        fixed = costing.fixed_usd_per_hour if costing is not None else 0.0
+        pricing = InstancePricing.for_peak(offers, req.tp_options, fixed, top)
+    buy = req if pricing is None else replace(req, offers=pricing.offers)
 
-    per_level = _per_level(req, combos, levels, costing, progress)
+    per_level = _per_level(req, combos, levels, costing, progress, pricing)
     best: tuple[float, str, list[Fleet], np.ndarray] | None = None
-    nested = _nest_down(req, combos, levels, costing)
+    nested = _nest_down(req, combos, levels, costing, pricing)
     for name, fleets in (("top-down nested", nested), ("per-level optimum", per_level)):
         requested = _control(level_idx, fleets, curve, settings)
         total = float(sum(fleets[int(i)].usd_per_hour for i in requested))
@@ -239,9 +340,9 @@ def build_schedule(
     optimum = [f.usd_per_hour for f in per_level]
     available = np.array([requested[max(0, w - lag_w) : w + 1].min() for w in range(curve.windows)])
     peak_alloc = solve_allocation(
-        replace(req, goodput_req_per_s=float(demand.max()), headroom=0.0), combos, "peak of the load curve"
+        replace(buy, goodput_req_per_s=float(demand.max()), headroom=0.0), combos, "peak of the load curve"
     )
-    mean_req = replace(req, goodput_req_per_s=max(float(demand.mean()), 1e-9), headroom=0.0)
+    mean_req = replace(buy, goodput_req_per_s=max(float(demand.mean()), 1e-9), headroom=0.0)
     try:
         static_mean: Allocation | None = solve_allocation(mean_req, combos, "mean of the load curve")
     except InfeasibleError:
@@ -262,6 +363,7 @@ def build_schedule(
         nesting,
         np.array([optimum[int(i)] for i in level_idx]),
         costing,
+        pricing,
     )
 
 
@@ -271,37 +373,43 @@ def _per_level(
     levels: list[float],
     costing: OwnedCosting | None = None,
     progress: Callable[[int, int], None] | None = None,
+    pricing: InstancePricing | None = None,
 ) -> list[Fleet]:
     """The cost-optimal fleet of every level, solved independently (fewest combos among equal costs);
     ``progress(done, total)`` is called before each level's solve."""
     index = {id(c): i for i, c in enumerate(combos)}
     fleets: list[Fleet] = []
+    buy = req if pricing is None else replace(req, offers=pricing.offers)
     for i, level in enumerate(levels):
         if progress is not None:
             progress(i, len(levels))
         try:
-            alloc = solve_allocation(replace(req, goodput_req_per_s=level, headroom=0.0), combos, "level")
+            alloc = solve_allocation(replace(buy, goodput_req_per_s=level, headroom=0.0), combos, "level")
         except InfeasibleError:
             fleets.append(fleets[-1] if fleets else Fleet(tuple(0 for _ in combos), 0.0, 0.0))
+            continue
+        if pricing is not None:  # a purchased plan of the level: its instances are the fleet's cost
+            fleets.append(pricing.bought(combos, alloc))
             continue
         counts = [0] * len(combos)
         for combo, n in alloc.combos:
             counts[index[id(combo)]] += n
-        fleets.append(_fleet(combos, tuple(counts), costing))
+        fleets.append(_fleet(combos, tuple(counts), costing, pricing))
     return fleets
 
 
 def _nest_down(
-    req: PlanRequest, combos: list[Combo], levels: list[float], costing: OwnedCosting | None = None
+    req: PlanRequest,
+    combos: list[Combo],
+    levels: list[float],
+    costing: OwnedCosting | None = None,
+    pricing: InstancePricing | None = None,
 ) -> list[Fleet]:
     """Top-down nesting: the peak level's optimal fleet, then cheapest subsets for each lower level."""
-    top = solve_allocation(replace(req, goodput_req_per_s=levels[-1], headroom=0.0), combos, "peak of the load curve")
-    index = {id(c): i for i, c in enumerate(combos)}
-    counts = [0] * len(combos)
-    for combo, n in top.combos:
-        counts[index[id(combo)]] += n
+    buy = req if pricing is None else replace(req, offers=pricing.offers)
+    top = solve_allocation(replace(buy, goodput_req_per_s=levels[-1], headroom=0.0), combos, "peak of the load curve")
     fleets = [Fleet((), 0.0, 0.0)] * len(levels)
-    fleets[-1] = _fleet(combos, tuple(counts), costing)
+    fleets[-1] = pricing.bought(combos, top) if pricing is not None else _fleet(combos, _counts(combos, top), costing)
     for i in range(len(levels) - 2, -1, -1):
         parent = fleets[i + 1].counts
         cols = [k for k, n in enumerate(parent) if n]
@@ -315,7 +423,7 @@ def _nest_down(
         child = [0] * len(combos)
         for k, n in zip(cols, res.counts, strict=True):
             child[k] = n
-        fleets[i] = _fleet(combos, tuple(child), costing) if res.status == "optimal" else fleets[i + 1]
+        fleets[i] = _fleet(combos, tuple(child), costing, pricing) if res.status == "optimal" else fleets[i + 1]
     return fleets
 
 
@@ -404,6 +512,23 @@ def summary(s: Schedule) -> dict[str, Any]:
         "windows_with_changes": int(sum(1 for c in changes if c)),
         "gpu_hours": {g: round(v, 2) for g, v in sorted(gpu_hours.items())},
         **({} if s.costing is None else _owned_summary(s, hours_per_window)),
+        **({} if s.pricing is None else _instance_summary(s, hours_per_window)),
+    }
+
+
+def _instance_summary(s: Schedule, hours_per_window: float) -> dict[str, Any]:
+    """Rented instance-hours per offer of a schedule priced in whole instances (:class:`InstancePricing`)."""
+    assert s.pricing is not None
+    hours: dict[str, float] = {}
+    for w in range(s.curve.windows):
+        for p in s.fleets[int(s.requested_level[w])].purchase:
+            if not p.owned:
+                key = f"{p.provider} {p.instance_type}" + (f" ({p.region})" if p.region else "")
+                hours[key] = hours.get(key, 0.0) + p.count * hours_per_window
+    return {
+        "pricing": "whole instances: owned nodes in every window, rented instances bought per window",
+        "rented_site": s.pricing.site or None,
+        "rented_instance_hours": {k: round(v, 2) for k, v in sorted(hours.items())},
     }
 
 

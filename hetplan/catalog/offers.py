@@ -14,7 +14,8 @@ $/instance-hour. Plans buy whole instances of offers (:mod:`hetplan.solvers.pack
   $0/GPU-hour (a sunk cost; the plan warns).
 
 A site is where a deployment's instances run: ``owned`` or one ``provider/region``. One combo never spans sites
-unless ``--allow-cross-provider`` is given.
+unless ``--allow-cross-provider`` is given; then a combo may put its prefill instances at one site and its decode
+instances at another, its KV cache crossing a :class:`WanLink`.
 
 Source: hetplan's own reconstruction.
 """
@@ -33,6 +34,46 @@ PRICE_FILE = "price-file"
 DEFAULT_OWNED_NODE_GPUS = 8
 """GPUs per owned node when the inventory gives only a count per GPU type (set ``offers:`` with
 ``provider: owned`` and ``gpus_per_instance`` in a price file to describe other node shapes)."""
+
+
+DEFAULT_WAN_GB_PER_S = 1.25
+"""Bandwidth, GB/s, one cross-site combo copy's prefill->decode KV traffic gets over the WAN: 10 Gbit/s, a common
+dedicated-interconnect / site-to-site VPN size (hetplan's assumption, not a measurement; set ``wan_gb_per_s`` to
+what ``iperf3`` measures between the two sites)."""
+DEFAULT_WAN_LATENCY_S = 0.03
+"""One-way latency, seconds, added to every cross-site KV transfer (30 ms: a US coast-to-coast order of
+magnitude; hetplan's assumption; set ``wan_latency_s`` to half the ``ping`` RTT between the two sites)."""
+DEFAULT_EGRESS_USD_PER_GB = 0.09
+"""Egress, $/GB, paid on the KV bytes that leave the prefill site: AWS's published internet data-transfer-out
+price for the first 10 TB/month (us-east-1); an illustrative default: set ``egress_usd_per_gb`` to your contract
+(0 for a private interconnect with no per-GB charge)."""
+
+
+@dataclass(frozen=True)
+class WanLink:
+    """The link a cross-site combo's KV cache crosses (``--allow-cross-provider``).
+
+    Attributes:
+        gb_per_s: bandwidth per combo copy, GB/s (1e9 bytes/s); caps the per-request transfer and the copy's KV
+            transfer capacity.
+        latency_s: one-way latency added to each KV transfer, seconds (adds to TTFT).
+        egress_usd_per_gb: $ per GB of KV bytes sent from the prefill site to the decode site.
+
+    Source: hetplan's own reconstruction; the defaults are assumptions named in this module's constants.
+    """
+
+    gb_per_s: float = DEFAULT_WAN_GB_PER_S
+    latency_s: float = DEFAULT_WAN_LATENCY_S
+    egress_usd_per_gb: float = DEFAULT_EGRESS_USD_PER_GB
+
+    @property
+    def bytes_per_s(self) -> float:
+        """Bandwidth in bytes/s."""
+        return self.gb_per_s * 1e9
+
+    def egress_usd_per_hour(self, kv_bytes_per_request: float, req_per_s: float) -> float:
+        """Egress $/hour of ``req_per_s`` requests each sending ``kv_bytes_per_request`` bytes across the link."""
+        return self.egress_usd_per_gb * kv_bytes_per_request / 1e9 * req_per_s * 3600.0
 
 
 @dataclass(frozen=True)
@@ -220,10 +261,14 @@ def scale_offers(offers: Sequence[Offer], factors: Mapping[str, float]) -> tuple
 
 
 __all__ = [
+    "DEFAULT_EGRESS_USD_PER_GB",
     "DEFAULT_OWNED_NODE_GPUS",
+    "DEFAULT_WAN_GB_PER_S",
+    "DEFAULT_WAN_LATENCY_S",
     "OWNED",
     "PRICE_FILE",
     "Offer",
+    "WanLink",
     "catalog_offers",
     "owned_gpus",
     "owned_nodes",

@@ -58,6 +58,7 @@ from hetplan.cli.scenario_flags import (
 )
 from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
+from hetplan.units import parse_duration_s
 
 if TYPE_CHECKING:
     from hetplan.scenario import Scenario
@@ -93,6 +94,26 @@ def plan(
             "--rent/--no-rent",
             help="Rent cloud instances beside the owned --inventory (default) or use only the owned GPUs.",
         ),
+    ] = None,
+    allow_cross_provider: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-cross-provider",
+            help="Let a combo's prefill and decode run at different sites (providers, regions, owned), its KV cache "
+            "crossing a WAN link priced by --wan-gb-per-s, --wan-latency and --egress-usd-per-gb (docs/purchases.md).",
+        ),
+    ] = None,
+    wan_gb_per_s: Annotated[
+        float | None,
+        typer.Option("--wan-gb-per-s", help="WAN bandwidth per cross-site combo copy, GB/s (default 1.25)."),
+    ] = None,
+    wan_latency: Annotated[
+        str | None,
+        typer.Option("--wan-latency", help="WAN one-way latency with a unit, e.g. 30ms (default 30ms)."),
+    ] = None,
+    egress_usd_per_gb: Annotated[
+        float | None,
+        typer.Option("--egress-usd-per-gb", help="Egress $/GB on KV bytes sent across sites (default 0.09)."),
     ] = None,
     headroom: HeadroomOpt = None,
     tp: TpListOpt = None,
@@ -198,6 +219,10 @@ def plan(
             "spot": spot,
             "prices": prices,
             "rent": rent,
+            "allow_cross_provider": allow_cross_provider,
+            "wan_gb_per_s": wan_gb_per_s,
+            "wan_latency_s": parse_duration_s(wan_latency, "wan_latency", 0.0, 10.0) if wan_latency else None,
+            "egress_usd_per_gb": egress_usd_per_gb,
             "headroom": headroom,
             "tp": parse_tp_list(tp) if tp is not None else None,
             "max_ratio": max_ratio,

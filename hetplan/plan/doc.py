@@ -57,11 +57,12 @@ _COMBO_FIELDS = (
     "goodput_req_per_s", "tokens_per_usd", "bound_by", "prefill_capacity_req_per_s", "decode_capacity_req_per_s",
     "kv_transfer_capacity_req_per_s", "decode_batch", "predicted_ttft_s", "predicted_tpot_s", "utilization",
     "min_count", "prefill_pp", "decode_pp", "site", "prefill_instance_type", "decode_instance_type", "prefill_owned",
-    "decode_owned",
+    "decode_owned", "decode_site", "cross_site", "egress_usd_per_hour",
 )  # fmt: skip
 _COMBO_OPTIONAL = {
     "min_count": None, "prefill_pp": 1, "decode_pp": 1, "site": "", "prefill_instance_type": "",
-    "decode_instance_type": "", "prefill_owned": False, "decode_owned": False,
+    "decode_instance_type": "", "prefill_owned": False, "decode_owned": False, "decode_site": "",
+    "cross_site": False, "egress_usd_per_hour": 0.0,
 }  # fmt: skip  # written only when set
 _PURCHASE_FIELDS = (
     "provider", "instance_type", "region", "gpu", "gpus_per_instance", "count", "owned", "usd_per_hour_each",

@@ -93,7 +93,9 @@ class ComboUnit:
     router, deployed ``count`` times. Capacities in req/s per instance (KV transfer: per combo copy); predicted
     latencies in seconds at the copy's planned load. ``min_count`` is set on autoscaling schedules only (the
     fewest copies over the schedule). Pipeline-parallel degrees (``prefill_pp``, ``decode_pp``) are 1 unless a
-    plan file sets them."""
+    plan file sets them. ``site`` is where the combo runs (its prefill role's site); a cross-site combo
+    (``--allow-cross-provider``) has ``cross_site``, its decode role's ``decode_site`` and the WAN egress it pays
+    (``egress_usd_per_hour``, part of ``usd_per_hour``)."""
 
     prefill_gpu: str
     prefill_tp: int
@@ -121,6 +123,9 @@ class ComboUnit:
     decode_instance_type: str = ""
     prefill_owned: bool = False
     decode_owned: bool = False
+    decode_site: str = ""
+    cross_site: bool = False
+    egress_usd_per_hour: float = 0.0
 
     @property
     def label(self) -> str:

@@ -213,6 +213,9 @@ def _pruning_text(req: PlanRequest, cands: CandidateSet) -> str:
         if cands.exact
         else f"heuristic (over {req.max_ilp_combos} non-dominated combos; best tokens/USD kept)"
     )
+    if req.wan is not None and req.wan.egress_usd_per_gb > 0 and any(c.cross_site for c in cands.combos):
+        # a dominating cross-site combo with more goodput pays more egress (cauchy.cross_site_combos)
+        text += "; cross-site combos pruned by dominance, a heuristic with egress > 0"
     if req.keep_pairs is None:
         return text
     het = len(req.gpus) * (len(req.gpus) - 1)
@@ -278,15 +281,18 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
         doc["purchase"] = purchase_doc(bought)
         doc["rented_site"] = bought.rented_site or None
         doc["sites_tried"] = list(bought.sites_tried)
+        if bought.unit_decode_sites:  # --allow-cross-provider: total = Σ purchase + the WAN egress
+            doc["egress_usd_per_hour"] = rnd(bought.extra_usd_per_hour)
     if s.allocation is not None:
         alloc = s.allocation
         sites = alloc.sites or tuple("" for _ in alloc.combos)
-        for (combo, count), site in zip(alloc.combos, sites, strict=True):
+        decode_sites = alloc.decode_sites or sites
+        for (combo, count), site, dsite in zip(alloc.combos, sites, decode_sites, strict=True):
             # goodput-weighted round robin: each copy carries the target times its share of the capacity
             load = req.goodput_req_per_s * combo.goodput_req_per_s / alloc.goodput_req_per_s
             row = combo_doc(req, planner.cands, combo, count, load, sum(planner.token_means))
             if bought is not None:
-                row.update(_combo_placement(bought, combo, site))
+                row.update(_combo_placement(bought, combo, site, dsite))
                 # tokens/USD at the price the combo's GPUs are bought at (owned nodes: their amortised price),
                 # not the ranking price combo_doc starts from
                 paid = float(row["usd_per_hour"])
@@ -326,19 +332,25 @@ def _role_offer(bought: Purchased, site: str, gpu: str, tp: int) -> tuple[str, b
     return offer.instance_type, offer.owned
 
 
-def _combo_placement(bought: Purchased, combo: Combo, site: str) -> dict[str, Any]:
+def _combo_placement(bought: Purchased, combo: Combo, site: str, decode_site: str) -> dict[str, Any]:
+    """Where one combo runs: its site (the prefill role's), instance types, $/hour share and, for a cross-site
+    combo (``--allow-cross-provider``), the decode role's site, the WAN link and the egress it pays."""
     p_type, p_owned = _role_offer(bought, site, combo.prefill_gpu, combo.prefill_tp)
-    d_type, d_owned = _role_offer(bought, site, combo.decode_gpu, combo.decode_tp)
+    d_type, d_owned = _role_offer(bought, decode_site, combo.decode_gpu, combo.decode_tp)
     out: dict[str, Any] = {"site": site, "prefill_instance_type": p_type, "decode_instance_type": d_type}
     cost = 0.0
-    for gpu, tp, n in ((combo.prefill_gpu, combo.prefill_tp, combo.n_prefill), (combo.decode_gpu, combo.decode_tp,
-                                                                               combo.n_decode)):  # fmt: skip
-        place = bought.where(site, gpu, tp)
+    for gpu, tp, n, where in ((combo.prefill_gpu, combo.prefill_tp, combo.n_prefill, site),
+                              (combo.decode_gpu, combo.decode_tp, combo.n_decode, decode_site)):  # fmt: skip
+        place = bought.where(where, gpu, tp)
         offers = place.offers if place is not None else ()
         k = sum(m for _, m in offers)
         cost += n * tp * (sum(o.usd_per_gpu_hour * m for o, m in offers) / k if k else 0.0)
     # the GPUs' share of the instances they run on; idle GPUs of a purchased instance are in the purchase lines
-    out["usd_per_hour"] = rnd(cost)
+    out["usd_per_hour"] = rnd(cost + combo.egress_usd_per_hour)
+    if combo.cross_site:
+        out["decode_site"] = decode_site
+        out["cross_site"] = True
+        out["egress_usd_per_hour"] = rnd(combo.egress_usd_per_hour)
     if p_owned:
         out["prefill_owned"] = True
     if d_owned:
@@ -478,6 +490,12 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
         # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
         "deployment": asdict(deployment_of(req)),
     }
+    if req.wan is not None:  # --allow-cross-provider: the WAN link cross-site combos were priced with
+        doc["cross_provider"] = {
+            "wan_gb_per_s": req.wan.gb_per_s,
+            "wan_latency_s": req.wan.latency_s,
+            "egress_usd_per_gb": req.wan.egress_usd_per_gb,
+        }
     if req.arch.spec.source and "://" not in req.arch.spec.source:  # read from a local config.json: keep its path
         doc["model_config"] = req.arch.spec.source
     return doc

@@ -27,6 +27,8 @@ null; same inputs give byte-identical output):
   ``throughput_ratio_over`` each, ``kv_capacity_ratio_over_splitwise``.
 - ``total_usd_per_hour``, ``usd_per_month``, ``tokens_per_usd``, ``output_tokens_per_usd`` (null when a GPU type
   has no price), ``prices`` per GPU type with sources, ``tokens_per_usd_basis``.
+- ``purchase`` (only when the pool file prices every GPU type: an owned pool): the pool's nodes as owned purchase
+  lines, one per (GPU type, GPUs per node), adding up to ``total_usd_per_hour`` (:func:`owned_purchase`).
 - ``settings``: :class:`HetisSettings` in force.
 
 Source: hetplan's own reconstruction.
@@ -128,6 +130,9 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     if scenario.goodput_req_per_s is not None and plan.req_per_s < scenario.goodput_req_per_s:
         raise _short_of_target(pool, plan, scenario.goodput_req_per_s, tpot)
     doc.update(_cost_doc(pool, scenario, plan, workload, warnings))
+    lines = owned_purchase(pool, doc["pool"]["devices"])
+    if lines:
+        doc["purchase"] = lines
     doc["warnings"] = warnings
     doc["settings"] = _settings_doc(settings)
     finite: dict[str, Any] = _finite(doc)
@@ -179,6 +184,45 @@ def _cost_doc(pool: Pool, scenario: Scenario, plan: HetisPlan, workload: Any, wa
         output_tokens_per_usd=per_usd(output),
     )
     return block
+
+
+def owned_purchase(pool: Pool, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``purchase`` lines of a pool whose every GPU type the pool file prices (owned, amortised): one line per
+    (GPU type, GPUs of that type in one node), ``count`` nodes of that shape at ``gpus x usd_per_gpu_hour`` each,
+    ``gpus_used`` the devices with a role (not ``unused``); Σ count x usd_per_hour_each equals the pool's
+    ``total_usd_per_hour``. Empty when any type is priced otherwise (catalog or ``--prices``): a pool node (mixed
+    GPU types, its own links) is not a purchasable instance type (docs/purchases.md, "Not done").
+
+    Source: hetplan's own reconstruction.
+    """
+    own = dict(pool.usd_per_gpu_hour)
+    if not own or set(pool.counts()) - set(own):
+        return []
+    per_node: dict[tuple[str, str], int] = {}
+    used: dict[tuple[str, str], int] = {}
+    for d in devices:
+        key = (str(d["node"]), str(d["gpu"]))
+        per_node[key] = per_node.get(key, 0) + 1
+        used[key] = used.get(key, 0) + (d.get("role") != "unused")
+    shapes: dict[tuple[str, int], list[int]] = {}
+    for (node, gpu), k in per_node.items():
+        shapes.setdefault((gpu, k), [0, 0])
+        shapes[(gpu, k)][0] += 1
+        shapes[(gpu, k)][1] += used[(node, gpu)]
+    return [
+        {
+            "provider": "owned",
+            "instance_type": f"owned-{gpu}-{k}gpu",
+            "region": "",
+            "gpu": gpu,
+            "gpus_per_instance": k,
+            "count": n,
+            "owned": True,
+            "usd_per_hour_each": rnd(k * own[gpu]),
+            "gpus_used": gpus_used,
+        }  # fmt: skip
+        for (gpu, k), (n, gpus_used) in sorted(shapes.items())
+    ]
 
 
 def _short_of_target(pool: Pool, plan: HetisPlan, target: float, tpot_slo_s: float) -> InfeasibleError:

@@ -22,7 +22,7 @@ from hetplan.catalog.loader import (
     find_model,
     load_user_prices,
 )
-from hetplan.catalog.offers import OWNED, PRICE_FILE, Offer, catalog_offers, owned_nodes, user_offers
+from hetplan.catalog.offers import OWNED, PRICE_FILE, Offer, WanLink, catalog_offers, owned_nodes, user_offers
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
 from hetplan.catalog.profile import LoadedProfiles
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
@@ -390,6 +390,9 @@ def build_request(
         arrivals=arrivals,
         deployment=deployment,
         offers=tuple(o for o in offers if o.gpu in prices),
+        wan=WanLink(scenario.wan_gb_per_s, scenario.wan_latency_s, scenario.egress_usd_per_gb)
+        if scenario.allow_cross_provider
+        else None,
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

@@ -27,10 +27,18 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
     """Report section for one typed plan (see module docstring); ``source`` names the plan file."""
     slo = {"ttft_s": plan.slo.ttft_s, "tpot_s": plan.slo.tpot_s, "percentile": plan.slo.percentile}
     deployment: list[dict[str, Any]] = []
+    cross_provider = "cross_provider" in plan.scenario_extra  # planned with --allow-cross-provider
     for combo in plan.combos:
+        label = combo.label
+        if cross_provider and combo.site:  # each role's site; a cross-site combo says so
+            label += (
+                f" (prefill at {combo.site}, decode at {combo.decode_site}: cross-site, KV over the WAN)"
+                if combo.cross_site
+                else f" (at {combo.site})"
+            )
         deployment.append(
             {
-                "label": combo.label,
+                "label": label,
                 "count": combo.count,
                 "usd_per_hour_each": combo.usd_per_hour,
                 "goodput_req_per_s_each": combo.goodput_req_per_s,

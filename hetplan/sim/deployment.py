@@ -152,6 +152,7 @@ class Group:
         prefill / decode: instance indices (aggregated: both hold the same instances).
         buckets: aggregated only, ``(prompt_lo, prompt_hi, output_lo, output_hi, share)`` the type serves.
         link_bytes_per_s: prefill→decode link (disaggregated), bytes/s.
+        extra_latency_s: latency added to each KV transfer (a cross-site combo's WAN, ``--allow-cross-provider``).
     """
 
     label: str
@@ -160,6 +161,7 @@ class Group:
     decode: tuple[int, ...]
     buckets: tuple[tuple[float, float, float, float, float], ...] = ()
     link_bytes_per_s: float = 0.0
+    extra_latency_s: float = 0.0
 
 
 @dataclass
@@ -202,7 +204,7 @@ class Deployment:
         """``(seconds, seconds per prompt token)`` of a prefill→decode KV transfer in ``group``."""
         base = float(kv_transfer_s(self.arch, 0.0, group.link_bytes_per_s, self.settings))
         per = float(kv_transfer_s(self.arch, 1.0, group.link_bytes_per_s, self.settings)) - base
-        return base, per
+        return base + group.extra_latency_s, per
 
 
 def _check_plan_layout(plan: Plan) -> None:
@@ -275,8 +277,15 @@ def deployment_from_plan(plan: Plan) -> Deployment:
             for i in range(c.n_decode)
         )
         link = min(instances[pre[0]].network_bytes_per_s, instances[dec[0]].network_bytes_per_s)
+        extra = 0.0
+        wan = plan.scenario_extra.get("cross_provider")
+        if c.cross_site and isinstance(wan, dict):  # its KV crosses the WAN link the plan was priced with
+            link = min(link, float(wan.get("wan_gb_per_s", 0.0)) * 1e9 or link)
+            extra = float(wan.get("wan_latency_s", 0.0))
         label = f"{c.label} x{c.count}" if c.count > 1 else c.label
-        groups.append(Group(label, c.goodput_req_per_s * c.count, pre, dec, link_bytes_per_s=link))
+        groups.append(
+            Group(label, c.goodput_req_per_s * c.count, pre, dec, link_bytes_per_s=link, extra_latency_s=extra)
+        )
     for ti, t in enumerate(plan.instances):
         g = len(groups)
         idx = tuple(add(f"m{ti}/a{i}", "aggregated", t.gpu, t.tp, settings.max_num_seqs, g) for i in range(t.count))

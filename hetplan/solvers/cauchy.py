@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from hetplan.catalog.offers import Offer
+from hetplan.catalog.offers import Offer, WanLink
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.deploy_rules import Deployment, Finding, InstanceShape, instance_findings, kv_cache_dtype, pair_findings
@@ -51,7 +51,7 @@ from hetplan.plan.types import combo_label
 from hetplan.solvers.cauchy_infeasible import inventory_infeasible, slo_infeasible
 from hetplan.solvers.cauchy_pruning import PairCombos, pareto_filter
 from hetplan.solvers.milp import solve_covering
-from hetplan.solvers.packing import Purchased, solve_purchase
+from hetplan.solvers.packing import CrossSiteNeed, Purchased, solve_purchase
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,8 @@ class PlanRequest:
             deployable with (:mod:`hetplan.deploy_rules`; None: :func:`deployment_of`'s defaults).
         offers: purchasable and owned offers (:mod:`hetplan.catalog.offers`); when set, deployments buy whole
             instances of them (:mod:`hetplan.solvers.packing`) and ``prices``/``inventory`` only rank candidates.
+        wan: set by ``--allow-cross-provider`` (with offers): combos may also put prefill and decode at different
+            sites, their KV transfer over this link (:func:`cross_site_combos`); None: every combo in one site.
     """
 
     arch: ModelArch
@@ -100,6 +102,7 @@ class PlanRequest:
     arrivals: ArrivalTrace | None = None
     deployment: Deployment | None = None
     offers: tuple[Offer, ...] = ()
+    wan: WanLink | None = None
 
     @property
     def demand_req_per_s(self) -> float:
@@ -142,6 +145,8 @@ class Combo:
     decode_step_s: float
     link_bytes_per_s: float
     bound_by: str
+    cross_site: bool = False
+    egress_usd_per_hour: float = 0.0
 
     @property
     def homogeneous(self) -> bool:
@@ -173,6 +178,7 @@ class Allocation:
     candidates: int
     purchase: Purchased | None = None
     sites: tuple[str, ...] = ()
+    decode_sites: tuple[str, ...] = ()
 
     def gpus_used(self) -> dict[str, int]:
         """GPUs per type name used (by one copy, or by the whole allocation)."""
@@ -330,7 +336,79 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     exact = len(combos) <= req.max_ilp_combos or not prune
     if not exact:
         combos = combos[: req.max_ilp_combos] + [c for c in combos[req.max_ilp_combos :] if c.homogeneous]
+    if req.wan is not None and req.offers:
+        combos += cross_site_combos(req, [(pair.p, pair.d) for pair in raw], ratios, s_mean_kv, prune)
     return CandidateSet(tuple(combos), enumerated, tuple(options), caps, exact, dict(sorted(best_by_pair.items())))
+
+
+def wan_settings(req: PlanRequest) -> PerfSettings:
+    """The performance settings of a cross-site KV transfer: the request's, with the WAN link's one-way latency
+    added to the fixed latency of each transfer (``kv_transfer_base_latency_s``)."""
+    if req.wan is None:
+        return req.settings
+    return replace(req.settings, kv_transfer_base_latency_s=req.settings.kv_transfer_base_latency_s + req.wan.latency_s)
+
+
+def cross_site_combos(
+    req: PlanRequest,
+    pairs: list[tuple[InstanceOption, InstanceOption]],
+    ratios: list[tuple[int, int]],
+    s_mean_kv: float,
+    prune: bool = True,
+) -> list[Combo]:
+    """The cross-site variant of every (prefill option, decode option) pair (``--allow-cross-provider``).
+
+    Its KV cache crosses ``req.wan``: each transfer runs at ``min(prefill NIC, decode NIC, WAN bandwidth)`` plus the
+    WAN's latency (adding to TTFT, so the prefill capacity under the TTFT SLO is recomputed; a pair whose idle
+    TTFT misses the SLO over the WAN has no cross-site combo), a copy's KV transfer capacity is
+    ``min(n·prefill NIC, m·decode NIC, WAN bandwidth) / E[prompt KV bytes]``, and a copy pays egress
+    ``egress_usd_per_gb × E[prompt KV bytes] × its goodput`` ($/hour, at the copy's provisioned goodput, whatever
+    share of it the traffic uses). Dominated variants are dropped as for same-site combos
+    (:func:`~hetplan.solvers.cauchy_pruning.pareto_filter`); with egress > 0 that is a heuristic (a dominating combo
+    with more goodput pays more egress).
+
+    Source: hetplan's own reconstruction (Cauchy's combo model with a WAN link between the two roles).
+    """
+    wan = req.wan
+    if wan is None or not pairs:
+        return []
+    settings = wan_settings(req)
+    models: dict[tuple[str, int], InstanceModel] = {}
+    for p, _ in pairs:
+        if p.key not in models:
+            models[p.key] = InstanceModel(req.arch, p.gpu, p.tp, 1, settings)
+    links = [min(p.network_bytes_per_s, d.network_bytes_per_s, wan.bytes_per_s) for p, d in pairs]
+    wanted: dict[tuple[str, int, float], tuple[InstanceModel, float]] = {}
+    for (p, _), link in zip(pairs, links, strict=True):
+        wanted.setdefault((p.gpu.name, p.tp, link), (models[p.key], link))
+    batch = prefill_capacities(list(wanted.values()), req.stats, req.ttft_slo_s, req.arrivals, req.max_ratio)
+    caps = dict(zip(wanted, batch, strict=True))
+    rn = np.array([r[0] for r in ratios], dtype=float)
+    rm = np.array([r[1] for r in ratios], dtype=float)
+    n_index = rn.astype(int) - 1
+    raw: list[PairCombos] = []
+    for (p, d), link in zip(pairs, links, strict=True):
+        pc = caps[(p.gpu.name, p.tp, link)]
+        if pc.rate_per_s <= 0:
+            continue
+        kv_bytes = np.minimum(np.minimum(rn * p.network_bytes_per_s, rm * d.network_bytes_per_s), wan.bytes_per_s)
+        kv_rate = kv_bytes / s_mean_kv
+        per_inst = np.array([pc.per_instance(n) for n in range(1, req.max_ratio + 1)])[n_index]
+        good = np.minimum(np.minimum(rn * per_inst, rm * d.decode.rate_per_s), kv_rate)
+        raw.append(PairCombos(p, d, pc, link, kv_rate, good))
+    if not raw:  # no pair meets the TTFT SLO across the WAN
+        return []
+    if prune:
+        keep = pareto_filter(raw, rn.astype(int), rm.astype(int))
+    else:
+        keep = [(k, int(i)) for k, pair in enumerate(raw) for i in np.nonzero(pair.good > 0)[0]]
+    out = []
+    for k, i in keep:
+        c = _make_combo(req, raw[k], ratios[i])
+        egress = wan.egress_usd_per_hour(s_mean_kv, c.goodput_req_per_s)
+        out.append(replace(c, cross_site=True, egress_usd_per_hour=egress))
+    out.sort(key=lambda c: (-c.goodput_req_per_s / (c.usd_per_hour + c.egress_usd_per_hour), c.usd_per_hour, c.label))
+    return out
 
 
 def _make_combo(req: PlanRequest, pair: PairCombos, ratio: tuple[int, int]) -> Combo:
@@ -424,11 +502,18 @@ def _purchased_allocation(req: PlanRequest, combos: list[Combo], what: str, fewe
         need = {(c.prefill_gpu, c.prefill_tp): c.n_prefill}
         need[(c.decode_gpu, c.decode_tp)] = need.get((c.decode_gpu, c.decode_tp), 0) + c.n_decode
         needs.append(need)
+    cross = None
+    if req.wan is not None:  # --allow-cross-provider: one MILP over every site, cross-site combos split by role
+        cross = [
+            CrossSiteNeed({(c.prefill_gpu, c.prefill_tp): c.n_prefill}, {(c.decode_gpu, c.decode_tp): c.n_decode},
+                          c.egress_usd_per_hour) if c.cross_site else None
+            for c in combos
+        ]  # fmt: skip
     try:
         bought = solve_purchase(
             needs, req.offers, req.tp_options, what, value=[c.goodput_req_per_s for c in combos], demand=demand,
             upper=[math.ceil(demand / c.goodput_req_per_s) for c in combos], fewest_units=fewest_combos,
-            time_limit_s=req.time_limit_s,
+            time_limit_s=req.time_limit_s, cross=cross,
         )  # fmt: skip
     except InfeasibleError as exc:
         if any(not o.owned for o in req.offers) or not req.inventory:
@@ -438,16 +523,18 @@ def _purchased_allocation(req: PlanRequest, combos: list[Combo], what: str, fewe
         found = inventory_infeasible(req, combos, names, _usage(combos, names), [req.inventory[g] for g in names],
                                      what)  # fmt: skip
         raise InfeasibleError(found.what, f"{found.why}; {exc.why}", found.fix) from None
+    decode_sites = bought.unit_decode_sites or bought.unit_sites
     rows = sorted(
-        ((combos[i], n, site) for i, n, site in zip(bought.unit_index, bought.counts, bought.unit_sites, strict=True)
-         if n > 0),
-        key=lambda x: (x[0].label, x[2], x[1]),
+        ((combos[i], n, site, dsite) for i, n, site, dsite in zip(bought.unit_index, bought.counts, bought.unit_sites,
+                                                                  decode_sites, strict=True) if n > 0),
+        key=lambda x: (x[0].label, x[0].cross_site, x[2], x[3], x[1]),
     )  # fmt: skip
-    chosen = tuple((c, n) for c, n, _ in rows)
+    chosen = tuple((c, n) for c, n, _, _ in rows)
     goodput = sum(c.goodput_req_per_s * n for c, n in chosen)
     return Allocation(
         chosen, bought.total_usd_per_hour, goodput, bought.status, bought.mip_gap, len(combos), bought,
-        tuple(site for _, _, site in rows),
+        tuple(site for _, _, site, _ in rows),
+        tuple(dsite for _, _, _, dsite in rows) if bought.unit_decode_sites else (),
     )  # fmt: skip
 
 
@@ -456,7 +543,8 @@ def predicted_latency(req: PlanRequest, cands: CandidateSet, combo: Combo, load_
     opt = {o.key: o for o in cands.options}
     p = opt[(combo.prefill_gpu, combo.prefill_tp)]
     service = np.asarray(p.model.prefill_latency_s(req.stats.prompt_tokens), dtype=float)
-    kv = np.asarray(kv_transfer_s(req.arch, req.stats.prompt_tokens, combo.link_bytes_per_s, req.settings))
+    settings = wan_settings(req) if combo.cross_site else req.settings  # a cross-site copy's KV crosses the WAN
+    kv = np.asarray(kv_transfer_s(req.arch, req.stats.prompt_tokens, combo.link_bytes_per_s, settings))
     q = req.stats.quantile  # the n prefill instances share one queue (M/G/n, hetplan.perf.capacity)
     wait = mgn_wait_quantile_s(load_req_per_s, combo.n_prefill, float(service.mean()), float((service**2).mean()), q)
     ttft = wait + float(np.percentile(service + kv, q * 100))

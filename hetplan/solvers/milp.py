@@ -457,13 +457,20 @@ class PackedUnit:
     """A deployment-unit column of :func:`solve_packed`: ``usage`` serving instances per (GPU, TP) in one copy,
     the ``site`` all of them must share (None: any site, each instance wherever), goodput ``value`` (req/s, for the
     covering row), $/hour not paid through purchases (``extra_usd_per_hour``, e.g. WAN egress) and an optional
-    upper bound on copies."""
+    upper bound on copies. ``usage_sites``, when set, gives a site per ``usage`` entry instead (a cross-site combo:
+    its prefill instances at one site, its decode instances at another)."""
 
     usage: tuple[tuple[tuple[str, int], int], ...]
     site: str | None
     value: float = 0.0
     extra_usd_per_hour: float = 0.0
     upper: int | None = None
+    usage_sites: tuple[str, ...] = ()
+
+    def placed_usage(self) -> tuple[tuple[str | None, str, int, int], ...]:
+        """``(site, gpu, tp, serving instances)`` per usage entry (``usage_sites`` where set, else ``site``)."""
+        sites: tuple[str | None, ...] = self.usage_sites or tuple(self.site for _ in self.usage)
+        return tuple((s, g, t, n) for s, ((g, t), n) in zip(sites, self.usage, strict=True))
 
 
 @dataclass(frozen=True)
@@ -568,8 +575,8 @@ def solve_packed(
                 prob += pulp.LpAffineExpression([(zs[b, u], 1.0), (ys[u], -float(k))]) <= 0, f"link{b:04d}_{u:05d}"
         need: dict[tuple[str | None, str, int], list[tuple[Any, float]]] = {}
         for i, unit in enumerate(units):
-            for (gpu, tp), count in unit.usage:
-                need.setdefault((unit.site, gpu, tp), []).append((ys[i], float(count)))
+            for site_of, gpu, tp, count in unit.placed_usage():
+                need.setdefault((site_of, gpu, tp), []).append((ys[i], float(count)))
         any_site = any(u.site is None for u in units)
         rows = sorted(need.items(), key=lambda kv: (kv[0][0] or "", kv[0][1], kv[0][2]))
         for r, ((site, gpu, tp), terms) in enumerate(rows):
@@ -649,8 +656,8 @@ def _packed_result(
     # trim placements above what the units need, per (site, gpu, tp), taking from the most expensive bins first
     need: dict[tuple[str | None, str, int], int] = {}
     for u, c in zip(units, counts, strict=True):
-        for (gpu, tp), k in u.usage:
-            need[(u.site, gpu, tp)] = need.get((u.site, gpu, tp), 0) + k * c
+        for site_of, gpu, tp, k in u.placed_usage():
+            need[(site_of, gpu, tp)] = need.get((site_of, gpu, tp), 0) + k * c
     placed: dict[tuple[int, int], int] = {}
     order = sorted(raw, key=lambda key: (bins[key[0]].usd_per_hour / bins[key[0]].gpus, key))
     for site, gpu, tp in sorted(need, key=lambda k: (k[0] is None, k[0] or "", k[1], k[2])):

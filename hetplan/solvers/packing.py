@@ -10,6 +10,9 @@ type); this module packs those serving instances onto purchasable offers (:mod:`
 - a deployment uses the owned GPUs plus at most one rented site (provider and region); every combo runs in one
   site. The MILP is solved once per rented site (each with the owned offers) and the cheapest answer is kept
   (ties: the site named first). With ``--no-rent`` only the owned offers are used.
+- with ``--allow-cross-provider`` (``cross`` given), one MILP over every site instead: each combo gets a column per
+  site that hosts it whole and, when it has a cross-site variant, a column per (prefill site, decode site) pair of
+  two different sites that host its roles (columns only then, so the default MILP keeps its size).
 
 Source: hetplan's own reconstruction.
 """
@@ -37,6 +40,16 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class CrossSiteNeed:
+    """A unit's cross-site variant: serving instances per (GPU, TP) of its ``prefill`` and its ``decode`` role, and
+    the $/hour one copy pays besides its instances (WAN egress)."""
+
+    prefill: dict[tuple[str, int], int]
+    decode: dict[tuple[str, int], int]
+    extra_usd_per_hour: float = 0.0
+
+
+@dataclass(frozen=True)
 class Purchased:
     """A solved purchase: the chosen rented site ('' when only owned GPUs are used), the purchase lines, the
     placements, the unit copies per column, total $/hour, MILP status and gap, and the sites tried."""
@@ -52,6 +65,11 @@ class Purchased:
     mip_gap: float
     sites_tried: tuple[str, ...]
     slices: tuple[tuple[int, ...], ...] = ()
+    unit_decode_sites: tuple[str, ...] = ()
+    """Per column, the site of its decode role (set only by cross-provider solves; ``unit_sites`` then holds
+    the prefill role's site, equal to it for same-site columns)."""
+    extra_usd_per_hour: float = 0.0
+    """$/hour paid besides the purchase lines (cross-site combos' WAN egress); part of ``total_usd_per_hour``."""
 
     def where(self, site: str, gpu: str, tp: int) -> Placement | None:
         """The placement of (site, GPU, TP), or None."""
@@ -105,12 +123,16 @@ def solve_purchase(
     upper: Sequence[int | None] | None = None,
     fewest_units: bool = True,
     time_limit_s: float = 30.0,
+    cross: Sequence[CrossSiteNeed | None] | None = None,
 ) -> Purchased:
     """Cheapest purchase for deployment units whose copy ``i`` needs ``needs[i]`` serving instances per (GPU, TP).
 
     Each unit becomes one column per site where all of its (GPU, TP) can be hosted: the owned site and the rented
     site of the group being solved (module docstring). Covering mode: ``value``/``demand`` (combos' goodput);
-    slice mode: ``slice_load`` of shape (K, units) (Mélange).
+    slice mode: ``slice_load`` of shape (K, units) (Mélange). ``cross`` (``--allow-cross-provider``, covering mode
+    only), shape (units,): one site group of every offer; unit ``i`` with ``cross[i]`` set is a cross-site
+    variant, one column per pair of different sites hosting its prefill and decode roles, each copy paying
+    ``cross[i].extra_usd_per_hour`` besides its instances.
 
     Raises:
         InfeasibleError: no site group can buy or host the demand; the message lists every owned GPU type and
@@ -119,6 +141,8 @@ def solve_purchase(
     tps = sorted(set(tps) | {t for need in needs for (_, t) in need})
     offers = undominated(offers)
     groups = [[o for o in offers if o.owned or o.site == site] for site in rented_sites(offers)]
+    if cross is not None:
+        groups = [list(offers)]
     if not groups:
         groups = [[o for o in offers if o.owned]]
     best: Purchased | None = None
@@ -130,7 +154,32 @@ def solve_purchase(
         units: list[PackedUnit] = []
         index: list[int] = []
         sites: list[str] = []
+        decode_sites: list[str] = []
+
+        def hosts(site: str, need: dict[tuple[str, int], int], bins: list[PackedBin] = bins) -> bool:
+            return all(any(b.site == site and b.gpu == g and t in b.hosts for b in bins) for (g, t) in need)
+
         for i, need in enumerate(needs):
+            split = cross[i] if cross is not None else None
+            if split is not None:
+                for sp in site_names:
+                    if not hosts(sp, split.prefill):
+                        continue
+                    for sd in site_names:
+                        if sd == sp or not hosts(sd, split.decode):
+                            continue
+                        usage = tuple(sorted(split.prefill.items())) + tuple(sorted(split.decode.items()))
+                        units.append(
+                            PackedUnit(
+                                usage, sp, value[i] if value is not None else 0.0, split.extra_usd_per_hour,
+                                None if upper is None else upper[i],
+                                (sp,) * len(split.prefill) + (sd,) * len(split.decode),
+                            )
+                        )  # fmt: skip
+                        index.append(i)
+                        sites.append(sp)
+                        decode_sites.append(sd)
+                continue
             for site in site_names:
                 if all(any(b.site == site and b.gpu == g and t in b.hosts for b in bins) for (g, t) in need):
                     units.append(
@@ -141,6 +190,7 @@ def solve_purchase(
                     )  # fmt: skip
                     index.append(i)
                     sites.append(site)
+                    decode_sites.append(site)
         if not units:
             continue
         loads = None
@@ -158,6 +208,8 @@ def solve_purchase(
         if result.status not in ("optimal", "time_limit"):
             continue
         made = _purchased(result, group, bins, units, index, sites)
+        if cross is not None:
+            made = replace(made, unit_decode_sites=tuple(decode_sites))
         if best is None or made.total_usd_per_hour < best.total_usd_per_hour - 1e-9:
             best = made
     if best is None:
@@ -251,9 +303,10 @@ def _purchased(
         for (s, g, t), v in sorted(grouped.items())
     )
     rented = sorted({p.provider + (f"/{p.region}" if p.region else "") for p in lines if not p.owned})
-    total = sum(p.count * p.usd_per_hour_each for p in lines)
+    extra = sum(u.extra_usd_per_hour * c for u, c in zip(units, result.units, strict=True))
+    total = sum(p.count * p.usd_per_hour_each for p in lines) + extra
     return Purchased(
-        rented[0] if rented else "",
+        " + ".join(rented),  # one site, except in cross-provider solves
         tuple(lines),
         placements,
         result.units,
@@ -264,6 +317,8 @@ def _purchased(
         0.0 if math.isnan(result.gap) else result.gap,
         (),
         result.slices,
+        (),
+        extra,
     )
 
 

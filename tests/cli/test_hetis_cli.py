@@ -178,3 +178,21 @@ def test_pool_prices_must_name_the_pools_gpus(tmp_path):
     res = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool",
                  _priced_pool(tmp_path, {"H100": 2.0}))  # fmt: skip
     assert res.exit_code == 2 and "usd_per_gpu_hour prices H100-SXM, which the pool does not hold" in res.output
+
+
+def test_an_owned_pools_purchase_lines_add_up_to_its_total(tmp_path):
+    """Issue 14: an owned pool (every type priced by the pool file) lists its nodes as owned purchase lines."""
+    pool = _priced_pool(tmp_path, {"A100-40GB-PCIe": 1.0, "RTX-3090": 0.25, "P100-PCIe": 0.0})
+    res = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", pool, "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    lines = doc["purchase"]
+    assert lines and all(p["owned"] for p in lines)
+    assert sum(p["count"] * p["usd_per_hour_each"] for p in lines) == pytest.approx(doc["total_usd_per_hour"])
+    assert sum(p["count"] * p["gpus_per_instance"] for p in lines) == sum(doc["pool"]["gpus"].values())
+    unused = sum(1 for d in doc["pool"]["devices"] if d["role"] == "unused")
+    assert sum(p["gpus_used"] for p in lines) == len(doc["pool"]["devices"]) - unused
+    # priced from the catalog: no purchase lines (a pool node is not an instance type)
+    plain = invoke("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", POOL, "--json")
+    assert plain.exit_code == 0, plain.output
+    assert "purchase" not in json.loads(plain.stdout)

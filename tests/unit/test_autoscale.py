@@ -165,3 +165,38 @@ def test_switching_off_owned_gpus_is_never_a_saving():
     m = summary(build_schedule(mixed, curve(rates), settings))
     assert m["schedule_usd"] >= m["owned_fixed_usd"] - 1e-9
     assert m["schedule_usd"] <= m["static_peak_usd"] + 1e-9
+
+
+def test_rented_capacity_is_priced_in_whole_instances_and_owned_idle_hours_are_reported():
+    """Issue 14: beyond the owned nodes a schedule pays whole instances of the offers it rents, per window."""
+    from dataclasses import replace
+
+    from hetplan.catalog.offers import Offer
+
+    owned = Offer("owned", "owned-X-2gpu", "", "X", 2, 2 * 1.0, 2, count=1)
+    rates = [0.5] * 10 + [40.0] * 10 + [0.5] * 10
+    settings = ScheduleSettings(default_startup_lag_s=0.0, cooldown_s=0.0)
+
+    def run(size: int) -> tuple[dict, object]:
+        rented = (Offer("cloud", f"x{size}", "r", "X", size, 4.0 * size, size),
+                  Offer("cloud", f"y{size}", "r", "Y", size, 2.0 * size, size))  # fmt: skip
+        sched = build_schedule(replace(req(), offers=(owned, *rented), inventory={"X": 2}), curve(rates), settings)
+        return summary(sched), sched
+
+    small, s_small = run(1)
+    big, s_big = run(8)
+    for s, sched, size in ((small, s_small, 1), (big, s_big, 8)):
+        assert s["rented_site"] == "cloud/r" and s["pricing"].startswith("whole instances")
+        # every window pays the owned node plus whole rented instances at the offer's price
+        for w in range(sched.curve.windows):
+            fleet = sched.fleets[int(sched.requested_level[w])]
+            rented = [p for p in fleet.purchase if not p.owned]
+            assert all(p.gpus_per_instance == size and p.usd_per_hour_each in (4.0 * size, 2.0 * size) for p in rented)
+            assert fleet.usd_per_hour == pytest.approx(2.0 + sum(p.count * p.usd_per_hour_each for p in rented))
+        hours = sum(v for v in s["rented_instance_hours"].values())
+        assert hours > 0, "the 40 req/s windows rent beyond the owned node"
+        assert s["owned_idle_gpu_hours"].get("X", 0.0) >= 0 and s["owned_fixed_usd"] == pytest.approx(2.0 * s["hours"])
+        assert s["schedule_usd"] >= s["owned_fixed_usd"] - 1e-9
+    # 8-GPU instances cannot cost less than the same GPUs sold one at a time at the same $/GPU-hour
+    assert big["schedule_usd"] >= small["schedule_usd"] - 1e-6
+    assert big["static_peak_usd"] >= small["static_peak_usd"] - 1e-6

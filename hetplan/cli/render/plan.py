@@ -82,6 +82,7 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
     else:
         _instances_table(title, doc, console)
     _purchase_table(doc, console)
+    _sites(doc, console)
     if doc.get("shape_won"):
         console.print(f"--strategy all: {doc['shape_won']}", highlight=False, markup=False)
     _comparison(doc, console)
@@ -154,6 +155,30 @@ def _purchase_table(doc: dict[str, Any], console: Console) -> None:
         if row.get("idle_reason"):
             text += f", {row['idle']} idle: {row['idle_reason']}"
         console.print(text, highlight=False, markup=False)
+
+
+def _sites(doc: dict[str, Any], console: Console) -> None:
+    """Each role's site, one line per combo, for plans made with --allow-cross-provider (others run in one site,
+    named in the purchase table); cross-site combos say so, with their WAN link and egress."""
+    wan = doc["scenario"].get("cross_provider")
+    if not wan:
+        return
+    link = f"{wan['wan_gb_per_s']:g} GB/s, {format_duration(wan['wan_latency_s'])}, ${wan['egress_usd_per_gb']:g}/GB"
+    console.print(f"--allow-cross-provider: WAN link {link}", highlight=False, markup=False)
+    for c in doc.get("combos") or []:
+        label = f"{c['count']}x ({c['n_prefill']}x {c['prefill_gpu']} TP{c['prefill_tp']} -> {c['n_decode']}x "
+        label += f"{c['decode_gpu']} TP{c['decode_tp']})"
+        p_at = f"{c.get('site', '')} {c.get('prefill_instance_type', '')}".strip()
+        if c.get("cross_site"):
+            d_at = f"{c.get('decode_site', '')} {c.get('decode_instance_type', '')}".strip()
+            text = (f"{label}: prefill at {p_at}, decode at {d_at}: cross-site, KV over the WAN, egress "
+                    f"${c.get('egress_usd_per_hour', 0.0):.2f}/h")  # fmt: skip
+        else:
+            text = f"{label}: prefill and decode at {c.get('site', '')} (same site)"
+        console.print(text, highlight=False, markup=False)
+    if doc.get("egress_usd_per_hour") is not None:
+        console.print(f"WAN egress: ${doc['egress_usd_per_hour']:.2f}/h (in the total, not a purchase line)",
+                      highlight=False, markup=False)  # fmt: skip
 
 
 def _comparison(doc: dict[str, Any], console: Console) -> None:
