@@ -276,7 +276,11 @@ def deployment_from_plan(plan: Plan) -> Deployment:
         )
         link = min(instances[pre[0]].network_bytes_per_s, instances[dec[0]].network_bytes_per_s)
         label = f"{c.label} x{c.count}" if c.count > 1 else c.label
-        groups.append(Group(label, c.goodput_req_per_s * c.count, pre, dec, link_bytes_per_s=link))
+        # a mixed plan's combo serves its request-size buckets (routed by size, as aggregated types are)
+        sizes = tuple(
+            (b.prompt_lo_tokens, b.prompt_hi_tokens, b.output_lo_tokens, b.output_hi_tokens, b.share) for b in c.buckets
+        )
+        groups.append(Group(label, c.goodput_req_per_s * c.count, pre, dec, sizes, link_bytes_per_s=link))
     for ti, t in enumerate(plan.instances):
         g = len(groups)
         idx = tuple(add(f"m{ti}/a{i}", "aggregated", t.gpu, t.tp, settings.max_num_seqs, g) for i in range(t.count))

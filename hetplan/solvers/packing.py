@@ -52,6 +52,7 @@ class Purchased:
     mip_gap: float
     sites_tried: tuple[str, ...]
     slices: tuple[tuple[int, ...], ...] = ()
+    mix: tuple[float, ...] = ()
 
     def where(self, site: str, gpu: str, tp: int) -> Placement | None:
         """The placement of (site, GPU, TP), or None."""
@@ -105,12 +106,16 @@ def solve_purchase(
     upper: Sequence[int | None] | None = None,
     fewest_units: bool = True,
     time_limit_s: float = 30.0,
+    mix_load: Sequence[float | None] | None = None,
+    cost_cap: float | None = None,
 ) -> Purchased:
     """Cheapest purchase for deployment units whose copy ``i`` needs ``needs[i]`` serving instances per (GPU, TP).
 
     Each unit becomes one column per site where all of its (GPU, TP) can be hosted: the owned site and the rented
     site of the group being solved (module docstring). Covering mode: ``value``/``demand`` (combos' goodput);
-    slice mode: ``slice_load`` of shape (K, units) (Mélange).
+    slice mode: ``slice_load`` of shape (K, units) (Mélange), with ``mix_load`` of shape (units,) for units that
+    may also serve a share of the whole mix (the mixed strategy; :func:`hetplan.solvers.milp.solve_packed`).
+    ``cost_cap``: only purchases costing less are sought (none: :class:`InfeasibleError`).
 
     Raises:
         InfeasibleError: no site group can buy or host the demand; the message lists every owned GPU type and
@@ -146,14 +151,15 @@ def solve_purchase(
         loads = None
         if slice_load is not None:
             loads = [[row[i] for i in index] for row in slice_load]
-        cap = None if best is None else best.total_usd_per_hour * (1 - 1e-9)
+        mixes = [mix_load[i] for i in index] if mix_load is not None else None
+        cap = cost_cap if best is None else best.total_usd_per_hour * (1 - 1e-9)
         linear = _linear_prices(group, tps) if slice_load is None and len(site_names) == 1 else None
         if linear is not None:  # every TP group is bought whole at its GPUs' price: the plain covering ILP is exact
             result = _solve_linear(units, bins, linear, demand, fewest_units, time_limit_s, cap)
         else:
             result = solve_packed(
                 units, bins, demand, loads, slices_per_bucket, 1e-9 if fewest_units else None, time_limit_s,
-                cost_cap=cap,
+                cost_cap=cap, mix_load=mixes,
             )  # fmt: skip
         if result.status not in ("optimal", "time_limit"):
             continue
@@ -264,6 +270,7 @@ def _purchased(
         0.0 if math.isnan(result.gap) else result.gap,
         (),
         result.slices,
+        result.mix,
     )
 
 
