@@ -203,10 +203,15 @@ def _solve_linear(
     """The covering ILP with each unit at its GPUs' price, each serving instance on its own instance of its TP
     size (exact when :func:`_linear_prices` holds: any packing costs the same)."""
     cost = [sum(n * t * price[g] for (g, t), n in u.usage) for u in units]
-    res = solve_covering(
-        cost, [u.value for u in units], demand, upper=[u.upper or 10**9 for u in units],
+    keep = _undominated_columns(cost, [u.value for u in units])
+    kept = solve_covering(
+        [cost[i] for i in keep], [units[i].value for i in keep], demand, upper=[units[i].upper or 10**9 for i in keep],
         second_stage_epsilon=1e-9 if fewest_units else None, time_limit_s=time_limit_s,
     )  # fmt: skip
+    counts = [0] * len(units)
+    for i, n in zip(keep, kept.counts, strict=True):
+        counts[i] = n
+    res = replace(kept, counts=tuple(counts))
     if res.status not in ("optimal", "time_limit") or (cap is not None and res.objective >= cap):
         return PackedResult("infeasible", (), (), {}, float("nan"), float("nan"))
     placed: dict[tuple[int, int], int] = {}
@@ -218,6 +223,31 @@ def _solve_linear(
             bought[j] += k * n
     total = sum(b.usd_per_hour * x for b, x in zip(bins, bought, strict=True))
     return PackedResult(res.status, res.counts, tuple(bought), dict(sorted(placed.items())), total, res.gap)
+
+
+def _undominated_columns(cost: Sequence[float], value: Sequence[float]) -> list[int]:
+    """Indices (in order) of the covering columns that no other column strictly dominates: one costing no more
+    with at least the value, better in one. Exact for the plain covering ILP (one demand row, no resource rows,
+    as :func:`_solve_linear` solves): a dominated column's copies can be swapped one for one for the dominating
+    column's at no more cost and no fewer req/s, and an optimum with the dominated column would then be strictly
+    beaten or tied with more value; equal columns are all kept. With every catalog GPU this cuts the combo ILP from
+    about 15,000 columns to a few hundred (``benchmarks/plan_speed.py``). hetplan's own reconstruction."""
+    order = sorted(range(len(cost)), key=lambda i: (cost[i], -value[i], i))
+    keep: list[int] = []
+    best_value = -math.inf  # the most value among columns strictly cheaper than the current cost group
+    i = 0
+    while i < len(order):
+        j = i
+        group_cost = cost[order[i]]
+        while j < len(order) and cost[order[j]] == group_cost:
+            j += 1
+        top = value[order[i]]  # the group's most value (sorted by value, descending)
+        for k in order[i:j]:
+            if value[k] > best_value and value[k] == top:  # not beaten by a cheaper column nor within its cost
+                keep.append(k)
+        best_value = max(best_value, top)
+        i = j
+    return sorted(keep)
 
 
 def _purchased(
