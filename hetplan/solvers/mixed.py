@@ -348,6 +348,8 @@ def describe(plan: MixedPlan) -> str:
         total = sum(shares)
         if total >= 1 - 1e-9:
             what = "all requests"
+        elif not served:  # copies the MILP keeps at no extra cost (owned GPUs at $0/h)
+            what = "no requests"
         else:
             lo = min(b.prompt_lo for b in served)
             hi = max(b.prompt_hi for b in served)
