@@ -346,9 +346,9 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
                   max(1, combo.decode_batch), bounds, (combo.decode_instance_type, combo.decode_owned)),
         )  # fmt: skip
         goodput = combo.goodput_req_per_s
-        units.append(
-            ServingUnit(i, f"{base}-u{i}", "disaggregated", count, goodput, goodput * count / total_goodput, groups)
-        )
+        # a mixed plan's combo takes the traffic share of the size buckets it serves; otherwise its goodput share
+        share = combo.traffic_share if combo.traffic_share is not None else goodput * count / total_goodput
+        units.append(ServingUnit(i, f"{base}-u{i}", "disaggregated", count, goodput, share, groups))
     offset = len(units)
     instances = plan.instances
     shares = [inst.traffic_share for inst in instances]
@@ -370,6 +370,10 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         notes.append(
             "Mélange assigns request-size buckets to GPU types; the emitted routers split traffic by each type's "
             "traffic share only (no size-aware routing): route by prompt/output length in front of them if needed"
+            if not plan.combos
+            else "the mixed plan assigns request-size buckets to its combos and aggregated types; the emitted routers "
+            "split traffic by each unit's traffic share only (no size-aware routing): route by prompt/output length "
+            "in front of them if needed"
         )
     if s.router_image == EmitSettings.router_image:
         notes.append(

@@ -331,6 +331,135 @@ def prefill_capacities(
     return [c for c in out if c is not None]
 
 
+def prefill_capacities_by_stats(
+    items: Sequence[tuple[InstanceModel, float]],
+    stats: Sequence[LengthStats],
+    ttft_slo_s: float,
+    max_instances: int = 1,
+    pools_by_item: Sequence[Sequence[int]] | None = None,
+    points: int = 0,
+) -> list[list[PrefillCapacity]]:
+    """:func:`prefill_capacities` (Poisson arrivals, no trace) of every item for every length sample in ``stats``
+    (e.g. the request-size buckets), shape (len(stats), len(items)): one batched bisection over all samples'
+    rows instead of one per sample, each row through the same operations, so the capacities are bit-identical
+    to ``prefill_capacities(items, stats[b], ...)`` (a test checks this). All samples must share one quantile.
+    ``pools_by_item``: the pool sizes n (1..``max_instances``) to compute for each item (default all); the
+    ``rate_by_n`` of the others are NaN (only ask ``per_instance`` for the sizes requested). ``points``: the
+    idle-TTFT quantile points convolved with the wait (default :data:`QUANTILE_POINTS`, the bit-identical
+    setting; fewer are faster and coarser).
+
+    Raises:
+        ValueError: samples with different quantiles."""
+    pools = max(1, max_instances)
+    if len({st.quantile for st in stats}) > 1:
+        raise ValueError("prefill_capacities_by_stats needs one SLO quantile for every sample")
+    out: list[list[PrefillCapacity | None]] = [[None] * len(items) for _ in stats]
+    live: list[tuple[int, int]] = []
+    means: list[float] = []
+    seconds: list[float] = []
+    idles: list[float] = []
+    owns: list[np.ndarray] = []
+    n_points = points or QUANTILE_POINTS
+    grid = np.linspace(0.0, 100.0, n_points)
+    q = stats[0].quantile if stats else 0.5
+    for b, st in enumerate(stats):
+        service_by_inst: dict[int, np.ndarray] = {}
+        totals = np.empty((len(items), st.prompt_tokens.size))
+        moments = []
+        for i, (inst, link) in enumerate(items):
+            service = service_by_inst.get(id(inst))
+            if service is None:
+                service = np.asarray(inst.prefill_latency_s(st.prompt_tokens), dtype=float)
+                service_by_inst[id(inst)] = service
+            kv = np.asarray(kv_transfer_s(inst.arch, st.prompt_tokens, link, inst.settings), dtype=float)
+            totals[i] = service + kv
+            moments.append((float(service.mean()), float((service**2).mean())))
+        idle_all = np.percentile(totals, q * 100, axis=1) if items else np.zeros(0)
+        keep = [i for i in range(len(items)) if float(idle_all[i]) <= ttft_slo_s]
+        for i, (mean_s, _) in enumerate(moments):
+            if float(idle_all[i]) > ttft_slo_s:
+                out[b][i] = PrefillCapacity(0.0, float(idle_all[i]), mean_s, (0.0,) * pools)
+        if keep:
+            own = np.sort(np.percentile(totals[keep], grid, axis=1).T, axis=1)
+            for row, i in enumerate(keep):
+                live.append((b, i))
+                means.append(moments[i][0])
+                seconds.append(moments[i][1])
+                idles.append(float(idle_all[i]))
+                owns.append(own[row])
+    if live:
+        n_live = len(live)
+        wanted = [
+            sorted({n for n in pools_by_item[i] if 1 <= n <= pools} | {1}) if pools_by_item is not None
+            else list(range(1, pools + 1))
+            for _, i in live
+        ]  # fmt: skip
+        servers = np.array([n for ns in wanted for n in ns])
+        row_item = np.array([k for k, ns in enumerate(wanted) for _ in ns])
+        mean_rows = np.asarray(means)[row_item]
+        second_rows = np.asarray(seconds)[row_item]
+        own_rows = np.asarray(owns)[row_item]
+
+        def ttft(rate: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            n = servers[rows]
+            return mgn_ttft_quantile_s_batch(rate * n, n, mean_rows[rows], second_rows[rows], own_rows[rows], q)
+
+        mgn = _largest_batch(ttft, ttft_slo_s, 1.0 / mean_rows, CAPACITY_BISECT_STEPS, n_points)
+        fluid = np.full(n_live, math.inf)  # no trace: the same min() as prefill_capacities
+        by_n = np.full((n_live, pools), np.nan)
+        by_n[row_item, servers - 1] = np.minimum(mgn, fluid[row_item])
+        for k, (b, i) in enumerate(live):
+            rates = tuple(float(r) for r in by_n[k])
+            out[b][i] = PrefillCapacity(rates[0], idles[k], means[k], rates)
+    return [[c for c in row if c is not None] for row in out]
+
+
+def decode_capacities(items: Sequence[tuple[InstanceModel, LengthStats]], tpot_slo_s: float) -> list[DecodeCapacity]:
+    """:func:`decode_capacity` of every ``(instance, length sample)``, the bisections run side by side (Erlang C
+    by :func:`erlang_c_batch`, the wait's logarithm by ``math.log`` element by element), so the capacities are
+    bit-identical to the one-item function (a test checks this)."""
+    out: list[DecodeCapacity | None] = [None] * len(items)
+    rows: list[tuple[int, int, float, float, float, float, int, float]] = []
+    for i, (inst, st) in enumerate(items):
+        ctx = st.decode_context
+        min_tpot = float(inst.decode_step_latency_s(1, ctx))
+        kv_limit = int(inst.max_batch_size(ctx))
+        if min_tpot > tpot_slo_s or kv_limit < 1:
+            out[i] = DecodeCapacity(0.0, 0, min_tpot, min_tpot, kv_limit)
+            continue
+        upper = min(kv_limit, inst.settings.max_num_seqs)
+        batches = np.arange(1, upper + 1)
+        steps = np.asarray(inst.decode_step_latency_s(batches, ctx), dtype=float)
+        ok = np.nonzero(steps <= tpot_slo_s)[0]
+        batch = int(batches[ok[-1]])
+        step = float(steps[ok[-1]])
+        tokens_after_first = max(st.mean_output - 1.0, 1.0)
+        residence = tokens_after_first * step
+        budget = (tpot_slo_s - step) * tokens_after_first
+        rows.append((i, batch, step, min_tpot, residence, budget, kv_limit, st.quantile))
+    if rows:
+        slots = np.array([r[1] for r in rows])
+        residence_a = np.array([r[4] for r in rows])
+        budget_a = np.array([r[5] for r in rows])
+        quant = np.array([r[7] for r in rows])
+        lo, hi = np.zeros(len(rows)), slots / residence_a
+        for _ in range(BISECT_STEPS):
+            mid = (lo + hi) / 2
+            drain = slots / residence_a - mid
+            wait = np.full(len(rows), math.inf)
+            open_ = drain > 0
+            c = erlang_c_batch(slots, mid * residence_a)
+            zero = open_ & (c <= 1.0 - quant)
+            wait[zero] = 0.0
+            for j in np.nonzero(open_ & ~zero)[0]:  # decode_wait_quantile_s, with its math.log
+                wait[j] = math.log(float(c[j]) / (1.0 - float(quant[j]))) / float(drain[j])
+            passes = wait <= budget_a
+            lo, hi = np.where(passes, mid, lo), np.where(passes, hi, mid)
+        for k, r in enumerate(rows):
+            out[r[0]] = DecodeCapacity(float(lo[k]), r[1], r[2], r[3], r[6])
+    return [c for c in out if c is not None]
+
+
 SEARCH_EVALUATIONS = 14
 """Regula-falsi evaluations per row before the bisection replay of :func:`_largest_batch` (fewer: more of the
 bisection's midpoints are evaluated exactly; the result is the same)."""

@@ -145,9 +145,13 @@ def to_doc(plan: Plan) -> dict[str, Any]:
             ),
             "combos": [
                 {
-                    k: getattr(c, k)
-                    for k in _COMBO_FIELDS
-                    if k not in _COMBO_OPTIONAL or getattr(c, k) != _COMBO_OPTIONAL[k]
+                    **{
+                        k: getattr(c, k)
+                        for k in _COMBO_FIELDS
+                        if k not in _COMBO_OPTIONAL or getattr(c, k) != _COMBO_OPTIONAL[k]
+                    },
+                    **({"traffic_share": c.traffic_share} if c.traffic_share is not None else {}),
+                    **({"buckets": [_bucket_doc(b) for b in c.buckets]} if c.buckets else {}),
                 }
                 for c in plan.combos
             ],
@@ -162,15 +166,7 @@ def to_doc(plan: Plan) -> dict[str, Any]:
                     "traffic_share": t.traffic_share,
                     **({"pp": t.pp} if t.pp != 1 else {}),
                     **({"site": t.site, "instance_type": t.instance_type, "owned": t.owned} if t.site else {}),
-                    "buckets": [
-                        {
-                            "prompt_tokens": [b.prompt_lo_tokens, _hi(b.prompt_hi_tokens)],
-                            "output_tokens": [b.output_lo_tokens, _hi(b.output_hi_tokens)],
-                            "share": b.share,
-                            "label": b.label,
-                        }
-                        for b in t.buckets
-                    ],
+                    "buckets": [_bucket_doc(b) for b in t.buckets],
                 }
                 for t in plan.instances
             ],
@@ -282,8 +278,21 @@ def from_doc(data: Any, where: str = "plan") -> Plan:
     return plan
 
 
-def _combo(c: Mapping[str, Any]) -> ComboUnit:
-    kw = {k: c[k] for k in _COMBO_FIELDS if k in c}
+def _bucket_doc(b: BucketShare) -> dict[str, Any]:
+    return {
+        "prompt_tokens": [b.prompt_lo_tokens, _hi(b.prompt_hi_tokens)],
+        "output_tokens": [b.output_lo_tokens, _hi(b.output_hi_tokens)],
+        "share": b.share,
+        "label": b.label,
+    }
+
+
+def _combo(c: Mapping[str, Any], where: str = "plan combos[]") -> ComboUnit:
+    kw: dict[str, Any] = {k: c[k] for k in _COMBO_FIELDS if k in c}
+    if c.get("buckets"):  # a mixed plan's combo: the request-size buckets it serves
+        kw["buckets"] = _buckets(c["buckets"], where)
+    if c.get("traffic_share") is not None:
+        kw["traffic_share"] = float(c["traffic_share"])
     return ComboUnit(**kw)
 
 
@@ -299,7 +308,25 @@ def _purchase(p: Any, where: str) -> Purchase:
 
 
 def _instance(t: Mapping[str, Any], where: str) -> AggregatedUnit:
-    raw = t.get("buckets") or []
+    buckets = _buckets(t.get("buckets") or [], where)
+    return AggregatedUnit(
+        gpu=str(t["gpu"]),
+        tp=int(t["tp"]),
+        count=int(t["count"]),
+        usd_per_hour=float(t["usd_per_hour"]),
+        utilization=float(t["utilization"]),
+        traffic_share=float(t["traffic_share"]),
+        buckets=buckets,
+        role=str(t.get("role", "aggregated")),
+        pp=int(t.get("pp", 1)),
+        site=str(t.get("site", "")),
+        instance_type=str(t.get("instance_type", "")),
+        owned=bool(t.get("owned", False)),
+    )
+
+
+def _buckets(raw: Any, where: str) -> tuple[BucketShare, ...]:
+    """The ``buckets`` list of an instance type (or a mixed plan's combo), checked."""
     if isinstance(raw, Mapping):  # written by a v1 plan: labels, parsed by upgrade_v1 already
         raise InputError(f"{where}.buckets is a mapping of labels", fix=FIX)
     buckets = []
@@ -320,20 +347,7 @@ def _instance(t: Mapping[str, Any], where: str) -> AggregatedUnit:
                 float(bd.share),
             )
         )
-    return AggregatedUnit(
-        gpu=str(t["gpu"]),
-        tp=int(t["tp"]),
-        count=int(t["count"]),
-        usd_per_hour=float(t["usd_per_hour"]),
-        utilization=float(t["utilization"]),
-        traffic_share=float(t["traffic_share"]),
-        buckets=tuple(buckets),
-        role=str(t.get("role", "aggregated")),
-        pp=int(t.get("pp", 1)),
-        site=str(t.get("site", "")),
-        instance_type=str(t.get("instance_type", "")),
-        owned=bool(t.get("owned", False)),
-    )
+    return tuple(buckets)
 
 
 def _summary(v: Mapping[str, Any]) -> StrategyResult:

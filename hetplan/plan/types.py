@@ -29,7 +29,7 @@ from hetplan.perf.settings import PerfSettings
 #: Hours in the month that ``usd_per_month`` figures use (365 x 24 / 12, rounded).
 HOURS_PER_MONTH = 730.0
 #: The strategies ``hetplan plan`` solves (each has a solver in :data:`hetplan.planning.solve.SOLVERS`).
-STRATEGIES = ("cauchy", "homogeneous", "melange")
+STRATEGIES = ("cauchy", "homogeneous", "melange", "mixed")
 #: The engine the emitters deploy, and the one the performance model imitates.
 DEFAULT_ENGINE = "vllm"
 
@@ -95,7 +95,9 @@ class ComboUnit:
     fewest copies over the schedule). Pipeline-parallel degrees (``prefill_pp``, ``decode_pp``) are 1 unless a
     plan file sets them. ``site`` is where the combo runs (its prefill role's site); a cross-site combo
     (``--allow-cross-provider``) has ``cross_site``, its decode role's ``decode_site`` and the WAN egress it pays
-    (``egress_usd_per_hour``, part of ``usd_per_hour``)."""
+    (``egress_usd_per_hour``, part of ``usd_per_hour``). ``buckets`` / ``traffic_share``: set in mixed plans only
+    (the request-size buckets the combo serves, as aggregated units list them; empty: it serves every request its
+    router share sends)."""
 
     prefill_gpu: str
     prefill_tp: int
@@ -126,6 +128,8 @@ class ComboUnit:
     decode_site: str = ""
     cross_site: bool = False
     egress_usd_per_hour: float = 0.0
+    buckets: tuple[BucketShare, ...] = ()
+    traffic_share: float | None = None
 
     @property
     def label(self) -> str:
@@ -282,8 +286,14 @@ class Plan:
 
     @property
     def aggregated(self) -> bool:
-        """True for plans of aggregated instances (Mélange), False for prefill/decode combos."""
+        """True for plans of aggregated instances (Mélange), False for prefill/decode combos (mixed plans too)."""
         return not self.combos
+
+    @property
+    def mixed(self) -> bool:
+        """True for plans with both combos and aggregated instances (the mixed strategy): requests are routed by
+        size bucket to every unit."""
+        return bool(self.combos) and bool(self.instances)
 
     def gpu(self, name: str) -> GpuSpec:
         """The resolved entry of GPU ``name`` (canonical name, as the plan writes it).

@@ -32,6 +32,7 @@ from hetplan.solvers.cauchy import (
     predicted_latency,
 )
 from hetplan.solvers.melange import Bucket, MelangePlan
+from hetplan.solvers.mixed import BUCKET_COLUMNS, MIX_COLUMNS, POOL, MixedPlan, describe
 from hetplan.solvers.packing import Purchased
 from hetplan.units import rnd
 from hetplan.workload.model import Workload
@@ -69,7 +70,7 @@ def build_plan(
     step = progress or (lambda _: None)
     step("enumerating combos")
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
-    step("solving Cauchy, homogeneous and Mélange plans")
+    step("solving Cauchy, homogeneous, Mélange and mixed plans")
     solved = {name: planner.solve(name) for name in STRATEGIES}
     by_gpu = planner.homogeneous_by_gpu
     if by_gpu is None:
@@ -104,7 +105,8 @@ def build_plan(
     owned = owned_doc(req, chosen, planner)
     if owned is not None:
         doc["owned_gpus"] = owned
-    for name in ("homogeneous", "melange"):
+    # every restricted optimum's gain with --strategy all; the two original fields otherwise
+    for name in STRATEGIES if requested == ALL else ("homogeneous", "melange"):
         other = solved[name]
         gain = None if other.error is not None or name == strategy or not other.cost else 1.0 - chosen.cost / other.cost
         doc[f"gain_over_{name}"] = None if gain is None else round(gain, 4) + 0.0
@@ -115,6 +117,8 @@ def build_plan(
         if chosen.allocation is not None
         else chosen.melange.status
         if chosen.melange is not None
+        else chosen.mixed.status
+        if chosen.mixed is not None
         else "optimal",
         "mip_gap": rnd(chosen.allocation.mip_gap, 4) if chosen.allocation and chosen.allocation.mip_gap > 1e-9 else 0.0,
         "instance_options": len(cands.options),
@@ -124,6 +128,8 @@ def build_plan(
         "melange_buckets": len(planner.buckets),
         "melange_slices_per_bucket": 4,
     }
+    if solved["mixed"].milp_size is not None:
+        doc["solver"]["mixed"] = mixed_solver_doc(solved["mixed"])
     if analysis:
         doc["analysis"] = analysis_of(planner, strategy, chosen, solved, progress)
     elif deferred is not None:
@@ -178,6 +184,9 @@ def shape_won(strategy: str, chosen: Solved, solved: Mapping[str, Solved]) -> st
         ),
         "homogeneous": f"prefill/decode combos on one GPU type ({chosen.gpu})",
         "melange": "aggregated instances routed by request size (Mélange)",
+        "mixed": "aggregated instances and prefill/decode combos in one MILP, routed by request size ("
+        + (describe(chosen.mixed) if chosen.mixed is not None else "")
+        + ")",
     }[strategy]
     others = []
     for name, s in solved.items():
@@ -186,7 +195,7 @@ def shape_won(strategy: str, chosen: Solved, solved: Mapping[str, Solved]) -> st
         if s.error is not None:
             others.append(f"{name} is infeasible")
         elif abs(s.cost - chosen.cost) <= 1e-9 * max(1.0, s.cost):
-            others.append(f"{name} costs the same (ties go to the order cauchy, homogeneous, melange)")
+            others.append(f"{name} costs the same (ties go to the order cauchy, homogeneous, melange, mixed)")
         else:
             more = f"{(s.cost / chosen.cost - 1) * 100:.1f} % more" if chosen.cost else f"${s.cost:.2f}/h"
             others.append(f"{name} costs {more}")
@@ -262,6 +271,8 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
         {
             "status": s.melange.status
             if s.melange is not None
+            else s.mixed.status
+            if s.mixed is not None
             else s.allocation.status
             if s.allocation
             else "infeasible",
@@ -302,7 +313,87 @@ def solved_doc(planner: Planner, s: Solved) -> dict[str, Any]:
     if s.melange is not None:
         doc["instances"] = _melange_instances(s.melange)
         doc["lower_bound_usd_per_hour"] = rnd(s.melange.lower_bound_usd_per_hour)
+    if s.mixed is not None:
+        doc.update(_mixed_units(planner, s.mixed))
     return doc
+
+
+def mixed_solver_doc(s: Solved) -> dict[str, Any]:
+    """The mixed MILP's columns, size and outcome (the ``solver.mixed`` block; its time is printed by
+    ``benchmarks/plan_speed.py``, not written, so equal inputs give equal plans)."""
+    assert s.milp_size is not None
+    return {
+        "status": s.mixed.status if s.mixed is not None else "no cheaper mix",
+        **s.milp_size,
+        "columns": (
+            f"heuristic: every aggregated type; of the combos, the Cauchy optimum's, the {MIX_COLUMNS} best by "
+            f"goodput per $ and the {BUCKET_COLUMNS} best per bucket by per-bucket capacity per $ among the "
+            f"{POOL} best by goodput per $"
+        ),
+        "bound": "only deployments cheaper than both the Cauchy and the Mélange optimum are sought",
+        **({"note": s.note} if s.note else {}),
+    }
+
+
+def _mixed_units(planner: Planner, plan: MixedPlan) -> dict[str, Any]:
+    """The ``combos`` and ``instances`` of a mixed plan: each with the request-size buckets it serves (share of all
+    traffic) and its traffic share; combos' latencies predicted at the load they carry."""
+    req = planner.req
+    combos, instances = [], []
+    for u in plan.serving():
+        unit, n = plan.units[u], plan.counts[u]
+        shares = plan.bucket_shares(u)
+        buckets = [
+            {
+                "prompt_tokens": [b.prompt_lo, None if math.isinf(b.prompt_hi) else b.prompt_hi],
+                "output_tokens": [b.output_lo, None if math.isinf(b.output_hi) else b.output_hi],
+                "share": rnd(share, 4),
+                "label": bucket_label(b.prompt_lo, b.prompt_hi, b.output_lo, b.output_hi),
+            }
+            for b, share in sorted(zip(plan.buckets, shares, strict=True), key=lambda x: x[0].label)
+            if share > 0
+        ]
+        site = plan.sites[u] if plan.purchase is not None and plan.sites else ""
+        util = plan.load(u) / n
+        if unit.combo is not None:
+            combo = unit.combo.combo
+            served = [i for i, sh in enumerate(shares) if sh > 0]
+            batch = min([unit.combo.decode_batch[i] for i in served if unit.combo.decode_batch[i] > 0]
+                        + ([combo.decode_batch] if plan.mix[u] > 0 else []), default=combo.decode_batch)  # fmt: skip
+            load = req.goodput_req_per_s * sum(shares) / n
+            row = combo_doc(req, planner.cands, combo, n, load, sum(planner.token_means))
+            row["decode_batch"] = max(1, batch)
+            row["utilization"] = rnd(util, 4)
+            if plan.purchase is not None:
+                row.update(_combo_placement(plan.purchase, combo, site, site))  # mixed plans stay at one site
+                paid = float(row["usd_per_hour"])
+                row["tokens_per_usd"] = (
+                    rnd(3600 * combo.goodput_req_per_s * sum(planner.token_means) / paid) if paid > 0 else None
+                )
+            row["traffic_share"] = rnd(sum(shares), 4)
+            row["buckets"] = buckets
+            combos.append(row)
+        else:
+            t = unit.instance
+            assert t is not None
+            place: dict[str, Any] = {}
+            usd = t.usd_per_hour
+            if plan.purchase is not None:
+                where = plan.purchase.where(site, t.gpu, t.tp)
+                offer = where.offers[0][0] if where is not None and where.offers else None
+                place = {"site": site, "instance_type": offer.instance_type if offer else "",
+                         "owned": bool(offer and offer.owned)}  # fmt: skip
+                if where is not None and where.offers:
+                    k = sum(m for _, m in where.offers)
+                    usd = t.tp * sum(o.usd_per_gpu_hour * m for o, m in where.offers) / k
+            instances.append(
+                {
+                    "role": "aggregated", "gpu": t.gpu, "tp": t.tp, "count": n, **place,
+                    "usd_per_hour": rnd(usd), "utilization": rnd(util, 4),
+                    "traffic_share": rnd(sum(shares), 4), "buckets": buckets,
+                }
+            )  # fmt: skip
+    return {"combos": combos, "instances": instances, "assignment": describe(plan)}
 
 
 def purchase_doc(bought: Purchased) -> list[dict[str, Any]]:

@@ -283,8 +283,12 @@ def deployment_from_plan(plan: Plan) -> Deployment:
             link = min(link, float(wan.get("wan_gb_per_s", 0.0)) * 1e9 or link)
             extra = float(wan.get("wan_latency_s", 0.0))
         label = f"{c.label} x{c.count}" if c.count > 1 else c.label
+        # a mixed plan's combo serves its request-size buckets (routed by size, as aggregated types are)
+        sizes = tuple(
+            (b.prompt_lo_tokens, b.prompt_hi_tokens, b.output_lo_tokens, b.output_hi_tokens, b.share) for b in c.buckets
+        )
         groups.append(
-            Group(label, c.goodput_req_per_s * c.count, pre, dec, link_bytes_per_s=link, extra_latency_s=extra)
+            Group(label, c.goodput_req_per_s * c.count, pre, dec, sizes, link_bytes_per_s=link, extra_latency_s=extra)
         )
     for ti, t in enumerate(plan.instances):
         g = len(groups)

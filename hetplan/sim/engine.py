@@ -97,7 +97,11 @@ class Simulator:
         for i, spec in enumerate(dep.instances):
             cost = dep.step_cost(spec.gpu, spec.tp, spec.max_num_seqs, max(max_ctx, 1024))
             self.insts.append(Instance(i, spec.role, cost, spec.max_num_seqs, spec.max_num_batched_tokens, spec.group))
-        self.kv_coeff = [dep.kv_transfer_coeffs(g) if not dep.aggregated else (0.0, 0.0) for g in dep.groups]
+        # a KV transfer in disaggregated groups only (a mixed plan has both kinds)
+        self.kv_coeff = [
+            dep.kv_transfer_coeffs(g) if not dep.aggregated and g.prefill != g.decode else (0.0, 0.0)
+            for g in dep.groups
+        ]
         self.kv_bytes_per_token = float(dep.arch.kv_bytes_per_token)
         # per-request state (python lists: faster than numpy for scalar access)
         self.arr: list[float] = stream.arrival_s.tolist()

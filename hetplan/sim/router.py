@@ -62,7 +62,8 @@ class Router:
 
     def __init__(self, groups: list[Group], aggregated: bool, name: str, seed: int) -> None:
         self.groups = groups
-        self.aggregated = aggregated
+        # size-aware routing: aggregated plans, and mixed plans (whose combos list buckets too)
+        self.aggregated = aggregated or any(g.buckets for g in groups)
         self.name = name
         self.rng = random.Random(seed)
         self.outstanding = [0] * len(groups)

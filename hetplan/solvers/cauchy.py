@@ -40,7 +40,7 @@ from hetplan.perf.capacity import (
     DecodeCapacity,
     LengthStats,
     PrefillCapacity,
-    decode_capacity,
+    decode_capacities,
     mgn_wait_quantile_s,
     prefill_capacities,
     prefill_capacity,
@@ -223,7 +223,7 @@ def option_shape(req: PlanRequest, gpu: GpuSpec, tp: int, role: str, inst: Insta
 def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]]:
     """Every (GPU, TP) of ``req`` that passes the deployment rules' instance checks
     (:data:`hetplan.deploy_rules.RULES`), with its decode capacity; and why each other one was left out."""
-    options: list[InstanceOption] = []
+    fits: list[tuple[GpuSpec, int, InstanceModel]] = []
     skipped: list[str] = []
     dep = deployment_of(req)
     for gpu in req.gpus:
@@ -233,8 +233,13 @@ def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]
             if found or inst is None:
                 skipped.extend(f"{f.what} ({f.why})" for f in found)
                 continue
-            dec = decode_capacity(inst, req.stats, req.tpot_slo_s)
-            options.append(InstanceOption(gpu, tp, inst, dec, network_bytes_per_s(gpu, tp, req.settings)))
+            fits.append((gpu, tp, inst))
+    # every decode capacity in one batched search (bit-identical to decode_capacity, hetplan.perf.capacity)
+    decs = decode_capacities([(inst, req.stats) for _, _, inst in fits], req.tpot_slo_s)
+    options = [
+        InstanceOption(gpu, tp, inst, dec, network_bytes_per_s(gpu, tp, req.settings))
+        for (gpu, tp, inst), dec in zip(fits, decs, strict=True)
+    ]
     return options, skipped
 
 

@@ -146,8 +146,8 @@ def aggregated_capacities_many(
     operations (``math.log`` for the M/G/1 tail included), so the capacities are bit-identical to it (a test
     checks this)."""
     rows = []
-    for st in stats:
-        services = [np.asarray(inst.prefill_latency_s(st.prompt_tokens), dtype=float) for inst in insts]
+    by_bucket = _prefill_services(insts, stats)
+    for st, services in zip(stats, by_bucket, strict=True):
         # one percentile call per bucket over every instance (rows of equal length): the same order statistics
         prefill_qs = np.percentile(np.asarray(services), st.quantile * 100, axis=1) if insts else []
         ctx = st.decode_context
@@ -208,6 +208,18 @@ def aggregated_capacities_many(
     for k, i in enumerate(live):
         out[i % len(insts)][i // len(insts)] = float(lo[k]) if start[k] else 0.0
     return out
+
+
+def _prefill_services(insts: list[InstanceModel], stats: list[LengthStats]) -> list[list[np.ndarray]]:
+    """Prefill seconds of every sample's prompts on every instance, shape [sample][instance] (arrays of the
+    sample's size): one latency-model call per instance over all samples' prompts, cut back per sample (the
+    model is element by element, so the values equal one call per sample; copies keep each array fresh)."""
+    if not stats:
+        return []
+    prompts = np.concatenate([np.asarray(st.prompt_tokens) for st in stats])
+    edges = np.cumsum([0] + [np.asarray(st.prompt_tokens).size for st in stats])
+    every = [np.asarray(inst.prefill_latency_s(prompts), dtype=float) for inst in insts]
+    return [[e[edges[b] : edges[b + 1]].copy() for e in every] for b in range(len(stats))]
 
 
 @dataclass(frozen=True)
@@ -311,11 +323,12 @@ def _burst_capped(
     zeros = [np.zeros_like(s) for s in services]
     bounds = fluid_prefill_rates(services, zeros, req.arrivals, req.ttft_slo_s, req.stats.quantile)
     out = []
-    for inst, service, bound, row in zip(insts, services, bounds, caps, strict=True):
+    per_bucket = _prefill_services(insts, [b.stats for b in buckets])
+    for k, (service, bound, row) in enumerate(zip(services, bounds, caps, strict=True)):
         mean_all = float(service.mean())
         capped = []
-        for b, cap in zip(buckets, row, strict=True):
-            mean_b = float(np.asarray(inst.prefill_latency_s(b.stats.prompt_tokens), dtype=float).mean())
+        for b, cap in enumerate(row):
+            mean_b = float(per_bucket[b][k].mean())
             capped.append(min(cap, float(bound) * mean_all / mean_b))
         out.append(tuple(capped))
     return out

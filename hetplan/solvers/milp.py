@@ -26,7 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import pulp
@@ -300,6 +300,7 @@ class AssignmentResult:
     counts: tuple[int, ...]
     slices: tuple[tuple[int, ...], ...]
     objective: float
+    mix: tuple[float, ...] = ()
 
 
 def solve_slice_assignment(
@@ -310,6 +311,8 @@ def solve_slice_assignment(
     capacity: Sequence[float | None] = (),
     time_limit_s: float = 30.0,
     link: bool = False,
+    mix_load: Sequence[float | None] | None = None,
+    cost_cap: float | None = None,
 ) -> AssignmentResult:
     """Mélange's ILP: put every slice of traffic on one instance type and buy enough instances of each type.
 
@@ -335,6 +338,11 @@ def solve_slice_assignment(
             serve b.
         slices_per_bucket: k.
         usage, capacity: shape (R, G) and (R,), e.g. GPUs of a GPU model used by one instance of each type.
+        mix_load: shape (G,), optional (the mixed strategy, :mod:`hetplan.solvers.mixed`): instances of column g
+            that ALL the demand, served as the workload's own mix, occupies (None: g has no such mode). Adds a
+            continuous f_g ∈ [0, 1], the share of every bucket g serves as the mix: the bucket rows become
+            ``Σ_g z_{b,g} + k·Σ_g f_g = k`` and the load rows gain ``mix_load_g · f_g``; ``mix`` of the result.
+        cost_cap: when set, only answers costing less are sought (``infeasible`` otherwise).
 
     Source: Mélange (Griggs et al., 2024) for the formulation; inventory rows and the aggregation of identical
     slices are hetplan's.
@@ -344,17 +352,24 @@ def solve_slice_assignment(
     counts = [_var(prob, f"n{g:03d}", None) for g in range(n_types)]
     z: dict[tuple[int, int], pulp.LpVariable] = {}
     empty = AssignmentResult("infeasible", tuple(0 for _ in counts), (), float("nan"))
+    mix = _mix_vars(prob, mix_load)
     for b in range(n_buckets):
         for g in range(n_types):
             load = slice_load[b][g]
             if load is not None and load <= MAX_SLICE_LOAD:  # a slice needing more instances is no option
                 z[b, g] = _var(prob, f"z{b:04d}_{g:03d}", k)
         options = [z[b, g] for g in range(n_types) if (b, g) in z]
-        if not options:
+        if not options and not mix:
             return empty
-        prob += _affine(options, [1.0] * len(options)) == k, f"bucket{b:04d}"
+        terms_b = [(v, 1.0) for v in options] + [(f, float(k)) for f in mix.values()]
+        prob += pulp.LpAffineExpression(terms_b) == k, f"bucket{b:04d}"
     for g in range(n_types):
         terms = [(z[b, g], float(slice_load[b][g] or 0.0)) for b in range(n_buckets) if (b, g) in z]
+        if g in mix:
+            assert mix_load is not None
+            terms.append((mix[g], float(mix_load[g] or 0.0)))
+            if link:
+                prob += pulp.LpAffineExpression([(mix[g], 1.0), (counts[g], -1.0)]) <= 0, f"linkmix{g:03d}"
         terms.append((counts[g], -1.0))
         prob += pulp.LpAffineExpression(terms) <= 0, f"type{g:03d}"
         for b in range(n_buckets) if link else ():
@@ -364,6 +379,8 @@ def solve_slice_assignment(
         cap = capacity[r] if r < len(capacity) else None
         if cap is not None and any(row):
             prob += _affine(counts, row) <= float(cap), f"res{r:03d}"
+    if cost_cap is not None and math.isfinite(cost_cap):
+        prob += _affine(counts, type_cost) <= float(cost_cap) - 1e-9, "cost_cap"
     prob.setObjective(_affine(counts, type_cost))
     # HiGHS 1.16's presolve was seen to stall on such models (67 types x 44 buckets) without honouring its time
     # limit; without presolve the same model solves to proven optimality in about 0.2 s.
@@ -375,9 +392,34 @@ def solve_slice_assignment(
         for b in range(n_buckets)
     )
     n = tuple(int(round(v.varValue or 0.0)) for v in counts)
-    if not link and any(n[g] == 0 and any(row[g] for row in slices) for g in range(n_types)):
-        return solve_slice_assignment(type_cost, slice_load, slices_per_bucket, usage, capacity, time_limit_s, True)
-    return AssignmentResult(status, n, slices, sum(float(c) * m for c, m in zip(type_cost, n, strict=True)))
+    shares = _mix_values(mix, n_types) if mix else ()
+    serving = [any(row[g] for row in slices) or (bool(shares) and shares[g] > 0) for g in range(n_types)]
+    if not link and any(n[g] == 0 and serving[g] for g in range(n_types)):
+        return solve_slice_assignment(
+            type_cost, slice_load, slices_per_bucket, usage, capacity, time_limit_s, True, mix_load, cost_cap
+        )
+    return AssignmentResult(status, n, slices, sum(float(c) * m for c, m in zip(type_cost, n, strict=True)), shares)
+
+
+MIX_SHARE_DIGITS = 9
+"""Digits the mix shares of a solved model keep (solver noise below them is dropped, so equal inputs print equal
+plans)."""
+
+
+def _mix_vars(prob: pulp.LpProblem, mix_load: Sequence[float | None] | None) -> dict[int, Any]:
+    """The continuous mix-share variables f_u ∈ [0, 1] of the columns with a whole-mix load (see
+    :func:`solve_slice_assignment`)."""
+    if mix_load is None:
+        return {}
+    return {
+        u: prob.add_variable(f"f{u:05d}", lowBound=0, upBound=1, cat="Continuous")
+        for u, v in enumerate(mix_load)
+        if v is not None
+    }
+
+
+def _mix_values(mix: dict[int, Any], n: int) -> tuple[float, ...]:
+    return tuple(round(float(mix[u].varValue or 0.0), MIX_SHARE_DIGITS) + 0.0 if u in mix else 0.0 for u in range(n))
 
 
 @dataclass(frozen=True)
@@ -499,6 +541,7 @@ class PackedResult:
     objective: float
     gap: float
     slices: tuple[tuple[int, ...], ...] = ()
+    mix: tuple[float, ...] = ()
 
 
 def solve_packed(
@@ -512,6 +555,7 @@ def solve_packed(
     mip_gap: float = 0.0,
     link: bool = False,
     cost_cap: float | None = None,
+    mix_load: Sequence[float | None] | None = None,
 ) -> PackedResult:
     """The deployment MILP that buys whole instances and packs serving instances onto them::
 
@@ -538,6 +582,8 @@ def solve_packed(
             already holds a cheaper answer elsewhere skips this model quickly.
         link: add ``z_{k,u} ≤ K·y_u`` (set on the retry when a unit serves slices with no copy, loads being below
             the solver's tolerance, as :func:`solve_slice_assignment` does).
+        mix_load: shape (U,), with ``slice_load`` only: units' worth of ALL the demand served as the workload's mix
+            on unit u (None: no such mode), as in :func:`solve_slice_assignment` (the mixed strategy).
 
     Returns:
         :class:`PackedResult`; status ``infeasible`` when no purchase meets the demand.
@@ -560,18 +606,27 @@ def solve_packed(
         prob += _affine(ys, [1.0] * n) >= 1, "not_empty"
         if slice_load is not None:
             k = int(slices_per_bucket)
+            mix = _mix_vars(prob, mix_load)
+            for u, f in mix.items():
+                zs["mix", u] = f
             for b, row in enumerate(slice_load):
                 opts = [(u, v) for u, v in enumerate(row) if v is not None and v <= MAX_SLICE_LOAD]
-                if not opts:
+                if not opts and not mix:
                     return prob, ys, xs, ps, {"infeasible": True}
                 for u, _ in opts:
                     zs[b, u] = _var(prob, f"z{b:04d}_{u:05d}", k)
-                prob += _affine([zs[b, u] for u, _ in opts], [1.0] * len(opts)) == k, f"bucket{b:04d}"
+                terms_b = [(zs[b, u], 1.0) for u, _ in opts] + [(f, float(k)) for f in mix.values()]
+                prob += pulp.LpAffineExpression(terms_b) == k, f"bucket{b:04d}"
             for u in range(n):
                 terms = [(zs[b, u], float(slice_load[b][u] or 0.0)) for b in range(len(slice_load)) if (b, u) in zs]
+                if u in mix:
+                    assert mix_load is not None
+                    terms.append((mix[u], float(mix_load[u] or 0.0)))
+                    if link:
+                        prob += pulp.LpAffineExpression([(mix[u], 1.0), (ys[u], -1.0)]) <= 0, f"linkmix{u:05d}"
                 if terms:
                     prob += pulp.LpAffineExpression([*terms, (ys[u], -1.0)]) <= 0, f"load{u:05d}"
-            for b, u in sorted(zs) if link else ():  # loads below the tolerance: a serving unit has an instance
+            for b, u in sorted(key for key in zs if key[0] != "mix") if link else ():  # loads below the tolerance
                 prob += pulp.LpAffineExpression([(zs[b, u], 1.0), (ys[u], -float(k))]) <= 0, f"link{b:04d}_{u:05d}"
         need: dict[tuple[str | None, str, int], list[tuple[Any, float]]] = {}
         for i, unit in enumerate(units):
@@ -629,13 +684,18 @@ def solve_packed(
         if _run(prob2, _solver(time_limit_s, mip_gap, presolve)) in ("optimal", "time_limit"):
             ys, xs, ps, zs = y2, x2, p2, z2
     out = _packed_result(status, units, bins, ys, ps, zs, slice_load, gap)
+    if mix_load is not None and slice_load is not None:
+        mixed = {u: zs["mix", u] for u in range(n) if ("mix", u) in zs}
+        out = replace(out, mix=_mix_values(mixed, n))
     if (
         slice_load is not None
         and not link
-        and any(out.units[u] == 0 and any(row[u] for row in out.slices) for u in range(n))
+        and any(
+            out.units[u] == 0 and (any(row[u] for row in out.slices) or (out.mix and out.mix[u] > 0)) for u in range(n)
+        )
     ):
         return solve_packed(units, bins, demand, slice_load, slices_per_bucket, second_stage_epsilon, time_limit_s,
-                            mip_gap, True, cost_cap)  # fmt: skip
+                            mip_gap, True, cost_cap, mix_load)  # fmt: skip
     return out
 
 

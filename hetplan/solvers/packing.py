@@ -70,6 +70,7 @@ class Purchased:
     the prefill role's site, equal to it for same-site columns)."""
     extra_usd_per_hour: float = 0.0
     """$/hour paid besides the purchase lines (cross-site combos' WAN egress); part of ``total_usd_per_hour``."""
+    mix: tuple[float, ...] = ()
 
     def where(self, site: str, gpu: str, tp: int) -> Placement | None:
         """The placement of (site, GPU, TP), or None."""
@@ -124,6 +125,8 @@ def solve_purchase(
     fewest_units: bool = True,
     time_limit_s: float = 30.0,
     cross: Sequence[CrossSiteNeed | None] | None = None,
+    mix_load: Sequence[float | None] | None = None,
+    cost_cap: float | None = None,
 ) -> Purchased:
     """Cheapest purchase for deployment units whose copy ``i`` needs ``needs[i]`` serving instances per (GPU, TP).
 
@@ -132,7 +135,9 @@ def solve_purchase(
     slice mode: ``slice_load`` of shape (K, units) (Mélange). ``cross`` (``--allow-cross-provider``, covering mode
     only), shape (units,): one site group of every offer; unit ``i`` with ``cross[i]`` set is a cross-site
     variant, one column per pair of different sites hosting its prefill and decode roles, each copy paying
-    ``cross[i].extra_usd_per_hour`` besides its instances.
+    ``cross[i].extra_usd_per_hour`` besides its instances. ``mix_load`` of shape (units,), for units that may also
+    serve a share of the whole mix (the mixed strategy; :func:`hetplan.solvers.milp.solve_packed`), slice mode
+    only. ``cost_cap``: only purchases costing less are sought (none: :class:`InfeasibleError`).
 
     Raises:
         InfeasibleError: no site group can buy or host the demand; the message lists every owned GPU type and
@@ -196,14 +201,15 @@ def solve_purchase(
         loads = None
         if slice_load is not None:
             loads = [[row[i] for i in index] for row in slice_load]
-        cap = None if best is None else best.total_usd_per_hour * (1 - 1e-9)
+        mixes = [mix_load[i] for i in index] if mix_load is not None else None
+        cap = cost_cap if best is None else best.total_usd_per_hour * (1 - 1e-9)
         linear = _linear_prices(group, tps) if slice_load is None and len(site_names) == 1 else None
         if linear is not None:  # every TP group is bought whole at its GPUs' price: the plain covering ILP is exact
             result = _solve_linear(units, bins, linear, demand, fewest_units, time_limit_s, cap)
         else:
             result = solve_packed(
                 units, bins, demand, loads, slices_per_bucket, 1e-9 if fewest_units else None, time_limit_s,
-                cost_cap=cap,
+                cost_cap=cap, mix_load=mixes,
             )  # fmt: skip
         if result.status not in ("optimal", "time_limit"):
             continue
@@ -249,10 +255,15 @@ def _solve_linear(
     """The covering ILP with each unit at its GPUs' price, each serving instance on its own instance of its TP
     size (exact when :func:`_linear_prices` holds: any packing costs the same)."""
     cost = [sum(n * t * price[g] for (g, t), n in u.usage) for u in units]
-    res = solve_covering(
-        cost, [u.value for u in units], demand, upper=[u.upper or 10**9 for u in units],
+    keep = _undominated_columns(cost, [u.value for u in units])
+    kept = solve_covering(
+        [cost[i] for i in keep], [units[i].value for i in keep], demand, upper=[units[i].upper or 10**9 for i in keep],
         second_stage_epsilon=1e-9 if fewest_units else None, time_limit_s=time_limit_s,
     )  # fmt: skip
+    counts = [0] * len(units)
+    for i, n in zip(keep, kept.counts, strict=True):
+        counts[i] = n
+    res = replace(kept, counts=tuple(counts))
     if res.status not in ("optimal", "time_limit") or (cap is not None and res.objective >= cap):
         return PackedResult("infeasible", (), (), {}, float("nan"), float("nan"))
     placed: dict[tuple[int, int], int] = {}
@@ -264,6 +275,31 @@ def _solve_linear(
             bought[j] += k * n
     total = sum(b.usd_per_hour * x for b, x in zip(bins, bought, strict=True))
     return PackedResult(res.status, res.counts, tuple(bought), dict(sorted(placed.items())), total, res.gap)
+
+
+def _undominated_columns(cost: Sequence[float], value: Sequence[float]) -> list[int]:
+    """Indices (in order) of the covering columns that no other column strictly dominates: one costing no more
+    with at least the value, better in one. Exact for the plain covering ILP (one demand row, no resource rows,
+    as :func:`_solve_linear` solves): a dominated column's copies can be swapped one for one for the dominating
+    column's at no more cost and no fewer req/s, and an optimum with the dominated column would then be strictly
+    beaten or tied with more value; equal columns are all kept. With every catalog GPU this cuts the combo ILP from
+    about 15,000 columns to a few hundred (``benchmarks/plan_speed.py``). hetplan's own reconstruction."""
+    order = sorted(range(len(cost)), key=lambda i: (cost[i], -value[i], i))
+    keep: list[int] = []
+    best_value = -math.inf  # the most value among columns strictly cheaper than the current cost group
+    i = 0
+    while i < len(order):
+        j = i
+        group_cost = cost[order[i]]
+        while j < len(order) and cost[order[j]] == group_cost:
+            j += 1
+        top = value[order[i]]  # the group's most value (sorted by value, descending)
+        for k in order[i:j]:
+            if value[k] > best_value and value[k] == top:  # not beaten by a cheaper column nor within its cost
+                keep.append(k)
+        best_value = max(best_value, top)
+        i = j
+    return sorted(keep)
 
 
 def _purchased(
@@ -319,6 +355,7 @@ def _purchased(
         result.slices,
         (),
         extra,
+        result.mix,
     )
 
 

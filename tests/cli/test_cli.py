@@ -235,7 +235,7 @@ def test_plan_source_does_not_depend_on_working_directory(examples, monkeypatch)
 
 def test_plan_records_every_strategy_and_analysis(example_a_json):
     doc = json.loads(example_a_json[0])
-    assert set(doc["baselines"]) == {"homogeneous", "melange"}
+    assert set(doc["baselines"]) == {"homogeneous", "melange", "mixed"}
     assert doc["gain_over_melange"] == pytest.approx(
         1 - doc["total_usd_per_hour"] / doc["baselines"]["melange"]["total_usd_per_hour"], abs=1e-4
     )

@@ -57,7 +57,7 @@ def test_report_contents():
         plan["total_usd_per_hour"] / (3600 * plan["goodput_req_per_s"] * tokens) * 1e6,
         rel=0.02,  # the planner's means come from a deterministic sample of <= 4,000 requests
     )
-    assert set(p["strategies"]) == {"cauchy", "homogeneous", "melange"}
+    assert set(p["strategies"]) == {"cauchy", "homogeneous", "melange", "mixed"}
     assert p["gains"]["homogeneous"]["cost_saved_fraction"] == pytest.approx(plan["gain_over_homogeneous"], abs=1e-4)
     assert all(d["meets_ttft_slo"] and d["meets_tpot_slo"] for d in p["deployment"])
     assert len(p["price_sensitivity"]) == 2 * len(plan["scenario"]["prices"])

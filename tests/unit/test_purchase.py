@@ -239,18 +239,19 @@ def _scenario(which: str | int) -> Scenario:
     return Scenario.model_validate(OWN_SCENARIOS[int(which)])
 
 
-WORDS = {"cauchy": "(Cauchy)", "homogeneous": "on one GPU type", "melange": "(Mélange)"}
+WORDS = {"cauchy": "(Cauchy)", "homogeneous": "on one GPU type", "melange": "(Mélange)", "mixed": "in one MILP"}
 
 
 @pytest.mark.parametrize("which", ["a", "b", 0, 1, 2])
 def test_strategy_all_is_never_dearer_than_any_restricted_optimum(which):
-    """Issue 15 item 2 (as built: the cheapest restricted optimum, not one joint MILP): the plan's $/h is at most
-    every other strategy's optimum, all priced in whole instances, and it says which shape won."""
+    """Issue 15 items 1-2: the plan's $/h (the cheapest of the restricted optima and the mixed MILP, which mixes
+    aggregated instances and combos) is at most every other strategy's optimum, all priced in whole instances, and
+    it says which shape won."""
     plan = api.plan(_scenario(which), "all", analysis=False)
     _check_purchase(plan)
     assert plan.extra["strategy_requested"] == "all"
     assert WORDS[plan.strategy] in plan.extra["shape_won"]
-    assert set(plan.baselines) == {"cauchy", "homogeneous", "melange"} - {plan.strategy}
+    assert set(plan.baselines) == {"cauchy", "homogeneous", "melange", "mixed"} - {plan.strategy}
     for b in plan.baselines.values():
         if b.status != "infeasible":
             assert b.total_usd_per_hour is not None and plan.total_usd_per_hour <= b.total_usd_per_hour + 1e-6
@@ -262,7 +263,7 @@ def test_strategy_all_against_independent_restricted_plans(which):
     """The same, against each strategy planned on its own (``--strategy NAME``)."""
     scenario = _scenario(which)
     plan = api.plan(scenario, "all", analysis=False)
-    for name in ("cauchy", "homogeneous", "melange"):
+    for name in ("cauchy", "homogeneous", "melange", "mixed"):
         try:
             alone = api.plan(scenario, name, analysis=False)
         except InfeasibleError:

@@ -45,6 +45,7 @@ TITLES = {
     "cauchy": "Cauchy plan (cheapest mixed prefill/decode deployment)",
     "homogeneous": "Best homogeneous fleet",
     "melange": "Mélange plan (aggregated serving)",
+    "mixed": "Mixed plan (aggregated instances and prefill/decode combos, routed by request size)",
 }
 
 
@@ -79,8 +80,11 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         title += f" ({doc['gpu']} only)"
     if doc["combos"]:
         _plan_table(title, doc, f"p{slo['percentile']:g}", console)
-    else:
-        _instances_table(title, doc, console)
+    if doc["instances"]:  # Mélange plans, and mixed plans (combos and aggregated instances)
+        _instances_table("aggregated instances of this plan" if doc["combos"] else title, doc, console,
+                         totals=not doc["combos"])  # fmt: skip
+    if doc.get("assignment"):  # a mixed plan: which unit serves which request sizes, in words
+        console.print(f"routing by request size: {doc['assignment']}", highlight=False, markup=False)
     _purchase_table(doc, console)
     _sites(doc, console)
     if doc.get("shape_won"):
@@ -92,6 +96,16 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']:,} in the ILP, "
         f"pruning {s['pruning']}"
     )
+    mixed = s.get("mixed")
+    if isinstance(mixed, dict):  # the mixed strategy's MILP (hetplan.solvers.mixed)
+        console.print(
+            f"mixed MILP: {mixed['status']}, {mixed['aggregated_columns']} aggregated + {mixed['combo_columns']} combo "
+            f"columns, {mixed['variables']:,} variables, {mixed['constraints']:,} constraints before the purchase "
+            f"layer; columns {mixed['columns']}; {mixed['bound']}"
+            + (f"; {mixed['note']}" if mixed.get("note") else ""),
+            highlight=False,
+            markup=False,
+        )
     verified = isinstance(doc.get("verification"), dict)
     for name, part in doc.get("baselines", {}).items():
         if part.get("status") != "infeasible" and 0 < part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
@@ -214,10 +228,12 @@ def _comparison(doc: dict[str, Any], console: Console) -> None:
             console.print(f"[yellow]{name}: infeasible[/] - {escape(part['reason'])}", highlight=False)
 
 
-def _instances_table(title: str, part: dict[str, Any], console: Console) -> None:
+def _instances_table(title: str, part: dict[str, Any], console: Console, totals: bool = True) -> None:
     table = Table(
         title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
-        f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)",
+        f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)"
+        if totals
+        else title,
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
@@ -232,7 +248,8 @@ def _instances_table(title: str, part: dict[str, Any], console: Console) -> None
             f"{inst['traffic_share'] * 100:.0f}%",
         )
     console.print(table)
-    console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
+    if totals:
+        console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
 
 
 def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> None:

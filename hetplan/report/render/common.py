@@ -70,6 +70,17 @@ def deployment_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 f"{d['utilization'] * 100:.0f} %",
                 _slo_cell(d["meets_ttft_slo"] and d["meets_tpot_slo"], p.get("verification")),
             ]
+            if "predicted_ttft_s" in d
+            else [  # a mixed plan's aggregated instances, after its combos
+                d["label"],
+                str(d["count"]),
+                f"{d['usd_per_hour_each']:.2f}",
+                f"{d['traffic_share'] * 100:.0f} % of traffic",
+                "-",
+                "-",
+                f"{d['utilization'] * 100:.0f} %",
+                "-",
+            ]
             for d in p["deployment"]
         ]
         return head, rows
