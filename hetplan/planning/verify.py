@@ -26,7 +26,8 @@ from dataclasses import replace
 from typing import Any
 
 from hetplan.errors import InfeasibleError
-from hetplan.plan.types import Plan
+from hetplan.plan.types import STRATEGIES, Plan
+from hetplan.planning.document import ALL
 from hetplan.planning.pipeline import plan
 from hetplan.planning.request import build_workload
 from hetplan.scenario import Scenario
@@ -69,12 +70,14 @@ def plan_verified(
     workload = build_workload(scenario)
     step = progress or (lambda _: None)
     base = scenario.headroom
-    target = None
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
 
-    def attempt(headroom: float, with_analysis: bool) -> Plan:
-        sc = scenario.model_copy(update={"headroom": headroom})
-        return plan(sc, strategy, with_analysis, progress=progress, **plan_kwargs)
+    def planner_for(name: str) -> Callable[[float, bool], Plan]:
+        def attempt(headroom: float, with_analysis: bool) -> Plan:
+            sc = scenario.model_copy(update={"headroom": headroom})
+            return plan(sc, name, with_analysis, progress=progress, **plan_kwargs)
+
+        return attempt
 
     def check(p: Plan, capacity: bool) -> dict[str, Any]:
         key = _signature(p)
@@ -84,11 +87,81 @@ def plan_verified(
             v = seen[key] = verify_plan(p, workload, policy, capacity)
         return v
 
+    attempt = planner_for(strategy)
     first = attempt(base, False)
-    target = first.goodput_target_req_per_s
     v0 = check(first, True)
     if v0["status"] == "verified" or not resize:
         return _final(first, v0, base, analysis, attempt, check, None)
+    if strategy != ALL:
+        best, hi, resized = _resize(first, v0, base, attempt, check)
+        return _final(best, check(best, True), hi, analysis, attempt, check, resized)
+    # --strategy all: the analytically cheapest shape missed. Each feasible shape is re-sized on its own, cheapest
+    # first, and the cheapest verified plan is kept: a shape the model over-promises more (aggregated instances on
+    # bursty traffic) may need more re-sizing than another that was dearer on paper. A shape whose unverified plan
+    # already costs more than a verified one is skipped (re-sizing only adds capacity).
+    shapes = sorted(
+        [(first.total_usd_per_hour, first.strategy)]
+        + [(float(b.total_usd_per_hour), name) for name, b in first.baselines.items()
+           if b.total_usd_per_hour is not None and name in STRATEGIES],
+        key=lambda x: (x[0], STRATEGIES.index(x[1]) if x[1] in STRATEGIES else 99),
+    )  # fmt: skip
+    found: list[tuple[Plan, float, dict[str, Any], str]] = []
+    per_shape: list[dict[str, Any]] = []
+    for cost, name in shapes:
+        if found and cost >= min(p.total_usd_per_hour for p, *_ in found) - 1e-9:
+            per_shape.append({"strategy": name, "skipped": f"its plan before re-sizing costs ${cost:,.2f}/h"})
+            continue
+        shape_attempt = planner_for(name)
+        start = first if name == first.strategy else shape_attempt(base, False)
+        v_start = v0 if start is first else check(start, True)
+        try:
+            if v_start["status"] == "verified":
+                best, hi, resized = start, base, {}
+            else:
+                best, hi, resized = _resize(start, v_start, base, shape_attempt, check)
+        except InfeasibleError as exc:
+            per_shape.append({"strategy": name, "infeasible": exc.why or exc.what})
+            continue
+        per_shape.append({"strategy": name, "usd_per_hour": best.total_usd_per_hour, "headroom": _rnd_h(hi)})
+        found.append((best, hi, resized, name))
+    if not found:
+        raise InfeasibleError(
+            "no re-sized plan of any shape holds its SLOs in simulation",
+            "; ".join(f"{s['strategy']}: {s.get('infeasible') or s.get('skipped')}" for s in per_shape),
+            "lower the goodput target or relax the SLOs, add inventory, or plan with --no-resize to keep the "
+            "unverified plan",
+        )
+    best, hi, resized, name = min(found, key=lambda x: (x[0].total_usd_per_hour, STRATEGIES.index(x[3])))
+    resized = {
+        **resized,
+        "headroom_asked": base,
+        "headroom_used": _rnd_h(hi),
+        "usd_per_hour_before": first.total_usd_per_hour,
+        "usd_per_hour_after": best.total_usd_per_hour,
+        "strategy_before": first.strategy,
+        "per_strategy": per_shape,
+    }
+    resized["method"] = RESIZE_METHOD + "; with --strategy all every shape is re-sized and the cheapest verified kept"
+    return _final(best, check(best, True), hi, analysis, planner_for(name), check, resized)
+
+
+RESIZE_METHOD = "demand x target / simulated capacity until verified, then bisection (hetplan.planning.verify)"
+
+
+def _resize(
+    first: Plan,
+    v0: dict[str, Any],
+    base: float,
+    attempt: Callable[[float, bool], Plan],
+    check: Callable[[Plan, bool], dict[str, Any]],
+) -> tuple[Plan, float, dict[str, Any]]:
+    """Re-size ``first`` (which missed) until a plan is verified, then bisect (module docstring); returns the
+    cheapest verified plan, its headroom and the ``resized`` record.
+
+    Raises:
+        InfeasibleError: no demand up to the headroom limit (or the inventory) gives a verified plan.
+    """
+    target = first.goodput_target_req_per_s
     tried: list[dict[str, Any]] = [_record(base, first, v0)]
     fail_h, fail_p, fail_v = base, first, v0
     ceiling = MAX_HEADROOM  # the lowest headroom found infeasible (inventory), or the scenario's limit
@@ -151,9 +224,9 @@ def plan_verified(
         "analytic_capacity_before_req_per_s": first.goodput_req_per_s,
         "simulated_capacity_before_req_per_s": v0.get("simulated_capacity_req_per_s"),
         "attempts": tried,
-        "method": "demand x target / simulated capacity until verified, then bisection (hetplan.planning.verify)",
+        "method": RESIZE_METHOD,
     }
-    return _final(best, check(best, True), hi, analysis, attempt, check, resized)
+    return best, hi, resized
 
 
 def _final(

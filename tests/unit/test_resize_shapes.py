@@ -1,0 +1,84 @@
+"""``--strategy all`` re-sizes every shape when the cheapest misses, and keeps the cheapest verified plan
+(hetplan.planning.verify): the shape the model over-promises most is not followed alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import hetplan.planning.verify as verify
+import hetplan.sim.verify as sim_verify
+from hetplan.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    total_usd_per_hour: float | None
+
+
+@dataclass(frozen=True)
+class _Combo:  # what the verification cache keys a plan by
+    label: str
+    count: int
+    decode_batch: int
+    goodput_req_per_s: float
+
+
+@dataclass(frozen=True)
+class _Plan:
+    strategy: str
+    total_usd_per_hour: float
+    goodput_req_per_s: float
+    goodput_target_req_per_s: float = 1.0
+    baselines: dict[str, _Baseline] = field(default_factory=dict)
+    combos: tuple[Any, ...] = ()
+    instances: tuple[Any, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+    verification: dict[str, Any] | None = None
+
+
+# per shape: $/h per unit of provisioned demand, and the fraction of its analytic capacity the simulation holds
+SHAPES = {"mixed": (10.0, 0.4), "cauchy": (12.0, 0.95), "homogeneous": (14.0, 0.95), "melange": (11.0, 0.4)}
+
+
+def _fake_plan(scenario: Scenario, strategy: str, analysis: bool, progress: Any = None, **_: Any) -> _Plan:
+    demand = 1.0 + scenario.headroom
+    costs = {name: rate * demand for name, (rate, _) in SHAPES.items()}
+    name = min(costs, key=lambda n: costs[n]) if strategy == "all" else strategy
+    others = {n: _Baseline(c) for n, c in costs.items() if n != name}
+    return _Plan(name, costs[name], demand, baselines=others, combos=(_Combo(name, 1, 1, demand),))
+
+
+def _fake_verify(p: _Plan, workload: Any, policy: str, capacity: bool) -> dict[str, Any]:
+    simulated = p.goodput_req_per_s * SHAPES[p.strategy][1]
+    ok = simulated >= p.goodput_target_req_per_s
+    return {
+        "status": "verified" if ok else "not verified",
+        "simulated_capacity_req_per_s": simulated,
+        "attainment": 0.95 if ok else 0.5,
+        "dropped": 0,
+        "misses": [] if ok else ["joint attainment"],
+    }
+
+
+def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify, "plan", _fake_plan)
+    monkeypatch.setattr(sim_verify, "verify_plan", _fake_verify)
+    monkeypatch.setattr(verify, "build_workload", lambda scenario: None)
+    scenario = Scenario.model_validate(
+        {"model": "Llama-3-8B", "workload": {"synthetic": {"class": "balanced", "rate_per_s": 1.0}},
+         "slo": {"ttft": "2s", "tpot": "100ms"}}
+    )  # fmt: skip
+    out = verify.plan_verified(scenario, "all", analysis=False)  # type: ignore[arg-type]
+    assert out.strategy == "cauchy"  # mixed needs 2.5x its demand (>= $25/h); cauchy holds at ~1.05x (~$12.6/h)
+    resized = out.verification["resized"]
+    assert resized["strategy_before"] == "mixed"
+    shapes = {row["strategy"]: row for row in resized["per_strategy"]}
+    assert set(shapes) == set(SHAPES)
+    assert shapes["homogeneous"].get("skipped")  # its unresized plan already costs more than cauchy's verified one
+    assert out.total_usd_per_hour == min(r["usd_per_hour"] for r in shapes.values() if "usd_per_hour" in r)
+    # a restricted strategy still follows only itself
+    only = verify.plan_verified(scenario, "mixed", analysis=False)  # type: ignore[arg-type]
+    assert only.strategy == "mixed" and "per_strategy" not in only.verification["resized"]
