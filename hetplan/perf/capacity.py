@@ -251,6 +251,26 @@ MAX_BATCH_ELEMENTS = 2_000_000
 rows are split into chunks (a long trace replayed for many instance options)."""
 
 
+def _idle_totals(
+    items: Sequence[tuple[InstanceModel, float]], prompt_tokens: np.ndarray
+) -> tuple[np.ndarray, list[tuple[float, float]]]:
+    """Per (instance, link) item: idle TTFT per prompt (prefill + KV transfer; shape (items, prompts), seconds),
+    and the prefill time's mean and second moment (s, s²), with one latency call per distinct instance.
+    Shared by :func:`prefill_capacities` and :func:`prefill_capacities_by_stats`. Source: hetplan's own."""
+    service_by_inst: dict[int, np.ndarray] = {}
+    totals = np.empty((len(items), prompt_tokens.size))
+    moments = []
+    for i, (inst, link) in enumerate(items):
+        service = service_by_inst.get(id(inst))
+        if service is None:
+            service = np.asarray(inst.prefill_latency_s(prompt_tokens), dtype=float)
+            service_by_inst[id(inst)] = service
+        kv = np.asarray(kv_transfer_s(inst.arch, prompt_tokens, link, inst.settings), dtype=float)
+        totals[i] = service + kv
+        moments.append((float(service.mean()), float((service**2).mean())))
+    return totals, moments
+
+
 def prefill_capacities(
     items: Sequence[tuple[InstanceModel, float]],
     stats: LengthStats,
@@ -271,20 +291,10 @@ def prefill_capacities(
     """
     pools = max(1, max_instances)
     q = stats.quantile
-    service_by_inst: dict[int, np.ndarray] = {}
     trace_service_by_inst: dict[int, np.ndarray] = {}
     out: list[PrefillCapacity | None] = [None] * len(items)
     live: list[int] = []  # items whose idle TTFT meets the SLO
-    totals = np.empty((len(items), stats.prompt_tokens.size))
-    moments = []
-    for i, (inst, link) in enumerate(items):
-        service = service_by_inst.get(id(inst))
-        if service is None:
-            service = np.asarray(inst.prefill_latency_s(stats.prompt_tokens), dtype=float)
-            service_by_inst[id(inst)] = service
-        kv = np.asarray(kv_transfer_s(inst.arch, stats.prompt_tokens, link, inst.settings), dtype=float)
-        totals[i] = service + kv
-        moments.append((float(service.mean()), float((service**2).mean())))
+    totals, moments = _idle_totals(items, stats.prompt_tokens)
     idle_all = np.percentile(totals, q * 100, axis=1) if items else np.zeros(0)
     for i, (mean_s, _) in enumerate(moments):
         if float(idle_all[i]) > ttft_slo_s:
@@ -363,17 +373,7 @@ def prefill_capacities_by_stats(
     grid = np.linspace(0.0, 100.0, n_points)
     q = stats[0].quantile if stats else 0.5
     for b, st in enumerate(stats):
-        service_by_inst: dict[int, np.ndarray] = {}
-        totals = np.empty((len(items), st.prompt_tokens.size))
-        moments = []
-        for i, (inst, link) in enumerate(items):
-            service = service_by_inst.get(id(inst))
-            if service is None:
-                service = np.asarray(inst.prefill_latency_s(st.prompt_tokens), dtype=float)
-                service_by_inst[id(inst)] = service
-            kv = np.asarray(kv_transfer_s(inst.arch, st.prompt_tokens, link, inst.settings), dtype=float)
-            totals[i] = service + kv
-            moments.append((float(service.mean()), float((service**2).mean())))
+        totals, moments = _idle_totals(items, st.prompt_tokens)
         idle_all = np.percentile(totals, q * 100, axis=1) if items else np.zeros(0)
         keep = [i for i in range(len(items)) if float(idle_all[i]) <= ttft_slo_s]
         for i, (mean_s, _) in enumerate(moments):
