@@ -490,10 +490,6 @@ def solve_min_makespan(
     return MakespanResult(status, units, float(t.varValue or 0.0), _gap(prob))
 
 
-MAX_PRESOLVED_SLICE_VARS = 1000
-"""Largest number of slice variables for which :func:`solve_packed` lets HiGHS presolve a Mélange-shaped model."""
-
-
 @dataclass(frozen=True)
 class PackedUnit:
     """A deployment-unit column of :func:`solve_packed`: ``usage`` serving instances per (GPU, TP) in one copy,
@@ -665,10 +661,11 @@ def solve_packed(
     if cost_cap is not None and math.isfinite(cost_cap):
         prob += objective(ys, xs) <= float(cost_cap) - 1e-9, "cost_cap"
     prob.setObjective(objective(ys, xs))
-    # as in solve_slice_assignment: HiGHS's presolve was seen to stall on large Mélange-shaped models (67 types x 44
-    # buckets, about 2,900 slice variables); on small ones it is many times faster (example (a)'s purchased Mélange
-    # model, 8 types x 27 buckets: 0.3 s with it, 5 s without), so it is on up to MAX_PRESOLVED_SLICE_VARS
-    presolve = slice_load is None or sum(1 for key in zs if key != "infeasible") <= MAX_PRESOLVED_SLICE_VARS
+    # as in solve_slice_assignment: HiGHS 1.16's presolve was seen to stall on Mélange-shaped models without
+    # honouring its time limit or an interrupt (67 types x 44 buckets; and a purchased Llama-3.1-8B H100/L40S model
+    # of 214 slice variables, which solves in 0.01 s without it), so slice models are solved without presolve:
+    # slower on some (example (a)'s purchased Mélange model: about 1 s against 0.3 s) but never stuck
+    presolve = slice_load is None
     status = _run(prob, _solver(time_limit_s, mip_gap, presolve))
     if status not in ("optimal", "time_limit"):
         if status == "not_solved" and all(v.varValue is not None for v in ys):
