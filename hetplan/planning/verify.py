@@ -126,7 +126,7 @@ def plan_verified(
         found.append((best, hi, resized, name))
     if not found:
         raise InfeasibleError(
-            "no re-sized plan of any shape holds its SLOs in simulation",
+            "no re-sized plan holds its SLOs in simulation, whichever shape (--strategy all re-sizes each)",
             "; ".join(f"{s['strategy']}: {s.get('infeasible') or s.get('skipped')}" for s in per_shape),
             "lower the goodput target or relax the SLOs, add inventory, or plan with --no-resize to keep the "
             "unverified plan",
