@@ -240,13 +240,19 @@ def write_files_atomic(files: Mapping[Path, str], force: bool = False) -> list[P
                 created.append(path)
             write_atomic(path, text, force=force)
     except BaseException:
-        for made in reversed(created):
-            try:
-                made.rmdir() if made.is_dir() else made.unlink(missing_ok=True)
-            except OSError:
-                pass
+        remove_created(created)
         raise
     return list(files)
+
+
+def remove_created(created: list[Path]) -> None:
+    """Undo a failed multi-file write: remove the files and (empty) folders in ``created``, newest first; what
+    cannot be removed is left. Used by :func:`write_files_atomic` and ``hetplan emit``."""
+    for made in reversed(created):
+        try:
+            made.rmdir() if made.is_dir() else made.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 @contextlib.contextmanager

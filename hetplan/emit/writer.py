@@ -21,7 +21,7 @@ from hetplan.emit import build_ir, parse_targets, render
 from hetplan.emit.settings import EmitSettings
 from hetplan.emit.validate import ValidationReport, check_kubernetes_version, validate_files
 from hetplan.errors import EmitRuleError, InputError
-from hetplan.io import check_output, to_json, write_atomic
+from hetplan.io import check_output, remove_created, to_json, write_atomic
 from hetplan.plan.types import Plan
 
 MANIFEST = "manifest.json"
@@ -133,10 +133,6 @@ def emit_plan(
             created.append(out / MANIFEST)
         write_atomic(out / MANIFEST, to_json(doc), force=True)
     except BaseException:  # a full disk, Ctrl-C, SIGTERM: leave no half-written deployment behind
-        for made in reversed(created):
-            try:
-                made.rmdir() if made.is_dir() else made.unlink(missing_ok=True)
-            except OSError:
-                pass
+        remove_created(created)
         raise
     return EmitResult(str(out), chosen, tuple(entries), report, ir.notes)

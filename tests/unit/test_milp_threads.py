@@ -55,4 +55,7 @@ def test_thread_count_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HETPLAN_SOLVE_THREADS", "3")
     assert milp.solve_threads() == 3
     monkeypatch.delenv("HETPLAN_SOLVE_THREADS")
-    assert 1 <= milp.solve_threads() <= 4
+    monkeypatch.setattr(milp.os, "sched_getaffinity", lambda _pid: set(range(8)), raising=False)
+    assert milp.solve_threads() == 4  # the CPUs this process may use, at most 4
+    monkeypatch.setattr(milp.os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    assert milp.solve_threads() == 1
