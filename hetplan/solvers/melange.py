@@ -164,9 +164,17 @@ def aggregated_capacities_many(
     width = max(rows[i][4] for i in live)
     batches = np.arange(1, width + 1)
     steps = np.full((len(live), width), np.inf)
+    by_inst: dict[int, list[int]] = {}
     for k, i in enumerate(live):
-        lim = rows[i][4]
-        steps[k, :lim] = np.asarray(rows[i][6].decode_step_latency_s(batches[:lim], rows[i][3]), dtype=float)
+        by_inst.setdefault(id(rows[i][6]), []).append(k)
+    for ks in by_inst.values():  # one latency call per instance: its rows' contexts x batches
+        inst = rows[live[ks[0]]][6]
+        lim_max = max(rows[live[k]][4] for k in ks)
+        ctxs = np.array([float(rows[live[k]][3]) for k in ks])
+        grid = np.asarray(inst.decode_step_latency_s(batches[None, :lim_max], ctxs[:, None]), dtype=float)
+        for j, k in enumerate(ks):
+            lim = rows[live[k]][4]
+            steps[k, :lim] = grid[j, :lim]
     mean_arr = np.array([rows[i][0] for i in live])
     second_arr = np.array([rows[i][1] for i in live])
     prefill_arr = np.array([rows[i][2] for i in live])

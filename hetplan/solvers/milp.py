@@ -163,9 +163,45 @@ def _own_solver_locks(model: Any) -> None:
         model._Highs__solver_started = threading.Lock()
 
 
-def _solver(time_limit_s: float, gap: float, presolve: bool = True) -> pulp.LpSolver:
-    options = {} if presolve else {"presolve": "off"}
+SLICE_PRESOLVE = "light"
+"""HiGHS presolve for Mélange-shaped (slice) models: ``"light"`` (HiGHS ``presolve_mode`` 2) or ``"off"``. HiGHS
+1.16's full presolve stalls on some of them without honouring its time limit or an interrupt (a purchased
+Llama-3.1-8B H100/L40S model of 214 slice variables ran for over 30 s where it solves in 0.01 s without presolve;
+reproduced from its PuLP JSON dump, not from an MPS file, whose rounded coefficients solve); its light presolve
+solves that model in 0.01 s and example (a)'s purchased Mélange model in 0.08 s (1 s without presolve). Set
+``HETPLAN_SLICE_PRESOLVE=off`` to fall back should a model stall in light mode too."""
+
+PRESOLVE_MODES = {"on": {}, "light": {"presolve_mode": 2}, "off": {"presolve": "off"}}
+
+
+def _slice_presolve() -> str:
+    mode = os.environ.get("HETPLAN_SLICE_PRESOLVE", SLICE_PRESOLVE).strip().lower()
+    return mode if mode in PRESOLVE_MODES else SLICE_PRESOLVE
+
+
+def _solver(time_limit_s: float, gap: float, presolve: str = "on", cutoff: float | None = None) -> pulp.LpSolver:
+    """PuLP's HiGHS (:class:`_InterruptibleHiGHS`), one thread, with ``presolve`` one of :data:`PRESOLVE_MODES`.
+    ``cutoff``: HiGHS's ``objective_bound`` (branch and bound prunes every node whose bound reaches it); read the
+    outcome with :func:`_below_cutoff`."""
+    options = dict(PRESOLVE_MODES[presolve])
+    if cutoff is not None:
+        options["objective_bound"] = float(cutoff)
     return _InterruptibleHiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap, threads=1, **options)
+
+
+def _below_cutoff(prob: pulp.LpProblem, status: str, cutoff: float | None) -> str:
+    """The status of a solve with a ``cutoff`` (:func:`_solver`): a solution costing ``cutoff`` or more is not an
+    answer (HiGHS may report one as "optimal": it pruned every node below the cutoff, so none cheaper exists, or
+    none was found within the time limit), so the status becomes ``infeasible``.
+
+    A cutoff instead of a ``cost ≤ cap`` row: the mixed MILP of ``benchmarks/plan_speed.py`` proves that nothing
+    is cheaper than the restricted optima in 0.5 s this way, 2.2 to 3.5 s with the row (HiGHS 1.16)."""
+    if cutoff is None or status not in ("optimal", "time_limit"):
+        return status
+    value = pulp.value(prob.objective)
+    if value is None or float(value) >= cutoff:
+        return "infeasible"
+    return status
 
 
 def _run(prob: pulp.LpProblem, solver: pulp.LpSolver) -> str:
@@ -379,12 +415,10 @@ def solve_slice_assignment(
         cap = capacity[r] if r < len(capacity) else None
         if cap is not None and any(row):
             prob += _affine(counts, row) <= float(cap), f"res{r:03d}"
-    if cost_cap is not None and math.isfinite(cost_cap):
-        prob += _affine(counts, type_cost) <= float(cost_cap) - 1e-9, "cost_cap"
+    cutoff = float(cost_cap) - 1e-9 if cost_cap is not None and math.isfinite(cost_cap) else None
     prob.setObjective(_affine(counts, type_cost))
-    # HiGHS 1.16's presolve was seen to stall on such models (67 types x 44 buckets) without honouring its time
-    # limit; without presolve the same model solves to proven optimality in about 0.2 s.
-    status = _run(prob, _solver(time_limit_s, 0.0, presolve=False))
+    # HiGHS 1.16's full presolve was seen to stall on such models (67 types x 44 buckets): see SLICE_PRESOLVE
+    status = _below_cutoff(prob, _run(prob, _solver(time_limit_s, 0.0, _slice_presolve(), cutoff)), cutoff)
     if status not in ("optimal", "time_limit"):
         return AssignmentResult(status, empty.counts, (), float("nan"))
     slices = tuple(
@@ -658,20 +692,16 @@ def solve_packed(
     prob, ys, xs, ps, zs = build("packed")
     if zs.get("infeasible"):
         return empty
-    if cost_cap is not None and math.isfinite(cost_cap):
-        prob += objective(ys, xs) <= float(cost_cap) - 1e-9, "cost_cap"
+    cutoff = float(cost_cap) - 1e-9 if cost_cap is not None and math.isfinite(cost_cap) else None
     prob.setObjective(objective(ys, xs))
-    # as in solve_slice_assignment: HiGHS 1.16's presolve was seen to stall on Mélange-shaped models without
-    # honouring its time limit or an interrupt (67 types x 44 buckets; and a purchased Llama-3.1-8B H100/L40S model
-    # of 214 slice variables, which solves in 0.01 s without it), so slice models are solved without presolve:
-    # slower on some (example (a)'s purchased Mélange model: about 1 s against 0.3 s) but never stuck
-    presolve = slice_load is None
-    status = _run(prob, _solver(time_limit_s, mip_gap, presolve))
+    # slice (Mélange-shaped) models: HiGHS's light presolve, its full one stalls on some (SLICE_PRESOLVE)
+    presolve = "on" if slice_load is None else _slice_presolve()
+    status = _run(prob, _solver(time_limit_s, mip_gap, presolve, cutoff))
+    if status == "not_solved" and all(v.varValue is not None for v in ys):
+        status = "time_limit"
+    status = _below_cutoff(prob, status, cutoff)
     if status not in ("optimal", "time_limit"):
-        if status == "not_solved" and all(v.varValue is not None for v in ys):
-            status = "time_limit"
-        else:
-            return empty
+        return empty
     gap = _gap(prob)
     best = float(pulp.value(prob.objective) or 0.0)
     if second_stage_epsilon is not None:
