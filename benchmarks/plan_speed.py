@@ -8,15 +8,21 @@ and kept, aggregated instance types), the two MILPs' sizes (variables and constr
 per phase (median of --repeats runs, after one warm-up):
 
 - inputs: scenario to request (trace, prices) for both dtypes;
-- enumerate: prefill/decode capacities, combos and exact dominance pruning (hetplan.solvers.cauchy);
-- aggregated: Mélange instance types' per-bucket capacities (hetplan.solvers.melange.instance_types);
+- candidates: per dtype, in its own worker process as the planner runs its dtypes (hetplan.planning.forked;
+  HETPLAN_PLAN_WORKERS=1 runs them one after another): prefill/decode capacities, combos and exact dominance
+  pruning (hetplan.solvers.cauchy), the Mélange instance types' per-bucket capacities
+  (hetplan.solvers.melange.instance_types) and the mixed strategy's per-bucket capacities of its best combos
+  (hetplan.solvers.mixed.bucket_combos); each step's CPU time in its process is printed too;
 - ilp: the combo covering MILP over both dtypes' combos, and the Mélange slice MILP over both dtypes' types;
-- mixed: the mixed strategy (hetplan.solvers.mixed): per-bucket capacities of the best combos of both dtypes, the
-  restricted combo columns and the one MILP over them and every aggregated type, capped at the restricted optima
-  as the planner solves it (a HiGHS cutoff: only plans cheaper than both are sought). The same MILP without the cap
-  is solved after the timed phases and its optimum and time printed.
+- mixed: the mixed strategy's restricted combo columns and its one MILP over them and every aggregated type,
+  capped at the restricted optima as the planner solves it (a HiGHS cutoff: only plans cheaper than both are
+  sought). The same MILP without the cap is solved after the timed phases and its optimum and time printed.
 
-Usage: python benchmarks/plan_speed.py [--model Llama-3-70B] [--repeats 3] [--dtypes bf16,fp8]
+Then the planner itself, end to end on the same scenario with ``weight_dtype: auto`` (``api.plan``, strategy all,
+no analysis, no verification): it plans each dtype whole (its own MILPs, homogeneous baselines and purchase
+layer per dtype), so it does more than the phases above.
+
+Usage: python benchmarks/plan_speed.py [--model Llama-3-70B] [--repeats 3] [--dtypes bf16,fp8] [--no-planner]
 """
 
 from __future__ import annotations
@@ -26,22 +32,41 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import yaml
 
 from hetplan.catalog.loader import load_gpus
 from hetplan.catalog.pricing import resolve_price
 from hetplan.errors import InfeasibleError
+from hetplan import api
+from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import build_request
 from hetplan.scenario import Scenario
-from hetplan.solvers.cauchy import enumerate_candidates, solve_allocation
+from hetplan.solvers.cauchy import PlanRequest, enumerate_candidates, solve_allocation
 from hetplan.solvers.melange import instance_types, make_buckets, solve_melange
 from hetplan.solvers.milp import MAX_SLICE_LOAD
 from hetplan.solvers.mixed import bucket_combos, combo_columns, mixed_size, solve_mixed
 from hetplan.solvers.packing import _undominated_columns
 
 ROOT = Path(__file__).resolve().parents[1]
-PHASES = ("inputs", "enumerate", "aggregated", "ilp", "mixed", "total")
+PHASES = ("inputs", "candidates", "ilp", "mixed", "total")
+
+
+def _candidates(req: PlanRequest) -> tuple[Any, ...]:
+    """One dtype's candidates (run in a worker process): combos, buckets, aggregated types, the mixed strategy's
+    per-bucket combo pool, and the CPU seconds of each step in that process."""
+    marks = [time.process_time()]
+    cands = enumerate_candidates(req)
+    marks.append(time.process_time())
+    buckets = make_buckets(req.stats)
+    types = instance_types(req, buckets)
+    marks.append(time.process_time())
+    pool = bucket_combos(req, cands, buckets)
+    marks.append(time.process_time())
+    steps = dict(zip(("enumerate", "aggregated", "bucket pool"), np.diff(marks).tolist(), strict=True))
+    return cands, buckets, types, pool, steps
 
 
 def main() -> int:
@@ -50,6 +75,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-ilp-combos", type=int, default=20000)
     ap.add_argument("--dtypes", default="bf16,fp8", help="weight dtypes to enumerate (fp8: GPUs with fp8 cores)")
+    ap.add_argument("--no-planner", dest="planner", action="store_false", help="skip the end-to-end planner timing")
     args = ap.parse_args()
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     gpus = [g for g in load_gpus().gpus if (g.bf16_dense_tflops or g.fp16_dense_tflops or g.fp16_dense_tflops_estimate)]
@@ -95,14 +121,17 @@ def main() -> int:
         print(f"  {dtype}: {len(sc.gpus or [])} GPU types")
     wall: dict[str, list[float]] = {k: [] for k in PHASES}
     cpu: dict[str, list[float]] = {k: [] for k in PHASES}
+    inner: dict[tuple[str, str], list[float]] = {}
+    workers = plan_workers(len(dtypes))
     for run in range(args.repeats + 1):
         marks = [(time.perf_counter(), time.process_time())]
         reqs = {d: build_request(sc)[0] for d, sc in scenarios.items()}
         marks.append((time.perf_counter(), time.process_time()))
-        cands = {d: enumerate_candidates(r) for d, r in reqs.items()}
-        marks.append((time.perf_counter(), time.process_time()))
-        buckets = {d: make_buckets(r.stats) for d, r in reqs.items()}
-        types = {d: instance_types(r, buckets[d]) for d, r in reqs.items()}
+        # each dtype's candidates in its own process, as the planner runs its dtypes (hetplan.planning.forked)
+        made = dict(zip(dtypes, run_forked([lambda d=d: _candidates(reqs[d]) for d in dtypes], workers), strict=True))
+        cands = {d: m[0] for d, m in made.items()}
+        buckets = {d: m[1] for d, m in made.items()}
+        types = {d: m[2] for d, m in made.items()}
         marks.append((time.perf_counter(), time.process_time()))
         first = reqs[dtypes[0]]
         combos = [c for d in dtypes for c in cands[d].combos]
@@ -111,7 +140,7 @@ def main() -> int:
         # one bucket set for the aggregated MILP: the buckets are the same (same workload); types of both dtypes
         mel = solve_melange(all_types, buckets[dtypes[0]], first.demand_req_per_s, 4, first.inventory)
         marks.append((time.perf_counter(), time.process_time()))
-        pool = [bc for d in dtypes for bc in bucket_combos(reqs[d], cands[d], buckets[d])]
+        pool = [bc for d in dtypes for bc in made[d][3]]
         columns = combo_columns(pool, len(buckets[dtypes[0]]), [c for c, _ in alloc.combos])
         # as the planner solves it (hetplan.planning.solve._solve_mixed): only plans cheaper than both restricted
         # optima (none: the MILP proves it, and the cheaper restricted optimum is the mixed optimum)
@@ -133,6 +162,9 @@ def main() -> int:
             cpu[key].append(marks[i + 1][1] - marks[i][1])
         wall["total"].append(marks[-1][0] - marks[0][0])
         cpu["total"].append(marks[-1][1] - marks[0][1])
+        for d, m in made.items():
+            for key, seconds in m[4].items():
+                inner.setdefault((d, key), []).append(seconds)
     for d in dtypes:
         c = cands[d]
         print(
@@ -173,10 +205,28 @@ def main() -> int:
         f"{capped_s:.2f} s wall (last run); without the cap (not timed): ${mixed.total_usd_per_hour:.2f}/h, "
         f"{mixed.status}, MILP {mixed.milp_seconds:.2f} s wall"
     )
+    print(f"phases ({workers} worker processes for the candidates; CPU: this process only):")
     for key in PHASES:
         print(
             f"  {key:10s} wall median {statistics.median(wall[key]):.3f} s (runs: "
             f"{', '.join(f'{v:.3f}' for v in wall[key])}); CPU median {statistics.median(cpu[key]):.3f} s"
+        )
+    for (d, key), values in inner.items():
+        print(f"    {d} {key:11s} CPU median {statistics.median(values):.3f} s (in its worker process)")
+    serial = sum(statistics.median(v) for v in inner.values())
+    print(f"    candidates' CPU summed over dtypes: {serial:.3f} s (their wall on one core)")
+    if args.planner:
+        scenario = base.model_copy(update={"weight_dtype": "auto"})
+        times = []
+        for run in range(args.repeats + 1):
+            started = time.perf_counter()
+            plan = api.plan(scenario, strategy="all", analysis=False)
+            if run:
+                times.append(time.perf_counter() - started)
+        print(
+            f"planner end to end (hetplan plan --weight-dtype auto --strategy all --no-analysis --no-verify, both dtypes "
+            f"in {workers} processes): wall median {statistics.median(times):.3f} s (runs: "
+            f"{', '.join(f'{v:.3f}' for v in times)}); ${plan.total_usd_per_hour:.2f}/h ({plan.strategy})"
         )
     return 0
 

@@ -9,6 +9,8 @@ Source: hetplan's own reconstruction (layout after aiconfigurator's ``sdk/errors
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class HetplanError(Exception):
     """Base of all expected failures.
@@ -28,6 +30,11 @@ class HetplanError(Exception):
         self.why = why
         self.fix = fix
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with what/why/fix and every other attribute (a planning task in a worker process,
+        :mod:`hetplan.planning.forked`, hands its error back whole)."""
+        return (_rebuild, (type(self), self.what, self.why, self.fix), self.__dict__)
+
     def render(self) -> str:
         """Return the three-part message as plain text."""
         lines = [f"Error: {self.what}"]
@@ -36,6 +43,13 @@ class HetplanError(Exception):
         if self.fix:
             lines.append(f"To fix: {self.fix}")
         return "\n".join(lines)
+
+
+def _rebuild(cls: type[HetplanError], what: str, why: str, fix: str) -> HetplanError:
+    """Unpickle a :class:`HetplanError` of any subclass (its other attributes follow as state)."""
+    err = HetplanError.__new__(cls)
+    HetplanError.__init__(err, what, why, fix)
+    return err
 
 
 class InputError(HetplanError):

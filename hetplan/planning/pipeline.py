@@ -16,6 +16,7 @@ from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.document import build_plan
+from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.dtypes import AUTO, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
 from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
 from hetplan.scenario import Scenario
@@ -90,22 +91,33 @@ def _search_dtypes(
         InfeasibleError: no dtype has a feasible plan (the model dtype's reason). InputError: bad scenario fields.
     """
     spec = _model(scenario.model_copy(update={"weight_dtype": MODEL_DTYPE})).spec
-    found: list[tuple[str, dict[str, Any] | None, InfeasibleError | InputError | None]] = []
+    dtypes = weight_candidates(spec, AUTO)
     later: dict[str, Callable[[], dict[str, Any]]] = {}  # each dtype's analysis, computed for the kept one only
-    for dtype in weight_candidates(spec, AUTO):
+
+    def one(dtype: str, parallel: bool) -> tuple[str, dict[str, Any] | None, InfeasibleError | InputError | None]:
         sc = scenario.model_copy(update={"weight_dtype": dtype})
         try:
             fp8 = dtype == "fp8"
+            if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
+                return dtype, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8), None
             deferred: list[Callable[[], dict[str, Any]]] = []
             doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
                             deferred if analysis else None)  # fmt: skip
             if deferred:
                 later[dtype] = deferred[0]
-            found.append((dtype, doc, None))
+            return dtype, doc, None
         except (InfeasibleError, InputError) as exc:
             if dtype == model_dtype(spec) and isinstance(exc, InputError):
                 raise  # a bad scenario, not an infeasible dtype
-            found.append((dtype, None, exc))
+            return dtype, None, exc
+
+    workers = plan_workers(len(dtypes))
+    if workers > 1:  # each dtype in its own process (hetplan.planning.forked)
+        if progress is not None:
+            progress(f"planning weight dtypes {', '.join(dtypes)} in {workers} processes")
+        found = run_forked([lambda d=d: one(d, True) for d in dtypes], workers)  # type: ignore[misc]
+    else:
+        found = [one(d, False) for d in dtypes]
     feasible = [(d, doc) for d, doc, _ in found if doc is not None]
     if not feasible:
         first = found[0][2]

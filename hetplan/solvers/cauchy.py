@@ -281,13 +281,20 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     pairs: list[tuple[InstanceOption, InstanceOption, float]] = []
     dep = deployment_of(req)
     refused: dict[str, Finding] = {}
+    # each option's shape in both roles, built once (the rules read the unit only for their messages)
+    shapes = {
+        id(o): (option_shape(req, o.gpu, o.tp, "prefill", o.model), option_shape(req, o.gpu, o.tp, "decode", o.model))
+        for o in options
+    }
     for p in options:
         for d in options:
             if d.decode.rate_per_s <= 0:
                 continue
             if req.keep_pairs is not None and (p.gpu.name, d.gpu.name) not in req.keep_pairs:
                 continue
-            broken = _pair_findings(req, dep, p, d)  # e.g. NixlConnector's TP rule (hetplan.deploy_rules)
+            broken = pair_findings(shapes[id(p)][0], shapes[id(d)][1], dep)  # e.g. NixlConnector's TP rule
+            if broken:  # again with the pair's name in the messages
+                broken = _pair_findings(req, dep, p, d)
             if broken:
                 refused.setdefault(broken[0].rule, broken[0])
                 continue

@@ -76,9 +76,12 @@ def pareto_filter(raw: list[PairCombos], rn: np.ndarray, rm: np.ndarray) -> list
         ok[sel] = (good[sel] == best[u_a[sel]]) & (good[sel] > below[u_a[sel]])
         keep_mask[first_of_cells(ok, u_a)] = True
     group = t_a * len(names) + t_b
-    het = ~homo & alive
-    for gid in np.unique(group[het]):
-        sel = het & (group == gid)
+    het_idx = np.nonzero(~homo & alive)[0]
+    het_idx = het_idx[np.argsort(group[het_idx], kind="stable")]  # by type pair, ascending index within one
+    gids, starts = np.unique(group[het_idx], return_index=True)
+    ends = np.append(starts[1:], het_idx.size) if starts.size else starts
+    for gid, start, end in zip(gids, starts, ends, strict=True):
+        sel = het_idx[start:end]
         a, b = int(gid) // len(names), int(gid) % len(names)
         ua, ub, g = u_a[sel], u_b[sel], good[sel]
         grid = np.zeros((int(ua.max()) + 1, int(ub.max()) + 1))
@@ -92,8 +95,8 @@ def pareto_filter(raw: list[PairCombos], rn: np.ndarray, rm: np.ndarray) -> list
         prefix = np.maximum.accumulate(np.maximum.accumulate(grid, axis=0), axis=1)
         left = np.where(ua > 0, prefix[np.maximum(ua - 1, 0), ub], 0.0)
         down = np.where(ub > 0, prefix[ua, np.maximum(ub - 1, 0)], 0.0)
-        ok = sel.copy()
-        ok[sel] = (g == grid[ua, ub]) & (g > np.maximum(left, down))
-        keep_mask[first_of_cells(ok, u_a * 100_000 + u_b)] = True
+        ok = sel[(g == grid[ua, ub]) & (g > np.maximum(left, down))]
+        _, first = np.unique(u_a[ok] * 100_000 + u_b[ok], return_index=True)
+        keep_mask[ok[first]] = True
     chosen = np.nonzero(keep_mask)[0]
     return [(int(pair_idx[i]), int(ratio_idx[i])) for i in chosen]

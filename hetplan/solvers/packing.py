@@ -161,8 +161,10 @@ def solve_purchase(
         sites: list[str] = []
         decode_sites: list[str] = []
 
-        def hosts(site: str, need: dict[tuple[str, int], int], bins: list[PackedBin] = bins) -> bool:
-            return all(any(b.site == site and b.gpu == g and t in b.hosts for b in bins) for (g, t) in need)
+        hosted = {(b.site, b.gpu, t) for b in bins for t in b.hosts}  # (site, GPU, TP) some bin can host
+
+        def hosts(site: str, need: dict[tuple[str, int], int], hosted: set[tuple[str, str, int]] = hosted) -> bool:
+            return all((site, g, t) in hosted for (g, t) in need)
 
         for i, need in enumerate(needs):
             split = cross[i] if cross is not None else None
@@ -186,7 +188,7 @@ def solve_purchase(
                         decode_sites.append(sd)
                 continue
             for site in site_names:
-                if all(any(b.site == site and b.gpu == g and t in b.hosts for b in bins) for (g, t) in need):
+                if hosts(site, need):
                     units.append(
                         PackedUnit(
                             tuple(sorted(need.items())), site, value[i] if value is not None else 0.0,
@@ -269,6 +271,8 @@ def _solve_linear(
     placed: dict[tuple[int, int], int] = {}
     bought = [0] * len(bins)
     for u, n in zip(units, res.counts, strict=True):
+        if not n:
+            continue
         for (g, t), k in u.usage:
             j = next(j for j, b in enumerate(bins) if b.gpu == g and b.gpus == t and b.site == u.site)
             placed[j, t] = placed.get((j, t), 0) + k * n

@@ -1,0 +1,54 @@
+"""Planning tasks in forked worker processes (hetplan.planning.forked): same results as one after another."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from hetplan import api
+from hetplan.errors import InfeasibleError, InputError
+from hetplan.planning.forked import WORKERS_ENV, plan_workers, run_forked
+from hetplan.scenario import Scenario
+from tests.conftest import EXAMPLES
+
+
+def test_results_come_back_in_task_order_from_other_processes():
+    me = os.getpid()
+    got = run_forked([lambda i=i: (i * i, os.getpid()) for i in range(5)], workers=2)
+    assert [v for v, _ in got] == [0, 1, 4, 9, 16]
+    assert all(pid != me for _, pid in got)  # they did run elsewhere
+
+
+def test_a_task_error_is_raised_whole_in_the_caller():
+    def fails() -> int:
+        raise InfeasibleError("no plan", "needs 3 req/s", "lower --goodput")
+
+    with pytest.raises(InfeasibleError) as info:
+        run_forked([lambda: 1, fails], workers=2)
+    assert (info.value.what, info.value.why, info.value.fix) == ("no plan", "needs 3 req/s", "lower --goodput")
+
+
+def test_workers_setting(monkeypatch):
+    monkeypatch.setenv(WORKERS_ENV, "1")
+    assert plan_workers(2) == 1
+    monkeypatch.setenv(WORKERS_ENV, "8")
+    assert plan_workers(2) == 2  # never more than the tasks
+    monkeypatch.setenv(WORKERS_ENV, "two")
+    with pytest.raises(InputError, match=WORKERS_ENV):
+        plan_workers(2)
+
+
+def test_auto_dtype_plan_is_byte_identical_in_processes_and_in_one(monkeypatch):
+    """``--weight-dtype auto`` plans bf16 and fp8; in two processes or one, the plan is the same, byte for byte."""
+    scenario = Scenario(
+        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
+        gpus=["H100", "L4"], cloud="aws", goodput_req_per_s=3.0, weight_dtype="auto",
+    )  # fmt: skip
+    docs = []
+    for workers in ("2", "1"):
+        monkeypatch.setenv(WORKERS_ENV, workers)
+        docs.append(json.dumps(api.to_doc(api.plan(scenario, strategy="all", analysis=False)), sort_keys=False))
+    assert docs[0] == docs[1]
+    assert len(json.loads(docs[0])["dtype_search"]) == 2
