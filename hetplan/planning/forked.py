@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
@@ -58,6 +59,13 @@ def plan_workers(tasks: int) -> int:
     return max(1, min(n, tasks))
 
 
+def _worker_signals() -> None:
+    """A worker leaves Ctrl-C to the caller (which terminates it) and dies quietly on SIGTERM (it inherits the
+    CLI's handlers otherwise, and each would print a traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _run_task(index: int) -> tuple[bool, Any]:
     try:
         return True, _TASKS[index]()
@@ -76,7 +84,9 @@ def run_forked(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> 
     if n <= 1:
         return [task() for task in tasks]
     _TASKS = tasks
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"))
+    pool = ProcessPoolExecutor(
+        max_workers=n, mp_context=multiprocessing.get_context("fork"), initializer=_worker_signals
+    )
     try:
         futures = [pool.submit(_run_task, i) for i in range(len(tasks))]
         outcomes = [f.result() for f in futures]
