@@ -251,6 +251,12 @@ class Scenario(_Strict):
         default="vllm",
         description="Serving engine whose memory rules and fitted speeds the plan uses (emit deploys vLLM).",
     )
+    engines: list[Literal["vllm", "sglang", "trtllm"]] | None = Field(
+        default=None,
+        min_length=1,
+        description="Engines to search (plan: each is planned and the cheapest plan kept; the plan lists each under "
+        "dtype_search). Default: engine alone. emit deploys vLLM only.",
+    )
     engine_version: str = Field(default="", description="Engine version recorded in the plan (empty: the fitted one).")
     workload: WorkloadSpec = Field(description="The traffic: a trace file or a synthetic distribution.")
     goodput_req_per_s: float | None = Field(

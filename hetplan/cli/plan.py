@@ -128,7 +128,13 @@ def plan(
             "--emit uses it.",
         ),
     ] = None,
-    engine: Annotated[str | None, engine_option()] = None,
+    engine: Annotated[
+        str | None,
+        engine_option(
+            "Serving engine: vllm (default; what emit deploys), sglang or trtllm; a comma list (vllm,sglang) plans "
+            "each and keeps the cheapest plan."
+        ),
+    ] = None,
     out: Annotated[Path | None, out_option("Write the plan file (YAML, or JSON for *.json).")] = None,
     force: ForceFlag = False,
     json_out: Annotated[bool, json_option("Print the plan as JSON on stdout.")] = False,
@@ -229,7 +235,7 @@ def plan(
             "weight_dtype": weight_dtype,
             "kv_dtype": kv_dtype,
             "kv_connector": kv_connector.lower().strip() if kv_connector is not None else None,
-            "engine": engine.strip().lower() if engine is not None else None,
+            **_engine_overrides(engine),
         }
         if prune_top_k is not None and prune_with is None:  # profile options (docs/profile.md)
             raise InputError("--prune-top-k is for --prune-with", fix="add --prune-with FIT, or drop --prune-top-k")
@@ -340,3 +346,13 @@ def _hetis_work(
     if out is not None:
         write_atomic(out, dump_for_path(out, doc), force=force)
     return doc, elapsed
+
+
+def _engine_overrides(engine: str | None) -> dict[str, Any]:
+    """``--engine E`` or ``--engine E1,E2``: the scenario's ``engine`` (the first) and, for a list, ``engines``."""
+    if engine is None:
+        return {"engine": None}
+    names = [e.strip().lower() for e in engine.split(",") if e.strip()]
+    if len(names) <= 1:
+        return {"engine": names[0] if names else engine.strip().lower()}
+    return {"engine": names[0], "engines": list(dict.fromkeys(names))}

@@ -60,7 +60,9 @@ def plan(
     """
     loaded = load_profiles(profiles) if profiles else None
     with gpu_overlay(loaded.specs if loaded else ()):
-        if scenario.weight_dtype != AUTO:
+        if scenario.weight_dtype != AUTO and len(scenario.engines or ()) <= 1:
+            if scenario.engines:
+                scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
             doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
         else:
             doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
@@ -83,60 +85,67 @@ def _search_dtypes(
     prune_top_k: int,
     min_r2: float,
 ) -> dict[str, Any]:
-    """``--weight-dtype auto``: plan every candidate weight dtype (:func:`hetplan.planning.dtypes.weight_candidates`;
-    fp8 on the GPUs with fp8 tensor cores only) and return the cheapest plan's document, with ``dtype_search``
-    listing each dtype's outcome (ties keep the model's own dtype).
+    """``--weight-dtype auto`` or several ``engines``: plan every candidate weight dtype
+    (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
+    engine and return the cheapest plan's document, with ``dtype_search`` listing each outcome (with an
+    ``engine`` key when several engines were searched). Ties keep the first engine and the model's own dtype.
+    With more than one core, the (engine, dtype) plans run in forked processes (:mod:`hetplan.planning.forked`).
 
     Raises:
-        InfeasibleError: no dtype has a feasible plan (the model dtype's reason). InputError: bad scenario fields.
+        InfeasibleError: no (engine, dtype) has a feasible plan (the first one's reason). InputError: bad scenario
+        fields.
     """
     spec = _model(scenario.model_copy(update={"weight_dtype": MODEL_DTYPE})).spec
-    dtypes = weight_candidates(spec, AUTO)
-    later: dict[str, Callable[[], dict[str, Any]]] = {}  # each dtype's analysis, computed for the kept one only
+    engines = list(scenario.engines or [scenario.engine])
+    keys = [(e, d) for e in engines for d in weight_candidates(spec, scenario.weight_dtype)]
+    later: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {}  # analyses, computed for the kept plan only
+    Found = tuple[tuple[str, str], dict[str, Any] | None, InfeasibleError | InputError | None]
 
-    def one(dtype: str, parallel: bool) -> tuple[str, dict[str, Any] | None, InfeasibleError | InputError | None]:
-        sc = scenario.model_copy(update={"weight_dtype": dtype})
+    def one(key: tuple[str, str], parallel: bool) -> Found:
+        engine, dtype = key
+        sc = scenario.model_copy(update={"weight_dtype": dtype, "engine": engine, "engines": None})
         try:
-            fp8 = dtype == "fp8"
+            fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
-                return dtype, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8), None
+                return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8), None
             deferred: list[Callable[[], dict[str, Any]]] = []
             doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
                             deferred if analysis else None)  # fmt: skip
             if deferred:
-                later[dtype] = deferred[0]
-            return dtype, doc, None
+                later[key] = deferred[0]
+            return key, doc, None
         except (InfeasibleError, InputError) as exc:
             if dtype == model_dtype(spec) and isinstance(exc, InputError):
                 raise  # a bad scenario, not an infeasible dtype
-            return dtype, None, exc
+            return key, None, exc
 
-    workers = plan_workers(len(dtypes))
-    if workers > 1:  # each dtype in its own process (hetplan.planning.forked)
+    workers = plan_workers(len(keys))
+    if workers > 1:  # each (engine, dtype) in its own process (hetplan.planning.forked)
         if progress is not None:
-            progress(f"planning weight dtypes {', '.join(dtypes)} in {workers} processes")
-        found = run_forked([lambda d=d: one(d, True) for d in dtypes], workers)  # type: ignore[misc]
+            progress(f"planning {', '.join(f'{e} {d}' for e, d in keys)} in {workers} processes")
+        found = run_forked([lambda k=k: one(k, True) for k in keys], workers)  # type: ignore[misc]
     else:
-        found = [one(d, False) for d in dtypes]
-    feasible = [(d, doc) for d, doc, _ in found if doc is not None]
+        found = [one(k, False) for k in keys]
+    feasible = [(k, doc) for k, doc, _ in found if doc is not None]
     if not feasible:
         first = found[0][2]
         assert first is not None
         raise first
-    dtype, chosen = min(feasible, key=lambda x: float(x[1]["total_usd_per_hour"]))
-    if dtype in later:  # the analysis block sits where build_plan puts it, before the warnings
-        keys = list(chosen)
-        block = later[dtype]()
-        at = keys.index("warnings") if "warnings" in keys else len(keys)
-        chosen = {**{k: chosen[k] for k in keys[:at]}, "analysis": block, **{k: chosen[k] for k in keys[at:]}}
+    key, chosen = min(feasible, key=lambda x: float(x[1]["total_usd_per_hour"]))
+    if key in later:  # the analysis block sits where build_plan puts it, before the warnings
+        names = list(chosen)
+        block = later[key]()
+        at = names.index("warnings") if "warnings" in names else len(names)
+        chosen = {**{k: chosen[k] for k in names[:at]}, "analysis": block, **{k: chosen[k] for k in names[at:]}}
+    which = (lambda e: {"engine": e}) if len(engines) > 1 else (lambda e: {})
     chosen["dtype_search"] = [
-        {"weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "optimal", "strategy": strategy,
-         "total_usd_per_hour": doc["total_usd_per_hour"], "chosen": d == dtype,
+        {**which(e), "weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "optimal", "strategy": strategy,
+         "total_usd_per_hour": doc["total_usd_per_hour"], "chosen": (e, d) == key,
          "gpus": list(doc["scenario"]["gpus"])}
         if doc is not None
-        else {"weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "infeasible", "strategy": strategy,
-              "reason": exc.why or exc.what if exc is not None else None, "chosen": False}
-        for d, doc, exc in found
+        else {**which(e), "weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "infeasible",
+              "strategy": strategy, "reason": exc.why or exc.what if exc is not None else None, "chosen": False}
+        for (e, d), doc, exc in found
     ]  # fmt: skip
     return chosen
 

@@ -64,12 +64,13 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         console.print(f"[bold yellow]{escape(doc['quality_note'])}[/]", highlight=False)
     if doc.get("dtype_search"):
         tried = "; ".join(
-            f"{d['weight_dtype']} weights: "
+            (f"{d['engine']} " if d.get("engine") else "") + f"{d['weight_dtype']} weights: "
             + (f"${d['total_usd_per_hour']:.2f}/h" if d["status"] == "optimal" else "infeasible")
             + (" (this plan)" if d.get("chosen") else "")
             for d in doc["dtype_search"]
         )
-        console.print(f"dtypes tried: {escape(tried)}", highlight=False)
+        label = "engines and dtypes tried" if any(d.get("engine") for d in doc["dtype_search"]) else "dtypes tried"
+        console.print(f"{label}: {escape(tried)}", highlight=False)
     v = doc.get("verification")
     if isinstance(v, dict) and v.get("verdict"):  # the simulated check (hetplan.sim.verify)
         style = "green" if v.get("status") == "verified" else "bold red"
