@@ -214,12 +214,14 @@ def test_simulate_out_is_written_once_without_force(tmp_path):
 
 @pytest.mark.slow
 def test_plan_resizes_a_plan_that_misses_until_it_is_verified(tmp_path):
-    """Example (c)'s analytic Melange plan misses in simulation (2.76 of 3.45 req/s on the Mooncake bursts); the
-    default re-size holds. (Example (a)'s Melange plan, the premise before the calibrated model, now verifies.)"""
+    """Example (c)'s analytic Melange plan at 3.2 req/s misses in simulation (joint attainment 84.6 % on the
+    Mooncake bursts, measured); the default re-size holds. (At the example's own 3 req/s the Mélange optimum HiGHS
+    now picks among equal-cost ones verifies at 90.6 %, and example (a)'s, the premise before the calibrated
+    model, verifies too.)"""
     from tests.conftest import EXAMPLES
 
     args = ("plan", EXAMPLES / "llama31-8b-mooncake.yaml", "--strategy", "melange", "--no-analysis", "--json",
-            "--verify")  # fmt: skip
+            "--verify", "--goodput", "3.2")  # fmt: skip
     plain = json.loads(invoke(*args, "--no-resize").stdout)
     v0 = plain["verification"]
     assert v0["verdict"].startswith("NOT verified on mooncake_300")  # the premise
