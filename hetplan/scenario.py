@@ -327,6 +327,14 @@ class Scenario(_Strict):
     autoscale: AutoscaleSpec | None = Field(default=None, description="Settings of hetplan autoscale.")
     _base_dir: str = PrivateAttr(default=".")
 
+    @field_validator("engines")
+    @classmethod
+    def _engines_once(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and len(set(v)) != len(v):
+            twice = sorted({e for e in v if v.count(e) > 1})
+            raise ValueError(f"engines lists {', '.join(twice)} more than once: list each engine once")
+        return v
+
     @field_validator("cloud")
     @classmethod
     def _lower(cls, value: str | None) -> str | None:

@@ -18,10 +18,11 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
@@ -57,6 +58,21 @@ def plan_workers(tasks: int) -> int:
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return max(1, min(n, tasks))
+
+
+@contextlib.contextmanager
+def serial_planning() -> Iterator[None]:
+    """Plan one task after another inside this block (``HETPLAN_PLAN_WORKERS=1`` unless the user set it): for
+    callers that already run one task per core (``hetplan sweep``'s cases), where forking again would put two
+    processes on each core."""
+    if WORKERS_ENV in os.environ:
+        yield
+        return
+    os.environ[WORKERS_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(WORKERS_ENV, None)
 
 
 def _worker_signals() -> None:
@@ -104,4 +120,4 @@ def run_forked(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> 
     return [value for _, value in outcomes]
 
 
-__all__ = ["WORKERS_ENV", "plan_workers", "run_forked"]
+__all__ = ["WORKERS_ENV", "plan_workers", "run_forked", "serial_planning"]

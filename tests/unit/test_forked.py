@@ -94,3 +94,15 @@ def test_an_interrupt_while_waiting_stops_the_workers(tmp_path):
     while time.monotonic() < deadline and any(_state(p) not in ("gone", "Z") for p in pids):
         time.sleep(0.05)
     assert all(_state(p) in ("gone", "Z") for p in pids)
+
+
+def test_serial_planning_sets_one_worker_and_restores(monkeypatch):
+    from hetplan.planning.forked import serial_planning
+
+    monkeypatch.delenv(WORKERS_ENV, raising=False)
+    with serial_planning():
+        assert plan_workers(4) == 1
+    assert WORKERS_ENV not in os.environ
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    with serial_planning():  # the user's setting wins
+        assert plan_workers(4) == 2
