@@ -120,4 +120,70 @@ def run_forked(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> 
     return [value for _, value in outcomes]
 
 
-__all__ = ["WORKERS_ENV", "plan_workers", "run_forked", "serial_planning"]
+class Background:
+    """One task started now in a forked process (:func:`start_forked`), its result fetched later or dropped."""
+
+    def __init__(self, task: Callable[[], Any]) -> None:
+        global _BACKGROUND
+        _BACKGROUND = task
+        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("fork"), initializer=_worker_signals
+        )
+        try:
+            self._future = self._pool.submit(_run_background)
+        finally:
+            _BACKGROUND = None
+
+    def result(self) -> Any:
+        """The task's result (waits for it); raises what the task raised.
+
+        Raises:
+            whatever the task raised."""
+        assert self._pool is not None, "the task was cancelled"
+        try:
+            ok, value = self._future.result()
+        except BaseException:
+            self.cancel()
+            raise
+        self._pool.shutdown()
+        self._pool = None
+        if not ok:
+            raise value
+        return value
+
+    def cancel(self) -> None:
+        """Stop the task at once (its process is terminated); safe to call twice."""
+        if self._pool is None:
+            return
+        for proc in list(getattr(self._pool, "_processes", {}).values()):
+            proc.terminate()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = None
+
+
+_BACKGROUND: Callable[[], Any] | None = None
+
+
+def _run_background() -> tuple[bool, Any]:
+    try:
+        assert _BACKGROUND is not None
+        return True, _BACKGROUND()
+    except Exception as exc:  # noqa: BLE001 - handed back to the caller, which raises it
+        return False, exc
+
+
+def start_forked(task: Callable[[], T]) -> Background | None:
+    """Start ``task`` in a forked process while the caller goes on (None where :func:`plan_workers` allows one
+    process only: the caller then runs it itself). The task plans one dtype after another inside
+    (:func:`serial_planning`), so the two processes use two cores."""
+
+    def serial() -> T:
+        with serial_planning():
+            return task()
+
+    if plan_workers(2) < 2:
+        return None
+    return Background(serial)
+
+
+__all__ = ["WORKERS_ENV", "Background", "plan_workers", "run_forked", "serial_planning", "start_forked"]

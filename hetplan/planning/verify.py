@@ -26,8 +26,10 @@ from dataclasses import replace
 from typing import Any
 
 from hetplan.errors import InfeasibleError
+from hetplan.plan.doc import from_doc, to_doc
 from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.planning.document import ALL
+from hetplan.planning.forked import Background, start_forked
 from hetplan.planning.pipeline import plan
 from hetplan.planning.request import build_workload
 from hetplan.scenario import Scenario
@@ -89,9 +91,20 @@ def plan_verified(
 
     attempt = planner_for(strategy)
     first = attempt(base, False)
-    v0 = check(first, True)
+    ahead = None
+    if analysis:  # the plan with its analysis, in another process while this one simulates (used if it verifies)
+        sc_base = scenario.model_copy(update={"headroom": base})
+        ahead = start_forked(lambda: to_doc(plan(sc_base, strategy, True, **plan_kwargs)))
+    try:
+        v0 = check(first, True)
+    except BaseException:
+        if ahead is not None:
+            ahead.cancel()
+        raise
     if v0["status"] == "verified" or not resize:
-        return _final(first, v0, base, analysis, attempt, check, None)
+        return _final(first, v0, base, analysis, attempt, check, None, ahead)
+    if ahead is not None:
+        ahead.cancel()
     if strategy != ALL:
         best, hi, resized = _resize(first, v0, base, attempt, check)
         return _final(best, check(best, True), hi, analysis, attempt, check, resized)
@@ -237,10 +250,12 @@ def _final(
     attempt: Callable[[float, bool], Plan],
     check: Callable[[Plan, bool], dict[str, Any]],
     resized: dict[str, Any] | None,
+    ahead: Background | None = None,
 ) -> Plan:
-    """The chosen plan, re-planned with the analysis when asked (the same deployment: its verification is kept)."""
+    """The chosen plan, re-planned with the analysis when asked (the same deployment: its verification is kept);
+    ``ahead``: that re-plan, started in another process (:func:`hetplan.planning.forked.start_forked`)."""
     if analysis:
-        full = attempt(headroom, True)
+        full = from_doc(ahead.result(), "the plan hetplan made") if ahead is not None else attempt(headroom, True)
         v = v if _signature(full) == _signature(p) else check(full, True)
         p = full
     block = dict(v)

@@ -106,3 +106,19 @@ def test_serial_planning_sets_one_worker_and_restores(monkeypatch):
     monkeypatch.setenv(WORKERS_ENV, "2")
     with serial_planning():  # the user's setting wins
         assert plan_workers(4) == 2
+
+
+def test_verified_plan_with_analysis_is_the_same_when_the_analysis_runs_ahead(monkeypatch):
+    """plan --verify with the analysis: the analysed re-plan runs in a second process while this one simulates;
+    the plan is byte-identical to the one-process run."""
+    scenario = Scenario(
+        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
+        gpus=["H100", "L4"], cloud="aws", goodput_req_per_s=3.0, weight_dtype="bf16",
+    )  # fmt: skip
+    docs = []
+    for workers in ("2", "1"):
+        monkeypatch.setenv(WORKERS_ENV, workers)
+        made = api.plan_verified(scenario, "cauchy", analysis=True, resize=True)
+        docs.append(json.dumps(api.to_doc(made)))
+    assert docs[0] == docs[1]
+    assert "analysis" in json.loads(docs[0]) and json.loads(docs[0])["verification"]["status"] == "verified"
