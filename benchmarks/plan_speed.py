@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from hetplan import api
 from hetplan.catalog.loader import load_gpus
 from hetplan.catalog.pricing import resolve_price
 from hetplan.errors import InfeasibleError
-from hetplan import api
 from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import build_request
 from hetplan.scenario import Scenario
@@ -128,7 +128,7 @@ def main() -> int:
         reqs = {d: build_request(sc)[0] for d, sc in scenarios.items()}
         marks.append((time.perf_counter(), time.process_time()))
         # each dtype's candidates in its own process, as the planner runs its dtypes (hetplan.planning.forked)
-        made = dict(zip(dtypes, run_forked([lambda d=d: _candidates(reqs[d]) for d in dtypes], workers), strict=True))
+        made = dict(zip(dtypes, run_forked([lambda r=reqs[d]: _candidates(r) for d in dtypes], workers), strict=True))
         cands = {d: m[0] for d, m in made.items()}
         buckets = {d: m[1] for d, m in made.items()}
         types = {d: m[2] for d, m in made.items()}
@@ -224,8 +224,8 @@ def main() -> int:
             if run:
                 times.append(time.perf_counter() - started)
         print(
-            f"planner end to end (hetplan plan --weight-dtype auto --strategy all --no-analysis --no-verify, both dtypes "
-            f"in {workers} processes): wall median {statistics.median(times):.3f} s (runs: "
+            "planner end to end (hetplan plan --weight-dtype auto --strategy all --no-analysis --no-verify, both "
+            f"dtypes in {workers} processes): wall median {statistics.median(times):.3f} s (runs: "
             f"{', '.join(f'{v:.3f}' for v in times)}); ${plan.total_usd_per_hour:.2f}/h ({plan.strategy})"
         )
     return 0

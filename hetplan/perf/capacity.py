@@ -378,7 +378,10 @@ def prefill_capacities(
     search = np.nonzero(~np.isfinite(mgn))[0]
     if search.size:
         mgn[search] = _largest_batch(
-            lambda x, rows: ttft(x, search[rows]), ttft_slo_s, 1.0 / mean_rows[search], CAPACITY_BISECT_STEPS,
+            lambda x, rows: ttft(x, search[rows]),
+            ttft_slo_s,
+            1.0 / mean_rows[search],
+            CAPACITY_BISECT_STEPS,
             QUANTILE_POINTS,
         )
     by_n = np.minimum(mgn, cap_rows).reshape(n_live, pools)

@@ -16,8 +16,8 @@ from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.document import build_plan
-from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.dtypes import AUTO, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
+from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
 from hetplan.scenario import Scenario
 from hetplan.solvers.ce_fit import (
@@ -137,7 +137,10 @@ def _search_dtypes(
         block = later[key]()
         at = names.index("warnings") if "warnings" in names else len(names)
         chosen = {**{k: chosen[k] for k in names[:at]}, "analysis": block, **{k: chosen[k] for k in names[at:]}}
-    which = (lambda e: {"engine": e}) if len(engines) > 1 else (lambda e: {})
+
+    def which(engine: str) -> dict[str, str]:  # each entry names its engine when several were searched
+        return {"engine": engine} if len(engines) > 1 else {}
+
     chosen["dtype_search"] = [
         {**which(e), "weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "optimal", "strategy": strategy,
          "total_usd_per_hour": doc["total_usd_per_hour"], "chosen": (e, d) == key,

@@ -171,7 +171,7 @@ reproduced from its PuLP JSON dump, not from an MPS file, whose rounded coeffici
 solves that model in 0.01 s and example (a)'s purchased Mélange model in 0.08 s (1 s without presolve). Set
 ``HETPLAN_SLICE_PRESOLVE=off`` to fall back should a model stall in light mode too."""
 
-PRESOLVE_MODES = {"on": {}, "light": {"presolve_mode": 2}, "off": {"presolve": "off"}}
+PRESOLVE_MODES: dict[str, dict[str, int | str]] = {"on": {}, "light": {"presolve_mode": 2}, "off": {"presolve": "off"}}
 
 
 def _slice_presolve() -> str:
@@ -183,7 +183,7 @@ def _solver(time_limit_s: float, gap: float, presolve: str = "on", cutoff: float
     """PuLP's HiGHS (:class:`_InterruptibleHiGHS`), one thread, with ``presolve`` one of :data:`PRESOLVE_MODES`.
     ``cutoff``: HiGHS's ``objective_bound`` (branch and bound prunes every node whose bound reaches it); read the
     outcome with :func:`_below_cutoff`."""
-    options = dict(PRESOLVE_MODES[presolve])
+    options: dict[str, int | str | float] = dict(PRESOLVE_MODES[presolve])
     if cutoff is not None:
         options["objective_bound"] = float(cutoff)
     return _InterruptibleHiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap, threads=1, **options)

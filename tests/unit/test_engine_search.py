@@ -31,7 +31,9 @@ def test_the_cheapest_engine_is_kept_and_every_engine_is_listed():
 
 def test_one_engine_in_the_list_plans_as_that_engine():
     doc = api.to_doc(api.plan(_scenario(engines=["sglang"]), strategy="cauchy", analysis=False))
-    assert doc["engine"] == api.to_doc(api.plan(_scenario(engine="sglang"), strategy="cauchy", analysis=False))["engine"]
+    assert (
+        doc["engine"] == api.to_doc(api.plan(_scenario(engine="sglang"), strategy="cauchy", analysis=False))["engine"]
+    )
     assert "dtype_search" not in doc
 
 

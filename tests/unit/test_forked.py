@@ -52,3 +52,45 @@ def test_auto_dtype_plan_is_byte_identical_in_processes_and_in_one(monkeypatch):
         docs.append(json.dumps(api.to_doc(api.plan(scenario, strategy="all", analysis=False)), sort_keys=False))
     assert docs[0] == docs[1]
     assert len(json.loads(docs[0])["dtype_search"]) == 2
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_an_interrupt_while_waiting_stops_the_workers(tmp_path):
+    """Ctrl-C or --timeout in the caller (here SIGALRM raising in the main thread) terminates the workers at once."""
+    import signal
+    import time
+
+    def slow(i: int) -> int:
+        (tmp_path / f"pid{i}").write_text(str(os.getpid()))
+        time.sleep(60)
+        return i
+
+    class Stop(Exception):
+        pass
+
+    def expire(signum, frame):
+        raise Stop
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(Stop):
+            run_forked([lambda i=i: slow(i) for i in range(2)], workers=2)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - started < 10
+    pids = [int((tmp_path / f"pid{i}").read_text()) for i in range(2)]
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_state(p) not in ("gone", "Z") for p in pids):
+        time.sleep(0.05)
+    assert all(_state(p) in ("gone", "Z") for p in pids)

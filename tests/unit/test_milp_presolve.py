@@ -48,9 +48,7 @@ def test_cost_cap_cutoff_finds_only_cheaper_answers(seed):
     rng = np.random.default_rng(seed)
     n_types, n_buckets, k = 4, 5, 4
     cost = [float(c) for c in rng.uniform(1.0, 10.0, n_types).round(2)]
-    loads = [
-        [float(v) if v < 0.9 else None for v in rng.uniform(0.05, 1.1, n_types)] for _ in range(n_buckets)
-    ]
+    loads = [[float(v) if v < 0.9 else None for v in rng.uniform(0.05, 1.1, n_types)] for _ in range(n_buckets)]
     for row in loads:  # every bucket has a type that serves it
         if all(v is None for v in row):
             row[0] = 0.3

@@ -64,7 +64,8 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         console.print(f"[bold yellow]{escape(doc['quality_note'])}[/]", highlight=False)
     if doc.get("dtype_search"):
         tried = "; ".join(
-            (f"{d['engine']} " if d.get("engine") else "") + f"{d['weight_dtype']} weights: "
+            (f"{d['engine']} " if d.get("engine") else "")
+            + f"{d['weight_dtype']} weights: "
             + (f"${d['total_usd_per_hour']:.2f}/h" if d["status"] == "optimal" else "infeasible")
             + (" (this plan)" if d.get("chosen") else "")
             for d in doc["dtype_search"]
