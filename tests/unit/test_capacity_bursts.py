@@ -156,7 +156,7 @@ def test_decode_capacities_with_a_trace_are_bit_identical_to_one_at_a_time(h800_
             marks=pytest.mark.xfail(
                 strict=True,
                 reason="since the calibrated model (issue 13) the analytic capacity of example (c) is conservative: "
-                "simulated 7.11 vs analytic 4.07 req/s (1.75x); A100 prefill of 12.8k-token prompts is over-predicted",
+                "simulated 5.85 vs analytic 3.83 req/s (1.53x, refitted model; L40S TP1 prefill -> A10G TP4 decode)",
             ),
         ),
     ],
