@@ -146,6 +146,10 @@ def plan_verified(
         )
     best, hi, resized, name = min(found, key=lambda x: (x[0].total_usd_per_hour, STRATEGIES.index(x[3])))
     resized = {
+        # the shape kept may have verified without re-sizing (resized is then empty): the first plan's figures
+        "attempts": [],
+        "analytic_capacity_before_req_per_s": first.goodput_req_per_s,
+        "simulated_capacity_before_req_per_s": v0.get("simulated_capacity_req_per_s"),
         **resized,
         "headroom_asked": base,
         "headroom_used": _rnd_h(hi),

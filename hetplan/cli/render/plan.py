@@ -308,10 +308,11 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
         r = v["resized"]
         before = r.get("simulated_capacity_before_req_per_s")
         console.print(
-            f"verify: resized: the plan at headroom {r['headroom_asked']:g} was NOT verified"
+            f"verify: resized: the {r['strategy_before'] + ' ' if r.get('strategy_before') else ''}plan at "
+            f"headroom {r['headroom_asked']:g} was NOT verified"
             + (f" (simulated capacity {before:.3g} req/s)" if before is not None else "")
             + f"; at headroom {r['headroom_used']:g} it is: ${r['usd_per_hour_before']:,.2f}/h -> "
-            f"${r['usd_per_hour_after']:,.2f}/h ({len(r['attempts'])} plans tried)",
+            f"${r['usd_per_hour_after']:,.2f}/h ({len(r.get('attempts') or [])} plans tried)",
             highlight=False,
             markup=False,
         )
