@@ -156,6 +156,7 @@ def plan_verified(
         "usd_per_hour_before": first.total_usd_per_hour,
         "usd_per_hour_after": best.total_usd_per_hour,
         "strategy_before": first.strategy,
+        "strategy_after": name,
         "per_strategy": per_shape,
     }
     resized["method"] = RESIZE_METHOD + "; with --strategy all every shape is re-sized and the cheapest verified kept"

@@ -307,12 +307,18 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
     if "resized" in v:
         r = v["resized"]
         before = r.get("simulated_capacity_before_req_per_s")
+        after = r.get("strategy_after")
+        kept = (
+            f"the cheapest verified plan is the {after} plan at headroom {r['headroom_used']:g}"
+            if after is not None and after != r.get("strategy_before")
+            else f"at headroom {r['headroom_used']:g} it is"
+        )
         console.print(
             f"verify: resized: the {r['strategy_before'] + ' ' if r.get('strategy_before') else ''}plan at "
             f"headroom {r['headroom_asked']:g} was NOT verified"
             + (f" (simulated capacity {before:.3g} req/s)" if before is not None else "")
-            + f"; at headroom {r['headroom_used']:g} it is: ${r['usd_per_hour_before']:,.2f}/h -> "
-            f"${r['usd_per_hour_after']:,.2f}/h ({len(r.get('attempts') or [])} plans tried)",
+            + f"; {kept}: ${r['usd_per_hour_before']:,.2f}/h -> ${r['usd_per_hour_after']:,.2f}/h "
+            f"({len(r.get('attempts') or [])} re-sized plans tried)",
             highlight=False,
             markup=False,
         )
