@@ -40,16 +40,25 @@ def test_workers_setting(monkeypatch):
         plan_workers(2)
 
 
-def test_auto_dtype_plan_is_byte_identical_in_processes_and_in_one(monkeypatch):
-    """``--weight-dtype auto`` plans bf16 and fp8; in two processes or one, the plan is the same, byte for byte."""
-    scenario = Scenario(
+def _small(weight_dtype: str) -> Scenario:
+    return Scenario(
         model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
-        gpus=["H100", "L4"], cloud="aws", goodput_req_per_s=3.0, weight_dtype="auto",
+        gpus=["H100", "L4"], cloud="aws", goodput_req_per_s=3.0, weight_dtype=weight_dtype,
     )  # fmt: skip
+
+
+def _with_two_and_one_worker(monkeypatch, make) -> list[str]:
+    """The plan document (JSON text) made with two worker processes allowed, then with one."""
     docs = []
     for workers in ("2", "1"):
         monkeypatch.setenv(WORKERS_ENV, workers)
-        docs.append(json.dumps(api.to_doc(api.plan(scenario, strategy="all", analysis=False)), sort_keys=False))
+        docs.append(json.dumps(api.to_doc(make())))
+    return docs
+
+
+def test_auto_dtype_plan_is_byte_identical_in_processes_and_in_one(monkeypatch):
+    """``--weight-dtype auto`` plans bf16 and fp8; in two processes or one, the plan is the same, byte for byte."""
+    docs = _with_two_and_one_worker(monkeypatch, lambda: api.plan(_small("auto"), strategy="all", analysis=False))
     assert docs[0] == docs[1]
     assert len(json.loads(docs[0])["dtype_search"]) == 2
 
@@ -111,14 +120,8 @@ def test_serial_planning_sets_one_worker_and_restores(monkeypatch):
 def test_verified_plan_with_analysis_is_the_same_when_the_analysis_runs_ahead(monkeypatch):
     """plan --verify with the analysis: the analysed re-plan runs in a second process while this one simulates;
     the plan is byte-identical to the one-process run."""
-    scenario = Scenario(
-        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
-        gpus=["H100", "L4"], cloud="aws", goodput_req_per_s=3.0, weight_dtype="bf16",
-    )  # fmt: skip
-    docs = []
-    for workers in ("2", "1"):
-        monkeypatch.setenv(WORKERS_ENV, workers)
-        made = api.plan_verified(scenario, "cauchy", analysis=True, resize=True)
-        docs.append(json.dumps(api.to_doc(made)))
+    docs = _with_two_and_one_worker(
+        monkeypatch, lambda: api.plan_verified(_small("bf16"), "cauchy", analysis=True, resize=True)
+    )
     assert docs[0] == docs[1]
     assert "analysis" in json.loads(docs[0]) and json.loads(docs[0])["verification"]["status"] == "verified"
