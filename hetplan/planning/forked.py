@@ -89,50 +89,58 @@ def _run_task(index: int) -> tuple[bool, Any]:
         return False, exc
 
 
+def _start(tasks: Sequence[Callable[[], Any]], workers: int) -> tuple[ProcessPoolExecutor, list[Any]]:
+    """Fork ``workers`` processes that inherit ``tasks`` and submit every task; the futures in task order."""
+    global _TASKS
+    _TASKS = tasks
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_signals)  # fmt: skip
+    try:  # a fork pool starts its workers at the first submit: they hold the tasks from then on
+        return pool, [pool.submit(_run_task, i) for i in range(len(tasks))]
+    finally:
+        _TASKS = ()
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Terminate the workers at once and drop what they had not finished."""
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _value(outcome: tuple[bool, Any]) -> Any:
+    ok, value = outcome
+    if not ok:
+        raise value
+    return value
+
+
 def run_forked(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> list[T]:
     """``[task() for task in tasks]``, the tasks in up to ``workers`` (default :func:`plan_workers`) forked
     processes; results in task order.
 
     Raises:
         whatever a task raised (the first in task order), after every task has finished."""
-    global _TASKS
     n = plan_workers(len(tasks)) if workers is None else max(1, min(workers, len(tasks)))
     if n <= 1:
         return [task() for task in tasks]
-    _TASKS = tasks
-    pool = ProcessPoolExecutor(
-        max_workers=n, mp_context=multiprocessing.get_context("fork"), initializer=_worker_signals
-    )
+    pool, futures = _start(tasks, n)
     try:
-        futures = [pool.submit(_run_task, i) for i in range(len(tasks))]
         outcomes = [f.result() for f in futures]
     except BaseException:
-        for proc in list(getattr(pool, "_processes", {}).values()):  # stop the workers at once
-            proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stop(pool)
         raise
-    finally:
-        _TASKS = ()
     pool.shutdown()
-    for ok, value in outcomes:
-        if not ok:
-            raise value
-    return [value for _, value in outcomes]
+    return [_value(o) for o in outcomes]
 
 
 class Background:
     """One task started now in a forked process (:func:`start_forked`), its result fetched later or dropped."""
 
     def __init__(self, task: Callable[[], Any]) -> None:
-        global _BACKGROUND
-        _BACKGROUND = task
-        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("fork"), initializer=_worker_signals
-        )
-        try:
-            self._future = self._pool.submit(_run_background)
-        finally:
-            _BACKGROUND = None
+        pool, futures = _start([task], 1)
+        self._pool: ProcessPoolExecutor | None = pool
+        self._future = futures[0]
 
     def result(self) -> Any:
         """The task's result (waits for it); raises what the task raised.
@@ -141,35 +149,19 @@ class Background:
             whatever the task raised."""
         assert self._pool is not None, "the task was cancelled"
         try:
-            ok, value = self._future.result()
+            outcome = self._future.result()
         except BaseException:
             self.cancel()
             raise
         self._pool.shutdown()
         self._pool = None
-        if not ok:
-            raise value
-        return value
+        return _value(outcome)
 
     def cancel(self) -> None:
         """Stop the task at once (its process is terminated); safe to call twice."""
-        if self._pool is None:
-            return
-        for proc in list(getattr(self._pool, "_processes", {}).values()):
-            proc.terminate()
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = None
-
-
-_BACKGROUND: Callable[[], Any] | None = None
-
-
-def _run_background() -> tuple[bool, Any]:
-    try:
-        assert _BACKGROUND is not None
-        return True, _BACKGROUND()
-    except Exception as exc:  # noqa: BLE001 - handed back to the caller, which raises it
-        return False, exc
+        if self._pool is not None:
+            _stop(self._pool)
+            self._pool = None
 
 
 def start_forked(task: Callable[[], T]) -> Background | None:

@@ -74,10 +74,10 @@ def plan_verified(
     base = scenario.headroom
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
 
-    def planner_for(name: str) -> Callable[[float, bool], Plan]:
+    def planner_for(name: str, report: Callable[[str], None] | None = progress) -> Callable[[float, bool], Plan]:
         def attempt(headroom: float, with_analysis: bool) -> Plan:
             sc = scenario.model_copy(update={"headroom": headroom})
-            return plan(sc, name, with_analysis, progress=progress, **plan_kwargs)
+            return plan(sc, name, with_analysis, progress=report, **plan_kwargs)
 
         return attempt
 
@@ -93,8 +93,8 @@ def plan_verified(
     first = attempt(base, False)
     ahead = None
     if analysis:  # the plan with its analysis, in another process while this one simulates (used if it verifies)
-        sc_base = scenario.model_copy(update={"headroom": base})
-        ahead = start_forked(lambda: to_doc(plan(sc_base, strategy, True, **plan_kwargs)))
+        quiet = planner_for(strategy, None)  # no progress from the other process
+        ahead = start_forked(lambda: to_doc(quiet(base, True)))
     try:
         v0 = check(first, True)
     except BaseException:
