@@ -434,34 +434,45 @@ def prefill_capacities_by_stats(
     return [[c for c in row if c is not None] for row in out]
 
 
+def decode_step_tables(items: Sequence[tuple[InstanceModel, float, int]]) -> list[np.ndarray]:
+    """Decode step seconds of every ``(instance, context tokens, width)`` for batches 1..width (shape (width,)
+    each), with one latency-model call per instance object over all its items' contexts (the model is element by
+    element, so each table equals its own call). Used by the batched decode and aggregated capacity searches.
+    Source: hetplan's own reconstruction."""
+    by_inst: dict[int, list[int]] = {}
+    for i, (inst, _, _) in enumerate(items):
+        by_inst.setdefault(id(inst), []).append(i)
+    out: list[np.ndarray] = [np.zeros(0)] * len(items)
+    for idx in by_inst.values():
+        inst = items[idx[0]][0]
+        width = max(items[i][2] for i in idx)
+        ctxs = np.array([float(items[i][1]) for i in idx])
+        grid = np.asarray(inst.decode_step_latency_s(np.arange(1, width + 1)[None, :], ctxs[:, None]), dtype=float)
+        for j, i in enumerate(idx):
+            out[i] = grid[j, : items[i][2]]
+    return out
+
+
 def decode_capacities(items: Sequence[tuple[InstanceModel, LengthStats]], tpot_slo_s: float) -> list[DecodeCapacity]:
     """:func:`decode_capacity` of every ``(instance, length sample)``, the bisections run side by side (Erlang C
     by :func:`erlang_c_batch`, the wait's logarithm by ``math.log`` element by element), so the capacities are
     bit-identical to the one-item function (a test checks this)."""
     out: list[DecodeCapacity | None] = [None] * len(items)
     rows: list[tuple[int, int, float, float, float, float, int, float]] = []
-    # one latency call per instance object: its items' contexts x batches 1..the largest one needs
     limits = [int(inst.max_batch_size(st.decode_context)) for inst, st in items]
-    by_inst: dict[int, list[int]] = {}
-    for i, (inst, _) in enumerate(items):
-        by_inst.setdefault(id(inst), []).append(i)
-    grids: dict[int, tuple[np.ndarray, dict[int, int]]] = {}
-    for key, idx in by_inst.items():
-        inst = items[idx[0]][0]
-        width = max(1, max(min(limits[i], inst.settings.max_num_seqs) for i in idx))
-        ctxs = np.array([float(items[i][1].decode_context) for i in idx])
-        grid = np.asarray(inst.decode_step_latency_s(np.arange(1, width + 1)[None, :], ctxs[:, None]), dtype=float)
-        grids[key] = (grid, {i: j for j, i in enumerate(idx)})
+    tables = decode_step_tables(
+        [(inst, st.decode_context, max(1, min(lim, inst.settings.max_num_seqs))) for (inst, st), lim in
+         zip(items, limits, strict=True)]
+    )  # fmt: skip
     for i, (inst, st) in enumerate(items):
-        grid, where = grids[id(inst)]
-        min_tpot = float(grid[where[i], 0])
+        min_tpot = float(tables[i][0])
         kv_limit = limits[i]
         if min_tpot > tpot_slo_s or kv_limit < 1:
             out[i] = DecodeCapacity(0.0, 0, min_tpot, min_tpot, kv_limit)
             continue
         upper = min(kv_limit, inst.settings.max_num_seqs)
         batches = np.arange(1, upper + 1)
-        steps = grid[where[i], :upper]
+        steps = tables[i][:upper]
         ok = np.nonzero(steps <= tpot_slo_s)[0]
         batch = int(batches[ok[-1]])
         step = float(steps[ok[-1]])

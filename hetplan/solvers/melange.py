@@ -35,7 +35,13 @@ import numpy as np
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.deploy_rules import instance_findings
 from hetplan.errors import InfeasibleError
-from hetplan.perf.capacity import BISECT_STEPS, LengthStats, fluid_prefill_rates, mg1_wait_quantile_s
+from hetplan.perf.capacity import (
+    BISECT_STEPS,
+    LengthStats,
+    decode_step_tables,
+    fluid_prefill_rates,
+    mg1_wait_quantile_s,
+)
 from hetplan.perf.latency import InstanceModel
 from hetplan.solvers.cauchy import PlanRequest, deployment_of, option_shape
 from hetplan.solvers.milp import solve_slice_assignment
@@ -164,17 +170,9 @@ def aggregated_capacities_many(
     width = max(rows[i][4] for i in live)
     batches = np.arange(1, width + 1)
     steps = np.full((len(live), width), np.inf)
-    by_inst: dict[int, list[int]] = {}
-    for k, i in enumerate(live):
-        by_inst.setdefault(id(rows[i][6]), []).append(k)
-    for ks in by_inst.values():  # one latency call per instance: its rows' contexts x batches
-        inst = rows[live[ks[0]]][6]
-        lim_max = max(rows[live[k]][4] for k in ks)
-        ctxs = np.array([float(rows[live[k]][3]) for k in ks])
-        grid = np.asarray(inst.decode_step_latency_s(batches[None, :lim_max], ctxs[:, None]), dtype=float)
-        for j, k in enumerate(ks):
-            lim = rows[live[k]][4]
-            steps[k, :lim] = grid[j, :lim]
+    tables = decode_step_tables([(rows[i][6], rows[i][3], rows[i][4]) for i in live])  # one call per instance
+    for k, table in enumerate(tables):
+        steps[k, : table.size] = table
     mean_arr = np.array([rows[i][0] for i in live])
     second_arr = np.array([rows[i][1] for i in live])
     prefill_arr = np.array([rows[i][2] for i in live])
