@@ -10,9 +10,10 @@ Apache-2.0), aggregated rows only (:mod:`silicon`). Split by MODEL: the models i
 the error on them.
 
 Method: for each engine x architecture group, the curve parameters of
-:class:`hetplan.perf.calibration.EfficiencyCurves` minimise the mean soft-L1 loss of ``log(predicted / measured)``
-of TTFT and TPOT over the group's fit rows (TPOT weighted 1.5), by Nelder-Mead in log-parameter space from the
-prior, with each parameter clipped to a physical range (:data:`BOUNDS`). Deterministic: same data, same catalogs.
+:class:`hetplan.perf.calibration.EfficiencyCurves` minimise the soft-L1 loss (scale :data:`LOSS_SCALE`) of
+``log(predicted / measured)`` mean TTFT and TPOT over the group's fit rows (TPOT weighted 1.5), plus a light ridge
+towards the prior (:data:`PRIOR_WEIGHT`), by Levenberg-Marquardt on the square-root residuals, in coordinates that
+keep each parameter inside its physical range (:data:`BOUNDS`). Deterministic: same data, same catalogs.
 Source: hetplan's own reconstruction.
 """
 
@@ -43,22 +44,81 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "mbu": (0.3, 0.95),
     "attention_efficiency": (0.05, 0.9),
     "step_overhead_s": (2e-4, 0.05),
+    "layer_overhead_s": (1e-7, 5e-4),
     "seq_overhead_s": (1e-7, 5e-4),
     "allreduce_latency_s": (2e-6, 2e-4),
     "link_efficiency": (0.2, 0.95),
     "prefill_queue_factor": (0.1, 30.0),
     "sync_share": (0.001, 0.95),
+    "ttft_overhead_s": (1e-3, 0.5),
+    "ttft_token_overhead_s": (1e-8, 2e-4),
+    "ttft_decode_steps": (0.01, 50.0),
 }
 TPOT_WEIGHT = 1.5
-MAX_EVALS = 700
+LOSS_SCALE = 0.25
+"""Soft-L1 scale on log errors: residuals beyond about 25 % count linearly (outlying runs do not steer the fit)."""
+PRIOR_WEIGHT = 0.01
+"""Ridge on the bounded parameters' distance from the prior (per parameter, relative to one row's loss): keeps
+parameters the group's rows cannot identify near :data:`hetplan.perf.calibration.PRIOR`."""
+LM_ITERATIONS = 60
 
 
-def _clip(values: np.ndarray) -> dict[str, float]:
+def _bounded(z: np.ndarray) -> dict[str, float]:
+    """Parameters from unbounded coordinates: ``log p = log lo + (log hi - log lo) x sigmoid(z)``."""
     out = {}
-    for v, name in zip(values, CURVE_FIELDS, strict=True):
-        lo, hi = BOUNDS[name]
-        out[name] = float(min(max(np.exp(v), lo), hi))
+    for v, name in zip(z, CURVE_FIELDS, strict=True):
+        lo, hi = np.log(BOUNDS[name][0]), np.log(BOUNDS[name][1])
+        out[name] = float(np.exp(lo + (hi - lo) / (1.0 + np.exp(-v))))
     return out
+
+
+def _unbounded(params: dict[str, float]) -> np.ndarray:
+    z = []
+    for name in CURVE_FIELDS:
+        lo, hi = np.log(BOUNDS[name][0]), np.log(BOUNDS[name][1])
+        frac = (np.log(min(max(params[name], BOUNDS[name][0] * 1.001), BOUNDS[name][1] / 1.001)) - lo) / (hi - lo)
+        z.append(np.log(frac / (1.0 - frac)))
+    return np.array(z)
+
+
+def robust_residual(x: np.ndarray, scale: float = LOSS_SCALE) -> np.ndarray:
+    """Residual whose square is the soft-L1 loss ``2 s² (sqrt(1 + (x/s)²) - 1)``: ~x near 0, ~sqrt(2 s |x|) beyond
+    ``s`` (the square-root trick that lets Levenberg-Marquardt minimise a robust loss)."""
+    return np.sign(x) * np.sqrt(2.0 * scale * scale * (np.sqrt(1.0 + (x / scale) ** 2) - 1.0))
+
+
+def levenberg_marquardt(f: Any, z0: np.ndarray, iterations: int = LM_ITERATIONS) -> np.ndarray:
+    """Minimise ``sum(f(z)²)`` from ``z0``: Levenberg-Marquardt with a forward-difference Jacobian (step 1e-3) and
+    Marquardt's diagonal scaling; deterministic. Source: Marquardt (1963), textbook form."""
+    z = z0.copy()
+    r = f(z)
+    cost = float(r @ r)
+    mu = 1e-2
+    for _ in range(iterations):
+        h = 1e-3
+        jac = np.empty((r.size, z.size))
+        for k in range(z.size):
+            dz = z.copy()
+            dz[k] += h
+            jac[:, k] = (f(dz) - r) / h
+        jtj = jac.T @ jac
+        g = jac.T @ r
+        improved = False
+        for _attempt in range(8):
+            step = np.linalg.solve(jtj + mu * (np.diag(np.diag(jtj)) + 1e-9 * np.eye(z.size)), -g)
+            r_new = f(z + step)
+            cost_new = float(r_new @ r_new)
+            if np.isfinite(cost_new) and cost_new < cost:
+                z, r, mu, improved = z + step, r_new, max(mu / 3.0, 1e-7), True
+                break
+            mu *= 4.0
+        if not improved:
+            break
+        gain = cost - cost_new
+        cost = cost_new
+        if gain < 1e-6 * cost:
+            break
+    return z
 
 
 def _rows_with(rows: Rows, sel: np.ndarray, params: dict[str, float]) -> Rows:
@@ -87,62 +147,21 @@ def log_errors(prep: Prepared, rows: Rows, meas_ttft_s: np.ndarray, meas_tpot_s:
     return np.log(ss.ttft_s / meas_ttft_s), np.log(ss.tpot_s / meas_tpot_s)
 
 
-def soft_l1(x: np.ndarray) -> np.ndarray:
-    """Robust loss ``2(sqrt(1 + x²) - 1)`` (quadratic near 0, linear in the tails: queueing outliers)."""
-    return 2.0 * (np.sqrt(1.0 + x * x) - 1.0)
-
-
-def nelder_mead(f: Any, x0: np.ndarray, step: float = 0.4, max_evals: int = MAX_EVALS) -> tuple[np.ndarray, float]:
-    """Minimise ``f`` from ``x0`` (standard Nelder-Mead: reflection 1, expansion 2, contraction 0.5, shrink 0.5)."""
-    n = x0.size
-    simplex = [x0] + [x0 + step * np.eye(n)[i] for i in range(n)]
-    values = [f(x) for x in simplex]
-    evals = n + 1
-    while evals < max_evals:
-        order = np.argsort(values)
-        simplex = [simplex[i] for i in order]
-        values = [values[i] for i in order]
-        if abs(values[-1] - values[0]) < 1e-7:
-            break
-        centroid = np.mean(simplex[:-1], axis=0)
-        xr = centroid + (centroid - simplex[-1])
-        fr = f(xr)
-        evals += 1
-        if fr < values[0]:
-            xe = centroid + 2.0 * (centroid - simplex[-1])
-            fe = f(xe)
-            evals += 1
-            simplex[-1], values[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < values[-2]:
-            simplex[-1], values[-1] = xr, fr
-        else:
-            xc = centroid + 0.5 * (simplex[-1] - centroid)
-            fc = f(xc)
-            evals += 1
-            if fc < values[-1]:
-                simplex[-1], values[-1] = xc, fc
-            else:
-                simplex = [simplex[0]] + [simplex[0] + 0.5 * (x - simplex[0]) for x in simplex[1:]]
-                values = [values[0]] + [f(x) for x in simplex[1:]]
-                evals += n
-    best = int(np.argmin(values))
-    return simplex[best], float(values[best])
-
-
 def fit_group(prep: Prepared, rows: Rows, sel: np.ndarray, ttft: np.ndarray, tpot: np.ndarray) -> EfficiencyCurves:
     """Curves minimising the robust log error on the selected rows (module docstring)."""
     sub = _sub(prep, sel)
+    n = int(sel.sum())
+    z_prior = _unbounded({name: getattr(PRIOR, name) for name in CURVE_FIELDS})
+    ridge = np.sqrt(PRIOR_WEIGHT * n)
 
-    def loss(v: np.ndarray) -> float:
-        r = _rows_with(rows, sel, _clip(v))
+    def residuals(z: np.ndarray) -> np.ndarray:
+        r = _rows_with(rows, sel, _bounded(z))
         e1, e2 = log_errors(sub, r, ttft[sel], tpot[sel])
-        val = float(np.mean(soft_l1(e1)) + TPOT_WEIGHT * np.mean(soft_l1(e2)))
-        return val if np.isfinite(val) else 1e9
+        out = np.concatenate([robust_residual(e1), np.sqrt(TPOT_WEIGHT) * robust_residual(e2), ridge * (z - z_prior)])
+        return np.where(np.isfinite(out), out, 1e3)
 
-    x0 = np.log(np.array([min(max(getattr(PRIOR, n), BOUNDS[n][0]), BOUNDS[n][1]) for n in CURVE_FIELDS]))
-    best, _ = nelder_mead(loss, x0)
-    best, _ = nelder_mead(loss, best, step=0.15, max_evals=MAX_EVALS // 2)  # restart: NM stalls in 10 dimensions
-    return EfficiencyCurves(**_clip(best))
+    best = levenberg_marquardt(residuals, z_prior)
+    return EfficiencyCurves(**_bounded(best))
 
 
 def summary(e: np.ndarray) -> dict[str, float]:
@@ -156,10 +175,56 @@ def summary(e: np.ndarray) -> dict[str, float]:
     }
 
 
+def leave_one_model_out(
+    prep: Prepared,
+    engine: np.ndarray,
+    arch: np.ndarray,
+    split: np.ndarray,
+    models: np.ndarray,
+    ttft: np.ndarray,
+    tpot: np.ndarray,
+    t0: float,
+) -> int:
+    """For every engine x architecture group and every fit model in it with another fit model beside it, fit on
+    the group's other models and predict the left-out model's rows; print the pooled median |error| (the validation
+    models stay out throughout)."""
+    assert prep.rows is not None
+    e_ttft: list[np.ndarray] = []
+    e_tpot: list[np.ndarray] = []
+    for eng in ("vllm", "sglang", "trtllm"):
+        for a in sorted({str(x) for x in arch[engine == eng]}):
+            group = (engine == eng) & (arch == a) & (split == "fit")
+            names = sorted({str(m) for m in models[group]})
+            for m in names:
+                train = group & (models != m)
+                test = group & (models == m)
+                if train.sum() < 10 or len(names) < 2:
+                    continue
+                c = fit_group(prep, prep.rows, train, ttft, tpot)
+                r = _rows_with(prep.rows, test, {n: getattr(c, n) for n in CURVE_FIELDS})
+                e1, e2 = log_errors(_sub(prep, test), r, ttft[test], tpot[test])
+                e_ttft.append(e1)
+                e_tpot.append(e2)
+                print(f"{eng:7s} {a:10s} without {m:18s} {int(test.sum()):4d} rows  TTFT median |err| "
+                      f"{summary(e1)['median_abs']:.1%} bias {summary(e1)['median_signed']:+.1%}  TPOT median |err| "
+                      f"{summary(e2)['median_abs']:.1%} bias {summary(e2)['median_signed']:+.1%}")  # fmt: skip
+    all1, all2 = summary(np.concatenate(e_ttft)), summary(np.concatenate(e_tpot))
+    print(f"leave-one-model-out, {all1['rows']} rows: TTFT median |err| {all1['median_abs']:.1%} "
+          f"(p90 {all1['p90_abs']:.1%}), TPOT median |err| {all2['median_abs']:.1%} (p90 {all2['p90_abs']:.1%}); "
+          f"took {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Fit, print, and (unless ``--dry-run``) write ``catalogs/perf/<engine>.yaml``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="print the fit, write nothing")
+    ap.add_argument(
+        "--leave-one-model-out",
+        action="store_true",
+        help="print the leave-one-model-out error on the fit split (each fit model predicted by a fit without it) "
+        "and write nothing: the honest way to compare model variants without touching the validation models",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "catalogs" / "perf", help="folder for <engine>.yaml")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -178,9 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     refused = len(frame) - len(ok)
     held_out = ", ".join(silicon.VALIDATION_MODELS)
     print(
-        f"{len(frame)} aggregated rows ({n_disagg} disaggregated rows left out), {refused} refused by hetplan's "
+        f"{len(frame)} aggregated rows ({n_disagg} disaggregated rows left out, {silicon.DISAGG_REASON}), "
+        f"{refused} refused by hetplan's "
         f"layout checks, {len(ok)} used; validation models (never fitted): {held_out}"
     )
+    if args.leave_one_model_out:
+        return leave_one_model_out(prep, engine, arch, split, models, ttft, tpot, t0)
     for eng in ("vllm", "sglang", "trtllm"):
         curves: dict[str, dict[str, float]] = {}
         provenance: dict[str, Any] = {}

@@ -65,6 +65,11 @@ def report_split(df: pd.DataFrame, name: str, groups: bool) -> dict[str, float]:
     for (eng, gpu), g in ok.groupby(["engine", "gpu"]):
         print(f"    {eng:7s} {gpu:9s} {len(g):4d} rows  TTFT {stats(g['e_ttft'].to_numpy())}")
         print(f"    {'':7s} {'':9s} {'':4s}       TPOT {stats(g['e_tpot'].to_numpy())}")
+    if "campaign" in ok.columns:
+        print("  per measurement campaign (silicon_data_source)")
+        for camp, g in ok.groupby("campaign"):
+            print(f"    {camp:44s} {len(g):4d} rows  TTFT {stats(g['e_ttft'].to_numpy())}")
+            print(f"    {'':44s} {'':4s}       TPOT {stats(g['e_tpot'].to_numpy())}")
     if groups:
         print("  per engine x GPU x model")
         for (eng, gpu, model), g in ok.groupby(["engine", "gpu", "model"]):
@@ -117,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         report_split(predict(frame), f"fixture {args.fixture}", args.groups)
         return 0
     frame, n_disagg = silicon.load()
-    print(f"measured serving points: {len(frame)} aggregated rows ({n_disagg} disaggregated rows not modelled); "
-          f"validation models: {', '.join(silicon.VALIDATION_MODELS)}")  # fmt: skip
+    print(f"measured serving points: {len(frame)} aggregated rows; {n_disagg} disaggregated rows left out, "
+          f"{silicon.DISAGG_REASON}")  # fmt: skip
+    print(f"validation models (whole models never seen by the fit): {', '.join(silicon.VALIDATION_MODELS)}")
     pred = predict(frame)
     report_split(pred[pred["split"] == "validation"], "validation split (models the fit never saw)", args.groups)
     report_split(pred[pred["split"] == "fit"], "fit split (in-sample)", False)

@@ -46,41 +46,85 @@ def weight_dtype(row: Any) -> str:
     return DTYPE.get(mode, "bf16") if isinstance(mode, str) else "bf16"
 
 
+def campaign(source: str) -> str:
+    """The measurement campaign of a row, from ``silicon_data_source``: its dump or file name, with the folder of
+    the per-engine gap-analysis files cut to ``gap-analysis/<gpu>/<engine>/<version>``."""
+    first = str(source).split(";")[0].removeprefix("source_file=")
+    if "aic-auto-gap-analysis/data/" in first:
+        return "gap-analysis/" + "/".join(first.split("aic-auto-gap-analysis/data/")[1].split("/")[:3])
+    return first
+
+
+def concurrency_and_layout(agg: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """(concurrency, tp, attention DP) of aggregated rows.
+
+    The benchmark's client concurrency is ``silicon_concurrency=N`` in ``silicon_data_source``; ``batch_size`` is the
+    engine's batch *per attention-DP rank* (AIConfigurator's convention), so with attention DP the two differ by the
+    DP size (101 of the 102 rows with ``attention_dp_size`` > 1). Rows whose concurrency is ``tp_size`` x
+    ``batch_size`` with no ``attention_dp_size`` (TensorRT-LLM DeepSeek-R1/V3.1 NVFP4 and gpt-oss-120b runs) are read
+    as TensorRT-LLM's attention-DP layout (``enable_attention_dp``: ``tp_size`` GPUs, one DP rank each), i.e. TP 1 x
+    DP ``tp_size``. Rows without the field keep ``batch_size`` x DP (hetplan's reading of the data)."""
+    measured = agg["silicon_data_source"].str.extract(r"silicon_concurrency=(\d+)")[0].astype(float)
+    dp = agg["attention_dp_size"].fillna(1).astype(int)
+    tp = agg["tp_size"].astype(int)
+    batch = agg["batch_size"].astype(int)
+    conc = measured.fillna(batch * dp).astype(int)
+    trt_adp = agg["attention_dp_size"].isna() & (tp > 1) & (conc == batch * tp)
+    dp = dp.where(~trt_adp, tp)
+    tp = tp.where(~trt_adp, 1)
+    return conc, tp, dp
+
+
 def load(csv: Path = CSV) -> tuple[pd.DataFrame, int]:
     """(aggregated rows as points with measured ``ttft_ms``/``tpot_ms``, ``split``, ``backend_version``; the number
-    of disaggregated rows left out)."""
+    of disaggregated rows left out). Concurrency and layout: :func:`concurrency_and_layout`; exact duplicate
+    measurements are kept once."""
     df = pd.read_csv(csv)
     agg = df[df["mode"] == "agg"].copy()
+    conc, tp, dp = concurrency_and_layout(agg)
     out = pd.DataFrame(
         {
             "engine": agg["backend"],
             "model": agg["model_path"].map(MODEL),
             "gpu": agg["system"].map(GPU),
-            "tp": agg["tp_size"].astype(int),
+            "tp": tp,
             "pp": agg["pp_size"].astype(int),
             "ep": agg["moe_ep_size"].astype(int),
-            "dp_attention": agg["attention_dp_size"].fillna(1).astype(int),
+            "dp_attention": dp,
             "weight_dtype": [weight_dtype(r) for _, r in agg.iterrows()],
             # an fp8 KV cache for fp8/fp4 checkpoints: with a 16-bit cache the vLLM Llama-3.1-70B rows would queue
             # for KV at concurrencies where the measured TTFT shows no queueing (hetplan's reading of the data)
             "kv_dtype": [
                 "fp8" if w in ("fp8", "fp4") else "bf16" for w in (weight_dtype(r) for _, r in agg.iterrows())
             ],
-            "concurrency": agg["batch_size"].astype(int),
+            "concurrency": conc,
             "isl": agg["isl"].astype(int),
             "osl": agg["osl"].astype(int),
             # the measured configurations admit every client (max batch >= concurrency)
-            "max_num_seqs": agg["batch_size"].astype(int),
+            "max_num_seqs": conc,
             "max_num_batched_tokens": "",
             "ttft_ms": agg["silicon_ttft_ms"],
             "tpot_ms": agg["silicon_tpot_ms"],
             "backend_version": agg["backend_version"].fillna("unknown").astype(str),
+            "campaign": agg["silicon_data_source"].map(campaign),
             "id": agg["id"],
         }
     ).reset_index(drop=True)
     out["split"] = ["validation" if m in VALIDATION_MODELS else "fit" for m in out["model"]]
+    # the same run listed twice under two ids or files (same configuration, same TTFT and TPOT to every digit):
+    # 233 rows, kept once so that no measurement counts double in the fit or the validation
+    same = [c for c in out.columns if c not in ("id", "backend_version", "campaign")]
+    out = out[~out.duplicated(same)].reset_index(drop=True)
     return out, int((df["mode"] != "agg").sum())
 
+
+DISAGG_REASON = (
+    "not modelled: each row is a prefill pool and a decode pool (prefill_num_workers x prefill TP, "
+    "decode_num_workers x decode TP) joined by a KV transfer; hetplan's closed loop (hetplan/perf/closed_loop.py) "
+    "models one aggregated instance, and a TTFT that includes the KV transfer and the prefill pool's queue has no "
+    "model to compare against yet"
+)
+"""Why the disaggregated rows are left out of the fit and the validation (printed by the benchmarks)."""
 
 POINT_COLUMNS = ("engine", "model", "gpu", "tp", "pp", "ep", "dp_attention", "weight_dtype", "kv_dtype",
                  "concurrency", "isl", "osl", "max_num_seqs", "max_num_batched_tokens")  # fmt: skip

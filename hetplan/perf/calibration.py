@@ -7,13 +7,23 @@ engine on one architecture:
   dense peak in the compute dtype (small M is memory-bound anyway; large M approaches the ceiling);
 - ``mbu``: achieved share of memory bandwidth when a step streams weights and KV;
 - ``attention_efficiency``: share of the 16-bit peak that attention FLOPs reach (prefill over long contexts);
-- ``step_overhead_s`` + ``seq_overhead_s`` x running sequences: the engine's time per step outside the kernels
-  (scheduling, sampling, launches);
+- ``step_overhead_s`` + ``layer_overhead_s`` x layers + ``seq_overhead_s`` x running sequences: the engine's time
+  per step outside the roofline (scheduling and sampling per step; per layer, the latency-bound small kernels --
+  norms, rotary, routing -- that a roofline of the big operators misses, so a 32-layer model does not pay a
+  61-layer model's fixed cost);
 - all-reduce / all-to-all: ``allreduce_latency_s`` per collective (NCCL's small-message latency; one per call, not
   ``2(t-1)`` of them, so TP8 decode is not slower than TP4) plus bytes over ``link_efficiency`` x the link;
 - the closed loop's prefill queue: ``prefill_queue_factor`` scales the M/D/1 wait of a prompt behind others, and
   ``sync_share`` is the share of TTFT that follows the synchronised wave (all clients' prompts at once) rather than
-  the staggered steady state. These two are phenomenological: they absorb how a benchmark's clients stay in step.
+  the staggered steady state. These two are phenomenological: they absorb how a benchmark's clients stay in step;
+- ``ttft_overhead_s``: time to first token outside the steps (HTTP, tokenisation, scheduling the new request,
+  detokenising and streaming the first token), paid once per request; ``ttft_token_overhead_s`` per prompt token
+  outside the GPU (tokenisation, input processing: measured vLLM Llama-3.1-70B TTFT per 1k prompt tokens falls as
+  ``a + b / TP``, not ``b / TP``); ``ttft_decode_steps``: decode steps a new request waits before its first token
+  besides its own prefill (admission into the running batch, output processing and streaming run a step or more
+  behind; measured TTFT grows with the decode step time at prompt loads far below the prefill capacity). Chosen over
+  a cost per running sequence by the leave-one-model-out error of ``benchmarks/calibrate_perf.py
+  --leave-one-model-out`` (TTFT 45.4 % -> 36.6 % median |error| on the fit split).
 
 The files are written by ``benchmarks/calibrate_perf.py`` from measured serving points (see ``docs/perf-model.md``)
 and carry their provenance: rows, models, engine versions, the held-out validation models and fit residuals. A GPU
@@ -50,11 +60,15 @@ class EfficiencyCurves:
     mbu: float = 0.70
     attention_efficiency: float = 0.40
     step_overhead_s: float = 0.004
+    layer_overhead_s: float = 1e-5
     seq_overhead_s: float = 2e-5
     allreduce_latency_s: float = 2e-5
     link_efficiency: float = 0.6
     prefill_queue_factor: float = 1.0
     sync_share: float = 0.0
+    ttft_overhead_s: float = 0.02
+    ttft_token_overhead_s: float = 1e-5
+    ttft_decode_steps: float = 2.0
 
 
 PRIOR = EfficiencyCurves()

@@ -38,10 +38,29 @@ examples, adding the two waits made smooth traces 13 % too conservative). Aggreg
 the same fluid bound on their prefill work (:func:`fluid_prefill_rate`). On a Poisson trace the fluid bound is
 loose (it is the wait of a server as fast as the whole fleet), so smooth traffic keeps the M/G/n capacity.
 
+**Bursts on the decode slots.** The same replay bounds μ_d (:func:`fluid_decode_rate`, batched
+:func:`fluid_decode_rates`): a decode instance with B slots at step s carrying the share u of the traffic sees,
+per arrival i that decodes (``o_i ≥ 2``), the work ``u·t̄·s/B`` (t̄ = the mean of ``o_i − 1`` over those requests:
+the slots as one server B times as fast, holding each request for its mean residence), the slot wait W_i follows
+Lindley's recursion over the trace's gaps, and the fluid TPOT of request i is ``s + W_i/(o_i − 1)`` (the wait
+spread over its own remaining tokens); μ_d is the largest ``u·Λ`` whose q-quantile fluid TPOT (over the
+requests that decode) is ≤ the TPOT SLO, and the decode capacity is ``min(Erlang C μ_d, this bound)``. Holds
+are the mean, not each request's own: a fluid server with per-request holds lets one long output block every
+request behind it, which B slots do not (on a Poisson replay of the Azure code sample's requests, H800 TP2
+decode with 7 slots, per-request holds gave 0.47x Erlang C's 5.70 req/s, mean holds 0.82x, and an exact FCFS
+replay of the 7 slots held the TPOT SLO up to 0.78x: both models are optimistic on smooth traffic with these
+short, skewed outputs, Erlang C the more). Without outputs in the trace
+every request decodes the length sample's mean output. On the Azure code sample at 4.4 req/s (Llama-3-70B, H800
+TP2 decode: 7 KV slots) the bound is 0.62 req/s per instance against Erlang C's 5.70; an exact FCFS replay of
+the slots the plan would size (``tests/unit/test_capacity_bursts.py``) gives a p90 TPOT of 5.7 s at Erlang C's
+capacity and the 36 ms step at the bound's.
+
 Limits: the fluid view assumes the router splits every burst across instances in proportion to their capacity
 (the simulator's weighted routing and shared queues do); it ignores that one request's prefill cannot be split,
 and treats the replayed sample as the future (a burstier future needs the verification, :mod:`hetplan.sim.verify`,
-to catch it). Decode is not burst-corrected: prefill smooths what reaches the decode slots.
+to catch it). The decode bound replays the trace's arrivals, not their prefill completions (which prefill
+smooths a little: the bound is conservative there); Mélange's aggregated capacity and the mixed strategy's
+per-bucket decode capacities do not take it (only Cauchy's decode instances do).
 
 Speed: :func:`prefill_capacities` computes the capacities of many (instance, link) pairs at once (the planner's
 enumeration needs hundreds): all bisections run side by side as numpy arrays, and a regula-falsi bracket lets the
@@ -167,12 +186,23 @@ class ArrivalTrace:
         rate_per_s: the trace's own mean rate, req/s.
         sized_rate_per_s: the rate the plan is sized for (target x (1 + headroom)), req/s: the trace is replayed at
             it, its gaps shrunk by ``rate_per_s / sized_rate_per_s``.
+        output_tokens: shape (n,), the outputs in arrival order (>= 1), for the decode burst bound
+            (:func:`fluid_decode_rate`); None: every request is taken to have the length sample's mean output.
     """
+
+    def decode_tokens(self, mean_output: float) -> np.ndarray:
+        """Shape (n,): the tokens each request decodes after its first, ``o_i − 1`` (0 for a one-token output,
+        which never takes a decode slot and has no TPOT), as floats; without outputs in the trace,
+        ``max(mean_output − 1, 1)`` for every request."""
+        if self.output_tokens is None:
+            return np.full(self.arrival_s.size, max(mean_output - 1.0, 1.0))
+        return np.maximum(self.output_tokens.astype(float) - 1.0, 0.0)
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     rate_per_s: float
     sized_rate_per_s: float
+    output_tokens: np.ndarray | None = None
 
     @property
     def gaps_s(self) -> np.ndarray:
@@ -453,10 +483,13 @@ def decode_step_tables(items: Sequence[tuple[InstanceModel, float, int]]) -> lis
     return out
 
 
-def decode_capacities(items: Sequence[tuple[InstanceModel, LengthStats]], tpot_slo_s: float) -> list[DecodeCapacity]:
+def decode_capacities(
+    items: Sequence[tuple[InstanceModel, LengthStats]], tpot_slo_s: float, trace: ArrivalTrace | None = None
+) -> list[DecodeCapacity]:
     """:func:`decode_capacity` of every ``(instance, length sample)``, the bisections run side by side (Erlang C
-    by :func:`erlang_c_batch`, the wait's logarithm by ``math.log`` element by element), so the capacities are
-    bit-identical to the one-item function (a test checks this)."""
+    by :func:`erlang_c_batch`, the wait's logarithm by ``math.log`` element by element; with a ``trace``, its
+    burst bound by :func:`fluid_decode_rates`, per SLO quantile), so the capacities are bit-identical to the
+    one-item function (a test checks this)."""
     out: list[DecodeCapacity | None] = [None] * len(items)
     rows: list[tuple[int, int, float, float, float, float, int, float]] = []
     limits = [int(inst.max_batch_size(st.decode_context)) for inst, st in items]
@@ -498,6 +531,16 @@ def decode_capacities(items: Sequence[tuple[InstanceModel, LengthStats]], tpot_s
                 wait[j] = math.log(float(c[j]) / (1.0 - float(quant[j]))) / float(drain[j])
             passes = wait <= budget_a
             lo, hi = np.where(passes, mid, lo), np.where(passes, hi, mid)
+        if trace is not None:  # the burst bound, one batched search per (quantile, per-request tokens)
+            groups: dict[tuple[float, float], list[int]] = {}
+            for k, r in enumerate(rows):
+                mean_output = -1.0 if trace.output_tokens is not None else items[r[0]][1].mean_output
+                groups.setdefault((r[7], mean_output), []).append(k)
+            for (q, mean_output), ks in groups.items():
+                sel = np.array(ks)
+                burst = fluid_decode_rates(slots[sel], np.array([rows[k][2] for k in ks]),
+                                           trace.decode_tokens(mean_output), trace, tpot_slo_s, q)  # fmt: skip
+                lo[sel] = np.minimum(lo[sel], burst)
         for k, r in enumerate(rows):
             out[r[0]] = DecodeCapacity(float(lo[k]), r[1], r[2], r[3], r[6])
     return [c for c in out if c is not None]
@@ -753,8 +796,13 @@ def decode_wait_quantile_s(rate: float, slots: int, residence_s: float, quantile
     return math.log(c / (1.0 - quantile)) / drain
 
 
-def decode_capacity(inst: InstanceModel, stats: LengthStats, tpot_slo_s: float) -> DecodeCapacity:
-    """Largest arrival rate (req/s) one decode instance serves with TPOT ≤ ``tpot_slo_s`` at quantile q."""
+def decode_capacity(
+    inst: InstanceModel, stats: LengthStats, tpot_slo_s: float, trace: ArrivalTrace | None = None
+) -> DecodeCapacity:
+    """Largest arrival rate (req/s) one decode instance serves with TPOT ≤ ``tpot_slo_s`` at quantile q: the
+    M/M/B (Erlang C) slot queue of the module docstring, and with a ``trace`` also within the fluid bound of its
+    bursts on the decode slots (:func:`fluid_decode_rate`); the capacity is the smaller of the two. One item of
+    :func:`decode_capacities` (which computes many at once, bit-identically)."""
     ctx = stats.decode_context
     min_tpot = float(inst.decode_step_latency_s(1, ctx))
     kv_limit = int(inst.max_batch_size(ctx))
@@ -776,4 +824,65 @@ def decode_capacity(inst: InstanceModel, stats: LengthStats, tpot_slo_s: float) 
             lo = mid
         else:
             hi = mid
+    if trace is not None:
+        lo = min(lo, fluid_decode_rate(batch, step, trace.decode_tokens(stats.mean_output), trace, tpot_slo_s,
+                                       stats.quantile))  # fmt: skip
     return DecodeCapacity(lo, batch, step, min_tpot, kv_limit)
+
+
+def fluid_decode_rate(
+    slots: int, step_s: float, tokens: np.ndarray, trace: ArrivalTrace, tpot_slo_s: float, quantile: float
+) -> float:
+    """Largest per-instance rate (req/s) whose fluid q-quantile TPOT ``step_s + W_i / tokens_i`` stays ≤
+    ``tpot_slo_s`` on ``trace`` at its sized rate Λ (inf when no request decodes).
+
+    ``tokens``: shape (n,), the tokens after the first per request of the trace, in its order
+    (:meth:`ArrivalTrace.decode_tokens`). A request that decodes (``tokens_i ≥ 1``) holds one of ``slots`` decode
+    slots for about ``t̄ · step_s`` seconds, t̄ the mean of ``tokens`` over those requests: the bound carries
+    the trace's *rate* modulation (its bursts of arrivals); the randomness of each request's length is the
+    Erlang C bound's (a fluid server with per-request holds lets one long output block every request behind it,
+    while the B slots let the others pass: with per-request holds a Poisson replay of the Azure code sample got
+    half the M/M/B capacity). An instance carrying rate r takes the share u = r / Λ of every burst, so its slots
+    see the work ``u · t̄ · step_s / slots`` per decoding arrival (one server as fast as the B slots together) and
+    the slot wait W_i follows Lindley's recursion over the trace's gaps (:func:`fluid_wait_s`). The wait is
+    spread over the request's own remaining tokens, ``TPOT_i = step_s + W_i / tokens_i``, and the quantile is
+    over the requests that decode (the simulator's TPOT is defined for two output tokens or more). Searched on
+    [0, slots / mean(hold · step_s)] (the slots' saturation rate) by bisection. Source: hetplan's own
+    reconstruction (the decode twin of :func:`fluid_prefill_rate`; Lindley 1952)."""
+    lam = trace.sized_rate_per_s
+    gaps = trace.gaps_s
+    decodes = tokens >= 1.0
+    if not decodes.any():
+        return math.inf
+    spread = tokens[decodes]
+    hold = np.where(decodes, float(spread.mean()), 0.0)
+    work = hold * step_s / slots
+
+    def ok(rate: float) -> bool:
+        wait = fluid_wait_s(work * (rate / lam), gaps)
+        return float(np.percentile(step_s + wait[decodes] / spread, quantile * 100)) <= tpot_slo_s
+
+    return _largest(ok, slots / float((hold * step_s).mean()))
+
+
+def fluid_decode_rates(
+    slots: np.ndarray, step_s: np.ndarray, tokens: np.ndarray, trace: ArrivalTrace, tpot_slo_s: float, quantile: float
+) -> np.ndarray:
+    """:func:`fluid_decode_rate` of many decode instances at once (``slots``, ``step_s``: shape (rows,)) sharing the
+    per-request ``tokens`` (shape (n,)), found side by side (:func:`_largest_batch`); shape (rows,), req/s per
+    instance, each bit-identical to the one-row function."""
+    lam = trace.sized_rate_per_s
+    gaps = trace.gaps_s
+    decodes = tokens >= 1.0
+    if not decodes.any():
+        return np.full(slots.size, math.inf)
+    spread = tokens[decodes]
+    hold = np.where(decodes, float(spread.mean()), 0.0)
+    work = hold[None, :] * step_s[:, None] / slots[:, None]
+
+    def tpot(rate: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        wait = fluid_wait_batch_s(work[rows] * (rate / lam)[:, None], gaps)
+        return np.asarray(np.percentile(step_s[rows][:, None] + wait[:, decodes] / spread, quantile * 100, axis=1))
+
+    hi = np.array([float(slots[k]) / float((hold * step_s[k]).mean()) for k in range(slots.size)])
+    return _largest_batch(tpot, tpot_slo_s, hi, BISECT_STEPS, tokens.size)

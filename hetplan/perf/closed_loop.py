@@ -14,7 +14,7 @@ attention data parallelism; the MoE experts are spread over all of them, by EP o
   rope) / 2``);
 - communication: two TP all-reduces per layer, and for MoE across GPUs a dispatch and a combine per MoE layer, each
   ``allreduce_latency_s + bytes / (link_efficiency x link)``;
-- ``step_overhead_s + seq_overhead_s x b``.
+- ``step_overhead_s + layer_overhead_s x layers + seq_overhead_s x b``.
 
 **Closed loop.** C clients each send an I-token prompt and wait for O output tokens, then send the next at once
 (``vllm bench serve --max-concurrency C``, AIPerf, genai-perf). In the steady state with throughput X req/s:
@@ -22,9 +22,10 @@ Little's law ``C = X (TTFT + (O-1) TPOT)``; ``b = X (O-1) TPOT`` sequences decod
 tokens/s in chunks of ``min(I, budget)`` tokens (one prompt per step without chunked prefill). A share ``u`` of
 the steps carry a prefill chunk and are slower, so the mean TPOT is the harmonic mix ``1 / (u / T_mixed + (1 - u) /
 T_decode)``: TPOT grows with concurrency as in measured engines. TTFT = the prompt's chunks x T_mixed + the wait
-for the step in flight (``T_decode / 2``) + an M/D/1 wait for other prompts (``u / (2 (1 - u))`` chunks), and when
-prefill saturates the budget the wait follows from Little's law instead. A fixed-point iteration (damped) solves
-the loop for thousands of rows at once.
+for the step in flight (``T_decode / 2``) + the time outside the prompt's own steps (``ttft_overhead_s +
+ttft_token_overhead_s x I + ttft_decode_steps x T_decode``) + an M/D/1 wait for other prompts (``u / (2 (1 - u))``
+chunks), and when prefill saturates the budget the wait follows from Little's law instead. A fixed-point
+iteration (damped) solves the loop for thousands of rows at once.
 
 Source: hetplan's own reconstruction (roofline per operator after DESIGN §2; Little's law; M/D/1 wait).
 """
@@ -87,11 +88,15 @@ class Rows:
     mbu: np.ndarray
     attention_efficiency: np.ndarray
     step_overhead_s: np.ndarray
+    layer_overhead_s: np.ndarray
     seq_overhead_s: np.ndarray
     allreduce_latency_s: np.ndarray
     link_efficiency: np.ndarray
     prefill_queue_factor: np.ndarray
     sync_share: np.ndarray
+    ttft_overhead_s: np.ndarray
+    ttft_token_overhead_s: np.ndarray
+    ttft_decode_steps: np.ndarray
     budget_tokens: np.ndarray
     chunked: np.ndarray  # 1.0 when the engine splits prompts into chunks
     max_num_seqs: np.ndarray
@@ -110,11 +115,15 @@ CURVE_FIELDS = (
     "mbu",
     "attention_efficiency",
     "step_overhead_s",
+    "layer_overhead_s",
     "seq_overhead_s",
     "allreduce_latency_s",
     "link_efficiency",
     "prefill_queue_factor",
     "sync_share",
+    "ttft_overhead_s",
+    "ttft_token_overhead_s",
+    "ttft_decode_steps",
 )
 
 
@@ -218,7 +227,7 @@ def step_s(r: Rows, b: np.ndarray, ctx: np.ndarray, p: np.ndarray, p_ctx: np.nda
         2.0 * r.moe_layers * (r.allreduce_latency_s + per_rank * k * r.d_model * (r.gpus - 1) / r.gpus / link),
         0.0,
     )
-    total: np.ndarray = t + ar + a2a + r.step_overhead_s + r.seq_overhead_s * b
+    total: np.ndarray = t + ar + a2a + r.step_overhead_s + r.layer_overhead_s * r.layers + r.seq_overhead_s * b
     return total
 
 
@@ -276,7 +285,8 @@ def closed_loop(
         ttft_new = (1.0 - r.sync_share) * np.minimum(ttft_open, ttft_wave) + r.sync_share * ttft_wave
         # clients beyond the running cap wait for a slot
         queue = np.maximum(c - running_cap, 0.0) / np.maximum(running_cap, 1.0) * ((o - 1.0) * tpot_new + service)
-        ttft_new = ttft_new + queue
+        front_end = r.ttft_overhead_s + r.ttft_token_overhead_s * i + r.ttft_decode_steps * t_dec
+        ttft_new = ttft_new + queue + front_end
         tpot = DAMPING * tpot + (1 - DAMPING) * tpot_new
         ttft = DAMPING * ttft + (1 - DAMPING) * ttft_new
     x = c / (ttft + (o - 1.0) * tpot)

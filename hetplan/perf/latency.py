@@ -164,10 +164,12 @@ class InstanceModel:
 
     @cached_property
     def overhead_s(self) -> float:
-        """Fixed framework time per iteration, seconds (never zero): the fitted ``step_overhead_s`` of the engine on
-        this architecture, or (legacy roofline) ``step_overhead_s + tp_sync_overhead_s x log2(TP)``."""
+        """Fixed framework time per iteration, seconds (never zero): the fitted ``step_overhead_s + layer_overhead_s
+        x layers`` of the engine on this architecture, or (legacy roofline) ``step_overhead_s + tp_sync_overhead_s x
+        log2(TP)``."""
         if self.calibrated:
-            return float(self._curves[0].step_overhead_s)
+            c = self._curves[0]
+            return float(c.step_overhead_s + c.layer_overhead_s * self.arch.layers)
         return self.eff.step_overhead_s + self.eff.tp_sync_overhead_s * math.log2(self.tp)
 
     @property

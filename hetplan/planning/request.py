@@ -248,11 +248,11 @@ def _arrivals(workload: Workload, sized_rate: float) -> ArrivalTrace | None:
     if a is None or a.size < 2 or not sized_rate > 0:
         return None
     order = np.argsort(a, kind="stable")[:MAX_ARRIVALS]
-    a, p = a[order], workload.prompt_tokens[order]
+    a, p, o = a[order], workload.prompt_tokens[order], workload.output_tokens[order]
     span = float(a[-1] - a[0])
     if span <= 0:
         return None
-    return ArrivalTrace(a, p, a.size / span, sized_rate)  # the rate the verification scales from
+    return ArrivalTrace(a, p, a.size / span, sized_rate, o)  # the rate the verification scales from
 
 
 def build_request(

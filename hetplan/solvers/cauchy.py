@@ -235,7 +235,8 @@ def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]
                 continue
             fits.append((gpu, tp, inst))
     # every decode capacity in one batched search (bit-identical to decode_capacity, hetplan.perf.capacity)
-    decs = decode_capacities([(inst, req.stats) for _, _, inst in fits], req.tpot_slo_s)
+    # with a trace, also its burst bound on the decode slots
+    decs = decode_capacities([(inst, req.stats) for _, _, inst in fits], req.tpot_slo_s, req.arrivals)
     options = [
         InstanceOption(gpu, tp, inst, dec, network_bytes_per_s(gpu, tp, req.settings))
         for (gpu, tp, inst), dec in zip(fits, decs, strict=True)

@@ -342,7 +342,8 @@ def test_find_capacity_brackets_the_target(plan_a, conv):
     assert cap["metrics"]["attainment"]["joint"] >= 0.9
     failing = [r for r in cap["runs"] if r["rate_scale"] == cap["failing_rate_scale"]]
     assert failing[0]["attainment"] < 0.9
-    assert 1 < cap["failing_rate_scale"] / cap["rate_scale"] <= 2 ** (1 / 2**4) + 1e-6
+    # both scales are rounded to 6 significant digits (hetplan.units.rnd): their ratio carries up to ~1e-5 of it
+    assert 1 < cap["failing_rate_scale"] / cap["rate_scale"] <= 2 ** (1 / 2**4) + 2e-5
 
 
 def test_calibrate_covers_the_quantile(plan_a, conv):
