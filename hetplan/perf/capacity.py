@@ -539,7 +539,8 @@ def decode_capacities(
             for (q, mean_output), ks in groups.items():
                 sel = np.array(ks)
                 burst = fluid_decode_rates(slots[sel], np.array([rows[k][2] for k in ks]),
-                                           trace.decode_tokens(mean_output), trace, tpot_slo_s, q)  # fmt: skip
+                                           trace.decode_tokens(mean_output), trace, tpot_slo_s, q,
+                                           cap=lo[sel])  # fmt: skip
                 lo[sel] = np.minimum(lo[sel], burst)
         for k, r in enumerate(rows):
             out[r[0]] = DecodeCapacity(float(lo[k]), r[1], r[2], r[3], r[6])
@@ -826,12 +827,18 @@ def decode_capacity(
             hi = mid
     if trace is not None:
         lo = min(lo, fluid_decode_rate(batch, step, trace.decode_tokens(stats.mean_output), trace, tpot_slo_s,
-                                       stats.quantile))  # fmt: skip
+                                       stats.quantile, cap=lo))  # fmt: skip
     return DecodeCapacity(lo, batch, step, min_tpot, kv_limit)
 
 
 def fluid_decode_rate(
-    slots: int, step_s: float, tokens: np.ndarray, trace: ArrivalTrace, tpot_slo_s: float, quantile: float
+    slots: int,
+    step_s: float,
+    tokens: np.ndarray,
+    trace: ArrivalTrace,
+    tpot_slo_s: float,
+    quantile: float,
+    cap: float | None = None,
 ) -> float:
     """Largest per-instance rate (req/s) whose fluid q-quantile TPOT ``step_s + W_i / tokens_i`` stays ≤
     ``tpot_slo_s`` on ``trace`` at its sized rate Λ (inf when no request decodes).
@@ -848,7 +855,10 @@ def fluid_decode_rate(
     spread over the request's own remaining tokens, ``TPOT_i = step_s + W_i / tokens_i``, and the quantile is
     over the requests that decode (the simulator's TPOT is defined for two output tokens or more). Searched on
     [0, slots / mean(hold · step_s)] (the slots' saturation rate) by bisection. Source: hetplan's own
-    reconstruction (the decode twin of :func:`fluid_prefill_rate`; Lindley 1952)."""
+    reconstruction (the decode twin of :func:`fluid_prefill_rate`; Lindley 1952).
+
+    ``cap``: a rate the caller takes the minimum with anyway (the Erlang C capacity): when the bound holds at
+    ``cap`` it returns ``cap`` without searching (the wait grows with the rate, so the search could only find more)."""
     lam = trace.sized_rate_per_s
     gaps = trace.gaps_s
     decodes = tokens >= 1.0
@@ -862,15 +872,24 @@ def fluid_decode_rate(
         wait = fluid_wait_s(work * (rate / lam), gaps)
         return float(np.percentile(step_s + wait[decodes] / spread, quantile * 100)) <= tpot_slo_s
 
+    if cap is not None and ok(cap):
+        return cap
     return _largest(ok, slots / float((hold * step_s).mean()))
 
 
 def fluid_decode_rates(
-    slots: np.ndarray, step_s: np.ndarray, tokens: np.ndarray, trace: ArrivalTrace, tpot_slo_s: float, quantile: float
+    slots: np.ndarray,
+    step_s: np.ndarray,
+    tokens: np.ndarray,
+    trace: ArrivalTrace,
+    tpot_slo_s: float,
+    quantile: float,
+    cap: np.ndarray | None = None,
 ) -> np.ndarray:
-    """:func:`fluid_decode_rate` of many decode instances at once (``slots``, ``step_s``: shape (rows,)) sharing the
-    per-request ``tokens`` (shape (n,)), found side by side (:func:`_largest_batch`); shape (rows,), req/s per
-    instance, each bit-identical to the one-row function."""
+    """:func:`fluid_decode_rate` of many decode instances at once (``slots``, ``step_s``, ``cap``: shape (rows,))
+    sharing the per-request ``tokens`` (shape (n,)), found side by side (:func:`_largest_batch`); shape (rows,),
+    req/s per instance, each bit-identical to the one-row function (rows that hold at their ``cap`` are not
+    searched)."""
     lam = trace.sized_rate_per_s
     gaps = trace.gaps_s
     decodes = tokens >= 1.0
@@ -885,4 +904,15 @@ def fluid_decode_rates(
         return np.asarray(np.percentile(step_s[rows][:, None] + wait[:, decodes] / spread, quantile * 100, axis=1))
 
     hi = np.array([float(slots[k]) / float((hold * step_s[k]).mean()) for k in range(slots.size)])
-    return _largest_batch(tpot, tpot_slo_s, hi, BISECT_STEPS, tokens.size)
+    if cap is None:
+        return _largest_batch(tpot, tpot_slo_s, hi, BISECT_STEPS, tokens.size)
+    out = np.asarray(cap, dtype=float).copy()
+    every = np.arange(slots.size)
+    search = np.nonzero(~(tpot(out, every) <= tpot_slo_s))[0]
+    if search.size:
+
+        def sub(rate: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            return tpot(rate, search[rows])
+
+        out[search] = _largest_batch(sub, tpot_slo_s, hi[search], BISECT_STEPS, tokens.size)
+    return out
