@@ -73,8 +73,14 @@ def _bounded(z: np.ndarray) -> dict[str, float]:
 
 
 def _unbounded(params: dict[str, float]) -> np.ndarray:
+    """Coordinates of ``params`` (:func:`_bounded`'s inverse). A value outside its bounds maps to the centre of the
+    range, z = 0 (the geometric mean of the bounds): at a bound the sigmoid is flat, so a start there never moves
+    and a ridge centred there pins the parameter (the prior's ``sync_share`` of 0 lies below its bound 0.001)."""
     z = []
     for name in CURVE_FIELDS:
+        if not BOUNDS[name][0] <= params[name] <= BOUNDS[name][1]:
+            z.append(0.0)
+            continue
         lo, hi = np.log(BOUNDS[name][0]), np.log(BOUNDS[name][1])
         frac = (np.log(min(max(params[name], BOUNDS[name][0] * 1.001), BOUNDS[name][1] / 1.001)) - lo) / (hi - lo)
         z.append(np.log(frac / (1.0 - frac)))
