@@ -53,11 +53,6 @@ def test_sjf_starves_the_long_context_class(overload):
     assert sjf["long"] < 0.5 and sjf["chat"] > 0.9
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since the refitted perf model (issue 13) CASCADE's long class meets 38.5 % here (chat 46.8 %), under the "
-    "40 % floor of docs/cascade.md; Jain 0.991 vs SJF's 0.815 still holds; at 22 req/s the long class meets 46.2 %",
-)
 def test_cascade_keeps_both_classes_above_the_floor_and_is_fairer_than_sjf(overload):
     cas = _by_class(overload["cascade"])
     assert min(cas.values()) > CASCADE_FLOOR
