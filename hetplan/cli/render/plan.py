@@ -109,8 +109,22 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
             markup=False,
         )
     verified = isinstance(doc.get("verification"), dict)
+    # shapes the verification simulated and could not verify (--strategy all re-sizes each): say so, not "verify it"
+    missed = {
+        str(s["strategy"]): str(s["infeasible"])
+        for s in ((doc.get("verification") or {}).get("resized") or {}).get("per_strategy", [])
+        if isinstance(s, dict) and s.get("infeasible")
+    }
     for name, part in doc.get("baselines", {}).items():
         if part.get("status") != "infeasible" and 0 < part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
+            if name in missed:
+                console.print(
+                    f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h on paper, but its plan did not hold "
+                    f"the SLOs in simulation and could not be re-sized to: {missed[name]}",
+                    highlight=False,
+                    markup=False,
+                )
+                continue
             console.print(
                 f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here"
                 + (" (its analytic plan, not simulated)" if verified else "")
