@@ -39,8 +39,10 @@ def test_emit_all_targets_with_validation(plans, tmp_path):
     res = invoke("emit", plans["b"], "--target", "all", "--out", tmp_path / "out", "--validate")
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "wrote 14 files to" in out and "(vllm 4, kubernetes 6, llmd 2, dynamo 2) and manifest.json" in out
-    assert "validated offline: 15 objects" in out and "all passed" in out
+    # example (b)'s plan has two combos (H800 TP2 prefill -> A800 TP8 decode, and -> H800 TP4 decode): per combo 3
+    # vLLM scripts, 3 Kubernetes files, 1 llm-d and 1 Dynamo file, beside the shared ones
+    assert "wrote 22 files to" in out and "(vllm 7, kubernetes 9, llmd 3, dynamo 3) and manifest.json" in out
+    assert "validated offline: 26 objects" in out and "all passed" in out
     assert "not checked offline:" in out and "admission webhooks" in out and "CEL rules" in out
     assert "scheduling" in out and "image pulls" in out
     assert "router image 'vllm-router:latest' is a placeholder" in out

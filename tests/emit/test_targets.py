@@ -204,18 +204,22 @@ def test_multi_node_instances_use_leaderworkerset_and_ray(emitted):
 
 def test_autoscalers_hold_plan_derived_targets(emitted):
     plan, _, files = emitted["mixed-b"]
-    c = plan["combos"][0]
-    scaled = {d["metadata"]["labels"]["hetplan.io/role"]: d for d in all_docs(files, "kubernetes/")
-              if d["kind"] == "ScaledObject"}  # fmt: skip
-    prefill, decode = scaled["prefill"]["spec"], scaled["decode"]["spec"]
-    assert prefill["minReplicaCount"] == c["n_prefill"] * c["count"]
     ttft = plan["scenario"]["slo"]["ttft_s"]
-    assert prefill["triggers"][0]["metadata"]["threshold"] == str(max(1, int(c["prefill_capacity_req_per_s"] * ttft)))
-    assert decode["triggers"][0]["metadata"]["threshold"] == str(c["decode_batch"])
-    assert "vllm:num_requests_running" in decode["triggers"][0]["metadata"]["query"]
-    # inventory 32 per type: max = planned + spare GPUs of the type / GPUs per instance
-    spare_h800 = plan["scenario"]["inventory"]["H800-SXM"] - plan["gpus_used"]["H800-SXM"]
-    assert prefill["maxReplicaCount"] == prefill["minReplicaCount"] + spare_h800 // c["prefill_tp"]
+    objects = [d for d in all_docs(files, "kubernetes/") if d["kind"] == "ScaledObject"]
+    assert len(objects) == 2 * len(plan["combos"])  # a prefill and a decode autoscaler per combo (unit u<i>)
+    for i, c in enumerate(plan["combos"]):
+        scaled = {d["metadata"]["labels"]["hetplan.io/role"]: d for d in objects
+                  if d["metadata"]["labels"]["hetplan.io/unit"] == f"u{i}"}  # fmt: skip
+        prefill, decode = scaled["prefill"]["spec"], scaled["decode"]["spec"]
+        assert prefill["minReplicaCount"] == c["n_prefill"] * c["count"]
+        threshold = str(max(1, int(c["prefill_capacity_req_per_s"] * ttft)))
+        assert prefill["triggers"][0]["metadata"]["threshold"] == threshold
+        assert decode["triggers"][0]["metadata"]["threshold"] == str(c["decode_batch"])
+        assert "vllm:num_requests_running" in decode["triggers"][0]["metadata"]["query"]
+        # inventory 32 per type: max = planned + spare GPUs of the type / GPUs per instance
+        gpu = c["prefill_gpu"]
+        spare = plan["scenario"]["inventory"][gpu] - plan["gpus_used"][gpu]
+        assert prefill["maxReplicaCount"] == prefill["minReplicaCount"] + spare // c["prefill_tp"]
     hpa = [d for d in all_docs(emitted["homogeneous"][2], "kubernetes/") if d["kind"] == "HorizontalPodAutoscaler"]
     assert len(hpa) == 2 and all(h["spec"]["minReplicas"] <= h["spec"]["maxReplicas"] for h in hpa)
 

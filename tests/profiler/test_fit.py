@@ -102,7 +102,7 @@ def test_long_prompts_weigh_prefill_more_than_long_outputs():
 
 @pytest.mark.parametrize(
     ("scenario", "top_k", "kept"),
-    [("llama3-70b-azure-conv.yaml", None, 8), ("cauchy-h800-a800-h20.yaml", 2, 2)],  # (a): 8 of 20 since issue 13
+    [("llama3-70b-azure-conv.yaml", None, 6), ("cauchy-h800-a800-h20.yaml", 2, 2)],  # (a): 6 of 20 since the refit
 )
 @pytest.mark.slow
 def test_prune_with_fit_keeps_the_optimum_of_the_examples(tmp_path, scenario, top_k, kept):
