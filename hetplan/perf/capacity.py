@@ -47,11 +47,11 @@ spread over its own remaining tokens); μ_d is the largest ``u·Λ`` whose q-qua
 requests that decode) is ≤ the TPOT SLO, and the decode capacity is ``min(Erlang C μ_d, this bound)``. Holds
 are the mean, not each request's own: a fluid server with per-request holds lets one long output block every
 request behind it, which B slots do not (on a Poisson replay of the Azure code sample's requests, H800 TP2
-decode with 7 slots, per-request holds gave 0.47x Erlang C's 5.70 req/s, mean holds 0.82x, and an exact FCFS
+decode with 7 slots, per-request holds gave 0.47x Erlang C's 5.69 req/s, mean holds 0.82x, and an exact FCFS
 replay of the 7 slots held the TPOT SLO up to 0.78x: both models are optimistic on smooth traffic with these
 short, skewed outputs, Erlang C the more). Without outputs in the trace
 every request decodes the length sample's mean output. On the Azure code sample at 4.4 req/s (Llama-3-70B, H800
-TP2 decode: 7 KV slots) the bound is 0.62 req/s per instance against Erlang C's 5.70; an exact FCFS replay of
+TP2 decode: 7 KV slots) the bound is 0.62 req/s per instance against Erlang C's 5.69; an exact FCFS replay of
 the slots the plan would size (``tests/unit/test_capacity_bursts.py``) gives a p90 TPOT of 5.7 s at Erlang C's
 capacity and the 36 ms step at the bound's.
 

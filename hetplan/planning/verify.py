@@ -272,11 +272,17 @@ def _final(
 
 
 def _signature(p: Plan) -> tuple[Any, ...]:
-    """What the simulator replays of a plan: its combos or instances (two plans with one signature simulate the
-    same)."""
-    combos = tuple((c.label, c.count, c.decode_batch, c.goodput_req_per_s) for c in p.combos)
+    """What the simulator replays of a plan (:func:`hetplan.sim.deployment.deployment_from_plan`): its combos, with
+    the request-size buckets a mixed plan's combos serve, and its aggregated instances with theirs, at its goodput
+    target. Two plans with one signature simulate the same whichever strategy made them: a mixed plan that found
+    no cheaper mix is the Mélange plan, and ``--strategy all`` re-sizes both (example (b) simulated each of its six
+    re-sized Mélange plans twice)."""
+    combos = tuple(
+        (c.label, c.count, c.decode_batch, c.goodput_req_per_s, tuple((b.label, b.share) for b in c.buckets))
+        for c in p.combos
+    )
     insts = tuple((t.gpu, t.tp, t.count, tuple((b.label, b.share) for b in t.buckets)) for t in p.instances)
-    return (p.strategy, combos, insts, p.goodput_target_req_per_s)
+    return (combos, insts, p.goodput_target_req_per_s)
 
 
 def _rnd_h(headroom: float) -> float:

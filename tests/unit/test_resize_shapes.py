@@ -24,6 +24,7 @@ class _Combo:  # what the verification cache keys a plan by
     count: int
     decode_batch: int
     goodput_req_per_s: float
+    buckets: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,3 +83,25 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
     # a restricted strategy still follows only itself
     only = verify.plan_verified(scenario, "mixed", analysis=False)  # type: ignore[arg-type]
     assert only.strategy == "mixed" and "per_strategy" not in only.verification["resized"]
+
+
+def test_the_verification_cache_keys_what_the_simulator_replays_not_the_strategy() -> None:
+    """A mixed plan that found no cheaper mix is the Mélange plan: one simulation serves both (example (b) re-sized
+    the same six plans twice); a mixed plan's combo buckets are part of what is replayed."""
+    import json
+    from dataclasses import replace
+
+    from hetplan.plan.doc import from_doc
+    from hetplan.plan.types import BucketShare
+    from tests.conftest import ROOT
+
+    fixtures = ROOT / "tests" / "fixtures"
+    mel = from_doc(json.loads((fixtures / "plan_example_a_melange.json").read_text()), "test")
+    assert mel.instances and verify._signature(replace(mel, strategy="mixed")) == verify._signature(mel)
+    t0 = mel.instances[0]
+    moved = replace(t0, buckets=(replace(t0.buckets[0], share=t0.buckets[0].share / 2), *t0.buckets[1:]))
+    assert verify._signature(replace(mel, instances=(moved, *mel.instances[1:]))) != verify._signature(mel)
+    cau = from_doc(json.loads((fixtures / "plan_example_a.json").read_text()), "test")
+    c0 = cau.combos[0]
+    routed = replace(c0, buckets=(BucketShare(0.0, 512.0, 0.0, float("inf"), 0.5),))
+    assert verify._signature(replace(cau, combos=(routed, *cau.combos[1:]))) != verify._signature(cau)
