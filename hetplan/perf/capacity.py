@@ -907,8 +907,10 @@ def fluid_decode_rates(
     if cap is None:
         return _largest_batch(tpot, tpot_slo_s, hi, BISECT_STEPS, tokens.size)
     out = np.asarray(cap, dtype=float).copy()
-    every = np.arange(slots.size)
-    search = np.nonzero(~(tpot(out, every) <= tpot_slo_s))[0]
+    chunk = max(1, MAX_BATCH_ELEMENTS // max(1, tokens.size))  # the row chunks of _largest_batch, for memory
+    parts = np.array_split(np.arange(slots.size), max(1, -(-slots.size // chunk)))
+    holds = np.concatenate([tpot(out[rows], rows) <= tpot_slo_s for rows in parts])
+    search = np.nonzero(~holds)[0]
     if search.size:
 
         def sub(rate: np.ndarray, rows: np.ndarray) -> np.ndarray:
