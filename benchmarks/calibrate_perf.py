@@ -45,6 +45,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "attention_efficiency": (0.05, 0.9),
     "step_overhead_s": (2e-4, 0.05),
     "layer_overhead_s": (1e-7, 5e-4),
+    "moe_layer_overhead_s": (1e-7, 5e-4),
     "seq_overhead_s": (1e-7, 5e-4),
     "allreduce_latency_s": (2e-6, 2e-4),
     "link_efficiency": (0.2, 0.95),

@@ -61,6 +61,7 @@ class EfficiencyCurves:
     attention_efficiency: float = 0.40
     step_overhead_s: float = 0.004
     layer_overhead_s: float = 1e-5
+    moe_layer_overhead_s: float = 1e-5
     seq_overhead_s: float = 2e-5
     allreduce_latency_s: float = 2e-5
     link_efficiency: float = 0.6

@@ -89,6 +89,7 @@ class Rows:
     attention_efficiency: np.ndarray
     step_overhead_s: np.ndarray
     layer_overhead_s: np.ndarray
+    moe_layer_overhead_s: np.ndarray
     seq_overhead_s: np.ndarray
     allreduce_latency_s: np.ndarray
     link_efficiency: np.ndarray
@@ -116,6 +117,7 @@ CURVE_FIELDS = (
     "attention_efficiency",
     "step_overhead_s",
     "layer_overhead_s",
+    "moe_layer_overhead_s",
     "seq_overhead_s",
     "allreduce_latency_s",
     "link_efficiency",
@@ -227,7 +229,8 @@ def step_s(r: Rows, b: np.ndarray, ctx: np.ndarray, p: np.ndarray, p_ctx: np.nda
         2.0 * r.moe_layers * (r.allreduce_latency_s + per_rank * k * r.d_model * (r.gpus - 1) / r.gpus / link),
         0.0,
     )
-    total: np.ndarray = t + ar + a2a + r.step_overhead_s + r.layer_overhead_s * r.layers + r.seq_overhead_s * b
+    total: np.ndarray = t + ar + a2a + r.step_overhead_s + r.layer_overhead_s * r.layers
+    total = total + r.moe_layer_overhead_s * r.moe_layers + r.seq_overhead_s * b
     return total
 
 

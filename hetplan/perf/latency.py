@@ -169,7 +169,9 @@ class InstanceModel:
         log2(TP)``."""
         if self.calibrated:
             c = self._curves[0]
-            return float(c.step_overhead_s + c.layer_overhead_s * self.arch.layers)
+            s = self.arch.spec
+            moe_layers = s.num_hidden_layers - s.first_k_dense_replace if s.is_moe else 0
+            return float(c.step_overhead_s + c.layer_overhead_s * self.arch.layers + c.moe_layer_overhead_s * moe_layers)
         return self.eff.step_overhead_s + self.eff.tp_sync_overhead_s * math.log2(self.tp)
 
     @property
