@@ -14,7 +14,7 @@ attention data parallelism; the MoE experts are spread over all of them, by EP o
   rope) / 2``);
 - communication: two TP all-reduces per layer, and for MoE across GPUs a dispatch and a combine per MoE layer, each
   ``allreduce_latency_s + bytes / (link_efficiency x link)``;
-- ``step_overhead_s + layer_overhead_s x layers + seq_overhead_s x b``.
+- ``step_overhead_s + layer_overhead_s x layers + moe_layer_overhead_s x MoE layers + seq_overhead_s x b``.
 
 **Closed loop.** C clients each send an I-token prompt and wait for O output tokens, then send the next at once
 (``vllm bench serve --max-concurrency C``, AIPerf, genai-perf). In the steady state with throughput X req/s:

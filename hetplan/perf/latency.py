@@ -165,7 +165,7 @@ class InstanceModel:
     @cached_property
     def overhead_s(self) -> float:
         """Fixed framework time per iteration, seconds (never zero): the fitted ``step_overhead_s + layer_overhead_s
-        x layers`` of the engine on this architecture, or (legacy roofline) ``step_overhead_s + tp_sync_overhead_s x
+        x layers + moe_layer_overhead_s x MoE layers`` of the engine on this architecture, or (legacy roofline) ``step_overhead_s + tp_sync_overhead_s x
         log2(TP)``."""
         if self.calibrated:
             c = self._curves[0]

@@ -186,3 +186,24 @@ def test_closed_loop_is_deterministic_and_vectorised() -> None:
     one = estimate_points(rows[2:3])[0]
     assert one["ttft_s"] == pytest.approx(a[2]["ttft_s"])
     assert np.isfinite([r["ttft_s"] for r in a]).all()
+
+
+def test_moe_layer_overhead_is_paid_by_moe_layers_only() -> None:
+    """``moe_layer_overhead_s`` adds ``x MoE layers`` to a MoE model's step and nothing to a dense model's."""
+    from dataclasses import replace
+
+    from hetplan.perf.calibration import curves_for
+    from hetplan.perf.closed_loop import build_rows, row_constants, step_s
+
+    h200 = find_gpu("H200-SXM")
+    fitted, _ = curves_for("vllm", h200.arch)
+    one = np.ones(1)
+    # DeepSeek-R1: 61 layers, the first 3 dense
+    for name, moe_layers in (("Llama-3.1-70B", 0), ("DeepSeek-R1", 58)):
+        arch = ModelArch(find_model(name), "fp8")
+        steps = []
+        for extra_s in (0.0, 1e-4):
+            curves = replace(fitted, moe_layer_overhead_s=extra_s)
+            rows = build_rows([row_constants(arch, h200, 8, 1, curves, 8192, True, 64)])
+            steps.append(float(step_s(rows, 16 * one, 2048 * one, 0 * one, 0 * one)[0]))
+        assert steps[1] - steps[0] == pytest.approx(moe_layers * 1e-4, abs=1e-12), name
