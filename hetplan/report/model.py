@@ -239,12 +239,25 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
     for gpu in sorted(roles):
         parts = [f"{n} GPU{'' if n == 1 else 's'} {role}" for role, n in roles[gpu].items() if n]
         role_rows.append({"gpu": gpu, **roles[gpu], "text": ", ".join(parts)})
+    # what the purchases pay per GPU-hour: an 8-GPU instance can cost more per GPU than the catalog's lowest
+    # per-GPU offer (the L40S's 1-GPU g6e.2xlarge), and the report must not show the lower figure alone
+    bought: dict[str, list[Any]] = {}
+    for line in plan.purchase:
+        b = bought.setdefault(line.gpu, [0.0, 0, []])
+        b[0] += line.count * line.usd_per_hour_each
+        b[1] += line.count * line.gpus_per_instance
+        b[2].append(f"{line.count}x {line.instance_type}")
     prices = [
         {
             "gpu": gpu,
             "usd_per_gpu_hour": price.usd_per_gpu_hour,
             "gpus": int(plan.gpus_used.get(gpu, 0)),
             "source": price.source,
+            **(
+                {"usd_per_gpu_hour_bought": round(bought[gpu][0] / bought[gpu][1], 4), "bought_as": bought[gpu][2]}
+                if bought.get(gpu) and bought[gpu][1]
+                else {}
+            ),
         }
         for gpu, price in sorted(plan.prices.items())
         if plan.gpus_used.get(gpu)

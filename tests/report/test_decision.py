@@ -5,6 +5,8 @@ chart against the SLO lines. Reads stored plans only (rendering, not planning)."
 import copy
 import json
 
+import pytest
+
 from hetplan.plan.doc import from_doc
 from hetplan.report.model import build_report
 from hetplan.report.render.html import render_html
@@ -89,3 +91,21 @@ def test_section_titles_are_distinct():
     assert all(f">{t}</h2>" in html for t in titles)
     other = _doc("plan_example_a_melange.json")
     assert len({p["title"] for p in _report(doc, other)["plans"]}) == 2
+
+
+def test_a_gpu_bought_dearer_than_its_lowest_per_gpu_price_shows_what_is_paid():
+    """Example (a)'s Mélange plan buys its L40S as one 8-GPU g6e.48xlarge ($30.13/h, $3.77 per GPU-hour) while the
+    catalog's lowest L40S price is the 1-GPU g6e.2xlarge's $2.24: the report says what the purchase pays."""
+    doc = _doc("plan_example_a_melange.json")
+    l40s = [x for x in doc["purchase"] if x["gpu"] == "L40S"]
+    usd = sum(x["count"] * x["usd_per_hour_each"] for x in l40s)
+    paid = usd / sum(x["count"] * x["gpus_per_instance"] for x in l40s)
+    listed = doc["scenario"]["prices"]["L40S"]["usd_per_gpu_hour"]
+    assert paid > listed * 1.005, "the fixture buys L40S dearer per GPU than the catalog's lowest price"
+    md = render_markdown(_report(doc))
+    assert f"${paid:,.2f}/GPU-hour as bought (" in md and f"the lowest per-GPU price is ${listed:,.2f}/GPU-hour" in md
+    a100 = next(x for x in doc["purchase"] if x["gpu"] == "A100-80GB-SXM")  # bought at its listed price
+    assert a100["usd_per_hour_each"] / a100["gpus_per_instance"] == pytest.approx(
+        doc["scenario"]["prices"]["A100-80GB-SXM"]["usd_per_gpu_hour"], rel=1e-3
+    )
+    assert "A100-80GB-SXM | 8 GPUs aggregated; $5.12/GPU-hour, aws" in md

@@ -325,7 +325,13 @@ def decision_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         price = prices.get(role["gpu"])
         text = role["text"]
         if price is not None:
-            text += f"; ${price['usd_per_gpu_hour']:,.2f}/GPU-hour, {price['source']}"
+            listed = float(price["usd_per_gpu_hour"])
+            paid = price.get("usd_per_gpu_hour_bought")
+            if paid is not None and abs(float(paid) - listed) > 0.005 * max(listed, 1e-9):
+                text += (f"; ${float(paid):,.2f}/GPU-hour as bought ({', '.join(price['bought_as'])}); the lowest "
+                         f"per-GPU price is ${listed:,.2f}/GPU-hour, {price['source']}")  # fmt: skip
+            else:
+                text += f"; ${listed:,.2f}/GPU-hour, {price['source']}"
         rows.append((role["gpu"], text))
     for item in d.get("purchase") or []:
         rows.append(("purchase", _purchase_text(item)))
