@@ -164,14 +164,15 @@ class InstanceModel:
 
     @cached_property
     def overhead_s(self) -> float:
-        """Fixed framework time per iteration, seconds (never zero): the fitted ``step_overhead_s + layer_overhead_s
-        x layers + moe_layer_overhead_s x MoE layers`` of the engine on this architecture, or (legacy roofline) ``step_overhead_s + tp_sync_overhead_s x
-        log2(TP)``."""
+        """Fixed framework time per iteration, seconds (never zero): the fitted ``step_overhead_s +
+        layer_overhead_s x layers + moe_layer_overhead_s x MoE layers`` of the engine on this architecture, or
+        (legacy roofline) ``step_overhead_s + tp_sync_overhead_s x log2(TP)``."""
         if self.calibrated:
             c = self._curves[0]
             s = self.arch.spec
             moe_layers = s.num_hidden_layers - s.first_k_dense_replace if s.is_moe else 0
-            return float(c.step_overhead_s + c.layer_overhead_s * self.arch.layers + c.moe_layer_overhead_s * moe_layers)
+            per_layer = c.layer_overhead_s * self.arch.layers + c.moe_layer_overhead_s * moe_layers
+            return float(c.step_overhead_s + per_layer)
         return self.eff.step_overhead_s + self.eff.tp_sync_overhead_s * math.log2(self.tp)
 
     @property
