@@ -127,15 +127,18 @@ def plan_verified(
         shape_attempt = planner_for(name)
         start = first if name == first.strategy else shape_attempt(base, False)
         v_start = v0 if start is first else check(start, True)
+        log: list[dict[str, Any]] = []  # this shape's plans, as simulated (its first plan included)
         try:
             if v_start["status"] == "verified":
                 best, hi, resized = start, base, {}
             else:
-                best, hi, resized = _resize(start, v_start, base, shape_attempt, check)
+                best, hi, resized = _resize(start, v_start, base, shape_attempt, check, log)
         except InfeasibleError as exc:
-            per_shape.append({"strategy": name, "infeasible": exc.why or exc.what})
+            per_shape.append({"strategy": name, "infeasible": exc.why or exc.what, "plans_tried": len(log)})
             continue
-        per_shape.append({"strategy": name, "usd_per_hour": best.total_usd_per_hour, "headroom": _rnd_h(hi)})
+        per_shape.append(
+            {"strategy": name, "usd_per_hour": best.total_usd_per_hour, "headroom": _rnd_h(hi), "plans_tried": len(log)}
+        )
         found.append((best, hi, resized, name))
     if not found:
         raise InfeasibleError(
@@ -172,15 +175,18 @@ def _resize(
     base: float,
     attempt: Callable[[float, bool], Plan],
     check: Callable[[Plan, bool], dict[str, Any]],
+    log: list[dict[str, Any]] | None = None,
 ) -> tuple[Plan, float, dict[str, Any]]:
     """Re-size ``first`` (which missed) until a plan is verified, then bisect (module docstring); returns the
-    cheapest verified plan, its headroom and the ``resized`` record.
+    cheapest verified plan, its headroom and the ``resized`` record. ``log``, when given, receives every attempt
+    record as it is made (``first`` included), also when no re-sized plan verifies.
 
     Raises:
         InfeasibleError: no demand up to the headroom limit (or the inventory) gives a verified plan.
     """
     target = first.goodput_target_req_per_s
-    tried: list[dict[str, Any]] = [_record(base, first, v0)]
+    tried: list[dict[str, Any]] = log if log is not None else []
+    tried.append(_record(base, first, v0))
     fail_h, fail_p, fail_v = base, first, v0
     ceiling = MAX_HEADROOM  # the lowest headroom found infeasible (inventory), or the scenario's limit
     passing: tuple[float, Plan, dict[str, Any]] | None = None

@@ -38,3 +38,28 @@ def test_a_shape_that_missed_in_simulation_is_not_offered_for_verification():
     verified["verification"] = {"resized": {"per_strategy": []}}
     lines = [ln for ln in _text(verified).splitlines() if ln.startswith(f"note: {name} ")]
     assert len(lines) == 1 and "to verify it" in lines[0]
+
+
+def test_the_resize_line_counts_the_plans_of_every_shape():
+    """With --strategy all every shape is re-sized; the line counts all their plans, not only the kept shape's
+    (example (b) printed "0 re-sized plans tried" after Mélange and mixed had tried six plans each)."""
+    from hetplan.cli.render.plan import render_verification
+
+    shapes = [
+        {"strategy": "melange", "infeasible": "tried 6 plans", "plans_tried": 6},
+        {"strategy": "mixed", "infeasible": "tried 5 plans", "plans_tried": 5},
+        {"strategy": "cauchy", "usd_per_hour": 88.8, "headroom": 0.1, "plans_tried": 0},
+    ]
+    resized = {"strategy_before": "melange", "strategy_after": "cauchy", "headroom_asked": 0.1, "headroom_used": 0.1,
+               "usd_per_hour_before": 80.0, "usd_per_hour_after": 88.8, "attempts": [],
+               "per_strategy": shapes}  # fmt: skip
+    console = Console(width=300, record=True, force_terminal=False, color_system=None)
+    render_verification({"verdict": "verified", "warnings": [], "misses": [], "resized": resized}, console)
+    assert "(11 plans tried over 3 shapes)" in console.export_text()
+    # a plan file written before the count existed: the kept shape's attempts, as before
+    for s in resized["per_strategy"]:
+        del s["plans_tried"]
+    resized["attempts"] = [{}, {}]
+    console = Console(width=300, record=True, force_terminal=False, color_system=None)
+    render_verification({"verdict": "verified", "warnings": [], "misses": [], "resized": resized}, console)
+    assert "(2 re-sized plans tried)" in console.export_text()

@@ -327,12 +327,18 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
             if after is not None and after != r.get("strategy_before")
             else f"at headroom {r['headroom_used']:g} it is"
         )
+        shapes = [s for s in r.get("per_strategy") or [] if isinstance(s, dict) and "plans_tried" in s]
+        tried = (  # --strategy all re-sizes every shape: count them all, not only the kept shape's
+            f"{sum(int(s['plans_tried']) for s in shapes)} plans tried over {len(shapes)} shapes"
+            if shapes
+            else f"{len(r.get('attempts') or [])} re-sized plans tried"
+        )
         console.print(
             f"verify: resized: the {r['strategy_before'] + ' ' if r.get('strategy_before') else ''}plan at "
             f"headroom {r['headroom_asked']:g} was NOT verified"
             + (f" (simulated capacity {before:.3g} req/s)" if before is not None else "")
             + f"; {kept}: ${r['usd_per_hour_before']:,.2f}/h -> ${r['usd_per_hour_after']:,.2f}/h "
-            f"({len(r.get('attempts') or [])} re-sized plans tried)",
+            f"({tried})",
             highlight=False,
             markup=False,
         )
