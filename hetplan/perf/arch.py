@@ -81,6 +81,12 @@ class ModelArch:
         return self.spec.num_attention_heads
 
     @property
+    def moe_layers(self) -> int:
+        """Layers with routed experts: all but the first ``first_k_dense_replace`` of an MoE model, 0 when dense."""
+        s = self.spec
+        return s.num_hidden_layers - s.first_k_dense_replace if s.is_moe else 0
+
+    @property
     def kv_layers(self) -> int:
         """Layers that keep a full KV cache (all of them unless the model is hybrid or sliding-window)."""
         return self.spec.kv_layers or self.spec.num_hidden_layers
@@ -114,11 +120,9 @@ class ModelArch:
         if not s.is_moe:
             return s.num_hidden_layers * (p["attn"] + p["dense_mlp"] + p["norms"])
         assert s.num_experts is not None
-        moe_layers = s.num_hidden_layers - s.first_k_dense_replace
         moe = p["expert"] * (s.num_experts + s.num_shared_experts) + s.hidden_size * s.num_experts
-        return (
-            s.num_hidden_layers * (p["attn"] + p["norms"]) + s.first_k_dense_replace * p["dense_mlp"] + moe_layers * moe
-        )
+        dense = s.num_hidden_layers * (p["attn"] + p["norms"]) + s.first_k_dense_replace * p["dense_mlp"]
+        return dense + self.moe_layers * moe
 
     @cached_property
     def params_total(self) -> float:
@@ -137,9 +141,8 @@ class ModelArch:
         if not s.is_moe:
             return self.params_total
         assert s.experts_per_token is not None and s.num_experts is not None
-        moe_layers = s.num_hidden_layers - s.first_k_dense_replace
         idle = self._per_layer["expert"] * (s.num_experts - s.experts_per_token)
-        return self.params_total - moe_layers * idle
+        return self.params_total - self.moe_layers * idle
 
     @cached_property
     def matmul_params_active(self) -> float:
@@ -168,8 +171,7 @@ class ModelArch:
         assert s.num_experts is not None and s.experts_per_token is not None
         e, k = s.num_experts, s.experts_per_token
         touched = e * (1.0 - (1.0 - k / e) ** np.maximum(tokens, 1.0))
-        moe_layers = s.num_hidden_layers - s.first_k_dense_replace
-        return self.weight_bytes - moe_layers * (e - touched) * self.expert_bytes
+        return self.weight_bytes - self.moe_layers * (e - touched) * self.expert_bytes
 
     @cached_property
     def kv_bytes_per_token(self) -> float:

@@ -190,6 +190,12 @@ class ArrivalTrace:
             (:func:`fluid_decode_rate`); None: every request is taken to have the length sample's mean output.
     """
 
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    rate_per_s: float
+    sized_rate_per_s: float
+    output_tokens: np.ndarray | None = None
+
     def decode_tokens(self, mean_output: float) -> np.ndarray:
         """Shape (n,): the tokens each request decodes after its first, ``o_i − 1`` (0 for a one-token output,
         which never takes a decode slot and has no TPOT), as floats; without outputs in the trace,
@@ -197,12 +203,6 @@ class ArrivalTrace:
         if self.output_tokens is None:
             return np.full(self.arrival_s.size, max(mean_output - 1.0, 1.0))
         return np.maximum(self.output_tokens.astype(float) - 1.0, 0.0)
-
-    arrival_s: np.ndarray
-    prompt_tokens: np.ndarray
-    rate_per_s: float
-    sized_rate_per_s: float
-    output_tokens: np.ndarray | None = None
 
     @property
     def gaps_s(self) -> np.ndarray:
@@ -340,8 +340,7 @@ def prefill_capacities(
     idles = [float(idle_all[i]) for i in live]
     # the idle TTFT's distribution, as QUANTILE_POINTS quantiles (the wait is convolved with it, not added to its
     # quantile: with long prompts the p90 prompt is not the one that waits)
-    points = np.linspace(0.0, 100.0, QUANTILE_POINTS)
-    owns = np.sort(np.percentile(totals[live], points, axis=1).T, axis=1) if live else np.zeros((0, QUANTILE_POINTS))
+    owns = idle_ttft_points(totals[live]) if live else np.zeros((0, QUANTILE_POINTS))
     if not live:
         return [c for c in out if c is not None]
     fluid = np.full(len(live), math.inf)
@@ -420,7 +419,6 @@ def prefill_capacities_by_stats(
     idles: list[float] = []
     owns: list[np.ndarray] = []
     n_points = points or QUANTILE_POINTS
-    grid = np.linspace(0.0, 100.0, n_points)
     q = stats[0].quantile if stats else 0.5
     for b, st in enumerate(stats):
         totals, moments = _idle_totals(items, st.prompt_tokens)
@@ -430,7 +428,7 @@ def prefill_capacities_by_stats(
             if float(idle_all[i]) > ttft_slo_s:
                 out[b][i] = PrefillCapacity(0.0, float(idle_all[i]), mean_s, (0.0,) * pools)
         if keep:
-            own = np.sort(np.percentile(totals[keep], grid, axis=1).T, axis=1)
+            own = idle_ttft_points(totals[keep], n_points)
             for row, i in enumerate(keep):
                 live.append((b, i))
                 means.append(moments[i][0])
@@ -735,6 +733,16 @@ def erlang_c_batch(servers: np.ndarray, offered_load: np.ndarray) -> np.ndarray:
 
 QUANTILE_POINTS = 256
 """Points of the idle-TTFT distribution convolved with the M/G/n wait (:func:`mgn_ttft_quantile_s`)."""
+
+
+def idle_ttft_points(totals_s: np.ndarray, n_points: int = QUANTILE_POINTS) -> np.ndarray:
+    """The idle TTFT's distribution as ``n_points`` equally spaced quantiles, sorted (what
+    :func:`mgn_ttft_quantile_s` convolves the wait with): ``totals_s`` of shape (rows, prompts) gives shape
+    (rows, n_points), seconds."""
+    grid = np.linspace(0.0, 100.0, n_points)
+    return np.sort(np.percentile(totals_s, grid, axis=1).T, axis=1)
+
+
 CAPACITY_BISECT_STEPS = 30
 """Bisection steps of the per-instance prefill capacity (a relative precision of 2^-30)."""
 

@@ -145,7 +145,7 @@ def row_constants(
     """The :class:`Rows` fields of one configuration (``tp`` x ``dp`` GPUs of type ``gpu``)."""
     s = arch.spec
     layers = float(arch.layers)
-    moe_layers = float(s.num_hidden_layers - s.first_k_dense_replace) if s.is_moe else 0.0
+    moe_layers = float(arch.moe_layers)
     expert = arch.expert_bytes / WEIGHT_BYTES[arch.weight_dtype] if s.is_moe else 0.0
     routed_active = moe_layers * expert * (s.experts_per_token or 0)
     lm_head = float(s.vocab_size * s.hidden_size)

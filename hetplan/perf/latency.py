@@ -169,9 +169,7 @@ class InstanceModel:
         (legacy roofline) ``step_overhead_s + tp_sync_overhead_s x log2(TP)``."""
         if self.calibrated:
             c = self._curves[0]
-            s = self.arch.spec
-            moe_layers = s.num_hidden_layers - s.first_k_dense_replace if s.is_moe else 0
-            per_layer = c.layer_overhead_s * self.arch.layers + c.moe_layer_overhead_s * moe_layers
+            per_layer = c.layer_overhead_s * self.arch.layers + c.moe_layer_overhead_s * self.arch.moe_layers
             return float(c.step_overhead_s + per_layer)
         return self.eff.step_overhead_s + self.eff.tp_sync_overhead_s * math.log2(self.tp)
 

@@ -36,12 +36,12 @@ from hetplan.deploy_rules import Deployment, Finding, InstanceShape, instance_fi
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import (
-    QUANTILE_POINTS,
     ArrivalTrace,
     DecodeCapacity,
     LengthStats,
     PrefillCapacity,
     decode_capacities,
+    idle_ttft_points,
     mgn_ttft_quantile_s,
     prefill_capacities,
     prefill_capacity,
@@ -565,7 +565,7 @@ def predicted_latency(req: PlanRequest, cands: CandidateSet, combo: Combo, load_
     settings = wan_settings(req) if combo.cross_site else req.settings  # a cross-site copy's KV crosses the WAN
     kv = np.asarray(kv_transfer_s(req.arch, req.stats.prompt_tokens, combo.link_bytes_per_s, settings))
     q = req.stats.quantile  # the n prefill instances share one queue (M/G/n, hetplan.perf.capacity)
-    own = np.sort(np.percentile(service + kv, np.linspace(0.0, 100.0, QUANTILE_POINTS)))
+    own = idle_ttft_points((service + kv)[None, :])[0]
     mean_s, second_s2 = float(service.mean()), float((service**2).mean())
     ttft = mgn_ttft_quantile_s(load_req_per_s, combo.n_prefill, mean_s, second_s2, own, q)
     return {"ttft_s": ttft, "tpot_s": combo.decode_step_s, "utilization": load_req_per_s / combo.goodput_req_per_s}
