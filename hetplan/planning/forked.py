@@ -101,11 +101,24 @@ def _start(tasks: Sequence[Callable[[], Any]], workers: int) -> tuple[ProcessPoo
         _TASKS = ()
 
 
+STOP_JOIN_S = 1.0
+"""Seconds :func:`_stop` waits for the pool's manager thread after terminating the workers (it exits within
+milliseconds once they are gone)."""
+
+
 def _stop(pool: ProcessPoolExecutor) -> None:
-    """Terminate the workers at once and drop what they had not finished."""
+    """Terminate the workers at once and drop what they had not finished.
+
+    Waits (at most :data:`STOP_JOIN_S`) for the pool's manager thread to wind down: on Python 3.11 the interpreter's
+    exit hook wakes every live manager thread through a pipe that the thread closes as it winds down, without a lock,
+    so a Ctrl-C or SIGTERM that exits while it is still winding down could print an ``OSError: [Errno 9] Bad file
+    descriptor`` traceback after "Interrupted" (seen once in a loaded test run)."""
     for proc in list(getattr(pool, "_processes", {}).values()):
         proc.terminate()
     pool.shutdown(wait=False, cancel_futures=True)
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None and manager.is_alive():
+        manager.join(timeout=STOP_JOIN_S)
 
 
 def _value(outcome: tuple[bool, Any]) -> Any:
