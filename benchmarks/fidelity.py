@@ -2,6 +2,7 @@
 
     python benchmarks/fidelity.py             # validation split, DGX-A100 latencies, published throughputs
     python benchmarks/fidelity.py --groups    # also every engine x GPU x model group
+    python benchmarks/fidelity.py --levels    # also the error left when each group's level were right
     python benchmarks/fidelity.py --fixture tests/fixtures/perf/silicon_validation_sample.csv  # the shipped subset
     python benchmarks/fidelity.py --refresh-fixture  # rewrite the shipped subset and its stored thresholds (on purpose)
 
@@ -78,6 +79,36 @@ def report_split(df: pd.DataFrame, name: str, groups: bool) -> dict[str, float]:
     return {"ttft": float(np.median(np.abs(ok["e_ttft"]))), "tpot": float(np.median(np.abs(ok["e_tpot"])))}
 
 
+LEVELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("none", ()),
+    ("engine x GPU", ("engine", "gpu")),
+    ("campaign x engine x GPU x model", ("campaign", "engine", "gpu", "model")),
+    ("... x layout x dtype (ISL, OSL, concurrency vary)", ("campaign", "engine", "gpu", "model", "tp",
+                                                          "dp_attention", "ep", "weight_dtype")),
+    ("... x ISL x OSL (layout, dtype, concurrency vary)", ("campaign", "engine", "gpu", "model", "isl", "osl")),
+    ("... x layout x dtype x ISL x OSL (concurrency varies)", ("campaign", "engine", "gpu", "model", "tp",
+                                                               "dp_attention", "ep", "weight_dtype", "isl", "osl")),
+)  # fmt: skip
+"""Groupings for :func:`report_levels`, coarse to fine."""
+
+
+def report_levels(df: pd.DataFrame, name: str) -> None:
+    """Print the median |error| left when every group of each grouping in :data:`LEVELS` had the right level: each
+    prediction divided by its group's median ratio of predicted to measured. What is left is the error of the
+    model's shape within the groups; the difference from "none" is what per-group levels (constants) could win at
+    best, even fitted on these very rows."""
+    ok = df[df["error"] == ""]
+    print(f"\n== {name}: median |error| left with each group's level right (shape error within the groups)")
+    for label, keys in LEVELS:
+        out = []
+        for col in ("e_ttft", "e_tpot"):
+            log = np.log1p(ok[col])
+            if keys:
+                log = log - log.groupby([ok[k] for k in keys]).transform("median")
+            out.append(float(np.median(np.abs(np.expm1(log)))) * 100)
+        print(f"  {label:55s} TTFT {out[0]:5.1f} %  TPOT {out[1]:5.1f} %")
+
+
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "perf"
 FIXTURE_ROWS = 96
 THRESHOLD_MARGIN = 0.02
@@ -112,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print every figure; exit 0."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", action="store_true", help="print every engine x GPU x model group")
+    ap.add_argument("--levels", action="store_true", help="print the error left with each group's level right")
     ap.add_argument("--fixture", type=Path, help="a points CSV with measured ttft_ms/tpot_ms columns instead")
     ap.add_argument("--refresh-fixture", action="store_true", help="rewrite tests/fixtures/perf (on purpose)")
     args = ap.parse_args(argv)
@@ -128,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     pred = predict(frame)
     report_split(pred[pred["split"] == "validation"], "validation split (models the fit never saw)", args.groups)
     report_split(pred[pred["split"] == "fit"], "fit split (in-sample)", False)
+    if args.levels:
+        report_levels(pred[pred["split"] == "validation"], "validation split")
+        report_levels(pred[pred["split"] == "fit"], "fit split")
 
     data = silicon.SHARED
     rows = accuracy.load_measured(data)
