@@ -5,8 +5,11 @@ prefill tokens (attending over ``p_ctx`` tokens on average). Per GPU of an insta
 attention data parallelism; the MoE experts are spread over all of them, by EP or MoE-TP), each operator costs
 ``max(FLOPs / (peak x eff), bytes / (bandwidth x mbu))`` (a roofline per operator, summed over operators):
 
-- attention projections and dense MLPs (plus shared experts and the LM head): M = tokens per DP rank, weights
-  split by TP; GEMM efficiency ``eff(M)`` from :class:`~hetplan.perf.calibration.EfficiencyCurves`;
+- attention projections and dense MLPs (plus shared experts and the LM head): M = tokens on the busiest DP rank,
+  weights split by TP; GEMM efficiency ``eff(M)`` from :class:`~hetplan.perf.calibration.EfficiencyCurves`. Decode
+  sequences spread over the DP ranks (each sequence, with its KV, on one rank), and a prompt's chunk runs whole on
+  one rank (:func:`prefill_rank_tokens`): one prefill or one sequence under attention DP is not ``dp`` times
+  faster, and the other ranks wait for the busiest one in the step;
 - routed experts: each touched expert sees ``M = tokens x k / touched`` tokens, ``touched = E(1 - (1 - k/E)^T)``
   (DESIGN §2), their weights split over all GPUs;
 - attention: decode reads the KV of every sequence (memory-bound); prefill computes ``4 L_kv w p p_ctx`` FLOPs
@@ -192,11 +195,27 @@ def _op_s(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, eff: np.ndarr
     return out
 
 
-def step_s(r: Rows, b: np.ndarray, ctx: np.ndarray, p: np.ndarray, p_ctx: np.ndarray) -> np.ndarray:
+def prefill_rank_tokens(r: Rows, p: np.ndarray, chunk: np.ndarray) -> np.ndarray:
+    """Prefill tokens on the busiest attention-DP rank of a step that carries ``p`` prefill tokens in chunks of
+    ``chunk``: a prompt's chunk runs whole on one rank, so at least one chunk (``min(p, chunk)``), and ``p / dp``
+    once there are more chunks than ranks. Without attention DP (``dp`` 1) it is ``p``."""
+    out: np.ndarray = np.maximum(np.minimum(p, chunk), p / r.dp)
+    return out
+
+
+def step_s(
+    r: Rows, b: np.ndarray, ctx: np.ndarray, p: np.ndarray, p_ctx: np.ndarray, p_rank: np.ndarray | None = None
+) -> np.ndarray:
     """Seconds of one step: ``b`` decoding sequences over ``ctx`` tokens each and ``p`` prefill tokens over
-    ``p_ctx`` tokens of context on average (arrays broadcast over rows; module docstring)."""
+    ``p_ctx`` tokens of context on average (arrays broadcast over rows; module docstring). ``p_rank``: the prefill
+    tokens on the busiest attention-DP rank (:func:`prefill_rank_tokens`; default ``p / dp``, the prefill spread
+    evenly). The decode sequences spread over the DP ranks (a whole one on a rank when there are fewer than ranks);
+    the step lasts as long as its busiest rank, while the routed experts see every rank's tokens."""
     tokens = np.maximum(b + p, 1.0)
-    per_rank = tokens / r.dp
+    p_rank = p / r.dp if p_rank is None else p_rank
+    # decode sequences on the busiest rank: b / dp, but a whole sequence when there are fewer than dp
+    b_rank = np.maximum(b / r.dp, np.minimum(b, 1.0))
+    per_rank = np.maximum(b_rank + p_rank, 1.0 / r.dp)
     eff_dense = r.gemm_max * per_rank / (per_rank + r.gemm_half_tokens)
     dense_flops = 2.0 * r.dense_params * per_rank / r.tp
     dense_bytes = r.dense_params * r.weight_bytes / r.tp
@@ -212,10 +231,10 @@ def step_s(r: Rows, b: np.ndarray, ctx: np.ndarray, p: np.ndarray, p_ctx: np.nda
     exp_bytes = r.moe_layers * r.expert_params * touched * r.weight_bytes / r.gpus
     t = t + np.where(moe, _op_s(exp_flops, exp_bytes, r.gemm_flops, eff_exp, r), 0.0)
     # attention: decode reads KV; prefill computes over its context
-    kv_read = b * ctx * r.kv_bytes_token / (r.kv_shards * r.dp)
-    dec_flops = 4.0 * r.kv_layers * r.d_q * b * ctx / (r.tp * r.dp)
+    kv_read = b_rank * ctx * r.kv_bytes_token / r.kv_shards
+    dec_flops = 4.0 * r.kv_layers * r.d_q * b_rank * ctx / r.tp
     t = t + np.maximum(dec_flops / (r.half_flops * r.attention_efficiency), kv_read / (r.mem_bytes_per_s * r.mbu))
-    pre_flops = 4.0 * r.kv_layers * r.d_q * p * p_ctx / (r.tp * r.dp)
+    pre_flops = 4.0 * r.kv_layers * r.d_q * p_rank * p_ctx / r.tp
     t = t + pre_flops / (r.half_flops * r.attention_efficiency)
     # communication
     link = r.link_bytes_per_s * r.link_efficiency
@@ -262,7 +281,7 @@ def closed_loop(
     ctx = i + o / 2.0
     zero = np.zeros_like(c)
     tpot = step_s(r, running_cap, ctx, zero, zero)
-    ttft = chunks * step_s(r, zero, zero, chunk, i / 2.0)
+    ttft = chunks * step_s(r, zero, zero, chunk, i / 2.0, chunk)
     u = zero
     x = running_cap / (ttft + (o - 1.0) * tpot)
     for _ in range(FIXED_POINT_STEPS):
@@ -275,7 +294,7 @@ def closed_loop(
         want = x * i * t_dec
         p_step = np.clip(want, chunk, np.maximum(room, chunk))
         p_step = np.where(r.chunked > 0, p_step, np.maximum(chunk, np.round(want / i) * i))
-        t_mix = step_s(r, b, ctx, p_step, i / 2.0)
+        t_mix = step_s(r, b, ctx, p_step, i / 2.0, prefill_rank_tokens(r, p_step, chunk))
         steps_per_req = i / p_step
         u = np.clip(x * steps_per_req * t_mix, 0.0, 1.0)
         tpot_new = 1.0 / (u / t_mix + (1.0 - u) / t_dec)
@@ -283,7 +302,9 @@ def closed_loop(
         busy = np.minimum(u, 0.98)
         ttft_open = service + t_dec / 2.0 + r.prefill_queue_factor * busy / (2.0 * (1.0 - busy)) * service
         # the closed loop bounds the wait: at worst all C prompts queue at once and drain a full budget per step
-        t_full = step_s(r, b, ctx, np.maximum(room, chunk), i / 2.0)
+        # (the C prompts' tokens when they fill less than the budget)
+        full = np.maximum(np.minimum(room, c * i), chunk)
+        t_full = step_s(r, b, ctx, full, i / 2.0, prefill_rank_tokens(r, full, chunk))
         ttft_wave = np.maximum(service, (np.ceil(c * i / np.maximum(room, chunk)) + 1.0) / 2.0 * t_full)
         ttft_new = (1.0 - r.sync_share) * np.minimum(ttft_open, ttft_wave) + r.sync_share * ttft_wave
         # clients beyond the running cap wait for a slot
@@ -297,4 +318,13 @@ def closed_loop(
     return SteadyState(ttft, tpot, x, b, u)
 
 
-__all__ = ["CURVE_FIELDS", "Rows", "SteadyState", "build_rows", "closed_loop", "row_constants", "step_s"]
+__all__ = [
+    "CURVE_FIELDS",
+    "Rows",
+    "SteadyState",
+    "build_rows",
+    "closed_loop",
+    "prefill_rank_tokens",
+    "row_constants",
+    "step_s",
+]

@@ -207,3 +207,27 @@ def test_moe_layer_overhead_is_paid_by_moe_layers_only() -> None:
             rows = build_rows([row_constants(arch, h200, 8, 1, curves, 8192, True, 64)])
             steps.append(float(step_s(rows, 16 * one, 2048 * one, 0 * one, 0 * one)[0]))
         assert steps[1] - steps[0] == pytest.approx(moe_layers * 1e-4, abs=1e-12), name
+
+
+def test_attention_dp_does_not_split_one_prompt_or_one_sequence() -> None:
+    """Under attention DP a prompt's chunk and a decoding sequence (with its KV) run whole on one rank: one client
+    of a dense model gets the same TTFT and TPOT from 8 DP ranks as from one (before, the prompt's tokens were
+    spread over the ranks and the prefill came out up to 8x too fast; the fit's DP rows were 2-4x too fast)."""
+    from types import SimpleNamespace
+
+    from hetplan.perf.closed_loop import prefill_rank_tokens
+
+    base = {"engine": "trtllm", "model": "Llama-3.1-8B", "gpu": "H100-SXM", "tp": "1", "concurrency": "1",
+            "isl": "2048", "osl": "64"}  # fmt: skip
+    one, dp8 = estimate_points([{**base, "dp_attention": "1"}, {**base, "dp_attention": "8"}])
+    assert dp8["ttft_s"] == pytest.approx(one["ttft_s"], rel=1e-9)
+    assert dp8["tpot_s"] == pytest.approx(one["tpot_s"], rel=1e-9)
+    # the busiest rank holds one whole chunk, and p / dp once the chunks outnumber the ranks
+    rows = SimpleNamespace(dp=np.array([8.0, 8.0, 1.0]))
+    got = prefill_rank_tokens(rows, np.array([2048.0, 65536.0, 4096.0]), np.array([2048.0, 2048.0, 2048.0]))  # type: ignore[arg-type]
+    assert got.tolist() == [2048.0, 8192.0, 4096.0]
+    # a MoE model's clients spread over the ranks: more clients per rank cost more than one each
+    moe = {"engine": "trtllm", "model": "DeepSeek-R1", "gpu": "B200", "tp": "1", "dp_attention": "8", "ep": "8",
+           "weight_dtype": "fp4", "isl": "1024", "osl": "1024"}  # fmt: skip
+    low, high = estimate_points([{**moe, "concurrency": "8"}, {**moe, "concurrency": "64"}])
+    assert high["tpot_s"] > low["tpot_s"] and high["ttft_s"] > low["ttft_s"]
