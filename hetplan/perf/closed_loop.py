@@ -290,9 +290,9 @@ def closed_loop(
         b = np.clip(x * (o - 1.0) * tpot, 1.0, running_cap)
         # prefill tokens per step carrying prefill: at least one chunk, more when prompts queue up
         t_dec = step_s(r, b, ctx, zero, zero)
-        room = np.maximum(r.budget_tokens - b, chunk)
+        room = np.maximum(r.budget_tokens - b, chunk)  # at least one chunk
         want = x * i * t_dec
-        p_step = np.clip(want, chunk, np.maximum(room, chunk))
+        p_step = np.clip(want, chunk, room)
         p_step = np.where(r.chunked > 0, p_step, np.maximum(chunk, np.round(want / i) * i))
         t_mix = step_s(r, b, ctx, p_step, i / 2.0, prefill_rank_tokens(r, p_step, chunk))
         steps_per_req = i / p_step
@@ -302,10 +302,10 @@ def closed_loop(
         busy = np.minimum(u, 0.98)
         ttft_open = service + t_dec / 2.0 + r.prefill_queue_factor * busy / (2.0 * (1.0 - busy)) * service
         # the closed loop bounds the wait: at worst all C prompts queue at once and drain a full budget per step
-        # (the C prompts' tokens when they fill less than the budget)
-        full = np.maximum(np.minimum(room, c * i), chunk)
+        # (the C prompts' tokens when they fill less than the budget; never less than a chunk, as c x i >= i)
+        full = np.minimum(room, c * i)
         t_full = step_s(r, b, ctx, full, i / 2.0, prefill_rank_tokens(r, full, chunk))
-        ttft_wave = np.maximum(service, (np.ceil(c * i / np.maximum(room, chunk)) + 1.0) / 2.0 * t_full)
+        ttft_wave = np.maximum(service, (np.ceil(c * i / room) + 1.0) / 2.0 * t_full)
         ttft_new = (1.0 - r.sync_share) * np.minimum(ttft_open, ttft_wave) + r.sync_share * ttft_wave
         # clients beyond the running cap wait for a slot
         queue = np.maximum(c - running_cap, 0.0) / np.maximum(running_cap, 1.0) * ((o - 1.0) * tpot_new + service)

@@ -224,8 +224,8 @@ def test_attention_dp_does_not_split_one_prompt_or_one_sequence() -> None:
     assert dp8["tpot_s"] == pytest.approx(one["tpot_s"], rel=1e-9)
     # the busiest rank holds one whole chunk, and p / dp once the chunks outnumber the ranks
     rows = SimpleNamespace(dp=np.array([8.0, 8.0, 1.0]))
-    got = prefill_rank_tokens(rows, np.array([2048.0, 65536.0, 4096.0]), np.array([2048.0, 2048.0, 2048.0]))  # type: ignore[arg-type]
-    assert got.tolist() == [2048.0, 8192.0, 4096.0]
+    prefill, chunk = np.array([2048.0, 65536.0, 4096.0]), np.full(3, 2048.0)
+    assert prefill_rank_tokens(rows, prefill, chunk).tolist() == [2048.0, 8192.0, 4096.0]  # type: ignore[arg-type]
     # a MoE model's clients spread over the ranks: more clients per rank cost more than one each
     moe = {"engine": "trtllm", "model": "DeepSeek-R1", "gpu": "B200", "tp": "1", "dp_attention": "8", "ep": "8",
            "weight_dtype": "fp4", "isl": "1024", "osl": "1024"}  # fmt: skip
