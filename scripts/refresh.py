@@ -1,0 +1,239 @@
+"""Regenerate every artefact derived from hetplan's own output, on purpose, and print what moved.
+
+After a refit of ``catalogs/perf/``, a catalog change or a planner change, several stored files stop matching what
+hetplan makes today, and the tests that hold them fail red until they are refreshed *on purpose*. This script is
+the one place that knows them all:
+
+    python scripts/refresh.py                  # regenerate everything below, then print what moved
+    python scripts/refresh.py --only fixtures,golden
+    python scripts/refresh.py --list           # name every artefact, the test that holds it and how it is made
+
+=============  ==========================================================  =========================================
+artefact       files                                                       held by
+=============  ==========================================================  =========================================
+fixtures       tests/fixtures/plan_example_a.json, plan_example_a_melange  tests/unit/test_plan.py (stale check)
+golden         tests/golden/report_example_a.json                          tests/report/test_report.py
+baseline       examples/ci/baseline.json (the examples' cost gate)         tests/report/test_report.py
+fidelity       tests/fixtures/perf/ (needs ../shared: skipped without it)  tests/unit/test_fidelity_gate.py
+docs           docs/commands/, docs/reference/, docs/layout.md (gen_docs)  tests/unit/test_docs.py
+outputs        every block marked ``<!-- refresh: COMMAND -->`` in README  (none: re-run here, reviewed in the diff)
+               and docs/*.md
+=============  ==========================================================  =========================================
+
+"What moved" is, per JSON file, the dotted key paths whose values changed (at most 12 named, then a count), and per
+text file the number of changed lines. A file that did not change is not printed. Nothing here reads
+``../shared`` except the fidelity step, which benchmarks may.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_A = "examples/llama3-70b-azure-conv.yaml"
+#: A marker line before a fenced block: the block is that command's real output (``KEY=VALUE`` prefixes set
+#: environment variables, ``hetplan`` runs this checkout's CLI).
+MARKER = re.compile(r"^<!-- refresh: (?P<command>.+?) -->\s*$")
+ENV_WORD = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+
+
+def _hetplan() -> list[str]:
+    return [sys.executable, "-c", "from hetplan.cli.entry import main; main()"]
+
+
+def run_hetplan(args: list[str], env: dict[str, str] | None = None) -> str:
+    """Run ``hetplan ARGS`` in this checkout; return stdout. Raise ``SystemExit`` with its stderr on failure."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    done = subprocess.run([*_hetplan(), *args], cwd=ROOT, env=full_env, capture_output=True, text=True, check=False)
+    if done.returncode not in (0,):
+        raise SystemExit(f"hetplan {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+    return done.stdout
+
+
+def _fixtures() -> list[Path]:
+    out = []
+    for name, strategy, analysis in (
+        ("plan_example_a.json", "cauchy", True),
+        ("plan_example_a_melange.json", "melange", False),
+    ):
+        path = ROOT / "tests" / "fixtures" / name
+        flags = ["--strategy", strategy, "--no-verify", "--out", str(path), "--force"]
+        run_hetplan(["plan", EXAMPLE_A, *flags, *([] if analysis else ["--no-analysis"])])
+        out.append(path)
+    return out
+
+
+def _golden() -> list[Path]:
+    path = ROOT / "tests" / "golden" / "report_example_a.json"
+    run_hetplan(["report", "tests/fixtures/plan_example_a.json", "--format", "json", "--out", str(path), "--force"])
+    return [path]
+
+
+def _baseline() -> list[Path]:
+    path = ROOT / "examples" / "ci" / "baseline.json"
+    examples = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.yaml"))
+    run_hetplan(["gate", *examples, "--baseline", str(path), "--update-baseline"])
+    return [path]
+
+
+def _fidelity() -> list[Path]:
+    if not (ROOT.parent / "shared" / "data").is_dir():
+        print("fidelity: skipped (no ../shared/data beside this checkout)")
+        return []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "benchmarks/fidelity.py", "--refresh-fixture"], cwd=ROOT, env=env, check=True)
+    return sorted((ROOT / "tests" / "fixtures" / "perf").glob("*"))
+
+
+def _docs() -> list[Path]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "scripts/gen_docs.py"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    return sorted((ROOT / "docs" / "commands").glob("*.md")) + sorted((ROOT / "docs" / "reference").glob("*.md"))
+
+
+def output_blocks(text: str) -> Iterator[tuple[str, int, int]]:
+    """Yield ``(command, first, end)`` for each marked block: lines ``first:end`` of ``text`` are its body.
+
+    A marker is ``<!-- refresh: COMMAND -->`` on its own line, then (after any prose lines) a fenced block.
+    """
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        match = MARKER.match(lines[i])
+        if match:
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            k = j + 1
+            while k < len(lines) and lines[k] != "```":
+                k += 1
+            if k >= len(lines):
+                raise SystemExit(f"refresh marker on line {i + 1} has no closed fenced block after it")
+            yield match.group("command"), j + 1, k
+            i = k
+        i += 1
+
+
+def refresh_text(text: str, run: Callable[[list[str], dict[str, str]], str]) -> str:
+    """Return ``text`` with each marked block's body replaced by its command's output (``run(argv, env)``)."""
+    lines = text.split("\n")
+    for command, first, end in reversed(list(output_blocks(text))):
+        words = shlex.split(command)
+        env: dict[str, str] = {}
+        while words and ENV_WORD.match(words[0]):
+            key, value = words.pop(0).split("=", 1)
+            env[key] = value
+        argv = words
+        if not argv or argv[0] != "hetplan":
+            raise SystemExit(f"refresh marker command must start with 'hetplan': {command!r}")
+        body = run(argv[1:], env).rstrip("\n").split("\n")
+        lines[first:end] = body
+    return "\n".join(lines)
+
+
+def _outputs() -> list[Path]:
+    changed = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text()
+        if "<!-- refresh: " not in text:
+            continue
+        new = refresh_text(text, lambda argv, env: run_hetplan(argv, env))
+        if new != text:
+            path.write_text(new)
+        changed.append(path)
+    return changed
+
+
+STEPS: dict[str, Callable[[], list[Path]]] = {
+    "fixtures": _fixtures,
+    "golden": _golden,
+    "baseline": _baseline,
+    "fidelity": _fidelity,
+    "docs": _docs,
+    "outputs": _outputs,
+}
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, sub in value.items():
+            out.update(_flatten(sub, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list):
+        out = {}
+        for i, sub in enumerate(value):
+            out.update(_flatten(sub, f"{prefix}[{i}]"))
+        return out or {prefix: []}
+    return {prefix: value}
+
+
+def moved(before: str | None, after: str, name: str) -> str | None:
+    """One line saying what changed between two versions of a file, or None if nothing did."""
+    if before == after:
+        return None
+    if before is None:
+        return f"{name}: new file"
+    if name.endswith(".json"):
+        try:
+            old, new = _flatten(json.loads(before)), _flatten(json.loads(after))
+        except json.JSONDecodeError:
+            pass
+        else:
+            keys = sorted(k for k in old.keys() | new.keys() if old.get(k, ...) != new.get(k, ...))
+            shown = ", ".join(keys[:12]) + (f", and {len(keys) - 12} more" if len(keys) > 12 else "")
+            return f"{name}: {len(keys)} key(s) moved: {shown}"
+    diff = difflib.ndiff(before.split("\n"), after.split("\n"))
+    removed = added = 0
+    for line in diff:
+        removed += line.startswith("- ")
+        added += line.startswith("+ ")
+    return f"{name}: -{removed} +{added} line(s)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen steps in order; print what moved; exit 0 (or the failing step's error)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(STEPS), help=f"comma-separated steps (default all: {','.join(STEPS)})")
+    ap.add_argument("--list", action="store_true", help="name each step and exit")
+    args = ap.parse_args(argv)
+    if args.list:
+        doc = __doc__.splitlines()
+        rules = [i for i, line in enumerate(doc) if line.startswith("=====")]
+        print("\n".join(line for line in doc[rules[0] + 1 : rules[-1]] if not line.startswith("=====")))
+        return 0
+    chosen = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in STEPS]
+    if unknown:
+        print(f"Error: unknown step(s) {', '.join(unknown)}; choose from {', '.join(STEPS)}", file=sys.stderr)
+        return 2
+    tracked = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "tests").rglob("*.json"))]
+    tracked += [ROOT / "examples" / "ci" / "baseline.json", *sorted((ROOT / "tests" / "fixtures" / "perf").glob("*"))]
+    before = {p: p.read_text() for p in tracked if p.is_file()}
+    touched: list[Path] = []
+    for step in chosen:
+        print(f"refresh: {step} ...", flush=True)
+        touched += STEPS[step]()
+    lines = []
+    for path in dict.fromkeys(touched):
+        line = moved(before.get(path), path.read_text(), str(path.relative_to(ROOT)))
+        if line:
+            lines.append(line)
+    print("\n".join(lines) if lines else "nothing moved")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
