@@ -150,15 +150,19 @@ def plan_verified(
 
 def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs") -> Plan:
     """``plan`` with its ``verification`` block: the simulation of ``scenario``'s workload through it at the
-    plan's goodput target (:func:`hetplan.sim.verify.verify_plan`).
+    plan's goodput target (:func:`hetplan.sim.verify.verify_plan`), in sample and out of sample
+    (:func:`hetplan.planning.verify.verification_workloads`: the scenario's ``workload.holdout`` as set, 0 when unset,
+    as for a plan made with ``--no-verify``).
 
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
-    from hetplan.planning.request import build_workload
+    from hetplan.planning.verify import verification_workloads
     from hetplan.sim.verify import verify_plan
 
-    block = verify_plan(plan, build_workload(scenario), policy)
+    _, workload, out_of_sample, split = verification_workloads(scenario)
+    block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
+    block["out_of_sample"]["split"] = split
     if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
         plan = replace(plan, extra={**plan.extra, "cascade": block["cascade"]})
     return replace(plan, verification=block)

@@ -150,15 +150,24 @@ class WorkloadSpec(_Strict):
         description="Arrival rate replacing the trace's own (required for a length-only file).",
     )
     synthetic: SyntheticSpec | None = Field(default=None, description="A synthetic distribution instead of a trace.")
+    holdout: Annotated[float, BeforeValidator(_percent_suffix)] | None = Field(
+        default=None,
+        ge=0,
+        le=0.9,
+        description="Share of a trace's time span, at its end, that sizing leaves out so that verification replays "
+        "traffic the plan was not sized on (a fraction, 0.3, or a percent, 30%). Unset: 0.3 when the plan is "
+        "verified, 0 (the whole trace) with --no-verify; 0 sizes and verifies on the whole trace. A synthetic "
+        "workload is verified out of sample on another seed instead.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> WorkloadSpec:
         if (self.path is None) == (self.synthetic is None):
             raise ValueError("give exactly one of workload.path (a trace) and workload.synthetic")
-        if self.synthetic is not None and (self.rate_per_s is not None or self.format != "auto"):
+        if self.synthetic is not None and (self.rate_per_s is not None or self.format != "auto" or self.holdout):
             raise ValueError(
-                "workload.rate_per_s and workload.format apply to trace files; "
-                "set workload.synthetic.rate_per_s instead"
+                "workload.rate_per_s, workload.format and workload.holdout apply to trace files; "
+                "set workload.synthetic.rate_per_s instead (a synthetic workload is verified on another seed)"
             )
         return self
 

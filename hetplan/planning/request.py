@@ -40,6 +40,7 @@ from hetplan.units import parse_duration_s, parse_percentile
 from hetplan.workload.context import served_workload
 from hetplan.workload.model import Workload
 from hetplan.workload.readers import load_workload
+from hetplan.workload.split import time_split
 from hetplan.workload.synthetic import synthetic_workload
 
 MAX_SAMPLES = 4000
@@ -64,8 +65,30 @@ def profile_records(loaded: LoadedProfiles | None, with_spec: bool = False) -> l
 
 
 def build_workload(scenario: Scenario) -> Workload:
-    """The scenario's workload (trace file or synthetic); a trace's source is recorded as its file name and
-    SHA-256, so plans do not depend on the working directory."""
+    """The workload the plan is sized on: the scenario's trace file or synthetic draw, less the held-out last
+    ``workload.holdout`` of a trace's span (:func:`hetplan.workload.split.time_split`; the whole trace when it is
+    unset or 0, or too short to split). A trace's source is recorded as its file name and SHA-256, so plans do not
+    depend on the working directory."""
+    whole = build_whole_workload(scenario)
+    holdout = scenario.workload.holdout
+    if not holdout or scenario.workload.synthetic is not None:
+        return whole
+    parts = time_split(whole, holdout)
+    return whole if parts is None else parts[0]
+
+
+def build_heldout_workload(scenario: Scenario) -> Workload | None:
+    """The held-out part of the scenario's trace (:func:`build_workload`'s complement), or None when nothing is
+    held out (no ``workload.holdout``, a synthetic workload, or a trace too short to split)."""
+    holdout = scenario.workload.holdout
+    if not holdout or scenario.workload.synthetic is not None:
+        return None
+    parts = time_split(build_whole_workload(scenario), holdout)
+    return None if parts is None else parts[1]
+
+
+def build_whole_workload(scenario: Scenario) -> Workload:
+    """The scenario's whole workload (trace file or synthetic), whatever ``workload.holdout`` says."""
     spec = scenario.workload
     if spec.synthetic is not None:
         s = spec.synthetic
@@ -273,7 +296,8 @@ def build_request(
     ttft = parse_duration_s(scenario.slo.ttft, "ttft")
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
     workload = build_workload(scenario)
-    goodput = _goodput(scenario, workload, warnings)
+    # the default target is the whole trace's mean rate: a requirement, whatever part of the trace sizing sees
+    goodput = _goodput(scenario, build_whole_workload(scenario) if scenario.workload.holdout else workload, warnings)
     user_prices = _user_prices(scenario)
     inventory = _inventory(scenario)
     explicit = bool(scenario.gpus or inventory or user_prices)

@@ -31,8 +31,11 @@ from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.planning.document import ALL
 from hetplan.planning.forked import Background, start_forked
 from hetplan.planning.pipeline import plan
-from hetplan.planning.request import build_workload
+from hetplan.planning.request import build_heldout_workload, build_whole_workload, build_workload
 from hetplan.scenario import Scenario
+from hetplan.workload.model import Workload
+from hetplan.workload.split import MIN_SPLIT_REQUESTS, REDRAW_WINDOW_S, redraw_windows
+from hetplan.workload.synthetic import synthetic_workload
 
 #: Simulated capacity aimed at, above the goodput target, when re-sizing.
 RESIZE_MARGIN = 0.05
@@ -42,6 +45,8 @@ RESIZE_MIN_STEP = 1.1
 RESIZE_ROUNDS = 6
 #: Bisection steps between the last failing and the first verified demand.
 RESIZE_BISECT_STEPS = 3
+#: Share of a trace's span held out of sizing when the scenario does not say (``workload.holdout``).
+DEFAULT_HOLDOUT = 0.3
 #: The scenario's largest headroom.
 MAX_HEADROOM = 10.0
 
@@ -69,7 +74,7 @@ def plan_verified(
     """
     from hetplan.sim.verify import verify_plan
 
-    workload = build_workload(scenario)
+    scenario, workload, out_of_sample, split = verification_workloads(scenario, DEFAULT_HOLDOUT)
     step = progress or (lambda _: None)
     base = scenario.headroom
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -86,7 +91,8 @@ def plan_verified(
         v = seen.get(key)
         if v is None or (capacity and v.get("simulated_capacity_req_per_s") is None):
             step(f"simulating the plan (${p.total_usd_per_hour:,.2f}/h)")
-            v = seen[key] = verify_plan(p, workload, policy, capacity)
+            v = seen[key] = verify_plan(p, workload, policy, capacity, out_of_sample)
+            v["out_of_sample"]["split"] = split
         return v
 
     attempt = planner_for(strategy)
@@ -164,6 +170,55 @@ def plan_verified(
     }
     resized["method"] = RESIZE_METHOD + "; with --strategy all every shape is re-sized and the cheapest verified kept"
     return _final(best, check(best, True), hi, analysis, planner_for(name), check, resized)
+
+
+def verification_workloads(
+    scenario: Scenario, default_holdout: float = 0.0
+) -> tuple[Scenario, Workload, list[tuple[str, Workload]], str]:
+    """The traffic a verified plan is sized on and the traffic it is checked on out of sample.
+
+    A trace: the scenario's ``workload.holdout`` (``default_holdout`` when unset) is cut off its end
+    (:func:`hetplan.workload.split.time_split`); the plan is sized and verified in sample on the rest, and verified
+    out of sample on the held-out stretch and on the whole trace re-drawn from its own 60 s windows
+    (:func:`hetplan.workload.split.redraw_windows`, seed 1), both at the goodput target. A synthetic workload is
+    verified out of sample on the same distribution drawn from the next seed.
+
+    Returns:
+        ``(scenario, sizing workload, [(label, workload), ...], split)``: the scenario with the holdout applied
+        (plan with it), the workload the planner sizes on, the out-of-sample workloads and one sentence saying
+        what was held out.
+    """
+    spec = scenario.workload
+    if spec.synthetic is not None:
+        s = spec.synthetic
+        other = synthetic_workload(
+            s.kind, s.rate_per_s, s.requests, s.seed + 1, s.prompt_tokens_median, s.output_tokens_median, s.sigma
+        )
+        split = f"sized on seed {s.seed}; checked out of sample on seed {s.seed + 1} of the same distribution"
+        return scenario, build_workload(scenario), [(f"draw with seed {s.seed + 1}", other)], split
+    holdout = default_holdout if spec.holdout is None else spec.holdout
+    if holdout:
+        scenario = scenario.model_copy(update={"workload": spec.model_copy(update={"holdout": holdout})})
+    whole = build_whole_workload(scenario)
+    sizing = build_workload(scenario)
+    held = build_heldout_workload(scenario)
+    runs: list[tuple[str, Workload]] = []
+    if held is not None:
+        runs.append((f"held-out last {holdout * 100:g} % of the trace", held))
+    redrawn = redraw_windows(whole, seed=1)
+    if redrawn is not None:
+        runs.append((f"trace re-drawn from its {REDRAW_WINDOW_S:g} s windows, seed 1", redrawn))
+    if held is not None:
+        split = (
+            f"sized on the first {(1 - holdout) * 100:g} % of {whole.name}'s span ({sizing.n_requests:,} of "
+            f"{whole.n_requests:,} requests); the last {holdout * 100:g} % ({held.n_requests:,}) held out"
+        )
+    elif holdout:
+        need = MIN_SPLIT_REQUESTS
+        split = f"{whole.name} is too short to hold out {holdout * 100:g} % (each part needs {need} requests)"
+    else:
+        split = f"sized on the whole of {whole.name} (holdout 0)"
+    return scenario, sizing, runs, split
 
 
 RESIZE_METHOD = "demand x target / simulated capacity until verified, then bisection (hetplan.planning.verify)"
@@ -309,4 +364,13 @@ def _record(headroom: float, p: Plan, v: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-__all__ = ["MAX_HEADROOM", "RESIZE_BISECT_STEPS", "RESIZE_MARGIN", "RESIZE_MIN_STEP", "RESIZE_ROUNDS", "plan_verified"]
+__all__ = [
+    "DEFAULT_HOLDOUT",
+    "MAX_HEADROOM",
+    "RESIZE_BISECT_STEPS",
+    "RESIZE_MARGIN",
+    "RESIZE_MIN_STEP",
+    "RESIZE_ROUNDS",
+    "plan_verified",
+    "verification_workloads",
+]

@@ -329,6 +329,19 @@ def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any
     cascade = v.get("cascade")
     if isinstance(cascade, dict):  # verified under CASCADE with its calibrated settings
         out["cascade"] = {k: cascade.get(k) for k in ("kappa", "kappa_by_class", "q2", "tier2_order", "quantile")}
+    oos = v.get("out_of_sample")
+    if isinstance(oos, dict):  # verified out of sample too (only then: older plans' reports stay as they were)
+        out["in_sample_status"] = v.get("in_sample_status")
+        out["out_of_sample"] = {
+            "status": oos.get("status"),
+            "split": oos.get("split"),
+            "runs": [
+                {k: r.get(k) for k in ("label", "requests", "attainment", "ttft_p_s", "tpot_p_s")}
+                | {"holds": not r.get("misses")}
+                for r in oos.get("runs") or []
+                if isinstance(r, dict)
+            ],
+        }
     resized = v.get("resized")
     if isinstance(resized, dict):
         out["resized"] = {

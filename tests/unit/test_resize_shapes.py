@@ -52,7 +52,7 @@ def _fake_plan(scenario: Scenario, strategy: str, analysis: bool, progress: Any 
     return _Plan(name, costs[name], demand, baselines=others, combos=(_Combo(name, 1, 1, demand),))
 
 
-def _fake_verify(p: _Plan, workload: Any, policy: str, capacity: bool) -> dict[str, Any]:
+def _fake_verify(p: _Plan, workload: Any, policy: str, capacity: bool, out_of_sample: Any = ()) -> dict[str, Any]:
     simulated = p.goodput_req_per_s * SHAPES[p.strategy][1]
     ok = simulated >= p.goodput_target_req_per_s
     return {
@@ -61,6 +61,7 @@ def _fake_verify(p: _Plan, workload: Any, policy: str, capacity: bool) -> dict[s
         "attainment": 0.95 if ok else 0.5,
         "dropped": 0,
         "misses": [] if ok else ["joint attainment"],
+        "out_of_sample": {"status": "not run", "runs": []},
     }
 
 

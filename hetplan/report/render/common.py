@@ -154,6 +154,20 @@ def verification_rows(v: dict[str, Any]) -> list[list[str]]:
             "hold; compare the capacity with the target)",
         ],
     ]
+    oos = v.get("out_of_sample")
+    if oos:
+        rows.append(["sized on", str(oos.get("split") or "-")])
+        rows.append(["in sample", str(v.get("in_sample_status") or "-")])
+        for r in oos.get("runs") or []:
+            held = "holds" if r.get("holds") else "MISSES"
+            rows.append(
+                [
+                    f"out of sample: {r.get('label')}",
+                    f"{held}: joint {_share(r.get('attainment'))} over {_opt(r.get('requests'), ',.0f')} requests, "
+                    f"{q} TTFT {_vs_slo(r.get('ttft_p_s'), v['slo_ttft_s'])}, "
+                    f"{q} TPOT {_vs_slo(r.get('tpot_p_s'), v['slo_tpot_s'])}",
+                ]
+            )
     by_class = v.get("attainment_by_class")
     if by_class:
         rows.append(["attainment by class", ", ".join(f"{k} {_share(x)}" for k, x in by_class.items())])
