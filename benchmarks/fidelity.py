@@ -139,6 +139,58 @@ def refresh_fixture() -> int:
     return 0
 
 
+ERROR_BANDS = Path(__file__).resolve().parents[1] / "catalogs" / "perf" / "error_bands.yaml"
+BAND_QUANTILES = (50, 80, 90)
+BAND_MIN_ROWS = 20
+"""Fewest held-out rows for an engine x GPU group of its own; smaller groups fall back to the engine's figure."""
+
+
+def write_error_bands() -> int:
+    """Write ``catalogs/perf/error_bands.yaml``: quantiles of the *step slowdown* (measured / predicted - 1 of mean
+    TTFT and of mean TPOT) on the validation split (whole models the fit never saw), per engine x GPU (groups of
+    at least :data:`BAND_MIN_ROWS` rows), per engine and overall. Verification reads it
+    (:mod:`hetplan.perf.error_bands`): the plan's margin against the model's own error."""
+    import yaml
+
+    frame, _ = silicon.load()
+    val = predict(frame[frame["split"] == "validation"])
+    val = val[val["error"] == ""].copy()
+    val["s_ttft"] = val["ttft_ms"] / val["p_ttft_ms"] - 1.0
+    val["s_tpot"] = val["tpot_ms"] / val["p_tpot_ms"] - 1.0
+
+    def band(g: pd.DataFrame, engine: str | None, gpu: str | None) -> dict[str, object]:
+        q = {col: {f"p{k}": round(float(np.percentile(g[f"s_{col}"], k)), 4) for k in BAND_QUANTILES}
+             for col in ("ttft", "tpot")}  # fmt: skip
+        return {"engine": engine, "gpu": gpu, "rows": len(g), "models": sorted(set(g["model"])), **q}
+
+    groups = [band(val, None, None)]
+    for eng, g in val.groupby("engine"):
+        groups.append(band(g, str(eng), None))
+        for gpu, h in g.groupby("gpu"):
+            if len(h) >= BAND_MIN_ROWS:
+                groups.append(band(h, str(eng), str(gpu)))
+    doc = {
+        "schema_version": 1,
+        "kind": "perf-error-bands",
+        "generated_by": "python benchmarks/fidelity.py --write-error-bands (after benchmarks/calibrate_perf.py)",
+        "definition": "step slowdown = measured / predicted - 1 of mean TTFT and of mean TPOT, on serving points "
+        "of whole models the fit never saw (the validation split of engine_silicon_calibration.csv); "
+        "positive: the engine was slower than hetplan predicted",
+        "source": "shared/data/measured/engine_silicon_calibration.csv (validation models: "
+        + ", ".join(silicon.VALIDATION_MODELS)
+        + ")",
+        "min_rows_per_gpu": BAND_MIN_ROWS,
+        "groups": groups,
+    }
+    text = "# generated: do not edit; " + doc["generated_by"] + "\n" + yaml.safe_dump(doc, sort_keys=False, width=110)
+    ERROR_BANDS.write_text(text)
+    print(f"wrote {ERROR_BANDS} ({len(groups)} groups over {len(val)} held-out rows)")
+    for g in groups:
+        print(f"  {g['engine'] or 'all':7s} {g['gpu'] or '-':9s} {g['rows']:4d} rows  step slowdown p80 "
+              f"TTFT {g['ttft']['p80'] * 100:+6.1f} %  TPOT {g['tpot']['p80'] * 100:+6.1f} %")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print every figure; exit 0."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,9 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--levels", action="store_true", help="print the error left with each group's level right")
     ap.add_argument("--fixture", type=Path, help="a points CSV with measured ttft_ms/tpot_ms columns instead")
     ap.add_argument("--refresh-fixture", action="store_true", help="rewrite tests/fixtures/perf (on purpose)")
+    ap.add_argument("--write-error-bands", action="store_true", help="rewrite catalogs/perf/error_bands.yaml")
     args = ap.parse_args(argv)
     if args.refresh_fixture:
         return refresh_fixture()
+    if args.write_error_bands:
+        return write_error_bands()
     if args.fixture:
         frame = pd.read_csv(args.fixture, keep_default_na=False)
         report_split(predict(frame), f"fixture {args.fixture}", args.groups)

@@ -135,17 +135,22 @@ def plan_verified(
     policy: str = "fcfs",
     resize: bool = False,
     progress: Callable[[str], None] | None = None,
+    confidence: str | None = "p80",
+    confidence_gates: bool = False,
     **plan_kwargs: Any,
 ) -> Plan:
-    """Plan ``scenario`` and check it in the simulator (``hetplan plan --verify``, ``--verify-resize``); see
-    :func:`hetplan.planning.verify.plan_verified`.
+    """Plan ``scenario`` and check it in the simulator (``hetplan plan``'s default; ``--no-resize``,
+    ``--confidence``, ``--size-for-confidence``): in sample, out of sample and against the model's own error at
+    ``confidence``; see :func:`hetplan.planning.verify.plan_verified`.
 
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.
     """
     from hetplan.planning.verify import plan_verified as _plan_verified
 
-    return _plan_verified(scenario, strategy, analysis, policy, resize, progress, **plan_kwargs)
+    return _plan_verified(
+        scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, **plan_kwargs
+    )
 
 
 def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs") -> Plan:

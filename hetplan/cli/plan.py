@@ -198,6 +198,22 @@ def plan(
         bool,
         typer.Option("--verify-strict", help="Exit 1 when the plan is NOT verified (outputs written first)."),
     ] = False,
+    confidence: Annotated[
+        str,
+        typer.Option(
+            "--confidence",
+            help="With verification: replay the kept plan with steps as slow as the performance model's measured "
+            "error at this quantile (p50, p80, p90; none skips it) and report how much slower they may run.",
+        ),
+    ] = "p80",
+    size_for_confidence: Annotated[
+        bool,
+        typer.Option(
+            "--size-for-confidence",
+            help="With verification: a plan that misses with steps as slow as the model's error at --confidence is "
+            "not verified, so re-sizing buys for it (default: off; the margin is reported either way).",
+        ),
+    ] = False,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
@@ -242,6 +258,11 @@ def plan(
         scenario = build_scenario(scenario_file, overrides)
         if out is not None:
             check_output(out, force)  # refuse before any work is done
+        from hetplan.perf.error_bands import parse_confidence
+
+        level = parse_confidence(confidence)
+        if size_for_confidence and level is None:
+            raise InputError("--size-for-confidence needs a --confidence", fix="pass --confidence p80 (or p50, p90)")
         if verify:  # simulator check (hetplan.sim): refuse bad options before planning
             from hetplan.sim.policies import POLICIES
 
@@ -251,8 +272,14 @@ def plan(
                     f"known: {', '.join(POLICIES)}",
                     f"pass --verify-policy {'|'.join(POLICIES)}",
                 )
-        elif verify_strict or verify_policy.lower().strip() != "fcfs":
-            flag = "--verify-strict" if verify_strict else "--verify-policy"
+        elif verify_strict or verify_policy.lower().strip() != "fcfs" or size_for_confidence:
+            flag = (
+                "--verify-strict"
+                if verify_strict
+                else "--size-for-confidence"
+                if size_for_confidence
+                else ("--verify-policy")
+            )
             raise InputError(f"{flag} needs the verification", "--no-verify skips it", f"drop --no-verify or {flag}")
         if strategy.lower() == "hetis" or pool is not None:
             if profile_files or prune_with is not None:
@@ -282,7 +309,7 @@ def plan(
             if verify:  # plan, simulate, and re-size until the simulation verifies the plan
                 made = api.plan_verified(
                     scenario, strategy.lower(), analysis, verify_policy, resize=resize, progress=bar.text,
-                    **plan_kwargs,
+                    confidence=level, confidence_gates=size_for_confidence, **plan_kwargs,
                 )  # fmt: skip
             else:
                 made = api.plan(scenario, strategy.lower(), analysis, progress=bar.text, **plan_kwargs)

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from hetplan.errors import InfeasibleError
+from hetplan.perf.error_bands import DEFAULT_CONFIDENCE
 from hetplan.plan.doc import from_doc, to_doc
 from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.planning.document import ALL
@@ -58,6 +59,44 @@ def plan_verified(
     policy: str = "fcfs",
     resize: bool = True,
     progress: Callable[[str], None] | None = None,
+    confidence: str | None = DEFAULT_CONFIDENCE,
+    confidence_gates: bool = False,
+    **plan_kwargs: Any,
+) -> Plan:
+    """:func:`plan_verified_in_sample_and_out` and then the verdict's third part: the kept plan against the
+    performance model's own error at ``confidence`` (:func:`hetplan.sim.verify.error_check`; None skips it). With
+    ``confidence_gates`` a plan that does not hold with steps as slow as the model's error at ``confidence`` is
+    not verified, so re-sizing sizes for it.
+
+    Raises:
+        As :func:`plan_verified_in_sample_and_out`.
+    """
+    from hetplan.sim.verify import error_check
+
+    step = progress or (lambda _: None)
+    gate = confidence if confidence_gates else None
+    made = plan_verified_in_sample_and_out(scenario, strategy, analysis, policy, resize, progress, gate, **plan_kwargs)
+    block = dict(made.verification or {})
+    if confidence is None or "model_error" in block or block.get("status") != "verified":
+        return made
+    step("checking the plan against the model's own error")
+    _, workload, _, _ = verification_workloads(scenario, DEFAULT_HOLDOUT)
+    error = error_check(made, workload, policy, confidence)
+    if error is None:
+        return made
+    block["model_error"] = error
+    block["verdict"] = f"{block['verdict']}; {error['summary']}"
+    return replace(made, verification=block)
+
+
+def plan_verified_in_sample_and_out(
+    scenario: Scenario,
+    strategy: str = "cauchy",
+    analysis: bool = True,
+    policy: str = "fcfs",
+    resize: bool = True,
+    progress: Callable[[str], None] | None = None,
+    gate_confidence: str | None = None,
     **plan_kwargs: Any,
 ) -> Plan:
     """Plan ``scenario``, replay its workload through the plan, and, with ``resize``, re-plan for more demand until
@@ -72,7 +111,7 @@ def plan_verified(
         InputError, InfeasibleError: as :func:`plan` and :func:`hetplan.sim.verify.verify_plan`; InfeasibleError
         also when no demand up to the headroom limit (or the inventory) gives a verified plan.
     """
-    from hetplan.sim.verify import verify_plan
+    from hetplan.sim.verify import error_check, verify_plan
 
     scenario, workload, out_of_sample, split = verification_workloads(scenario, DEFAULT_HOLDOUT)
     step = progress or (lambda _: None)
@@ -93,6 +132,14 @@ def plan_verified(
             step(f"simulating the plan (${p.total_usd_per_hour:,.2f}/h)")
             v = seen[key] = verify_plan(p, workload, policy, capacity, out_of_sample)
             v["out_of_sample"]["split"] = split
+            if gate_confidence is not None and v["status"] == "verified":  # sized for the model's error too
+                error = error_check(p, workload, policy, gate_confidence)
+                if error is not None:
+                    v["model_error"] = error
+                    v["verdict"] = f"{v['verdict']}; {error['summary']}"
+                    if not error["holds_at_confidence"]:
+                        v["status"] = "not verified"
+                        v["misses"] = [*v["misses"], error["summary"]]
         return v
 
     attempt = planner_for(strategy)
@@ -372,5 +419,6 @@ __all__ = [
     "RESIZE_MIN_STEP",
     "RESIZE_ROUNDS",
     "plan_verified",
+    "plan_verified_in_sample_and_out",
     "verification_workloads",
 ]

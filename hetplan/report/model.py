@@ -342,6 +342,11 @@ def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any
                 if isinstance(r, dict)
             ],
         }
+    error = v.get("model_error")
+    if isinstance(error, dict):  # checked against the model's own error (only then: older reports stay as they were)
+        keys = ("confidence", "band_ttft", "band_tpot", "band_scope", "holds_at_confidence", "margin_step_slowdown",
+                "margin_capped", "summary")  # fmt: skip
+        out["model_error"] = {k: error.get(k) for k in keys}
     resized = v.get("resized")
     if isinstance(resized, dict):
         out["resized"] = {

@@ -31,7 +31,7 @@ and schedulers follows Vidur (Agrawal et al., MLSys 2024).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -59,8 +59,16 @@ class StepCost:
         InputError: a step time is not positive (settings with zero overhead and zero bandwidth floor).
     """
 
-    def __init__(self, model: InstanceModel, max_seqs: int, max_context_tokens: int) -> None:
+    def __init__(
+        self,
+        model: InstanceModel,
+        max_seqs: int,
+        max_context_tokens: int,
+        prefill_scale: float = 1.0,
+        decode_scale: float = 1.0,
+    ) -> None:
         self.model = model
+        self.prefill_scale, self.decode_scale = float(prefill_scale), float(decode_scale)
         self.overhead_s = float(model.overhead_s)
         arch = model.arch
         f0, f1, f2 = (float(arch.prefill_flops(float(s), 1.0)) for s in (0, 1, 2))
@@ -71,7 +79,7 @@ class StepCost:
         self.ctx_step = max(1.0, float(max_context_tokens) / CTX_POINTS)
         b = np.arange(1, self.max_seqs + 1, dtype=float)[:, None]
         c = np.arange(CTX_POINTS + 1, dtype=float)[None, :] * self.ctx_step
-        table = np.asarray(model.decode_step_latency_s(b, c), dtype=float)
+        table = np.asarray(model.decode_step_latency_s(b, c), dtype=float) * self.decode_scale
         if not np.all(table > 0) or self.prefill_s(1, 1, 1) <= 0:
             raise InputError(
                 f"step time of {model.gpu.name} TP{model.tp} is not positive",
@@ -84,7 +92,7 @@ class StepCost:
     def decode_s(self, batch: int, ctx_sum: float) -> float:
         """Seconds of one decode iteration of ``batch`` sequences holding ``ctx_sum`` tokens in total."""
         if batch > self.max_seqs:
-            return float(self.model.decode_step_latency_s(batch, ctx_sum / batch))
+            return float(self.model.decode_step_latency_s(batch, ctx_sum / batch)) * self.decode_scale
         row = self._table[batch]
         x = ctx_sum / batch / self.ctx_step
         i = int(x)
@@ -105,7 +113,7 @@ class StepCost:
         key = (int(s_eq + 0.5), n)
         t = self._prefill_memo.get(key)
         if t is None:
-            t = float(self.model.prefill_latency_s(max(key[0], 1), n))
+            t = float(self.model.prefill_latency_s(max(key[0], 1), n)) * self.prefill_scale
             self._prefill_memo[key] = t
         return t
 
@@ -115,7 +123,8 @@ class StepCost:
             return self.decode_s(batch, ctx_sum)
         if batch == 0:
             return self.prefill_s(tokens, attn_sq, pieces)
-        return self.prefill_s(tokens, attn_sq, pieces) + self.decode_s(batch, ctx_sum) - self.overhead_s
+        overlap = self.overhead_s * min(self.prefill_scale, self.decode_scale)  # one overhead per iteration
+        return self.prefill_s(tokens, attn_sq, pieces) + self.decode_s(batch, ctx_sum) - overlap
 
 
 @dataclass(frozen=True)
@@ -178,6 +187,15 @@ class Deployment:
     models: dict[tuple[str, int], InstanceModel] = field(default_factory=dict)
     gpu_specs: dict[str, GpuSpec] = field(default_factory=dict)
     step_costs: dict[tuple[str, int, int, int], StepCost] = field(default_factory=dict)
+    #: Step-time multipliers of every instance (1: the model's prediction): the verification's error margin runs
+    #: the plan with steps this much slower than predicted (:func:`hetplan.sim.verify.error_margin`).
+    prefill_scale: float = 1.0
+    decode_scale: float = 1.0
+
+    def slowed(self, prefill_scale: float, decode_scale: float) -> Deployment:
+        """This deployment with every prefill step ``prefill_scale`` and every decode step ``decode_scale`` times
+        the model's (its own step tables; the instance models are shared)."""
+        return replace(self, step_costs={}, prefill_scale=prefill_scale, decode_scale=decode_scale)
 
     def step_cost(self, gpu: str, tp: int, max_seqs: int, max_context_tokens: int) -> StepCost:
         """The (cached) :class:`StepCost` of ``gpu`` at TP ``tp``: runs on one deployment (a capacity search)
@@ -185,7 +203,9 @@ class Deployment:
         key = (gpu, tp, max_seqs, max_context_tokens)
         cost = self.step_costs.get(key)
         if cost is None:
-            cost = self.step_costs[key] = StepCost(self.model(gpu, tp), max_seqs, max_context_tokens)
+            cost = self.step_costs[key] = StepCost(
+                self.model(gpu, tp), max_seqs, max_context_tokens, self.prefill_scale, self.decode_scale
+            )
         return cost
 
     def gpu(self, name: str) -> GpuSpec:

@@ -11,6 +11,7 @@ Source: hetplan's own reconstruction (goodput capacity after DESIGN §1).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -307,6 +308,91 @@ def _with_out_of_sample(verdict: str, in_sample: bool, held: list[dict[str, Any]
     return f"{verdict}; {text}"
 
 
+#: Largest step slowdown the error margin searches (3: steps 4x the model's prediction).
+MARGIN_MAX = 3.0
+#: Bisection steps of the error margin after its bracket (doubling from 0.05).
+MARGIN_BISECT = 3
+
+
+def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) -> dict[str, Any] | None:
+    """The verdict's third part: the plan against the performance model's own measured error.
+
+    Replays ``workload`` at the goodput target (as :func:`verify_plan`'s main run) with every prefill and decode
+    step slower than the model predicts: (1) by the model's step slowdown at ``confidence`` for the plan's engine
+    and GPUs (:func:`hetplan.perf.error_bands.error_band`: prefill by the TTFT band, decode by the TPOT band);
+    (2) by a uniform slowdown found by doubling from 5 % and :data:`MARGIN_BISECT` bisections, the margin: the
+    largest slowdown at which the plan still holds (0 when it misses as predicted; capped at :data:`MARGIN_MAX`).
+
+    Returns:
+        ``{"confidence", "band_ttft", "band_tpot", "band_scope", "holds_at_confidence", "at_confidence"
+        (joint attainment, p TTFT/TPOT, misses), "margin_step_slowdown", "margin_capped", "summary"}``; None when
+        no error-band file is shipped.
+    """
+    from hetplan.perf.error_bands import error_band
+
+    gpus = sorted({c.prefill_gpu for c in plan.combos} | {c.decode_gpu for c in plan.combos}
+                  | {t.gpu for t in plan.instances})  # fmt: skip
+    band = error_band(plan.engine, gpus, confidence)
+    if band is None:
+        return None
+    window = deployment_from_plan(plan).arch.spec.max_position_embeddings
+    fitted, _ = _fitting(workload, window)
+    stream, own, _, _ = _arrivals(plan, fitted)
+    base = Replayer(plan, stream, policy)
+    scale = plan.goodput_target_req_per_s / own
+
+    def run(prefill: float, decode: float) -> dict[str, Any]:
+        return base.slowed(1 + prefill, 1 + decode).run("goodput target", scale)
+
+    at = run(band.ttft, band.tpot)
+    holds = not at["misses"]
+    lo, hi = 0.0, None
+    if run(0.0, 0.0)["misses"]:
+        hi = 0.0
+    else:
+        x = 0.05
+        while x <= MARGIN_MAX:
+            if run(x, x)["misses"]:
+                hi = x
+                break
+            lo, x = x, x * 2
+        if hi is not None:
+            for _ in range(MARGIN_BISECT):
+                mid = (lo + hi) / 2
+                if run(mid, mid)["misses"]:
+                    hi = mid
+                else:
+                    lo = mid
+    capped = hi is None
+    names = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+    eng = names.get(plan.engine, plan.engine)
+    margin = f"holds up to {lo * 100:.0f} % slower steps than predicted" if lo > 0 else "misses at any slowdown"
+    if capped:
+        margin = f"holds even at {MARGIN_MAX * 100:.0f} % slower steps than predicted"
+    summary = (
+        f"model error: {margin}; at the model's {confidence} error for {eng} (steps +{band.ttft * 100:.0f} % "
+        f"prefill, +{band.tpot * 100:.0f} % decode; {band.scope}) it "
+        + ("holds" if holds else "misses")
+        + f" (joint {at['metrics']['attainment']['joint'] * 100:.1f} %)"
+    )
+    return {
+        "confidence": confidence,
+        "band_ttft": rnd(band.ttft, 4),
+        "band_tpot": rnd(band.tpot, 4),
+        "band_scope": band.scope,
+        "holds_at_confidence": holds,
+        "at_confidence": {
+            "attainment": at["metrics"]["attainment"]["joint"],
+            "ttft_p_s": at["ttft_q_s"],
+            "tpot_p_s": at["tpot_q_s"],
+            "misses": at["misses"],
+        },
+        "margin_step_slowdown": rnd(lo, 4),
+        "margin_capped": capped,
+        "summary": summary,
+    }
+
+
 class Replayer:
     """Replays one stream through one plan at any rate scale, building the deployment once."""
 
@@ -316,6 +402,14 @@ class Replayer:
         self.dep, self.stream = prepare_run(self.req)
         self.own = stream.n / stream.duration_s if stream.n > 1 else 1.0
         self.cache: dict[float, dict[str, Any]] = {}
+
+    def slowed(self, prefill_scale: float, decode_scale: float) -> Replayer:
+        """This replayer with every prefill / decode step ``prefill_scale`` / ``decode_scale`` times the model's
+        (:meth:`hetplan.sim.deployment.Deployment.slowed`), with its own cache."""
+        other = copy.copy(self)
+        other.dep = self.dep.slowed(prefill_scale, decode_scale)
+        other.cache = {}
+        return other
 
     def run(self, label: str, scale: float) -> dict[str, Any]:
         """The outcome at ``scale`` x the stream's rate: metrics, percentile TTFT/TPOT, misses (see :func:`verify`)."""
@@ -362,4 +456,16 @@ def simulated_capacity(runner: Replayer, target: float, start: float, holds: boo
     return rnd(lo * own, 5)
 
 
-__all__ = ["CAPACITY_BISECT", "CAPACITY_STEP", "VERIFY_SEED", "Replayer", "simulated_capacity", "verify", "verify_plan"]
+__all__ = [
+    "CAPACITY_BISECT",
+    "CAPACITY_STEP",
+    "MARGIN_BISECT",
+    "MARGIN_MAX",
+    "VERIFY_SEED",
+    "Replayer",
+    "error_check",
+    "out_of_sample_runs",
+    "simulated_capacity",
+    "verify",
+    "verify_plan",
+]

@@ -168,6 +168,9 @@ def verification_rows(v: dict[str, Any]) -> list[list[str]]:
                     f"{q} TPOT {_vs_slo(r.get('tpot_p_s'), v['slo_tpot_s'])}",
                 ]
             )
+    error = v.get("model_error")
+    if error:
+        rows.append(["model error", str(error.get("summary") or "-").removeprefix("model error: ")])
     by_class = v.get("attainment_by_class")
     if by_class:
         rows.append(["attainment by class", ", ".join(f"{k} {_share(x)}" for k, x in by_class.items())])
