@@ -14,7 +14,8 @@ artefact       files                                                       held 
 fixtures       tests/fixtures/plan_example_a.json, plan_example_a_melange  tests/unit/test_plan.py (stale check)
 golden         tests/golden/report_example_a.json                          tests/report/test_report.py
 baseline       examples/ci/baseline.json (the examples' cost gate)         tests/report/test_report.py
-fidelity       tests/fixtures/perf/ (needs ../shared: skipped without it)  tests/unit/test_fidelity_gate.py
+fidelity       tests/fixtures/perf/, catalogs/perf/error_bands.yaml        tests/unit/test_fidelity_gate.py
+               (needs ../shared: skipped without it)
 docs           docs/commands/, docs/reference/, docs/layout.md (gen_docs)  tests/unit/test_docs.py
 outputs        every block marked ``<!-- refresh: COMMAND -->`` in README  (none: re-run here, reviewed in the diff)
                and docs/*.md
@@ -93,8 +94,9 @@ def _fidelity() -> list[Path]:
         print("fidelity: skipped (no ../shared/data beside this checkout)")
         return []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "benchmarks/fidelity.py", "--refresh-fixture"], cwd=ROOT, env=env, check=True)
-    return sorted((ROOT / "tests" / "fixtures" / "perf").glob("*"))
+    for flag in ("--refresh-fixture", "--write-error-bands"):
+        subprocess.run([sys.executable, "benchmarks/fidelity.py", flag], cwd=ROOT, env=env, check=True)
+    return [*sorted((ROOT / "tests" / "fixtures" / "perf").glob("*")), ROOT / "catalogs" / "perf" / "error_bands.yaml"]
 
 
 def _docs() -> list[Path]:
@@ -221,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tracked = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "tests").rglob("*.json"))]
     tracked += [ROOT / "examples" / "ci" / "baseline.json", *sorted((ROOT / "tests" / "fixtures" / "perf").glob("*"))]
+    tracked += [ROOT / "catalogs" / "perf" / "error_bands.yaml"]
     before = {p: p.read_text() for p in tracked if p.is_file()}
     touched: list[Path] = []
     for step in chosen:
