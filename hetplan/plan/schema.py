@@ -105,7 +105,8 @@ class ScenarioDoc(_Open):
     kv_dtype: str
     goodput_target_req_per_s: float = Field(gt=0)
     demand_req_per_s: float = Field(gt=0)
-    headroom: float = Field(ge=0)
+    # below 0 only when verification found a cheaper plan sized under the target (the model under-promised it)
+    headroom: float = Field(gt=-1)
     slo: SloDoc
     workload: WorkloadDoc
     prices: dict[str, PriceDoc]

@@ -154,6 +154,17 @@ def plan_verified_in_sample_and_out(
         if ahead is not None:
             ahead.cancel()
         raise
+    if v0["status"] == "verified" and resize:  # verified: is a cheaper deployment verified too?
+        best, hi, search = _shrink(first, v0, base, attempt, check, step)
+        if best is not first:
+            if ahead is not None:
+                ahead.cancel()
+            made = _final(best, check(best, True), hi, analysis, attempt, check, None)
+        else:
+            made = _final(first, v0, base, analysis, attempt, check, None, ahead)
+        if search["tried"]:
+            made = replace(made, verification={**(made.verification or {}), "cheaper_search": search})
+        return made
     if v0["status"] == "verified" or not resize:
         return _final(first, v0, base, analysis, attempt, check, None, ahead)
     if ahead is not None:
@@ -266,6 +277,93 @@ def verification_workloads(
     else:
         split = f"sized on the whole of {whole.name} (holdout 0)"
     return scenario, sizing, runs, split
+
+
+def _describe(p: Plan) -> str:
+    """A deployment in one phrase: ``6x L40S TP1 -> 1x A10G TP4`` or ``1x A100-80GB-SXM TP8 + 2x L40S TP4``."""
+    parts = [f"{c.count}x ({c.label})" if c.count > 1 else c.label for c in p.combos]
+    parts += [f"{t.count}x {t.gpu} TP{t.tp}" for t in p.instances]
+    return " + ".join(parts) or "no deployment"
+
+
+def _shrink(
+    first: Plan,
+    v0: dict[str, Any],
+    base: float,
+    attempt: Callable[[float, bool], Plan],
+    check: Callable[[Plan, bool], dict[str, Any]],
+    step: Callable[[str], None],
+) -> tuple[Plan, float, dict[str, Any]]:
+    """Look for a cheaper verified plan below a verified one whose simulated capacity is well above the target.
+
+    The model may under-promise a deployment as it may over-promise one; re-sizing up only fixes the second. When
+    the verified plan's simulated capacity C exceeds the target T by more than the re-size margin, the demand is
+    lowered to what would give ``T x (1 + RESIZE_MARGIN)`` if the model under-promises the next plan by the same
+    factor (headroom ``(1 + RESIZE_MARGIN) x A / C - 1`` for analytic capacity A, at least :data:`SHRINK_FLOOR`,
+    below 0 when the model under-promises), then :data:`SHRINK_STEPS` bisections between that and the verified
+    headroom. Each candidate is verified as the first was (in sample and out of sample); one that is not cheaper is
+    not simulated. Returns the cheapest verified plan, its headroom and the record of every candidate tried.
+    """
+    target = first.goodput_target_req_per_s
+    cap, analytic = v0.get("simulated_capacity_req_per_s"), first.goodput_req_per_s
+    record: dict[str, Any] = {
+        "from_usd_per_hour": first.total_usd_per_hour,
+        "method": SHRINK_METHOD,
+        "tried": [],
+    }
+    best, hi = first, base
+    if not cap or not analytic or cap <= target * (1 + RESIZE_MARGIN):
+        record["usd_per_hour_kept"] = first.total_usd_per_hour
+        return best, hi, record
+    low = max((1 + RESIZE_MARGIN) * analytic / cap - 1, SHRINK_FLOOR)
+    h, fail = low, None
+    for _ in range(SHRINK_STEPS + 1):
+        if hi - h < 0.01 * (1 + abs(hi)):
+            break
+        step(f"searching cheaper: demand {target * (1 + h):.3g} req/s (headroom {h:+.2f})")
+        try:
+            p = attempt(h, False)
+        except InfeasibleError as exc:
+            record["tried"].append({"headroom": _rnd_h(h), "infeasible": exc.what})
+            fail, h = h, (h + hi) / 2
+            continue
+        row: dict[str, Any] = {"headroom": _rnd_h(h), "usd_per_hour": p.total_usd_per_hour, "deployment": _describe(p)}
+        if p.total_usd_per_hour >= best.total_usd_per_hour - 1e-9:
+            row["status"] = "not cheaper (not simulated)"
+            record["tried"].append(row)
+            hi = h  # the same or a dearer deployment at less demand: a cheaper one needs less still
+        else:
+            v = check(p, False)
+            oos = v.get("out_of_sample") or {}
+            row |= {
+                "status": v["status"],
+                "joint_attainment": v["attainment"],
+                "out_of_sample": [
+                    {"label": r["label"], "joint_attainment": r["attainment"], "holds": not r["misses"]}
+                    for r in oos.get("runs") or []
+                ],
+                "misses": v["misses"][:3],
+            }
+            record["tried"].append(row)
+            if v["status"] == "verified":
+                best, hi = p, h
+            else:
+                fail = h
+        if fail is None:  # the lowest demand held (or was not cheaper): nothing below it is tried
+            break
+        h = (fail + hi) / 2
+    record["usd_per_hour_kept"] = best.total_usd_per_hour
+    return best, hi, record
+
+
+SHRINK_METHOD = (
+    "demand lowered to analytic x target x 1.05 / simulated capacity, then bisection towards the verified plan "
+    "(hetplan.planning.verify)"
+)
+#: Bisection steps of the search for a cheaper verified plan.
+SHRINK_STEPS = 3
+#: Lowest headroom the search for a cheaper plan tries (the demand at half the target).
+SHRINK_FLOOR = -0.5
 
 
 RESIZE_METHOD = "demand x target / simulated capacity until verified, then bisection (hetplan.planning.verify)"
@@ -418,6 +516,8 @@ __all__ = [
     "RESIZE_MARGIN",
     "RESIZE_MIN_STEP",
     "RESIZE_ROUNDS",
+    "SHRINK_FLOOR",
+    "SHRINK_STEPS",
     "plan_verified",
     "plan_verified_in_sample_and_out",
     "verification_workloads",

@@ -347,6 +347,17 @@ def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any
         keys = ("confidence", "band_ttft", "band_tpot", "band_scope", "holds_at_confidence", "margin_step_slowdown",
                 "margin_capped", "summary")  # fmt: skip
         out["model_error"] = {k: error.get(k) for k in keys}
+    search = v.get("cheaper_search")
+    if isinstance(search, dict) and search.get("tried"):  # searched below a verified plan
+        out["cheaper_search"] = {
+            "from_usd_per_hour": search.get("from_usd_per_hour"),
+            "usd_per_hour_kept": search.get("usd_per_hour_kept"),
+            "tried": [
+                {k: t.get(k) for k in ("usd_per_hour", "deployment", "status", "joint_attainment", "infeasible")}
+                for t in search["tried"]
+                if isinstance(t, dict)
+            ],
+        }
     resized = v.get("resized")
     if isinstance(resized, dict):
         out["resized"] = {

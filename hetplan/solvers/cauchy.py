@@ -575,8 +575,8 @@ def check_request(req: PlanRequest) -> None:
     """Validate ranges; raises :class:`InputError` naming the field."""
     if not req.goodput_req_per_s > 0:
         raise InputError(f"goodput must be > 0 req/s, got {req.goodput_req_per_s}", fix="pass e.g. --goodput 5")
-    if req.headroom < 0:
-        raise InputError(f"headroom must be >= 0, got {req.headroom}", fix="pass e.g. --headroom 0.1")
+    if not req.headroom > -1:  # below 0 only from verification's search for a cheaper plan that holds
+        raise InputError(f"headroom must be > -1, got {req.headroom}", fix="pass e.g. --headroom 0.1")
     if req.max_ratio < 1:
         raise InputError(f"max ratio must be >= 1, got {req.max_ratio}", fix="pass e.g. --max-ratio 8")
     missing = [g.name for g in req.gpus if g.name not in req.prices]

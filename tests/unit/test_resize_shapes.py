@@ -73,7 +73,7 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
         {"model": "Llama-3-8B", "workload": {"synthetic": {"class": "balanced", "rate_per_s": 1.0}},
          "slo": {"ttft": "2s", "tpot": "100ms"}}
     )  # fmt: skip
-    out = verify.plan_verified(scenario, "all", analysis=False)  # type: ignore[arg-type]
+    out = verify.plan_verified(scenario, "all", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert out.strategy == "cauchy"  # mixed needs 2.5x its demand (>= $25/h); cauchy holds at ~1.05x (~$12.6/h)
     resized = out.verification["resized"]
     assert resized["strategy_before"] == "mixed"
@@ -82,7 +82,7 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
     assert shapes["homogeneous"].get("skipped")  # its unresized plan already costs more than cauchy's verified one
     assert out.total_usd_per_hour == min(r["usd_per_hour"] for r in shapes.values() if "usd_per_hour" in r)
     # a restricted strategy still follows only itself
-    only = verify.plan_verified(scenario, "mixed", analysis=False)  # type: ignore[arg-type]
+    only = verify.plan_verified(scenario, "mixed", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert only.strategy == "mixed" and "per_strategy" not in only.verification["resized"]
 
 

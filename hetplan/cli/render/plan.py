@@ -57,7 +57,7 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         f"[bold]{escape(sc['name'])}[/]: {escape(sc['model'])} ({sc['weight_dtype']}), workload "
         f"{escape(sc['workload']['name'])} "
         f"({sc['workload']['requests']:,} requests), goodput target {sc['goodput_target_req_per_s']:.4g} req/s "
-        f"+{round(sc['headroom'] * 100, 1):g} % headroom, SLO p{slo['percentile']:g} TTFT "
+        f"{_headroom_text(sc['headroom'])}, SLO p{slo['percentile']:g} TTFT "
         f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
     )
     if doc.get("quality_note"):  # quantized weights or KV cache (hetplan.planning.dtypes)
@@ -313,6 +313,40 @@ def capacity_line(v: dict[str, Any]) -> str:
     return f"{head}{sim}; analytic {analytic} (the planner's model{ratio})"
 
 
+def _headroom_text(headroom: float) -> str:
+    """``+10 % headroom``, or for a plan sized under its target (verification found it holds the target in
+    simulation): ``sized 36.6 % under it (it holds the target in simulation)``."""
+    if headroom >= 0:
+        return f"+{round(headroom * 100, 1):g} % headroom"
+    return f"sized {round(-headroom * 100, 1):g} % under it by the model (it holds the target in simulation)"
+
+
+def _cheaper_search_text(search: dict[str, Any]) -> str:
+    """One line: the cheaper plans verification tried below a verified one, and how each fared."""
+    rows = []
+    for t in search.get("tried") or []:
+        if "infeasible" in t:
+            rows.append(f"headroom {t['headroom']:+g}: infeasible ({t['infeasible']})")
+            continue
+        head = f"${t['usd_per_hour']:,.2f}/h ({t['deployment']})"
+        status = str(t.get("status"))
+        if status == "verified":
+            rows.append(f"{head}: verified in and out of sample")
+        elif status.startswith("not cheaper"):
+            rows.append(f"{head}: not cheaper")
+        else:
+            worst = [f"{r['joint_attainment'] * 100:.1f} % {r['label']}" for r in t.get("out_of_sample") or []]
+            rows.append(f"{head}: NOT verified (joint {t['joint_attainment'] * 100:.1f} % in sample"
+                        + (f"; {', '.join(worst)}" if worst else "") + ")")  # fmt: skip
+    kept, start = search.get("usd_per_hour_kept"), search.get("from_usd_per_hour")
+    outcome = (
+        f"kept ${kept:,.2f}/h, {(1 - kept / start) * 100:.0f} % under the first verified plan's ${start:,.2f}/h"
+        if kept is not None and start and kept < start
+        else "the first verified plan is the cheapest found"
+    )
+    return f"verify: searched for a cheaper plan that holds: {'; '.join(rows)}; {outcome}"
+
+
 def render_verification(v: dict[str, Any], console: Console) -> None:
     """The ``verification`` block of a plan: re-sizing, simulated warnings and misses (the verdict itself is in
     the plan's first block, :func:`render_plan`)."""
@@ -342,6 +376,9 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
             highlight=False,
             markup=False,
         )
+    search = v.get("cheaper_search")
+    if isinstance(search, dict) and search.get("tried"):
+        console.print(_cheaper_search_text(search), highlight=False, markup=False)
     by_class = v.get("attainment_by_class")
     if by_class:  # a workload with classes: per-class attainment and Jain's index over them
         jain = v.get("jain_index")

@@ -168,6 +168,11 @@ def verification_rows(v: dict[str, Any]) -> list[list[str]]:
                     f"{q} TPOT {_vs_slo(r.get('tpot_p_s'), v['slo_tpot_s'])}",
                 ]
             )
+    search = v.get("cheaper_search")
+    if search:
+        for t in search.get("tried") or []:
+            what = f"${t['usd_per_hour']:,.2f}/h {t.get('deployment')}" if t.get("usd_per_hour") is not None else "-"
+            rows.append(["cheaper plan tried", f"{what}: {t.get('status') or ('infeasible: ' + str(t['infeasible']))}"])
     error = v.get("model_error")
     if error:
         rows.append(["model error", str(error.get("summary") or "-").removeprefix("model error: ")])
