@@ -243,9 +243,9 @@ def plan(
         if out is not None:
             check_output(out, force)  # refuse before any work is done
         if verify:  # simulator check (hetplan.sim): refuse bad options before planning
-            from hetplan.sim.policies import POLICIES
+            from hetplan.sim.policies import ALIASES, POLICIES
 
-            if verify_policy.lower().strip() not in POLICIES:
+            if verify_policy.lower().strip() not in {*POLICIES, *ALIASES}:
                 raise InputError(
                     f"unknown --verify-policy {verify_policy!r}",
                     f"known: {', '.join(POLICIES)}",

@@ -37,7 +37,7 @@ class SimRequest:
     Attributes:
         plan: the typed plan (:func:`hetplan.plan.doc.load_plan`).
         stream: requests (unscaled). class_slos: per-class SLO overrides (else the plan's SLOs).
-        policy: fcfs, sjf, sjf-total, edf or cascade. rate_scale: arrival-rate multiplier.
+        policy: fcfs, sjf, edf, cascade or the oracle reference oracle-sjf-total. rate_scale: arrival-rate multiplier.
         cascade: CASCADE settings (default: the plan's calibrated κ and q₂, if any, else the defaults).
         config: router, seed, chunked prefill, drain time. window_s: time-series window, seconds.
     """
