@@ -22,6 +22,7 @@ from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.metrics import request_outcomes
 from hetplan.sim.policies import get_scheduler
+from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.result import SimResult
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run, run_simulation
 from hetplan.units import format_duration, rnd
@@ -141,7 +142,8 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs", capacity: 
     if policy.lower().strip() == "cascade":  # CASCADE is verified with its settings calibrated on this workload
         cascade = calibrate_for_plan(plan, stream, target / own)
         plan = replace(plan, extra={**plan.extra, "cascade": cascade})
-    runner = Replayer(plan, stream, policy)
+    # what policies may know of output lengths: the distribution of the workload the plan was sized on
+    runner = Replayer(plan, stream, policy, OutputPredictor(workload.prompt_tokens, workload.output_tokens))
     q = plan.slo.percentile
     scales = [("goodput target", target / own)]
     if is_trace and abs(own / target - 1) > 0.01:
@@ -237,11 +239,14 @@ def _verdict(
 
 
 class Replayer:
-    """Replays one stream through one plan at any rate scale, building the deployment once."""
+    """Replays one stream through one plan at any rate scale, building the deployment once; ``predictor``: the
+    output predictor learnt from the sizing data (None: from ``stream``)."""
 
-    def __init__(self, plan: Plan, stream: RequestStream, policy: str) -> None:
+    def __init__(
+        self, plan: Plan, stream: RequestStream, policy: str, predictor: OutputPredictor | None = None
+    ) -> None:
         self.plan, self.policy = plan, policy
-        self.req = SimRequest(plan, stream, policy=policy)
+        self.req = SimRequest(plan, stream, policy=policy, predictor=predictor)
         self.dep, self.stream = prepare_run(self.req)
         self.own = stream.n / stream.duration_s if stream.n > 1 else 1.0
         self.cache: dict[float, dict[str, Any]] = {}

@@ -246,7 +246,8 @@ def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: 
     states: list[RouterState | None] = [None] * len(wins)
     if req.config.router in ("round-robin", "random"):  # jsq follows the load: each window starts it afresh
         states = list(router_states(dep, stream, req.config, [w.run_from for w in wins]))
-    predictor = OutputPredictor(stream.prompt_tokens, stream.output_tokens)  # one long run's, in every window
+    # one long run's predictor in every window
+    predictor = req.predictor or OutputPredictor(stream.prompt_tokens, stream.output_tokens)
     tasks = [(req.plan, _slice(stream, w.run_from, w.own_to), w, req.policy, cascade, req.config, st, predictor)
              for w, st in zip(wins, states, strict=True)]  # fmt: skip
     ex.run(run_window, tasks, lambda i, r: results.__setitem__(i, r),

@@ -163,3 +163,18 @@ def test_an_output_too_long_for_the_kv_cache_is_cut_there_not_routed_away_by_its
     cap = dep.step_cost("L4", 1, 256, 8192).kv_capacity_tokens
     assert not res.dropped.any() and np.isfinite(res.done_s).all()
     assert res.counters["cut_at_kv_capacity"] == 1 and res.output_tokens.tolist() == [cap - 100, 20]
+
+
+def test_a_run_uses_the_output_predictor_of_its_sizing_data():
+    from hetplan.sim.run import SimRequest, prepare_run, run_simulation
+
+    plan = _melange_plan()
+    stream = read_stream([FIXTURES / "azure_conv_200.csv"])
+    sizing = OutputPredictor(np.full(MIN_SAMPLES, 100), np.full(MIN_SAMPLES, 7))  # not the replayed lengths
+    req = SimRequest(plan, stream, policy="cascade", predictor=sizing)
+    _, sim, _ = run_simulation(req, *prepare_run(req))
+    assert sim.predictor is sizing
+    own = SimRequest(plan, stream, policy="cascade")  # without sizing data: the replayed workload's distribution
+    _, sim, _ = run_simulation(own, *prepare_run(own))
+    ref = OutputPredictor(stream.prompt_tokens, stream.output_tokens)
+    assert [sim.predictor.remaining(p, 3) for p in (50, 700, 3000)] == [ref.remaining(p, 3) for p in (50, 700, 3000)]
