@@ -25,6 +25,13 @@ ALIASES: dict[str, str] = {"sjf-total": "oracle-sjf-total"}
 """Former names still accepted → the policy's name (the oracle SJF was renamed to say what it is)."""
 
 
+def policy_label(name: str) -> str:
+    """How outputs name the policy ``name``: lower case, a former name given as the policy's own
+    (``sjf-total`` → ``oracle-sjf-total``)."""
+    kind = name.lower()
+    return ALIASES.get(kind.strip(), kind)
+
+
 def get_scheduler(name: str, cascade: CascadeSettings | None = None) -> Scheduler:
     """The policy called ``name`` (case-insensitive, surrounding spaces ignored); ``cascade`` sets CASCADE's
     κ, q₂ and host tiers (default :class:`CascadeSettings`), other policies ignore it.
@@ -41,4 +48,4 @@ def get_scheduler(name: str, cascade: CascadeSettings | None = None) -> Schedule
     return SCHEDULERS[kind].create(cascade)
 
 
-__all__ = ["ALIASES", "POLICIES", "SCHEDULERS", "CascadeSettings", "get_scheduler"]
+__all__ = ["ALIASES", "POLICIES", "SCHEDULERS", "policy_label", "CascadeSettings", "get_scheduler"]

@@ -25,7 +25,7 @@ from hetplan.plan.types import Plan
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import summarize
-from hetplan.sim.policies import CascadeSettings, get_scheduler
+from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
 from hetplan.units import rnd
 from hetplan.workload.model import ClassSlo, RequestStream
@@ -157,7 +157,7 @@ def simulate(req: SimRequest) -> dict[str, Any]:
     doc, sim, _ = run_simulation(req, dep, stream)
     head = {
         "kind": "simulation",
-        "policy": req.policy.lower(),
+        "policy": policy_label(req.policy),
         "router": req.config.router,
         "seed": req.config.seed,
         "chunked_prefill": req.config.chunked_prefill,
@@ -240,7 +240,7 @@ def find_capacity(
     return {
         "kind": "capacity",
         "target": target,
-        "policy": req.policy.lower(),
+        "policy": policy_label(req.policy),
         "rate_scale": None if lo is None else rnd(lo, 6),
         "capped": lo is not None and hi is None,
         "failing_rate_scale": None if hi is None else rnd(hi, 6),

@@ -21,7 +21,7 @@ from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.metrics import request_outcomes
-from hetplan.sim.policies import get_scheduler
+from hetplan.sim.policies import get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.result import SimResult
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run, run_simulation
@@ -172,7 +172,7 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs", capacity: 
         "trace": name,
         "requests": m["requests"],
         "arrivals": kind,
-        "policy": policy.lower(),
+        "policy": policy_label(policy),
         "percentile": q,
         "attainment": m["attainment"]["joint"],
         "attainment_by_slo": m["attainment"],

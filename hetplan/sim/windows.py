@@ -51,7 +51,7 @@ from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.instance import Instance
 from hetplan.sim.metrics import summarize
-from hetplan.sim.policies import CascadeSettings, get_scheduler
+from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.router import Router
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
@@ -277,7 +277,7 @@ def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: 
     check, warnings = _warmup_check(stream, wins, ordered, warmup_s, first)
     metrics["warnings"] = metrics["warnings"] + warnings
     head: dict[str, Any] = {
-        "kind": "simulation", "policy": req.policy.lower(), "router": req.config.router, "seed": req.config.seed,
+        "kind": "simulation", "policy": policy_label(req.policy), "router": req.config.router, "seed": req.config.seed,
         "chunked_prefill": req.config.chunked_prefill, "rate_scale": req.rate_scale, "trace": stream.source,
         "instances": len(dep.instances), "plan_strategy": req.plan.strategy,
         "plan_goodput_req_per_s": req.plan.goodput_req_per_s, "slo_percentile": req.plan.slo.percentile,

@@ -17,7 +17,7 @@ from hetplan.routing import RoutingTable, route, table_from_plan, table_from_uni
 from hetplan.sim.cascade import CascadeScheduler
 from hetplan.sim.deployment import deployment_from_plan, simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
-from hetplan.sim.policies import SCHEDULERS, get_scheduler
+from hetplan.sim.policies import SCHEDULERS, get_scheduler, policy_label
 from hetplan.sim.predict import MIN_SAMPLES, OutputPredictor
 from hetplan.workload.model import make_stream
 from hetplan.workload.readers import read_stream
@@ -149,6 +149,8 @@ def test_no_policy_or_router_reads_the_true_output_length_except_labelled_oracle
     assert [hit for path in deciders for hit in _reads_of_true_output(path)] == []
     assert all(cls.name.startswith("oracle-") == cls.oracle for cls in SCHEDULERS.values())
     assert [cls.name for cls in SCHEDULERS.values() if cls.oracle] == ["oracle-sjf-total"]
+    # the former name runs the oracle and outputs name it as one
+    assert policy_label("SJF-total") == "oracle-sjf-total" and policy_label("fcfs") == "fcfs"
 
 
 def test_an_output_too_long_for_the_kv_cache_is_cut_there_not_routed_away_by_its_length():
