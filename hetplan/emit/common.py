@@ -155,9 +155,10 @@ def routing_readme(ir: DeploymentIR) -> str:
         rows.append(f"| {r.lo_tokens:,} | {hi} | {split} |")
     return (
         "\n## Routing by prompt length\n\n"
-        "The plan assigns prompt-length ranges to units (`routing.json`, the rule table its verification simulated): "
-        "count each prompt's tokens with the model's tokenizer, take its range, and pick among the range's units by "
-        "smooth weighted round-robin with these weights (one counter set per range); prompts outside every range use "
-        "the traffic split above. No output length is used: each unit gets the output mix of its ranges.\n\n"
+        "The traffic split above is each unit's overall share; route by prompt length instead, as the plan's "
+        "verification simulated (`routing.json`, the same rule table): count each prompt's tokens with the model's "
+        "tokenizer, take its range, and pick among the range's units by smooth weighted round-robin with these weights "
+        "(one counter set per range); only prompts outside every range use the overall split. No output length is "
+        "used: each unit gets the output mix of its ranges.\n\n"
         "| prompt tokens from | to (excl.) | units (share of the range) |\n|---|---|---|\n" + "\n".join(rows) + "\n"
     )
