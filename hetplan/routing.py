@@ -29,9 +29,12 @@ import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import InputError
+
+if TYPE_CHECKING:
+    from hetplan.plan.types import Plan
 
 RULES_KIND = "hetplan-routing-rules"
 RULES_SCHEMA_VERSION = 1
@@ -152,10 +155,12 @@ def table_from_units(
     return RoutingTable(tuple(labels), tuple(ranges), tuple(float(x) for x in weights))
 
 
-def table_from_plan(plan: Any) -> RoutingTable:
+def table_from_plan(plan: Plan) -> RoutingTable:
     """The rule table of a :class:`~hetplan.plan.types.Plan`: its combos (default weight: goodput of all copies)
     then its aggregated instance types (default weight: traffic share), with their Mélange buckets."""
-    labels, weights, buckets = [], [], []
+    labels: list[str] = []
+    weights: list[float] = []
+    buckets: list[list[Bucket]] = []
     for c in plan.combos:
         labels.append(f"{c.label} x{c.count}" if c.count > 1 else c.label)
         weights.append(c.goodput_req_per_s * c.count)
