@@ -18,8 +18,9 @@ Deployment: Llama-3.1-8B (bf16, 128k context) on 4 aggregated H100-SXM instances
 of 2,048 tokens, 256 sequences), one shared queue. **1× load** is the deployment's goodput capacity under FCFS:
 the highest rate scale of the mixed trace at which FCFS holds 90 % joint attainment (found by bisection first);
 the sweep then runs 1×, 1.5×, 2×, 3× of it. Policies: FCFS, SJF by prompt (``sjf``), SJF by total work with the
-output known (``sjf-total``, an oracle), EDF, CASCADE with κ calibrated per class at 1× (q = 0.95) and with κ = 1,
-each at q₂ ∈ {0, 0.1, 0.2}, and CASCADE with the other Tier-2 order (``largest-budget``) at calibrated κ, q₂ 0.1.
+output known (``oracle-sjf-total``, an oracle reference), EDF, CASCADE with κ calibrated per class at 1×
+(q = 0.95) and with κ = 1, each at q₂ ∈ {0, 0.1, 0.2},
+and CASCADE with the other Tier-2 order (``largest-budget``) at calibrated κ, q₂ 0.1.
 
 κ is fitted at 1× and q₂ chosen at 2× (at 1× Tier 2 is empty and every q₂ ties) by goodput × Jain.
 
@@ -139,7 +140,7 @@ def policies(kappa: CascadeSettings) -> list[tuple[str, str, CascadeSettings | N
     rows: list[tuple[str, str, CascadeSettings | None]] = [
         ("fcfs", "fcfs", None),
         ("sjf", "sjf", None),
-        ("sjf-total", "sjf-total", None),
+        ("sjf-total", "oracle-sjf-total", None),
         ("edf", "edf", None),
     ]
     for q2 in (0.0, 0.1, 0.2):

@@ -264,9 +264,9 @@ def plan(
         if size_for_confidence and level is None:
             raise InputError("--size-for-confidence needs a --confidence", fix="pass --confidence p80 (or p50, p90)")
         if verify:  # simulator check (hetplan.sim): refuse bad options before planning
-            from hetplan.sim.policies import POLICIES
+            from hetplan.sim.policies import ALIASES, POLICIES
 
-            if verify_policy.lower().strip() not in POLICIES:
+            if verify_policy.lower().strip() not in {*POLICIES, *ALIASES}:
                 raise InputError(
                     f"unknown --verify-policy {verify_policy!r}",
                     f"known: {', '.join(POLICIES)}",

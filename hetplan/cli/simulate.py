@@ -217,7 +217,9 @@ def simulate_cmd(
     trace: TraceOpt = None,
     class_column: ClassColumnOpt = None,
     slo: SloOpt = None,
-    policy: Annotated[str, typer.Option("--policy", "-p", help="fcfs, sjf, sjf-total, edf or cascade.")] = "fcfs",
+    policy: Annotated[
+        str, typer.Option("--policy", "-p", help="fcfs, sjf, edf, cascade, or the oracle reference oracle-sjf-total.")
+    ] = "fcfs",
     rate_scale: Annotated[
         float | None,
         rate_scale_option("Multiply the arrival rate (compress time); default 1. Not with --find-capacity."),

@@ -133,3 +133,32 @@ def policy(instances: int) -> str:
 def fmt(x: float) -> str:
     """Shortest stable text of a number (0.9, 16, 0.00125)."""
     return format(x, "g")
+
+
+def routing_files(ir: DeploymentIR, target: str) -> dict[str, str]:
+    """``<target>/routing.json``: the plan's prompt-length rule table (:mod:`hetplan.routing`), for plans that
+    route by prompt length; empty otherwise."""
+    text = ir.routing_json()
+    return {} if text is None else {f"{target}/routing.json": text}
+
+
+def routing_readme(ir: DeploymentIR) -> str:
+    """A README section describing the prompt-length rule of ``routing.json`` (empty when the plan has none)."""
+    table = ir.routing
+    if table is None or not table.ranges:
+        return ""
+    rows = []
+    for r in table.ranges:
+        total = sum(r.weights) or 1.0
+        hi = "∞" if r.hi_tokens is None else f"{r.hi_tokens:,}"
+        split = ", ".join(f"{u} {w / total:.1%}" for u, w in zip(table.units, r.weights, strict=True) if w > 0)
+        rows.append(f"| {r.lo_tokens:,} | {hi} | {split} |")
+    return (
+        "\n## Routing by prompt length\n\n"
+        "The traffic split above is each unit's overall share; route by prompt length instead, as the plan's "
+        "verification simulated (`routing.json`, the same rule table): count each prompt's tokens with the model's "
+        "tokenizer, take its range, and pick among the range's units by smooth weighted round-robin with these weights "
+        "(one counter set per range); only prompts outside every range use the overall split. No output length is "
+        "used: each unit gets the output mix of its ranges.\n\n"
+        "| prompt tokens from | to (excl.) | units (share of the range) |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+    )

@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from hetplan.emit.common import engine_env, gpu_resources, md_header, meta, unit_labels, yaml_docs
+from hetplan.emit.common import (
+    engine_env,
+    gpu_resources,
+    md_header,
+    meta,
+    routing_files,
+    routing_readme,
+    unit_labels,
+    yaml_docs,
+)
 from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit, apportion
 from hetplan.emit.names import dns_name
 from hetplan.emit.vllm import engine_args
@@ -164,5 +173,6 @@ def emit_dynamo(ir: DeploymentIR) -> dict[str, str]:
             files[f"dynamo/{u.name}.v1beta1.yaml"] = yaml_docs(ir, [_v1beta1(ir, u)])
         if "v1alpha1" in ir.settings.dynamo_api_versions:
             files[f"dynamo/{u.name}.v1alpha1.yaml"] = yaml_docs(ir, [_v1alpha1(ir, u)])
-    files["dynamo/README.md"] = _readme(ir)
+    files.update(routing_files(ir, "dynamo"))
+    files["dynamo/README.md"] = _readme(ir) + routing_readme(ir)
     return files

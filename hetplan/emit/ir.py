@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
@@ -29,6 +29,7 @@ from hetplan.errors import InputError
 from hetplan.mathutil import apportion as apportion  # the emitters import it from here
 from hetplan.perf.settings import PerfSettings
 from hetplan.plan.types import Plan
+from hetplan.routing import RoutingTable, table_from_plan
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,15 @@ class DeploymentIR:
     cascade: str | None = None  # the plan's CASCADE settings as canonical JSON (``hetplan calibrate``), or None
     engine_version: str = DEFAULT_ENGINE_VERSION  # what the plan's deployment rules assumed (hetplan.deploy_rules)
     scale_up_gpus: int = DEFAULT_SCALE_UP_GPUS
+    # the plan's prompt-length rule table (hetplan.routing), units named as here: the simulator routes by it too
+    routing: RoutingTable | None = None
+
+    def routing_json(self) -> str | None:
+        """The rule table as ``routing.json`` (sorted JSON), or None when it has no prompt ranges (a Cauchy or
+        homogeneous plan: the goodput split of the READMEs is the whole rule)."""
+        if self.routing is None or not self.routing.ranges:
+            return None
+        return json.dumps(self.routing.to_doc(), indent=2, sort_keys=True) + "\n"
 
     @property
     def groups(self) -> tuple[InstanceGroup, ...]:
@@ -366,14 +376,12 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
             f"made for, below the model's {spec.max_position_embeddings:,}-token window; vLLM refuses longer "
             "requests: pass --max-model-len N to allow them (the fit check says whether N fits every instance)"
         )
-    if instances:
+    routing = replace(table_from_plan(plan), units=tuple(u.name for u in units))
+    if routing.ranges:
         notes.append(
-            "Mélange assigns request-size buckets to GPU types; the emitted routers split traffic by each type's "
-            "traffic share only (no size-aware routing): route by prompt/output length in front of them if needed"
-            if not plan.combos
-            else "the mixed plan assigns request-size buckets to its combos and aggregated types; the emitted routers "
-            "split traffic by each unit's traffic share only (no size-aware routing): route by prompt/output length "
-            "in front of them if needed"
+            f"the plan routes by prompt length ({len(routing.ranges)} prompt ranges, weights per unit in routing.json, "
+            "the rule the verification simulated): the front router counts each prompt's tokens and splits each "
+            "range across its units by smooth weighted round-robin; a request's output length is never used"
         )
     if s.router_image == EmitSettings.router_image:
         notes.append(
@@ -405,6 +413,7 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         cascade=_cascade_json(plan),
         engine_version=str(planned.get("engine_version", DEFAULT_ENGINE_VERSION)),
         scale_up_gpus=int(planned.get("scale_up_gpus", DEFAULT_SCALE_UP_GPUS)),
+        routing=routing,
     )
 
 

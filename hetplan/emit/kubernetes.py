@@ -34,6 +34,8 @@ from hetplan.emit.common import (
     meta,
     policy,
     ray_wait,
+    routing_files,
+    routing_readme,
     serving_selector,
     shm_volume,
     unit_labels,
@@ -364,5 +366,6 @@ def emit_kubernetes(ir: DeploymentIR) -> dict[str, str]:
     replicas = router_replicas(ir)
     for u, r in zip(ir.units, replicas, strict=True):
         files[f"kubernetes/{u.name}-router.yaml"] = yaml_docs(ir, _router(ir, u, r))
-    files["kubernetes/README.md"] = _readme(ir, replicas)
+    files.update(routing_files(ir, "kubernetes"))
+    files["kubernetes/README.md"] = _readme(ir, replicas) + routing_readme(ir)
     return files

@@ -18,7 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from hetplan.emit.common import LABEL, group_labels, md_header, meta, unit_labels, yaml_docs
+from hetplan.emit.common import (
+    LABEL,
+    group_labels,
+    md_header,
+    meta,
+    routing_files,
+    routing_readme,
+    unit_labels,
+    yaml_docs,
+)
 from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit, apportion
 from hetplan.emit.kubernetes import engine_container, pod_spec, worker_container
 from hetplan.errors import EmitRuleError
@@ -161,5 +170,6 @@ def emit_llmd(ir: DeploymentIR) -> dict[str, str]:
     files = {}
     for u in ir.units:
         files[f"llmd/{u.name}.yaml"] = yaml_docs(ir, [_workload(ir, u), _pool(ir, u)])
-    files["llmd/README.md"] = _readme(ir)
+    files.update(routing_files(ir, "llmd"))
+    files["llmd/README.md"] = _readme(ir) + routing_readme(ir)
     return files

@@ -25,6 +25,8 @@ from hetplan.emit.common import (
     md_header,
     policy,
     ray_wait,
+    routing_files,
+    routing_readme,
 )
 from hetplan.emit.ir import DeploymentIR, EngineFlags, InstanceGroup, ServingUnit, apportion
 
@@ -204,5 +206,6 @@ def emit_vllm(ir: DeploymentIR) -> dict[str, str]:
         files[f"vllm/{u.name}-router.sh"] = _script(ir, about, [_command(router_argv(ir, u))])
     if ir.cascade is not None:  # a calibrated plan: CASCADE's settings for the router (hetplan calibrate)
         files["vllm/cascade-router.json"] = ir.cascade
-    files["vllm/README.md"] = _readme(ir)
+    files.update(routing_files(ir, "vllm"))
+    files["vllm/README.md"] = _readme(ir) + routing_readme(ir)
     return files

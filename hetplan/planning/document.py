@@ -183,8 +183,8 @@ def shape_won(strategy: str, chosen: Solved, solved: Mapping[str, Solved]) -> st
             else ", over mixed GPU types"
         ),
         "homogeneous": f"prefill/decode combos on one GPU type ({chosen.gpu})",
-        "melange": "aggregated instances routed by request size (Mélange)",
-        "mixed": "aggregated instances and prefill/decode combos in one MILP, routed by request size ("
+        "melange": "aggregated instances routed by prompt length (Mélange's size buckets)",
+        "mixed": "aggregated instances and prefill/decode combos in one MILP, routed by prompt length ("
         + (describe(chosen.mixed) if chosen.mixed is not None else "")
         + ")",
     }[strategy]

@@ -204,7 +204,7 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
             f"Run {' + '.join(_instances_by_role(plan, 'prefill'))} for prefill and "
             f"{' + '.join(_instances_by_role(plan, 'decode'))} for decode"
         )
-        if plan.instances:  # a mixed plan: aggregated instances too, requests routed by size
+        if plan.instances:  # a mixed plan: aggregated instances too, requests routed by prompt length
             what += (
                 ", and " + " + ".join(f"{i.count}x {i.gpu} TP{i.tp}" for i in plan.instances) + " aggregated"
                 + (f" (by request size: {plan.extra['assignment']})" if plan.extra.get("assignment") else "")

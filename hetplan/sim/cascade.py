@@ -15,7 +15,10 @@ reference library, so the section cited is hetplan's summary of it):
   T̂`` with T̂ at the instance's load now, so requests move between tiers as they wait and as the load changes.
 - **decode admission by a TPOT budget**: a sequence that already has its first token (its KV transferred to a
   decode instance, or preempted) is budgeted against its TPOT SLO, not the prefill T̂: ``first token + TPOT
-  SLO·(n−1) − remaining tokens · step estimate − now`` (minus T̂ of its recompute when its KV is gone).
+  SLO·(n̂−1) − r̂ · step time − now`` (minus T̂ of its recompute when its KV is gone), with r̂ the *predicted*
+  remaining output (:mod:`hetplan.sim.predict`: the sizing data's outputs for its prompt length, beyond what it
+  has generated), n̂ = generated + r̂, and the instance's *measured* step time (a running average of its
+  iterations, ``Instance.step_est_s``). The true output length is never read.
 - **tiers** ("Budget > 0 → Tier 1, else Tier 2; Tier 2 keeps a reserved share q₂ of each batch; within a tier,
   least remaining budget first"): each iteration reserves a share q₂ of its prefill tokens (a credit of ⌈q₂ ×
   the token budget⌉ per iteration, carried over, so the long-run share is at least q₂; and of its free sequence
@@ -32,8 +35,8 @@ Choices the text leaves open, and which hetplan took (``docs/cascade.md`` shows 
 - order inside Tier 2: ``tier2_order="least-budget"`` (the text's "within a tier, least remaining budget first":
   the most overdue first) by default; ``"largest-budget"`` serves the least overdue first (the ones closest to
   being saved);
-- the load definitions of T(current) and T(max), and the step estimate of decode budgets (a step at half the
-  batch cap with 1k-token contexts) are hetplan's own reconstruction; the simulator has no prefix cache, so T̂'s
+- the load definitions of T(current) and T(max), the output predictor and the running average of step times
+  in decode budgets are hetplan's own reconstruction; the simulator has no prefix cache, so T̂'s
   prefix-cache hit is 0.
 
 Source: DESIGN §3.4 (CASCADE, Microsoft/UBC/NVIDIA); the per-request estimator, the credit form of the reserved
@@ -165,10 +168,12 @@ class CascadeScheduler(Scheduler):
 
     @staticmethod
     def decode_key(sim: Simulator, inst: Instance, rid: int, generated: int) -> float:
-        """Latest useful start of a sequence that has its first token: its E2E deadline ``first + TPOT SLO·(n−1)``
-        minus the remaining tokens at the instance's estimated step time (its TPOT budget is this minus now)."""
-        out = sim.out[rid]
-        return sim.first[rid] + sim.tpot_slo[rid] * (out - 1) - (out - generated) * inst.step_est_s
+        """Latest useful start of a sequence that has its first token: its E2E deadline ``first + TPOT SLO·(n̂−1)``
+        minus the predicted remaining tokens r̂ at the instance's measured step time (its TPOT budget is this minus
+        now); n̂ = ``generated`` + r̂, r̂ from the run's output predictor (:mod:`hetplan.sim.predict`): the true
+        output length is not known to a scheduler."""
+        left = sim.predictor.remaining(sim.prompt[rid], generated)
+        return sim.first[rid] + sim.tpot_slo[rid] * (generated + left - 1) - left * inst.step_est_s
 
     def key(self, sim: Simulator, inst: Instance, rid: int) -> float:
         if sim.first[rid] < _INF:

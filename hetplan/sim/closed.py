@@ -26,7 +26,7 @@ from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.metrics import summarize
-from hetplan.sim.policies import get_scheduler
+from hetplan.sim.policies import get_scheduler, policy_label
 from hetplan.sim.run import plan_cascade
 from hetplan.units import rnd
 from hetplan.workload.model import MAX_TOKENS, make_stream
@@ -89,7 +89,7 @@ def closed_loop(
     e2e_mean = m["e2e_s"]["mean"]
     return {
         "kind": "closed-loop",
-        "policy": policy.lower(),
+        "policy": policy_label(policy),
         "router": cfg.router,
         "instances": len(dep.instances),
         "plan_strategy": plan.strategy,

@@ -42,6 +42,7 @@ from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
 from hetplan.perf.settings import PerfSettings
 from hetplan.plan.types import STRATEGIES, Plan
+from hetplan.routing import RoutingTable, table_from_plan, table_from_units
 
 CTX_POINTS = 128
 
@@ -159,7 +160,8 @@ class Group:
     Attributes:
         label: readable name. weight_req_per_s: planned goodput of all its copies (routing weight).
         prefill / decode: instance indices (aggregated: both hold the same instances).
-        buckets: aggregated only, ``(prompt_lo, prompt_hi, output_lo, output_hi, share)`` the type serves.
+        buckets: Mélange and mixed plans, ``(prompt_lo, prompt_hi, output_lo, output_hi, share)`` the unit was
+            sized for; the router reads them only as prompt ranges (:mod:`hetplan.routing`).
         link_bytes_per_s: prefill→decode link (disaggregated), bytes/s.
         extra_latency_s: latency added to each KV transfer (a cross-site combo's WAN, ``--allow-cross-provider``).
     """
@@ -188,7 +190,7 @@ class Deployment:
     gpu_specs: dict[str, GpuSpec] = field(default_factory=dict)
     step_costs: dict[tuple[str, int, int, int], StepCost] = field(default_factory=dict)
     #: Step-time multipliers of every instance (1: the model's prediction): the verification's error margin runs
-    #: the plan with steps this much slower than predicted (:func:`hetplan.sim.verify.error_margin`).
+    #: the plan with steps this much slower than predicted (:func:`hetplan.sim.verify.error_check`).
     prefill_scale: float = 1.0
     decode_scale: float = 1.0
 
@@ -196,6 +198,16 @@ class Deployment:
         """This deployment with every prefill step ``prefill_scale`` and every decode step ``decode_scale`` times
         the model's (its own step tables; the instance models are shared)."""
         return replace(self, step_costs={}, prefill_scale=prefill_scale, decode_scale=decode_scale)
+
+    routing: RoutingTable | None = None
+
+    def routing_table(self) -> RoutingTable:
+        """The prompt-length rule table the router follows (:mod:`hetplan.routing`): the plan's own
+        (:func:`~hetplan.routing.table_from_plan`, what ``hetplan emit`` writes), else one built from the groups."""
+        if self.routing is None:
+            self.routing = table_from_units([g.label for g in self.groups], [g.weight_req_per_s for g in self.groups],
+                                            [list(g.buckets) for g in self.groups])  # fmt: skip
+        return self.routing
 
     def step_cost(self, gpu: str, tp: int, max_seqs: int, max_context_tokens: int) -> StepCost:
         """The (cached) :class:`StepCost` of ``gpu`` at TP ``tp``: runs on one deployment (a capacity search)
@@ -317,6 +329,7 @@ def deployment_from_plan(plan: Plan) -> Deployment:
             (b.prompt_lo_tokens, b.prompt_hi_tokens, b.output_lo_tokens, b.output_hi_tokens, b.share) for b in t.buckets
         )
         groups.append(Group(f"{t.count}x {t.gpu} TP{t.tp}", t.traffic_share or 1e-9, idx, idx, buckets))
+    dep.routing = table_from_plan(plan)  # the one rule table the emitted routers follow too
     return dep
 
 

@@ -21,6 +21,10 @@ Instances (vLLM-like engines, continuous batching):
   than the model's context window (``max_position_embeddings``) is refused on arrival (``over_context``, apart
   from KV drops), any other output is cut at the window (``truncated``); the run stops ``drain_s`` after the last
   arrival (``cut_off``), requests still in flight then are unfinished;
+- routing sees the prompt only (:mod:`hetplan.sim.router`): a prompt that does not fit the chosen group's KV cache
+  goes to the roomiest group that holds it (dropped when none does), and an output that would outgrow the KV
+  cache of its instance alone is cut there, as vLLM stops a sequence at ``max_model_len`` (which its start-up
+  check keeps within the KV cache); the counter ``cut_at_kv_capacity`` counts them (present only when nonzero);
 - dispatch inside a routing group is work conserving (:mod:`hetplan.sim.dispatch`): each role's instances serve
   one shared queue, so a request waits only while no instance of its role can admit it (before, each request was
   bound to an instance on arrival and waited behind it while a peer stood idle: mean waits 1.2–2.3x Erlang C);
@@ -57,6 +61,7 @@ from hetplan.sim.deployment import Deployment
 from hetplan.sim.dispatch import make_pools, queue_in_pool
 from hetplan.sim.estimate import TtftEstimator
 from hetplan.sim.instance import ARRIVE, KV_DONE, STEP_END, Instance, Pool
+from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.result import SimResult
 from hetplan.sim.router import ROUTERS, Router, SimConfig
 from hetplan.sim.scheduler import Scheduler
@@ -64,10 +69,17 @@ from hetplan.workload.context import apply_context_window
 from hetplan.workload.model import RequestStream
 
 _INF = float("inf")
+STEP_EWMA = 0.05
+"""Weight of the newest decode iteration in an instance's running average of its step time (``step_est_s``:
+about the last 20 iterations)."""
 
 
 class Simulator:
     """One run of ``stream`` through ``dep`` under ``scheduler`` (see the module docstring).
+
+    ``predictor`` gives policies a predicted remaining output (:mod:`hetplan.sim.predict`; default: learnt from
+    ``stream``'s own length distribution). ``out`` holds each request's true output: the engine ends requests
+    with it, and only policies labelled ``oracle`` may read it (``Scheduler.oracle``).
 
     Raises:
         InputError: bad router or settings.
@@ -81,8 +93,12 @@ class Simulator:
         config: SimConfig | None = None,
         record_estimates: bool = False,
         clients: int = 0,
+        predictor: OutputPredictor | None = None,
     ) -> None:
         self.dep, self.stream, self.scheduler = dep, stream, scheduler
+        # what policies may know of a request's output: a prediction from the sizing data's distribution
+        # (default: the replayed workload's own, as ``hetplan plan`` verifies on the data it sized on)
+        self.predictor = predictor or OutputPredictor(stream.prompt_tokens, stream.output_tokens)
         self.cfg = config or SimConfig()
         n = stream.n
         limit = int(dep.arch.spec.max_position_embeddings)
@@ -137,7 +153,7 @@ class Simulator:
         names = ("events", "iterations", "preemptions", "restores", "recomputes", "tier2_tokens", "saturated_tokens")
         self.counters: dict[str, float] = dict.fromkeys(names, 0.0)
         self.preempted: list[int] = []
-        self.router = Router(dep.groups, dep.aggregated, self.cfg.router, self.cfg.seed)
+        self.router = Router(dep.routing_table(), self.cfg.router, self.cfg.seed)
         self.group_fit = [
             min(min(self.insts[i].cap for i in g.prefill), min(self.insts[i].cap for i in g.decode)) for g in dep.groups
         ]
@@ -191,15 +207,19 @@ class Simulator:
             self.over_context[rid] = True
             self._client_next(now)
             return
-        gi = self.router.pick(self.prompt[rid], self.out[rid])
-        size = self.prompt[rid] + self.out[rid]
-        if size > self.group_fit[gi]:  # too long for this group's KV cache: the roomiest group that fits, if any
-            fits = [k for k, cap in enumerate(self.group_fit) if cap >= size]
+        prompt = self.prompt[rid]
+        gi = self.router.pick(prompt)  # from the prompt length only: no router knows the output length
+        if prompt + 1 > self.group_fit[gi]:  # the prompt does not fit this group's KV: the roomiest that holds it
+            fits = [k for k, cap in enumerate(self.group_fit) if cap >= prompt + 1]
             if not fits:
                 self.dropped[rid] = True  # fits no instance: counted as a miss
                 self._client_next(now)
                 return
             gi = max(fits, key=lambda k: (self.group_fit[k], -k))
+        room = self.group_fit[gi] - prompt
+        if self.out[rid] > room:  # the engine stops a sequence that fills its KV alone (vLLM's max_model_len)
+            self.out[rid] = room
+            self.counters["cut_at_kv_capacity"] = self.counters.get("cut_at_kv_capacity", 0.0) + 1
         self.grp[rid] = gi
         self.router.outstanding[gi] += 1
         self.need[rid] = self.prompt[rid]
@@ -243,8 +263,10 @@ class Simulator:
                 if rid in run:
                     self.entry_gap.append(now - self.last[rid])
                     nw += 1
-            self.step_s.append(now - inst.step_start)
+            dur = now - inst.step_start
+            self.step_s.append(dur)
             self.step_w.append(n_dec - nw)
+            inst.step_est_s += STEP_EWMA * (dur - inst.step_est_s)  # the measured time per output token
             inst.ctx_sum += n_dec
             inst.kv_used += n_dec
             fin = inst.finish_at.pop(inst.step_idx, None)

@@ -54,8 +54,10 @@ class Instance:
             iteration, joining decoding at the next one. pool: the shared queue this instance pulls from.
         ctx_sum / kv_used: context tokens of the running sequences, KV tokens held.
         step_idx / finish_at: iterations done; iteration index → sequences that finish then.
-        step_est_s: time per remaining token in CASCADE's decode budgets (a step at half the batch cap, 1k-token
-            contexts). host_gib: KV offloaded to host DRAM. t2_credit: CASCADE's Tier-2 token credit.
+        step_est_s: the instance's measured time per output token: a running average of its decode iterations'
+            durations (the engine updates it, weight ``STEP_EWMA``), starting from the model's step at half the
+            batch cap with 1k-token contexts; CASCADE's decode budgets use it.
+        host_gib: KV offloaded to host DRAM. t2_credit: CASCADE's Tier-2 token credit.
         est: the instance's per-request TTFT estimator (:mod:`hetplan.sim.estimate`, built on first use).
     """
 

@@ -4,6 +4,9 @@
 :class:`~hetplan.sim.scheduler.Scheduler` class (the interface and the static-key policies FCFS, SJF, EDF are in
 :mod:`hetplan.sim.scheduler`, CASCADE in :mod:`hetplan.sim.cascade`); a new policy is a subclass added here.
 
+Policies whose class says ``oracle = True`` (``oracle-sjf-total``) read a request's true output length: they are
+references to compare against, never something a deployment can run.
+
 Source: hetplan's own.
 """
 
@@ -18,6 +21,15 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
 }
 POLICIES: dict[str, str] = {name: cls.description for name, cls in SCHEDULERS.items()}
 """Policy name → one-line description."""
+ALIASES: dict[str, str] = {"sjf-total": "oracle-sjf-total"}
+"""Former names still accepted → the policy's name (the oracle SJF was renamed to say what it is)."""
+
+
+def policy_label(name: str) -> str:
+    """How outputs name the policy ``name``: lower case, a former name given as the policy's own
+    (``sjf-total`` → ``oracle-sjf-total``)."""
+    kind = name.lower()
+    return ALIASES.get(kind.strip(), kind)
 
 
 def get_scheduler(name: str, cascade: CascadeSettings | None = None) -> Scheduler:
@@ -28,6 +40,7 @@ def get_scheduler(name: str, cascade: CascadeSettings | None = None) -> Schedule
         InputError: unknown name (the message lists the known ones).
     """
     kind = name.lower().strip()
+    kind = ALIASES.get(kind, kind)
     if kind not in SCHEDULERS:
         raise InputError(
             f"unknown policy {name!r}", f"known: {', '.join(SCHEDULERS)}", f"pass --policy {'|'.join(SCHEDULERS)}"
@@ -35,4 +48,4 @@ def get_scheduler(name: str, cascade: CascadeSettings | None = None) -> Schedule
     return SCHEDULERS[kind].create(cascade)
 
 
-__all__ = ["POLICIES", "SCHEDULERS", "CascadeSettings", "get_scheduler"]
+__all__ = ["ALIASES", "POLICIES", "SCHEDULERS", "policy_label", "CascadeSettings", "get_scheduler"]

@@ -1,9 +1,14 @@
 """Routing requests across a deployment's groups (combos with all their copies, or aggregated instance types).
 
+Every router decides from what a real router sees: the request's prompt length (never its output length) and,
+for ``jsq``, the groups' load. The candidates and weights come from the deployment's prompt-length rule table
+(:mod:`hetplan.routing`, the same table ``hetplan emit`` writes as ``routing.json``): for Cauchy and homogeneous
+plans every combo, weighted by its planned goodput (all copies); for Mélange and mixed plans the units serving the
+prompt's range, weighted by their shares of it summed over the MILP's output buckets (prompts outside every range
+go over all units, weighted by traffic share).
+
 - ``round-robin``: smooth weighted round-robin (nginx's algorithm: deterministic, spreads each group's turns
-  evenly) over the combos, weights = each combo's planned goodput (all copies), as the planner assumed; for
-  Mélange plans over the instance types that serve the request's size bucket, weights = their shares of that
-  bucket (requests outside every bucket go over all types, weighted by traffic share).
+  evenly), one counter set per prompt range (:class:`hetplan.routing.WeightedRoundRobin`).
 - ``jsq``: join the shortest queue on up-to-date state, normalised: the group with the fewest outstanding
   requests (routed and not finished) per unit of weight.
 - ``random``: weighted random choice from an explicit seed (the simulator's only random choice).
@@ -12,7 +17,7 @@ Inside a group dispatch is work conserving: each role's instances serve one shar
 the first instance of its role that can admit it (:mod:`hetplan.sim.dispatch`); the router's choice only matters
 between groups.
 
-Source: hetplan's own reconstruction (Cauchy routes by combo goodput; Mélange by request-size bucket).
+Source: hetplan's own reconstruction (Cauchy routes by combo goodput; Mélange's size buckets as prompt ranges).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import random
 from dataclasses import dataclass
 
 from hetplan.errors import InputError
-from hetplan.sim.deployment import Group
+from hetplan.routing import RoutingTable, WeightedRoundRobin
 from hetplan.sim.hostkv import HostKvTier
 
 ROUTERS = ("round-robin", "jsq", "random")
@@ -54,64 +59,46 @@ class SimConfig:
 
 
 class Router:
-    """Picks a group for each request (see the module docstring).
+    """Picks a group for each request from its prompt length only (see the module docstring): the deployment's
+    rule table (:mod:`hetplan.routing`) gives the candidate groups and weights of the prompt's range.
 
     Attributes:
         outstanding: per group, requests routed there and not yet finished (the engine keeps it current).
     """
 
-    def __init__(self, groups: list[Group], aggregated: bool, name: str, seed: int) -> None:
-        self.groups = groups
-        # size-aware routing: aggregated plans, and mixed plans (whose combos list buckets too)
-        self.aggregated = aggregated or any(g.buckets for g in groups)
+    def __init__(self, table: RoutingTable, name: str, seed: int) -> None:
+        self.table = table
         self.name = name
         self.rng = random.Random(seed)
-        self.outstanding = [0] * len(groups)
-        self._rr: dict[tuple[int, ...], list[float]] = {}
+        self.outstanding = [0] * len(table.units)
+        self._rr = WeightedRoundRobin(table)
 
-    def snapshot(self) -> tuple[dict[tuple[int, ...], list[float]], object]:
+    def snapshot(self) -> tuple[dict[int, list[float]], object]:
         """The state that decides the next picks of ``round-robin`` and ``random`` (they do not depend on the
         load): the smooth round-robin counters and the random generator's state."""
-        return {k: list(v) for k, v in self._rr.items()}, self.rng.getstate()
+        return {k: list(v) for k, v in self._rr.state.items()}, self.rng.getstate()
 
-    def restore(self, state: tuple[dict[tuple[int, ...], list[float]], object]) -> None:
+    def restore(self, state: tuple[dict[int, list[float]], object]) -> None:
         """Continue from a :meth:`snapshot` (``hetplan simulate --windows`` starts each window where one long run
         would be)."""
         rr, rng = state
-        self._rr = {k: list(v) for k, v in rr.items()}
+        self._rr.state = {k: list(v) for k, v in rr.items()}
         self.rng.setstate(rng)  # type: ignore[arg-type]
 
-    def pick(self, prompt_tokens: int, output_tokens: int) -> int:
-        """Index of the group for a request of ``prompt_tokens`` / ``output_tokens``."""
-        groups = self.groups
-        cands = list(range(len(groups)))
-        weights = [g.weight_req_per_s for g in groups]
-        if self.aggregated:
-            sel = [
-                (gi, share)
-                for gi, g in enumerate(groups)
-                for (plo, phi, olo, ohi, share) in g.buckets
-                if plo <= prompt_tokens < phi and olo <= output_tokens < ohi and share > 0
-            ]
-            if sel:
-                cands = [gi for gi, _ in sel]
-                weights = [w for _, w in sel]
+    def pick(self, prompt_tokens: int) -> int:
+        """Index of the group for a request of ``prompt_tokens`` (its output length is not known to a router)."""
+        index = self.table.range_index(prompt_tokens)
+        if self.name == "round-robin":
+            return self._rr.pick(index)
+        weights = self.table.weights(index)
+        cands = [k for k, w in enumerate(weights) if w > 0] if index >= 0 else list(range(len(weights)))
         if len(cands) == 1:
             return cands[0]
+        ws = [weights[k] for k in cands]
         if self.name == "jsq":
-            k = min(range(len(cands)), key=lambda i: (self.outstanding[cands[i]] / max(weights[i], 1e-9), cands[i]))
+            k = min(range(len(cands)), key=lambda i: (self.outstanding[cands[i]] / max(ws[i], 1e-9), cands[i]))
             return cands[k]
-        if self.name == "random":
-            return self.rng.choices(cands, weights=weights)[0]
-        state = self._rr.setdefault(tuple(cands), [0.0] * len(cands))
-        total = sum(weights)
-        best = 0
-        for k in range(len(cands)):
-            state[k] += weights[k]
-            if state[k] > state[best]:
-                best = k
-        state[best] -= total
-        return cands[best]
+        return self.rng.choices(cands, weights=ws)[0]
 
 
 __all__ = ["ROUTERS", "Router", "SimConfig"]

@@ -25,7 +25,8 @@ from hetplan.plan.types import Plan
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import summarize
-from hetplan.sim.policies import CascadeSettings, get_scheduler
+from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
+from hetplan.sim.predict import OutputPredictor
 from hetplan.units import rnd
 from hetplan.workload.model import ClassSlo, RequestStream
 
@@ -37,9 +38,11 @@ class SimRequest:
     Attributes:
         plan: the typed plan (:func:`hetplan.plan.doc.load_plan`).
         stream: requests (unscaled). class_slos: per-class SLO overrides (else the plan's SLOs).
-        policy: fcfs, sjf, sjf-total, edf or cascade. rate_scale: arrival-rate multiplier.
+        policy: fcfs, sjf, edf, cascade or the oracle reference oracle-sjf-total. rate_scale: arrival-rate multiplier.
         cascade: CASCADE settings (default: the plan's calibrated κ and q₂, if any, else the defaults).
         config: router, seed, chunked prefill, drain time. window_s: time-series window, seconds.
+        predictor: what policies may know of output lengths (:mod:`hetplan.sim.predict`), learnt from the sizing
+            data; None: from ``stream``'s own length distribution.
     """
 
     plan: Plan
@@ -50,6 +53,7 @@ class SimRequest:
     cascade: CascadeSettings | None = None
     config: SimConfig = SimConfig()
     window_s: float = 60.0
+    predictor: OutputPredictor | None = None
 
 
 class _CascadeClass(BaseModel):
@@ -136,7 +140,9 @@ def run_simulation(
     """One simulation of ``stream`` on ``dep`` under ``req``'s policy (its CASCADE settings, else the plan's):
     (metrics document, the simulator, its raw result); ``record`` keeps each request's TTFT estimate."""
     cascade = req.cascade or plan_cascade(req.plan)
-    sim = Simulator(dep, stream, get_scheduler(req.policy, cascade), req.config, record_estimates=record)
+    sim = Simulator(
+        dep, stream, get_scheduler(req.policy, cascade), req.config, record_estimates=record, predictor=req.predictor
+    )
     res = sim.run()
     return summarize(stream, res, req.window_s), sim, res
 
@@ -151,7 +157,7 @@ def simulate(req: SimRequest) -> dict[str, Any]:
     doc, sim, _ = run_simulation(req, dep, stream)
     head = {
         "kind": "simulation",
-        "policy": req.policy.lower(),
+        "policy": policy_label(req.policy),
         "router": req.config.router,
         "seed": req.config.seed,
         "chunked_prefill": req.config.chunked_prefill,
@@ -234,7 +240,7 @@ def find_capacity(
     return {
         "kind": "capacity",
         "target": target,
-        "policy": req.policy.lower(),
+        "policy": policy_label(req.policy),
         "rate_scale": None if lo is None else rnd(lo, 6),
         "capped": lo is not None and hi is None,
         "failing_rate_scale": None if hi is None else rnd(hi, 6),

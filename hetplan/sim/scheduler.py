@@ -23,7 +23,9 @@ largest key (ties: the higher request index):
 
 - ``fcfs``: arrival time (vLLM's default; the victim is the latest arrival, as vLLM preempts the newest).
 - ``sjf``: prompt length (shortest prompt first).
-- ``sjf-total``: total work, prompt + output tokens (the output length known in advance: an oracle SJF).
+- ``oracle-sjf-total``: total work, prompt + output tokens, the output length read from the trace: an **oracle**
+  reference no engine can run (``oracle = True``; the old name ``sjf-total`` is read as it). No other policy reads
+  a request's true output length; CASCADE uses the predicted one (:mod:`hetplan.sim.predict`).
 - ``edf``: deadline = arrival + the request's TTFT SLO.
 
 CASCADE is in :mod:`hetplan.sim.cascade`; the registry by name in :mod:`hetplan.sim.policies`.
@@ -59,10 +61,14 @@ def cascade_estimate_s(t_current_s: float, t_max_s: float, kappa: float) -> floa
 class Scheduler(ABC):
     """A scheduling policy, as the engine sees it (module docstring). ``sim`` is the running
     :class:`~hetplan.sim.engine.Simulator`; its per-request lists (``arr``, ``prompt``, ``out``, ``ttft_slo``,
-    ``tpot_slo``, ``first``, ``gen``, ``join``, ``key``, ``need``, ``offload``) are indexed by request."""
+    ``tpot_slo``, ``first``, ``gen``, ``join``, ``key``, ``need``, ``offload``) are indexed by request; ``out`` (the
+    true output length) is for policies with ``oracle = True`` only, the others use ``sim.predictor``."""
 
     name: ClassVar[str]
     description: ClassVar[str]
+    oracle: ClassVar[bool] = False
+    """True for a reference policy that reads what no engine knows (a request's true output length, ``sim.out``);
+    only such a policy may read it, and its name starts with ``oracle-``."""
 
     @classmethod
     def create(cls, cascade: CascadeSettings | None = None) -> Scheduler:
@@ -158,11 +164,13 @@ class SjfScheduler(Scheduler):
 
 
 class SjfTotalScheduler(Scheduler):
-    """Shortest total work (prompt + output tokens) first; the victim is the largest total. The output length
-    is read from the trace: an oracle no engine has, the strongest form of SJF."""
+    """ORACLE reference: shortest total work (prompt + output tokens) first; the victim is the largest total.
+    The output length is read from the trace, which no engine knows: the strongest form of SJF, kept only as a
+    bound to compare deployable policies against (``oracle-sjf-total``; ``sjf-total`` is read as it)."""
 
-    name = "sjf-total"
-    description = "shortest job first (prompt + output tokens, output known: oracle)"
+    name = "oracle-sjf-total"
+    description = "ORACLE reference, not deployable: shortest job first on prompt + true output tokens"
+    oracle = True
 
     def key(self, sim: Simulator, inst: Instance, rid: int) -> float:
         return float(sim.prompt[rid] + sim.out[rid])

@@ -23,7 +23,8 @@ from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.metrics import request_outcomes
-from hetplan.sim.policies import get_scheduler
+from hetplan.sim.policies import get_scheduler, policy_label
+from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.result import SimResult
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run, run_simulation
 from hetplan.units import format_duration, rnd
@@ -111,9 +112,15 @@ def _fitting(workload: Workload, window: int) -> tuple[Workload, Any]:
     return workload, ctx
 
 
-def out_of_sample_runs(plan: Plan, workloads: Sequence[tuple[str, Workload]], policy: str) -> list[dict[str, Any]]:
+def out_of_sample_runs(
+    plan: Plan,
+    workloads: Sequence[tuple[str, Workload]],
+    policy: str,
+    predictor: OutputPredictor | None = None,
+) -> list[dict[str, Any]]:
     """Replay each labelled workload the plan was not sized on at the plan's goodput target (its arrivals
-    compressed or stretched to the target's mean rate; Poisson arrivals from seed 1 where it has no timestamps).
+    compressed or stretched to the target's mean rate; Poisson arrivals from seed 1 where it has no timestamps),
+    with ``predictor``, the output predictor learnt from the sizing workload (None: from each replayed stream).
 
     Returns:
         One record per workload: ``label``, ``trace``, ``requests``, ``arrivals``, ``rate_req_per_s``,
@@ -127,7 +134,7 @@ def out_of_sample_runs(plan: Plan, workloads: Sequence[tuple[str, Workload]], po
         if ctx.n_refused == workload.n_requests:
             continue
         stream, own, kind, _ = _arrivals(plan, fitted, seed=VERIFY_SEED + 1)
-        run = Replayer(plan, stream, policy).run(label, target / own)
+        run = Replayer(plan, stream, policy, predictor).run(label, target / own)
         out.append(
             {
                 "label": label,
@@ -189,7 +196,9 @@ def verify_plan(
     if policy.lower().strip() == "cascade":  # CASCADE is verified with its settings calibrated on this workload
         cascade = calibrate_for_plan(plan, stream, target / own)
         plan = replace(plan, extra={**plan.extra, "cascade": cascade})
-    runner = Replayer(plan, stream, policy)
+    # what policies may know of output lengths: the distribution of the workload the plan was sized on
+    predictor = OutputPredictor(workload.prompt_tokens, workload.output_tokens)
+    runner = Replayer(plan, stream, policy, predictor)
     q = plan.slo.percentile
     scales = [("goodput target", target / own)]
     if is_trace and abs(own / target - 1) > 0.01:
@@ -198,7 +207,7 @@ def verify_plan(
     main = runs[0]
     in_sample = all(not r["misses"] for r in runs)
     # out of sample only where it can change the verdict, or for the full check (capacity) that a plan keeps
-    held = out_of_sample_runs(plan, out_of_sample, policy) if in_sample or capacity else []
+    held = out_of_sample_runs(plan, out_of_sample, policy, predictor) if in_sample or capacity else []
     verified = in_sample and all(not r["misses"] for r in held)
     sim_cap = None
     if capacity:
@@ -228,7 +237,7 @@ def verify_plan(
         "trace": name,
         "requests": m["requests"],
         "arrivals": kind,
-        "policy": policy.lower(),
+        "policy": policy_label(policy),
         "percentile": q,
         "attainment": m["attainment"]["joint"],
         "attainment_by_slo": m["attainment"],
@@ -338,7 +347,7 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
     window = deployment_from_plan(plan).arch.spec.max_position_embeddings
     fitted, _ = _fitting(workload, window)
     stream, own, _, _ = _arrivals(plan, fitted)
-    base = Replayer(plan, stream, policy)
+    base = Replayer(plan, stream, policy, OutputPredictor(fitted.prompt_tokens, fitted.output_tokens))
     scale = plan.goodput_target_req_per_s / own
 
     def run(prefill: float, decode: float) -> dict[str, Any]:
@@ -394,11 +403,14 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
 
 
 class Replayer:
-    """Replays one stream through one plan at any rate scale, building the deployment once."""
+    """Replays one stream through one plan at any rate scale, building the deployment once; ``predictor``: the
+    output predictor learnt from the sizing data (None: from ``stream``)."""
 
-    def __init__(self, plan: Plan, stream: RequestStream, policy: str) -> None:
+    def __init__(
+        self, plan: Plan, stream: RequestStream, policy: str, predictor: OutputPredictor | None = None
+    ) -> None:
         self.plan, self.policy = plan, policy
-        self.req = SimRequest(plan, stream, policy=policy)
+        self.req = SimRequest(plan, stream, policy=policy, predictor=predictor)
         self.dep, self.stream = prepare_run(self.req)
         self.own = stream.n / stream.duration_s if stream.n > 1 else 1.0
         self.cache: dict[float, dict[str, Any]] = {}

@@ -51,14 +51,15 @@ from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.instance import Instance
 from hetplan.sim.metrics import summarize
-from hetplan.sim.policies import CascadeSettings, get_scheduler
+from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
+from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.router import Router
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
 from hetplan.units import rnd
 from hetplan.workload.model import RequestStream
 
 MAX_WINDOWS = 1024
-RouterState = tuple[dict[tuple[int, ...], list[float]], object]
+RouterState = tuple[dict[int, list[float]], object]
 #: A warm-up whose requests' mean TTFT differs from the same requests' in the window before by more than this
 #: (relative and absolute) gets a warning.
 WARMUP_MISMATCH = (0.10, 0.05)
@@ -156,14 +157,14 @@ def router_states(dep: Deployment, stream: RequestStream, config: SimConfig, at:
     """The router's state before request ``i`` of one long run, for each ``i`` in ``at`` (sorted): the
     ``round-robin`` and ``random`` routers pick without looking at the load, so replaying their picks over the
     earlier requests (those within the context window, as the engine routes) gives the exact state."""
-    router = Router(dep.groups, dep.aggregated, config.router, config.seed)
+    router = Router(dep.routing_table(), config.router, config.seed)
     limit = int(dep.arch.spec.max_position_embeddings)
-    prompt, out = stream.prompt_tokens.tolist(), stream.output_tokens.tolist()
+    prompt = stream.prompt_tokens.tolist()
     states, i = [], 0
     for stop in at:
         for j in range(i, stop):
             if prompt[j] <= limit:
-                router.pick(prompt[j], out[j])
+                router.pick(prompt[j])
         i = max(i, stop)
         states.append(router.snapshot())
     return states
@@ -171,13 +172,13 @@ def router_states(dep: Deployment, stream: RequestStream, config: SimConfig, at:
 
 def run_window(
     plan: Plan, stream: RequestStream, window: Window, policy: str, cascade: CascadeSettings, config: SimConfig,
-    router_state: RouterState | None = None,
+    router_state: RouterState | None = None, predictor: OutputPredictor | None = None,
 ) -> WindowResult:  # fmt: skip
     """Simulate ``stream`` (the window's requests, warm-up first, SLOs set) from ``router_state`` and keep what
-    ``window`` owns."""
+    ``window`` owns; ``predictor``: the whole run's output predictor (default: the window's own lengths)."""
     start = time.perf_counter()
     dep = deployment_from_plan(plan)
-    sim = _TimedSimulator(dep, stream, get_scheduler(policy, cascade), config)
+    sim = _TimedSimulator(dep, stream, get_scheduler(policy, cascade), config, predictor=predictor)
     if router_state is not None:
         sim.router.restore(router_state)
     res = sim.run()
@@ -245,7 +246,9 @@ def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: 
     states: list[RouterState | None] = [None] * len(wins)
     if req.config.router in ("round-robin", "random"):  # jsq follows the load: each window starts it afresh
         states = list(router_states(dep, stream, req.config, [w.run_from for w in wins]))
-    tasks = [(req.plan, _slice(stream, w.run_from, w.own_to), w, req.policy, cascade, req.config, st)
+    # one long run's predictor in every window
+    predictor = req.predictor or OutputPredictor(stream.prompt_tokens, stream.output_tokens)
+    tasks = [(req.plan, _slice(stream, w.run_from, w.own_to), w, req.policy, cascade, req.config, st, predictor)
              for w, st in zip(wins, states, strict=True)]  # fmt: skip
     ex.run(run_window, tasks, lambda i, r: results.__setitem__(i, r),
            lambda i, exc: failures.append(f"window {i}: {type(exc).__name__}: {exc}"))  # fmt: skip
@@ -274,7 +277,7 @@ def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: 
     check, warnings = _warmup_check(stream, wins, ordered, warmup_s, first)
     metrics["warnings"] = metrics["warnings"] + warnings
     head: dict[str, Any] = {
-        "kind": "simulation", "policy": req.policy.lower(), "router": req.config.router, "seed": req.config.seed,
+        "kind": "simulation", "policy": policy_label(req.policy), "router": req.config.router, "seed": req.config.seed,
         "chunked_prefill": req.config.chunked_prefill, "rate_scale": req.rate_scale, "trace": stream.source,
         "instances": len(dep.instances), "plan_strategy": req.plan.strategy,
         "plan_goodput_req_per_s": req.plan.goodput_req_per_s, "slo_percentile": req.plan.slo.percentile,

@@ -141,7 +141,7 @@ def _files(doc: dict[str, Any]) -> dict[str, str]:
 def _check_options(options: dict[str, Any], source: Callable[[str], str]) -> None:
     """Refuse an unknown strategy, engine or policy; ``source(option)`` names the axis or grid key it came from."""
     from hetplan.plan.types import STRATEGIES
-    from hetplan.sim.policies import POLICIES
+    from hetplan.sim.policies import ALIASES, POLICIES
 
     if options["strategy"] not in STRATEGIES:
         why = "--strategy hetis plans a fixed pool file, not a scenario" if options["strategy"] == "hetis" else ""
@@ -156,7 +156,7 @@ def _check_options(options: dict[str, Any], source: Callable[[str], str]) -> Non
             "plans carry engine: vllm only (the performance model imitates vLLM)",
             "use engines: [vllm], or drop the axis",
         )
-    if options["policy"] not in POLICIES:
+    if options["policy"] not in POLICIES and options["policy"] not in ALIASES:
         raise InputError(f"{source('policy')}: unknown policy {options['policy']!r}", f"known: {', '.join(POLICIES)}",
                          f"use {', '.join(POLICIES)}")  # fmt: skip
 

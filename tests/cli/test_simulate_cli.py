@@ -179,7 +179,7 @@ def test_plan_verify_policy_is_checked_before_planning():
 
     r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--verify", "--verify-policy", "lifo")
     assert r.exit_code == 2 and "planned" not in r.output
-    assert "--verify-policy fcfs|sjf|sjf-total|edf|cascade" in r.output
+    assert "--verify-policy fcfs|sjf|oracle-sjf-total|edf|cascade" in r.output
 
 
 def test_plan_verifies_by_default_and_prints_the_verdict_and_both_capacities():

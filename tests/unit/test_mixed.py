@@ -166,8 +166,8 @@ def test_a_mixed_plan_simulates_with_size_routing_to_combos_and_instances(mixed_
     combo_groups = [g for g in dep.groups if g.prefill != g.decode]
     agg_groups = [g for g in dep.groups if g.prefill == g.decode]
     assert combo_groups and agg_groups and all(g.buckets for g in dep.groups)
-    router = Router(dep.groups, dep.aggregated, "round-robin", 0)
-    for g in dep.groups:  # a request inside a bucket a unit serves goes to a unit that serves it
+    router = Router(dep.routing_table(), "round-robin", 0)
+    for g in dep.groups:  # a prompt inside a bucket a unit serves goes to a unit serving that prompt range
         plo, phi, olo, ohi, _ = g.buckets[0]
-        picked = dep.groups[router.pick(int(plo), int(olo))]
-        assert any(b[0] <= plo < b[1] and b[2] <= olo < b[3] for b in picked.buckets)
+        picked = dep.groups[router.pick(int(plo))]
+        assert any(b[0] <= plo < b[1] and b[4] > 0 for b in picked.buckets)

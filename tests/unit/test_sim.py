@@ -60,10 +60,13 @@ def test_policy_order_on_a_hand_made_trace(one_at_a_time, policy, expected):
 
 
 def test_policies_resolve_through_the_scheduler_registry():
-    assert list(SCHEDULERS) == ["fcfs", "sjf", "sjf-total", "edf", "cascade"]
+    assert list(SCHEDULERS) == ["fcfs", "sjf", "oracle-sjf-total", "edf", "cascade"]
     for name, cls in SCHEDULERS.items():
         sched = get_scheduler(f" {name.upper()} ")
         assert type(sched) is cls and sched.name == name
+        # only the labelled oracle reads the true output length, and its name says so
+        assert cls.oracle == name.startswith("oracle-")
+    assert get_scheduler("sjf-total").name == "oracle-sjf-total"  # the former name still resolves
     assert get_scheduler("cascade", CascadeSettings(kappa=2.0, q2=0.3)).settings() == {"kappa": 2.0, "q2": 0.3}
     assert get_scheduler("fcfs", CascadeSettings(kappa=2.0)).settings() == {}
 
