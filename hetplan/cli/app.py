@@ -5,6 +5,7 @@ nothing here loads numpy, pandas, the solvers or the catalogs: ``hetplan --help`
 """
 
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -58,3 +59,25 @@ def _root(
 ) -> None:
     STATE["debug"] = debug
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, stream=sys.stderr)
+    use_catalog_env()
+
+
+CATALOG_ENV = "HETPLAN_CATALOG_DIR"
+"""The environment variable naming a user catalog folder (read here only: the library takes the folder)."""
+
+
+def use_catalog_env() -> None:
+    """Point the catalog loader at ``HETPLAN_CATALOG_DIR`` (unset or empty: the shipped catalogs), every command.
+
+    A folder that does not exist or lacks a catalog file is an error naming the variable and the missing file
+    (exit 2), not a silent fall-back to the shipped catalogs. The loader is imported only when the variable is set
+    or it is already loaded (an in-process caller ran a command before), so ``--help`` stays light.
+    """
+    value = os.environ.get(CATALOG_ENV, "").strip()
+    if not value and "hetplan.catalog.loader" not in sys.modules:
+        return
+    from pathlib import Path
+
+    from hetplan.catalog.loader import use_catalog_dir
+
+    run_guarded(lambda: use_catalog_dir(Path(value) if value else None, CATALOG_ENV))

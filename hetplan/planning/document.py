@@ -52,9 +52,12 @@ def build_plan(
     profiled: Mapping[str, str] | None = None,
     workload_sha256: str | None = None,
     deferred: list[Callable[[], dict[str, Any]]] | None = None,
+    catalog_sha: str | None = None,
 ) -> dict[str, Any]:
     """Solve every strategy for ``req`` and return the plan document of ``strategy`` (version 2: the resolved
-    model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance; see
+    model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance,
+    whose catalog hash is ``catalog_sha`` -- default :func:`~hetplan.catalog.loader.catalog_sha256` of the
+    catalog alone, without profile overlays; see
     :mod:`hetplan.plan.doc`, whose :func:`~hetplan.plan.doc.from_doc` makes it a typed plan).
     With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later (for
     the one plan kept of several, e.g. the weight-dtype search) is appended to it.
@@ -139,7 +142,7 @@ def build_plan(
     doc["resolved"] = resolved_doc(req, profiled or {})
     doc["provenance"] = {
         "hetplan_version": __version__,
-        "catalog_sha256": catalog_sha256(),
+        "catalog_sha256": catalog_sha256() if catalog_sha is None else catalog_sha,
         "workload_sha256": workload_sha256,
     }
     return doc

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hetplan.catalog.loader import gpu_overlay
+from hetplan.catalog.loader import catalog_sha256, gpu_overlay
 from hetplan.catalog.profile import LoadedProfiles, load_profiles, profile_notes
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.doc import from_doc
@@ -180,6 +180,7 @@ def _plan_doc(
     doc = build_plan(
         req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
         profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=deferred,
+        catalog_sha=catalog_sha256(loaded.specs if loaded is not None else ()),
     )  # fmt: skip
     note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
     if note is not None:
