@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import InputError
+from hetplan.resources import Resources
 
 if TYPE_CHECKING:
     from hetplan.emit.settings import EmitSettings
@@ -111,9 +112,11 @@ def plan(
     prune_with: Path | None = None,
     prune_top_k: int | None = None,
     min_r2: float | None = None,
+    resources: Resources | None = None,
 ) -> Plan:
     """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan`. ``to_doc`` of the result
-    is the ``--json`` output and the plan file.
+    is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
+    cores; the CLI passes ``HETPLAN_PLAN_WORKERS``).
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target.
@@ -125,7 +128,7 @@ def plan(
         kw["prune_top_k"] = prune_top_k
     if min_r2 is not None:
         kw["min_r2"] = min_r2
-    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, **kw)
+    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
 
 
 def plan_verified(

@@ -15,7 +15,8 @@ import typer
 from rich.console import Console
 
 from hetplan import __version__
-from hetplan.errors import HetplanError
+from hetplan.errors import HetplanError, InputError
+from hetplan.resources import Resources
 
 app = typer.Typer(
     add_completion=False,
@@ -81,3 +82,31 @@ def use_catalog_env() -> None:
     from hetplan.catalog.loader import use_catalog_dir
 
     run_guarded(lambda: use_catalog_dir(Path(value) if value else None, CATALOG_ENV))
+
+
+WORKERS_ENV = "HETPLAN_PLAN_WORKERS"
+"""The environment variable capping the processes a plan uses (read here only: the library takes
+:class:`~hetplan.resources.Resources`)."""
+
+
+def resources_from_env() -> Resources:
+    """The :class:`~hetplan.resources.Resources` a command passes to :mod:`hetplan.api`: ``HETPLAN_PLAN_WORKERS``
+    processes for planning (unset or empty: the usable cores; 1: one task after another in this process).
+
+    Raises:
+        InputError: ``HETPLAN_PLAN_WORKERS`` is not a whole number >= 1 (named, with the fix).
+    """
+    text = os.environ.get(WORKERS_ENV, "").strip()
+    if not text:
+        return Resources()
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise InputError(
+            f"{WORKERS_ENV}={text!r} is not a number of worker processes",
+            "it takes a whole number >= 1 (1: plan the weight dtypes one after another in this process)",
+            f"set {WORKERS_ENV}=1 or {WORKERS_ENV}=2, or unset it (default: the usable cores)",
+        )
+    return Resources(plan_workers=n)

@@ -19,6 +19,7 @@ from hetplan.planning.document import build_plan
 from hetplan.planning.dtypes import AUTO, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
 from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
+from hetplan.resources import Resources
 from hetplan.scenario import Scenario
 from hetplan.solvers.ce_fit import (
     DEFAULT_MIN_R2,
@@ -41,22 +42,24 @@ def plan(
     prune_with: Path | None = None,
     prune_top_k: int = DEFAULT_TOP_K,
     min_r2: float = DEFAULT_MIN_R2,
+    resources: Resources | None = None,
 ) -> Plan:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
-    Returns the typed plan (:func:`hetplan.plan.doc.to_doc` gives the ``--json`` output and the plan file),
-    deterministic for equal inputs; see :mod:`hetplan.planning.solve`. ``analysis`` adds price sensitivity and
-    cost versus goodput (extra ILP solves).
-    ``profiles`` are ``hetplan profile`` files whose measured figures replace the datasheet and efficiency priors
-    of their GPUs (:mod:`hetplan.catalog.profile`; the plan lists them under ``scenario.profiles`` and says
-    what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
-    every homogeneous pair) are the only ones enumerated (:func:`hetplan.solvers.ce_fit.keep_pairs`); the plan warns
-    when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
-    never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`).
+        Returns the typed plan (:func:`hetplan.plan.doc.to_doc` gives the ``--json`` output and the plan file),
+        deterministic for equal inputs; see :mod:`hetplan.planning.solve`. ``analysis`` adds price sensitivity and
+        cost versus goodput (extra ILP solves).
+        ``profiles`` are ``hetplan profile`` files whose measured figures replace the datasheet and efficiency priors
+        of their GPUs (:mod:`hetplan.catalog.profile`; the plan lists them under ``scenario.profiles`` and says
+        what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
+        every homogeneous pair) are the only ones enumerated (:func:`hetplan.solvers.ce_fit.keep_pairs`); the plan warns
+        when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
+        never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`). ``resources``: the processes the weight-dtype and
+    engine search may use (default: the usable cores; :class:`hetplan.resources.Resources`).
 
-    Raises:
-        InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
-        the binding constraint).
+        Raises:
+            InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
+            the binding constraint).
     """
     loaded = load_profiles(profiles) if profiles else None
     with gpu_overlay(loaded.specs if loaded else ()):
@@ -65,7 +68,8 @@ def plan(
                 scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
             doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
         else:
-            doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
+            doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
+                                 resources or Resources())  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
@@ -84,6 +88,7 @@ def _search_dtypes(
     prune_with: Path | None,
     prune_top_k: int,
     min_r2: float,
+    resources: Resources,
 ) -> dict[str, Any]:
     """``--weight-dtype auto`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
@@ -119,7 +124,7 @@ def _search_dtypes(
                 raise  # a bad scenario, not an infeasible dtype
             return key, None, exc
 
-    workers = plan_workers(len(keys))
+    workers = plan_workers(len(keys), resources.plan_workers)
     if workers > 1:  # each (engine, dtype) in its own process (hetplan.planning.forked)
         if progress is not None:
             progress(f"planning {', '.join(f'{e} {d}' for e, d in keys)} in {workers} processes")

@@ -32,6 +32,7 @@ from hetplan.planning.document import ALL
 from hetplan.planning.forked import Background, start_forked
 from hetplan.planning.pipeline import plan
 from hetplan.planning.request import build_workload
+from hetplan.resources import Resources
 from hetplan.scenario import Scenario
 
 #: Simulated capacity aimed at, above the goodput target, when re-sizing.
@@ -93,8 +94,13 @@ def plan_verified(
     first = attempt(base, False)
     ahead = None
     if analysis:  # the plan with its analysis, in another process while this one simulates (used if it verifies)
-        quiet = planner_for(strategy, None)  # no progress from the other process
-        ahead = start_forked(lambda: to_doc(quiet(base, True)))
+        resources: Resources = plan_kwargs.get("resources") or Resources()
+
+        def quiet() -> dict[str, Any]:  # no progress from the other process, one planning process there
+            sc = scenario.model_copy(update={"headroom": base})
+            return to_doc(plan(sc, strategy, True, None, **{**plan_kwargs, "resources": resources.serial()}))
+
+        ahead = start_forked(quiet, resources.plan_workers)
     try:
         v0 = check(first, True)
     except BaseException:

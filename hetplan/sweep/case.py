@@ -140,7 +140,7 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
     Never raises for the case's own failures; returns a :class:`CaseOutcome`.
     """
     from hetplan import api
-    from hetplan.planning.forked import serial_planning
+    from hetplan.resources import Resources
     from hetplan.scenario import Scenario
 
     worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -152,8 +152,8 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
         use_catalog(catalog, task.catalog_sha256, task.catalog_dir)
         moved = {p: _materialise(Path(p).name, data) for p, data in zip(task.files, contents, strict=True)}
         scenario = Scenario.model_validate(_relocate(task.scenario, moved)).with_base_dir(task.base_dir)
-        with serial_planning():  # the sweep already runs a case per core: no second level of processes
-            plan = api.plan(scenario, task.strategy, task.analysis)
+        # the sweep already runs a case per core: no second level of processes
+        plan = api.plan(scenario, task.strategy, task.analysis, resources=Resources(plan_workers=1))
     except (InfeasibleError, OutOfMemoryError) as exc:
         return CaseOutcome(task.case_id, "infeasible", error=_one_line(exc),
                            plan_s=time.perf_counter() - start, worker=worker)  # fmt: skip
