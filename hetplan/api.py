@@ -66,7 +66,7 @@ def estimate(
             "hetplan models tensor parallelism inside one node",
             f"use --tp {MAX_TP} or less (and --pp)",
         )
-    from hetplan.catalog.loader import find_gpu, find_model, gpu_overlay
+    from hetplan.catalog.loader import find_gpu, find_model, overlaid_gpus
     from hetplan.catalog.profile import load_profiles, profile_notes
     from hetplan.perf.arch import ModelArch
     from hetplan.perf.estimate import estimate as _estimate
@@ -77,8 +77,7 @@ def estimate(
 
     arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
     loaded = load_profiles(profiles) if profiles else None
-    with gpu_overlay(loaded.specs if loaded else ()):
-        spec = find_gpu(gpu)
+    spec = find_gpu(gpu, overlaid_gpus(loaded.specs if loaded else ()))
     inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings.for_engine(engine))
     ctx = prompt_tokens if context_tokens is None else context_tokens
     if ctx < 1:

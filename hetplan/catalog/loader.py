@@ -10,14 +10,12 @@ versioned, errors that end with how to fix them).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import difflib
 import functools
 import json
 import os
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -327,28 +325,16 @@ def load_models() -> ModelCatalog:
     return read_yaml_file(catalog_dir() / "models.yaml", ModelCatalog, "model catalog")
 
 
-_GPU_OVERLAY: contextvars.ContextVar[tuple[GpuSpec, ...]] = contextvars.ContextVar("gpu_overlay", default=())
-
-
-@contextlib.contextmanager
-def gpu_overlay(specs: tuple[GpuSpec, ...]) -> Iterator[None]:
-    """Within the block, :func:`active_gpus` (and so :func:`find_gpu`) sees ``specs`` in place of the catalog
-    entries of the same name, and any new names added after them: how ``--profile`` files take effect."""
-    token = _GPU_OVERLAY.set(tuple(specs))
-    try:
-        yield
-    finally:
-        _GPU_OVERLAY.reset(token)
-
-
-def active_gpus() -> tuple[GpuSpec, ...]:
-    """The GPU catalog with the current :func:`gpu_overlay` applied (profiled GPUs replace their entries)."""
-    overlay = {g.name: g for g in _GPU_OVERLAY.get()}
-    if not overlay:
-        return load_gpus().gpus
+def overlaid_gpus(overlay: Sequence[GpuSpec] = ()) -> tuple[GpuSpec, ...]:
+    """The GPU catalog with ``overlay`` applied: each of its entries (a ``--profile`` file's measured GPU) replaces
+    the catalog entry of the same name, and new names follow the catalog's. The caller passes the table to
+    :func:`find_gpu` and to what resolves GPU names for a plan (:func:`hetplan.planning.request.build_request`)."""
     base = load_gpus().gpus
+    if not overlay:
+        return base
+    by_name = {g.name: g for g in overlay}
     known = {g.name for g in base}
-    return tuple(overlay.get(g.name, g) for g in base) + tuple(g for g in overlay.values() if g.name not in known)
+    return tuple(by_name.get(g.name, g) for g in base) + tuple(g for g in by_name.values() if g.name not in known)
 
 
 def _norm(name: str) -> str:
@@ -364,12 +350,13 @@ def _suggest(name: str, choices: list[str]) -> str:
 
 
 def find_gpu(name: str, gpus: tuple[GpuSpec, ...] | None = None) -> GpuSpec:
-    """Look a GPU up by name or alias, ignoring case and punctuation (``h100`` finds ``H100-SXM``).
+    """Look a GPU up by name or alias, ignoring case and punctuation (``h100`` finds ``H100-SXM``), in ``gpus``
+    (default: the GPU catalog; :func:`overlaid_gpus` gives it with profiled GPUs).
 
     Raises:
         InputError: unknown name, with suggestions.
     """
-    gpus = gpus if gpus is not None else active_gpus()
+    gpus = gpus if gpus is not None else load_gpus().gpus
     wanted = _norm(name)
     for gpu in gpus:
         if wanted == _norm(gpu.name) or any(wanted == _norm(a) for a in gpu.aliases):

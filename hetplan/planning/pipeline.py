@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hetplan.catalog.loader import catalog_sha256, gpu_overlay
+from hetplan.catalog.loader import catalog_sha256
 from hetplan.catalog.profile import LoadedProfiles, load_profiles, profile_notes
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.doc import from_doc
@@ -62,14 +62,13 @@ def plan(
             the binding constraint).
     """
     loaded = load_profiles(profiles) if profiles else None
-    with gpu_overlay(loaded.specs if loaded else ()):
-        if scenario.weight_dtype != AUTO and len(scenario.engines or ()) <= 1:
-            if scenario.engines:
-                scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
-            doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
-        else:
-            doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                                 resources or Resources())  # fmt: skip
+    if scenario.weight_dtype != AUTO and len(scenario.engines or ()) <= 1:
+        if scenario.engines:
+            scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
+        doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
+    else:
+        doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
+                             resources or Resources())  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
@@ -170,9 +169,10 @@ def _plan_doc(
     fp8_cores_only: bool = False,
     deferred: list[Callable[[], dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """The plan document of one weight dtype (the profiles already overlaid); ``deferred``: see
-    :func:`hetplan.planning.document.build_plan`."""
-    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only)
+    """The plan document of one weight dtype (``loaded``'s profiled GPUs replace their catalog entries);
+    ``deferred``: see :func:`hetplan.planning.document.build_plan`."""
+    overlay = loaded.specs if loaded is not None else ()
+    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only, overlay)
     if loaded is not None:
         warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
     if prune_with is not None:
@@ -185,7 +185,7 @@ def _plan_doc(
     doc = build_plan(
         req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
         profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=deferred,
-        catalog_sha=catalog_sha256(loaded.specs if loaded is not None else ()),
+        catalog_sha=catalog_sha256(overlay),
     )  # fmt: skip
     note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
     if note is not None:
@@ -203,11 +203,10 @@ def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float = DE
         fits the model or meets the SLOs.
     """
     loaded = load_profiles(profiles) if profiles else None
-    with gpu_overlay(loaded.specs if loaded else ()):
-        req, workload, warnings, _ = build_request(scenario)
-        if loaded is not None:
-            warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
-        tokens = float(workload.prompt_tokens.mean() + workload.output_tokens.mean())
-        fit = _fit_ce(req, tokens)
-        warnings = warnings + low_r2_note(fit.r2, min_r2)
-        return fit_doc(fit, req, workload.summary(), scenario.name, profile_records(loaded), warnings)
+    req, workload, warnings, _ = build_request(scenario, overlay=loaded.specs if loaded else ())
+    if loaded is not None:
+        warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
+    tokens = float(workload.prompt_tokens.mean() + workload.output_tokens.mean())
+    fit = _fit_ce(req, tokens)
+    warnings = warnings + low_r2_note(fit.r2, min_r2)
+    return fit_doc(fit, req, workload.summary(), scenario.name, profile_records(loaded), warnings)

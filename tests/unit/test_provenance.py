@@ -100,3 +100,19 @@ def test_the_cli_reads_the_variable_at_every_command(tmp_path):
     assert res.exit_code == 0 and loader.catalog_dir() == small
     res = CliRunner().invoke(app, ["catalog", "gpus", "--json"], env={"HETPLAN_CATALOG_DIR": None})
     assert res.exit_code == 0 and loader.catalog_dir() != small
+
+
+def test_a_plan_with_a_profile_hashes_the_profiled_entry_and_uses_it(tmp_path):
+    """The profile reaches the planner as an explicit overlay (no context variable) and into the provenance."""
+    from tests.profiler.helpers import write_profile
+
+    profile = write_profile(tmp_path / "h100.yaml", gpu="H100", bf16_tflops=700.0, read_gb_per_s=3000.0)
+    specs = load_profiles([profile]).specs
+    scenario = Scenario(
+        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
+        gpus=["H100"], cloud="aws", goodput_req_per_s=3.0,
+    )  # fmt: skip
+    plan = api.plan(scenario, "cauchy", analysis=False, profiles=[profile])
+    assert plan.provenance.catalog_sha256 == loader.catalog_sha256(specs) != loader.catalog_sha256()
+    assert plan.gpu("H100-SXM") == specs[0]
+    assert loader.find_gpu("H100").measured is None  # nothing of the profile stays behind
