@@ -267,6 +267,9 @@ def simulate_windowed(
     """``hetplan simulate --windows``: ``req`` as ``windows`` time windows (each with ``warmup_s`` seconds of
     arrivals before it replayed and discarded) run as parallel tasks on ``executor``, merged into one metrics
     document with a ``windowed`` block; see :mod:`hetplan.sim.windows` for the method and the tolerance.
+    Worker processes inherit this process's environment: the CLI runs this inside
+    :func:`hetplan.cli.app.worker_environment` (one BLAS/OpenMP thread per worker; a private Ray instance on the
+    loopback interface only); a Python caller wraps its call the same way, or sets those variables itself.
 
     Raises:
         InputError: bad settings. HetplanError: Ray missing or unreachable.
@@ -315,6 +318,9 @@ def sweep(
     """Plan every case of the grid file ``grid`` (``hetplan sweep``) on ``executor`` (``local``: a pool of
     ``workers`` processes; ``ray``: Ray tasks at ``ray_address``) and write the table, plan files and report under
     ``out``; returns the summary document (``--json``). See :mod:`hetplan.sweep.run`.
+    Worker processes inherit this process's environment: the CLI runs this inside
+    :func:`hetplan.cli.app.worker_environment` (one BLAS/OpenMP thread per worker; a private Ray instance on the
+    loopback interface only); a Python caller wraps its call the same way, or sets those variables itself.
 
     Raises:
         InputError: a bad grid (naming the axis) or outputs that exist without ``force``/``resume`` (exit 2).
