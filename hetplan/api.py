@@ -139,8 +139,9 @@ def plan_verified(
     progress: Callable[[str], None] | None = None,
     **plan_kwargs: Any,
 ) -> Plan:
-    """Plan ``scenario`` and check it in the simulator (``hetplan plan --verify``, ``--verify-resize``); see
-    :func:`hetplan.planning.verify.plan_verified`.
+    """Plan ``scenario`` and check it in the simulator (``hetplan plan``, whose ``--verify`` is on by default);
+    ``resize`` re-plans for more demand until the simulation holds the SLOs (``--resize``, also on by default in
+    the CLI, off here); see :func:`hetplan.planning.verify.plan_verified`.
 
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.

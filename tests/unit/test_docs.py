@@ -150,3 +150,19 @@ def test_readme_and_docs_links_resolve():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def test_every_flag_the_api_names_exists():
+    """hetplan/api.py's docstrings name CLI flags as the twin of each function: each must be a real option."""
+    gen = _gen_docs()
+
+    def options(command) -> set[str]:
+        ctx = gen._context(command, "hetplan")
+        found = {opt for p in command.get_params(ctx) for opt in (*p.opts, *p.secondary_opts)}
+        for name in getattr(command, "list_commands", lambda _: [])(ctx):
+            found |= options(command.get_command(ctx, name))
+        return found
+
+    known = options(gen._root())
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", (ROOT / "hetplan" / "api.py").read_text()))
+    assert named and named <= known, f"hetplan/api.py names flags no command has: {sorted(named - known)}"
