@@ -51,7 +51,7 @@ def build_plan(
     progress: Callable[[str], None] | None = None,
     profiled: Mapping[str, str] | None = None,
     workload_sha256: str | None = None,
-    deferred: list[Callable[[], dict[str, Any]]] | None = None,
+    deferred: list[AnalysisLater] | None = None,
     catalog_sha: str | None = None,
 ) -> dict[str, Any]:
     """Solve every strategy for ``req`` and return the plan document of ``strategy`` (version 2: the resolved
@@ -59,7 +59,8 @@ def build_plan(
     whose catalog hash is ``catalog_sha`` -- default :func:`~hetplan.catalog.loader.catalog_sha256` of the
     catalog alone, without profile overlays; see
     :mod:`hetplan.plan.doc`, whose :func:`~hetplan.plan.doc.from_doc` makes it a typed plan).
-    With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later (for
+    With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later
+    (:data:`AnalysisLater`: from this planner, no second solve; its argument replaces ``progress``) (for
     the one plan kept of several, e.g. the weight-dtype search) is appended to it.
 
     Raises:
@@ -136,7 +137,7 @@ def build_plan(
     if analysis:
         doc["analysis"] = analysis_of(planner, strategy, chosen, solved, progress)
     elif deferred is not None:
-        deferred.append(lambda: analysis_of(planner, strategy, chosen, solved, progress))
+        deferred.append(lambda report=progress: analysis_of(planner, strategy, chosen, solved, report))
     used = set(doc["gpus_used"]) | set(doc["homogeneous_baseline"].get("gpus_used", {}))
     doc["warnings"] = warnings + [text for name, text in gpu_warnings if name in used]
     doc["resolved"] = resolved_doc(req, profiled or {})
@@ -146,6 +147,11 @@ def build_plan(
         "workload_sha256": workload_sha256,
     }
     return doc
+
+
+AnalysisLater = Callable[..., dict[str, Any]]
+"""A plan's analysis block computed later from the planner that made the plan (:func:`build_plan`'s ``deferred``):
+called with no argument it reports to the plan's progress; with one, to that progress function (None: silent)."""
 
 
 def analysis_of(

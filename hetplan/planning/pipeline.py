@@ -15,7 +15,7 @@ from hetplan.catalog.profile import LoadedProfiles, load_profiles, profile_notes
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
-from hetplan.planning.document import build_plan
+from hetplan.planning.document import AnalysisLater, build_plan
 from hetplan.planning.dtypes import AUTO, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
 from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
@@ -43,39 +43,61 @@ def plan(
     prune_top_k: int = DEFAULT_TOP_K,
     min_r2: float = DEFAULT_MIN_R2,
     resources: Resources | None = None,
+    deferred: list[Callable[..., Plan]] | None = None,
 ) -> Plan:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
-        Returns the typed plan (:func:`hetplan.plan.doc.to_doc` gives the ``--json`` output and the plan file),
-        deterministic for equal inputs; see :mod:`hetplan.planning.solve`. ``analysis`` adds price sensitivity and
-        cost versus goodput (extra ILP solves).
-        ``profiles`` are ``hetplan profile`` files whose measured figures replace the datasheet and efficiency priors
-        of their GPUs (:mod:`hetplan.catalog.profile`; the plan lists them under ``scenario.profiles`` and says
-        what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
-        every homogeneous pair) are the only ones enumerated (:func:`hetplan.solvers.ce_fit.keep_pairs`); the plan warns
-        when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
-        never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`). ``resources``: the processes the weight-dtype and
+    Returns the typed plan (:func:`hetplan.plan.doc.to_doc` gives the ``--json`` output and the plan file),
+    deterministic for equal inputs; see :mod:`hetplan.planning.solve`. ``analysis`` adds price sensitivity and
+    cost versus goodput (extra ILP solves).
+    ``profiles`` are ``hetplan profile`` files whose measured figures replace the datasheet and efficiency priors
+    of their GPUs (:mod:`hetplan.catalog.profile`; the plan lists them under ``scenario.profiles`` and says
+    what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
+    every homogeneous pair) are the only ones enumerated (:func:`hetplan.solvers.ce_fit.keep_pairs`); the plan warns
+    when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
+    never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`). ``resources``: the processes the weight-dtype and
     engine search may use (default: the usable cores; :class:`hetplan.resources.Resources`).
+    With ``analysis`` False and a ``deferred`` list, a function is appended to it that returns this plan with its
+    analysis block, computed from the planner that made it (no second solve; an argument replaces ``progress``:
+    None for silence). Nothing is appended when the plan was made in worker processes (a weight-dtype search
+    on several cores): the caller then plans again with the analysis.
 
-        Raises:
-            InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
-            the binding constraint).
+    Raises:
+        InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
+        the binding constraint).
     """
     loaded = load_profiles(profiles) if profiles else None
+    later: list[AnalysisLater] | None = [] if deferred is not None and not analysis else None
     if scenario.weight_dtype != AUTO and len(scenario.engines or ()) <= 1:
         if scenario.engines:
             scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
-        doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
+        doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
+                        deferred=later)  # fmt: skip
     else:
         doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                             resources or Resources())  # fmt: skip
+                             resources or Resources(), later)  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
         doc["scenario"]["profiles"] = profile_records(loaded, with_spec=True)
     if prune_with is not None:
         doc["scenario"]["prune_with"] = {"file": Path(prune_with).name, "top_k": prune_top_k}
+    if deferred is not None and later:
+        block_of = later[0]
+
+        def with_analysis(*report: Callable[[str], None] | None) -> Plan:
+            return from_doc(with_block(doc, "analysis", block_of(*report)), "the plan hetplan made")
+
+        deferred.append(with_analysis)
     return from_doc(doc, "the plan hetplan made")
+
+
+def with_block(doc: dict[str, Any], key: str, block: Any) -> dict[str, Any]:
+    """``doc`` with ``key`` set to ``block`` where :func:`hetplan.planning.document.build_plan` puts the analysis:
+    before ``warnings`` (at the end when there are none); ``doc`` itself is not changed."""
+    names = list(doc)
+    at = names.index("warnings") if "warnings" in names else len(names)
+    return {**{k: doc[k] for k in names[:at]}, key: block, **{k: doc[k] for k in names[at:]}}
 
 
 def _search_dtypes(
@@ -88,6 +110,7 @@ def _search_dtypes(
     prune_top_k: int,
     min_r2: float,
     resources: Resources,
+    keep: list[AnalysisLater] | None = None,
 ) -> dict[str, Any]:
     """``--weight-dtype auto`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
@@ -102,7 +125,8 @@ def _search_dtypes(
     spec = _model(scenario.model_copy(update={"weight_dtype": MODEL_DTYPE})).spec
     engines = list(scenario.engines or [scenario.engine])
     keys = [(e, d) for e in engines for d in weight_candidates(spec, scenario.weight_dtype)]
-    later: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {}  # analyses, computed for the kept plan only
+    later: dict[tuple[str, str], AnalysisLater] = {}  # analyses, computed for the kept plan only
+    kept: dict[tuple[str, str], AnalysisLater] = {}  # the same, handed to the caller (keep)
     Found = tuple[tuple[str, str], dict[str, Any] | None, InfeasibleError | InputError | None]
 
     def one(key: tuple[str, str], parallel: bool) -> Found:
@@ -112,11 +136,11 @@ def _search_dtypes(
             fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
                 return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8), None
-            deferred: list[Callable[[], dict[str, Any]]] = []
+            deferred: list[AnalysisLater] = []
             doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
-                            deferred if analysis else None)  # fmt: skip
+                            deferred if analysis or keep is not None else None)  # fmt: skip
             if deferred:
-                later[key] = deferred[0]
+                (later if analysis else kept)[key] = deferred[0]
             return key, doc, None
         except (InfeasibleError, InputError) as exc:
             if dtype == model_dtype(spec) and isinstance(exc, InputError):
@@ -137,10 +161,9 @@ def _search_dtypes(
         raise first
     key, chosen = min(feasible, key=lambda x: float(x[1]["total_usd_per_hour"]))
     if key in later:  # the analysis block sits where build_plan puts it, before the warnings
-        names = list(chosen)
-        block = later[key]()
-        at = names.index("warnings") if "warnings" in names else len(names)
-        chosen = {**{k: chosen[k] for k in names[:at]}, "analysis": block, **{k: chosen[k] for k in names[at:]}}
+        chosen = with_block(chosen, "analysis", later[key]())
+    elif keep is not None and key in kept:  # the caller computes it later (see plan's deferred)
+        keep.append(kept[key])
 
     def which(engine: str) -> dict[str, str]:  # each entry names its engine when several were searched
         return {"engine": engine} if len(engines) > 1 else {}
@@ -167,7 +190,7 @@ def _plan_doc(
     prune_top_k: int,
     min_r2: float,
     fp8_cores_only: bool = False,
-    deferred: list[Callable[[], dict[str, Any]]] | None = None,
+    deferred: list[AnalysisLater] | None = None,
 ) -> dict[str, Any]:
     """The plan document of one weight dtype (``loaded``'s profiled GPUs replace their catalog entries);
     ``deferred``: see :func:`hetplan.planning.document.build_plan`."""

@@ -91,10 +91,15 @@ def plan_verified(
         return v
 
     attempt = planner_for(strategy)
-    first = attempt(base, False)
+    later: list[Callable[..., Plan]] = []  # the first plan with its analysis, from the planner that made it
+    first = plan(scenario.model_copy(update={"headroom": base}), strategy, False, progress, deferred=later,
+                 **plan_kwargs)  # fmt: skip
     ahead = None
-    if analysis:  # the plan with its analysis, in another process while this one simulates (used if it verifies)
-        resources: Resources = plan_kwargs.get("resources") or Resources()
+    resources: Resources = plan_kwargs.get("resources") or Resources()
+    if analysis and later:  # the analysis alone, in a forked copy of this planner while this process simulates
+        with_analysis = later[0]
+        ahead = start_forked(lambda: to_doc(with_analysis(None)), resources.plan_workers)
+    elif analysis:  # planned in worker processes (no planner here): the plan again, with its analysis, over there
 
         def quiet() -> dict[str, Any]:  # no progress from the other process, one planning process there
             sc = scenario.model_copy(update={"headroom": base})
@@ -108,7 +113,7 @@ def plan_verified(
             ahead.cancel()
         raise
     if v0["status"] == "verified" or not resize:
-        return _final(first, v0, base, analysis, attempt, check, None, ahead)
+        return _final(first, v0, base, analysis, attempt, check, None, ahead, later[0] if later else None)
     if ahead is not None:
         ahead.cancel()
     if strategy != ALL:
@@ -268,11 +273,19 @@ def _final(
     check: Callable[[Plan, bool], dict[str, Any]],
     resized: dict[str, Any] | None,
     ahead: Background | None = None,
+    with_analysis: Callable[..., Plan] | None = None,
 ) -> Plan:
-    """The chosen plan, re-planned with the analysis when asked (the same deployment: its verification is kept);
-    ``ahead``: that re-plan, started in another process (:func:`hetplan.planning.forked.start_forked`)."""
+    """The chosen plan with its analysis when asked (the same deployment: its verification is kept): ``ahead``, the
+    plan with its analysis made in another process (:func:`hetplan.planning.forked.start_forked`), else
+    ``with_analysis`` (the analysis from the planner that made ``p``), else ``p`` planned again with it (a re-sized
+    plan)."""
     if analysis:
-        full = from_doc(ahead.result(), "the plan hetplan made") if ahead is not None else attempt(headroom, True)
+        if ahead is not None:
+            full = from_doc(ahead.result(), "the plan hetplan made")
+        elif with_analysis is not None:
+            full = with_analysis()
+        else:
+            full = attempt(headroom, True)
         v = v if _signature(full) == _signature(p) else check(full, True)
         p = full
     block = dict(v)

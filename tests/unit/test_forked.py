@@ -126,3 +126,23 @@ def test_verified_plan_with_analysis_is_the_same_when_the_analysis_runs_ahead():
     )
     assert docs[0] == docs[1]
     assert "analysis" in json.loads(docs[0]) and json.loads(docs[0])["verification"]["status"] == "verified"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_verified_plan_with_analysis_is_solved_once(monkeypatch, tmp_path, workers):
+    """plan --verify with the analysis (the CLI default): the analysis comes from the planner that made the plan,
+    in this process (one worker) or a forked copy of it (two), not from solving the same plan a second time."""
+    from hetplan.planning import pipeline
+
+    solves = tmp_path / "solves"  # a file: a forked process's solves count too
+    real = pipeline.build_plan
+
+    def counted(*args, **kwargs):
+        with solves.open("a") as f:
+            f.write("solve\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "build_plan", counted)
+    made = api.plan_verified(_small("bf16"), "cauchy", analysis=True, resources=Resources(plan_workers=workers))
+    assert solves.read_text().count("solve") == 1
+    assert made.extra["analysis"]["price_sensitivity"] and made.verification["status"] in ("verified", "not verified")
