@@ -40,6 +40,7 @@ import yaml
 from hetplan import api
 from hetplan.catalog.loader import load_gpus
 from hetplan.catalog.pricing import resolve_price
+from hetplan.cli.app import resources_from_env
 from hetplan.errors import InfeasibleError
 from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import build_request
@@ -122,7 +123,7 @@ def main() -> int:
     wall: dict[str, list[float]] = {k: [] for k in PHASES}
     cpu: dict[str, list[float]] = {k: [] for k in PHASES}
     inner: dict[tuple[str, str], list[float]] = {}
-    workers = plan_workers(len(dtypes))
+    workers = plan_workers(len(dtypes), resources_from_env().plan_workers)  # HETPLAN_PLAN_WORKERS, as the CLI
     for run in range(args.repeats + 1):
         marks = [(time.perf_counter(), time.process_time())]
         reqs = {d: build_request(sc)[0] for d, sc in scenarios.items()}

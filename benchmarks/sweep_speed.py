@@ -29,7 +29,8 @@ from pathlib import Path
 import yaml
 
 from hetplan import api
-from hetplan.executors import default_workers, loopback_only
+from hetplan.cli.app import loopback_only, worker_environment
+from hetplan.executors import default_workers
 from hetplan.sweep.case import run_case
 from hetplan.sweep.grid import expand
 from hetplan.sweep.run import case_task
@@ -104,7 +105,8 @@ def main() -> int:
               f"(extrapolated from {len(sample)} commands, {per:.2f} s each)", flush=True)  # fmt: skip
 
     start = time.perf_counter()
-    local = api.sweep(grid_path, tmp / "local", executor="local", workers=args.workers)
+    with worker_environment("local", None):  # as the CLI: one BLAS thread per worker
+        local = api.sweep(grid_path, tmp / "local", executor="local", workers=args.workers)
     line(f"local executor, {args.workers} workers", time.perf_counter() - start, n, serial)
 
     if not args.no_ray:

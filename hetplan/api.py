@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import InputError
+from hetplan.resources import Resources
 
 if TYPE_CHECKING:
     from hetplan.emit.settings import EmitSettings
@@ -65,7 +66,7 @@ def estimate(
             "hetplan models tensor parallelism inside one node",
             f"use --tp {MAX_TP} or less (and --pp)",
         )
-    from hetplan.catalog.loader import find_gpu, find_model, gpu_overlay
+    from hetplan.catalog.loader import find_gpu, find_model, overlaid_gpus
     from hetplan.catalog.profile import load_profiles, profile_notes
     from hetplan.perf.arch import ModelArch
     from hetplan.perf.estimate import estimate as _estimate
@@ -76,8 +77,7 @@ def estimate(
 
     arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
     loaded = load_profiles(profiles) if profiles else None
-    with gpu_overlay(loaded.specs if loaded else ()):
-        spec = find_gpu(gpu)
+    spec = find_gpu(gpu, overlaid_gpus(loaded.specs if loaded else ()))
     inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings.for_engine(engine))
     ctx = prompt_tokens if context_tokens is None else context_tokens
     if ctx < 1:
@@ -111,9 +111,11 @@ def plan(
     prune_with: Path | None = None,
     prune_top_k: int | None = None,
     min_r2: float | None = None,
+    resources: Resources | None = None,
 ) -> Plan:
     """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan`. ``to_doc`` of the result
-    is the ``--json`` output and the plan file.
+    is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
+    cores; the CLI passes ``HETPLAN_PLAN_WORKERS``).
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target.
@@ -125,7 +127,7 @@ def plan(
         kw["prune_top_k"] = prune_top_k
     if min_r2 is not None:
         kw["min_r2"] = min_r2
-    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, **kw)
+    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
 
 
 def plan_verified(
@@ -141,7 +143,8 @@ def plan_verified(
 ) -> Plan:
     """Plan ``scenario`` and check it in the simulator (``hetplan plan``'s default; ``--no-resize``,
     ``--confidence``, ``--size-for-confidence``): in sample, out of sample and against the model's own error at
-    ``confidence``; see :func:`hetplan.planning.verify.plan_verified`.
+    ``confidence``; ``resize`` re-plans until the simulation holds the SLOs (on by default in the CLI, off here);
+    see :func:`hetplan.planning.verify.plan_verified`.
 
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.
@@ -274,6 +277,9 @@ def simulate_windowed(
     """``hetplan simulate --windows``: ``req`` as ``windows`` time windows (each with ``warmup_s`` seconds of
     arrivals before it replayed and discarded) run as parallel tasks on ``executor``, merged into one metrics
     document with a ``windowed`` block; see :mod:`hetplan.sim.windows` for the method and the tolerance.
+    Worker processes inherit this process's environment: the CLI runs this inside
+    :func:`hetplan.cli.app.worker_environment` (one BLAS/OpenMP thread per worker; a private Ray instance on the
+    loopback interface only); a Python caller wraps its call the same way, or sets those variables itself.
 
     Raises:
         InputError: bad settings. HetplanError: Ray missing or unreachable.
@@ -322,6 +328,9 @@ def sweep(
     """Plan every case of the grid file ``grid`` (``hetplan sweep``) on ``executor`` (``local``: a pool of
     ``workers`` processes; ``ray``: Ray tasks at ``ray_address``) and write the table, plan files and report under
     ``out``; returns the summary document (``--json``). See :mod:`hetplan.sweep.run`.
+    Worker processes inherit this process's environment: the CLI runs this inside
+    :func:`hetplan.cli.app.worker_environment` (one BLAS/OpenMP thread per worker; a private Ray instance on the
+    loopback interface only); a Python caller wraps its call the same way, or sets those variables itself.
 
     Raises:
         InputError: a bad grid (naming the axis) or outputs that exist without ``force``/``resume`` (exit 2).

@@ -8,8 +8,8 @@ sort by their own ids, so results do not depend on the executor or on the order 
   (forked from a forkserver that has hetplan's planner and simulator loaded, so a worker starts in milliseconds).
   ``workers=1`` runs the tasks in this process, one after another.
 - :class:`RayExecutor` (``--executor ray``): one Ray task per task (``num_cpus=1``). ``address="local"`` starts a
-  private Ray instance on this machine, listening on the loopback interface only (:func:`loopback_only`), with
-  ``workers`` CPUs and no dashboard;
+  private Ray instance on this machine with ``workers`` CPUs and no dashboard (listening on the loopback interface
+  only when the caller set that up first: :func:`hetplan.cli.app.worker_environment` does for the CLI);
   ``"auto"`` joins the cluster that ``ray start`` or ``RAY_ADDRESS`` names; anything else is a cluster address
   (``ray://head:10001``, ``head:6379``). A Ray instance that is already initialised in this process (a test's
   ``ray.init(num_cpus=2)``) is used as it is and left running. :meth:`Executor.share` puts an object into Ray's
@@ -44,8 +44,6 @@ EXECUTORS = ("local", "ray")
 #: Modules a local worker process has loaded before its first task (imported once, in the forkserver).
 PRELOAD = ("hetplan.sweep.case", "hetplan.sim.windows")
 
-#: Thread-pool sizes a worker process gets (1 each, unless already set): see :meth:`LocalExecutor._pool`.
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 OnDone = Callable[[int, Any], None]
 OnError = Callable[[int, BaseException], None]
 
@@ -116,25 +114,17 @@ class LocalExecutor(Executor):
     def _pool(self) -> ProcessPoolExecutor:
         import multiprocessing
 
-        # one thread per worker for numpy's BLAS and OpenMP (as Ray gives its tasks), unless the user chose:
-        # N workers on N cores, each with a thread pool of N, only contend; set while the forkserver starts
-        saved = {k: os.environ.get(k) for k in THREAD_VARS}
-        for key in THREAD_VARS:
-            os.environ.setdefault(key, "1")
-        try:
-            if sys.platform.startswith("linux") or sys.platform == "darwin":
-                from multiprocessing import forkserver
+        # the workers inherit this process's environment when the forkserver starts: the CLI sets one BLAS and
+        # OpenMP thread per worker there (hetplan.cli.app.worker_environment), as Ray gives its tasks
+        if sys.platform.startswith("linux") or sys.platform == "darwin":
+            from multiprocessing import forkserver
 
-                ctx = multiprocessing.get_context("forkserver")
-                ctx.set_forkserver_preload(list(PRELOAD))
-                forkserver.ensure_running()
-            else:
-                ctx = multiprocessing.get_context("spawn")
-            return ProcessPoolExecutor(max_workers=self._workers, mp_context=ctx, initializer=_ignore_sigint)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(list(PRELOAD))
+            forkserver.ensure_running()
+        else:
+            ctx = multiprocessing.get_context("spawn")
+        return ProcessPoolExecutor(max_workers=self._workers, mp_context=ctx, initializer=_ignore_sigint)
 
     def run(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], on_done: OnDone, on_error: OnError) -> None:
         if self._workers == 1 or len(tasks) <= 1:
@@ -172,20 +162,6 @@ class LocalExecutor(Executor):
         pool.shutdown(wait=True)
 
 
-def loopback_only() -> None:
-    """Make a Ray instance started from this process listen on the loopback interface only.
-
-    Ray takes the node's address from the route to the outside and binds its servers there, unless
-    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` is false, which is how Ray keeps a single-machine instance on
-    127.0.0.1 on macOS and Windows; hetplan sets it for ``--ray-address local`` (and for the test suite's
-    ``ray.init``). It is read when Ray is imported, so the value Ray already read is set too.
-    """
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    constants = sys.modules.get("ray._private.ray_constants")
-    if constants is not None and hasattr(constants, "ENABLE_RAY_CLUSTER"):
-        setattr(constants, "ENABLE_RAY_CLUSTER", False)  # noqa: B010 (Ray's module is typed; this is its switch)
-
-
 def load_ray() -> Any:
     """The ``ray`` module.
 
@@ -209,8 +185,6 @@ class RayExecutor(Executor):
     ships_files = True
 
     def __init__(self, address: str = "local", workers: int | None = None) -> None:
-        if address == "local":
-            loopback_only()
         self.ray = load_ray()
         self.address = address
         self._started = False
@@ -222,7 +196,6 @@ class RayExecutor(Executor):
                 kwargs["num_cpus"] = workers or default_workers()
             else:
                 kwargs["address"] = address
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never report usage from a planner run
             try:
                 self.ray.init(**kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -298,6 +271,5 @@ __all__ = [
     "RayExecutor",
     "default_workers",
     "load_ray",
-    "loopback_only",
     "make_executor",
 ]

@@ -1,9 +1,12 @@
 """Generate the docs pages that must not drift from the code: one page per command (from the command line's own
-definition, the same one ``--help`` prints) and the scenario-file reference (from the pydantic schema in
-``hetplan/scenario.py``).
+definition, the same one ``--help`` prints), the scenario-file reference (from the pydantic schema in
+``hetplan/scenario.py``), the module map of ``docs/layout.md`` (one line per module of ``hetplan/``, from its
+docstring) and the test counts in ``tests/README.md`` (from pytest's own collection).
 
-    python scripts/gen_docs.py            # rewrite docs/commands/*.md and docs/reference/scenario.md
-    python scripts/gen_docs.py --check    # exit 1 and name the stale pages (tests/unit/test_docs.py runs this)
+    python scripts/gen_docs.py            # rewrite docs/commands/*.md, docs/reference/*.md, docs/layout.md and
+                                          # the counts in tests/README.md
+    python scripts/gen_docs.py --check    # exit 1 and name the stale pages (CI runs this; tests/unit/test_docs.py
+                                          # checks the same pages, the test counts in a slow test)
 
 Source: hetplan's own reconstruction.
 """
@@ -11,6 +14,10 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import argparse
+import ast
+import os
+import re
+import subprocess
 import sys
 import types
 import typing
@@ -328,11 +335,122 @@ def price_file_page() -> str:
     return HEADER.format(what="hetplan/catalog/schemas.py") + "\n".join(lines) + "\n"
 
 
-def pages() -> dict[Path, str]:
-    """Every generated page, path -> text."""
+# --- module map and test counts -----------------------------------------------------------------------------------
+
+PACKAGE = ROOT / "hetplan"
+LAYOUT_INTRO = """# Source layout (for contributors)
+
+The flow: `hetplan/cli/` parses a command and calls `hetplan/api.py` (one function per command, the CLI's Python
+twin); planning goes scenario -> request (`planning/request.py`) -> solvers (`planning/solve.py`, the Solver
+registry) -> plan document (`planning/document.py`) -> typed `Plan` (`planning/pipeline.py`, `plan/`) ->
+verification (`planning/verify.py`); every later stage (report, emit, simulate, gate) reads the `Plan`. Command
+modules never import each other, and heavy libraries load only when a command runs (`tests/cli/test_structure.py`).
+
+Outside `hetplan/`: `profiler/` is a package of its own (hetplan-profiler: torch + PyYAML, no hetplan), the only
+torch code; `catalogs/` holds the GPU, model and price catalogs and the fitted engine curves (`catalogs/perf/`);
+`examples/`, `benchmarks/`, `scripts/`, `docs/`; `tests/` is described in `tests/README.md`.
+
+Design notes and the formulas' sources are in each module's docstring: what follows a paper (Cauchy, SoCC 2025;
+Mélange; Hetis, SC '25; CASCADE; Vidur for the simulator's shape; [DESIGN](DESIGN.md)'s roofline) and what is
+hetplan's own reconstruction (queueing model, pruning, diagnostics, the simulator's step rules).
+`docs/DESIGN.md` holds the design notes (terms, formulas, algorithms, checks) that docstrings cite as "DESIGN §N".
+
+## Module map
+
+One line per module: the first sentence of its docstring (a module without one is an error here).
+"""
+SUMMARY_CHARS = 160
+
+
+def module_summary(path: Path) -> str:
+    """The first sentence of ``path``'s module docstring, on one line, cut at :data:`SUMMARY_CHARS` characters.
+
+    Raises:
+        SystemExit: the module has no docstring (every module must say what it holds).
+    """
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    if not doc or not doc.strip():
+        raise SystemExit(f"{path} has no module docstring: give it one (docs/layout.md lists it)")
+    text = " ".join(doc.strip().split("\n\n")[0].split())
+    match = re.search(r"[.!?](?=\s|$)", text)
+    sentence = text[: match.end()] if match else text
+    if len(sentence) > SUMMARY_CHARS:
+        sentence = sentence[: SUMMARY_CHARS - 1].rsplit(" ", 1)[0].rstrip(",;:(") + " ..."
+    # reST roles -> Markdown code (``:func:`~a.b``` shows ``b``, as Sphinx does)
+    sentence = re.sub(r":[a-z]+:`(~?)([^`]+)`", lambda m: f"`{m[2].rsplit('.', 1)[-1] if m[1] else m[2]}`", sentence)
+    return sentence.replace("``", "`")
+
+
+def layout_page() -> str:
+    """``docs/layout.md``: the hand-written flow above, then every module of ``hetplan/`` by package."""
+    lines = [LAYOUT_INTRO]
+    folders = sorted({p.parent for p in PACKAGE.rglob("*.py")}, key=lambda f: f.relative_to(ROOT).parts)
+    for folder in folders:
+        rel = folder.relative_to(ROOT).as_posix()
+        init = folder / "__init__.py"
+        title = f"### `{rel}/`"
+        lines += [title + (f": {module_summary(init)}" if init.is_file() else ""), ""]
+        for path in sorted(folder.glob("*.py")):
+            if path.name != "__init__.py":
+                lines.append(f"- `{path.name}`: {module_summary(path)}")
+        lines.append("")
+    return HEADER.format(what="the module docstrings of hetplan/") + "\n".join(lines).rstrip() + "\n"
+
+
+_COUNTER = """
+import sys, pytest
+class Count:
+    def pytest_collection_finish(self, session):
+        slow = sum(1 for item in session.items if item.get_closest_marker("slow"))
+        print(f"HETPLAN-COUNTS {len(session.items)} {slow}")
+sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider"], plugins=[Count()]))
+"""
+
+
+def test_counts() -> tuple[int, int]:
+    """(tests, slow tests) that ``pytest`` collects from the repository root (its testpaths), counted by pytest.
+
+    Raises:
+        SystemExit: the collection failed (its output is printed).
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(":")}
+    proc = subprocess.run([sys.executable, "-c", _COUNTER], cwd=ROOT, capture_output=True, text=True, env=env)
+    found = re.search(r"^HETPLAN-COUNTS (\d+) (\d+)$", proc.stdout, re.MULTILINE)
+    if proc.returncode != 0 or found is None:
+        raise SystemExit(f"pytest --collect-only failed:\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}")
+    return int(found.group(1)), int(found.group(2))
+
+
+TESTS_README = ROOT / "tests" / "README.md"
+_TOTAL = re.compile(r"(the whole suite \()[\d,]+( tests)")
+_SLOW = re.compile(r"(leaves out the )[\d,]+( tests that take over a second)")
+
+
+def tests_readme_page(counts: tuple[int, int] | None = None) -> str:
+    """``tests/README.md`` with its two counts (the whole suite; the slow tests ``-m "not slow"`` leaves out) set to
+    ``counts`` (default: :func:`test_counts`); the rest of the page is hand-written.
+
+    Raises:
+        SystemExit: the page no longer holds the two sentences the counts go in.
+    """
+    total, slow = counts if counts is not None else test_counts()
+    text = TESTS_README.read_text(encoding="utf-8")
+    for pattern, value in ((_TOTAL, total), (_SLOW, slow)):
+        text, n = pattern.subn(rf"\g<1>{value:,}\g<2>", text)
+        if n != 1:
+            raise SystemExit(f"tests/README.md: cannot find where the count goes ({pattern.pattern})")
+    return text
+
+
+def pages(with_test_counts: bool = True) -> dict[Path, str]:
+    """Every generated page, path -> text (``with_test_counts`` False: all but ``tests/README.md``, whose counts
+    take a pytest collection of the whole suite, about half a minute)."""
     out = command_pages()
     out[DOCS / "reference" / "scenario.md"] = scenario_page()
     out[DOCS / "reference" / "price-file.md"] = price_file_page()
+    out[DOCS / "layout.md"] = layout_page()
+    if with_test_counts:
+        out[TESTS_README] = tests_readme_page()
     return out
 
 
@@ -362,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         p.write_text(text, encoding="utf-8")
     for p in stale(generated):  # a command that no longer exists
         p.unlink()
-    print(f"wrote {len(generated)} pages under {DOCS.relative_to(ROOT)}/")
+    print(f"wrote {len(generated)} pages under {DOCS.relative_to(ROOT)}/ and tests/README.md")
     return 0
 
 

@@ -37,9 +37,19 @@ def small_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     from hetplan.catalog import loader
 
     folder = FIXTURES / "catalog"
-    monkeypatch.setenv("HETPLAN_CATALOG_DIR", str(folder))
-    for fn in (loader.load_gpus, loader.load_models, loader.load_prices):
-        fn.cache_clear()
+    monkeypatch.setenv("HETPLAN_CATALOG_DIR", str(folder))  # for the CLI, which reads it at every command
+    loader.use_catalog_dir(folder)  # for the library, which does not
     yield folder
-    for fn in (loader.load_gpus, loader.load_models, loader.load_prices):
-        fn.cache_clear()
+    loader.use_catalog_dir(None)
+
+
+@pytest.fixture(autouse=True)
+def _shipped_catalog_after_each_test() -> Iterator[None]:
+    """Point the loader back at the shipped catalogs after a test that chose another folder (directly, or through
+    a CLI run with ``HETPLAN_CATALOG_DIR`` set): the choice is process-wide and must not leak into the next test."""
+    yield
+    import sys
+
+    loader = sys.modules.get("hetplan.catalog.loader")
+    if loader is not None:
+        loader.use_catalog_dir(None)

@@ -9,6 +9,8 @@ from hetplan.catalog.loader import (
     load_prices,
     load_user_prices,
     model_from_hf_config,
+    overlaid_gpus,
+    use_catalog_dir,
 )
 from hetplan.catalog.schemas import GpuSpec, ModelSpec, PriceEntry
 
@@ -24,4 +26,6 @@ __all__ = [
     "load_prices",
     "load_user_prices",
     "model_from_hf_config",
+    "overlaid_gpus",
+    "use_catalog_dir",
 ]

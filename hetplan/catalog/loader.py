@@ -1,8 +1,8 @@
 """Load the shipped catalogs and user files, and look names up with "did you mean" suggestions.
 
 The catalogs ship inside the wheel as ``hetplan/_catalogs`` (built from the repository's ``catalogs/``); in a
-source checkout or an editable install the repository folder is used. ``HETPLAN_CATALOG_DIR`` points
-elsewhere (a folder with your own measured or negotiated figures).
+source checkout or an editable install the repository folder is used. :func:`use_catalog_dir` points elsewhere (a
+folder with your own measured or negotiated figures): the CLI calls it with ``HETPLAN_CATALOG_DIR``.
 
 Source: hetplan's own reconstruction (after SkyPilot's catalog loader: one function per catalog, schema
 versioned, errors that end with how to fix them).
@@ -10,14 +10,12 @@ versioned, errors that end with how to fix them).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import difflib
 import functools
 import json
 import os
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,16 +37,54 @@ from hetplan.io import check_document, read_text_input
 T = TypeVar("T", bound=BaseModel)
 
 
+CATALOG_FILES = ("gpus.yaml", "models.yaml", "prices.yaml")
+"""The catalog files proper, in the order :func:`catalog_sha256` hashes them; a user catalog folder holds all three."""
+
+_SHIPPED = (Path(__file__).resolve().parents[1] / "_catalogs", Path(__file__).resolve().parents[1].parent / "catalogs")
+_FOLDER: list[Path] = []  # the folder use_catalog_dir chose; empty: the shipped catalogs
+
+
+def use_catalog_dir(folder: Path | None, named_by: str = "the catalog folder") -> None:
+    """Read the catalogs from ``folder`` from now on in this process (None: the shipped ones), and drop what was
+    loaded from the previous folder. The caller decides: the CLI passes ``HETPLAN_CATALOG_DIR`` (read in
+    :mod:`hetplan.cli.app`, the one place that reads it), a sweep worker the driver's folder, an API caller its own;
+    library code never reads the environment. ``named_by`` names where ``folder`` came from in the error.
+
+    Raises:
+        CatalogError: ``folder`` is not a folder, or lacks one of :data:`CATALOG_FILES` (named in the message).
+    """
+    if folder is not None:
+        folder = Path(folder)
+        missing = [name for name in CATALOG_FILES if not (folder / name).is_file()]
+        if not folder.is_dir() or missing:
+            raise CatalogError(
+                f"{named_by} ({folder}) is not a hetplan catalog folder",
+                "the folder does not exist" if not folder.is_dir() else f"it lacks {', '.join(missing)}",
+                f"point {named_by} at a folder holding {', '.join(CATALOG_FILES)} (hetplan profile merge --out "
+                "writes one), or leave it unset for the shipped catalogs",
+            )
+    if _FOLDER[:1] == ([folder] if folder is not None else []):
+        return
+    _FOLDER[:] = [folder] if folder is not None else []
+    clear_catalog_caches()
+
+
+def clear_catalog_caches() -> None:
+    """Forget every catalog file loaded so far (the GPU, model and price catalogs and the fitted perf curves)."""
+    from hetplan.perf.calibration import load_perf_catalog
+
+    for fn in (load_gpus, load_models, load_prices, load_perf_catalog):
+        fn.cache_clear()
+
+
 def catalog_dir() -> Path:
-    """Return the folder that holds ``gpus.yaml``, ``prices.yaml`` and ``models.yaml``.
+    """Return the folder that holds ``gpus.yaml``, ``prices.yaml`` and ``models.yaml``: the one
+    :func:`use_catalog_dir` chose, else the shipped catalogs.
 
     Raises:
         CatalogError: no catalog folder can be found (a broken install).
     """
-    override = os.environ.get("HETPLAN_CATALOG_DIR")
-    candidates = [Path(override)] if override else []
-    package = Path(__file__).resolve().parents[1]
-    candidates += [package / "_catalogs", package.parent / "catalogs"]
+    candidates = [*_FOLDER, *_SHIPPED]
     for folder in candidates:
         if (folder / "gpus.yaml").is_file():
             return folder
@@ -230,9 +266,29 @@ def _inner_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def catalog_sha256() -> str:
-    """SHA-256 (hex) over the catalog files in use (``gpus.yaml``, ``models.yaml``, ``prices.yaml``, in that order,
-    each prefixed by its name), recorded in plans so a figure can be traced to the catalog that produced it.
+def perf_files(folder: Path | None = None) -> dict[str, Path]:
+    """The fitted engine curves in use, ``engine -> path``, sorted by engine: every ``perf/<engine>.yaml`` of the
+    catalog folder ``folder`` (default :func:`catalog_dir`), and the shipped file of each engine that folder does
+    not fit (how :func:`hetplan.perf.calibration.perf_catalog_path` resolves them).
+
+    Raises:
+        CatalogError: no catalog folder (see :func:`catalog_dir`).
+    """
+    folder = catalog_dir() if folder is None else folder
+    found: dict[str, Path] = {}
+    for place in (*reversed(_SHIPPED), folder):  # later folders win
+        perf = place / "perf"
+        if perf.is_dir():
+            found.update({p.stem: p for p in perf.glob("*.yaml") if p.is_file()})
+    return dict(sorted(found.items()))
+
+
+def catalog_sha256(overlay: Sequence[GpuSpec] = ()) -> str:
+    """SHA-256 (hex) over everything in the catalog that decides a plan, recorded in plans so a figure can be traced
+    to the catalog that produced it: ``gpus.yaml``, ``models.yaml``, ``prices.yaml`` (in that order), then the
+    fitted engine curves in use (:func:`perf_files`, by engine), each prefixed by its name; then, when ``overlay``
+    is given (the GPU entries of ``--profile`` files that replace or add catalog GPUs), each entry's JSON. A refit
+    of one constant in ``catalogs/perf/`` or a different profile changes the hash.
 
     Raises:
         CatalogError: no catalog folder (see :func:`catalog_dir`).
@@ -241,10 +297,13 @@ def catalog_sha256() -> str:
 
     folder = catalog_dir()
     h = hashlib.sha256()
-    for name in ("gpus.yaml", "models.yaml", "prices.yaml"):
-        path = folder / name
+    named = [(name, folder / name) for name in CATALOG_FILES]
+    named += [(f"perf/{engine}.yaml", path) for engine, path in perf_files(folder).items()]
+    for name, path in named:
         h.update(name.encode() + b"\0")
         h.update(path.read_bytes() if path.is_file() else b"")
+    for spec in overlay:
+        h.update(b"overlay\0" + spec.model_dump_json(exclude_none=True).encode())
     return h.hexdigest()
 
 
@@ -266,28 +325,16 @@ def load_models() -> ModelCatalog:
     return read_yaml_file(catalog_dir() / "models.yaml", ModelCatalog, "model catalog")
 
 
-_GPU_OVERLAY: contextvars.ContextVar[tuple[GpuSpec, ...]] = contextvars.ContextVar("gpu_overlay", default=())
-
-
-@contextlib.contextmanager
-def gpu_overlay(specs: tuple[GpuSpec, ...]) -> Iterator[None]:
-    """Within the block, :func:`active_gpus` (and so :func:`find_gpu`) sees ``specs`` in place of the catalog
-    entries of the same name, and any new names added after them: how ``--profile`` files take effect."""
-    token = _GPU_OVERLAY.set(tuple(specs))
-    try:
-        yield
-    finally:
-        _GPU_OVERLAY.reset(token)
-
-
-def active_gpus() -> tuple[GpuSpec, ...]:
-    """The GPU catalog with the current :func:`gpu_overlay` applied (profiled GPUs replace their entries)."""
-    overlay = {g.name: g for g in _GPU_OVERLAY.get()}
-    if not overlay:
-        return load_gpus().gpus
+def overlaid_gpus(overlay: Sequence[GpuSpec] = ()) -> tuple[GpuSpec, ...]:
+    """The GPU catalog with ``overlay`` applied: each of its entries (a ``--profile`` file's measured GPU) replaces
+    the catalog entry of the same name, and new names follow the catalog's. The caller passes the table to
+    :func:`find_gpu` and to what resolves GPU names for a plan (:func:`hetplan.planning.request.build_request`)."""
     base = load_gpus().gpus
+    if not overlay:
+        return base
+    by_name = {g.name: g for g in overlay}
     known = {g.name for g in base}
-    return tuple(overlay.get(g.name, g) for g in base) + tuple(g for g in overlay.values() if g.name not in known)
+    return tuple(by_name.get(g.name, g) for g in base) + tuple(g for g in by_name.values() if g.name not in known)
 
 
 def _norm(name: str) -> str:
@@ -303,12 +350,13 @@ def _suggest(name: str, choices: list[str]) -> str:
 
 
 def find_gpu(name: str, gpus: tuple[GpuSpec, ...] | None = None) -> GpuSpec:
-    """Look a GPU up by name or alias, ignoring case and punctuation (``h100`` finds ``H100-SXM``).
+    """Look a GPU up by name or alias, ignoring case and punctuation (``h100`` finds ``H100-SXM``), in ``gpus``
+    (default: the GPU catalog; :func:`overlaid_gpus` gives it with profiled GPUs).
 
     Raises:
         InputError: unknown name, with suggestions.
     """
-    gpus = gpus if gpus is not None else active_gpus()
+    gpus = gpus if gpus is not None else load_gpus().gpus
     wanted = _norm(name)
     for gpu in gpus:
         if wanted == _norm(gpu.name) or any(wanted == _norm(a) for a in gpu.aliases):

@@ -163,7 +163,7 @@ def catalog_offers(gpu: GpuSpec, cloud: str | None, spot: bool) -> list[Offer]:
     return sorted(out, key=lambda o: (o.provider, o.region, o.gpus_per_instance, o.instance_type))
 
 
-def user_offers(user: UserPriceFile, path: str) -> list[Offer]:
+def user_offers(user: UserPriceFile, path: str, gpus: tuple[GpuSpec, ...] | None = None) -> list[Offer]:
     """The ``offers:`` rows of a user price file, checked.
 
     Raises:
@@ -174,7 +174,7 @@ def user_offers(user: UserPriceFile, path: str) -> list[Offer]:
     out: list[Offer] = []
     seen: dict[tuple[str, str, str], int] = {}
     for i, row in enumerate(user.offers):
-        out.append(_user_offer(row, i, path, user))
+        out.append(_user_offer(row, i, path, user, gpus))
         key = out[-1].key
         if key in seen:
             raise InputError(
@@ -186,14 +186,14 @@ def user_offers(user: UserPriceFile, path: str) -> list[Offer]:
     return out
 
 
-def _user_offer(row: UserOffer, i: int, path: str, user: UserPriceFile) -> Offer:
+def _user_offer(row: UserOffer, i: int, path: str, user: UserPriceFile, gpus: tuple[GpuSpec, ...] | None) -> Offer:
     where = f"price file {path}: offers[{i}]"
 
     def bad(field: str, why: str, fix: str) -> InputError:
         return InputError(f"{where}.{field} {why}", fix=fix)
 
     try:
-        gpu = find_gpu(row.gpu)
+        gpu = find_gpu(row.gpu, gpus)
     except InputError as exc:
         raise InputError(f"{where}.gpu: {exc.what}", exc.why, "fix the GPU name (hetplan catalog gpus)") from None
     if row.gpus_per_instance < 1:

@@ -29,12 +29,17 @@ class GpuPrice:
 
 
 def resolve_price(
-    gpu: GpuSpec, cloud: str | None = None, spot: bool = False, user: UserPriceFile | None = None
+    gpu: GpuSpec,
+    cloud: str | None = None,
+    spot: bool = False,
+    user: UserPriceFile | None = None,
+    gpus: tuple[GpuSpec, ...] | None = None,
 ) -> GpuPrice | None:
-    """The price of ``gpu`` under the rules above, or None when no source prices it."""
+    """The price of ``gpu`` under the rules above, or None when no source prices it (``gpus``: the GPU table the
+    price file's names are looked up in, default the catalog; see :func:`hetplan.catalog.loader.find_gpu`)."""
     if user is not None:
         for name, value in user.usd_per_gpu_hour.items():
-            if find_gpu(name).name == gpu.name:
+            if find_gpu(name, gpus).name == gpu.name:
                 label = f"price file: {user.source}, as of {user.as_of}"
                 return GpuPrice(gpu.name, float(value), label, user.illustrative)
     rows = price_rows(gpu)

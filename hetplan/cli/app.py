@@ -4,17 +4,20 @@ Nothing here imports a command module (they import this one; :mod:`hetplan.cli.m
 nothing here loads numpy, pandas, the solvers or the catalogs: ``hetplan --help`` only needs typer and rich.
 """
 
+import contextlib
 import logging
+import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
 
 from hetplan import __version__
-from hetplan.errors import HetplanError
+from hetplan.errors import HetplanError, InputError
+from hetplan.resources import Resources
 
 app = typer.Typer(
     add_completion=False,
@@ -58,3 +61,93 @@ def _root(
 ) -> None:
     STATE["debug"] = debug
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, stream=sys.stderr)
+    use_catalog_env()
+
+
+CATALOG_ENV = "HETPLAN_CATALOG_DIR"
+"""The environment variable naming a user catalog folder (read here only: the library takes the folder)."""
+
+
+def use_catalog_env() -> None:
+    """Point the catalog loader at ``HETPLAN_CATALOG_DIR`` (unset or empty: the shipped catalogs), every command.
+
+    A folder that does not exist or lacks a catalog file is an error naming the variable and the missing file
+    (exit 2), not a silent fall-back to the shipped catalogs. The loader is imported only when the variable is set
+    or it is already loaded (an in-process caller ran a command before), so ``--help`` stays light.
+    """
+    value = os.environ.get(CATALOG_ENV, "").strip()
+    if not value and "hetplan.catalog.loader" not in sys.modules:
+        return
+    from pathlib import Path
+
+    from hetplan.catalog.loader import use_catalog_dir
+
+    run_guarded(lambda: use_catalog_dir(Path(value) if value else None, CATALOG_ENV))
+
+
+WORKERS_ENV = "HETPLAN_PLAN_WORKERS"
+"""The environment variable capping the processes a plan uses (read here only: the library takes
+:class:`~hetplan.resources.Resources`)."""
+
+
+def resources_from_env() -> Resources:
+    """The :class:`~hetplan.resources.Resources` a command passes to :mod:`hetplan.api`: ``HETPLAN_PLAN_WORKERS``
+    processes for planning (unset or empty: the usable cores; 1: one task after another in this process).
+
+    Raises:
+        InputError: ``HETPLAN_PLAN_WORKERS`` is not a whole number >= 1 (named, with the fix).
+    """
+    text = os.environ.get(WORKERS_ENV, "").strip()
+    if not text:
+        return Resources()
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise InputError(
+            f"{WORKERS_ENV}={text!r} is not a number of worker processes",
+            "it takes a whole number >= 1 (1: plan the weight dtypes one after another in this process)",
+            f"set {WORKERS_ENV}=1 or {WORKERS_ENV}=2, or unset it (default: the usable cores)",
+        )
+    return Resources(plan_workers=n)
+
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""Thread-pool sizes a worker process gets (1 each, unless the user set them): see :func:`worker_environment`."""
+
+
+@contextlib.contextmanager
+def worker_environment(executor: str, ray_address: str | None) -> Iterator[None]:
+    """The environment worker processes inherit, set for the block (``hetplan sweep``, ``simulate --windows``): one
+    thread each for numpy's BLAS and OpenMP unless the user chose (N workers on N cores, each with a thread pool of
+    N, only contend; as Ray gives its tasks; read by the forkserver the local pool starts from, so set before it
+    starts), and for a private Ray instance (``--executor ray``, address ``local``) :func:`loopback_only` and no
+    usage reporting. Thread variables this set are removed again after the block; the library sets none itself.
+    """
+    added = [key for key in THREAD_VARS if key not in os.environ]
+    for key in added:
+        os.environ[key] = "1"
+    if executor == "ray":
+        if (ray_address or "local") == "local":
+            loopback_only()
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never report usage from a planner run
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def loopback_only() -> None:
+    """Make a Ray instance started from this process listen on the loopback interface only.
+
+    Ray takes the node's address from the route to the outside and binds its servers there, unless
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` is false, which is how Ray keeps a single-machine instance on
+    127.0.0.1 on macOS and Windows; hetplan sets it for ``--ray-address local`` (and for the test suite's
+    ``ray.init``). It is read when Ray is imported, so the value Ray already read is set too.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None and hasattr(constants, "ENABLE_RAY_CLUSTER"):
+        setattr(constants, "ENABLE_RAY_CLUSTER", False)  # noqa: B010 (Ray's module is typed; this is its switch)

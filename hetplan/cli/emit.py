@@ -45,7 +45,7 @@ def _choice(value: str, table: Mapping[str, T], flag: str) -> T:
 def _gpu_labels(items: list[str], plan_gpus: "tuple[GpuSpec, ...]" = ()) -> tuple[tuple[str, str], ...]:
     """``--gpu-label GPU=VALUE`` pairs, GPU names resolved against the plan's own GPU entries first (a profiled
     GPU the catalog lacks), then the catalog."""
-    from hetplan.catalog.loader import active_gpus, find_gpu
+    from hetplan.catalog.loader import find_gpu, load_gpus
 
     labels: dict[str, str] = {}
     for item in items:
@@ -54,7 +54,7 @@ def _gpu_labels(items: list[str], plan_gpus: "tuple[GpuSpec, ...]" = ()) -> tupl
             raise InputError(
                 f"--gpu-label: cannot read {item!r}", "expected GPU=VALUE", "write e.g. --gpu-label H20=NVIDIA-H20"
             )
-        gpu = find_gpu(name.strip(), plan_gpus + tuple(g for g in active_gpus() if g not in plan_gpus)).name
+        gpu = find_gpu(name.strip(), plan_gpus + tuple(g for g in load_gpus().gpus if g not in plan_gpus)).name
         if gpu in labels:
             raise InputError(f"--gpu-label names {gpu} twice", fix="give each GPU type once")
         labels[gpu] = value.strip()

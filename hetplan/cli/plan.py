@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.app import err_console, resources_from_env, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
@@ -303,6 +303,7 @@ def plan(
             "profiles": list(profile_files or []),
             "prune_with": prune_with,
             "prune_top_k": 6 if prune_top_k is None else prune_top_k,
+            "resources": resources_from_env(),
         }
         # a progress bar on stderr (a terminal, not --json): planning, each simulated check and re-size, the analysis
         with progress_bar(err_console, "planning", enabled=not json_out) as bar:

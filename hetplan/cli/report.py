@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.app import err_console, resources_from_env, run_guarded
 from hetplan.cli.options import (
     ForceFlag,
     baseline_option,
@@ -308,14 +308,15 @@ def gate(
             loaded.append((path, scenario))
         fresh: dict[str, Plan] = {}
         broken: dict[str, str] = {}
+        resources = resources_from_env()
         with err_console.status("re-planning scenarios", spinner="dots") as status:
             for path, scenario in loaded:
                 status.update(f"planning {escape(scenario.name)}")
                 try:
                     if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict
-                        fresh[scenario.name] = api.plan_verified(scenario, analysis=False)
+                        fresh[scenario.name] = api.plan_verified(scenario, analysis=False, resources=resources)
                     else:
-                        fresh[scenario.name] = api.plan(scenario, analysis=False)
+                        fresh[scenario.name] = api.plan(scenario, analysis=False, resources=resources)
                 except HetplanError as exc:
                     if update:
                         raise InputError(

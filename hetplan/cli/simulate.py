@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hetplan import api, units
-from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.app import err_console, run_guarded, worker_environment
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ClassColumnOpt,
@@ -315,8 +315,9 @@ def simulate_cmd(
         elif windowed is not None:
             with progress_bar(err_console, "simulating", enabled=not json_out) as bar:
                 bar.text(f"{windowed[0]} windows")
-                doc = api.simulate_windowed(req, *windowed, executor=executor, workers=workers,
-                                            ray_address=ray_address)  # fmt: skip
+                with worker_environment(executor, ray_address):
+                    doc = api.simulate_windowed(req, *windowed, executor=executor, workers=workers,
+                                                ray_address=ray_address)  # fmt: skip
         else:
             doc = simulate(req)
         _write(out, force, doc)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.app import err_console, run_guarded, worker_environment
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ExecutorOpt,
@@ -71,7 +71,9 @@ def sweep(
 
     def work() -> dict[str, Any]:
         try:
-            return api.sweep(grid_file, out, executor, workers, ray_address, ray_files, resume, force, progress=step)
+            with worker_environment(executor, ray_address):
+                return api.sweep(grid_file, out, executor, workers, ray_address, ray_files, resume, force,
+                                 progress=step)  # fmt: skip
         finally:
             if bar.live.is_started:
                 bar.stop()

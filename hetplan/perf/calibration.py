@@ -89,17 +89,11 @@ def normalize_arch(arch: str) -> str:
 
 
 def perf_catalog_path(engine: str) -> Path:
-    """Path of ``catalogs/perf/<engine>.yaml`` (a user catalog folder first, then the shipped one)."""
-    from hetplan.catalog.loader import catalog_dir
+    """Path of ``catalogs/perf/<engine>.yaml`` (a user catalog folder first, then the shipped one; see
+    :func:`hetplan.catalog.loader.perf_files`); the user folder's path, absent, when none has the engine."""
+    from hetplan.catalog.loader import catalog_dir, perf_files
 
-    user = catalog_dir() / "perf" / f"{engine}.yaml"
-    if user.is_file():
-        return user
-    package = Path(__file__).resolve().parents[1]
-    for folder in (package / "_catalogs", package.parent / "catalogs"):
-        if (folder / "perf" / f"{engine}.yaml").is_file():
-            return folder / "perf" / f"{engine}.yaml"
-    return user
+    return perf_files().get(engine) or catalog_dir() / "perf" / f"{engine}.yaml"
 
 
 @lru_cache(maxsize=16)

@@ -58,7 +58,7 @@ def upgrade_v1(doc: dict[str, Any], where: str = "plan") -> dict[str, Any]:
         InputError: the model or a deployed GPU cannot be resolved any more (the fix: re-plan).
     """
     from hetplan import __version__
-    from hetplan.catalog.loader import active_gpus, catalog_sha256, find_gpu, find_model
+    from hetplan.catalog.loader import catalog_sha256, find_gpu, find_model
 
     sc = dict(doc["scenario"])
     config = sc.get("model_config")
@@ -94,7 +94,7 @@ def upgrade_v1(doc: dict[str, Any], where: str = "plan") -> dict[str, Any]:
             gpus.append({"source": "profile", "path": profiled[name][1], "spec": profiled[name][0]})
             continue
         try:
-            gpus.append({"source": "catalog", "spec": find_gpu(str(name), active_gpus())})
+            gpus.append({"source": "catalog", "spec": find_gpu(str(name))})
         except InputError as exc:
             if name in used:
                 raise InputError(

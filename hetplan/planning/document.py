@@ -51,12 +51,16 @@ def build_plan(
     progress: Callable[[str], None] | None = None,
     profiled: Mapping[str, str] | None = None,
     workload_sha256: str | None = None,
-    deferred: list[Callable[[], dict[str, Any]]] | None = None,
+    deferred: list[AnalysisLater] | None = None,
+    catalog_sha: str | None = None,
 ) -> dict[str, Any]:
     """Solve every strategy for ``req`` and return the plan document of ``strategy`` (version 2: the resolved
-    model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance; see
+    model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance,
+    whose catalog hash is ``catalog_sha`` -- default :func:`~hetplan.catalog.loader.catalog_sha256` of the
+    catalog alone, without profile overlays; see
     :mod:`hetplan.plan.doc`, whose :func:`~hetplan.plan.doc.from_doc` makes it a typed plan).
-    With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later (for
+    With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later
+    (:data:`AnalysisLater`: from this planner, no second solve; its argument replaces ``progress``) (for
     the one plan kept of several, e.g. the weight-dtype search) is appended to it.
 
     Raises:
@@ -133,16 +137,21 @@ def build_plan(
     if analysis:
         doc["analysis"] = analysis_of(planner, strategy, chosen, solved, progress)
     elif deferred is not None:
-        deferred.append(lambda: analysis_of(planner, strategy, chosen, solved, progress))
+        deferred.append(lambda report=progress: analysis_of(planner, strategy, chosen, solved, report))
     used = set(doc["gpus_used"]) | set(doc["homogeneous_baseline"].get("gpus_used", {}))
     doc["warnings"] = warnings + [text for name, text in gpu_warnings if name in used]
     doc["resolved"] = resolved_doc(req, profiled or {})
     doc["provenance"] = {
         "hetplan_version": __version__,
-        "catalog_sha256": catalog_sha256(),
+        "catalog_sha256": catalog_sha256() if catalog_sha is None else catalog_sha,
         "workload_sha256": workload_sha256,
     }
     return doc
+
+
+AnalysisLater = Callable[..., dict[str, Any]]
+"""A plan's analysis block computed later from the planner that made the plan (:func:`build_plan`'s ``deferred``):
+called with no argument it reports to the plan's progress; with one, to that progress function (None: silent)."""
 
 
 def analysis_of(

@@ -6,10 +6,10 @@ not overlap it (measured: 5.3 s serial against 5.1 to 5.8 s on two threads for t
 ``benchmarks/plan_speed.py``). :func:`run_forked` runs such tasks in processes forked from this one (they start
 in milliseconds with everything loaded and inherit the tasks as closures: only the results are pickled).
 
-- Workers: :func:`plan_workers`, the cores this process may use (``os.sched_getaffinity``) capped at the task
-  count; ``HETPLAN_PLAN_WORKERS=1`` runs them one after another in this process (as on a single core, or where
-  ``fork`` does not exist). The results are the same either way (the tasks are deterministic; a test checks
-  that plans are byte-identical).
+- Workers: :func:`plan_workers`, the caller's :attr:`~hetplan.resources.Resources.plan_workers` (the CLI's
+  ``HETPLAN_PLAN_WORKERS``) or else the cores this process may use (``os.sched_getaffinity``), capped at the task
+  count; 1 runs them one after another in this process (as on a single core, or where ``fork`` does not exist).
+  The results are the same either way (the tasks are deterministic; a test checks that plans are byte-identical).
 - A task's exception comes back to the caller and is raised there (:class:`~hetplan.errors.HetplanError`
   keeps its what/why/fix); Ctrl-C, ``--timeout`` or any error while waiting terminates the workers.
 
@@ -18,61 +18,27 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
-import os
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
-from hetplan.errors import InputError
 from hetplan.executors import default_workers
 
 T = TypeVar("T")
-WORKERS_ENV = "HETPLAN_PLAN_WORKERS"
 
 _TASKS: Sequence[Callable[[], Any]] = ()  # set before the fork: the workers inherit them
 
 
-def plan_workers(tasks: int) -> int:
-    """Processes for ``tasks`` independent planning tasks: ``HETPLAN_PLAN_WORKERS`` if set, else the usable
-    cores; at most ``tasks``, at least 1; 1 where this platform cannot fork.
-
-    Raises:
-        InputError: ``HETPLAN_PLAN_WORKERS`` is not a whole number >= 1."""
-    text = os.environ.get(WORKERS_ENV, "").strip()
-    if text:
-        try:
-            n = int(text)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise InputError(
-                f"{WORKERS_ENV}={text!r} is not a number of worker processes",
-                "it takes a whole number >= 1 (1: plan the weight dtypes one after another in this process)",
-                f"set {WORKERS_ENV}=1 or {WORKERS_ENV}=2, or unset it (default: the usable cores)",
-            )
-    else:
-        n = default_workers()
+def plan_workers(tasks: int, allowed: int | None = None) -> int:
+    """Processes for ``tasks`` independent planning tasks: ``allowed`` (a
+    :attr:`~hetplan.resources.Resources.plan_workers`), else the usable cores; at most ``tasks``, at least 1; 1 where
+    this platform cannot fork."""
+    n = default_workers() if allowed is None else allowed
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return max(1, min(n, tasks))
-
-
-@contextlib.contextmanager
-def serial_planning() -> Iterator[None]:
-    """Plan one task after another inside this block (``HETPLAN_PLAN_WORKERS=1`` unless the user set it): for
-    callers that already run one task per core (``hetplan sweep``'s cases), where forking again would put two
-    processes on each core."""
-    if WORKERS_ENV in os.environ:
-        yield
-        return
-    os.environ[WORKERS_ENV] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop(WORKERS_ENV, None)
 
 
 def _worker_signals() -> None:
@@ -129,8 +95,8 @@ def _value(outcome: tuple[bool, Any]) -> Any:
 
 
 def run_forked(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> list[T]:
-    """``[task() for task in tasks]``, the tasks in up to ``workers`` (default :func:`plan_workers`) forked
-    processes; results in task order.
+    """``[task() for task in tasks]``, the tasks in up to ``workers`` (default :func:`plan_workers` of the usable
+    cores) forked processes; results in task order.
 
     Raises:
         whatever a task raised (the first in task order), after every task has finished."""
@@ -177,18 +143,13 @@ class Background:
             self._pool = None
 
 
-def start_forked(task: Callable[[], T]) -> Background | None:
-    """Start ``task`` in a forked process while the caller goes on (None where :func:`plan_workers` allows one
-    process only: the caller then runs it itself). The task plans one dtype after another inside
-    (:func:`serial_planning`), so the two processes use two cores."""
-
-    def serial() -> T:
-        with serial_planning():
-            return task()
-
-    if plan_workers(2) < 2:
+def start_forked(task: Callable[[], T], allowed: int | None = None) -> Background | None:
+    """Start ``task`` in a forked process while the caller goes on (None where :func:`plan_workers` of ``allowed``
+    gives one process only: the caller then runs it itself). The task should plan with one process inside
+    (:meth:`hetplan.resources.Resources.serial`), so the two processes use two cores."""
+    if plan_workers(2, allowed) < 2:
         return None
-    return Background(serial)
+    return Background(task)
 
 
-__all__ = ["WORKERS_ENV", "Background", "plan_workers", "run_forked", "serial_planning", "start_forked"]
+__all__ = ["Background", "plan_workers", "run_forked", "start_forked"]

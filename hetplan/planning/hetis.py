@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from hetplan import __version__
-from hetplan.catalog.loader import find_gpu
+from hetplan.catalog.loader import find_gpu, overlaid_gpus
 from hetplan.catalog.pricing import resolve_price
 from hetplan.errors import InfeasibleError
 from hetplan.perf.arch import ModelArch
@@ -144,7 +144,7 @@ def _pool_prices(pool: Pool, scenario: Scenario) -> dict[str, tuple[float, str]]
     amortised price), else ``--prices``, else the catalog (``--cloud``, ``--spot``); types no source prices are
     left out."""
     own = dict(pool.usd_per_gpu_hour)
-    user = _user_prices(scenario)
+    user = _user_prices(scenario, overlaid_gpus())
     out: dict[str, tuple[float, str]] = {}
     for name in pool.counts():
         if name in own:

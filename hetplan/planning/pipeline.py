@@ -10,15 +10,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hetplan.catalog.loader import gpu_overlay
+from hetplan.catalog.loader import catalog_sha256
 from hetplan.catalog.profile import LoadedProfiles, load_profiles, profile_notes
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
-from hetplan.planning.document import build_plan
+from hetplan.planning.document import AnalysisLater, build_plan
 from hetplan.planning.dtypes import AUTO, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
 from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
+from hetplan.resources import Resources
 from hetplan.scenario import Scenario
 from hetplan.solvers.ce_fit import (
     DEFAULT_MIN_R2,
@@ -41,6 +42,8 @@ def plan(
     prune_with: Path | None = None,
     prune_top_k: int = DEFAULT_TOP_K,
     min_r2: float = DEFAULT_MIN_R2,
+    resources: Resources | None = None,
+    deferred: list[Callable[..., Plan]] | None = None,
 ) -> Plan:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
@@ -52,27 +55,49 @@ def plan(
     what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
     every homogeneous pair) are the only ones enumerated (:func:`hetplan.solvers.ce_fit.keep_pairs`); the plan warns
     when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
-    never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`).
+    never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`). ``resources``: the processes the weight-dtype and
+    engine search may use (default: the usable cores; :class:`hetplan.resources.Resources`).
+    With ``analysis`` False and a ``deferred`` list, a function is appended to it that returns this plan with its
+    analysis block, computed from the planner that made it (no second solve; an argument replaces ``progress``:
+    None for silence). Nothing is appended when the plan was made in worker processes (a weight-dtype search
+    on several cores): the caller then plans again with the analysis.
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
         the binding constraint).
     """
     loaded = load_profiles(profiles) if profiles else None
-    with gpu_overlay(loaded.specs if loaded else ()):
-        if scenario.weight_dtype != AUTO and len(scenario.engines or ()) <= 1:
-            if scenario.engines:
-                scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
-            doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
-        else:
-            doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
+    later: list[AnalysisLater] | None = [] if deferred is not None and not analysis else None
+    if scenario.weight_dtype != AUTO and len(scenario.engines or ()) <= 1:
+        if scenario.engines:
+            scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
+        doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
+                        deferred=later)  # fmt: skip
+    else:
+        doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
+                             resources or Resources(), later)  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
         doc["scenario"]["profiles"] = profile_records(loaded, with_spec=True)
     if prune_with is not None:
         doc["scenario"]["prune_with"] = {"file": Path(prune_with).name, "top_k": prune_top_k}
+    if deferred is not None and later:
+        block_of = later[0]
+
+        def with_analysis(*report: Callable[[str], None] | None) -> Plan:
+            return from_doc(with_block(doc, "analysis", block_of(*report)), "the plan hetplan made")
+
+        deferred.append(with_analysis)
     return from_doc(doc, "the plan hetplan made")
+
+
+def with_block(doc: dict[str, Any], key: str, block: Any) -> dict[str, Any]:
+    """``doc`` with ``key`` set to ``block`` where :func:`hetplan.planning.document.build_plan` puts the analysis:
+    before ``warnings`` (at the end when there are none); ``doc`` itself is not changed."""
+    names = list(doc)
+    at = names.index("warnings") if "warnings" in names else len(names)
+    return {**{k: doc[k] for k in names[:at]}, key: block, **{k: doc[k] for k in names[at:]}}
 
 
 def _search_dtypes(
@@ -84,6 +109,8 @@ def _search_dtypes(
     prune_with: Path | None,
     prune_top_k: int,
     min_r2: float,
+    resources: Resources,
+    keep: list[AnalysisLater] | None = None,
 ) -> dict[str, Any]:
     """``--weight-dtype auto`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
@@ -98,7 +125,8 @@ def _search_dtypes(
     spec = _model(scenario.model_copy(update={"weight_dtype": MODEL_DTYPE})).spec
     engines = list(scenario.engines or [scenario.engine])
     keys = [(e, d) for e in engines for d in weight_candidates(spec, scenario.weight_dtype)]
-    later: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {}  # analyses, computed for the kept plan only
+    later: dict[tuple[str, str], AnalysisLater] = {}  # analyses, computed for the kept plan only
+    kept: dict[tuple[str, str], AnalysisLater] = {}  # the same, handed to the caller (keep)
     Found = tuple[tuple[str, str], dict[str, Any] | None, InfeasibleError | InputError | None]
 
     def one(key: tuple[str, str], parallel: bool) -> Found:
@@ -108,18 +136,18 @@ def _search_dtypes(
             fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
                 return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8), None
-            deferred: list[Callable[[], dict[str, Any]]] = []
+            deferred: list[AnalysisLater] = []
             doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
-                            deferred if analysis else None)  # fmt: skip
+                            deferred if analysis or keep is not None else None)  # fmt: skip
             if deferred:
-                later[key] = deferred[0]
+                (later if analysis else kept)[key] = deferred[0]
             return key, doc, None
         except (InfeasibleError, InputError) as exc:
             if dtype == model_dtype(spec) and isinstance(exc, InputError):
                 raise  # a bad scenario, not an infeasible dtype
             return key, None, exc
 
-    workers = plan_workers(len(keys))
+    workers = plan_workers(len(keys), resources.plan_workers)
     if workers > 1:  # each (engine, dtype) in its own process (hetplan.planning.forked)
         if progress is not None:
             progress(f"planning {', '.join(f'{e} {d}' for e, d in keys)} in {workers} processes")
@@ -133,10 +161,9 @@ def _search_dtypes(
         raise first
     key, chosen = min(feasible, key=lambda x: float(x[1]["total_usd_per_hour"]))
     if key in later:  # the analysis block sits where build_plan puts it, before the warnings
-        names = list(chosen)
-        block = later[key]()
-        at = names.index("warnings") if "warnings" in names else len(names)
-        chosen = {**{k: chosen[k] for k in names[:at]}, "analysis": block, **{k: chosen[k] for k in names[at:]}}
+        chosen = with_block(chosen, "analysis", later[key]())
+    elif keep is not None and key in kept:  # the caller computes it later (see plan's deferred)
+        keep.append(kept[key])
 
     def which(engine: str) -> dict[str, str]:  # each entry names its engine when several were searched
         return {"engine": engine} if len(engines) > 1 else {}
@@ -163,11 +190,12 @@ def _plan_doc(
     prune_top_k: int,
     min_r2: float,
     fp8_cores_only: bool = False,
-    deferred: list[Callable[[], dict[str, Any]]] | None = None,
+    deferred: list[AnalysisLater] | None = None,
 ) -> dict[str, Any]:
-    """The plan document of one weight dtype (the profiles already overlaid); ``deferred``: see
-    :func:`hetplan.planning.document.build_plan`."""
-    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only)
+    """The plan document of one weight dtype (``loaded``'s profiled GPUs replace their catalog entries);
+    ``deferred``: see :func:`hetplan.planning.document.build_plan`."""
+    overlay = loaded.specs if loaded is not None else ()
+    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only, overlay)
     if loaded is not None:
         warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
     if prune_with is not None:
@@ -180,6 +208,7 @@ def _plan_doc(
     doc = build_plan(
         req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
         profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=deferred,
+        catalog_sha=catalog_sha256(overlay),
     )  # fmt: skip
     note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
     if note is not None:
@@ -197,11 +226,10 @@ def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float = DE
         fits the model or meets the SLOs.
     """
     loaded = load_profiles(profiles) if profiles else None
-    with gpu_overlay(loaded.specs if loaded else ()):
-        req, workload, warnings, _ = build_request(scenario)
-        if loaded is not None:
-            warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
-        tokens = float(workload.prompt_tokens.mean() + workload.output_tokens.mean())
-        fit = _fit_ce(req, tokens)
-        warnings = warnings + low_r2_note(fit.r2, min_r2)
-        return fit_doc(fit, req, workload.summary(), scenario.name, profile_records(loaded), warnings)
+    req, workload, warnings, _ = build_request(scenario, overlay=loaded.specs if loaded else ())
+    if loaded is not None:
+        warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
+    tokens = float(workload.prompt_tokens.mean() + workload.output_tokens.mean())
+    fit = _fit_ce(req, tokens)
+    warnings = warnings + low_r2_note(fit.r2, min_r2)
+    return fit_doc(fit, req, workload.summary(), scenario.name, profile_records(loaded), warnings)

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hetplan.catalog.loader import (
-    active_gpus,
     find_gpu,
     find_model,
     load_user_prices,
+    overlaid_gpus,
 )
 from hetplan.catalog.offers import OWNED, PRICE_FILE, Offer, WanLink, catalog_offers, owned_nodes, user_offers
 from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
@@ -139,17 +140,17 @@ def _goodput(scenario: Scenario, workload: Workload, warnings: list[str]) -> flo
     return rate
 
 
-def _inventory(scenario: Scenario) -> dict[str, int]:
+def _inventory(scenario: Scenario, table: tuple[GpuSpec, ...]) -> dict[str, int]:
     inventory: dict[str, int] = {}
     for name, count in scenario.inventory.items():
-        canonical = find_gpu(name).name
+        canonical = find_gpu(name, table).name
         if canonical in inventory:
             raise InputError(f"inventory names {canonical} twice ({name!r} is an alias)", fix="give each GPU once")
         inventory[canonical] = int(count)
     return inventory
 
 
-def _user_prices(scenario: Scenario) -> UserPriceFile | None:
+def _user_prices(scenario: Scenario, table: tuple[GpuSpec, ...]) -> UserPriceFile | None:
     if not scenario.prices:
         return None
     path = scenario.resolve(scenario.prices) or ""
@@ -157,7 +158,7 @@ def _user_prices(scenario: Scenario) -> UserPriceFile | None:
     seen: dict[str, str] = {}
     for name in user.usd_per_gpu_hour:
         try:
-            canonical = find_gpu(name).name
+            canonical = find_gpu(name, table).name
         except InputError as exc:
             raise InputError(
                 f"price file {path}: {exc.what}", exc.why, "fix the GPU name in usd_per_gpu_hour"
@@ -181,17 +182,19 @@ def build_offers(
     inventory: dict[str, int],
     user: UserPriceFile | None,
     warnings: list[str],
+    table: tuple[GpuSpec, ...] | None = None,
 ) -> tuple[Offer, ...]:
     """The offers a deployment may buy or use (:mod:`hetplan.catalog.offers`): owned nodes from the inventory and
-    the price file's owned rows, then (unless ``rent`` is off) the rented offers of every candidate GPU.
+    the price file's owned rows, then (unless ``rent`` is off) the rented offers of every candidate GPU. ``table``:
+    the GPU table names are looked up in (default the catalog; :func:`~hetplan.catalog.loader.overlaid_gpus`).
 
     Raises:
         InputError: a bad ``offers:`` row in the price file (named with its field).
     """
     names = {g.name for g in gpus}
     path = scenario.resolve(scenario.prices) or "" if scenario.prices else ""
-    from_file = user_offers(user, path) if user is not None else []
-    per_gpu = {find_gpu(n).name: float(v) for n, v in (user.usd_per_gpu_hour if user else {}).items()}
+    from_file = user_offers(user, path, table) if user is not None else []
+    per_gpu = {find_gpu(n, table).name: float(v) for n, v in (user.usd_per_gpu_hour if user else {}).items()}
     label = f"price file: {user.source}, as of {user.as_of}" if user is not None else ""
     illustrative = bool(user and user.illustrative)
     owned: list[Offer] = [o for o in from_file if o.owned and o.gpu in names]
@@ -244,20 +247,24 @@ def _ranking_price(gpu: GpuSpec, offers: tuple[Offer, ...], fallback: GpuPrice |
 
 
 def _candidate_gpus(
-    scenario: Scenario, inventory: dict[str, int], warnings: list[str], user: UserPriceFile | None = None
+    scenario: Scenario,
+    inventory: dict[str, int],
+    warnings: list[str],
+    user: UserPriceFile | None,
+    table: tuple[GpuSpec, ...],
 ) -> list[GpuSpec]:
-    """--gpus, else the inventory's types, else the GPUs a user price file prices, else every catalog GPU."""
+    """--gpus, else the inventory's types, else the GPUs a user price file prices, else every GPU of ``table``."""
     if scenario.gpus:
-        gpus = list(dict.fromkeys(find_gpu(g) for g in scenario.gpus))
+        gpus = list(dict.fromkeys(find_gpu(g, table) for g in scenario.gpus))
         left_out = sorted(set(inventory) - {g.name for g in gpus})
         if left_out:
             warnings.append(f"inventory of {', '.join(left_out)} is ignored: not among the candidate --gpus")
         return gpus
     if inventory:
-        return [find_gpu(g) for g in inventory]
+        return [find_gpu(g, table) for g in inventory]
     if user is not None:
-        return list(dict.fromkeys(find_gpu(g) for g in user.usd_per_gpu_hour))
-    return list(active_gpus())
+        return list(dict.fromkeys(find_gpu(g, table) for g in user.usd_per_gpu_hour))
+    return list(table)
 
 
 MAX_ARRIVALS = 200_000
@@ -279,11 +286,13 @@ def _arrivals(workload: Workload, sized_rate: float) -> ArrivalTrace | None:
 
 
 def build_request(
-    scenario: Scenario, fp8_cores_only: bool = False
+    scenario: Scenario, fp8_cores_only: bool = False, overlay: Sequence[GpuSpec] = ()
 ) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
     """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
     (GPU name, text; shown only when a plan uses that GPU). ``fp8_cores_only`` keeps only the candidate GPUs with
-    fp8 tensor cores (the fp8 half of ``--weight-dtype auto``, :mod:`hetplan.planning.dtypes`).
+    fp8 tensor cores (the fp8 half of ``--weight-dtype auto``, :mod:`hetplan.planning.dtypes`). ``overlay``: the
+    GPU entries of ``--profile`` files, which replace the catalog's entries of the same name (or add new GPUs)
+    wherever a GPU name is looked up (:func:`~hetplan.catalog.loader.overlaid_gpus`).
 
     Raises:
         InputError: any invalid or inconsistent setting, named with its fix.
@@ -298,8 +307,9 @@ def build_request(
     workload = build_workload(scenario)
     # the default target is the whole trace's mean rate: a requirement, whatever part of the trace sizing sees
     goodput = _goodput(scenario, build_whole_workload(scenario) if scenario.workload.holdout else workload, warnings)
-    user_prices = _user_prices(scenario)
-    inventory = _inventory(scenario)
+    table = overlaid_gpus(overlay)
+    user_prices = _user_prices(scenario, table)
+    inventory = _inventory(scenario, table)
     explicit = bool(scenario.gpus or inventory or user_prices)
     prices: dict[str, GpuPrice] = {}
     chosen = []
@@ -307,14 +317,14 @@ def build_request(
     fp16_ok = True
     kind = "spot" if scenario.spot else "on-demand"
     where = f" on {scenario.cloud}" if scenario.cloud else ""
-    candidates = _candidate_gpus(scenario, inventory, warnings, user_prices)
+    candidates = _candidate_gpus(scenario, inventory, warnings, user_prices, table)
     if fp8_cores_only:
         candidates = [g for g in candidates if has_fp8_cores(g)]
         if not candidates:
             raise InputError("no candidate GPU has fp8 tensor cores", fix="plan with a 16-bit --weight-dtype")
-    offers = build_offers(scenario, candidates, inventory, user_prices, warnings)
+    offers = build_offers(scenario, candidates, inventory, user_prices, warnings, table)
     for gpu in candidates:
-        price = _ranking_price(gpu, offers, resolve_price(gpu, scenario.cloud, scenario.spot, user_prices))
+        price = _ranking_price(gpu, offers, resolve_price(gpu, scenario.cloud, scenario.spot, user_prices, table))
         if not any(o.gpu == gpu.name for o in offers):
             if not scenario.rent:
                 warnings.append(f"{gpu.name} skipped: none owned, and --no-rent forbids renting it")

@@ -33,6 +33,7 @@ from hetplan.planning.document import ALL
 from hetplan.planning.forked import Background, start_forked
 from hetplan.planning.pipeline import plan
 from hetplan.planning.request import build_heldout_workload, build_whole_workload, build_workload
+from hetplan.resources import Resources
 from hetplan.scenario import Scenario
 from hetplan.workload.model import Workload
 from hetplan.workload.split import MIN_SPLIT_REQUESTS, REDRAW_WINDOW_S, redraw_windows
@@ -143,11 +144,21 @@ def plan_verified_in_sample_and_out(
         return v
 
     attempt = planner_for(strategy)
-    first = attempt(base, False)
+    later: list[Callable[..., Plan]] = []  # the first plan with its analysis, from the planner that made it
+    first = plan(scenario.model_copy(update={"headroom": base}), strategy, False, progress, deferred=later,
+                 **plan_kwargs)  # fmt: skip
     ahead = None
-    if analysis:  # the plan with its analysis, in another process while this one simulates (used if it verifies)
-        quiet = planner_for(strategy, None)  # no progress from the other process
-        ahead = start_forked(lambda: to_doc(quiet(base, True)))
+    resources: Resources = plan_kwargs.get("resources") or Resources()
+    if analysis and later:  # the analysis alone, in a forked copy of this planner while this process simulates
+        with_analysis = later[0]
+        ahead = start_forked(lambda: to_doc(with_analysis(None)), resources.plan_workers)
+    elif analysis:  # planned in worker processes (no planner here): the plan again, with its analysis, over there
+
+        def quiet() -> dict[str, Any]:  # no progress from the other process, one planning process there
+            sc = scenario.model_copy(update={"headroom": base})
+            return to_doc(plan(sc, strategy, True, None, **{**plan_kwargs, "resources": resources.serial()}))
+
+        ahead = start_forked(quiet, resources.plan_workers)
     try:
         v0 = check(first, True)
     except BaseException:
@@ -161,12 +172,12 @@ def plan_verified_in_sample_and_out(
                 ahead.cancel()
             made = _final(best, check(best, True), hi, analysis, attempt, check, None)
         else:
-            made = _final(first, v0, base, analysis, attempt, check, None, ahead)
+            made = _final(first, v0, base, analysis, attempt, check, None, ahead, later[0] if later else None)
         if search["tried"]:
             made = replace(made, verification={**(made.verification or {}), "cheaper_search": search})
         return made
     if v0["status"] == "verified" or not resize:
-        return _final(first, v0, base, analysis, attempt, check, None, ahead)
+        return _final(first, v0, base, analysis, attempt, check, None, ahead, later[0] if later else None)
     if ahead is not None:
         ahead.cancel()
     if strategy != ALL:
@@ -462,11 +473,19 @@ def _final(
     check: Callable[[Plan, bool], dict[str, Any]],
     resized: dict[str, Any] | None,
     ahead: Background | None = None,
+    with_analysis: Callable[..., Plan] | None = None,
 ) -> Plan:
-    """The chosen plan, re-planned with the analysis when asked (the same deployment: its verification is kept);
-    ``ahead``: that re-plan, started in another process (:func:`hetplan.planning.forked.start_forked`)."""
+    """The chosen plan with its analysis when asked (the same deployment: its verification is kept): ``ahead``, the
+    plan with its analysis made in another process (:func:`hetplan.planning.forked.start_forked`), else
+    ``with_analysis`` (the analysis from the planner that made ``p``), else ``p`` planned again with it (a re-sized
+    plan)."""
     if analysis:
-        full = from_doc(ahead.result(), "the plan hetplan made") if ahead is not None else attempt(headroom, True)
+        if ahead is not None:
+            full = from_doc(ahead.result(), "the plan hetplan made")
+        elif with_analysis is not None:
+            full = with_analysis()
+        else:
+            full = attempt(headroom, True)
         v = v if _signature(full) == _signature(p) else check(full, True)
         p = full
     block = dict(v)

@@ -40,8 +40,8 @@ class CaseTask:
         strategy / analysis / verify / policy: plan options.
         files: absolute paths, in the order of the file contents passed to :func:`run_case` (empty: read locally).
         catalog_sha256: the driver's catalog hash, when a catalog is passed along.
-        catalog_dir: the driver's catalog folder (local workers read it: they may have started before the driver
-            pointed ``HETPLAN_CATALOG_DIR`` elsewhere).
+        catalog_dir: the driver's catalog folder (local workers read it: a worker process does not share the
+            driver's :func:`~hetplan.catalog.loader.use_catalog_dir`).
         driver_version: the driver's hetplan version (a worker with another version refuses the case).
     """
 
@@ -100,9 +100,14 @@ def _materialise(name: str, data: bytes) -> str:
 
 
 def use_catalog(catalog: dict[str, bytes] | None, sha: str | None, folder: str | None = None) -> None:
-    """Plan with the driver's catalog: the files ``catalog`` (Ray), written to a cached copy when this worker's
-    catalog differs from ``sha``, or the driver's ``folder`` (local workers). ``HETPLAN_CATALOG_DIR`` is pointed
-    there and the catalog caches are cleared when it changes."""
+    """Plan with the driver's catalog: the files ``catalog`` (Ray; relative names, ``perf/<engine>.yaml``
+    included), written to a cached copy when this worker's catalog differs from ``sha``, or the driver's ``folder``
+    (local workers). The loader is pointed there (:func:`hetplan.catalog.loader.use_catalog_dir`, which drops
+    what it loaded from another folder); no environment variable is set.
+
+    Raises:
+        CatalogError: the folder is not a catalog folder (a driver's folder removed while the sweep ran).
+    """
     from hetplan.catalog import loader
 
     if catalog and sha is not None:
@@ -114,9 +119,7 @@ def use_catalog(catalog: dict[str, bytes] | None, sha: str | None, folder: str |
         folder = str(target)
     if folder is None or Path(folder) == loader.catalog_dir():
         return
-    os.environ["HETPLAN_CATALOG_DIR"] = folder
-    for fn in (loader.load_gpus, loader.load_models, loader.load_prices):
-        fn.cache_clear()
+    loader.use_catalog_dir(Path(folder), "the sweep driver's catalog folder")
 
 
 def _relocate(scenario: dict[str, Any], moved: dict[str, str]) -> dict[str, Any]:
@@ -137,7 +140,7 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
     Never raises for the case's own failures; returns a :class:`CaseOutcome`.
     """
     from hetplan import api
-    from hetplan.planning.forked import serial_planning
+    from hetplan.resources import Resources
     from hetplan.scenario import Scenario
 
     worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -149,8 +152,8 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
         use_catalog(catalog, task.catalog_sha256, task.catalog_dir)
         moved = {p: _materialise(Path(p).name, data) for p, data in zip(task.files, contents, strict=True)}
         scenario = Scenario.model_validate(_relocate(task.scenario, moved)).with_base_dir(task.base_dir)
-        with serial_planning():  # the sweep already runs a case per core: no second level of processes
-            plan = api.plan(scenario, task.strategy, task.analysis)
+        # the sweep already runs a case per core: no second level of processes
+        plan = api.plan(scenario, task.strategy, task.analysis, resources=Resources(plan_workers=1))
     except (InfeasibleError, OutOfMemoryError) as exc:
         return CaseOutcome(task.case_id, "infeasible", error=_one_line(exc),
                            plan_s=time.perf_counter() - start, worker=worker)  # fmt: skip

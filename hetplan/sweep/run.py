@@ -106,11 +106,11 @@ def case_task(case: Case, files: tuple[str, ...], catalog_sha: str | None, catal
 
 
 def _catalog_payload() -> tuple[dict[str, bytes], str]:
-    from hetplan.catalog.loader import catalog_dir, catalog_sha256
+    from hetplan.catalog.loader import CATALOG_FILES, catalog_dir, catalog_sha256, perf_files
 
     folder = catalog_dir()
-    names = ("gpus.yaml", "models.yaml", "prices.yaml")
-    files = {n: (folder / n).read_bytes() for n in names if (folder / n).is_file()}
+    files = {n: (folder / n).read_bytes() for n in CATALOG_FILES if (folder / n).is_file()}
+    files |= {f"perf/{engine}.yaml": path.read_bytes() for engine, path in perf_files(folder).items()}
     return files, catalog_sha256()
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from hetplan.catalog.loader import find_gpu, find_model, gpu_overlay, read_yaml_file
+from hetplan.catalog.loader import find_gpu, find_model, overlaid_gpus, read_yaml_file
 from hetplan.catalog.profile import PROFILE_SCHEMA, dump_profile, load_profile, load_profiles
 from hetplan.catalog.profile_match import match_device
 from hetplan.catalog.schemas import GpuCatalog
@@ -154,8 +154,7 @@ def test_unmatched_device_is_registered_but_unused(tmp_path):
         "matched no catalog GPU and is registered as a new device type 'CPU-Test'" in w
         for w in json.loads(res.stdout)["warnings"]
     )
-    with gpu_overlay((spec,)):
-        assert find_gpu("cpu-test").name == "CPU-Test"
+    assert find_gpu("cpu-test", overlaid_gpus((spec,))).name == "CPU-Test"
     with pytest.raises(InputError):
         find_gpu("cpu-test")
 

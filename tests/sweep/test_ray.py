@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hetplan import api
-from hetplan.executors import loopback_only
+from hetplan.cli.app import loopback_only
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.sweep.helpers import plan_files, read_rows, write_grid
 

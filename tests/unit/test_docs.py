@@ -28,8 +28,39 @@ def _gen_docs():
 
 def test_generated_pages_are_fresh():
     gen = _gen_docs()
-    stale = gen.stale(gen.pages())
+    stale = gen.stale(gen.pages(with_test_counts=False))
     assert not stale, f"stale docs pages {[str(p.relative_to(ROOT)) for p in stale]}: run python scripts/gen_docs.py"
+
+
+@pytest.mark.slow
+def test_the_test_counts_in_tests_readme_are_fresh():
+    """``tests/README.md``'s counts are pytest's own (a collection of the whole suite: half a minute)."""
+    gen = _gen_docs()
+    total, slow = gen.test_counts()
+    assert total > 900 and 0 < slow < total
+    assert gen.TESTS_README.read_text(encoding="utf-8") == gen.tests_readme_page((total, slow)), (
+        "tests/README.md's test counts are stale: run python scripts/gen_docs.py"
+    )
+
+
+def test_layout_lists_every_module():
+    page = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    for path in sorted((ROOT / "hetplan").rglob("*.py")):
+        folder = path.parent.relative_to(ROOT).as_posix()
+        assert f"### `{folder}/`" in page, f"docs/layout.md lacks the package {folder}"
+        if path.name != "__init__.py":
+            section = page[page.index(f"### `{folder}/`") :].split("\n### ")[0]
+            assert f"- `{path.name}`: " in section, f"docs/layout.md lacks {path.relative_to(ROOT)}"
+
+
+def test_a_module_summary_is_its_first_sentence_in_markdown(tmp_path):
+    gen = _gen_docs()
+    module = tmp_path / "m.py"
+    module.write_text('"""Reads :func:`~a.b` and ``x``. More.\n\nDetails."""\n', encoding="utf-8")
+    assert gen.module_summary(module) == "Reads `b` and `x`."
+    module.write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="no module docstring"):
+        gen.module_summary(module)
 
 
 def _accepted_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
@@ -119,3 +150,19 @@ def test_readme_and_docs_links_resolve():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def test_every_flag_the_api_names_exists():
+    """hetplan/api.py's docstrings name CLI flags as the twin of each function: each must be a real option."""
+    gen = _gen_docs()
+
+    def options(command) -> set[str]:
+        ctx = gen._context(command, "hetplan")
+        found = {opt for p in command.get_params(ctx) for opt in (*p.opts, *p.secondary_opts)}
+        for name in getattr(command, "list_commands", lambda _: [])(ctx):
+            found |= options(command.get_command(ctx, name))
+        return found
+
+    known = options(gen._root())
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", (ROOT / "hetplan" / "api.py").read_text()))
+    assert named and named <= known, f"hetplan/api.py names flags no command has: {sorted(named - known)}"

@@ -8,8 +8,10 @@ import os
 import pytest
 
 from hetplan import api
+from hetplan.cli.app import WORKERS_ENV, resources_from_env
 from hetplan.errors import InfeasibleError, InputError
-from hetplan.planning.forked import WORKERS_ENV, plan_workers, run_forked
+from hetplan.planning.forked import plan_workers, run_forked
+from hetplan.resources import Resources
 from hetplan.scenario import Scenario
 from tests.conftest import EXAMPLES
 
@@ -30,14 +32,29 @@ def test_a_task_error_is_raised_whole_in_the_caller():
     assert (info.value.what, info.value.why, info.value.fix) == ("no plan", "needs 3 req/s", "lower --goodput")
 
 
-def test_workers_setting(monkeypatch):
+def test_workers_setting():
+    assert plan_workers(2, 1) == 1
+    assert plan_workers(2, 8) == 2  # never more than the tasks
+    assert plan_workers(1) == 1
+    with pytest.raises(ValueError, match="plan_workers"):
+        Resources(plan_workers=0)
+
+
+def test_the_cli_reads_the_workers_variable(monkeypatch):
     monkeypatch.setenv(WORKERS_ENV, "1")
-    assert plan_workers(2) == 1
-    monkeypatch.setenv(WORKERS_ENV, "8")
-    assert plan_workers(2) == 2  # never more than the tasks
+    assert resources_from_env() == Resources(plan_workers=1)
+    monkeypatch.setenv(WORKERS_ENV, " ")
+    assert resources_from_env() == Resources()
     monkeypatch.setenv(WORKERS_ENV, "two")
     with pytest.raises(InputError, match=WORKERS_ENV):
-        plan_workers(2)
+        resources_from_env()
+
+
+def test_the_planner_reads_no_environment_variable(monkeypatch):
+    """HETPLAN_PLAN_WORKERS is the CLI's: a library caller's plan_workers is what counts."""
+    monkeypatch.setenv(WORKERS_ENV, "two")  # would be an error if the library read it
+    plan = api.plan(_small("auto"), strategy="cauchy", analysis=False, resources=Resources(plan_workers=1))
+    assert len(plan.extra["dtype_search"]) == 2
 
 
 def _small(weight_dtype: str) -> Scenario:
@@ -47,18 +64,14 @@ def _small(weight_dtype: str) -> Scenario:
     )  # fmt: skip
 
 
-def _with_two_and_one_worker(monkeypatch, make) -> list[str]:
+def _with_two_and_one_worker(make) -> list[str]:
     """The plan document (JSON text) made with two worker processes allowed, then with one."""
-    docs = []
-    for workers in ("2", "1"):
-        monkeypatch.setenv(WORKERS_ENV, workers)
-        docs.append(json.dumps(api.to_doc(make())))
-    return docs
+    return [json.dumps(api.to_doc(make(Resources(plan_workers=workers)))) for workers in (2, 1)]
 
 
-def test_auto_dtype_plan_is_byte_identical_in_processes_and_in_one(monkeypatch):
+def test_auto_dtype_plan_is_byte_identical_in_processes_and_in_one():
     """``--weight-dtype auto`` plans bf16 and fp8; in two processes or one, the plan is the same, byte for byte."""
-    docs = _with_two_and_one_worker(monkeypatch, lambda: api.plan(_small("auto"), strategy="all", analysis=False))
+    docs = _with_two_and_one_worker(lambda r: api.plan(_small("auto"), strategy="all", analysis=False, resources=r))
     assert docs[0] == docs[1]
     assert len(json.loads(docs[0])["dtype_search"]) == 2
 
@@ -105,23 +118,31 @@ def test_an_interrupt_while_waiting_stops_the_workers(tmp_path):
     assert all(_state(p) in ("gone", "Z") for p in pids)
 
 
-def test_serial_planning_sets_one_worker_and_restores(monkeypatch):
-    from hetplan.planning.forked import serial_planning
-
-    monkeypatch.delenv(WORKERS_ENV, raising=False)
-    with serial_planning():
-        assert plan_workers(4) == 1
-    assert WORKERS_ENV not in os.environ
-    monkeypatch.setenv(WORKERS_ENV, "2")
-    with serial_planning():  # the user's setting wins
-        assert plan_workers(4) == 2
-
-
-def test_verified_plan_with_analysis_is_the_same_when_the_analysis_runs_ahead(monkeypatch):
+def test_verified_plan_with_analysis_is_the_same_when_the_analysis_runs_ahead():
     """plan --verify with the analysis: the analysed re-plan runs in a second process while this one simulates;
     the plan is byte-identical to the one-process run."""
     docs = _with_two_and_one_worker(
-        monkeypatch, lambda: api.plan_verified(_small("bf16"), "cauchy", analysis=True, resize=True)
+        lambda r: api.plan_verified(_small("bf16"), "cauchy", analysis=True, resize=True, resources=r)
     )
     assert docs[0] == docs[1]
     assert "analysis" in json.loads(docs[0]) and json.loads(docs[0])["verification"]["status"] == "verified"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_verified_plan_with_analysis_is_solved_once(monkeypatch, tmp_path, workers):
+    """plan --verify with the analysis (the CLI default): the analysis comes from the planner that made the plan,
+    in this process (one worker) or a forked copy of it (two), not from solving the same plan a second time."""
+    from hetplan.planning import pipeline
+
+    solves = tmp_path / "solves"  # a file: a forked process's solves count too
+    real = pipeline.build_plan
+
+    def counted(*args, **kwargs):
+        with solves.open("a") as f:
+            f.write("solve\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "build_plan", counted)
+    made = api.plan_verified(_small("bf16"), "cauchy", analysis=True, resources=Resources(plan_workers=workers))
+    assert solves.read_text().count("solve") == 1
+    assert made.extra["analysis"]["price_sensitivity"] and made.verification["status"] in ("verified", "not verified")

@@ -1,0 +1,118 @@
+"""The plan's provenance covers the whole model (issue 29): a refit of the fitted engine curves or a profile
+overlay changes ``provenance.catalog_sha256``; the catalog folder is chosen explicitly, and a bad
+``HETPLAN_CATALOG_DIR`` is an error, not a silent fall-back to the shipped catalogs (issue 35)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hetplan import api
+from hetplan.catalog import loader
+from hetplan.catalog.profile import load_profiles
+from hetplan.cli.main import app
+from hetplan.errors import CatalogError
+from hetplan.perf.calibration import curves_for
+from hetplan.scenario import Scenario
+from tests.conftest import EXAMPLES, ROOT
+
+
+def _copy_catalogs(tmp_path: Path) -> Path:
+    folder = tmp_path / "catalogs"
+    shutil.copytree(ROOT / "catalogs", folder)
+    return folder
+
+
+def _refit_one_constant(folder: Path) -> None:
+    """Change one fitted constant of ``perf/vllm.yaml`` (Hopper's ``mbu``) in the last digit."""
+    path = folder / "perf" / "vllm.yaml"
+    text = path.read_text(encoding="utf-8")
+    at = text.index("  Hopper:")
+    match = re.compile(r"(    mbu: )([0-9.]+)").search(text, at)
+    assert match is not None
+    value = match.group(2)
+    bumped = value[:-1] + str((int(value[-1]) + 1) % 10)
+    path.write_text(text[: match.start(2)] + bumped + text[match.end(2) :], encoding="utf-8")
+
+
+def test_a_copy_of_the_shipped_catalogs_hashes_the_same(tmp_path):
+    shipped = loader.catalog_sha256()
+    loader.use_catalog_dir(_copy_catalogs(tmp_path))
+    assert loader.catalog_sha256() == shipped
+
+
+def test_a_refit_of_one_perf_constant_changes_the_plans_provenance(tmp_path):
+    folder = _copy_catalogs(tmp_path)
+    loader.use_catalog_dir(folder)
+    before = loader.catalog_sha256()
+    hopper_mbu = curves_for("vllm", "Hopper")[0].mbu
+    _refit_one_constant(folder)
+    loader.use_catalog_dir(None)  # the refit is read afresh when the folder is chosen again
+    loader.use_catalog_dir(folder)
+    assert curves_for("vllm", "Hopper")[0].mbu != hopper_mbu  # the plan is made with the refit curves
+    scenario = Scenario(
+        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
+        gpus=["H100", "L4"], cloud="aws", goodput_req_per_s=3.0,
+    )  # fmt: skip
+    plan = api.plan(scenario, "cauchy", analysis=False)
+    assert plan.provenance.catalog_sha256 == loader.catalog_sha256() != before
+
+
+def test_a_profile_overlay_changes_the_hash(tmp_path):
+    from tests.profiler.helpers import write_profile
+
+    profile = write_profile(tmp_path / "h100.yaml", gpu="H100", bf16_tflops=700.0, read_gb_per_s=3000.0)
+    specs = load_profiles([profile]).specs
+    assert loader.catalog_sha256(specs) != loader.catalog_sha256()
+    assert loader.catalog_sha256(specs) == loader.catalog_sha256(specs)
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda tmp: tmp / "absent", "the folder does not exist"),
+        (lambda tmp: tmp, "it lacks gpus.yaml, models.yaml, prices.yaml"),
+    ],
+)
+def test_a_bad_catalog_folder_is_refused(tmp_path, make, why):
+    with pytest.raises(CatalogError) as info:
+        loader.use_catalog_dir(make(tmp_path), "HETPLAN_CATALOG_DIR")
+    assert "HETPLAN_CATALOG_DIR" in info.value.what and info.value.why == why
+    assert loader.catalog_dir() in (loader._SHIPPED[0], loader._SHIPPED[1])  # nothing half-chosen
+
+
+def test_the_cli_names_the_variable_and_the_missing_file(tmp_path):
+    shutil.copy(ROOT / "catalogs" / "gpus.yaml", tmp_path / "gpus.yaml")
+    res = CliRunner().invoke(app, ["catalog", "gpus"], env={"HETPLAN_CATALOG_DIR": str(tmp_path)})
+    assert res.exit_code == 2
+    assert "HETPLAN_CATALOG_DIR" in res.output and "lacks models.yaml, prices.yaml" in res.output
+    res = CliRunner().invoke(app, ["catalog", "gpus"], env={"HETPLAN_CATALOG_DIR": ""})
+    assert res.exit_code == 0, res.output  # empty: the shipped catalogs
+
+
+def test_the_cli_reads_the_variable_at_every_command(tmp_path):
+    small = ROOT / "tests" / "fixtures" / "catalog"
+    res = CliRunner().invoke(app, ["catalog", "gpus", "--json"], env={"HETPLAN_CATALOG_DIR": str(small)})
+    assert res.exit_code == 0 and loader.catalog_dir() == small
+    res = CliRunner().invoke(app, ["catalog", "gpus", "--json"], env={"HETPLAN_CATALOG_DIR": None})
+    assert res.exit_code == 0 and loader.catalog_dir() != small
+
+
+def test_a_plan_with_a_profile_hashes_the_profiled_entry_and_uses_it(tmp_path):
+    """The profile reaches the planner as an explicit overlay (no context variable) and into the provenance."""
+    from tests.profiler.helpers import write_profile
+
+    profile = write_profile(tmp_path / "h100.yaml", gpu="H100", bf16_tflops=700.0, read_gb_per_s=3000.0)
+    specs = load_profiles([profile]).specs
+    scenario = Scenario(
+        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
+        gpus=["H100"], cloud="aws", goodput_req_per_s=3.0,
+    )  # fmt: skip
+    plan = api.plan(scenario, "cauchy", analysis=False, profiles=[profile])
+    assert plan.provenance.catalog_sha256 == loader.catalog_sha256(specs) != loader.catalog_sha256()
+    assert plan.gpu("H100-SXM") == specs[0]
+    assert loader.find_gpu("H100").measured is None  # nothing of the profile stays behind
