@@ -211,3 +211,62 @@ def test_every_scenario_file_in_the_repository_gives_its_durations_with_units():
             load_scenario(path)
             found += 1
     assert found >= 5
+
+
+# --- one numeric edge and one structural check for every reader (issue 35) ---
+
+SCENARIO_BASE = "model: Llama-3-8B\nworkload: {synthetic: {class: balanced, rate_per_s: 1}}\n"
+
+
+@pytest.mark.parametrize("key", ["? [a, b]\n: 1\n", "? {a: 1}\n: 1\n", "goodput_req_per_s: {? [1]: 2}\n"])
+def test_yaml_keys_that_are_lists_or_maps_are_refused(tmp_path, key):
+    """A list or map as a key used to end in ``TypeError: unhashable type`` in the duplicate-key check."""
+    with pytest.raises(CatalogError) as info:
+        load_scenario(write(tmp_path, "k.yaml", SCENARIO_BASE + key))
+    assert "map key is a list" in info.value.why or "map key is a dict" in info.value.why
+
+
+def test_deep_json_is_refused_before_parsing(tmp_path):
+    """100,000 levels of JSON used to raise RecursionError inside json.loads (the config.json path had no catch)."""
+    deep = '{"a": ' * 100_000 + "1" + "}" * 100_000
+    cfg = write(tmp_path, "config.json", deep)
+    with pytest.raises(InputError, match="more than 64 levels"):
+        find_model(str(cfg))
+    with pytest.raises(CatalogError, match="more than 64 levels"):
+        load_scenario(write(tmp_path, "s.json", "[" * 100_000 + "]" * 100_000))
+    from hetplan.io import json_depth
+
+    assert json_depth('{"a": "[[[[", "b": [[1]], "c": "\\"{"}') == 3  # brackets inside strings do not count
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["1" + "0" * 5000, "1.0e+308", ".inf", "-.nan", "10000000000000000"],
+)
+def test_numbers_at_the_edges_in_yaml_files(tmp_path, value):
+    """Integers with thousands of digits (ValueError in PyYAML's int()) and 1e308 (finite, then inf in arithmetic)
+    are refused for every field, before the schema sees them."""
+    with pytest.raises(CatalogError):
+        load_scenario(write(tmp_path, "n.yaml", SCENARIO_BASE + f"goodput_req_per_s: {value}\n"))
+
+
+@pytest.mark.parametrize("value", ["1" + "0" * 5000, "1" + "0" * 400, "1e308", "Infinity", "NaN"])
+def test_numbers_at_the_edges_in_config_json(tmp_path, value):
+    cfg = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "intermediate_size": 14336,
+           "vocab_size": 128256}  # fmt: skip
+    text = json.dumps(cfg).replace("14336", value)
+    with pytest.raises(InputError):
+        find_model(str(write(tmp_path, "config.json", text)))
+
+
+def test_check_number_rule():
+    from hetplan.io import MAX_NUMBER, check_number, parse_number
+
+    assert check_number(MAX_NUMBER, "x") == MAX_NUMBER and check_number(-3, "x") == -3
+    for bad in (float("inf"), float("nan"), 10**5000, -(10**16), 1e308, True, "1"):
+        with pytest.raises(InputError):
+            check_number(bad, "x")
+    assert parse_number(" 12.5 ", "x") == 12.5
+    for text in ("9" * 400, "1e308", "inf", "nan", "٣", "1,000", ""):
+        with pytest.raises(InputError):
+            parse_number(text, "x")
