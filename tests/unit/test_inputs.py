@@ -270,3 +270,58 @@ def test_check_number_rule():
     for text in ("9" * 400, "1e308", "inf", "nan", "٣", "1,000", ""):
         with pytest.raises(InputError):
             parse_number(text, "x")
+
+
+def test_a_config_with_more_dense_layers_than_layers_is_refused(tmp_path):
+    """``first_k_dense_replace`` above ``num_hidden_layers`` gave negative weight memory and exit 0."""
+    cfg = {
+        "hidden_size": 2048,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 16,
+        "intermediate_size": 5632,  # fmt: skip
+        "vocab_size": 32000,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 40,
+    }
+    with pytest.raises(InputError) as info:
+        find_model(str(write(tmp_path, "config.json", json.dumps(cfg))))
+    assert "first_k_dense_replace" in info.value.why
+    cfg["first_k_dense_replace"] = 4
+    assert find_model(str(write(tmp_path, "config.json", json.dumps(cfg)))).first_k_dense_replace == 4
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("bf16_dense_tflops", 1e14), ("hbm_gib", 1e12), ("hbm_gb_per_s", 1e300), ("tdp_w", -5), ("scale_up_gpus", 10**9)],
+)
+def test_gpu_figures_have_documented_bounds(small_catalog, tmp_path, monkeypatch, field, value):
+    """A user's catalog folder (HETPLAN_CATALOG_DIR) with a GPU figure far beyond any device is refused."""
+    import shutil
+
+    import yaml
+
+    from hetplan.catalog import loader
+
+    folder = tmp_path / "catalog"
+    shutil.copytree(small_catalog, folder)
+    doc = yaml.safe_load((folder / "gpus.yaml").read_text())
+    doc["gpus"][0][field] = value
+    (folder / "gpus.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("HETPLAN_CATALOG_DIR", str(folder))
+    loader.load_gpus.cache_clear()
+    with pytest.raises(CatalogError):
+        loader.load_gpus()
+    loader.load_gpus.cache_clear()
+
+
+@pytest.mark.parametrize("offer", [{"usd_per_instance_hour": 1e12}, {"count": 10**12}, {"gpus_per_instance": 10**9}])
+def test_price_file_figures_have_documented_bounds(small_catalog, tmp_path, offer):
+    from hetplan.catalog.loader import load_user_prices
+    from hetplan.catalog.offers import user_offers
+
+    row = {"provider": "owned", "gpu": "H100", "gpus_per_instance": 8, "count": 2, "usd_per_gpu_hour": 1.0, **offer}
+    doc = {"schema_version": 1, "kind": "prices", "source": "t", "as_of": "2026-01-01", "offers": [row]}
+    path = write(tmp_path, "prices.json", json.dumps(doc))
+    with pytest.raises(InputError, match="must be in"):
+        user_offers(load_user_prices(path), str(path))
