@@ -325,3 +325,73 @@ def test_price_file_figures_have_documented_bounds(small_catalog, tmp_path, offe
     path = write(tmp_path, "prices.json", json.dumps(doc))
     with pytest.raises(InputError, match="must be in"):
         user_offers(load_user_prices(path), str(path))
+
+
+POINTS_HEADER = "model,gpu,concurrency,isl,osl"
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "folder"])
+def test_points_refuse_special_files(tmp_path, special):
+    """``estimate --points`` on a FIFO blocked forever and on /dev/zero read until memory ran out."""
+    from hetplan.perf.points import read_points
+
+    path = tmp_path / special
+    if special == "fifo":
+        os.mkfifo(path)
+    elif special == "folder":
+        path.mkdir()
+    else:
+        path = special
+    with pytest.raises(InputError, match="not a regular file|is a folder"):
+        read_points(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (POINTS_HEADER + ",isl\nLlama-3-8B,H100,8,128,128,99999\n", "more than once"),
+        (POINTS_HEADER + "\nLlama-3-8B,H100,8,128,128,5\n", "6 cells for 5 columns"),
+        (POINTS_HEADER + "\nLlama-3-8B,H100,8,128\n", "4 cells for 5 columns"),
+    ],
+)
+def test_points_duplicate_columns_and_extra_cells_are_errors(tmp_path, text, needle):
+    """A duplicated column silently took the last value and extra cells were dropped."""
+    from hetplan.perf.points import read_points
+
+    with pytest.raises(InputError, match=needle):
+        read_points(write(tmp_path, "p.csv", text))
+
+
+def test_points_rows_get_the_checks_of_estimate(small_catalog):
+    """A points row must be refused where ``hetplan estimate`` refuses: bf16 on a GPU without bf16 tensor cores,
+    and numbers beyond the numeric rule (1e300, thousands of digits) are row errors, not estimates."""
+    from hetplan.catalog.schemas import GpuSpec
+    from hetplan.perf.estimate import check_gpu_runs
+
+    volta = GpuSpec(name="V", arch="Volta", fp16_dense_tflops=100, hbm_gib=32, hbm_gb_per_s=900,
+                    interconnect_gb_per_s=300, network_gbit_per_s=100)  # fmt: skip
+    with pytest.raises(InputError, match="cannot run bf16"):
+        check_gpu_runs(volta, "bf16")
+    check_gpu_runs(volta, "fp16")
+    from hetplan.perf.points import estimate_points
+
+    row = {"model": "Llama-3-8B", "gpu": "H100", "concurrency": "8", "isl": "128", "osl": "128"}
+    assert "error" not in estimate_points([row])[0]
+    for column, value in (("isl", "1e300"), ("concurrency", "9" * 5000), ("osl", "inf"), ("isl", "20000000")):
+        out = estimate_points([{**row, column: value}])[0]
+        assert column in out["error"] and "whole number in [1, 10,000,000]" in out["error"], out
+
+
+def test_points_bf16_on_volta_is_a_row_error(tmp_path):
+    """The CLI: ``estimate`` refuses bf16 on V100 and so does a ``--points`` row with the same values."""
+    from typer.testing import CliRunner
+
+    from hetplan.cli.main import app
+
+    runner = CliRunner()
+    single = runner.invoke(app, ["estimate", "--model", "Llama-3-8B", "--gpu", "V100", "--concurrency", "8",
+                                 "--isl", "128", "--osl", "128"])  # fmt: skip
+    assert single.exit_code == 2 and "cannot run bf16" in single.output
+    table = write(tmp_path, "p.csv", POINTS_HEADER + ",weight_dtype\nLlama-3-8B,V100,8,128,128,bf16\n")
+    res = runner.invoke(app, ["estimate", "--points", str(table), "--json"])
+    assert "cannot run bf16" in json.loads(res.stdout)[0]["error"]
