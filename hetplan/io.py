@@ -88,8 +88,8 @@ def json_depth(text: str) -> int:
 
     import numpy as np
 
-    if "[" not in text and "{" not in text:
-        return 0
+    if text.count("[") + text.count("{") <= 1:  # a JSON line of a trace: no need to scan
+        return min(1, text.count("[") + text.count("{"))
     bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)  # strings out: a "[" inside one is text
     raw = np.frombuffer(bare.encode("utf-8", "replace"), dtype=np.uint8)
     step = (raw == ord("[")).astype(np.int64) + (raw == ord("{")) - (raw == ord("]")) - (raw == ord("}"))

@@ -395,3 +395,59 @@ def test_points_bf16_on_volta_is_a_row_error(tmp_path):
     table = write(tmp_path, "p.csv", POINTS_HEADER + ",weight_dtype\nLlama-3-8B,V100,8,128,128,bf16\n")
     res = runner.invoke(app, ["estimate", "--points", str(table), "--json"])
     assert "cannot run bf16" in json.loads(res.stdout)[0]["error"]
+
+
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("TIMESTAMP,ContextTokens,GeneratedTokens,ContextTokens\n2023-01-01 00:00:00,100,10,5\n", "more than once"),
+        (AZURE_HEADER + "2023-01-01 00:00:00,100,10,5\n2023-01-01 00:00:01,100,10\n", "more cells than its header"),
+        (AZURE_HEADER + "2023-01-01 00:00:00,100,10\n2023-01-01 00:00:01,100,10,5\n", "more cells than its header"),
+        (AZURE_HEADER + "1700-01-01 00:00:00,100,10\n2200-01-01 00:00:00,100,10\n", "more than the century"),
+        (AZURE_HEADER + "1900-01-01 00:00:00,100,10\n2100-01-01 00:00:00,100,10\n", "more than the century"),
+        ("num_prefill_tokens,num_decode_tokens,num_decode_tokens\n5,6,7\n", "more than once"),
+    ],
+)
+def test_csv_traces_refuse_duplicate_columns_extra_cells_and_centuries(tmp_path, text, needle):
+    """A duplicated column silently took the last value, an extra cell became pandas' index (or was dropped), and
+    timestamps 500 years apart overflowed int64 nanoseconds into a garbage span (exit 0)."""
+    with pytest.raises(InputError, match=needle):
+        load_workload(write(tmp_path, "t.csv", text))
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ('{"timestamp": 0, "input_length": ' + "9" * 400 + ', "output_length": 5}', "digits"),
+        ('{"timestamp": 1e300, "input_length": 10, "output_length": 5}', "beyond"),
+        ('{"timestamp": 9e12, "input_length": 10, "output_length": 5}', "more than the century"),
+        ('{"timestamp": 0, "input_length": 10, "input_length": 11, "output_length": 5}', "duplicate key"),
+        ('{"timestamp": 0, "input_length": 10, "output_length": 5, "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+         "levels deep"),
+    ],
+)  # fmt: skip
+def test_mooncake_lines_go_through_the_shared_json_rule(tmp_path, line, needle):
+    """A 400-digit length raised OverflowError in pandas; 1e300 ms was accepted; a deep line raised RecursionError."""
+    text = '{"timestamp": 0, "input_length": 10, "output_length": 5}\n' + line + "\n"
+    with pytest.raises(InputError, match=needle):
+        load_workload(write(tmp_path, "t.jsonl", text))
+
+
+def test_stream_of_azure_files_a_century_apart_is_refused(tmp_path):
+    from hetplan.workload import read_stream
+
+    a = write(tmp_path, "a.csv", AZURE_HEADER + "2023-01-01 00:00:00,100,10\n")
+    b = write(tmp_path, "b.csv", AZURE_HEADER + "1700-01-01 00:00:00,100,10\n")
+    with pytest.raises(InputError, match="more than the century"):
+        read_stream([a, b])
+
+
+@pytest.mark.parametrize("row", ["1e300,1,0.5", "0,1,1e300", "4e9,1,0.5"])
+def test_load_curves_keep_the_numeric_rule(tmp_path, row):
+    from hetplan.autoscale.curves import read_servegen
+
+    with pytest.raises(InputError):
+        read_servegen(write(tmp_path, "c.csv", f"0,1,0.5\n{row}\n"))
