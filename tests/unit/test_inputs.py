@@ -25,20 +25,20 @@ def test_durations():
     assert parse_duration_s(2, "ttft") == 2.0  # a Python number is seconds (scenario files refuse bare numbers)
 
 
-@pytest.mark.parametrize("text,expected", [("90", 0.9), ("p99", 0.99), (0.95, 0.95), ("99.9", 0.999), (50, 0.5)])
+@pytest.mark.parametrize("text,expected", [("90%", 0.9), ("p99", 0.99), (0.95, 0.95), ("99.9%", 0.999), (0.5, 0.5)])
 def test_percentiles(text, expected):
     assert parse_percentile(text) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("text", ["0", "100", "p1", "1e-9", "abc", "1", True])
+@pytest.mark.parametrize("text", ["0", "100", "p1", "1e-9", "abc", "1", True, "90", 99.9, "p" + "9" * 400])
 def test_bad_percentiles(text):
     with pytest.raises(InputError):
         parse_percentile(text)
 
 
-@pytest.mark.parametrize("text", ["90", "90%", "90 %", "p90", "P90", 0.9, 90, "0.9"])
+@pytest.mark.parametrize("text", ["90%", "90 %", "p90", "P90", 0.9, "0.9", ".9"])
 def test_one_percent_syntax_everywhere(text):
-    """--percentile, simulate --target and calibrate --quantile read 90 %% written any of the usual ways."""
+    """--percentile, simulate --target and calibrate --quantile read 90 %% written any of the accepted ways."""
     from hetplan.cli.simulate import parse_share as cli_share
 
     assert parse_percentile(text) == pytest.approx(0.9)
@@ -52,13 +52,40 @@ def test_share_edges():
 
     assert cli_share("1", "--target") == 1.0  # 1 is a fraction: 100 %
     assert cli_share("1%", "--target") == pytest.approx(0.01)
+    assert cli_share("1.5%", "--quantile", upper_open=True) == pytest.approx(0.015)
     with pytest.raises(InputError, match="outside"):
         cli_share("1", "--quantile", upper_open=True)
     with pytest.raises(InputError, match="outside"):
-        cli_share("150", "--target")
+        cli_share("150%", "--target")
     with pytest.raises(InputError) as err:
         cli_share("ninety", "--target")
-    assert "write e.g. --target 90, 90%, p90 or 0.9" in err.value.render()
+    assert "write e.g. --target 90%, p90 or 0.9" in err.value.render()
+
+
+@pytest.mark.parametrize("text", ["1.5", "90", "150", "99.9", "1.0000001"])
+def test_no_share_reads_two_ways(text):
+    """``--quantile 1.5`` meant 1.5 %% while ``1`` meant 100 %%: a bare number above 1 is now refused everywhere
+    (flags and scenario fields), with the fix naming both spellings."""
+    from hetplan.cli.simulate import parse_share as cli_share
+
+    for parse in (lambda t: cli_share(t, "--quantile", upper_open=True), lambda t: cli_share(t, "--target"),
+                  parse_percentile, lambda t: parse_share(t, "--hysteresis", 0.0, 1.0, False, True, "10")):  # fmt: skip
+        with pytest.raises(InputError) as err:
+            parse(text)
+        assert "bare number above 1" in err.value.what and f"{float(text):g}%" in err.value.fix
+
+
+def test_scenario_percentile_and_hysteresis_follow_the_percent_rule(tmp_path):
+    base = "model: Llama-3-8B\nworkload: {synthetic: {class: balanced, rate_per_s: 1}}\n"
+    from hetplan.units import parse_percentile as pp
+
+    for ok in ("p90", "90%", 0.9):
+        assert pp(load_scenario(write(tmp_path, "s.yaml", base + f"slo: {{percentile: {ok!r}}}\n")).slo.percentile,
+                  "slo.percentile") == pytest.approx(0.9)  # fmt: skip
+    with pytest.raises(InputError, match="bare number above 1"):
+        pp(load_scenario(write(tmp_path, "s.yaml", base + "slo: {percentile: 90}\n")).slo.percentile)
+    auto = "autoscale: {load_curve: c.csv, hysteresis: '20%'}\n"
+    assert load_scenario(write(tmp_path, "a.yaml", base + auto)).autoscale.hysteresis == pytest.approx(0.2)
 
 
 SCENARIO = "model: Llama-3-8B\nworkload: {{synthetic: {{class: balanced, rate_per_s: 2}}}}\n{extra}\n"
