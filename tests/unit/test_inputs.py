@@ -478,3 +478,50 @@ def test_load_curves_keep_the_numeric_rule(tmp_path, row):
 
     with pytest.raises(InputError):
         read_servegen(write(tmp_path, "c.csv", f"0,1,0.5\n{row}\n"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "tests/fixtures/plan_example_a.json", "--trace", "tests/fixtures/azure_conv_200.csv",
+         "--rate-scale", "1e308"],
+        ["estimate", "--model", "Llama-3-8B", "--gpu", "H100", "--batch", "9" * 30],
+        ["estimate", "--model", "Llama-3-8B", "--gpu", "H100", "--prompt-tokens", "9" * 400],
+        ["profile", "fit", "--model", "Llama-3-8B", "--synthetic", "balanced", "--gpus", "H100", "--rate", "1e300",
+         "--out", "fit.json"],
+    ],
+)  # fmt: skip
+def test_every_numeric_flag_goes_through_the_numeric_rule(args, tmp_path, monkeypatch):
+    """``--rate-scale 1e308`` simulated (exit 0); a 30-digit --batch reached the memory arithmetic."""
+    from typer.testing import CliRunner
+
+    from hetplan.cli.main import app
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    args = [str(tmp_path / a) if a == "fit.json" else a for a in args]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert res.exit_code == 2 and "hetplan accepts for any number" in res.output, res.output[-600:]
+    assert not (tmp_path / "fit.json").exists()
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_every_document_reader_refuses_special_files(tmp_path, special):
+    """Scenario, plan, baseline, profile, price file, config.json and trace readers refuse a FIFO or a device
+    before reading (a FIFO blocks forever, /dev/zero never ends)."""
+    from hetplan.catalog.loader import load_user_prices, model_from_hf_config, read_yaml_mapping
+    from hetplan.catalog.profile import load_profile
+    from hetplan.perf.points import read_points
+    from hetplan.plan.doc import load_plan
+
+    path = tmp_path / "x.json"
+    if special == "fifo":
+        os.mkfifo(path)
+    else:
+        path = special
+    from pathlib import Path
+
+    for reader in (load_scenario, load_plan, load_user_prices, model_from_hf_config, load_profile, load_workload,
+                   read_points, lambda p: read_yaml_mapping(p, "baseline")):  # fmt: skip
+        with pytest.raises(InputError, match="not a regular file"):
+            reader(Path(path))
