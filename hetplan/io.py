@@ -9,6 +9,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -32,6 +33,11 @@ MAX_NUMBER = 1e15
 #: Longest span of timestamps in one trace, seconds (a century): more is a unit or date error (1970 vs 2070), and
 #: nanosecond clocks (pandas, int64) overflow at about 292 years.
 MAX_SPAN_S = 100 * 365.25 * 86400.0
+
+
+#: Text that a schema would read as a number (pydantic's lax mode turns "1e308" and "nan" into floats): such text
+#: in any field is held to the numeric rule too.
+_NUMBER_TEXT = re.compile(r"^\s*[-+]?((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|inf(inity)?|nan)\s*$", re.IGNORECASE)
 
 
 def check_number(value: Any, what: str, fix: str = "give a finite number of sensible size") -> float | int:
@@ -84,8 +90,6 @@ def json_depth(text: str) -> int:
     """The deepest nesting of ``[``/``{`` in JSON ``text`` (brackets inside strings ignored), found without
     parsing: ``json.loads`` recurses once per level and a 100,000-deep file raises ``RecursionError``. Linear in
     the text (numpy)."""
-    import re
-
     import numpy as np
 
     if text.count("[") + text.count("{") <= 1:  # a JSON line of a trace: no need to scan
@@ -199,6 +203,9 @@ def check_document(data: Any, what: str, max_depth: int = MAX_DOCUMENT_DEPTH) ->
         node, depth, where = stack.pop()
         if isinstance(node, int | float) and not isinstance(node, bool):
             check_number(node, f"{what}: {where or 'the document'}", "fix the value (hetplan's files hold plain sizes)")
+            continue
+        if isinstance(node, str) and _NUMBER_TEXT.match(node):  # "1e308" is text in YAML 1.1, a float to pydantic
+            check_number(float(node), f"{what}: {where or 'the document'}", "fix the value")
             continue
         if not isinstance(node, dict | list):
             continue
