@@ -191,21 +191,51 @@ def read_text_input(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_B
 def check_document(data: Any, what: str, max_depth: int = MAX_DOCUMENT_DEPTH) -> None:
     """Refuse a parsed document that shares a list or map between places (YAML anchors and aliases, which can
     expand a 400-byte file into billions of values) or nests deeper than ``max_depth``; only map keys that are
-    text, numbers or booleans are accepted, and every number (value or key) must pass :func:`check_number`
-    (finite, at most :data:`MAX_NUMBER`). Linear in the document's size.
+    text, numbers or booleans are accepted, and every number (value or key, or text a schema would read as a
+    number, ``"1e308"``) must pass :func:`check_number` (finite, at most :data:`MAX_NUMBER`). Linear in the
+    document's size; a refused number is named by its path (``gpus[3].hbm_gib``), found by a second walk.
 
     Raises:
         InputError: an alias, a too-deep nesting, a key that is a list or map, or a number beyond the rule.
     """
+    try:
+        _walk_document(data, what, max_depth, False)
+    except _BadNumber:
+        _walk_document(data, what, max_depth, True)  # the same walk, building paths, raises the named error
+
+
+class _BadNumber(Exception):
+    """A number beyond the rule, found by the fast walk (which keeps no paths)."""
+
+
+def _looks_numeric(text: str) -> bool:
+    """Text a lax schema would read as a number (``"1e308"``, ``"nan"``): a cheap first-character test first."""
+    return bool(text) and text.lstrip()[:1] in _NUMERIC_START and _NUMBER_TEXT.match(text) is not None
+
+
+_NUMERIC_START = frozenset("0123456789+-.iInN")
+
+
+def _walk_document(data: Any, what: str, max_depth: int, paths: bool) -> None:
+    """:func:`check_document`'s walk; without ``paths`` a bad number raises :class:`_BadNumber` (no message)."""
+
+    def number(value: Any, where: str, fix: str) -> None:
+        if not paths:
+            if isinstance(value, float) and not math.isfinite(value) or not -MAX_NUMBER <= value <= MAX_NUMBER:
+                raise _BadNumber
+            return
+        check_number(value, f"{what}: {where or 'the document'}", fix)
+
     seen: set[int] = set()
     stack: list[tuple[Any, int, str]] = [(data, 0, "")]
     while stack:
         node, depth, where = stack.pop()
         if isinstance(node, int | float) and not isinstance(node, bool):
-            check_number(node, f"{what}: {where or 'the document'}", "fix the value (hetplan's files hold plain sizes)")
+            number(node, where, "fix the value (hetplan's files hold plain sizes)")
             continue
-        if isinstance(node, str) and _NUMBER_TEXT.match(node):  # "1e308" is text in YAML 1.1, a float to pydantic
-            check_number(float(node), f"{what}: {where or 'the document'}", "fix the value")
+        if isinstance(node, str):
+            if _looks_numeric(node):  # "1e308" is text in YAML 1.1, and a float to pydantic's lax mode
+                number(float(node), where, "fix the value")
             continue
         if not isinstance(node, dict | list):
             continue
@@ -227,10 +257,12 @@ def check_document(data: Any, what: str, max_depth: int = MAX_DOCUMENT_DEPTH) ->
                 if not isinstance(key, str | int | float | bool) and key is not None:
                     raise InputError(f"{what} has a map key that is a {type(key).__name__}", fix="use text keys")
                 if isinstance(key, int | float) and not isinstance(key, bool):
-                    check_number(key, f"{what}: the key at {where or 'the top'}", "use text keys")
-                stack.append((value, depth + 1, f"{where}.{key}" if where else str(key)))
-        else:
+                    number(key, f"the key at {where or 'the top'}", "use text keys")
+                stack.append((value, depth + 1, (f"{where}.{key}" if where else str(key)) if paths else ""))
+        elif paths:
             stack.extend((value, depth + 1, f"{where}[{n}]") for n, value in enumerate(node))
+        else:
+            stack.extend((value, depth + 1, "") for value in node)
 
 
 def to_json(doc: Any) -> str:
