@@ -74,7 +74,7 @@ def test_find_capacity_json():
         (("--trace", TRACE, "--find-capacity", "--rate-scale", "-5"), "drop --rate-scale"),
         (("--trace", TRACE, "--slo", "azure_conv_200=4"), "--slo azure_conv_200=1s"),
         (("--trace", TRACE, "--window", "0"), "between 1ms"),
-        (("--trace", TRACE, "--kappa", "inf"), "--kappa must be a finite number"),
+        (("--trace", TRACE, "--kappa", "inf"), "the value is inf, not a finite number"),
         (("--trace", TRACE, "--class-column", "x", "--trace", FIXTURES / "mooncake_300.jsonl"), "CSV"),
         (("--trace", FIXTURES), "is a directory"),
         ((), "no trace given"),
