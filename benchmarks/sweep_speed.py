@@ -45,8 +45,8 @@ base: {ROOT / "examples" / "llama3-70b-azure-conv.yaml"}
 axes:
   goodputs: [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
   slos:
-    standard: {{ttft: 2s, tpot: 100ms, percentile: 90}}
-    tight: {{ttft: 1s, tpot: 80ms, percentile: 90}}
+    standard: {{ttft: 2s, tpot: 100ms, percentile: p90}}
+    tight: {{ttft: 1s, tpot: 80ms, percentile: p90}}
   gpu_sets:
     - [H100]
     - [A100-80GB]

@@ -16,7 +16,7 @@ Example::
     model: Llama-3-70B
     workload: {path: data/azure_conv_sample.csv}
     goodput_req_per_s: 5.5
-    slo: {ttft: 2s, tpot: 100ms, percentile: 90}
+    slo: {ttft: 2s, tpot: 100ms, percentile: p90}
     gpus: [H100, A100-80GB, L40S, L4, A10G]
     cloud: aws
 
@@ -84,7 +84,8 @@ def _percent_suffix(value: Any) -> Any:
 #: A duration with its unit, as text: ``2s``, ``80ms``, ``10m`` (minutes), ``1h``; parsed by
 #: :func:`hetplan.units.parse_duration_s` where it is used. A bare number is refused (see :func:`_refuse_bare_number`).
 Duration = Annotated[StrictStr, BeforeValidator(_refuse_bare_number)]
-#: A share as a percent or a fraction: ``90``, ``"90%"``, ``"p90"``, ``0.9`` (:func:`hetplan.units.parse_percentile`).
+#: A share as a percent with its sign or a fraction: ``"p90"``, ``"90%"``, ``0.9`` (a bare ``90`` is refused:
+#: :func:`hetplan.units.parse_share`'s one rule).
 Percentile = StrictStr | StrictFloat | StrictInt
 
 
@@ -174,7 +175,7 @@ class WorkloadSpec(_Strict):
 
 class SloSpec(_Strict):
     """SLOs: durations with a unit like ``2s`` or ``80ms`` (or ``ttft_s``/``tpot_s`` in seconds); ``percentile``
-    like 90, "90%", "p99" or 0.9."""
+    like "p90", "90%" or 0.9 (a bare number is a fraction: 90 is refused)."""
 
     #: Unit-named spellings accepted for the duration fields (seconds), field name -> duration field.
     SECONDS_FIELDS: ClassVar[dict[str, str]] = {"ttft_s": "ttft", "tpot_s": "tpot"}
@@ -182,7 +183,8 @@ class SloSpec(_Strict):
     ttft: Duration = Field(default="2s", description="Time-to-first-token SLO (queueing + prefill + KV transfer).")
     tpot: Duration = Field(default="100ms", description="Time-per-output-token SLO (decode step time).")
     percentile: Percentile = Field(
-        default=90.0, description="Percentile both SLOs must hold at: 90, 90%, p90 or 0.9 (p50 .. p99.99)."
+        default="p90",
+        description="Percentile both SLOs must hold at: p90, 90% or 0.9; a bare number is a fraction (p50 .. p99.99).",
     )
 
     @model_validator(mode="before")
@@ -214,8 +216,12 @@ class AutoscaleSpec(_Strict):
         default_factory=dict, description="Start-up lag per GPU type, e.g. {H100: 10m}, overriding startup_lag."
     )
     cooldown: Duration = Field(default="30m", description="Minimum time before capacity is removed again.")
-    hysteresis: float = Field(
-        default=0.1, ge=0, lt=1, description="Scale in only when demand falls this fraction below capacity."
+    hysteresis: Annotated[float, BeforeValidator(_percent_suffix)] = Field(
+        default=0.1,
+        ge=0,
+        lt=1,
+        description="Scale in only when demand falls this fraction below capacity: a fraction (0.1) or a percent "
+        "with its sign (10%).",
     )
     max_changes_per_window: int = Field(default=8, ge=1, le=10_000, description="Most combos changed per window.")
     min_goodput_req_per_s: float = Field(

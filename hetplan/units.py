@@ -2,8 +2,10 @@
 
 Durations accept ``2s``, ``80ms``, ``1.5 s``, ``500us``, ``10m``, ``1h``; text without a unit is refused (on the
 command line and in scenario files, whose duration fields refuse bare numbers: :mod:`hetplan.scenario`); a Python
-number passed to :func:`parse_duration_s` is seconds. Shares and percentiles have one syntax everywhere
-(:func:`parse_share`): ``90``, ``90%``, ``p90`` and ``0.9`` are all 90 %. Sizes use GiB = 2**30 bytes for memory and
+number passed to :func:`parse_duration_s` is seconds. Shares and percentiles have one rule everywhere
+(:func:`parse_share`): a bare number is a fraction in [0, 1], a percent carries its ``%`` (or the ``p`` of a
+percentile), so ``0.9``, ``90%`` and ``p90`` are all 90 % and no value reads two ways (``1`` is 100 %; ``1.5`` and
+``90`` are refused with the fix ``1.5%`` / ``90%``). Sizes use GiB = 2**30 bytes for memory and
 GB = 1e9 bytes for bandwidth, as vendors do.
 
 Source: hetplan's own reconstruction.
@@ -81,28 +83,40 @@ def parse_share(
     high_open: bool = False,
     example: str = "90",
 ) -> float:
-    """Parse a share or percentile into a fraction, one syntax for every option and scenario field: ``90``,
-    ``90%``, ``p90`` and ``0.9`` all mean 90 % (0.9); ``99.9``, ``99.9%`` and ``p99.9`` mean 99.9 %.
+    """Parse a share or percentile into a fraction, one rule for every option and scenario field: a bare number
+    is a fraction (``0.9`` is 90 %), a percent carries its sign (``90%``, ``99.9 %``) or, for percentiles, the
+    ``p`` prefix (``p90``, ``p99.9``). A bare number above 1 is refused (``90`` could only be a percent written
+    without its sign, and ``1.5`` would read as 1.5 % while ``1`` reads as 100 %): no value reads two ways.
 
-    A number above 1 is a percent, a number up to 1 a fraction (so ``1`` is 100 %, and 1 % is written ``1%`` or
-    ``p1``); a ``%`` suffix or a ``p`` prefix always means percent. The fraction must lie in [low, high]
-    (``low_open``/``high_open`` exclude the ends). ``field`` names the option in messages (``--target``).
+    The fraction must lie in [low, high] (``low_open``/``high_open`` exclude the ends). ``field`` names the option
+    in messages (``--target``).
 
     Raises:
-        InputError: unreadable, not finite, or out of range; the message names ``field`` and the accepted forms.
+        InputError: unreadable, not finite, a bare number above 1, or out of range; the message names ``field``
+            and the accepted forms.
     """
-    forms = f"write e.g. {field} {example}, {example}%, p{example} or {float(example) / 100:g}"
+    sep = " " if field.startswith("-") else ": "  # --target 90% on the command line, percentile: p90 in a file
+    forms = f"write e.g. {field}{sep}{example}%, p{example} or {float(example) / 100:g}"
     if isinstance(value, bool):
         raise InputError(f"{field}: {value!r} is not a percentile", fix=forms)
     text = str(value).strip().lower()
     percent = text.startswith("p") or text.endswith("%")
+    body = text.removeprefix("p").removesuffix("%").strip()
+    if len(body) > 32:
+        raise InputError(f"{field}: cannot read {str(value)[:24]!r}...", "expected a percent or a fraction", forms)
     try:
-        number = float(text.removeprefix("p").removesuffix("%").strip())
+        number = float(body)
     except ValueError:
         raise InputError(f"{field}: cannot read {value!r}", "expected a percent or a fraction", forms) from None
     if not math.isfinite(number):
         raise InputError(f"{field}: {value!r} is not a finite number", fix=forms)
-    fraction = number / 100.0 if percent or number > 1.0 else number
+    if not percent and number > 1.0:
+        raise InputError(
+            f"{field}: {value!r} is a bare number above 1",
+            "a bare number is a fraction (0.9 is 90 %); a percent carries its sign",
+            f"write {field}{sep}{number:g}% (or p{number:g}) for {number:g} %, or {number / 100:g} as a fraction",
+        )
+    fraction = number / 100.0 if percent else number
     above = fraction > low if low_open else fraction >= low
     below = fraction < high if high_open else fraction <= high
     if not (above and below):
@@ -112,8 +126,8 @@ def parse_share(
 
 
 def parse_percentile(value: str | float, field: str = "percentile") -> float:
-    """Parse an SLO percentile given as ``90``, ``90%``, ``p90``, ``0.9`` or ``99.9`` into a fraction in
-    [0.5, 0.9999] (:func:`parse_share`'s syntax).
+    """Parse an SLO percentile given as ``p90``, ``90%``, ``0.9`` or ``p99.9`` into a fraction in [0.5, 0.9999]
+    (:func:`parse_share`'s rule: a bare ``90`` is refused with the fix ``p90``).
 
     Raises:
         InputError: unreadable, or outside p50 .. p99.99 (percentiles below the median say little about latency,

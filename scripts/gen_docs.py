@@ -181,7 +181,7 @@ def _unit(name: str, type_name: str) -> str:
     if "duration" in type_name:
         return "duration with a unit: `2s`, `80ms`, `10m`, `1h`"
     if type_name == "percent or fraction":
-        return "percent (`90`, `90%`, `p90`) or fraction (`0.9`)"
+        return "percent with its sign (`90%`, `p90`) or fraction (`0.9`); a bare number is a fraction"
     return UNITS.get(name, "")
 
 
@@ -265,8 +265,9 @@ def scenario_page() -> str:
         "",
         "**Units.** A duration carries its unit (`ttft: 2s`, `tpot: 80ms`, `cooldown: 30m`), or you use the field",
         "named with its unit and give seconds (`ttft_s: 2`). A bare number in a duration field (`tpot: 50`: 50 ms",
-        "or 50 s?) is refused with exit 2 and the fix. Percentiles are `90`, `90%`, `p90` or `0.9`. Rates are",
-        "requests per second (`_req_per_s`, `_per_s`), prices US dollars per GPU-hour.",
+        "or 50 s?) is refused with exit 2 and the fix. Percentiles and shares are `p90`, `90%` or `0.9`: a bare",
+        "number is a fraction, so `90` is refused with the fix `p90`. Rates are requests per second",
+        "(`_req_per_s`, `_per_s`), prices US dollars per GPU-hour.",
         "",
         "A minimal file:",
         "",
@@ -277,7 +278,7 @@ def scenario_page() -> str:
         "model: Llama-3-70B            # or path/to/config.json",
         "workload: {path: my_trace.csv}",
         "goodput_req_per_s: 5",
-        "slo: {ttft: 2s, tpot: 100ms, percentile: 90}",
+        "slo: {ttft: 2s, tpot: 100ms, percentile: p90}",
         "gpus: [H100, A100-80GB, L40S]",
         "cloud: aws",
         "```",

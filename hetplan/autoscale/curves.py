@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from hetplan.errors import InputError
-from hetplan.io import check_input_file
+from hetplan.io import MAX_SPAN_S, check_input_file, check_number
 from hetplan.workload.readers import load_workload
 
 SERVEGEN_ATTRIBUTION = "ServeGen (alibaba/ServeGen), Apache-2.0"
@@ -98,6 +98,8 @@ def read_servegen(path: Path) -> LoadCurve:
                     raise InputError(
                         f"{path}:{lineno}: rate and cv must be finite and >= 0, got {row[1:3]}", fix="fix the row"
                     )
+                for name, value in (("window_start_s", start), ("cv", cv)):  # the numeric rule (hetplan.io)
+                    check_number(value, f"{path}:{lineno}: {name}", "fix the row (seconds and a plain ratio)")
                 if rate > MAX_RATE_PER_S:
                     raise InputError(
                         f"{path}:{lineno}: rate {rate:g} req/s is over {MAX_RATE_PER_S:g} req/s",
@@ -125,6 +127,12 @@ def read_servegen(path: Path) -> LoadCurve:
             "check the second column holds requests per second",
         )
     start_s = np.array(starts)
+    if start_s.max() - start_s.min() > MAX_SPAN_S:
+        raise InputError(
+            f"load curve {path} spans {(start_s.max() - start_s.min()) / (365.25 * 86400):,.0f} years of windows",
+            "more than the century hetplan accepts: a unit error (window_start_s is seconds)",
+            "check the first column",
+        )
     steps = np.diff(start_s)
     window = float(steps[0]) if steps.size else 600.0
     if steps.size and (np.any(steps <= 0) or np.any(np.abs(steps - window) > 1e-6 * window)):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import os
 import typing
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from hetplan.catalog.schemas import (
     UserPriceFile,
 )
 from hetplan.errors import CatalogError, InputError
-from hetplan.io import check_document, read_text_input
+from hetplan.io import check_document, load_json, read_text_input
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -99,6 +98,10 @@ def _unique_key_mapping(loader: yaml.constructor.SafeConstructor, node: yaml.Map
     seen = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if not (key is None or isinstance(key, str | int | float | bool)):  # ? [a, b] or ? {a: 1}: unhashable
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a map key is a {type(key).__name__}, not text", key_node.start_mark
+            )
         if key in seen:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
@@ -161,7 +164,10 @@ def read_yaml_mapping(path: Path, what: str, schema_doc: str = "see catalogs/REA
         data = _load_json(text, path, what)
     else:
         data = _load_yaml(text, path, what)
-    check_document(data, f"{what} {path}")
+    try:  # aliases, depth, key types, numbers (finite, at most hetplan.io.MAX_NUMBER)
+        check_document(data, f"{what} {path}")
+    except InputError as exc:
+        raise CatalogError(exc.what, exc.why, exc.fix) from None
     if data is None:
         raise CatalogError(f"{what} {path} is empty", fix=schema_doc)
     if not isinstance(data, dict):
@@ -174,31 +180,13 @@ def read_yaml_mapping(path: Path, what: str, schema_doc: str = "see catalogs/REA
 
 
 def _load_json(text: str, path: Path, what: str) -> Any:
-    """JSON text with duplicate keys and NaN/Infinity refused.
+    """JSON text read by :func:`hetplan.io.load_json` (depth checked before parsing, duplicate keys and
+    NaN/Infinity refused, numbers under :func:`hetplan.io.check_number`).
 
     Raises:
-        CatalogError: invalid JSON (with line and column), a duplicate key or a non-finite constant.
+        CatalogError: invalid JSON (with line and column), too deep, a duplicate key or a bad number.
     """
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                raise ValueError(f"duplicate key {key!r}")
-            out[key] = value
-        return out
-
-    def constant(name: str) -> Any:
-        raise ValueError(f"{name} is not a number JSON allows")
-
-    try:
-        return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
-    except json.JSONDecodeError as exc:
-        raise CatalogError(
-            f"{what} {path} is not valid JSON at line {exc.lineno}, column {exc.colno}", exc.msg, "fix the syntax"
-        ) from None
-    except (ValueError, RecursionError) as exc:
-        raise CatalogError(f"{what} {path} is not valid JSON", str(exc) or type(exc).__name__, "fix it") from None
+    return load_json(text, f"{what} {path}", CatalogError)
 
 
 def _load_yaml(text: str, path: Path, what: str) -> Any:
@@ -209,6 +197,10 @@ def _load_yaml(text: str, path: Path, what: str) -> Any:
             return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - the same, in pure Python
     except RecursionError:
         raise CatalogError(f"{what} {path} nests too deeply to read", fix="check the file's structure") from None
+    except ValueError as exc:  # PyYAML's int(): an integer of more than 4,300 digits
+        raise CatalogError(
+            f"{what} {path} holds a number hetplan cannot read", str(exc).split(":")[0], "fix the value"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -406,12 +398,12 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         InputError: the file is missing, not JSON, or lacks a required key (named in the message).
     """
     file = path / "config.json" if path.is_dir() else path
-    try:
-        cfg = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read model config {file}", str(exc), "check the --model path") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"model config {file} is not JSON", str(exc), "pass a Hugging Face config.json") from None
+    try:  # a regular file (never a FIFO or /dev/zero), nesting and numbers checked (hetplan.io.load_json)
+        cfg = load_json(read_text_input(file, "model config"), f"model config {file}")
+    except InputError as exc:
+        raise InputError(
+            exc.what, exc.why, exc.fix if "JSON" not in exc.what else "pass a Hugging Face config.json"
+        ) from None
     if not isinstance(cfg, dict):
         raise InputError(f"model config {file} is not a JSON object", fix="pass a Hugging Face config.json")
 

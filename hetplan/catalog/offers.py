@@ -26,10 +26,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from hetplan.catalog.loader import find_gpu, load_prices
-from hetplan.catalog.schemas import GpuSpec, UserOffer, UserPriceFile
+from hetplan.catalog.schemas import MAX_USD_PER_HOUR, GpuSpec, UserOffer, UserPriceFile
 from hetplan.errors import InputError
 
 OWNED = "owned"
+#: Most GPUs (or nodes) one offer row may give: above any fleet; bigger is a typo that would size the MILP.
+MAX_GPUS = 100_000
 PRICE_FILE = "price-file"
 DEFAULT_OWNED_NODE_GPUS = 8
 """GPUs per owned node when the inventory gives only a count per GPU type (set ``offers:`` with
@@ -196,15 +198,19 @@ def _user_offer(row: UserOffer, i: int, path: str, user: UserPriceFile, gpus: tu
         gpu = find_gpu(row.gpu, gpus)
     except InputError as exc:
         raise InputError(f"{where}.gpu: {exc.what}", exc.why, "fix the GPU name (hetplan catalog gpus)") from None
-    if row.gpus_per_instance < 1:
-        raise bad("gpus_per_instance", f"must be >= 1, got {row.gpus_per_instance}", "give the GPUs per instance")
+    if not 1 <= row.gpus_per_instance <= MAX_GPUS:
+        raise bad("gpus_per_instance", f"must be in [1, {MAX_GPUS:,}], got {row.gpus_per_instance}",
+                  "give the GPUs per instance")  # fmt: skip
     for field in ("usd_per_instance_hour", "usd_per_gpu_hour", "spot_usd_per_instance_hour"):
         value = getattr(row, field)
-        if value is not None and value < 0:
-            raise bad(field, f"must be >= 0, got {value}", "prices are $/hour, never negative")
+        if value is not None and not 0 <= value <= MAX_USD_PER_HOUR:
+            raise bad(field, f"must be in [0, {MAX_USD_PER_HOUR:g}] $/hour, got {value:g}",
+                      "prices are $/hour, never negative")  # fmt: skip
     owned = row.provider.strip().lower() == OWNED
-    if row.count is not None and row.count < 1:
-        raise bad("count", f"must be >= 1, got {row.count}", "give the number of nodes (instances)")
+    if row.count is not None and not 1 <= row.count <= MAX_GPUS:
+        raise bad("count", f"must be in [1, {MAX_GPUS:,}], got {row.count}", "give the number of nodes (instances)")
+    if row.scale_up_domain_gpus is not None and not 1 <= row.scale_up_domain_gpus <= MAX_GPUS:
+        raise bad("scale_up_domain_gpus", f"must be in [1, {MAX_GPUS:,}], got {row.scale_up_domain_gpus}", "fix it")
     if owned and row.count is None:
         raise bad("count", "is missing: an owned offer needs a count", "add count: N (the nodes you own)")
     if row.usd_per_instance_hour is not None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hetplan.catalog.loader import catalog_dir, load_gpus, read_yaml_file
+from hetplan.catalog.loader import catalog_dir, load_gpus, read_yaml_file, read_yaml_mapping
 from hetplan.catalog.profile import load_profiles
 from hetplan.catalog.schemas import GpuCatalog
 from hetplan.errors import InputError
-from hetplan.io import to_json, to_yaml, write_files_atomic
+from hetplan.io import load_json, read_text_input, to_json, to_yaml, write_files_atomic
 
 MERGE_MANIFEST = "hetplan-merge.json"
 """What ``merge`` writes into its folder: the files it wrote, so that a later ``merge --force`` removes the stale
@@ -74,23 +74,19 @@ def _previous_merge_files(out_dir: Path) -> set[str]:
     """Files (relative names) a previous ``merge`` wrote into ``out_dir``: those its manifest lists, or, for a
     folder merged before hetplan wrote manifests, the profile files under ``profiles/`` (files whose ``kind`` is
     ``gpu-profile``). Only plain files inside ``out_dir`` count; anything else there is the user's and kept."""
-    import json
-
-    import yaml
-
     manifest = out_dir / MERGE_MANIFEST
     names: set[str] = set()
     if manifest.is_file():
         try:
-            listed = json.loads(manifest.read_text(encoding="utf-8")).get("files", [])
-        except (ValueError, AttributeError, UnicodeDecodeError):
+            listed = load_json(read_text_input(manifest, "merge manifest"), "merge manifest").get("files", [])
+        except (InputError, AttributeError):
             listed = []
         names = {n for n in listed if isinstance(n, str)}
     elif (out_dir / "profiles").is_dir():
         for path in (out_dir / "profiles").iterdir():
             try:
-                doc = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-            except (yaml.YAMLError, UnicodeDecodeError, OSError):
+                doc = read_yaml_mapping(path, "profile") if path.is_file() else None
+            except InputError:
                 continue
             if isinstance(doc, dict) and doc.get("kind") == "gpu-profile":
                 names.add(f"profiles/{path.name}")

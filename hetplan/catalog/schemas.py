@@ -22,6 +22,15 @@ class _Record(BaseModel):
 
 MAX_MEASURED_TFLOPS = 1e5
 """Upper bound on a measured GEMM figure, TFLOP/s (as pool files' ``measured_tflops``)."""
+# Documented bounds of catalog figures (catalogs/README.md): far above any device or model (the largest GPUs have
+# 288 GiB, 8e3 GB/s, 5e3 dense TFLOP/s; the largest models 1e5 hidden, 1e3 layers, 1e7 tokens of context), so only
+# corrupt or unit-confused figures (1e308 TFLOPS, a memory in bytes) are refused, before any arithmetic.
+MAX_GPU_MEMORY_GIB = 1e4
+MAX_GB_PER_S = 1e6
+MAX_USD_PER_HOUR = 1e5
+MAX_MODEL_WIDTH = 2**20
+MAX_MODEL_LAYERS = 10_000
+MAX_CONTEXT_TOKENS = 10**8
 
 
 class GpuMeasured(_Record):
@@ -88,29 +97,29 @@ class GpuSpec(_Record):
     vendor: str = ""
     form_factor: str = ""
     arch: str = ""
-    bf16_dense_tflops: float | None = Field(default=None, gt=0)
-    fp16_dense_tflops: float | None = Field(default=None, gt=0)
-    fp8_dense_tflops: float | None = Field(default=None, gt=0)
-    int8_dense_tops: float | None = Field(default=None, gt=0)
-    fp4_dense_tflops: float | None = Field(default=None, gt=0)
-    fp16_dense_tflops_estimate: float | None = Field(default=None, gt=0)
+    bf16_dense_tflops: float | None = Field(default=None, gt=0, le=MAX_MEASURED_TFLOPS)
+    fp16_dense_tflops: float | None = Field(default=None, gt=0, le=MAX_MEASURED_TFLOPS)
+    fp8_dense_tflops: float | None = Field(default=None, gt=0, le=MAX_MEASURED_TFLOPS)
+    int8_dense_tops: float | None = Field(default=None, gt=0, le=MAX_MEASURED_TFLOPS)
+    fp4_dense_tflops: float | None = Field(default=None, gt=0, le=MAX_MEASURED_TFLOPS)
+    fp16_dense_tflops_estimate: float | None = Field(default=None, gt=0, le=MAX_MEASURED_TFLOPS)
     estimate_note: str | None = None
-    hbm_gib: float = Field(gt=0)
+    hbm_gib: float = Field(gt=0, le=MAX_GPU_MEMORY_GIB)
     memory_type: str = ""
-    hbm_gb_per_s: float = Field(gt=0)
+    hbm_gb_per_s: float = Field(gt=0, le=MAX_GB_PER_S)
     interconnect: str = ""
-    interconnect_gb_per_s: float = Field(gt=0)
-    network_gbit_per_s: float = Field(gt=0)
-    tdp_w: float | None = None
+    interconnect_gb_per_s: float = Field(gt=0, le=MAX_GB_PER_S)
+    network_gbit_per_s: float = Field(gt=0, le=MAX_GB_PER_S)
+    tdp_w: float | None = Field(default=None, ge=0, le=1e5)
     notes: str = ""
     source_url: str | None = None
     crosscheck_url: str | None = None
     measured: GpuMeasured | None = None
     # memory the CUDA runtime reports as total (what vLLM logs as total_gpu_memory), GiB; None: hbm_gib less the
     # driver's reserve (hetplan.perf.engines.visible_memory_gib)
-    usable_memory_gib: float | None = Field(default=None, gt=0)
+    usable_memory_gib: float | None = Field(default=None, gt=0, le=MAX_GPU_MEMORY_GIB)
     # GPUs in one NVLink scale-up domain (8 in an HGX board, 72 in an NVL72 rack): the largest TP x EP group
-    scale_up_gpus: int = Field(default=8, ge=1)
+    scale_up_gpus: int = Field(default=8, ge=1, le=100_000)
 
     def dense_tflops(self, dtype: str) -> tuple[float, bool]:
         """Peak dense TFLOPS for ``dtype`` (``bf16``, ``fp16``, ``fp8``, ``int8``) and whether it is an
@@ -165,13 +174,13 @@ class PriceEntry(_Record):
     in_gpu_catalog: bool = True
     cloud: str
     instance_type: str = ""
-    gpus_per_instance: int = Field(default=1, ge=1)
+    gpus_per_instance: int = Field(default=1, ge=1, le=100_000)
     region: str = ""
-    on_demand_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
-    spot_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
-    on_demand_usd_per_instance_hour: float | None = Field(default=None, gt=0)
-    spot_usd_per_instance_hour: float | None = Field(default=None, gt=0)
-    scale_up_domain_gpus: int | None = Field(default=None, ge=1)
+    on_demand_usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_HOUR)
+    spot_usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_HOUR)
+    on_demand_usd_per_instance_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_HOUR)
+    spot_usd_per_instance_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_HOUR)
+    scale_up_domain_gpus: int | None = Field(default=None, ge=1, le=100_000)
     includes_host: bool = True
     unreliable: bool = False
     listed_gpu: str | None = None
@@ -271,8 +280,8 @@ class UserPriceFile(_Record):
         if not self.usd_per_gpu_hour and not self.offers:
             raise ValueError("a price file needs usd_per_gpu_hour or offers")
         for name, value in self.usd_per_gpu_hour.items():
-            if not value > 0:
-                raise ValueError(f"usd_per_gpu_hour.{name} must be > 0, got {value}")
+            if not 0 < value <= MAX_USD_PER_HOUR:
+                raise ValueError(f"usd_per_gpu_hour.{name} must be > 0 and <= {MAX_USD_PER_HOUR:g}, got {value}")
         return self
 
 
@@ -288,28 +297,28 @@ class ModelSpec(_Record):
     name: str
     hf_repo: str = ""
     architecture: str = ""
-    hidden_size: int = Field(gt=0)
-    num_hidden_layers: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_key_value_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    intermediate_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    max_position_embeddings: int = Field(gt=0)
-    num_experts: int | None = Field(default=None, gt=0)
-    experts_per_token: int | None = Field(default=None, gt=0)
-    moe_intermediate_size: int | None = Field(default=None, gt=0)
-    num_shared_experts: int = Field(default=0, ge=0)
-    first_k_dense_replace: int = Field(default=0, ge=0)
-    kv_lora_rank: int | None = Field(default=None, gt=0)
-    qk_rope_head_dim: int | None = Field(default=None, gt=0)
+    hidden_size: int = Field(gt=0, le=MAX_MODEL_WIDTH)
+    num_hidden_layers: int = Field(gt=0, le=MAX_MODEL_LAYERS)
+    num_attention_heads: int = Field(gt=0, le=MAX_MODEL_WIDTH)
+    num_key_value_heads: int = Field(gt=0, le=MAX_MODEL_WIDTH)
+    head_dim: int = Field(gt=0, le=MAX_MODEL_WIDTH)
+    intermediate_size: int = Field(gt=0, le=MAX_MODEL_WIDTH * 16)
+    vocab_size: int = Field(gt=0, le=MAX_CONTEXT_TOKENS)
+    max_position_embeddings: int = Field(gt=0, le=MAX_CONTEXT_TOKENS)
+    num_experts: int | None = Field(default=None, gt=0, le=MAX_MODEL_WIDTH)
+    experts_per_token: int | None = Field(default=None, gt=0, le=MAX_MODEL_WIDTH)
+    moe_intermediate_size: int | None = Field(default=None, gt=0, le=MAX_MODEL_WIDTH * 16)
+    num_shared_experts: int = Field(default=0, ge=0, le=MAX_MODEL_WIDTH)
+    first_k_dense_replace: int = Field(default=0, ge=0, le=MAX_MODEL_LAYERS)
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=MAX_MODEL_WIDTH)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=MAX_MODEL_WIDTH)
     # layers that keep a full KV cache (hybrid models: full-attention layers only; sliding-window and linear-attention
     # layers keep a bounded state); None: every layer
-    kv_layers: int | None = Field(default=None, gt=0)
+    kv_layers: int | None = Field(default=None, gt=0, le=MAX_MODEL_LAYERS)
     gated_mlp: bool = True
     tie_word_embeddings: bool = False
-    params_total_b: float | None = Field(default=None, gt=0)
-    params_active_b: float | None = Field(default=None, gt=0)
+    params_total_b: float | None = Field(default=None, gt=0, le=1e5)
+    params_active_b: float | None = Field(default=None, gt=0, le=1e5)
     params_method: str = "computed from config"
     notes: str | None = None
     source: str = ""
@@ -323,6 +332,14 @@ class ModelSpec(_Record):
                 raise ValueError("experts_per_token must be <= num_experts")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        # more dense layers than layers gave a negative expert count and negative weight memory (exit 0)
+        if self.first_k_dense_replace > self.num_hidden_layers:
+            raise ValueError(
+                f"first_k_dense_replace ({self.first_k_dense_replace}) exceeds num_hidden_layers "
+                f"({self.num_hidden_layers})"
+            )
+        if self.kv_layers is not None and self.kv_layers > self.num_hidden_layers:
+            raise ValueError(f"kv_layers ({self.kv_layers}) exceeds num_hidden_layers ({self.num_hidden_layers})")
         return self
 
     @property

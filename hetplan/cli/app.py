@@ -10,14 +10,54 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
 from hetplan import __version__
 from hetplan.errors import HetplanError, InputError
 from hetplan.resources import Resources
+
+
+def check_flag_numbers(ctx: Any) -> None:
+    """The numeric rule (:func:`hetplan.io.check_number`: finite, at most 1e15) on every int and float flag and
+    argument of the command ``ctx`` runs, before the command starts: ``--rate-scale 1e308`` or a 30-digit
+    ``--batch`` would reach arithmetic otherwise. Each flag's own bounds are checked by the command.
+
+    Raises:
+        typer.BadParameter: naming the flag (exit 2 with an ``Error`` line, as any bad flag).
+    """
+    from hetplan.errors import InputError
+    from hetplan.io import check_number
+
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            if isinstance(item, int | float) and not isinstance(item, bool):
+                try:
+                    check_number(item, "the value")
+                except InputError as exc:
+                    raise typer.BadParameter(exc.what, ctx=ctx, param=param) from None
+
+
+class CheckedCommand(TyperCommand):
+    """A command whose numeric flags pass :func:`check_flag_numbers` before it runs."""
+
+    def invoke(self, ctx: Any) -> Any:
+        check_flag_numbers(ctx)
+        return super().invoke(ctx)
+
+
+class CheckedGroup(TyperGroup):
+    """A command group (``hetplan profile``) whose own numeric flags pass :func:`check_flag_numbers`."""
+
+    def invoke(self, ctx: Any) -> Any:
+        check_flag_numbers(ctx)
+        return super().invoke(ctx)
+
 
 app = typer.Typer(
     add_completion=False,

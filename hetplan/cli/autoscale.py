@@ -66,7 +66,7 @@ def autoscale(
         str | None, typer.Option("--cooldown", help="Low demand needed before scaling in (default 30m).")
     ] = None,
     hysteresis: Annotated[
-        str | None, typer.Option("--hysteresis", help="Scale in below (1 - this) x capacity (default 10%).")
+        str | None, typer.Option("--hysteresis", help="Scale in below (1 - this) x capacity: 10% or 0.1 (default 10%).")
     ] = None,
     max_changes: Annotated[
         int | None, typer.Option("--max-changes", help="Most combos added or removed per window (8).")
@@ -95,7 +95,7 @@ def autoscale(
     """
 
     def work() -> tuple[dict[str, Any], float]:
-        from hetplan.report.gate import parse_fraction
+        from hetplan.units import parse_share
 
         check_emit_flags(emit_dir, validate, router_image)
         overrides: dict[str, Any] = {}
@@ -108,7 +108,7 @@ def autoscale(
         if cooldown is not None:
             spec["cooldown"] = cooldown
         if hysteresis is not None:
-            spec["hysteresis"] = parse_fraction(hysteresis, "--hysteresis")
+            spec["hysteresis"] = parse_share(hysteresis, "--hysteresis", 0.0, 1.0, False, True, "10")
         if max_changes is not None:
             spec["max_changes_per_window"] = max_changes
         if min_goodput is not None:

@@ -11,20 +11,20 @@ import sys
 from types import FrameType
 
 from hetplan.cli import autoscale, catalog, emit, estimate, plan, profile, report, simulate, sweep
-from hetplan.cli.app import STATE, app, catalog_app
+from hetplan.cli.app import STATE, CheckedCommand, app, catalog_app
 
-app.command()(plan.plan)
-app.command()(autoscale.autoscale)
-app.command()(emit.emit)
-app.command()(estimate.estimate)
-app.command()(report.report)
-app.command()(report.gate)
-app.command("simulate")(simulate.simulate_cmd)
-app.command("calibrate")(simulate.calibrate_cmd)
-app.command()(sweep.sweep)
-catalog_app.command("gpus")(catalog.gpus)
-catalog_app.command("models")(catalog.models)
-catalog_app.command("prices")(catalog.prices)
+app.command(cls=CheckedCommand)(plan.plan)
+app.command(cls=CheckedCommand)(autoscale.autoscale)
+app.command(cls=CheckedCommand)(emit.emit)
+app.command(cls=CheckedCommand)(estimate.estimate)
+app.command(cls=CheckedCommand)(report.report)
+app.command(cls=CheckedCommand)(report.gate)
+app.command("simulate", cls=CheckedCommand)(simulate.simulate_cmd)
+app.command("calibrate", cls=CheckedCommand)(simulate.calibrate_cmd)
+app.command(cls=CheckedCommand)(sweep.sweep)
+catalog_app.command("gpus", cls=CheckedCommand)(catalog.gpus)
+catalog_app.command("models", cls=CheckedCommand)(catalog.models)
+catalog_app.command("prices", cls=CheckedCommand)(catalog.prices)
 app.add_typer(profile.profile_app, name="profile")
 
 __all__ = ["EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "app", "main"]

@@ -78,7 +78,8 @@ def tpot_option(help: str) -> Any:
 
 
 PercentileOpt = Annotated[
-    str | None, typer.Option("--percentile", help="SLO percentile: 90, 90%, p90 or 0.9 (default 90).")
+    str | None,
+    typer.Option("--percentile", help="SLO percentile: p90, 90% or 0.9 (a bare number is a fraction; default p90)."),
 ]
 
 

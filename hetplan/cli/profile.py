@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from hetplan import api
-from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.app import CheckedCommand, CheckedGroup, err_console, run_guarded
 from hetplan.cli.options import (
     ForceFlag,
     ModelOpt,
@@ -36,6 +36,7 @@ from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, to_yaml, write_atomic, write_files_atomic
 
 profile_app = typer.Typer(
+    cls=CheckedGroup,
     no_args_is_help=False,
     invoke_without_command=True,
     help="Measure a GPU (GEMM TFLOP/s per dtype, memory and host bandwidth, attention, all-reduce) into a profile "
@@ -273,7 +274,7 @@ def _emit_jobs(
     )
 
 
-@profile_app.command("merge")
+@profile_app.command("merge", cls=CheckedCommand)
 def merge(
     profiles: Annotated[list[Path], typer.Argument(help="Profile files (one per GPU type).")],
     out: Annotated[Path, out_option("Catalog folder to write (gpus, prices, models YAML).")],
@@ -289,7 +290,7 @@ def merge(
     )
 
 
-@profile_app.command("fit")
+@profile_app.command("fit", cls=CheckedCommand)
 def fit(
     scenario_file: ScenarioFileArg = None,
     model: ModelOpt = None,

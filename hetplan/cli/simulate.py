@@ -79,8 +79,8 @@ def _class_slos(items: list[str] | None) -> dict[str, "ClassSlo"]:
 
 
 def parse_share(text: str, option: str, upper_open: bool = False) -> float:
-    """A share for ``--target`` and ``--quantile``: :func:`hetplan.units.parse_share`'s one syntax (``90``,
-    ``90%``, ``p90``, ``0.9``), in (0, 1], or (0, 1) with ``upper_open``.
+    """A share for ``--target`` and ``--quantile``: :func:`hetplan.units.parse_share`'s one rule (``90%``,
+    ``p90``, ``0.9``; a bare number is a fraction, so ``1.5`` is refused), in (0, 1], or (0, 1) with ``upper_open``.
 
     Raises:
         InputError: unreadable or out of range; the message names ``option``.
@@ -252,7 +252,7 @@ def simulate_cmd(
     ] = False,
     target: Annotated[
         str,
-        typer.Option("--target", help="With --find-capacity: joint SLO attainment target: 90, 90%, p90 or 0.9."),
+        typer.Option("--target", help="With --find-capacity: joint SLO attainment target: 90%, p90 or 0.9."),
     ] = "0.9",
     concurrency: Annotated[
         int | None,
@@ -397,7 +397,7 @@ def calibrate_cmd(
         typer.Option(
             "--quantile",
             "-q",
-            help="Fit kappa so that P(TTFT <= T_hat) >= q: 95, 95%, p95 or 0.95.",
+            help="Fit kappa so that P(TTFT <= T_hat) >= q: 95%, p95 or 0.95.",
         ),
     ] = "0.95",
     rate_scale: Annotated[float, rate_scale_option("Calibrate at this multiple of the trace's rate.")] = 1.0,

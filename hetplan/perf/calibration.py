@@ -44,8 +44,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hetplan.errors import CatalogError
 
 ARCH_ORDER = ("Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell")
@@ -106,10 +104,13 @@ def load_perf_catalog(engine: str) -> dict[str, Any] | None:
     path = perf_catalog_path(engine)
     if not path.is_file():
         return None
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"cannot read {path}", str(exc), "regenerate it with benchmarks/calibrate_perf.py") from None
+    from hetplan.catalog.loader import read_yaml_mapping
+    from hetplan.errors import InputError
+
+    try:  # the shared reader: a regular file, no aliases, depth, key types, numbers (a user catalog folder's file)
+        doc = read_yaml_mapping(path, "perf catalog", "regenerate it with benchmarks/calibrate_perf.py")
+    except InputError as exc:
+        raise CatalogError(exc.what, exc.why, exc.fix) from None
     if not isinstance(doc, dict) or doc.get("kind") != "perf" or not isinstance(doc.get("curves"), dict):
         raise CatalogError(f"{path} is not a perf catalog", "expected kind: perf and a curves mapping", "regenerate it")
     for arch, values in doc["curves"].items():

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import InputError, OutOfMemoryError
 from hetplan.perf.latency import InstanceModel, compute_dtype
+
+if TYPE_CHECKING:
+    from hetplan.catalog.schemas import GpuSpec
 
 
 def max_output_tokens_per_s(inst: InstanceModel, prompt_tokens: float, output_tokens: float) -> float:
@@ -60,6 +63,23 @@ class Estimate:
     profiles: list[dict[str, Any]] = field(default_factory=list)
 
 
+def check_gpu_runs(gpu: GpuSpec, weight_dtype: str) -> None:
+    """Refuse a GPU without tensor cores for ``weight_dtype``'s GEMMs (bf16 on Volta or Pascal): the one check
+    ``hetplan estimate`` and every ``--points`` row go through.
+
+    Raises:
+        InputError: naming the GPU, the dtype and the fix.
+    """
+    try:
+        gpu.dense_tflops(compute_dtype(weight_dtype))
+    except KeyError as exc:  # e.g. bf16 on Volta or Pascal
+        raise InputError(
+            f"{gpu.name} cannot run {weight_dtype} weights",
+            exc.args[0] if exc.args else "no compute figure for this dtype",
+            "pass --weight-dtype fp16 (and --kv-dtype fp16), or another --gpu",
+        ) from None
+
+
 def estimate(
     inst: InstanceModel, batch: int, prompt_tokens: int, context_tokens: int, output_tokens: int | None = None
 ) -> Estimate:
@@ -77,14 +97,7 @@ def estimate(
             the weight dtype (bf16 on Volta).
     """
     inst.require_fit()
-    try:
-        inst.gpu.dense_tflops(compute_dtype(inst.arch.weight_dtype))
-    except KeyError as exc:  # e.g. bf16 on Volta or Pascal
-        raise InputError(
-            f"{inst.gpu.name} cannot run {inst.arch.weight_dtype} weights",
-            exc.args[0] if exc.args else "no compute figure for this dtype",
-            "pass --weight-dtype fp16 (and --kv-dtype fp16), or another --gpu",
-        ) from None
+    check_gpu_runs(inst.gpu, inst.arch.weight_dtype)
     window = inst.arch.spec.max_position_embeddings
     longest = max(prompt_tokens, context_tokens) + (output_tokens or 0)
     if longest > window:

@@ -42,6 +42,9 @@ COLUMNS = (
     "max_num_batched_tokens",
 )
 DEFAULTS: dict[str, Any] = {"engine": "vllm", "tp": 1, "pp": 1, "ep": 1, "dp_attention": 1, "weight_dtype": "bf16"}
+#: Largest whole number a cell may hold (concurrency, token counts, parallel degrees): the 10M-token bound of
+#: trace lengths (hetplan.workload.model.MAX_TOKENS); a row's lengths must also fit the model's window.
+MAX_CELL = 10_000_000
 INTEGER_COLUMNS = ("tp", "pp", "ep", "dp_attention", "concurrency", "isl", "osl", "max_num_seqs",
                    "max_num_batched_tokens")  # fmt: skip
 
@@ -75,16 +78,20 @@ def _blank(value: Any) -> bool:
 
 
 def _integer(name: str, value: Any) -> int:
-    """``value`` as a whole number >= 1, or ValueError naming the column."""
+    """``value`` as a whole number in [1, :data:`MAX_CELL`], or ValueError naming the column (the numeric rule of
+    :func:`hetplan.io.parse_number` first: ASCII, finite, at most 1e15, so a 5,000-digit cell is never converted)."""
+    from hetplan.io import parse_number
+
     text = str(value).strip()
+    wrong = ValueError(
+        f"{name} must be a whole number in [1, {MAX_CELL:,}], got {text[:24]!r}{'...' * (len(text) > 24)}"
+    )
     try:
-        number = float(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, got {text!r}") from None
-    if math.isnan(number) or math.isinf(number):
-        raise ValueError(f"{name} is {text}, not a number")
-    if number < 1 or number != int(number):
-        raise ValueError(f"{name} must be a whole number >= 1, got {text}")
+        number = parse_number(text, name)
+    except InputError:
+        raise wrong from None
+    if number < 1 or number != int(number) or number > MAX_CELL:
+        raise wrong
     return int(number)
 
 
@@ -116,20 +123,36 @@ def parse_point(raw: dict[str, Any]) -> Point:
 
 
 def read_points(path: Path) -> list[dict[str, Any]]:
-    """Rows of a points CSV as dicts of strings (input order).
+    """Rows of a points CSV as dicts of strings (input order). The file must be a regular file (never a FIFO or
+    ``/dev/zero``) of at most 64 MiB; every column name appears once and every row has exactly one cell per column.
 
     Raises:
-        InputError: unreadable file, no header, or a required column missing (named).
+        InputError: not a regular file, unreadable, no header, a column named twice, a row with more or fewer
+            cells than the header, or a required column missing (named).
     """
     import csv
+    import io as _io
+
+    from hetplan.io import read_text_input
 
     try:
-        with path.open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            header = [h.strip() for h in (reader.fieldnames or [])]
-            rows = [{(k or "").strip(): v for k, v in row.items()} for row in reader]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        text = read_text_input(path, "points file")
+    except InputError as exc:
+        raise InputError(exc.what, exc.why, "pass a CSV file with a header row") from None
+    try:
+        table = list(csv.reader(_io.StringIO(text, newline="")))
+    except csv.Error as exc:
         raise InputError(f"cannot read points file {path}", str(exc), "pass a CSV file with a header row") from None
+    while table and not any(cell.strip() for cell in table[-1]):
+        table.pop()  # trailing blank lines
+    header = [h.strip() for h in table[0]] if table else []
+    twice = sorted({h for h in header if h and header.count(h) > 1})
+    if twice:
+        raise InputError(
+            f"points file {path} names the column(s) {', '.join(twice)} more than once",
+            "one of the values would silently win",
+            "keep one column of each name",
+        )
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise InputError(
@@ -145,6 +168,17 @@ def read_points(path: Path) -> list[dict[str, Any]]:
             f"known columns: {', '.join(COLUMNS)}",
             "rename or drop them",
         )
+    rows = []
+    for n, cells in enumerate(table[1:], 1):
+        if not any(cell.strip() for cell in cells):
+            continue  # a blank line
+        if len(cells) != len(header):
+            raise InputError(
+                f"points file {path}: data row {n} has {len(cells)} cells for {len(header)} columns",
+                "a cell past the header would be dropped, a missing one read as blank",
+                "give every row one cell per column (quote cells that hold commas)",
+            )
+        rows.append(dict(zip(header, cells, strict=True)))
     return rows
 
 
@@ -168,6 +202,7 @@ def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
     from hetplan.perf.arch import ModelArch
     from hetplan.perf.calibration import curves_for, normalize_arch
     from hetplan.perf.engines import engine_rules, memory_budget
+    from hetplan.perf.estimate import check_gpu_runs
 
     out: list[dict[str, Any]] = [{} for _ in rows]
     consts: list[dict[str, float]] = []
@@ -194,6 +229,7 @@ def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
                 cache[gkey] = find_gpu(pt.gpu)
             gpu = cache[gkey]
             check_parallelism(arch, gpu, pt.tp, pt.pp, pt.ep, pt.dp_attention)
+            check_gpu_runs(gpu, pt.weight_dtype)  # what 'hetplan estimate' refuses (bf16 on Volta)
             rules = engine_rules(pt.engine)
             ckey = ("curves", pt.engine, gpu.arch, gpu.vendor)
             if ckey not in cache:

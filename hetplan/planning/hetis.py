@@ -74,7 +74,7 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     settings = settings or HetisSettings()
     pool = load_pool(pool_path)
     arch = _model(scenario)
-    quantile = parse_percentile(scenario.slo.percentile)
+    quantile = parse_percentile(scenario.slo.percentile, "slo.percentile")
     ttft = parse_duration_s(scenario.slo.ttft, "ttft")
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
     workload = build_workload(scenario)

@@ -301,7 +301,7 @@ def build_request(
     gpu_warnings: list[tuple[str, str]] = []
     check_cloud(scenario.cloud)
     arch = _model(scenario)
-    quantile = parse_percentile(scenario.slo.percentile)
+    quantile = parse_percentile(scenario.slo.percentile, "slo.percentile")
     ttft = parse_duration_s(scenario.slo.ttft, "ttft")
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
     workload = build_workload(scenario)

@@ -16,7 +16,7 @@ traces         ``workload``           trace paths (Azure CSV, Mooncake JSONL, le
 goodputs       ``goodput_req_per_s``  req/s
 slos           ``slo``                SLO blocks ``{ttft: 2s, tpot: 100ms, percentile: 90}``, a list or by name
 ttfts/tpots    ``slo.ttft``/``tpot``  durations (``1s``, ``80ms``)
-percentiles    ``slo.percentile``     90, p99, 0.9
+percentiles    ``slo.percentile``     p90, 99%, 0.9
 gpu_sets       ``gpus``               lists of GPU names
 inventories    ``inventory``          mappings GPU -> count
 clouds         ``cloud``              aws, azure, gcp, lambda, nebius, runpod

@@ -315,7 +315,7 @@ def _case(
         ("kv_dtype", lambda: check_dtypes("bf16", scenario.kv_dtype)),
         ("slo.ttft", lambda: parse_duration_s(scenario.slo.ttft, "ttft")),
         ("slo.tpot", lambda: parse_duration_s(scenario.slo.tpot, "tpot")),
-        ("slo.percentile", lambda: parse_percentile(scenario.slo.percentile)),
+        ("slo.percentile", lambda: parse_percentile(scenario.slo.percentile, "slo.percentile")),
     ]
     for field, check in checks:
         try:

@@ -26,7 +26,6 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,9 +87,11 @@ def _check_out(out: Path, settings: SweepSettings) -> None:
 
 def _reusable(case: Case, path: Path) -> dict[str, Any] | None:
     """The plan document at ``path`` when it was made for exactly ``case``'s inputs, else None."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from hetplan.io import load_json, read_text_input
+
+    try:  # a hand-edited plan (100,000 levels deep, a FIFO) is not reused, never a crash or a hang
+        doc = load_json(read_text_input(path, "plan file"), f"plan file {path}")
+    except InputError:
         return None
     record = doc.get("sweep_case") if isinstance(doc, dict) else None
     if isinstance(record, dict) and record.get("inputs_sha256") == case.inputs_sha256:

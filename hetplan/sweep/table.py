@@ -101,7 +101,7 @@ def _inputs(case: Case) -> dict[str, Any]:
         "slo_tier": labels.get("slos", ""),
         "slo_ttft_s": _num(parse_duration_s(slo.get("ttft", "2s"), "ttft")),
         "slo_tpot_s": _num(parse_duration_s(slo.get("tpot", "100ms"), "tpot")),
-        "slo_percentile": _num(parse_percentile(slo.get("percentile", 90.0)) * 100),
+        "slo_percentile": _num(parse_percentile(slo.get("percentile", "p90"), "slo.percentile") * 100),
         "gpus": "+".join(s.get("gpus") or []),
         "inventory": ",".join(f"{k}={v}" for k, v in (s.get("inventory") or {}).items()),
         "cloud": s.get("cloud") or "",

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hetplan.errors import InputError
+from hetplan.io import MAX_NUMBER, MAX_SPAN_S
 
 MAX_TOKENS = 10_000_000
 
@@ -88,8 +89,11 @@ def _tokens(values: Any, column: str, source: str, minimum: int) -> np.ndarray:
         InputError: naming the first bad row (1-based data row) and column.
     """
     series = pd.Series(values)
-    if series.map(lambda v: isinstance(v, bool)).any():
-        series = series.map(lambda v: float("nan") if isinstance(v, bool) else v)
+    if series.map(lambda v: isinstance(v, bool) or (isinstance(v, int) and abs(v) > MAX_NUMBER)).any():
+        # booleans are not counts; an int of hundreds of digits would overflow pandas' float conversion
+        series = series.map(
+            lambda v: float("nan") if isinstance(v, bool) or (isinstance(v, int) and abs(v) > MAX_NUMBER) else v
+        )
     numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
     bad = ~np.isfinite(numbers) | (numbers != np.round(numbers)) | (numbers < minimum) | (numbers > MAX_TOKENS)
     if bad.any():
@@ -131,6 +135,13 @@ def make_workload(
         if not np.all(np.isfinite(times_s)):
             raise InputError(f"workload {source}: some timestamps are not finite numbers", fix="fix the timestamps")
         duration = float(times_s.max() - times_s.min())
+        if duration > MAX_SPAN_S:
+            raise InputError(
+                f"timestamps of workload {source} span {duration / (365.25 * 86400):,.0f} years, more than the "
+                "century hetplan accepts",
+                "a trace covers hours to months; this is a date or unit error",
+                "check the timestamps (Azure: date-times; Mooncake: milliseconds)",
+            )
         if rate_per_s is None and duration > 0:
             rate_per_s = (times_s.size - 1) / duration
     arrival = None if times_s is None else np.asarray(times_s, dtype=float) - float(np.min(times_s))

@@ -26,7 +26,6 @@ conversation + code stream follows CASCADE's evaluation set-up).
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
@@ -34,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from hetplan.errors import InputError
-from hetplan.io import check_input_file
+from hetplan.io import MAX_SPAN_S, check_input_file, load_json
 from hetplan.workload.model import RequestStream, Workload, make_stream, make_workload
 
 AZURE_ATTRIBUTION = "Azure LLM inference trace 2023 (Patel et al., Splitwise, ISCA 2024), CC-BY-4.0"
@@ -42,9 +41,47 @@ MOONCAKE_ATTRIBUTION = "Mooncake trace (kvcache-ai/Mooncake, FAST'25), Apache-2.
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV trace as read by pandas, with the header's names each given once and every row no wider than the
+    header (pandas would rename a repeated column ``X.1`` and let one value silently win, and turn a row's extra
+    cell into an index or drop it). A short row leaves blanks, which the column checks report.
+
+    Raises:
+        InputError: unreadable, a column named twice, or a row with more cells than the header.
+    """
+    import csv
+
     try:
-        return pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        with open(path, encoding="utf-8", newline="") as fh:
+            header = [h.strip() for h in next(csv.reader([fh.readline()]), [])]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(
+            f"cannot read workload {path}", str(exc).splitlines()[0], "check the path and format"
+        ) from None
+    twice = sorted({h for h in header if h and header.count(h) > 1})
+    if twice:
+        raise InputError(
+            f"workload {path} names the column(s) {', '.join(twice)} more than once",
+            "one of the values would silently win",
+            "keep one column of each name",
+        )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)  # a row wider than the header
+            return pd.read_csv(path, index_col=False, on_bad_lines="error")
+    except pd.errors.ParserWarning:
+        raise InputError(
+            f"workload {path} has a row with more cells than its header ({len(header)} columns)",
+            "the extra cells would be dropped",
+            "give every row one cell per column (quote cells that hold commas)",
+        ) from None
+    except pd.errors.ParserError as exc:
+        raise InputError(
+            f"workload {path} has a row with more cells than its header ({len(header)} columns)"
+            if "Expected" in str(exc) else f"cannot read workload {path}",
+            str(exc).strip().splitlines()[0],
+            "give every row one cell per column (quote cells that hold commas)",
+        ) from None  # fmt: skip
+    except (OSError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(
             f"cannot read workload {path}", str(exc).splitlines()[0], "check the path and format"
         ) from None
@@ -85,6 +122,7 @@ def read_azure_csv(path: Path, rate_per_s: float | None = None, display: str | N
             "timestamps look like '2023-11-16 18:15:46.68'",
         )
     start = times.min()
+    _check_span(path, (times.max().value - start.value) / 1e9)  # int ns, exact: no int64 overflow in the check
     return make_workload(
         path.stem,
         display or str(path),
@@ -99,6 +137,21 @@ def read_azure_csv(path: Path, rate_per_s: float | None = None, display: str | N
     )
 
 
+def _check_span(what: object, span_s: float) -> None:
+    """Refuse timestamps more than a century apart (:data:`hetplan.io.MAX_SPAN_S`): a date or unit error, and
+    past about 292 years nanosecond clocks overflow int64.
+
+    Raises:
+        InputError: naming ``what`` and the span in years.
+    """
+    if span_s > MAX_SPAN_S:
+        raise InputError(
+            f"timestamps of {what} span {span_s / (365.25 * 86400):,.0f} years, more than the century hetplan accepts",
+            "a trace covers hours to months; this is a date or unit error",
+            "check the timestamps (Azure: date-times; Mooncake: milliseconds)",
+        )
+
+
 def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: str | None = None) -> Workload:
     """Read a Mooncake JSONL trace (``timestamp`` ms, ``input_length``, ``output_length``)."""
     times, prompt, output = [], [], []
@@ -107,12 +160,18 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: st
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
-                try:
-                    row = json.loads(line)
+                try:  # depth, duplicate keys and numbers (finite, at most 1e15) as every JSON file
+                    row = load_json(line, f"{path}:{lineno}")
                     times.append(float(row["timestamp"]) / 1e3)
                     prompt.append(row["input_length"])
                     output.append(row["output_length"])
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError) as exc:
+                except InputError as exc:
+                    problem = exc.what.removeprefix(f"{path}:{lineno}").lstrip(": ")
+                    raise InputError(
+                        f"{path}:{lineno} is not a Mooncake record ({problem}{': ' + exc.why if exc.why else ''})",
+                        fix="each line needs timestamp (ms), input_length, output_length",
+                    ) from None
+                except (KeyError, TypeError, ValueError, OverflowError) as exc:
                     raise InputError(
                         f"{path}:{lineno} is not a Mooncake record ({type(exc).__name__}: {exc})",
                         fix="each line needs timestamp (ms), input_length, output_length",
@@ -289,6 +348,10 @@ def read_stream(
                       np.full(wl.n_requests, path.stem))  # fmt: skip
     if all(f == "azure" for f in formats):  # absolute clocks: keep the real offsets between files
         t0 = min(starts)
+        _check_span(
+            " + ".join(str(p) for p in paths),
+            max(st + float(a.max()) for a, st in zip(arrivals, starts, strict=True)) - t0,
+        )
         arrivals = [a + (st - t0) for a, st in zip(arrivals, starts, strict=True)]
     a = np.concatenate(arrivals)
     lab = np.concatenate(labels).astype(str)

@@ -26,7 +26,7 @@ kind: scenario
 name: tiny-8b
 model: Llama-3-8B
 workload: {synthetic: {class: balanced, rate_per_s: 2, requests: 200}}
-slo: {ttft: 2s, tpot: 100ms, percentile: 90}
+slo: {ttft: 2s, tpot: 100ms, percentile: p90}
 gpus: [H100, A100-80GB]
 cloud: aws
 tp: [1, 2]

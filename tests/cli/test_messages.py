@@ -36,7 +36,7 @@ def test_autoscale_carries_the_plan_gpu_warnings(tmp_path, examples):
     scenario = tmp_path / "a10g.yaml"
     scenario.write_text(
         "schema_version: 1\nkind: scenario\nname: a10g-only\nmodel: Llama-3-8B\n"
-        "workload: {synthetic: {class: balanced, rate_per_s: 2}}\nslo: {ttft: 2s, tpot: 100ms, percentile: 90}\n"
+        "workload: {synthetic: {class: balanced, rate_per_s: 2}}\nslo: {ttft: 2s, tpot: 100ms, percentile: p90}\n"
         "gpus: [A10G, H100]\ncloud: aws\n"
     )
     out = tmp_path / "schedule.json"

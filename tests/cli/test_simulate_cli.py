@@ -68,12 +68,13 @@ def test_find_capacity_json():
         (("--trace", TRACE, "--slo", "nope=1s"), "unknown request classes"),
         (("--trace", TRACE, "--slo", "azure_conv_200=800"), "has no unit"),
         (("--trace", TRACE, "--q2", "2"), "q2"),
-        (("--trace", TRACE, "--find-capacity", "--target", "150"), "--target: '150' (150 %) is outside"),
-        (("--trace", TRACE, "--find-capacity", "--target", "nine"), "write e.g. --target 90, 90%, p90 or 0.9"),
+        (("--trace", TRACE, "--find-capacity", "--target", "150%"), "--target: '150%' (150 %) is outside"),
+        (("--trace", TRACE, "--find-capacity", "--target", "1.5"), "--target: '1.5' is a bare number above 1"),
+        (("--trace", TRACE, "--find-capacity", "--target", "nine"), "write e.g. --target 90%, p90 or 0.9"),
         (("--trace", TRACE, "--find-capacity", "--rate-scale", "-5"), "drop --rate-scale"),
         (("--trace", TRACE, "--slo", "azure_conv_200=4"), "--slo azure_conv_200=1s"),
         (("--trace", TRACE, "--window", "0"), "between 1ms"),
-        (("--trace", TRACE, "--kappa", "inf"), "--kappa must be a finite number"),
+        (("--trace", TRACE, "--kappa", "inf"), "the value is inf, not a finite number"),
         (("--trace", TRACE, "--class-column", "x", "--trace", FIXTURES / "mooncake_300.jsonl"), "CSV"),
         (("--trace", FIXTURES), "is a directory"),
         ((), "no trace given"),
@@ -145,8 +146,14 @@ def test_calibrate_refuses_the_same_path_for_plan_and_router_config(tmp_path):
 
 
 def test_calibrate_quantile_follows_the_target_rule(tmp_path):
-    r = invoke("calibrate", PLAN, "--trace", TRACE, "--out", tmp_path / "o.json", "--quantile", "100")
-    assert r.exit_code == 2 and "--quantile: '100' (100 %) is outside (0 %, 100 %)" in " ".join(r.output.split())
+    r = invoke("calibrate", PLAN, "--trace", TRACE, "--out", tmp_path / "o.json", "--quantile", "100%")
+    assert r.exit_code == 2 and "--quantile: '100%' (100 %) is outside (0 %, 100 %)" in " ".join(r.output.split())
+    r = invoke("calibrate", PLAN, "--trace", TRACE, "--out", tmp_path / "o.json", "--quantile", "1.5")
+    assert (
+        r.exit_code == 2
+        and "1.5% (or p1.5) for 1.5 %" in " ".join(r.output.split())
+        and not (tmp_path / "o.json").exists()
+    )
 
 
 def test_plan_verify_replays_at_the_goodput_target_and_strict_exits_1(tmp_path):

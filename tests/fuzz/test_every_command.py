@@ -59,7 +59,7 @@ TINY_SCENARIO = {
     "name": "tiny-8b",
     "model": "Llama-3-8B",
     "workload": {"synthetic": {"class": "balanced", "rate_per_s": 2, "requests": 200}},
-    "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90},
+    "slo": {"ttft": "2s", "tpot": "100ms", "percentile": "p90"},
     "gpus": ["H100", "A100-80GB"],
     "cloud": "aws",
     "tp": [1, 2],
@@ -441,7 +441,7 @@ VALID_SCENARIOS = st.fixed_dictionaries(
         "tp": st.lists(st.sampled_from([1, 2, 4]), min_size=1, max_size=3, unique=True),
         "max_ratio": st.integers(1, 4),
         "inventory": st.dictionaries(st.sampled_from(GPU_NAMES), st.integers(0, 12), max_size=2),
-        "percentile": st.sampled_from([50, 90, 99]),
+        "percentile": st.sampled_from(["p50", "p90", 0.99]),
     }
 )
 
@@ -546,8 +546,8 @@ def test_p99_plan_predicts_ttft_within_its_slo(tmp_path):
     added the wait's quantile to the idle TTFT's; the capacity convolves them). Fixed in
     ``hetplan.solvers.cauchy.predicted_latency``; ``tests/unit/test_cauchy.py`` checks every combo of this scenario
     at its capacity."""
-    v = {"gpus": ["H100", "A100-80GB"], "ttft": "500ms", "goodput": 8, "tpot": "40ms",
-         "klass": "long-input-short-output", "tp": [2], "max_ratio": 4, "inventory": {}, "percentile": 99}  # fmt: skip
+    v = {"gpus": ["H100", "A100-80GB"], "ttft": "500ms", "goodput": 8, "tpot": "40ms", "percentile": "p99",
+         "klass": "long-input-short-output", "tp": [2], "max_ratio": 4, "inventory": {}}  # fmt: skip
     scenario = tmp_path / "s.yaml"
     scenario.write_text(yaml.safe_dump(_scenario(v), sort_keys=False), encoding="utf-8")
     res = _check(["plan", str(scenario), "--no-analysis", "--no-verify", "--json"])

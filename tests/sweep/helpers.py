@@ -15,7 +15,7 @@ name: small-8b
 model: Llama-3-8B
 workload: {{path: {trace}}}
 goodput_req_per_s: 2
-slo: {{ttft: 1s, tpot: 60ms, percentile: 90}}
+slo: {{ttft: 1s, tpot: 60ms, percentile: p90}}
 gpus: [H100, A100-80GB, L4]
 cloud: aws
 tp: [1, 2]

@@ -136,7 +136,7 @@ name: p99-long-prompts
 model: Llama-3-8B
 workload: {synthetic: {class: long-input-short-output, rate_per_s: 8, requests: 300}}
 goodput_req_per_s: 8
-slo: {ttft: 500ms, tpot: 40ms, percentile: 99}
+slo: {ttft: 500ms, tpot: 40ms, percentile: p99}
 gpus: [H100, A100-80GB]
 cloud: aws
 tp: [2]
