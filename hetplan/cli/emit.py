@@ -26,7 +26,8 @@ IMAGE = "vllm/vllm-openai:v0.11.0"
 ROUTER_IMAGE = "vllm-router:latest"
 DYNAMO_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1"
 NAMESPACE = "default"
-GPU_LABEL_KEY = "nvidia.com/gpu.product"
+GPU_LABEL_KEY = ""
+PROVISIONER = "gfd"
 GPUS_PER_NODE = 8
 AUTOSCALER = "keda"
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
@@ -82,7 +83,20 @@ def emit(
         str | None, typer.Option("--name", help="Base of object names (default: the scenario name).")
     ] = None,
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="Kubernetes namespace.")] = NAMESPACE,
-    gpu_label_key: Annotated[str, typer.Option("--gpu-label-key", help="Node label of GPU type.")] = GPU_LABEL_KEY,
+    provisioner: Annotated[
+        str,
+        typer.Option(
+            "--provisioner",
+            help="Whose node labels select GPUs: gfd (NVIDIA GPU feature discovery), gke, karpenter, eks (Auto "
+            "Mode) or aks.",
+        ),
+    ] = PROVISIONER,
+    gpu_label_key: Annotated[
+        str,
+        typer.Option(
+            "--gpu-label-key", help="Node label of GPU type (default: the provisioner's; another is refused)."
+        ),
+    ] = GPU_LABEL_KEY,
     gpu_label: Annotated[list[str], typer.Option("--gpu-label", help="GPU=VALUE node label value (repeatable).")] = [],  # noqa: B006 - typer copies list defaults
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node.")] = GPUS_PER_NODE,
     kv_connector: Annotated[str, typer.Option("--kv-connector", help="nixl (NixlConnector) or mooncake.")] = "nixl",
@@ -114,6 +128,7 @@ def emit(
             model_source=model_source,
             name=name,
             namespace=namespace,
+            provisioner=provisioner,
             gpu_label_key=gpu_label_key,
             gpu_labels=_gpu_labels(gpu_label, tuple(g.spec for g in typed.gpus.values())),
             gpus_per_node=gpus_per_node,

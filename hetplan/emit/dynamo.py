@@ -88,7 +88,7 @@ def _v1beta1(ir: DeploymentIR, unit: ServingUnit) -> dict[str, Any]:
         comp: dict[str, Any] = {"name": _component_name(g), "type": COMPONENT_TYPE[g.role], "replicas": g.replicas}
         if g.multi_node:
             comp["multinode"] = {"nodeCount": g.nodes_per_instance}
-        comp["podTemplate"] = {"spec": {"nodeSelector": g.node_selector(), "containers": [container]}}
+        comp["podTemplate"] = {"spec": {**g.placement(), "containers": [container]}}
         components.append(comp)
     return {
         "apiVersion": "nvidia.com/v1beta1",
@@ -122,7 +122,7 @@ def _v1alpha1(ir: DeploymentIR, unit: ServingUnit) -> dict[str, Any]:
         if g.multi_node:
             svc["multinode"] = {"nodeCount": g.nodes_per_instance}
         svc["extraPodSpec"] = {
-            "nodeSelector": g.node_selector(),
+            **g.placement(),
             "mainContainer": _worker_container(ir, g),
         }
         services[_component_name(g)] = svc

@@ -19,12 +19,19 @@ import json
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
 from hetplan.deploy_rules import DEFAULT_ENGINE_VERSION, DEFAULT_SCALE_UP_GPUS
 from hetplan.emit.names import dns_name
-from hetplan.emit.settings import MAX_BASE_NAME, EmitSettings, Role, check_settings
+from hetplan.emit.settings import (
+    MAX_BASE_NAME,
+    MEMORY_FLOOR_FRACTION,
+    EmitSettings,
+    Role,
+    check_custom_labels,
+    check_settings,
+)
 from hetplan.errors import InputError
 from hetplan.mathutil import apportion as apportion  # the emitters import it from here
 from hetplan.perf.settings import PerfSettings
@@ -91,13 +98,44 @@ class InstanceGroup:
     gpu_spec: GpuSpec  # the GPU entry the plan resolved (memory-fit rule)
     instance_type: str = ""  # the purchased instance type the plan places this group on ('' = not named)
     owned: bool = False  # placed on the user's own nodes (selected by the GPU label, not an instance type)
+    gpu_label_values: tuple[str, ...] = ()  # every accepted value (AKS: several VM sizes); () = gpu_label_value
+    gpu_memory_key: str | None = None  # the provisioner's per-GPU memory label (MiB), when it has one
+
+    @property
+    def pinned_to_instance_type(self) -> bool:
+        """True when pods select the purchased cloud instance type rather than the GPU label."""
+        return bool(self.instance_type and not self.owned and _LABEL_VALUE.fullmatch(self.instance_type))
 
     def node_selector(self) -> dict[str, str]:
         """Where the group's pods run: the purchased cloud instance type (``node.kubernetes.io/instance-type``), or
-        the GPU label for owned nodes and plans that name no instance type."""
-        if self.instance_type and not self.owned and _LABEL_VALUE.fullmatch(self.instance_type):
+        the GPU label for owned nodes and plans that name no instance type (its first value when there are
+        several: :meth:`placement` writes them all)."""
+        if self.pinned_to_instance_type:
             return {INSTANCE_TYPE_LABEL: self.instance_type}
         return {self.gpu_label_key: self.gpu_label_value or ""}
+
+    def min_gpu_memory_mib(self) -> int:
+        """The GPU-memory floor a memory requirement asks for, MiB: ``MEMORY_FLOOR_FRACTION`` of the catalog
+        GPU's nominal memory."""
+        return int(MEMORY_FLOOR_FRACTION * float(self.gpu_spec.hbm_gib) * 1024)
+
+    def placement(self) -> dict[str, Any]:
+        """Pod-spec fields that place the group's pods: ``nodeSelector`` (one label value), plus a required node
+        affinity when the provisioner lists several values (``In``) or has a GPU-memory label (``Gt`` the floor
+        of :meth:`min_gpu_memory_mib` less one, as node affinity has no ``>=``)."""
+        values = self.gpu_label_values or ((self.gpu_label_value or "",))
+        if self.pinned_to_instance_type or len(values) == 1:
+            out: dict[str, Any] = {"nodeSelector": self.node_selector()}
+            exprs: list[dict[str, Any]] = []
+        else:
+            out = {}
+            exprs = [{"key": self.gpu_label_key, "operator": "In", "values": list(values)}]
+        if self.gpu_memory_key and not self.pinned_to_instance_type:
+            exprs.append({"key": self.gpu_memory_key, "operator": "Gt", "values": [str(self.min_gpu_memory_mib() - 1)]})
+        if exprs:
+            term = {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+            out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term}}
+        return out
 
     @property
     def multi_node(self) -> bool:
@@ -318,8 +356,10 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
             unit_index=unit,
             gpu=gpu.name,
             gpu_vendor=gpu.vendor,
-            gpu_label_key=s.gpu_label_key,
+            gpu_label_key=s.label_key,
             gpu_label_value=s.label_for(gpu.name),
+            gpu_label_values=s.labels_for(gpu.name),
+            gpu_memory_key=s.node_provisioner.memory_key,
             tp=tp,
             pp=pp,
             gpus_per_instance=tp * pp,
@@ -376,6 +416,7 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
             f"made for, below the model's {spec.max_position_embeddings:,}-token window; vLLM refuses longer "
             "requests: pass --max-model-len N to allow them (the fit check says whether N fits every instance)"
         )
+    check_custom_labels(s, [g.gpu for u in units for g in u.groups])
     routing = replace(table_from_plan(plan), units=tuple(u.name for u in units))
     if routing.ranges:
         notes.append(

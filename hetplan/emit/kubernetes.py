@@ -101,8 +101,9 @@ def worker_container(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
 
 
 def pod_spec(g: InstanceGroup, containers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    """Pod spec pinned to the group's GPU type by node selector, with a memory-backed ``/dev/shm``."""
-    spec: dict[str, Any] = {"nodeSelector": g.node_selector()}
+    """Pod spec pinned to the group's GPU type by node selector (and node affinity where the provisioner needs
+    it: :meth:`InstanceGroup.placement`), with a memory-backed ``/dev/shm``."""
+    spec: dict[str, Any] = g.placement()
     spec.update(extra)
     spec["containers"] = containers
     spec["volumes"] = [shm_volume()[0]]
@@ -324,6 +325,15 @@ def router_replicas(ir: DeploymentIR) -> list[int]:
     return apportion([u.goodput_share for u in ir.units], ir.settings.router_pods)
 
 
+def _node_labels_need(ir: DeploymentIR) -> str:
+    """What labels GPU nodes must carry, in words, for the README (per provisioner)."""
+    p = ir.settings.node_provisioner
+    if p.name == "gfd":
+        return f"NVIDIA GPU operator (GPU feature discovery labels `{p.label_key}`)"
+    memory = f" and `{p.memory_key}` (a GPU-memory floor in node affinity)" if p.memory_key else ""
+    return f"GPU nodes labelled by {p.name} with `{p.label_key}`{memory} (source: {p.source})"
+
+
 def _readme(ir: DeploymentIR, replicas: list[int]) -> str:
     rows = "\n".join(
         f"| {g.name} | {'LeaderWorkerSet' if g.multi_node else 'Deployment'} | {g.role} | {g.gpu} "
@@ -340,8 +350,8 @@ def _readme(ir: DeploymentIR, replicas: list[int]) -> str:
     return (
         f"# Kubernetes manifests for {ir.name}\n\n"
         + md_header(ir)
-        + f"\nApply with `kubectl apply -n {ir.namespace} -f kubernetes/`. Needs: NVIDIA GPU operator (GPU feature "
-        f"discovery labels `{ir.settings.gpu_label_key}`), the LeaderWorkerSet controller if any group below is one, "
+        + f"\nApply with `kubectl apply -n {ir.namespace} -f kubernetes/`. Needs: {_node_labels_need(ir)}, "
+        "the LeaderWorkerSet controller if any group below is one, "
         f"{scaler} for autoscaling, Prometheus scraping the vLLM pods (metrics `vllm:num_requests_waiting` and "
         f"`vllm:num_requests_running`), and a Secret `{ir.settings.hf_token_secret}` with key `HF_TOKEN` for gated "
         "models.\n\n| object | kind | role | GPU (node label) | GPUs per pod x pods | min | max | autoscaling |\n"
