@@ -1,4 +1,5 @@
-"""``hetplan emit``: deployable files (vLLM, Kubernetes, llm-d, NVIDIA Dynamo) for a plan file."""
+"""``hetplan emit``: deployable files (vLLM, SGLang or TensorRT-LLM; Kubernetes, llm-d, NVIDIA Dynamo) for a plan
+file."""
 
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,7 +68,12 @@ def emit(
     *,  # keyword-only from here, so the required --out can keep its place in --help after --target
     target: Annotated[
         list[str],
-        typer.Option("--target", "-t", help="vllm, kubernetes, llmd, dynamo or all (repeat or comma-separate)."),
+        typer.Option(
+            "--target",
+            "-t",
+            help="vllm, sglang, trtllm (the plan's engine only), kubernetes, llmd, dynamo or all (repeat or "
+            "comma-separate).",
+        ),
     ] = ["all"],  # noqa: B006 - typer copies list defaults
     out: Annotated[Path, out_option("Output folder (created; files go to <out>/<target>/).")],
     validate: Annotated[bool, validate_option("Check every manifest offline before writing.")] = False,
@@ -115,7 +121,8 @@ def emit(
         str, typer.Option("--kubernetes-version", help="Kubernetes version --validate checks against.")
     ] = KUBERNETES_VERSION,
 ) -> None:
-    """Write vLLM launch scripts and Kubernetes, llm-d and NVIDIA Dynamo manifests for a plan."""
+    """Write launch scripts for the plan's engine (vLLM, SGLang or TensorRT-LLM) and Kubernetes, llm-d and NVIDIA
+    Dynamo manifests for a plan."""
 
     def run() -> "EmitResult":
         typed = api.as_plan(plan)

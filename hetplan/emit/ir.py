@@ -58,6 +58,9 @@ class EngineFlags:
     distributed_executor_backend: str | None
 
 
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+"""How messages name each serving engine."""
+
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 """The well-known Kubernetes node label that names a cloud node's instance type."""
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
@@ -210,17 +213,21 @@ class DeploymentIR:
     perf_settings: PerfSettings  # the plan's engine and performance settings, all fields
     from_schedule: bool = False  # combos carry min_count from ``hetplan autoscale``: replicas = min, max = count
     cascade: str | None = None  # the plan's CASCADE settings as canonical JSON (``hetplan calibrate``), or None
-    engine_version: str = DEFAULT_ENGINE_VERSION  # what the plan's deployment rules assumed (hetplan.deploy_rules)
+    engine_version: str = DEFAULT_ENGINE_VERSION  # the version the plan was made for (vLLM: its deployment rules')
+    engine: str = "vllm"  # the serving engine the plan was made for: vllm, sglang or trtllm
     scale_up_gpus: int = DEFAULT_SCALE_UP_GPUS
     # the plan's prompt-length rule table (hetplan.routing), units named as here: the simulator routes by it too
     routing: RoutingTable | None = None
 
     def routing_json(self) -> str | None:
-        """The rule table as ``routing.json`` (sorted JSON), or None when it has no prompt ranges (a Cauchy or
-        homogeneous plan: the goodput split of the READMEs is the whole rule)."""
+        """The rule table as ``routing.json`` (sorted JSON, with the engine and version the plan was made for), or
+        None when it has no prompt ranges (a Cauchy or homogeneous plan: the goodput split of the READMEs is the
+        whole rule)."""
         if self.routing is None or not self.routing.ranges:
             return None
-        return json.dumps(self.routing.to_doc(), indent=2, sort_keys=True) + "\n"
+        doc = self.routing.to_doc()
+        doc["engine"] = {"name": self.engine, "version": self.engine_version}  # what the plan was made for
+        return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     @property
     def groups(self) -> tuple[InstanceGroup, ...]:
@@ -280,16 +287,9 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
     Raises:
         InputError: the plan lacks a model source (a model with no Hugging Face repo and no --model-source), uses
             quantized weights without a checkpoint, a setting is bad, a unit names a GPU the plan has no entry for, or
-            the plan was made for another engine than vLLM (the only one the emitters deploy).
+            a SGLang or TensorRT-LLM plan names an engine version hetplan has no argument table for.
     """
-    engine = getattr(plan.settings, "engine", "vllm")
-    if engine != "vllm":
-        raise InputError(
-            f"this plan was made for {engine}, and emit deploys vLLM only",
-            f"its capacities follow {engine}'s memory rule and fitted speeds, which vLLM flags would not reproduce",
-            "re-plan with --engine vllm to emit it, or deploy the plan's GPU counts and TP with your "
-            f"{engine} launcher by hand",
-        )
+    engine_name = str(getattr(plan.settings, "engine", "vllm") or "vllm")
     s = settings or EmitSettings()
     check_settings(s)
     spec = plan.model.spec
@@ -311,6 +311,23 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
     dtype, quantization, kv_cache_dtype = _dtypes(weight_dtype, kv_dtype)
     perf = plan.settings
     planned = _planned_deployment(plan)
+    engine_version = str(planned.get("engine_version", DEFAULT_ENGINE_VERSION))
+    if engine_name != "vllm":
+        from hetplan.emit.engines import check_engine_version
+        from hetplan.perf.engines import engine_rules
+
+        # the plan's perf_settings name the engine and its version (empty: the fitted rules' version); the
+        # scenario.deployment block records the vLLM deployment rules the planner checked, not the engine
+        engine_version = perf.engine_version or engine_rules(engine_name).version
+        check_engine_version(engine_name, engine_version)
+        kv_cache_dtype = {"sglang": {"fp8": "fp8_e4m3"}, "trtllm": {"fp8": "fp8"}}[engine_name].get(kv_dtype, "auto")
+        if engine_name == "trtllm" and quantization and not s.model_source:
+            raise InputError(
+                f"plan uses {weight_dtype} weights on TensorRT-LLM, which loads a pre-quantized checkpoint",
+                f"the model repo {spec.hf_repo} holds 16-bit weights",
+                "pass --model-source with an FP8 (ModelOpt) checkpoint of the model",
+            )
+        quantization = None if engine_name == "trtllm" else quantization
     # --max-model-len: the user's, else the plan's (the longest request it keeps), else the model's context window
     max_len = int(s.max_model_len_tokens or planned.get("max_model_len_tokens") or spec.max_position_embeddings)
     ttft_slo_s = plan.slo.ttft_s
@@ -350,6 +367,8 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         )  # fmt: skip
         planned = per_copy * (bounds[0] if bounds else count)
         metric = "vllm:num_requests_running" if role == "decode" else "vllm:num_requests_waiting"
+        if engine_name == "sglang":  # SGLang's Prometheus gauges (--enable-metrics)
+            metric = "sglang:num_running_reqs" if role == "decode" else "sglang:num_queue_reqs"
         return InstanceGroup(
             name=f"{base}-u{unit}-{role}-{dns_name(gpu.name, 20)}",
             role=role,
@@ -413,8 +432,9 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
     if not s.max_model_len_tokens and planned.get("max_model_len_tokens") and max_len < spec.max_position_embeddings:
         notes.append(
             f"--max-model-len {max_len:,} tokens: the longest request (prompt + output) of the workload the plan was "
-            f"made for, below the model's {spec.max_position_embeddings:,}-token window; vLLM refuses longer "
-            "requests: pass --max-model-len N to allow them (the fit check says whether N fits every instance)"
+            f"made for, below the model's {spec.max_position_embeddings:,}-token window; {ENGINE_NAMES[engine_name]} "
+            "refuses longer requests: pass --max-model-len N to allow them (the fit check says whether N fits every "
+            "instance)"
         )
     check_custom_labels(s, [g.gpu for u in units for g in u.groups])
     routing = replace(table_from_plan(plan), units=tuple(u.name for u in units))
@@ -424,7 +444,8 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
             "the rule the verification simulated): the front router counts each prompt's tokens and splits each "
             "range across its units by smooth weighted round-robin; a request's output length is never used"
         )
-    if s.router_image == EmitSettings.router_image:
+    uses_vllm_router = engine_name == "vllm" or (engine_name == "trtllm" and bool(plan.instances))
+    if s.router_image == EmitSettings.router_image and uses_vllm_router:
         notes.append(
             f"router image {s.router_image!r} is a placeholder: build vllm-router (github.com/vllm-project/router) "
             "into an image and pass --router-image"
@@ -452,7 +473,8 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         from_schedule=any(c.min_count is not None for c in plan.combos),
         perf_settings=perf,
         cascade=_cascade_json(plan),
-        engine_version=str(planned.get("engine_version", DEFAULT_ENGINE_VERSION)),
+        engine=engine_name,
+        engine_version=engine_version,
         scale_up_gpus=int(planned.get("scale_up_gpus", DEFAULT_SCALE_UP_GPUS)),
         routing=routing,
     )

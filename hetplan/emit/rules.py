@@ -16,6 +16,7 @@ and combo, so a rule added there is checked here too. The rules below are emit's
 | ``gpus-per-instance`` | TP x PP = GPUs per instance = pods x GPUs per pod, pods fit a node, and the plan's GPU counts
   equal instances x TP x PP |
 | ``max-model-len`` | ``--max-model-len`` <= the model's ``max_position_embeddings`` |
+| ``trtllm-multi-node`` | a TensorRT-LLM instance fits one node (hetplan writes no MPI launchers) |
 
 Source: the engine rules' sources are in :mod:`hetplan.deploy_rules`; the rest is hetplan's own reconstruction.
 """
@@ -201,8 +202,27 @@ def _deployment(ir: DeploymentIR, g: InstanceGroup) -> Deployment:
     )
 
 
+def rule_trtllm_multi_node(ir: DeploymentIR) -> list[Violation]:
+    """A TensorRT-LLM instance stays on one node: multi-node TensorRT-LLM runs under MPI launchers (``mpirun`` or
+    ``srun`` with ``trtllm-llmapi-launch``) that hetplan does not write."""
+    if ir.engine != "trtllm":
+        return []
+    return [
+        Violation(
+            "trtllm-multi-node",
+            f"{_where(g)} spans {g.nodes_per_instance} nodes of {g.gpus_per_node} GPUs",
+            "multi-node TensorRT-LLM runs under MPI (mpirun / srun with trtllm-llmapi-launch), which hetplan does "
+            "not emit",
+            "raise --gpus-per-node if your nodes hold the instance, or re-plan with TP x PP within one node",
+        )
+        for g in ir.groups
+        if g.multi_node
+    ]
+
+
 RULES: tuple[Callable[[DeploymentIR], list[Violation]], ...] = (
     rule_gpu_vendor,
+    rule_trtllm_multi_node,
     rule_gpu_label,
     rule_gpus_per_instance,
     rule_engine_table,
