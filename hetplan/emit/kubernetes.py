@@ -417,6 +417,11 @@ def _node_labels_need(ir: DeploymentIR) -> str:
 
 
 def _readme(ir: DeploymentIR, replicas: list[int]) -> str:
+    label = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}[ir.engine]
+    metrics = " and ".join(
+        f"`{m}`"
+        for m in dict.fromkeys(g.scale_metric for g in sorted(ir.groups, key=lambda g: g.scale_metric, reverse=True))
+    )
     rows = "\n".join(
         f"| {g.name} | {'LeaderWorkerSet' if g.multi_node else 'Deployment'} | {g.role} | {g.gpu} "
         f"(`{g.gpu_label_key}={g.gpu_label_value}`) | {g.gpus_per_pod} x {g.nodes_per_instance} | {g.replicas} | "
@@ -434,8 +439,8 @@ def _readme(ir: DeploymentIR, replicas: list[int]) -> str:
         + md_header(ir)
         + f"\nApply with `kubectl apply -n {ir.namespace} -f kubernetes/`. Needs: {_node_labels_need(ir)}, "
         "the LeaderWorkerSet controller if any group below is one, "
-        f"{scaler} for autoscaling, Prometheus scraping the vLLM pods (metrics `vllm:num_requests_waiting` and "
-        f"`vllm:num_requests_running`), and a Secret `{ir.settings.hf_token_secret}` with key `HF_TOKEN` for gated "
+        f"{scaler} for autoscaling, Prometheus scraping the {label} pods (metrics {metrics}), and a Secret "
+        f"`{ir.settings.hf_token_secret}` with key `HF_TOKEN` for gated "
         "models.\n\n| object | kind | role | GPU (node label) | GPUs per pod x pods | min | max | autoscaling |\n"
         "|---|---|---|---|---|---|---|---|\n" + rows + "\n\n"
         "Each unit has its own router, which discovers only that unit's pods: prefill and decode are paired "
