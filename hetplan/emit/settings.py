@@ -313,7 +313,8 @@ def check_settings(s: EmitSettings) -> None:
     """Check settings a user can get wrong; every message names the setting and its fix.
 
     Raises:
-        InputError: a bad namespace, label key or value, image, connector, API version, autoscaler or number.
+        InputError: a bad namespace, provisioner, label key or value, image, connector, API version, autoscaler or
+            number.
     """
     if not is_dns_label(s.namespace):
         raise InputError(
