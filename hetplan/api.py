@@ -204,13 +204,15 @@ def emit(
     validate: bool = False,
     force: bool = False,
 ) -> EmitResult:
-    """Write deployable files for a plan (``hetplan emit``): vLLM scripts, Kubernetes, llm-d and/or Dynamo
-    manifests under ``out_dir/<target>/``, plus ``out_dir/manifest.json`` (file, target, SHA-256).
+    """Write deployable files for a plan (``hetplan emit``): launch scripts for the plan's engine (vLLM, SGLang or
+    TensorRT-LLM), Kubernetes, llm-d and/or Dynamo manifests under ``out_dir/<target>/``, plus
+    ``out_dir/manifest.json`` (file, target, SHA-256).
 
     ``plan`` is a :class:`Plan`, a plan document, or the path of a plan file. ``targets`` are ``vllm``,
-    ``kubernetes``, ``llmd``, ``dynamo`` or ``all``. With ``validate`` the files are checked offline before
-    anything is written (see :mod:`hetplan.emit.validate`). Files are written atomically; existing ones are
-    replaced only with ``force``. Same inputs -> byte-identical files.
+    ``sglang`` or ``trtllm`` (the plan's engine only), ``kubernetes``, ``llmd``, ``dynamo`` or ``all``. With
+    ``validate`` the files are checked offline before anything is written (see :mod:`hetplan.emit.validate`).
+    Files are written atomically; existing ones are replaced only with ``force``. Same inputs -> byte-identical
+    files.
 
     Raises:
         InputError: bad plan, settings or targets, or an output exists without ``force`` (exit 2).

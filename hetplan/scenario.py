@@ -264,13 +264,13 @@ class Scenario(_Strict):
     )
     engine: Literal["vllm", "sglang", "trtllm"] = Field(
         default="vllm",
-        description="Serving engine whose memory rules and fitted speeds the plan uses (emit deploys vLLM).",
+        description="Serving engine whose memory rules and fitted speeds the plan uses (emit deploys it).",
     )
     engines: list[Literal["vllm", "sglang", "trtllm"]] | None = Field(
         default=None,
         min_length=1,
         description="Engines to search (plan: each is planned and the cheapest plan kept; the plan lists each under "
-        "dtype_search). Default: engine alone. emit deploys vLLM only.",
+        "dtype_search). Default: engine alone.",
     )
     engine_version: str = Field(default="", description="Engine version recorded in the plan (empty: the fitted one).")
     workload: WorkloadSpec = Field(description="The traffic: a trace file or a synthetic distribution.")

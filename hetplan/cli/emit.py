@@ -1,4 +1,5 @@
-"""``hetplan emit``: deployable files (vLLM, Kubernetes, llm-d, NVIDIA Dynamo) for a plan file."""
+"""``hetplan emit``: deployable files (vLLM, SGLang or TensorRT-LLM; Kubernetes, llm-d, NVIDIA Dynamo) for a plan
+file."""
 
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +27,8 @@ IMAGE = "vllm/vllm-openai:v0.11.0"
 ROUTER_IMAGE = "vllm-router:latest"
 DYNAMO_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1"
 NAMESPACE = "default"
-GPU_LABEL_KEY = "nvidia.com/gpu.product"
+GPU_LABEL_KEY = ""
+PROVISIONER = "gfd"
 GPUS_PER_NODE = 8
 AUTOSCALER = "keda"
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
@@ -66,7 +68,12 @@ def emit(
     *,  # keyword-only from here, so the required --out can keep its place in --help after --target
     target: Annotated[
         list[str],
-        typer.Option("--target", "-t", help="vllm, kubernetes, llmd, dynamo or all (repeat or comma-separate)."),
+        typer.Option(
+            "--target",
+            "-t",
+            help="vllm, sglang, trtllm (the plan's engine only), kubernetes, llmd, dynamo or all (repeat or "
+            "comma-separate).",
+        ),
     ] = ["all"],  # noqa: B006 - typer copies list defaults
     out: Annotated[Path, out_option("Output folder (created; files go to <out>/<target>/).")],
     validate: Annotated[bool, validate_option("Check every manifest offline before writing.")] = False,
@@ -82,7 +89,20 @@ def emit(
         str | None, typer.Option("--name", help="Base of object names (default: the scenario name).")
     ] = None,
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="Kubernetes namespace.")] = NAMESPACE,
-    gpu_label_key: Annotated[str, typer.Option("--gpu-label-key", help="Node label of GPU type.")] = GPU_LABEL_KEY,
+    provisioner: Annotated[
+        str,
+        typer.Option(
+            "--provisioner",
+            help="Whose node labels select GPUs: gfd (NVIDIA GPU feature discovery), gke, karpenter, eks (Auto "
+            "Mode) or aks.",
+        ),
+    ] = PROVISIONER,
+    gpu_label_key: Annotated[
+        str,
+        typer.Option(
+            "--gpu-label-key", help="Node label of GPU type (default: the provisioner's; another is refused)."
+        ),
+    ] = GPU_LABEL_KEY,
     gpu_label: Annotated[list[str], typer.Option("--gpu-label", help="GPU=VALUE node label value (repeatable).")] = [],  # noqa: B006 - typer copies list defaults
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node.")] = GPUS_PER_NODE,
     kv_connector: Annotated[str, typer.Option("--kv-connector", help="nixl (NixlConnector) or mooncake.")] = "nixl",
@@ -101,7 +121,8 @@ def emit(
         str, typer.Option("--kubernetes-version", help="Kubernetes version --validate checks against.")
     ] = KUBERNETES_VERSION,
 ) -> None:
-    """Write vLLM launch scripts and Kubernetes, llm-d and NVIDIA Dynamo manifests for a plan."""
+    """Write launch scripts for the plan's engine (vLLM, SGLang or TensorRT-LLM) and Kubernetes, llm-d and NVIDIA
+    Dynamo manifests for a plan."""
 
     def run() -> "EmitResult":
         typed = api.as_plan(plan)
@@ -114,6 +135,7 @@ def emit(
             model_source=model_source,
             name=name,
             namespace=namespace,
+            provisioner=provisioner,
             gpu_label_key=gpu_label_key,
             gpu_labels=_gpu_labels(gpu_label, tuple(g.spec for g in typed.gpus.values())),
             gpus_per_node=gpus_per_node,

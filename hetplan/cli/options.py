@@ -109,7 +109,7 @@ TpListOpt = Annotated[str | None, tp_option()]
 MaxRatioOpt = Annotated[int | None, typer.Option("--max-ratio", help="Largest n and m in an n:m combo (default 8).")]
 
 
-def engine_option(help: str = "Serving engine: vllm (default; what emit deploys), sglang or trtllm.") -> Any:
+def engine_option(help: str = "Serving engine: vllm (default), sglang or trtllm (emit deploys each).") -> Any:
     return typer.Option("--engine", help=help)
 
 

@@ -131,7 +131,7 @@ def plan(
     engine: Annotated[
         str | None,
         engine_option(
-            "Serving engine: vllm (default; what emit deploys), sglang or trtllm; a comma list (vllm,sglang) plans "
+            "Serving engine: vllm (default), sglang or trtllm (emit deploys each); a comma list (vllm,sglang) plans "
             "each and keeps the cheapest plan."
         ),
     ] = None,

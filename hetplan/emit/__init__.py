@@ -1,4 +1,9 @@
-"""Deployable outputs: plan -> deployment IR -> files for vLLM, Kubernetes, llm-d and NVIDIA Dynamo.
+"""Deployable outputs: plan -> deployment IR -> files for vLLM, SGLang, TensorRT-LLM, Kubernetes, llm-d and NVIDIA
+Dynamo.
+
+The engine targets (``vllm``, ``sglang``, ``trtllm``) write launch scripts for the engine the plan was made for;
+``all`` picks that one, and naming another is refused (its flags would not reproduce the plan's capacities). The
+Kubernetes, llm-d and Dynamo manifests run the plan's engine.
 
 ``build_ir`` turns a plan document into the IR, ``check_rules`` refuses plans that cannot be deployed, and each
 target is a pure function IR -> ``{path: text}``. :func:`render` runs the chosen targets; ``hetplan.api.emit``
@@ -12,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from hetplan.emit.dynamo import emit_dynamo
+from hetplan.emit.engine_scripts import emit_sglang, emit_trtllm
 from hetplan.emit.ir import DeploymentIR, build_ir
 from hetplan.emit.kubernetes import emit_kubernetes
 from hetplan.emit.llmd import emit_llmd
@@ -22,6 +28,8 @@ from hetplan.errors import InputError
 
 TARGETS: dict[str, Callable[[DeploymentIR], dict[str, str]]] = {
     "vllm": emit_vllm,
+    "sglang": emit_sglang,
+    "trtllm": emit_trtllm,
     "kubernetes": emit_kubernetes,
     "llmd": emit_llmd,
     "dynamo": emit_dynamo,
@@ -42,8 +50,8 @@ def parse_targets(values: Iterable[str]) -> tuple[str, ...]:
                 continue
             if name == "all":
                 wanted.update(TARGETS)
-            elif name in ("llm-d", "k8s"):
-                wanted.add({"llm-d": "llmd", "k8s": "kubernetes"}[name])
+            elif name in ("llm-d", "k8s", "tensorrt-llm"):
+                wanted.add({"llm-d": "llmd", "k8s": "kubernetes", "tensorrt-llm": "trtllm"}[name])
             elif name in TARGETS:
                 wanted.add(name)
             else:
@@ -55,19 +63,58 @@ def parse_targets(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(t for t in TARGETS if t in wanted)
 
 
+ENGINE_TARGETS = ("vllm", "sglang", "trtllm")
+
+
+def targets_for(engine: str, values: Iterable[str]) -> tuple[str, ...]:
+    """:func:`parse_targets` for a plan made for ``engine``: ``all`` keeps only that engine's launch-script target.
+
+    Raises:
+        InputError: an unknown target, none at all, or another engine's target named explicitly.
+    """
+    values = tuple(values)
+    chosen = parse_targets(values)
+    named = {
+        t
+        for v in values
+        for t in (x.strip().lower() for x in str(v).split(","))
+        if t in ENGINE_TARGETS or t == "tensorrt-llm"
+    }
+    for t in sorted(named):
+        t = "trtllm" if t == "tensorrt-llm" else t
+        if t != engine:
+            raise InputError(
+                f"--target {t} writes {t} launch scripts, but this plan was made for {engine}",
+                f"its capacities follow {engine}'s memory rule and fitted speeds, which {t} flags would not reproduce",
+                f"pass --target {engine} (or all), or re-plan with --engine {t}",
+            )
+    return tuple(t for t in chosen if t not in ENGINE_TARGETS or t == engine)
+
+
 def render(ir: DeploymentIR, targets: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """Run ``targets`` on ``ir`` after the rules: ``{path: (target, text)}`` in target order, then file order.
+    """Run ``targets`` on ``ir`` after the rules: ``{path: (target, text)}`` in target order, then file order
+    (``all`` and the engine targets as :func:`targets_for`).
 
     Raises:
         EmitRuleError: the IR breaks a deployment rule, or a target cannot express it.
-        InputError: an unknown target.
+        InputError: an unknown target, or another engine's launch-script target.
     """
     check_rules(ir)
     out: dict[str, tuple[str, str]] = {}
-    for target in parse_targets(targets):
+    for target in targets_for(ir.engine, targets):
         for path, text in TARGETS[target](ir).items():
             out[path] = (target, text)
     return out
 
 
-__all__ = ["TARGETS", "DeploymentIR", "EmitSettings", "build_ir", "check_rules", "parse_targets", "render"]
+__all__ = [
+    "ENGINE_TARGETS",
+    "TARGETS",
+    "DeploymentIR",
+    "EmitSettings",
+    "build_ir",
+    "check_rules",
+    "parse_targets",
+    "render",
+    "targets_for",
+]

@@ -14,6 +14,7 @@ hetplan's own reconstruction.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from hetplan.emit.common import (
@@ -26,21 +27,36 @@ from hetplan.emit.common import (
     unit_labels,
     yaml_docs,
 )
+from hetplan.emit.engines import (
+    TRTLLM_OPTIONS_ENV,
+    TRTLLM_OPTIONS_PATH,
+    dynamo_image,
+    sglang_args,
+    trtllm_options,
+)
 from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit, apportion
 from hetplan.emit.names import dns_name
 from hetplan.emit.vllm import engine_args
 from hetplan.errors import EmitRuleError
+from hetplan.io import to_yaml
 
 COMPONENT_TYPE = {"prefill": "prefill", "decode": "decode", "aggregated": "worker"}
 
 
 def worker_argv(ir: DeploymentIR, g: InstanceGroup) -> list[str]:
-    """``python3 -m dynamo.vllm`` argv of a worker of group ``g`` (Dynamo wires multi-node itself)."""
+    """``python3 -m dynamo.<engine>`` argv of a worker of group ``g`` (Dynamo wires multi-node itself): vLLM's or
+    SGLang's engine flags, or for TensorRT-LLM the options YAML at :data:`TRTLLM_OPTIONS_PATH` (see
+    :func:`_worker_container`)."""
+    mode = ["--disaggregation-mode", g.role] if g.role in ("prefill", "decode") else []
+    if ir.engine == "sglang":
+        return ["python3", "-m", "dynamo.sglang", *sglang_args(ir, g)]
+    if ir.engine == "trtllm":
+        head = ["python3", "-m", "dynamo.trtllm", "--model-path", ir.model.source]
+        return [*head, "--served-model-name", ir.model.served_name, "--extra-engine-args", TRTLLM_OPTIONS_PATH, *mode]
     args = engine_args(ir, g, kv_role="kv_both")
     if "--distributed-executor-backend" in args:
         k = args.index("--distributed-executor-backend")
         del args[k : k + 2]
-    mode = ["--disaggregation-mode", g.role] if g.role in ("prefill", "decode") else []
     return ["python3", "-m", "dynamo.vllm", "--model", ir.model.source, *args, *mode]
 
 
@@ -55,7 +71,11 @@ def _component_name(g: InstanceGroup) -> str:
 def _worker_container(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
     argv = worker_argv(ir, g)
     env = [e for e in engine_env(ir, g) if e["name"] == "HF_TOKEN"]  # Dynamo sets the NIXL side channel itself
-    c: dict[str, Any] = {"name": "main", "image": ir.settings.dynamo_image, "command": argv[:3], "args": argv[3:]}
+    c: dict[str, Any] = {"name": "main", "image": dynamo_image(ir), "command": argv[:3], "args": argv[3:]}
+    if ir.engine == "trtllm":
+        write = f'printf "%s" "${TRTLLM_OPTIONS_ENV}" > {TRTLLM_OPTIONS_PATH}'
+        c.update(command=["/bin/bash", "-c"], args=[f"{write} && exec {shlex.join(argv)}"])
+        env.append({"name": TRTLLM_OPTIONS_ENV, "value": to_yaml(trtllm_options(ir, g))})
     if env:
         c["env"] = env
     return c
@@ -73,7 +93,7 @@ def _v1beta1(ir: DeploymentIR, unit: ServingUnit) -> dict[str, Any]:
                     "containers": [
                         {
                             "name": "main",
-                            "image": ir.settings.dynamo_image,
+                            "image": dynamo_image(ir),
                             "command": frontend[:3],
                             "args": frontend[3:],
                         }
@@ -88,13 +108,13 @@ def _v1beta1(ir: DeploymentIR, unit: ServingUnit) -> dict[str, Any]:
         comp: dict[str, Any] = {"name": _component_name(g), "type": COMPONENT_TYPE[g.role], "replicas": g.replicas}
         if g.multi_node:
             comp["multinode"] = {"nodeCount": g.nodes_per_instance}
-        comp["podTemplate"] = {"spec": {"nodeSelector": g.node_selector(), "containers": [container]}}
+        comp["podTemplate"] = {"spec": {**g.placement(), "containers": [container]}}
         components.append(comp)
     return {
         "apiVersion": "nvidia.com/v1beta1",
         "kind": "DynamoGraphDeployment",
         "metadata": meta(ir, unit.name, unit_labels(ir, unit)),
-        "spec": {"backendFramework": "vllm", "components": components},
+        "spec": {"backendFramework": ir.engine, "components": components},
     }
 
 
@@ -107,7 +127,7 @@ def _v1alpha1(ir: DeploymentIR, unit: ServingUnit) -> dict[str, Any]:
             "extraPodSpec": {
                 "mainContainer": {
                     "name": "main",
-                    "image": ir.settings.dynamo_image,
+                    "image": dynamo_image(ir),
                     "command": frontend[:3],
                     "args": frontend[3:],
                 }
@@ -122,7 +142,7 @@ def _v1alpha1(ir: DeploymentIR, unit: ServingUnit) -> dict[str, Any]:
         if g.multi_node:
             svc["multinode"] = {"nodeCount": g.nodes_per_instance}
         svc["extraPodSpec"] = {
-            "nodeSelector": g.node_selector(),
+            **g.placement(),
             "mainContainer": _worker_container(ir, g),
         }
         services[_component_name(g)] = svc
@@ -130,7 +150,7 @@ def _v1alpha1(ir: DeploymentIR, unit: ServingUnit) -> dict[str, Any]:
         "apiVersion": "nvidia.com/v1alpha1",
         "kind": "DynamoGraphDeployment",
         "metadata": meta(ir, unit.name, unit_labels(ir, unit)),
-        "spec": {"backendFramework": "vllm", "services": services},
+        "spec": {"backendFramework": ir.engine, "services": services},
     }
 
 
@@ -146,7 +166,9 @@ def _readme(ir: DeploymentIR) -> str:
         f"# NVIDIA Dynamo manifests for {ir.name}\n\n"
         + md_header(ir)
         + "\nNeeds the Dynamo Kubernetes platform (operator, etcd/NATS) in the namespace, and the image "
-        f"`{ir.settings.dynamo_image}` (override with --dynamo-image). API versions emitted: "
+        f"`{dynamo_image(ir)}` (override with --dynamo-image; Dynamo's runtime image carries its own "
+        f"{ir.engine} build, which should be the {ir.engine_version} line the plan was made for). "
+        "API versions emitted: "
         f"{', '.join(ir.settings.dynamo_api_versions)}; apply one version per graph, not both.\n\n"
         "| graph | workers | frontend Service | traffic weight (of 100) |\n|---|---|---|---|\n" + rows + "\n\n"
         "Each graph has its own frontend and pairs prefill with decode only inside it; split client traffic "

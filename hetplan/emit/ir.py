@@ -19,12 +19,19 @@ import json
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
 from hetplan.deploy_rules import DEFAULT_ENGINE_VERSION, DEFAULT_SCALE_UP_GPUS
 from hetplan.emit.names import dns_name
-from hetplan.emit.settings import MAX_BASE_NAME, EmitSettings, Role, check_settings
+from hetplan.emit.settings import (
+    MAX_BASE_NAME,
+    MEMORY_FLOOR_FRACTION,
+    EmitSettings,
+    Role,
+    check_custom_labels,
+    check_settings,
+)
 from hetplan.errors import InputError
 from hetplan.mathutil import apportion as apportion  # the emitters import it from here
 from hetplan.perf.settings import PerfSettings
@@ -50,6 +57,9 @@ class EngineFlags:
     kv_role: str | None
     distributed_executor_backend: str | None
 
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+"""How messages name each serving engine."""
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 """The well-known Kubernetes node label that names a cloud node's instance type."""
@@ -91,13 +101,44 @@ class InstanceGroup:
     gpu_spec: GpuSpec  # the GPU entry the plan resolved (memory-fit rule)
     instance_type: str = ""  # the purchased instance type the plan places this group on ('' = not named)
     owned: bool = False  # placed on the user's own nodes (selected by the GPU label, not an instance type)
+    gpu_label_values: tuple[str, ...] = ()  # every accepted value (AKS: several VM sizes); () = gpu_label_value
+    gpu_memory_key: str | None = None  # the provisioner's per-GPU memory label (MiB), when it has one
+
+    @property
+    def pinned_to_instance_type(self) -> bool:
+        """True when pods select the purchased cloud instance type rather than the GPU label."""
+        return bool(self.instance_type and not self.owned and _LABEL_VALUE.fullmatch(self.instance_type))
 
     def node_selector(self) -> dict[str, str]:
         """Where the group's pods run: the purchased cloud instance type (``node.kubernetes.io/instance-type``), or
-        the GPU label for owned nodes and plans that name no instance type."""
-        if self.instance_type and not self.owned and _LABEL_VALUE.fullmatch(self.instance_type):
+        the GPU label for owned nodes and plans that name no instance type (its first value when there are
+        several: :meth:`placement` writes them all)."""
+        if self.pinned_to_instance_type:
             return {INSTANCE_TYPE_LABEL: self.instance_type}
         return {self.gpu_label_key: self.gpu_label_value or ""}
+
+    def min_gpu_memory_mib(self) -> int:
+        """The GPU-memory floor a memory requirement asks for, MiB: ``MEMORY_FLOOR_FRACTION`` of the catalog
+        GPU's nominal memory."""
+        return int(MEMORY_FLOOR_FRACTION * float(self.gpu_spec.hbm_gib) * 1024)
+
+    def placement(self) -> dict[str, Any]:
+        """Pod-spec fields that place the group's pods: ``nodeSelector`` (one label value), plus a required node
+        affinity when the provisioner lists several values (``In``) or has a GPU-memory label (``Gt`` the floor
+        of :meth:`min_gpu_memory_mib` less one, as node affinity has no ``>=``)."""
+        values = self.gpu_label_values or ((self.gpu_label_value or "",))
+        if self.pinned_to_instance_type or len(values) == 1:
+            out: dict[str, Any] = {"nodeSelector": self.node_selector()}
+            exprs: list[dict[str, Any]] = []
+        else:
+            out = {}
+            exprs = [{"key": self.gpu_label_key, "operator": "In", "values": list(values)}]
+        if self.gpu_memory_key and not self.pinned_to_instance_type:
+            exprs.append({"key": self.gpu_memory_key, "operator": "Gt", "values": [str(self.min_gpu_memory_mib() - 1)]})
+        if exprs:
+            term = {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+            out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term}}
+        return out
 
     @property
     def multi_node(self) -> bool:
@@ -172,17 +213,21 @@ class DeploymentIR:
     perf_settings: PerfSettings  # the plan's engine and performance settings, all fields
     from_schedule: bool = False  # combos carry min_count from ``hetplan autoscale``: replicas = min, max = count
     cascade: str | None = None  # the plan's CASCADE settings as canonical JSON (``hetplan calibrate``), or None
-    engine_version: str = DEFAULT_ENGINE_VERSION  # what the plan's deployment rules assumed (hetplan.deploy_rules)
+    engine_version: str = DEFAULT_ENGINE_VERSION  # the version the plan was made for (vLLM: its deployment rules')
+    engine: str = "vllm"  # the serving engine the plan was made for: vllm, sglang or trtllm
     scale_up_gpus: int = DEFAULT_SCALE_UP_GPUS
     # the plan's prompt-length rule table (hetplan.routing), units named as here: the simulator routes by it too
     routing: RoutingTable | None = None
 
     def routing_json(self) -> str | None:
-        """The rule table as ``routing.json`` (sorted JSON), or None when it has no prompt ranges (a Cauchy or
-        homogeneous plan: the goodput split of the READMEs is the whole rule)."""
+        """The rule table as ``routing.json`` (sorted JSON, with the engine and version the plan was made for), or
+        None when it has no prompt ranges (a Cauchy or homogeneous plan: the goodput split of the READMEs is the
+        whole rule)."""
         if self.routing is None or not self.routing.ranges:
             return None
-        return json.dumps(self.routing.to_doc(), indent=2, sort_keys=True) + "\n"
+        doc = self.routing.to_doc()
+        doc["engine"] = {"name": self.engine, "version": self.engine_version}  # what the plan was made for
+        return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     @property
     def groups(self) -> tuple[InstanceGroup, ...]:
@@ -242,16 +287,9 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
     Raises:
         InputError: the plan lacks a model source (a model with no Hugging Face repo and no --model-source), uses
             quantized weights without a checkpoint, a setting is bad, a unit names a GPU the plan has no entry for, or
-            the plan was made for another engine than vLLM (the only one the emitters deploy).
+            a SGLang or TensorRT-LLM plan names an engine version hetplan has no argument table for.
     """
-    engine = getattr(plan.settings, "engine", "vllm")
-    if engine != "vllm":
-        raise InputError(
-            f"this plan was made for {engine}, and emit deploys vLLM only",
-            f"its capacities follow {engine}'s memory rule and fitted speeds, which vLLM flags would not reproduce",
-            "re-plan with --engine vllm to emit it, or deploy the plan's GPU counts and TP with your "
-            f"{engine} launcher by hand",
-        )
+    engine_name = str(getattr(plan.settings, "engine", "vllm") or "vllm")
     s = settings or EmitSettings()
     check_settings(s)
     spec = plan.model.spec
@@ -273,6 +311,23 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
     dtype, quantization, kv_cache_dtype = _dtypes(weight_dtype, kv_dtype)
     perf = plan.settings
     planned = _planned_deployment(plan)
+    engine_version = str(planned.get("engine_version", DEFAULT_ENGINE_VERSION))
+    if engine_name != "vllm":
+        from hetplan.emit.engines import check_engine_version
+        from hetplan.perf.engines import engine_rules
+
+        # the plan's perf_settings name the engine and its version (empty: the fitted rules' version); the
+        # scenario.deployment block records the vLLM deployment rules the planner checked, not the engine
+        engine_version = perf.engine_version or engine_rules(engine_name).version
+        check_engine_version(engine_name, engine_version)
+        kv_cache_dtype = {"sglang": {"fp8": "fp8_e4m3"}, "trtllm": {"fp8": "fp8"}}[engine_name].get(kv_dtype, "auto")
+        if engine_name == "trtllm" and quantization and not s.model_source:
+            raise InputError(
+                f"plan uses {weight_dtype} weights on TensorRT-LLM, which loads a pre-quantized checkpoint",
+                f"the model repo {spec.hf_repo} holds 16-bit weights",
+                "pass --model-source with an FP8 (ModelOpt) checkpoint of the model",
+            )
+        quantization = None if engine_name == "trtllm" else quantization
     # --max-model-len: the user's, else the plan's (the longest request it keeps), else the model's context window
     max_len = int(s.max_model_len_tokens or planned.get("max_model_len_tokens") or spec.max_position_embeddings)
     ttft_slo_s = plan.slo.ttft_s
@@ -312,14 +367,18 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         )  # fmt: skip
         planned = per_copy * (bounds[0] if bounds else count)
         metric = "vllm:num_requests_running" if role == "decode" else "vllm:num_requests_waiting"
+        if engine_name == "sglang":  # SGLang's Prometheus gauges (--enable-metrics)
+            metric = "sglang:num_running_reqs" if role == "decode" else "sglang:num_queue_reqs"
         return InstanceGroup(
             name=f"{base}-u{unit}-{role}-{dns_name(gpu.name, 20)}",
             role=role,
             unit_index=unit,
             gpu=gpu.name,
             gpu_vendor=gpu.vendor,
-            gpu_label_key=s.gpu_label_key,
+            gpu_label_key=s.label_key,
             gpu_label_value=s.label_for(gpu.name),
+            gpu_label_values=s.labels_for(gpu.name),
+            gpu_memory_key=s.node_provisioner.memory_key,
             tp=tp,
             pp=pp,
             gpus_per_instance=tp * pp,
@@ -373,9 +432,11 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
     if not s.max_model_len_tokens and planned.get("max_model_len_tokens") and max_len < spec.max_position_embeddings:
         notes.append(
             f"--max-model-len {max_len:,} tokens: the longest request (prompt + output) of the workload the plan was "
-            f"made for, below the model's {spec.max_position_embeddings:,}-token window; vLLM refuses longer "
-            "requests: pass --max-model-len N to allow them (the fit check says whether N fits every instance)"
+            f"made for, below the model's {spec.max_position_embeddings:,}-token window; {ENGINE_NAMES[engine_name]} "
+            "refuses longer requests: pass --max-model-len N to allow them (the fit check says whether N fits every "
+            "instance)"
         )
+    check_custom_labels(s, [g.gpu for u in units for g in u.groups])
     routing = replace(table_from_plan(plan), units=tuple(u.name for u in units))
     if routing.ranges:
         notes.append(
@@ -383,7 +444,8 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
             "the rule the verification simulated): the front router counts each prompt's tokens and splits each "
             "range across its units by smooth weighted round-robin; a request's output length is never used"
         )
-    if s.router_image == EmitSettings.router_image:
+    uses_vllm_router = engine_name == "vllm" or (engine_name == "trtllm" and bool(plan.instances))
+    if s.router_image == EmitSettings.router_image and uses_vllm_router:
         notes.append(
             f"router image {s.router_image!r} is a placeholder: build vllm-router (github.com/vllm-project/router) "
             "into an image and pass --router-image"
@@ -411,7 +473,8 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         from_schedule=any(c.min_count is not None for c in plan.combos),
         perf_settings=perf,
         cascade=_cascade_json(plan),
-        engine_version=str(planned.get("engine_version", DEFAULT_ENGINE_VERSION)),
+        engine=engine_name,
+        engine_version=engine_version,
         scale_up_gpus=int(planned.get("scale_up_gpus", DEFAULT_SCALE_UP_GPUS)),
         routing=routing,
     )

@@ -20,6 +20,7 @@ Source: DESIGN §5 (target 2); object layout and autoscaling targets are hetplan
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -41,8 +42,20 @@ from hetplan.emit.common import (
     unit_labels,
     yaml_docs,
 )
+from hetplan.emit.engines import (
+    SGLANG_BOOTSTRAP_PORT,
+    TRTLLM_OPTIONS_ENV,
+    TRTLLM_OPTIONS_PATH,
+    engine_image,
+    sglang_argv,
+    trtllm_argv,
+    trtllm_disagg_argv,
+    trtllm_disagg_config,
+    trtllm_options,
+)
 from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit, apportion
 from hetplan.emit.vllm import serve_argv
+from hetplan.io import to_yaml
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 
@@ -67,18 +80,48 @@ def ray_worker_command() -> str:
     return f'until ray start --address="${{LWS_LEADER_ADDRESS}}:{RAY_PORT}" --block; do sleep 5; done'
 
 
+_VAR = re.compile(r"'(\$[A-Z_]+[^'\s]*)'")
+
+
+def shell_join(argv: list[str]) -> str:
+    """``shlex.join``, with arguments that start with a shell variable double-quoted so the shell expands them."""
+    return _VAR.sub(r'"\1"', shlex.join(argv))
+
+
+def _trtllm_options_env(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
+    return {"name": TRTLLM_OPTIONS_ENV, "value": to_yaml(trtllm_options(ir, g))}
+
+
+def engine_command(ir: DeploymentIR, g: InstanceGroup, port: int) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """(command, args, extra env) of the engine container of a single-node instance or multi-node leader, for the
+    plan's engine: ``vllm serve`` (Ray head first when spanning nodes), ``sglang.launch_server`` (node rank 0 of
+    ``--nnodes``, the LeaderWorkerSet leader's address as ``--dist-init-addr``), or ``trtllm-serve`` reading the
+    options YAML that env ``TRTLLM_OPTIONS`` carries."""
+    if ir.engine == "sglang":
+        if not g.multi_node:
+            argv = sglang_argv(ir, g, port)
+            return argv[:3], argv[3:], []
+        argv = sglang_argv(ir, g, port, node_rank="0", leader="$LWS_LEADER_ADDRESS")
+        return ["/bin/bash", "-c"], [f"exec {shell_join(argv)}"], []
+    if ir.engine == "trtllm":
+        argv = trtllm_argv(ir, g, TRTLLM_OPTIONS_PATH, port)
+        write = f'printf "%s" "${TRTLLM_OPTIONS_ENV}" > {TRTLLM_OPTIONS_PATH}'
+        return ["/bin/bash", "-c"], [f"{write} && exec {shlex.join(argv)}"], [_trtllm_options_env(ir, g)]
+    if g.multi_node:
+        return ["/bin/bash", "-c"], [ray_leader_command(ir, g, port)], []
+    argv = serve_argv(ir, g, port)
+    return argv[:2], argv[2:], []
+
+
 def engine_container(ir: DeploymentIR, g: InstanceGroup, port: int | None = None) -> dict[str, Any]:
-    """The vLLM container of a single-node instance (or of a multi-node leader), serving on ``port``."""
+    """The engine container of a single-node instance (or of a multi-node leader), serving on ``port``."""
     port = port or g.port
     shm = shm_volume()[1]
-    c: dict[str, Any] = {"name": "vllm", "image": ir.settings.image}
-    if g.multi_node:
-        c.update(command=["/bin/bash", "-c"], args=[ray_leader_command(ir, g, port)])
-    else:
-        argv = serve_argv(ir, g, port)
-        c.update(command=argv[:2], args=argv[2:])
+    c: dict[str, Any] = {"name": ir.engine, "image": engine_image(ir)}
+    command, args, env = engine_command(ir, g, port)
+    c.update(command=command, args=args)
     c.update(
-        env=engine_env(ir, g),
+        env=engine_env(ir, g) + env,
         ports=[{"name": "http", "containerPort": port, "protocol": "TCP"}],
         resources=gpu_resources(g),
         **_probes(port),
@@ -88,12 +131,18 @@ def engine_container(ir: DeploymentIR, g: InstanceGroup, port: int | None = None
 
 
 def worker_container(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
-    """The Ray worker container of the non-leader pods of a multi-node instance."""
+    """The container of the non-leader pods of a multi-node instance: a Ray worker (vLLM), or SGLang at node rank
+    ``LWS_WORKER_INDEX``."""
+    if ir.engine == "sglang":
+        argv = sglang_argv(ir, g, node_rank="$LWS_WORKER_INDEX", leader="$LWS_LEADER_ADDRESS")
+        name, args = "sglang-worker", [f"exec {shell_join(argv)}"]
+    else:
+        name, args = "ray-worker", [ray_worker_command()]
     return {
-        "name": "ray-worker",
-        "image": ir.settings.image,
+        "name": name,
+        "image": engine_image(ir),
         "command": ["/bin/bash", "-c"],
-        "args": [ray_worker_command()],
+        "args": args,
         "env": engine_env(ir, g),
         "resources": gpu_resources(g),
         "volumeMounts": [shm_volume()[1]],
@@ -101,12 +150,25 @@ def worker_container(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
 
 
 def pod_spec(g: InstanceGroup, containers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    """Pod spec pinned to the group's GPU type by node selector, with a memory-backed ``/dev/shm``."""
-    spec: dict[str, Any] = {"nodeSelector": g.node_selector()}
+    """Pod spec pinned to the group's GPU type by node selector (and node affinity where the provisioner needs
+    it: :meth:`InstanceGroup.placement`), with a memory-backed ``/dev/shm``."""
+    spec: dict[str, Any] = g.placement()
     spec.update(extra)
     spec["containers"] = containers
     spec["volumes"] = [shm_volume()[0]]
     return spec
+
+
+SGLANG_BOOTSTRAP_ANNOTATION = "sglang.ai/bootstrap-port"
+"""Pod annotation from which SGLang's router (Kubernetes discovery) reads a prefill pod's bootstrap port."""
+
+
+def serving_metadata(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
+    """Pod-template metadata of serving pods: labels, and on SGLang prefill pods the bootstrap-port annotation."""
+    out: dict[str, Any] = {"labels": group_labels(ir, g, serving=True)}
+    if ir.engine == "sglang" and g.role == "prefill":
+        out["annotations"] = {SGLANG_BOOTSTRAP_ANNOTATION: str(SGLANG_BOOTSTRAP_PORT)}
+    return out
 
 
 def _workload(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
@@ -121,7 +183,7 @@ def _workload(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
                 "selector": {"matchLabels": {f"{LABEL}/group": g.name}},
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
                 "template": {
-                    "metadata": {"labels": group_labels(ir, g, serving=True)},
+                    "metadata": serving_metadata(ir, g),
                     "spec": pod_spec(g, [engine_container(ir, g)]),
                 },
             },
@@ -137,7 +199,7 @@ def _workload(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
                 "size": g.nodes_per_instance,
                 "restartPolicy": "RecreateGroupOnPodRestart",
                 "leaderTemplate": {
-                    "metadata": {"labels": group_labels(ir, g, serving=True)},
+                    "metadata": serving_metadata(ir, g),
                     "spec": pod_spec(g, [engine_container(ir, g)]),
                 },
                 "workerTemplate": {
@@ -221,6 +283,26 @@ def _autoscaler(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any] | None:
     return None
 
 
+def router_command(ir: DeploymentIR, unit: ServingUnit) -> tuple[str, list[str], list[str], list[dict[str, Any]]]:
+    """(image, command, args, env) of one unit's router: ``vllm-router`` (vLLM plans, and aggregated TensorRT-LLM
+    units), ``sglang_router.launch_router`` with the same Kubernetes discovery (SGLang plans), or TensorRT-LLM's
+    ``trtllm-serve disaggregated`` over the unit's prefill and decode Services (its config in env
+    ``TRTLLM_DISAGG``)."""
+    if ir.engine == "sglang":
+        args = router_args(ir, unit)
+        args = ["--pd-disaggregation" if a == "--vllm-pd-disaggregation" else a for a in args]
+        return engine_image(ir), ["python3", "-m", "sglang_router.launch_router"], args, []
+    if ir.engine == "trtllm" and unit.group("aggregated") is None:
+        p, d = unit.pair()
+        urls = {"prefill": [f"{p.name}:{p.port}"], "decode": [f"{d.name}:{d.port}"]}
+        config = to_yaml(trtllm_disagg_config(ir, unit, urls))
+        path = "/tmp/trtllm-disagg.yaml"
+        write = f'printf "%s" "$TRTLLM_DISAGG" > {path}'
+        cmd = f"{write} && exec {shlex.join(trtllm_disagg_argv(path))}"
+        return engine_image(ir), ["/bin/bash", "-c"], [cmd], [{"name": "TRTLLM_DISAGG", "value": config}]
+    return ir.settings.router_image, ["vllm-router"], router_args(ir, unit), []
+
+
 def router_args(ir: DeploymentIR, unit: ServingUnit) -> list[str]:
     """``vllm-router`` arguments for one unit using Kubernetes discovery (pods of that unit only)."""
     s = ir.settings
@@ -242,6 +324,15 @@ def router_args(ir: DeploymentIR, unit: ServingUnit) -> list[str]:
     return args + ["--prefill-policy", policy(p.replicas), "--decode-policy", policy(d.replicas), *tail]
 
 
+def _router_container(ir: DeploymentIR, unit: ServingUnit, port: int) -> dict[str, Any]:
+    image, command, args, env = router_command(ir, unit)
+    c: dict[str, Any] = {"name": "router", "image": image, "command": command, "args": args}
+    if env:
+        c["env"] = env
+    c["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+    return c
+
+
 def _router(ir: DeploymentIR, unit: ServingUnit, replicas: int) -> list[dict[str, Any]]:
     name = f"{unit.name}-router"
     labels = {**unit_labels(ir, unit), "app.kubernetes.io/name": "vllm-router", f"{LABEL}/component": "router"}
@@ -258,15 +349,7 @@ def _router(ir: DeploymentIR, unit: ServingUnit, replicas: int) -> list[dict[str
                 "metadata": {"labels": {**labels, f"{LABEL}/router": name}},
                 "spec": {
                     "serviceAccountName": f"{ir.name}-router",
-                    "containers": [
-                        {
-                            "name": "router",
-                            "image": ir.settings.router_image,
-                            "command": ["vllm-router"],
-                            "args": router_args(ir, unit),
-                            "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
-                        }
-                    ],
+                    "containers": [_router_container(ir, unit, port)],
                 },
             },
         },
@@ -324,7 +407,21 @@ def router_replicas(ir: DeploymentIR) -> list[int]:
     return apportion([u.goodput_share for u in ir.units], ir.settings.router_pods)
 
 
+def _node_labels_need(ir: DeploymentIR) -> str:
+    """What labels GPU nodes must carry, in words, for the README (per provisioner)."""
+    p = ir.settings.node_provisioner
+    if p.name == "gfd":
+        return f"NVIDIA GPU operator (GPU feature discovery labels `{p.label_key}`)"
+    memory = f" and `{p.memory_key}` (a GPU-memory floor in node affinity)" if p.memory_key else ""
+    return f"GPU nodes labelled by {p.name} with `{p.label_key}`{memory} (source: {p.source})"
+
+
 def _readme(ir: DeploymentIR, replicas: list[int]) -> str:
+    label = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}[ir.engine]
+    metrics = " and ".join(
+        f"`{m}`"
+        for m in dict.fromkeys(g.scale_metric for g in sorted(ir.groups, key=lambda g: g.scale_metric, reverse=True))
+    )
     rows = "\n".join(
         f"| {g.name} | {'LeaderWorkerSet' if g.multi_node else 'Deployment'} | {g.role} | {g.gpu} "
         f"(`{g.gpu_label_key}={g.gpu_label_value}`) | {g.gpus_per_pod} x {g.nodes_per_instance} | {g.replicas} | "
@@ -340,10 +437,10 @@ def _readme(ir: DeploymentIR, replicas: list[int]) -> str:
     return (
         f"# Kubernetes manifests for {ir.name}\n\n"
         + md_header(ir)
-        + f"\nApply with `kubectl apply -n {ir.namespace} -f kubernetes/`. Needs: NVIDIA GPU operator (GPU feature "
-        f"discovery labels `{ir.settings.gpu_label_key}`), the LeaderWorkerSet controller if any group below is one, "
-        f"{scaler} for autoscaling, Prometheus scraping the vLLM pods (metrics `vllm:num_requests_waiting` and "
-        f"`vllm:num_requests_running`), and a Secret `{ir.settings.hf_token_secret}` with key `HF_TOKEN` for gated "
+        + f"\nApply with `kubectl apply -n {ir.namespace} -f kubernetes/`. Needs: {_node_labels_need(ir)}, "
+        "the LeaderWorkerSet controller if any group below is one, "
+        f"{scaler} for autoscaling, Prometheus scraping the {label} pods (metrics {metrics}), and a Secret "
+        f"`{ir.settings.hf_token_secret}` with key `HF_TOKEN` for gated "
         "models.\n\n| object | kind | role | GPU (node label) | GPUs per pod x pods | min | max | autoscaling |\n"
         "|---|---|---|---|---|---|---|---|\n" + rows + "\n\n"
         "Each unit has its own router, which discovers only that unit's pods: prefill and decode are paired "

@@ -150,7 +150,20 @@ def _readme(ir: DeploymentIR) -> str:
         "| unit | kind | slices | per slice | goodput share |\n|---|---|---|---|---|\n" + rows + "\n\n"
         "One pool per unit keeps prefill/decode pairing inside a combo. Route across the pools by goodput share, "
         "e.g. an HTTPRoute on your inference gateway with weighted backends:\n\n"
-        "```yaml\n    backendRefs:\n" + refs + "\n```\n"
+        "```yaml\n    backendRefs:\n" + refs + "\n```\n" + _engine_note(ir)
+    )
+
+
+def _engine_note(ir: DeploymentIR) -> str:
+    """For SGLang and TensorRT-LLM plans with prefill/decode units: the routing sidecar speaks vLLM's P/D protocol."""
+    if ir.engine == "vllm" or all(u.kind == "aggregated" for u in ir.units):
+        return ""
+    label = {"sglang": "SGLang", "trtllm": "TensorRT-LLM"}[ir.engine]
+    return (
+        f"\nThe pods run {label} {ir.engine_version}, as planned. llm-d's routing sidecar on decode pods implements "
+        f"vLLM's prefill/decode hand-off (NIXL v2 connector); for {label} prefill/decode units use a sidecar or "
+        "endpoint picker that speaks the engine's protocol, or the unit routers of the `kubernetes` target (the "
+        f"{label} router, which pairs prefill and decode itself).\n"
     )
 
 

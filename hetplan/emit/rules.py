@@ -12,10 +12,11 @@ and combo, so a rule added there is checked here too. The rules below are emit's
 | rule | what it checks |
 |---|---|
 | ``gpu-vendor`` | every GPU is an NVIDIA part (the emitters request ``nvidia.com/gpu`` and use CUDA images) |
-| ``gpu-label`` | every GPU type has a node-label value (built-in table or ``--gpu-label``) |
+| ``gpu-label`` | every GPU type has a node-label value (the ``--provisioner``'s table or ``--gpu-label``) |
 | ``gpus-per-instance`` | TP x PP = GPUs per instance = pods x GPUs per pod, pods fit a node, and the plan's GPU counts
   equal instances x TP x PP |
 | ``max-model-len`` | ``--max-model-len`` <= the model's ``max_position_embeddings`` |
+| ``trtllm-multi-node`` | a TensorRT-LLM instance fits one node (hetplan writes no MPI launchers) |
 
 Source: the engine rules' sources are in :mod:`hetplan.deploy_rules`; the rest is hetplan's own reconstruction.
 """
@@ -27,7 +28,6 @@ from dataclasses import dataclass, replace
 
 from hetplan.deploy_rules import Deployment, InstanceShape, instance_findings, pair_findings
 from hetplan.emit.ir import DeploymentIR, InstanceGroup
-from hetplan.emit.settings import DEFAULT_GPU_LABELS
 from hetplan.errors import EmitRuleError, InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel
@@ -68,15 +68,16 @@ def rule_gpu_vendor(ir: DeploymentIR) -> list[Violation]:
 def rule_gpu_label(ir: DeploymentIR) -> list[Violation]:
     """Every GPU type has a value for the node label that selects it."""
     out = []
+    p = ir.settings.node_provisioner
     for gpu in sorted({g.gpu for g in ir.groups if g.gpu_label_value is None}):
         out.append(
             Violation(
                 "gpu-label",
                 f"no node label value for GPU {gpu}",
-                f"pods are pinned to a GPU type with the node selector {ir.settings.gpu_label_key}=VALUE; hetplan "
-                f"knows values for {len(DEFAULT_GPU_LABELS)} catalog GPUs, not for {gpu}",
+                f"pods are pinned to a GPU type with the node selector {p.label_key}=VALUE; hetplan knows "
+                f"{p.name} values for {len(p.values)} catalog GPUs, not for {gpu}",
                 f"pass --gpu-label {gpu}=VALUE with the value your nodes carry "
-                f"(kubectl get nodes -L {ir.settings.gpu_label_key})",
+                f"(kubectl get nodes -L {p.label_key}), or another --provisioner",
             )
         )
     return out
@@ -201,8 +202,27 @@ def _deployment(ir: DeploymentIR, g: InstanceGroup) -> Deployment:
     )
 
 
+def rule_trtllm_multi_node(ir: DeploymentIR) -> list[Violation]:
+    """A TensorRT-LLM instance stays on one node: multi-node TensorRT-LLM runs under MPI launchers (``mpirun`` or
+    ``srun`` with ``trtllm-llmapi-launch``) that hetplan does not write."""
+    if ir.engine != "trtllm":
+        return []
+    return [
+        Violation(
+            "trtllm-multi-node",
+            f"{_where(g)} spans {g.nodes_per_instance} nodes of {g.gpus_per_node} GPUs",
+            "multi-node TensorRT-LLM runs under MPI (mpirun / srun with trtllm-llmapi-launch), which hetplan does "
+            "not emit",
+            "raise --gpus-per-node if your nodes hold the instance, or re-plan with TP x PP within one node",
+        )
+        for g in ir.groups
+        if g.multi_node
+    ]
+
+
 RULES: tuple[Callable[[DeploymentIR], list[Violation]], ...] = (
     rule_gpu_vendor,
+    rule_trtllm_multi_node,
     rule_gpu_label,
     rule_gpus_per_instance,
     rule_engine_table,

@@ -46,6 +46,146 @@ DEFAULT_GPU_LABELS: dict[str, str] = {
     "RTX-3090": "NVIDIA-GeForce-RTX-3090",
 }
 
+
+@dataclass(frozen=True)
+class Provisioner:
+    """How one node provisioner (or labeller) names GPU types on Kubernetes nodes.
+
+    Attributes:
+        name: ``gfd``, ``gke``, ``karpenter``, ``eks`` or ``aks`` (``--provisioner``).
+        label_key: node label whose value names the GPU type (``nodeSelector``).
+        values: catalog GPU name -> label value(s); several values (AKS VM sizes) become a node-affinity ``In``
+            list, one value a ``nodeSelector`` entry. A GPU without a value is refused (rule ``gpu-label``).
+        memory_key: node label holding each GPU's memory in MiB, or None when the label family has none; when set,
+            pods also require more than :data:`MEMORY_FLOOR_FRACTION` of the catalog GPU's memory (so an A100-80GB
+            pool cannot land on 40 GB machines that share the GPU name).
+        source: where the keys and values are documented.
+    """
+
+    name: str
+    label_key: str
+    values: dict[str, tuple[str, ...]]
+    memory_key: str | None
+    source: str
+
+
+MEMORY_FLOOR_FRACTION = 0.9
+"""A GPU-memory requirement asks for more than this share of the catalog GPU's nominal memory (MiB): cloud APIs
+report slightly less than the datasheet (an L4's 24 GB as 22,888 MiB) and far less for the smaller sibling."""
+
+
+def _one(table: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    return {gpu: (value,) for gpu, value in table.items()}
+
+
+# Karpenter on AWS (and EKS Auto Mode, which runs Karpenter) name the GPU in lower case, one name per chip: the
+# A100 40 GB (p4d) and 80 GB (p4de) are both "a100", which is why these provisioners add a memory requirement.
+_AWS_GPU_NAMES: dict[str, str] = {
+    "H100-SXM": "h100",
+    "H200-SXM": "h200",
+    "B200": "b200",
+    "A100-80GB-SXM": "a100",
+    "A100-40GB-SXM": "a100",
+    "L40S": "l40s",
+    "L4": "l4",
+    "A10G": "a10g",
+    "T4": "t4",
+}
+
+PROVISIONERS: dict[str, Provisioner] = {
+    "gfd": Provisioner(
+        "gfd",
+        "nvidia.com/gpu.product",
+        _one(DEFAULT_GPU_LABELS),
+        None,  # GFD's nvidia.com/gpu.memory exists, but the product name already fixes the memory size
+        "NVIDIA GPU feature discovery README, 'Generated Labels' (github.com/NVIDIA/k8s-device-plugin, "
+        "docs/gpu-feature-discovery)",
+    ),
+    "gke": Provisioner(
+        "gke",
+        "cloud.google.com/gke-accelerator",
+        _one(
+            {
+                "H100-SXM": "nvidia-h100-80gb",
+                "H200-SXM": "nvidia-h200-141gb",
+                "B200": "nvidia-b200",
+                "GB200": "nvidia-gb200",
+                "A100-80GB-SXM": "nvidia-a100-80gb",
+                "A100-40GB-SXM": "nvidia-tesla-a100",
+                "L4": "nvidia-l4",
+                "T4": "nvidia-tesla-t4",
+            }
+        ),
+        None,  # each GKE accelerator value names one memory size already
+        "GKE 'Run GPUs in Standard node pools' / 'Deploy GPU workloads in Autopilot' (cloud.google.com/"
+        "kubernetes-engine/docs/how-to/autopilot-gpus) and Compute Engine 'GPU machine types' for the values",
+    ),
+    "karpenter": Provisioner(
+        "karpenter",
+        "karpenter.k8s.aws/instance-gpu-name",
+        _one(_AWS_GPU_NAMES),
+        "karpenter.k8s.aws/instance-gpu-memory",
+        "Karpenter AWS well-known labels (karpenter.sh docs, 'Instance Types'; docs.aws.amazon.com/eks/latest/"
+        "best-practices/aiml-compute.html: nodeSelector karpenter.k8s.aws/instance-gpu-name: l40s)",
+    ),
+    "eks": Provisioner(
+        "eks",
+        "eks.amazonaws.com/instance-gpu-name",
+        _one(_AWS_GPU_NAMES),
+        "eks.amazonaws.com/instance-gpu-memory",
+        "Amazon EKS Auto Mode supported labels (docs.aws.amazon.com/eks/latest/userguide/create-node-pool.html; "
+        "'Same concept, different label by provisioner' in .../ml-workload-placement.html)",
+    ),
+    "aks": Provisioner(
+        "aks",
+        "node.kubernetes.io/instance-type",  # AKS labels GPU nodes only kubernetes.azure.com/accelerator=nvidia
+        {
+            "H100-SXM": ("Standard_ND96isr_H100_v5",),
+            "H200-SXM": ("Standard_ND96isr_H200_v5",),
+            "H100-NVL": ("Standard_NC40ads_H100_v5", "Standard_NC80adis_H100_v5"),
+            "A100-80GB-SXM": ("Standard_ND96amsr_A100_v4",),
+            "A100-40GB-SXM": ("Standard_ND96asr_v4",),
+            "A100-80GB-PCIe": ("Standard_NC24ads_A100_v4", "Standard_NC48ads_A100_v4", "Standard_NC96ads_A100_v4"),
+            "A10": ("Standard_NV36ads_A10_v5", "Standard_NV72ads_A10_v5"),
+            "T4": ("Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3", "Standard_NC16as_T4_v3", "Standard_NC64as_T4_v3"),
+        },
+        None,
+        "AKS 'Use GPUs on AKS' (learn.microsoft.com/azure/aks/use-nvidia-gpu): AKS marks GPU nodes only with "
+        "kubernetes.azure.com/accelerator=nvidia, so pods select the GPU VM sizes ('GPU-optimized VM sizes in Azure')",
+    ),
+}
+"""Node-label conventions per provisioner (``--provisioner``); ``--gpu-label GPU=VALUE`` overrides one GPU."""
+
+
+def provisioner_for(name: str, label_key: str = "") -> Provisioner:
+    """The provisioner ``name`` names, or (``name`` ``gfd`` and ``label_key`` given) the one whose label key
+    ``label_key`` is; a key no provisioner writes gives a ``custom`` provisioner without values (see
+    :func:`check_custom_labels`).
+
+    Raises:
+        InputError: an unknown provisioner, or a key another provisioner owns than the one named.
+    """
+    key = name.strip().lower()
+    if key not in PROVISIONERS:
+        raise InputError(
+            f"unknown provisioner {name!r}",
+            f"known: {', '.join(PROVISIONERS)}",
+            "pass --provisioner gfd, gke, karpenter, eks or aks",
+        )
+    if not label_key:
+        return PROVISIONERS[key]
+    owner = next((p for p in PROVISIONERS.values() if p.label_key == label_key), None)
+    if owner is None:  # the user's own label: every value must come from --gpu-label (check_custom_labels)
+        return Provisioner("custom", label_key, {}, None, "the user's --gpu-label values")
+    if key != "gfd" and owner.name != key:
+        raise InputError(
+            f"--gpu-label-key {label_key!r} is {owner.name}'s, not {key}'s",
+            f"--provisioner {key} selects GPUs with {PROVISIONERS[key].label_key}",
+            f"drop --gpu-label-key, or pass --provisioner {owner.name}",
+        )
+    return owner
+
+
 MAX_BASE_NAME = 24
 
 
@@ -64,8 +204,11 @@ class EmitSettings:
         served_model_name: model name clients send (default: the model source).
         name: base of object names (default: the plan's scenario name, made DNS-safe and cut to 24 characters).
         namespace: Kubernetes namespace of every object.
-        gpu_label_key: node label that selects a GPU type.
-        gpu_labels: ``(catalog GPU name, label value)`` pairs overriding or extending ``DEFAULT_GPU_LABELS``.
+        provisioner: whose node labels select a GPU type (:data:`PROVISIONERS`): ``gfd`` (NVIDIA GPU feature
+            discovery, default), ``gke``, ``karpenter``, ``eks`` (Auto Mode) or ``aks``.
+        gpu_label_key: node label that selects a GPU type; empty = the provisioner's. A key given must be one a
+            provisioner writes (it then picks that provisioner's values); any other key is refused.
+        gpu_labels: ``(catalog GPU name, label value)`` pairs overriding or extending the provisioner's values.
         gpus_per_node: GPUs one node offers; an instance needing more spans nodes (LeaderWorkerSet, Ray).
         kv_connector: ``NixlConnector`` (default) or ``MooncakeConnector``.
         dynamo_api_versions: DynamoGraphDeployment versions to emit: ``v1beta1`` (storage) and/or ``v1alpha1``.
@@ -89,7 +232,8 @@ class EmitSettings:
     served_model_name: str | None = None
     name: str | None = None
     namespace: str = "default"
-    gpu_label_key: str = "nvidia.com/gpu.product"
+    provisioner: str = "gfd"
+    gpu_label_key: str = ""
     gpu_labels: tuple[tuple[str, str], ...] = ()
     gpus_per_node: int = 8
     kv_connector: str = "NixlConnector"
@@ -104,15 +248,54 @@ class EmitSettings:
     engine_port: int = 8000
     router_port: int = 8080
 
-    def label_for(self, gpu: str) -> str | None:
-        """Node label value for catalog GPU ``gpu``: the user's override, else the default table, else None."""
+    @property
+    def node_provisioner(self) -> Provisioner:
+        """The provisioner whose labels the manifests use (see :func:`provisioner_for`).
+
+        Raises:
+            InputError: as :func:`provisioner_for`.
+        """
+        return provisioner_for(self.provisioner, self.gpu_label_key)
+
+    @property
+    def label_key(self) -> str:
+        """The node label key that selects a GPU type (the provisioner's)."""
+        return self.node_provisioner.label_key
+
+    def labels_for(self, gpu: str) -> tuple[str, ...]:
+        """Node label value(s) for catalog GPU ``gpu``: the user's override, else the provisioner's table, else
+        none."""
         for name, value in self.gpu_labels:
             if name == gpu:
-                return value
-        return DEFAULT_GPU_LABELS.get(gpu)
+                return (value,)
+        return self.node_provisioner.values.get(gpu, ())
+
+    def label_for(self, gpu: str) -> str | None:
+        """The first node label value for ``gpu`` (:meth:`labels_for`), or None."""
+        values = self.labels_for(gpu)
+        return values[0] if values else None
 
 
 # -- settings checks ----------------------------------------------------------------------------------------------
+
+
+def check_custom_labels(s: EmitSettings, gpus: list[str]) -> None:
+    """With a ``--gpu-label-key`` no provisioner writes, every GPU in ``gpus`` needs its value from
+    ``--gpu-label`` (hetplan knows no values under that key and never guesses them).
+
+    Raises:
+        InputError: the key is unknown and some GPU has no ``--gpu-label`` value; names the key and the GPUs.
+    """
+    p = s.node_provisioner
+    missing = sorted({gpu for gpu in gpus if p.name == "custom" and s.label_for(gpu) is None})
+    if missing:
+        known = ", ".join(f"{q.label_key} ({q.name})" for q in PROVISIONERS.values())
+        raise InputError(
+            f"--gpu-label-key {p.label_key!r} is not a GPU label any provisioner hetplan knows writes, and "
+            f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no --gpu-label value under it",
+            f"known keys: {known}; hetplan does not guess the values your nodes carry under another key",
+            "pass --provisioner gfd|gke|karpenter|eks|aks instead, or --gpu-label GPU=VALUE for every GPU of the plan",
+        )
 
 
 def check_label_value(value: str, field: str) -> None:
@@ -130,7 +313,8 @@ def check_settings(s: EmitSettings) -> None:
     """Check settings a user can get wrong; every message names the setting and its fix.
 
     Raises:
-        InputError: a bad namespace, label key or value, image, connector, API version, autoscaler or number.
+        InputError: a bad namespace, provisioner, label key or value, image, connector, API version, autoscaler or
+            number.
     """
     if not is_dns_label(s.namespace):
         raise InputError(
@@ -138,12 +322,13 @@ def check_settings(s: EmitSettings) -> None:
             "Kubernetes namespaces are at most 63 lower-case letters, digits and '-'",
             "pass --namespace with a name like 'llm-serving'",
         )
-    if not is_label_key(s.gpu_label_key):
+    if s.gpu_label_key and not is_label_key(s.gpu_label_key):
         raise InputError(
             f"GPU label key {s.gpu_label_key!r} is not a valid Kubernetes label key",
             "a label key is an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.'",
             "pass --gpu-label-key like 'nvidia.com/gpu.product'",
         )
+    provisioner_for(s.provisioner, s.gpu_label_key)  # an unknown provisioner or label key
     for gpu, value in s.gpu_labels:
         check_label_value(value, f"--gpu-label {gpu}")
     for flag, image in (

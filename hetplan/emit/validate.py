@@ -12,6 +12,7 @@ reconstruction otherwise.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -24,6 +25,17 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from hetplan.emit.engines import (
+    TRTLLM_DISAGG_KEYS,
+    TRTLLM_OPTION_KEYS,
+    command_errors,
+    commands_in,
+    config_errors,
+    containers,
+    engine_text_errors,
+    is_trtllm_disagg,
+    version_line,
+)
 from hetplan.emit.names import is_dns_label, is_label_key, is_label_value
 from hetplan.errors import InputError
 
@@ -46,7 +58,8 @@ NOT_CHECKED: tuple[str, ...] = (
     "scheduling: whether nodes with these GPU labels, GPU counts per node and RDMA networking exist",
     "image pulls, model downloads (Hugging Face access, the HF_TOKEN Secret) and registry credentials",
     "whether the engine accepts these flags at the image's version (the optional vllm_argparse test tier checks "
-    "vllm serve argv against a real vLLM)",
+    "vllm serve argv against a real vLLM; SGLang and TensorRT-LLM arguments are checked against hetplan's pinned "
+    "tables of each version line's documented names, not against the engines themselves)",
     "runtime behaviour: KV transfer between the GPU types, router discovery, Prometheus metrics for autoscaling",
 )
 
@@ -214,11 +227,37 @@ def check_kubernetes_version(version: str) -> None:
         )
 
 
-def validate_files(files: Mapping[str, str], kubernetes_version: str = "1.33") -> ValidationReport:
+def _engine_errors(doc: Any, engine: tuple[str, str]) -> list[str]:
+    """Undocumented engine arguments in a manifest's containers (their command and args, ``bash -c`` strings
+    included) and undocumented keys in the TensorRT-LLM YAML they carry in env (:mod:`hetplan.emit.engines`)."""
+    name, version = engine
+    line = version_line(version)
+    errors: list[str] = []
+    for c in containers(doc):
+        argv = [str(x) for x in [*(c.get("command") or []), *(c.get("args") or [])]]
+        if argv[:2] == ["/bin/bash", "-c"]:
+            errors += [e for a in argv[2:] for e in engine_text_errors(a, name, version)]
+        elif commands_in(shlex.join(argv)):
+            errors += command_errors(argv, name, version)
+        for env in c.get("env") or []:
+            if env.get("name") in ("TRTLLM_OPTIONS", "TRTLLM_DISAGG") and "value" in env:
+                cfg = yaml.safe_load(env["value"])
+                table, what = (TRTLLM_DISAGG_KEYS, "disaggregated") if is_trtllm_disagg(cfg) else (
+                    TRTLLM_OPTION_KEYS, "LLM API options")  # fmt: skip
+                errors += [f"env {env['name']}: {e}" for e in config_errors(cfg, table, line, what)]
+    return errors
+
+
+def validate_files(
+    files: Mapping[str, str], kubernetes_version: str = "1.33", engine: tuple[str, str] | None = None
+) -> ValidationReport:
     """Validate emitted files (path -> text) offline; never raises for invalid content, reports it.
 
     YAML files (``.yaml``) may hold several documents; ``.sh`` files are checked with ``bash -n`` when bash is
-    installed; other files are listed as skipped.
+    installed; other files are listed as skipped. With ``engine`` (name, version) the SGLang and TensorRT-LLM
+    commands in scripts and containers are checked against the arguments that engine's version line documents,
+    and TensorRT-LLM config files (``trtllm/*.yaml``, no ``apiVersion``) against its documented keys
+    (:mod:`hetplan.emit.engines`).
 
     Raises:
         InputError: ``kubernetes_version`` is not one kubernetes-validate ships.
@@ -237,6 +276,15 @@ def validate_files(files: Mapping[str, str], kubernetes_version: str = "1.33") -
                 errors.append(f"{path}: not valid YAML: {exc}")
                 continue
             for doc in docs:
+                if engine is not None and path.startswith("trtllm/") and "apiVersion" not in doc:
+                    line = version_line(engine[1])
+                    table, what = (TRTLLM_DISAGG_KEYS, "disaggregated") if is_trtllm_disagg(doc) else (
+                        TRTLLM_OPTION_KEYS, "LLM API options")  # fmt: skip
+                    objects.append((path, f"TensorRT-LLM {what} config", f"keys of TensorRT-LLM {line}"))
+                    errors += [f"{path}: {e}" for e in config_errors(doc, table, line, what)]
+                    continue
+                if engine is not None:
+                    errors += [f"{path}: {e}" for e in _engine_errors(doc, engine)]
                 ref, used, errs = _check_object(doc, kubernetes_version)
                 objects.append((path, ref, used))
                 errors += [f"{path}: {ref}: {e}" for e in errs]
@@ -248,6 +296,8 @@ def validate_files(files: Mapping[str, str], kubernetes_version: str = "1.33") -
             scripts.append(path)
             if proc.returncode:
                 errors.append(f"{path}: bash -n: {proc.stderr.strip()}")
+            if engine is not None:
+                errors += [f"{path}: {e}" for e in engine_text_errors(text, *engine)]
         else:
             skipped.append(f"{path} (documentation)")
     return ValidationReport(kubernetes_version, tuple(objects), tuple(scripts), tuple(skipped), tuple(errors))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hetplan import __version__
-from hetplan.emit import build_ir, parse_targets, render
+from hetplan.emit import build_ir, parse_targets, render, targets_for
 from hetplan.emit.settings import EmitSettings
 from hetplan.emit.validate import ValidationReport, check_kubernetes_version, validate_files
 from hetplan.errors import EmitRuleError, InputError
@@ -93,13 +93,18 @@ def emit_plan(
         EmitRuleError: the plan breaks a deployment rule, or the files fail offline validation.
     """
     settings = settings or EmitSettings()
-    chosen = parse_targets(targets)
+    parse_targets(targets)  # an unknown target is refused before the plan is read
     ir = build_ir(plan, settings)
+    chosen = targets_for(ir.engine, targets)
     rendered = render(ir, chosen)
     report = None
     if validate:
         check_kubernetes_version(settings.kubernetes_version)
-        report = validate_files({path: text for path, (_, text) in rendered.items()}, settings.kubernetes_version)
+        report = validate_files(
+            {path: text for path, (_, text) in rendered.items()},
+            settings.kubernetes_version,
+            engine=(ir.engine, ir.engine_version),
+        )
         if not report.ok:
             shown = "; ".join(report.errors[:MAX_ERRORS_SHOWN])
             more = len(report.errors) - MAX_ERRORS_SHOWN

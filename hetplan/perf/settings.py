@@ -47,7 +47,7 @@ class PerfSettings:
 
     Attributes:
         engine: serving engine the model imitates (``vllm``, ``sglang``, ``trtllm``; :mod:`hetplan.perf.engines`):
-            it decides the KV memory rule and which fitted curves apply; ``emit`` deploys vLLM only.
+            it decides the KV memory rule and which fitted curves apply; ``emit`` deploys that engine.
         engine_version: the engine version the plan targets (informational; empty = the rules' version).
         default: efficiency prior for GPUs without an override.
         gpu_overrides: per GPU name (canonical catalog name) efficiency, e.g. fitted on your own measurements.

@@ -98,9 +98,9 @@ def test_emit_refuses_a_plan_for_another_engine(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(plan.read_text())
     assert doc["scenario"]["perf_settings"]["engine"] == "sglang"
-    res = invoke("emit", plan, "--out", tmp_path / "deploy")
-    assert res.exit_code == 2
-    assert "emit deploys vLLM only" in res.output
+    res = invoke("emit", plan, "--out", tmp_path / "deploy", "--validate")
+    assert res.exit_code == 0, res.output  # issue 33: emit deploys the plan's engine
+    assert (tmp_path / "deploy" / "sglang" / "README.md").is_file() and not (tmp_path / "deploy" / "vllm").exists()
 
 
 def test_simulate_engine_override_changes_the_replay() -> None:

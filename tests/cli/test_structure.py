@@ -200,7 +200,7 @@ def test_emit_option_defaults_are_the_emit_settings_defaults():
 
     params = inspect.signature(emit.emit).parameters
     defaults = EmitSettings()
-    same_name = ("image", "router_image", "dynamo_image", "namespace", "gpu_label_key", "gpus_per_node",
+    same_name = ("image", "router_image", "dynamo_image", "namespace", "provisioner", "gpu_label_key", "gpus_per_node",
                  "autoscaler", "prometheus_url", "kubernetes_version")  # fmt: skip
     for name in same_name:
         assert params[name].default == getattr(defaults, name), f"--{name.replace('_', '-')}"

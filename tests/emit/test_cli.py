@@ -66,8 +66,9 @@ def test_emit_settings_reach_the_files(plans, tmp_path):
     res = invoke(
         "emit", plans["b"], "-t", "kubernetes", "-o", tmp_path, "--namespace", "serving", "--image",
         "registry.example/vllm:v0.11.0", "--gpu-label-key", "example.com/gpu", "--gpu-label", "H20=H20-96G",
-        "--gpu-label", "A800-80GB-SXM=A800-80G", "--autoscaler", "hpa", "--validate",
-    )  # fmt: skip
+        "--gpu-label", "A800-80GB-SXM=A800-80G", "--gpu-label", "H800-SXM=H800-80G", "--autoscaler", "hpa",
+        "--validate",
+    )  # fmt: skip  # a key of the user's own: every GPU's value is given (issue 33: none is guessed)
     assert res.exit_code == 0, res.output
     # example (b)'s decode GPUs depend on the performance model (H20, A800 or H800 over the refits): every decode
     # file of an H20 or A800 decode pool carries the label given for it, and at least one such file is written

@@ -99,3 +99,63 @@ def test_existing_files_are_not_overwritten_without_force(emitted, tmp_path):
     assert _tree(out) == before  # refused before writing anything, even the new kubernetes files
     api.emit(PLAN, out, ["vllm", "kubernetes"], SETTINGS, force=True)
     assert any(rel.startswith("kubernetes/") for rel in _tree(out))
+
+
+# -- SGLang and TensorRT-LLM (issue 33): the same hand-made plan, re-labelled as made for each engine --------------
+
+ENGINE_CASES = {
+    # SGLang keeps --gpus-per-node 4: combo 1's TP8 instances span two nodes (--nnodes 2, LeaderWorkerSet)
+    "sglang": EmitSettings(gpus_per_node=4, dynamo_api_versions=("v1beta1",)),
+    # TensorRT-LLM instances stay on one node (rule trtllm-multi-node): nodes of 8 GPUs
+    "trtllm": EmitSettings(gpus_per_node=8, dynamo_api_versions=("v1beta1",)),
+}
+
+
+ENGINE_FRACTION = {"sglang": 0.92}
+"""SGLang's default 0.85 static fraction cannot hold Llama-3-70B on combo 0's two H100s (its weights take 66 of
+68 GiB), so the SGLang golden plan was made with a higher ``--mem-fraction-static``."""
+
+
+def engine_plan(engine: str) -> dict:
+    """``plan.yaml`` as a plan made with ``--engine engine``: the engine's defaults for the block size, batch cap
+    and token budget (what ``PerfSettings.for_engine`` gives the planner), and its memory fraction (but
+    :data:`ENGINE_FRACTION`)."""
+    import yaml
+
+    from hetplan.perf.settings import PerfSettings
+
+    doc = yaml.safe_load(PLAN.read_text())
+    s = PerfSettings.for_engine(engine)
+    doc["scenario"]["perf_settings"].update(
+        engine=engine,
+        gpu_memory_utilization=ENGINE_FRACTION.get(engine, s.gpu_memory_utilization),
+        activation_reserve_gib=s.activation_reserve_gib,
+        block_size_tokens=s.block_size_tokens,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+    )
+    return doc
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINE_CASES))
+def test_engine_golden_files_match(engine, tmp_path):
+    out = tmp_path / engine
+    result = api.emit(engine_plan(engine), out, ["all"], ENGINE_CASES[engine], validate=True)
+    assert result.validation is not None and result.validation.ok
+    got = _tree(out)
+    expected = GOLDEN / f"expected-{engine}"
+    if os.environ.get("HETPLAN_UPDATE_GOLDEN") == "1":
+        for old in expected.rglob("*"):
+            if old.is_file():
+                old.unlink()
+        for rel, data in got.items():
+            (expected / rel).parent.mkdir(parents=True, exist_ok=True)
+            (expected / rel).write_bytes(data)
+    want = _tree(expected)
+    assert sorted(got) == sorted(want), "file set differs: regenerate with HETPLAN_UPDATE_GOLDEN=1 (see docstring)"
+    for rel in want:
+        assert got[rel] == want[rel], f"{rel} differs from tests/golden/emit/expected-{engine}/{rel}"
+    assert {rel.split("/")[0] for rel in want if "/" in rel} == {engine, "kubernetes", "llmd", "dynamo"}
+    version = {"sglang": "SGLang 0.5", "trtllm": "TensorRT-LLM 1.1"}[engine]
+    missing = [rel for rel in want if rel != "manifest.json" and version not in want[rel].decode()]
+    assert not missing, f"files without the plan's engine version: {missing}"

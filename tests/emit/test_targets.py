@@ -104,7 +104,7 @@ def _selector_gpu(selector: dict[str, str], plan) -> str:
     if key == "node.kubernetes.io/instance-type":
         lines = plan["purchase"] if isinstance(plan, dict) else [vars(p) for p in plan.purchase]
         return next(p["gpu"] for p in lines if p["instance_type"] == value and not p["owned"])
-    assert key == EmitSettings().gpu_label_key
+    assert key == EmitSettings().label_key
     return {v: k for k, v in DEFAULT_GPU_LABELS.items()}[value]
 
 

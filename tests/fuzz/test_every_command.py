@@ -130,7 +130,8 @@ def test_estimate_flags(flag, value):
 
 @FUZZ
 @given(flag=st.sampled_from(["--target", "--gpu-label", "--gpus-per-node", "--max-model-len", "--kv-connector",
-                             "--namespace", "--name", "--dynamo-api", "--autoscaler", "--image", "--model-source"]),
+                             "--namespace", "--name", "--dynamo-api", "--autoscaler", "--image", "--model-source",
+                             "--provisioner", "--gpu-label-key"]),
        value=ODD)  # fmt: skip
 def test_emit_flags(tmp_path_factory, flag, value):
     folder = tmp_path_factory.mktemp("emit")

@@ -180,3 +180,30 @@ def test_a_run_uses_the_output_predictor_of_its_sizing_data():
     _, sim, _ = run_simulation(own, *prepare_run(own))
     ref = OutputPredictor(stream.prompt_tokens, stream.output_tokens)
     assert [sim.predictor.remaining(p, 3) for p in (50, 700, 3000)] == [ref.remaining(p, 3) for p in (50, 700, 3000)]
+
+
+@pytest.mark.slow
+def test_the_emitted_rule_table_routes_a_mixed_plan_exactly_as_the_simulator_did():
+    """A mixed plan (issue 15: aggregated instance types and prefill/decode combos, each serving its prompt sizes):
+    the emitted routing.json sends every request of a trace to the unit the simulator sent it to."""
+    from hetplan import api
+    from hetplan.scenario import load_scenario
+
+    plan = api.plan(load_scenario(FIXTURES / "mixed_code_70b.yaml"), "all", analysis=False)
+    assert plan.strategy == "mixed" and plan.combos and plan.instances
+    files = render(build_ir(plan), ["all"])
+    docs = {path: text for path, (_, text) in files.items() if path.endswith("routing.json")}
+    assert set(docs) == {f"{t}/routing.json" for t in ("vllm", "kubernetes", "llmd", "dynamo")}
+    assert len(set(docs.values())) == 1
+    emitted = RoutingTable.from_doc(json.loads(docs["vllm/routing.json"]))
+    # units in the emitted order: the combos (prefill/decode) first, then the aggregated instance types
+    assert len(emitted.units) == len(plan.combos) + len(plan.instances)
+    stream = read_stream([ROOT / "examples" / "data" / "azure_code_15min.csv"])
+    dep = deployment_from_plan(plan)
+    assert [g.prefill != g.decode for g in dep.groups] == [True] * len(plan.combos) + [False] * len(plan.instances)
+    sim = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(router="round-robin"))
+    sim.run()
+    assert min(sim.grp) >= 0
+    assert sim.grp == route(emitted, stream.prompt_tokens.tolist())
+    assert len(set(sim.grp)) > 1  # the trace reaches more than one unit: the rule is exercised, not trivial
+    assert emitted.ranges == dep.routing_table().ranges and emitted.default == dep.routing_table().default
