@@ -163,7 +163,9 @@ def test_plan_verify_replays_at_the_goodput_target_and_strict_exits_1(tmp_path):
     r = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--goodput", "20", "--no-analysis", "--no-resize",
                "--verify-strict", "--json", "--out", out)  # fmt: skip
     v = json.loads(r.stdout)["verification"]
-    assert v["target_req_per_s"] == 20 and v["rate_scale"] == pytest.approx(20 / 4.916, rel=1e-3)
+    # replayed in sample: the first 70 % of the trace's span, the part the plan was sized on, at its own rate
+    assert v["out_of_sample"]["split"].startswith("sized on the first 70 % of azure_conv_15min's span")
+    assert v["target_req_per_s"] == 20 and v["rate_scale"] == pytest.approx(20 / v["trace_rate_req_per_s"], rel=1e-3)
     assert "at the goodput target 20 req/s" in v["verdict"]
     assert [run["label"] for run in v["runs"]] == ["goodput target", "trace rate"]
     assert r.exit_code == (1 if v["status"] != "verified" else 0)
