@@ -23,6 +23,20 @@ def combo_label(combo: dict[str, Any]) -> str:
     return f"{combo['gpu']} TP{combo['tp']} (aggregated)"
 
 
+def saved_fraction(usd_per_hour: float, other_usd_per_hour: float) -> float | None:
+    """``1 - usd_per_hour / other_usd_per_hour`` rounded to 4 places (negative when this costs more); None when the
+    other costs $0/h (an all-owned fleet without a price), where no fraction is defined."""
+    if not other_usd_per_hour > 0:
+        return None
+    return round(1 - usd_per_hour / other_usd_per_hour, 4) + 0.0
+
+
+def per_usd(value: float | None, usd_per_hour: float) -> float | None:
+    """A tokens/USD figure for the report: None when the cost is $0/h (owned GPUs without a price; the plan file
+    writes 0 there, and tokens per dollar is not defined)."""
+    return value if usd_per_hour > 0 else None
+
+
 def plan_report(plan: Plan, source: str) -> dict[str, Any]:
     """Report section for one typed plan (see module docstring); ``source`` names the plan file."""
     slo = {"ttft_s": plan.slo.ttft_s, "tpot_s": plan.slo.tpot_s, "percentile": plan.slo.percentile}
@@ -65,8 +79,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         **({"gpu": plan.extra["gpu"]} if "gpu" in plan.extra else {}),
         "total_usd_per_hour": plan.total_usd_per_hour,
         "goodput_req_per_s": plan.goodput_req_per_s,
-        "tokens_per_usd": plan.tokens_per_usd,
-        "output_tokens_per_usd": plan.output_tokens_per_usd,
+        "tokens_per_usd": per_usd(plan.tokens_per_usd, plan.total_usd_per_hour),
+        "output_tokens_per_usd": per_usd(plan.output_tokens_per_usd, plan.total_usd_per_hour),
         "gpus_used": dict(plan.gpus_used),
     }
     strategies: dict[str, Any] = {plan.strategy: own}
@@ -81,8 +95,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
                     ("gpu", other.gpu),
                     ("total_usd_per_hour", other.total_usd_per_hour),
                     ("goodput_req_per_s", other.goodput_req_per_s),
-                    ("tokens_per_usd", other.tokens_per_usd),
-                    ("output_tokens_per_usd", other.output_tokens_per_usd),
+                    ("tokens_per_usd", per_usd(other.tokens_per_usd, other.total_usd_per_hour or 0.0)),
+                    ("output_tokens_per_usd", per_usd(other.output_tokens_per_usd, other.total_usd_per_hour or 0.0)),
                     ("gpus_used", dict(other.gpus_used or {})),
                 )
                 if v is not None
@@ -91,9 +105,9 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
     for name, part in strategies.items():
         if name != plan.strategy and part.get("status") != "infeasible":
             gains[name] = {
-                "cost_saved_fraction": round(1 - plan.total_usd_per_hour / part["total_usd_per_hour"], 4) + 0.0,
+                "cost_saved_fraction": saved_fraction(plan.total_usd_per_hour, part["total_usd_per_hour"]),
                 "tokens_per_usd_ratio": round(plan.tokens_per_usd / part["tokens_per_usd"], 4)
-                if part["tokens_per_usd"]
+                if plan.total_usd_per_hour > 0 and part.get("tokens_per_usd") and part["total_usd_per_hour"] > 0
                 else None,
             }
     analysis = plan.extra.get("analysis") or {}
@@ -119,8 +133,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         "usd_per_month": plan.usd_per_month,
         "usd_per_million_tokens": plan.extra.get("usd_per_million_tokens"),
         "goodput_req_per_s": plan.goodput_req_per_s,
-        "tokens_per_usd": plan.tokens_per_usd,
-        "output_tokens_per_usd": plan.output_tokens_per_usd,
+        "tokens_per_usd": per_usd(plan.tokens_per_usd, plan.total_usd_per_hour),
+        "output_tokens_per_usd": per_usd(plan.output_tokens_per_usd, plan.total_usd_per_hour),
         "tokens_per_usd_basis": plan.extra.get("tokens_per_usd_basis", ""),
         "gpus_used": dict(plan.gpus_used),
         "prices": {g: p.usd_per_gpu_hour for g, p in plan.prices.items()},
@@ -187,7 +201,7 @@ def _best_single_type(out: dict[str, Any]) -> dict[str, Any] | None:
         "status": base.get("status"),
         "usd_per_hour": cost,
         "gpu": base.get("gpu") or ", ".join(base.get("gpus_used", {})),
-        "saved_fraction": round(1 - out["usd_per_hour"] / cost, 4) + 0.0 if cost else None,
+        "saved_fraction": saved_fraction(out["usd_per_hour"], cost) if cost is not None else None,
     }
 
 
@@ -218,8 +232,14 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
         vs = ": this plan is the best single-GPU-type fleet"
     elif best["status"] == "infeasible":
         vs = "; no single-GPU-type fleet holds the SLOs within the inventory"
-    elif best.get("saved_fraction") is not None and abs(best["saved_fraction"]) < 5e-4:
+    elif (best.get("saved_fraction") is not None and abs(best["saved_fraction"]) < 5e-4) or (
+        best.get("saved_fraction") is None and best.get("usd_per_hour") == plan.total_usd_per_hour
+    ):
         vs = f", the same as the best single-GPU-type fleet ({best['gpu']})"
+    elif best.get("saved_fraction") is None:  # that fleet costs $0/h (owned GPUs without a price): no percentage
+        fleet = f"({best['gpu']}, ${best['usd_per_hour']:,.2f}/h)"
+        more = plan.total_usd_per_hour - (best["usd_per_hour"] or 0.0)
+        vs = f", ${more:,.2f}/h dearer than the best single-GPU-type fleet {fleet}"
     else:
         saved = best.get("saved_fraction") or 0.0
         fleet = f"({best['gpu']}, ${best['usd_per_hour']:,.2f}/h)"
