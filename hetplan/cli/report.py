@@ -92,17 +92,11 @@ def _load_baseline(path: Path) -> dict[str, Any]:
 def _load_schedule(path: Path) -> dict[str, Any]:
     """A schedule written by ``hetplan autoscale --out schedule.json`` (checked for what the report reads)."""
     from hetplan.plan.doc import check_schema_version
+    from hetplan.report.model import check_schedule
 
     doc = _read_doc(path, "schedule")
     check_schema_version(doc, str(path), "schedule", (SCHEDULE_SCHEMA_VERSION,))
-    need = {"scenario", "curve", "settings", "summary", "windows"}
-    missing = sorted(need - set(doc))
-    if missing or not isinstance(doc["windows"], list) or not doc["windows"]:
-        raise InputError(
-            f"{path} is not a usable schedule",
-            f"missing or empty: {', '.join(missing) or 'windows'}",
-            "write one with hetplan autoscale SCENARIO --load-curve FILE --out schedule.json",
-        )
+    check_schedule(doc, str(path))
     return doc
 
 

@@ -6,9 +6,13 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hetplan import __version__
+from hetplan.catalog.loader import format_validation
+from hetplan.errors import InputError
 from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.plan.types import combo_label as _label
 
@@ -371,6 +375,75 @@ def _unique_titles(sections: list[dict[str, Any]]) -> None:
     titles = [t if base.count(t) == 1 else f"{t} ({p['source']})" for t, p in zip(base, sections, strict=True)]
     for i, (t, p) in enumerate(zip(titles, sections, strict=True)):
         p["title"] = t if titles.count(t) == 1 else f"{t} #{i + 1}"
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+_NonNeg = Annotated[float, Field(ge=0)]
+
+
+class ScheduleWindowDoc(_Open):
+    """One window of a schedule as the report reads it (start in seconds, rates in req/s, cost in $/hour)."""
+
+    window_start_s: _NonNeg
+    demand_req_per_s: _NonNeg
+    available_capacity_req_per_s: _NonNeg
+    usd_per_hour: _NonNeg
+
+
+class ScheduleSummaryDoc(_Open):
+    """A schedule's ``summary`` as the report reads it: counts, a positive window length and span, costs in $."""
+
+    windows: int = Field(ge=1)
+    window_s: float = Field(gt=0)
+    hours: float = Field(gt=0)
+    schedule_usd: _NonNeg
+    static_peak_usd: _NonNeg
+    static_mean_usd: _NonNeg | None
+    static_mean_short_windows: int | None = Field(default=None, ge=0)
+    saving_vs_static_peak: float | None
+    per_window_optimum_usd: _NonNeg | None
+    short_windows: int = Field(ge=0)
+    peak_demand_req_per_s: _NonNeg
+    mean_demand_req_per_s: _NonNeg
+    combo_changes: int = Field(ge=0)
+    windows_with_changes: int = Field(ge=0)
+    gpu_hours: dict[str, _NonNeg]
+
+
+class ScheduleCurveDoc(_Open):
+    source: str
+
+
+class ScheduleDoc(_Open):
+    """The part of ``hetplan autoscale --out schedule.json`` that reports read (fields beyond it are kept)."""
+
+    kind: Literal["autoscale-schedule"]
+    scenario: str
+    curve: ScheduleCurveDoc
+    settings: dict[str, Any]
+    summary: ScheduleSummaryDoc
+    windows: list[ScheduleWindowDoc] = Field(min_length=1)
+    warnings: list[str] = Field(default_factory=list)
+
+
+def check_schedule(doc: dict[str, Any], where: str) -> None:
+    """Check a schedule document for everything the report reads (see :class:`ScheduleDoc`).
+
+    Raises:
+        InputError: a field missing, of the wrong type, non-finite or out of range (named), e.g. a zero-length
+            window or span, or windows without their start, demand, capacity or cost.
+    """
+    try:
+        ScheduleDoc.model_validate(doc)
+    except ValidationError as exc:
+        raise InputError(
+            f"{where} is not a usable schedule",
+            format_validation(exc),
+            "write one with hetplan autoscale SCENARIO --load-curve FILE --out schedule.json",
+        ) from None
 
 
 def schedule_report(doc: dict[str, Any], source: str) -> dict[str, Any]:

@@ -427,3 +427,84 @@ def test_unknown_schema_versions_are_refused(tmp_path, version):
     res = invoke("gate", ROOT / "examples" / "llama3-70b-azure-conv.yaml", "--baseline", base)
     assert res.exit_code == 2 and "schema_version" in res.output and "knows: 1)" in res.output, res.output
     assert not (tmp_path / "e").exists()
+
+
+@pytest.fixture(scope="module")
+def rented_schedule(tmp_path_factory):
+    """An autoscaling schedule of the rented scenario (a diurnal day of 10-minute windows)."""
+    folder = tmp_path_factory.mktemp("schedules")
+    path = folder / "rented.json"
+    res = invoke("autoscale", owned_only_scenario(folder, rented=True), "--diurnal", "1,3,1", "--out", path)
+    assert res.exit_code == 0, res.output
+    return path
+
+
+def test_owned_only_schedule_prints_and_reports(tmp_path):
+    """Static fleets at $0 (owned GPUs without a price): autoscale's summary divided by the $0 peak fleet's cost
+    and the report negated a null saving."""
+    owned = tmp_path / "owned.json"
+    res = invoke("autoscale", owned_only_scenario(tmp_path), "--diurnal", "1,3,1", "--out", owned)
+    assert res.exit_code == 0, res.output
+    assert json.loads(owned.read_text())["summary"]["static_peak_usd"] == 0.0
+    res = invoke("autoscale", owned_only_scenario(tmp_path), "--diurnal", "1,3,1")
+    assert res.exit_code == 0, res.output
+    for fmt in ("term", "md", "html", "json"):
+        res = invoke("report", owned, "--format", fmt)
+        assert res.exit_code == 0, (fmt, res.output)
+
+
+def _edit(doc, path, value):
+    *parents, last = path
+    for key in parents:
+        doc = doc[key]
+    if value is _DROP:
+        del doc[last]
+    else:
+        doc[last] = value
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize(
+    "path,value",
+    [
+        (("summary", "window_s"), _DROP),
+        (("summary", "window_s"), 0),
+        (("summary", "hours"), 0.0),
+        (("summary", "gpu_hours"), []),
+        (("summary", "static_peak_usd"), "x"),
+        (("summary", "saving_vs_static_peak"), _DROP),
+        (("windows", 0, "demand_req_per_s"), _DROP),
+        (("windows", 0, "usd_per_hour"), None),
+        (("windows", 0), 3),
+        (("curve",), "x"),
+        (("curve", "source"), _DROP),
+        (("scenario",), ["x"]),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["term", "md", "html"])
+def test_malformed_schedules_are_refused(rented_schedule, tmp_path, path, value, fmt):
+    """Schedules missing what the report reads, or with zero-length windows, gave KeyError, TypeError or
+    ZeroDivisionError tracebacks in the tables and charts."""
+    doc = json.loads(rented_schedule.read_text())
+    _edit(doc, path, value)
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps(doc))
+    res = invoke("report", bad, "--format", fmt)
+    assert res.exit_code == 2, res.output
+    assert "is not a usable schedule" in res.output and str(path[-1]) in res.output
+
+
+@pytest.mark.parametrize("key,value", [("goodput_req_per_s", _DROP), ("goodput_req_per_s", -1.0),
+                                       ("cauchy_usd_per_hour", -5.0), ("cauchy_usd_per_hour", "x")])  # fmt: skip
+def test_malformed_cost_curve_in_a_plan_is_refused(tmp_path, key, value):
+    """The cost-versus-goodput chart read every row's goodput: a row without one was a KeyError in the HTML report,
+    and a negative one was drawn."""
+    doc = load_plan(PLAN)
+    _edit(doc, ("analysis", "cost_vs_goodput", 0, key), value)
+    bad = tmp_path / "p.json"
+    bad.write_text(json.dumps(doc))
+    res = invoke("report", bad, "--format", "html")
+    assert res.exit_code == 2, res.output
+    assert "cost_vs_goodput" in res.output and key in res.output

@@ -249,7 +249,12 @@ def schedule_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     m = s["summary"]
     peak = m["static_peak_usd"]
     rows = [
-        ["autoscaled schedule", _usd(m["schedule_usd"]), _pct(-m["saving_vs_static_peak"]), str(m["short_windows"])],
+        [
+            "autoscaled schedule",
+            _usd(m["schedule_usd"]),
+            "-" if m["saving_vs_static_peak"] is None else _pct(-m["saving_vs_static_peak"]),
+            str(m["short_windows"]),
+        ],
         ["static fleet sized for the peak", _usd(peak), _pct(0.0), "0"],
     ]
     if m["static_mean_usd"] is not None:
@@ -257,8 +262,8 @@ def schedule_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             [
                 "static fleet sized for the mean",
                 _usd(m["static_mean_usd"]),
-                _pct(m["static_mean_usd"] / peak - 1),
-                str(m["static_mean_short_windows"]),
+                _pct(m["static_mean_usd"] / peak - 1) if peak else "-",  # a $0 peak fleet: owned GPUs at $0
+                str(m.get("static_mean_short_windows", "-")),
             ]
         )
     rows.append(["re-solved every window (bound)", _usd(m["per_window_optimum_usd"]), "-", "-"])
