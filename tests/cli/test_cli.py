@@ -316,3 +316,15 @@ def test_owned_only_plan_renders_and_emits(tmp_path):
     res = invoke("emit", out, "--target", "all", "--out", tmp_path / "deploy")
     assert res.exit_code == 0, res.output
     assert any((tmp_path / "deploy").rglob("*.sh"))
+
+
+@pytest.mark.parametrize("gap", ["1e-9", "0.5", "90000"])
+def test_load_curve_windows_outside_the_window_bounds_are_refused(tmp_path, gap):
+    """A load curve's window is the gap between its rows: one of 1e-9 s was planned and written (a schedule of
+    zero-length windows that reports then divided by), while --window refuses anything outside 1 s .. 1 day."""
+    curve = tmp_path / "curve.csv"
+    curve.write_text(f"0,1,1\n{gap},2,1\n")
+    out = tmp_path / "s.json"
+    res = invoke("autoscale", owned_only_scenario(tmp_path, rented=True), "--load-curve", curve, "--out", out)
+    assert res.exit_code == 2, res.output
+    assert "outside 1 s .. 86400 s" in " ".join(res.output.split()) and not out.exists()
