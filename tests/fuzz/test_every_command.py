@@ -14,6 +14,7 @@ take a second or more per input, in both profiles.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -548,6 +549,15 @@ def test_generated_scenarios_plan_to_plans_that_hold_their_invariants(tmp_path_f
     if code == 0:
         check_plan_invariants(json.loads(stdout))
         assert json.loads(stdout) == json.loads((folder / "a.json").read_text())
+        # what --json skips: the terminal tables, and a report of the plan (an inventory that covers the target
+        # gives an owned-only plan at $0/h, whose null tokens/USD once crashed both)
+        from rich.console import Console
+
+        from hetplan.cli.render.plan import render_plan
+
+        render_plan(json.loads(stdout), Console(file=io.StringIO(), width=100))
+        _check(["report", str(folder / "a.json"), "--format", "md", "--out", str(folder / "r.md")],
+               [folder / "r.md"])  # fmt: skip
     else:  # infeasible: it says which constraint binds
         assert code == 1 and "Error:" in output and "Why:" in output, output
 
