@@ -116,7 +116,7 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         if isinstance(s, dict) and s.get("infeasible")
     }
     for name, part in doc.get("baselines", {}).items():
-        if part.get("status") != "infeasible" and 0 < part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
+        if part.get("status") != "infeasible" and 0 <= part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
             if name in missed:
                 console.print(
                     f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h on paper, but its plan did not hold "
@@ -128,11 +128,19 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
             console.print(
                 f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here"
                 + (" (its analytic plan, not simulated)" if verified else "")
-                + f", this plan {(doc['total_usd_per_hour'] / part['total_usd_per_hour'] - 1) * 100:.1f} % more; "
+                + f", this plan {_more(doc['total_usd_per_hour'], part['total_usd_per_hour'])} more; "
                 f"plan it with --strategy {name}" + (" to verify it." if verified else "."),
                 highlight=False,
             )
     print_warnings(console, doc.get("warnings", []))
+
+
+def _more(usd_per_hour: float, other_usd_per_hour: float) -> str:
+    """How much dearer: ``12.3 %``, or in dollars (``$5.90/h``) beside a fleet at $0/h (owned GPUs without a
+    price), where no percentage is defined."""
+    if other_usd_per_hour > 0:
+        return f"{(usd_per_hour / other_usd_per_hour - 1) * 100:.1f} %"
+    return f"${usd_per_hour - other_usd_per_hour:,.2f}/h"
 
 
 def _purchase_table(doc: dict[str, Any], console: Console) -> None:
