@@ -350,9 +350,11 @@ def gate(
     baseline: dict[str, dict[str, Any]],
     max_cost_increase: float,
     min_tokens_per_usd_ratio: float | None = None,
+    max_cost_increase_usd_per_hour: float = 0.0,
 ) -> list[GateResult]:
     """Compare each scenario's fresh plan with its stored baseline document (``hetplan gate``): one result per
-    scenario, failing when the cost rose more than ``max_cost_increase`` (a fraction), tokens/USD fell below
+    scenario, failing when the cost rose more than the larger of ``max_cost_increase`` (a fraction) and
+    ``max_cost_increase_usd_per_hour`` (the only allowance from a $0.00/h baseline), tokens/USD fell below
     ``min_tokens_per_usd_ratio`` x the baseline's, or a scenario is missing on either side; see
     :func:`hetplan.report.gate.compare`."""
     from hetplan.report.gate import compare, failed
@@ -364,7 +366,16 @@ def gate(
         elif name not in current:
             out.append(failed(name, "in the baseline but not re-planned"))
         else:
-            out.append(compare(current[name], baseline[name], max_cost_increase, min_tokens_per_usd_ratio, name))
+            out.append(
+                compare(
+                    current[name],
+                    baseline[name],
+                    max_cost_increase,
+                    min_tokens_per_usd_ratio,
+                    name,
+                    max_cost_increase_usd_per_hour,
+                )  # fmt: skip
+            )
     return out
 
 

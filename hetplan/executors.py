@@ -16,8 +16,8 @@ sort by their own ids, so results do not depend on the executor or on the order 
   object store once, so every task that needs a trace or a catalog reads one copy.
 
 Ctrl-C (``KeyboardInterrupt``) while :meth:`Executor.run` waits cancels the tasks that have not finished, stops the
-workers and re-raises; results delivered before it are kept by the caller. Workers ignore SIGINT themselves, so
-only the driver decides.
+workers and re-raises; results delivered before it are kept by the caller. Local workers ignore SIGINT and SIGTERM
+themselves (a signal to the whole process group reaches them too), so only the driver decides.
 
 Errors: a task that raises is reported through ``on_error`` with the exception (the pool or Ray goes on with the
 other tasks); a worker process that dies (out of memory, killed) is reported the same way for the tasks it took.
@@ -57,7 +57,11 @@ def default_workers() -> int:
 
 
 def _ignore_sigint() -> None:
+    """A local worker's initializer: Ctrl-C and SIGTERM sent to the whole process group (a terminal, ``kill -TERM
+    -PGID``, a job runner) are for the driver, which cancels the work and kills its workers; a worker that died of
+    them first broke the pool under the driver (a traceback from the pool's thread, failed rows)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 class Executor(ABC):
@@ -157,7 +161,7 @@ class LocalExecutor(Executor):
             pool.shutdown(wait=False, cancel_futures=True)
             for proc in processes:
                 if proc.is_alive():
-                    proc.terminate()
+                    proc.kill()  # workers ignore SIGTERM (see _ignore_sigint)
             raise
         pool.shutdown(wait=True)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from hetplan.catalog.loader import find_model
@@ -70,3 +72,28 @@ def cli(args: tuple[object, ...] | list[object]) -> list[str]:
     if out and out[0] in ("plan", "gate") and not any(a in VERIFY_FLAGS for a in out):
         out.append("--no-verify")
     return out
+
+
+#: A scenario whose plan uses only owned GPUs: 16 owned H100 without a price file, so every strategy costs $0.00/h
+#: and tokens/USD is not defined (the plan file writes 0, its combos null). ``{rent}`` is empty or a ``cloud:`` line.
+OWNED_ONLY_SCENARIO = """schema_version: 1
+kind: scenario
+name: owned-only
+model: Llama-3.1-8B
+weight_dtype: bf16
+workload:
+  path: {trace}
+goodput_req_per_s: 3
+slo: {{ttft: 6s, tpot: 80ms, percentile: p90}}
+{fleet}
+"""
+
+
+def owned_only_scenario(folder: Path, rented: bool = False) -> Path:
+    """Write the owned-only scenario (or, with ``rented``, the same scenario renting H100s on AWS instead) into
+    ``folder`` and return its path. The trace is the repository's ``tests/fixtures/mooncake_300.jsonl``."""
+    trace = Path(__file__).resolve().parent / "fixtures" / "mooncake_300.jsonl"
+    fleet = "gpus: [H100]\ncloud: aws" if rented else "inventory: {H100: 16}"
+    path = folder / ("rented.yaml" if rented else "owned-only.yaml")
+    path.write_text(OWNED_ONLY_SCENARIO.format(trace=trace, fleet=fleet))
+    return path

@@ -28,6 +28,9 @@ from hetplan.io import MAX_SPAN_S, check_input_file, check_number
 from hetplan.workload.readers import load_workload
 
 SERVEGEN_ATTRIBUTION = "ServeGen (alibaba/ServeGen), Apache-2.0"
+#: Window bounds in seconds, the same as `hetplan autoscale --window` accepts (1 s .. one day).
+MIN_WINDOW_S = 1.0
+MAX_WINDOW_S = 86400.0
 #: Most windows in a load curve: 19 years of 10-minute windows, or 11.5 days of 1-second ones (the diurnal
 #: generator has the same bound); more is a wrong --window or timestamps in the wrong unit.
 MAX_WINDOWS = 1_000_000
@@ -140,6 +143,12 @@ def read_servegen(path: Path) -> LoadCurve:
             f"load curve {path}: windows are not evenly spaced and increasing",
             f"first gap {window:g} s; gaps range {steps.min():g} .. {steps.max():g} s",
             "pass one row per window, in time order",
+        )
+    if not MIN_WINDOW_S <= window <= MAX_WINDOW_S:  # the bounds of --window: a shorter window is a zero-length one
+        raise InputError(
+            f"load curve {path}: windows of {window:g} s are outside {MIN_WINDOW_S:g} s .. {MAX_WINDOW_S:g} s",
+            "the window is the gap between the first two rows' start times (seconds)",
+            "give start times in seconds, e.g. 0, 600, 1200 for 10-minute windows",
         )
     return LoadCurve(path.stem, path.name, SERVEGEN_ATTRIBUTION, window, start_s, np.array(rates), np.array(cvs))
 

@@ -6,6 +6,8 @@ each other; this is the one place that knows them all. Registration order is the
 
 from __future__ import annotations
 
+import errno
+import os
 import signal
 import sys
 from types import FrameType
@@ -55,6 +57,73 @@ EXIT_SIGINT = 128 + int(signal.SIGINT)
 EXIT_SIGTERM = 128 + int(signal.SIGTERM)
 
 
+def _is_stdout(obj: object) -> bool:
+    """Whether ``obj`` writes to file descriptor 1 (a stream, or a rich console holding one in ``file``)."""
+    for candidate in (obj, getattr(obj, "file", None)):
+        fileno = getattr(candidate, "fileno", None)
+        if callable(fileno):
+            try:
+                if fileno() == 1:
+                    return True
+            except (OSError, ValueError, TypeError, AttributeError):  # io.UnsupportedOperation is both
+                continue
+    return False
+
+
+def _stdout_broken(exc: OSError) -> bool:
+    """True when ``exc`` came from writing stdout (a full device, an I/O error): the innermost frames that raised it
+    write to file descriptor 1, or flushing stdout fails too."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in frames[-4:]:  # the write itself: click's echo, rich's console, a stream's own write or flush
+        if any(_is_stdout(v) for v in frame.f_locals.values()):
+            return True
+    try:
+        sys.stdout.flush()
+    except OSError:
+        return True
+    except (ValueError, AttributeError):  # closed, or no stdout at all
+        return False
+    # a builtin print() has no frame of its own: a full device is stdout's, as every file hetplan writes goes
+    # through hetplan.io.write_atomic, which reports its own (OutputError)
+    return exc.errno in _FULL
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _flush_stdout() -> None:
+    """Flush stdout, turning a failure into :func:`_stdout_failed`'s one line and exit 1."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        _stdout_failed(exc)
+    except (ValueError, AttributeError):
+        pass
+
+
+def _stdout_failed(exc: OSError) -> None:
+    """Stdout could not be written (``hetplan ... > /dev/full``): one line on stderr, exit 1. Stdout is pointed at
+    the null device first, so Python's own flush at exit neither raises nor prints again. Files the command wrote
+    with ``--out`` are complete (written atomically); only what went to stdout is lost."""
+    what = exc.strerror or str(exc)
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor behind stdout (a test runner)
+        pass
+    print(
+        f"Error: cannot write the output to stdout: {what} (errno {exc.errno}); free space on its device or "
+        "redirect it elsewhere",
+        file=sys.stderr,
+    )
+    raise SystemExit(1)
+
+
 def main() -> None:
     """Console-script entry point (``--debug`` is accepted anywhere on the command line).
 
@@ -66,7 +135,15 @@ def main() -> None:
         sys.argv = [sys.argv[0], "--debug"] + [a for a in sys.argv[1:] if a != "--debug"]
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        app()
+        try:
+            app()
+        finally:
+            if not _RECEIVED:
+                _flush_stdout()  # here, not at interpreter exit, where a full device prints "Exception ignored"
+    except OSError as exc:
+        if _RECEIVED or not _stdout_broken(exc):
+            raise
+        _stdout_failed(exc)
     except BaseException:
         if not _RECEIVED:
             raise

@@ -159,6 +159,10 @@ def max_cost_increase_option(help: str) -> Any:
     return typer.Option("--max-cost-increase", help=help)
 
 
+def max_cost_increase_usd_option(help: str) -> Any:
+    return typer.Option("--max-cost-increase-usd-per-hour", help=help)
+
+
 def min_ratio_option(help: str) -> Any:
     return typer.Option("--min-tokens-per-usd-ratio", help=help)
 

@@ -16,6 +16,7 @@ from hetplan.cli.options import (
     github_option,
     json_option,
     max_cost_increase_option,
+    max_cost_increase_usd_option,
     min_ratio_option,
     out_option,
     summary_option,
@@ -30,7 +31,13 @@ if TYPE_CHECKING:
 
 FORMATS = ("term", "md", "html", "json")
 GATE_KIND = "gate-baseline"
+SCHEDULE_SCHEMA_VERSION = 1  # of hetplan autoscale --out schedule.json
+GATE_SCHEMA_VERSION = 1  # of the gate baseline file (its plans carry their own)
 BASELINE_SUFFIXES = (".json", ".yaml", ".yml")
+USD_HELP = (
+    "Allowed $/hour rise in dollars (default 0); the gate allows the larger of this and --max-cost-increase. "
+    "The only allowance for a baseline at $0.00/h (all GPUs owned without a price)."
+)
 
 
 def _check_baseline_suffix(path: Path) -> None:
@@ -84,15 +91,12 @@ def _load_baseline(path: Path) -> dict[str, Any]:
 
 def _load_schedule(path: Path) -> dict[str, Any]:
     """A schedule written by ``hetplan autoscale --out schedule.json`` (checked for what the report reads)."""
+    from hetplan.plan.doc import check_schema_version
+    from hetplan.report.model import check_schedule
+
     doc = _read_doc(path, "schedule")
-    need = {"scenario", "curve", "settings", "summary", "windows"}
-    missing = sorted(need - set(doc))
-    if missing or not isinstance(doc["windows"], list) or not doc["windows"]:
-        raise InputError(
-            f"{path} is not a usable schedule",
-            f"missing or empty: {', '.join(missing) or 'windows'}",
-            "write one with hetplan autoscale SCENARIO --load-curve FILE --out schedule.json",
-        )
+    check_schema_version(doc, str(path), "schedule", (SCHEDULE_SCHEMA_VERSION,))
+    check_schedule(doc, str(path))
     return doc
 
 
@@ -119,6 +123,7 @@ def report(
     force: ForceFlag = False,
     baseline: Annotated[Path | None, baseline_option("Gate against this baseline plan (JSON or YAML).")] = None,
     max_cost_increase: Annotated[str | None, max_cost_increase_option("Allowed $/hour rise (default 2%).")] = None,
+    max_usd: Annotated[float | None, max_cost_increase_usd_option(USD_HELP)] = None,
     min_ratio: Annotated[
         float | None, min_ratio_option("Fail when tokens/USD falls below this multiple of the baseline's.")
     ] = None,
@@ -133,20 +138,24 @@ def report(
     """
 
     from hetplan.plan.doc import load_plan
-    from hetplan.report.gate import compare, markdown_summary, parse_fraction
+    from hetplan.report.gate import compare, markdown_summary, parse_fraction, parse_usd_per_hour
     from hetplan.report.model import build_report
     from hetplan.report.render.html import render_html
     from hetplan.report.render.json import render_json
     from hetplan.report.render.markdown import render_markdown
     from hetplan.report.render.terminal import render_terminal
 
-    def work() -> tuple[str, dict[str, Any], list["GateResult"], float]:
+    def work() -> tuple[str, dict[str, Any], list["GateResult"], float, float]:
         kind = _format_for(fmt, out)
-        gate_opts = max_cost_increase is not None or min_ratio is not None or github or summary is not None
+        gate_opts = (
+            max_cost_increase is not None or max_usd is not None or min_ratio is not None or github
+            or summary is not None
+        )  # fmt: skip
         if baseline is None and gate_opts:
             raise InputError(
                 "gate options need --baseline",
-                "--max-cost-increase, --min-tokens-per-usd-ratio, --github and --summary only apply to a gate",
+                "--max-cost-increase(-usd-per-hour), --min-tokens-per-usd-ratio, --github and --summary only apply "
+                "to a gate",
                 "add --baseline BASE.json",
             )
         if github and out is None and kind in ("md", "json", "html"):
@@ -155,6 +164,7 @@ def report(
                 fix="write the report with --out FILE",
             )
         allowed = parse_fraction(max_cost_increase or "2%", "--max-cost-increase")
+        allowed_usd = parse_usd_per_hour(max_usd, "--max-cost-increase-usd-per-hour")
         _check_ratio(min_ratio)
         _check_summary_path(summary)
         if out is not None:
@@ -179,18 +189,28 @@ def report(
                         "the gate compares a scenario with its own earlier plan",
                         "pass the baseline of the same scenario",
                     )
-                results.append(compare(typed, base, allowed, min_ratio, name=f"{typed.name} ({src})"))
+                results.append(
+                    compare(
+                        typed,
+                        base,
+                        allowed,
+                        min_ratio,
+                        name=f"{typed.name} ({src})",
+                        max_cost_increase_usd_per_hour=allowed_usd,
+                    )  # fmt: skip
+                )
             rep["gate"] = {
                 "baseline": baseline.name,
                 "max_cost_increase_fraction": allowed,
+                "max_cost_increase_usd_per_hour": allowed_usd,
                 "min_tokens_per_usd_ratio": min_ratio,
                 "results": [r.as_dict() for r in results],
                 "passed": all(r.passed for r in results),
             }
-        return kind, rep, results, allowed
+        return kind, rep, results, allowed, allowed_usd
 
-    kind, rep, results, allowed = run_guarded(work)
-    gate_md = markdown_summary(results, allowed) if results else ""
+    kind, rep, results, allowed, allowed_usd = run_guarded(work)
+    gate_md = markdown_summary(results, allowed, None, allowed_usd) if results else ""
     text = ""
     if kind == "json":
         text = render_json(rep)
@@ -206,7 +226,7 @@ def report(
     else:
         to_stdout(lambda: typer.echo(text, nl=False))
     if results:
-        _finish_gate(results, allowed, github, summary, [])
+        _finish_gate(results, allowed, github, summary, [], allowed_usd=allowed_usd)
 
 
 def _check_ratio(min_ratio: float | None) -> None:
@@ -221,20 +241,23 @@ def _finish_gate(
     summary: Path | None,
     warnings: list[str],
     quiet: bool = False,
+    allowed_usd: float = 0.0,
 ) -> None:
     from hetplan.report.gate import github_annotations, markdown_summary
 
     if github:
         to_stdout(lambda: typer.echo(github_annotations(results, warnings), nl=False))
     if summary is not None:
-        run_guarded(lambda: _append_summary(summary, markdown_summary(results, allowed, warnings)))
+        run_guarded(lambda: _append_summary(summary, markdown_summary(results, allowed, warnings, allowed_usd)))
     if not quiet:
-        _print_gate(results, allowed, warnings)
+        _print_gate(results, allowed, warnings, allowed_usd)
     if not results or not all(r.passed for r in results):
         raise typer.Exit(1)
 
 
-def _print_gate(results: list["GateResult"], allowed: float, warnings: list[str]) -> None:
+def _print_gate(results: list["GateResult"], allowed: float, warnings: list[str], allowed_usd: float = 0.0) -> None:
+    from hetplan.report.gate import allowance_text
+
     for w in warnings:
         err_console.print(f"[yellow]warning:[/] {escape(w)}")
     if not results:
@@ -246,8 +269,7 @@ def _print_gate(results: list["GateResult"], allowed: float, warnings: list[str]
         else:
             err_console.print(
                 f"gate {state} {escape(r.name)}: ${r.baseline_usd_per_hour:,.2f}/h -> ${r.usd_per_hour:,.2f}/h "
-                f"({r.cost_change * 100:+.2f} %, allowed +{allowed * 100:g} %), tokens/USD "
-                f"{r.tokens_per_usd_ratio:.4f}x",
+                f"({r.change_text()}, allowed {allowance_text(allowed, allowed_usd)}), tokens/USD {r.ratio_text()}",
                 highlight=False,
             )
         for line in r.failures:
@@ -262,6 +284,7 @@ def gate(
     ],
     baseline: Annotated[Path, baseline_option("Baseline file (.json, .yaml or .yml) holding one plan per scenario.")],
     max_cost_increase: Annotated[str, max_cost_increase_option("Allowed $/hour rise per scenario.")] = "2%",
+    max_usd: Annotated[float | None, max_cost_increase_usd_option(USD_HELP)] = None,
     min_ratio: Annotated[float | None, min_ratio_option("Minimum tokens/USD vs the baseline.")] = None,
     update: Annotated[
         bool,
@@ -283,11 +306,12 @@ def gate(
 ) -> None:
     """Re-plan SCENARIOS and compare each with the stored baseline, so a change to models, prices, SLOs or
     hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails or was not compared."""
-    from hetplan.report.gate import compare, failed, parse_fraction
+    from hetplan.report.gate import compare, failed, parse_fraction, parse_usd_per_hour
     from hetplan.scenario import load_scenario
 
-    def work() -> tuple[dict[str, "Plan"], dict[str, str], dict[str, Any] | None, float]:
+    def work() -> tuple[dict[str, "Plan"], dict[str, str], dict[str, Any] | None, float, float]:
         allowed = parse_fraction(max_cost_increase, "--max-cost-increase")
+        allowed_usd = parse_usd_per_hour(max_usd, "--max-cost-increase-usd-per-hour")
         _check_ratio(min_ratio)
         _check_summary_path(summary)
         if json_out and github:
@@ -323,13 +347,13 @@ def gate(
                             f"scenario {scenario.name!r} ({path}) cannot be planned: {exc.what}", exc.why, exc.fix
                         ) from None
                     broken[scenario.name] = f"cannot be planned now ({path}): {exc.what}. {exc.why}".strip()
-        return fresh, broken, stored, allowed
+        return fresh, broken, stored, allowed, allowed_usd
 
-    fresh, broken, stored, allowed = run_guarded(work)
+    fresh, broken, stored, allowed, allowed_usd = run_guarded(work)
     if update:
         kept = dict(stored["scenarios"]) if stored else {}
         kept.update({name: api.to_doc(p) for name, p in fresh.items()})
-        doc = {"schema_version": 1, "kind": GATE_KIND, "scenarios": dict(sorted(kept.items()))}
+        doc = {"schema_version": GATE_SCHEMA_VERSION, "kind": GATE_KIND, "scenarios": dict(sorted(kept.items()))}
         run_guarded(lambda: write_atomic(baseline, dump_for_path(baseline, doc), force=True))
         err_console.print(f"updated {len(fresh)} scenario(s) in {escape(str(baseline))} ({len(kept)} in all)")
         return
@@ -339,7 +363,7 @@ def gate(
         if name not in stored["scenarios"]:
             results.append(failed(name, "not in the baseline; add it on purpose with --update-baseline"))
         else:
-            results.append(compare(plan, stored["scenarios"][name], allowed, min_ratio, name=name))
+            results.append(compare(plan, stored["scenarios"][name], allowed, min_ratio, name, allowed_usd))
     results += [failed(name, reason) for name, reason in broken.items()]
     warnings = [
         f"{name}: in the baseline but not re-planned (not among the scenarios given)"
@@ -353,11 +377,11 @@ def gate(
             "warnings": warnings,
         }
         to_stdout(lambda: typer.echo(to_json(gate_doc), nl=False))
-    _finish_gate(results, allowed, github, summary, warnings, quiet=json_out)
+    _finish_gate(results, allowed, github, summary, warnings, quiet=json_out, allowed_usd=allowed_usd)
 
 
 def _read_gate_baseline(path: Path) -> dict[str, Any]:
-    from hetplan.plan.doc import check_plan
+    from hetplan.plan.doc import check_plan, check_schema_version
 
     if not path.exists():
         raise InputError(f"baseline {path} does not exist", fix="create it once with --update-baseline")
@@ -368,6 +392,7 @@ def _read_gate_baseline(path: Path) -> dict[str, Any]:
             f"kind is {doc.get('kind')!r}",
             "write one with hetplan gate SCENARIOS --baseline FILE --update-baseline",
         )
+    check_schema_version(doc, str(path), "gate baseline", (GATE_SCHEMA_VERSION,))
     for name, plan in doc["scenarios"].items():
         check_plan(plan, f"{path}: scenario {name}")
     return doc

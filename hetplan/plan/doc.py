@@ -214,10 +214,34 @@ def check_plan(data: Any, where: str = "plan") -> None:
             "no serving engine runs Hetis today, so there is nothing to emit, and the spec has no cost to report",
             "read the spec itself (JSON/YAML), or plan with --strategy cauchy|homogeneous|melange for emit/report",
         )
+    if "schema_version" in data:  # a missing one is named with the other missing fields below
+        check_schema_version(data, where, "plan", tuple(range(1, SCHEMA_VERSION + 1)))
     try:
         PlanDoc.model_validate(data)
     except ValidationError as exc:
         raise InputError(f"{where} is not a usable hetplan plan", format_validation(exc), FIX) from None
+
+
+def check_schema_version(data: Mapping[str, Any], where: str, what: str, known: tuple[int, ...]) -> None:
+    """Refuse a document whose ``schema_version`` is missing or not one of ``known`` (a file from a newer hetplan,
+    or hand-edited), naming the field and the versions this hetplan reads.
+
+    Raises:
+        InputError: missing, not a whole number, or not among ``known``.
+    """
+    version = data.get("schema_version")
+    versions = ", ".join(str(v) for v in known)
+    if isinstance(version, int) and not isinstance(version, bool) and version in known:
+        return
+    got = "missing" if version is None else repr(version)
+    head = f"{where} has no schema_version" if version is None else f"{where}: schema_version {got} is not known"
+    raise InputError(
+        f"{head} ({what} schema versions this hetplan knows: {versions})",
+        "a file written by a newer hetplan, or edited by hand, may not mean what this version would read",
+        f"write it again with this hetplan, or upgrade hetplan to one that knows schema_version {got}"
+        if version is not None
+        else "write it again with this hetplan",
+    )
 
 
 def from_doc(data: Any, where: str = "plan") -> Plan:
@@ -387,6 +411,7 @@ def read_plan_doc(path: str | Path) -> dict[str, Any]:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "check_schema_version",
     "PlanDoc",
     "PlanMapping",
     "check_plan",

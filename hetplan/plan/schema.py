@@ -150,9 +150,25 @@ class SensitivityDoc(_Open):
     best_alternative_usd_per_hour: Usd | None
 
 
+class CostPointDoc(_Open):
+    """One point of the cost-versus-goodput curve: the goodput target (req/s) and each strategy's $/hour there
+    (``<strategy>_usd_per_hour``, null where infeasible)."""
+
+    goodput_req_per_s: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _costs(self) -> CostPointDoc:
+        for key, value in (self.model_extra or {}).items():
+            if not key.endswith("_usd_per_hour"):
+                raise ValueError(f"{key}: not a cost (<strategy>_usd_per_hour)")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+                raise ValueError(f"{key}: {value!r} is not a cost in $/hour (a number >= 0, or null)")
+        return self
+
+
 class AnalysisDoc(_Open):
     price_sensitivity: list[SensitivityDoc] = Field(default_factory=list)
-    cost_vs_goodput: list[dict[str, float | None]] = Field(default_factory=list)
+    cost_vs_goodput: list[CostPointDoc] = Field(default_factory=list)
 
 
 class ResolvedModelDoc(BaseModel):

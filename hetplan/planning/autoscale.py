@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from hetplan import __version__
+from hetplan.autoscale.curves import MAX_WINDOW_S, MIN_WINDOW_S
 from hetplan.catalog.loader import catalog_sha256, find_gpu, format_validation
 from hetplan.errors import InputError
 from hetplan.plan.doc import SCHEMA_VERSION, from_doc, to_doc
@@ -52,7 +53,7 @@ def autoscale(
         parsed = AutoscaleSpec.model_validate(spec)
     except ValidationError as exc:
         raise InputError("invalid autoscale settings", format_validation(exc), "fix the named values") from None
-    window_s = None if parsed.window is None else parse_duration_s(parsed.window, "window", 1.0, 86400.0)
+    window_s = None if parsed.window is None else parse_duration_s(parsed.window, "window", MIN_WINDOW_S, MAX_WINDOW_S)
     if diurnal_text is not None:
         parts = [p.strip() for p in diurnal_text.split(",")]
         try:
@@ -127,8 +128,9 @@ def autoscale(
             "total_usd_per_hour": rnd(total),
             "usd_per_month": rnd(total * HOURS_PER_MONTH),
             "goodput_req_per_s": rnd(goodput),
-            "tokens_per_usd": rnd(3600 * goodput * tokens / total),
-            "output_tokens_per_usd": rnd(3600 * goodput * planner.token_means[1] / total),
+            # 0 at $0/h (owned GPUs priced at $0): tokens per dollar is not defined, as in plan files
+            "tokens_per_usd": rnd(3600 * goodput * tokens / total) if total > 0 else 0.0,
+            "output_tokens_per_usd": rnd(3600 * goodput * planner.token_means[1] / total) if total > 0 else 0.0,
             "gpus_used": dict(sorted(used.items())),
             "combos": combos,
             "instances": [],

@@ -508,7 +508,9 @@ def combo_doc(
         "count": count,
         "usd_per_hour": rnd(combo.usd_per_hour),
         "goodput_req_per_s": rnd(combo.goodput_req_per_s),
-        "tokens_per_usd": rnd(3600 * combo.goodput_req_per_s * tokens / combo.usd_per_hour),
+        "tokens_per_usd": rnd(3600 * combo.goodput_req_per_s * tokens / combo.usd_per_hour)
+        if combo.usd_per_hour > 0
+        else None,  # a combo at $0/h (owned GPUs priced at $0): not defined
         "bound_by": combo.bound_by,
         "prefill_capacity_req_per_s": rnd(combo.prefill_rate_per_instance),
         "decode_capacity_req_per_s": rnd(combo.decode_rate_per_instance),

@@ -1,8 +1,12 @@
 """The CI cost gate: compare a plan with a stored baseline plan and explain what changed.
 
-A plan fails when its $/hour rose by more than ``max_cost_increase`` (a fraction), when set, its tokens/USD fell
-below ``min_tokens_per_usd_ratio`` times the baseline's, or the baseline plan was verified in simulation and the
-fresh one is not (``verification.status``, :mod:`hetplan.sim.verify`). The explanation lists what differs:
+A plan fails when its $/hour rose by more than it may: the larger of ``max_cost_increase`` (a fraction of the
+baseline's $/hour) and ``max_cost_increase_usd_per_hour`` (dollars per hour, 0 unless given). A baseline at $0.00/h
+(all GPUs owned, priced at $0) allows no percentage rise, so any rise from $0 fails unless an absolute allowance
+covers it. It also fails when its tokens/USD fell below ``min_tokens_per_usd_ratio`` (when set) times the
+baseline's (not compared when either plan costs $0/h: tokens per dollar is not defined there), or when the
+baseline plan was verified in simulation and the fresh one is not (``verification.status``,
+:mod:`hetplan.sim.verify`). The explanation lists what differs:
 model, SLOs, goodput target, prices per GPU, GPUs per type, combos added or removed, predicted capacity and the
 verification status.
 
@@ -24,7 +28,9 @@ from hetplan.report.model import combo_label
 
 @dataclass(frozen=True)
 class GateResult:
-    """Outcome of one comparison. ``cost_change`` and ``tokens_per_usd_ratio`` are relative to the baseline."""
+    """Outcome of one comparison. ``cost_change`` (a fraction) and ``tokens_per_usd_ratio`` are relative to the
+    baseline; both are NaN where not defined (a $0.00/h baseline for the fraction, a $0.00/h plan on either side for
+    the ratio, a scenario not compared for both). ``cost_change_usd_per_hour`` is the rise in dollars per hour."""
 
     name: str
     passed: bool
@@ -34,6 +40,22 @@ class GateResult:
     tokens_per_usd_ratio: float
     failures: tuple[str, ...] = ()
     changes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def cost_change_usd_per_hour(self) -> float:
+        """``usd_per_hour - baseline_usd_per_hour`` (NaN when not compared)."""
+        return self.usd_per_hour - self.baseline_usd_per_hour
+
+    def change_text(self) -> str:
+        """The cost change in words: ``+1.25 %``, or ``+$3.00/h`` from a $0.00/h baseline (no percentage)."""
+        if math.isnan(self.cost_change):
+            rise = self.cost_change_usd_per_hour
+            return f"{'-' if rise < 0 else '+'}${abs(rise):,.2f}/h from $0.00/h"
+        return f"{self.cost_change * 100:+.2f} %"
+
+    def ratio_text(self) -> str:
+        """``0.9800x``, or ``-`` where tokens/USD is not defined (a plan at $0.00/h)."""
+        return "-" if math.isnan(self.tokens_per_usd_ratio) else f"{self.tokens_per_usd_ratio:.4f}x"
 
     def as_dict(self) -> dict[str, Any]:
         def num(x: float) -> float | None:
@@ -45,10 +67,35 @@ class GateResult:
             "baseline_usd_per_hour": num(self.baseline_usd_per_hour),
             "usd_per_hour": num(self.usd_per_hour),
             "cost_change_fraction": num(self.cost_change),
+            "cost_change_usd_per_hour": num(self.cost_change_usd_per_hour),
             "tokens_per_usd_ratio": num(self.tokens_per_usd_ratio),
             "failures": list(self.failures),
             "changes": list(self.changes),
         }
+
+
+def allowance_text(max_cost_increase: float, max_cost_increase_usd_per_hour: float = 0.0) -> str:
+    """The allowed rise in words: ``+2 %``, or ``+2 % or +$1.50/h, whichever is larger``."""
+    text = f"+{max_cost_increase * 100:g} %"
+    if max_cost_increase_usd_per_hour > 0:
+        text += f" or +${max_cost_increase_usd_per_hour:,.2f}/h, whichever is larger"
+    return text
+
+
+def parse_usd_per_hour(value: float | None, field_name: str) -> float:
+    """An absolute allowance in dollars per hour (0 when not given).
+
+    Raises:
+        InputError: negative, non-finite or above $1,000,000/h.
+    """
+    if value is None:
+        return 0.0
+    if not math.isfinite(value) or not 0.0 <= value <= 1e6:
+        raise InputError(
+            f"{field_name}: {value!r} is out of range",
+            fix=f"give dollars per hour between 0 and 1000000, e.g. {field_name} 5",
+        )
+    return float(value)
 
 
 def parse_fraction(text: str | float, field_name: str) -> float:
@@ -155,27 +202,54 @@ def explain(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: Costs closer than this (dollars per hour) are the same: plan files round money to 6 decimals.
+USD_PER_HOUR_TOLERANCE = 1e-6
+
+
 def compare(
     plan: Plan,
     baseline: dict[str, Any],
     max_cost_increase: float,
     min_tokens_per_usd_ratio: float | None = None,
     name: str | None = None,
+    max_cost_increase_usd_per_hour: float = 0.0,
 ) -> GateResult:
     """Gate the fresh ``plan`` against ``baseline`` (a stored plan document, version 1 or 2): it fails when the
-    cost rose more than ``max_cost_increase`` (a fraction) or tokens/USD fell below ``min_tokens_per_usd_ratio``
-    times the baseline's; the explanation names what changed (deployment, prices, SLOs, model)."""
+    cost rose more than the larger of ``max_cost_increase`` (a fraction of the baseline's $/hour) and
+    ``max_cost_increase_usd_per_hour`` (dollars per hour), or tokens/USD fell below ``min_tokens_per_usd_ratio``
+    times the baseline's; the explanation names what changed (deployment, prices, SLOs, model).
+
+    A baseline at $0.00/h (all GPUs owned without a price) has no percentage change: any rise from it fails unless
+    ``max_cost_increase_usd_per_hour`` allows it, and the failure says how to allow one. The tokens/USD ratio is
+    not compared when either plan costs $0.00/h (tokens per dollar is not defined there; the plan file writes 0).
+    """
     current = to_doc(plan)
-    old, new = baseline["total_usd_per_hour"], current["total_usd_per_hour"]
-    change = new / old - 1.0 if old > 0 else 0.0
-    ratio = current["tokens_per_usd"] / baseline["tokens_per_usd"] if baseline["tokens_per_usd"] else 1.0
+    old, new = float(baseline["total_usd_per_hour"]), float(current["total_usd_per_hour"])
+    rise = new - old
+    change = new / old - 1.0 if old > 0 else math.nan
+    both_paid = old > 0 and new > 0 and baseline["tokens_per_usd"] and current["tokens_per_usd"]
+    ratio = current["tokens_per_usd"] / baseline["tokens_per_usd"] if both_paid else math.nan
+    allowed_usd = max(max_cost_increase * old, max_cost_increase_usd_per_hour)
     failures = []
-    if change > max_cost_increase + 1e-12:
-        failures.append(
-            f"cost rose {change * 100:+.2f} % (${old:,.2f}/h -> ${new:,.2f}/h), more than the allowed "
-            f"+{max_cost_increase * 100:g} %"
-        )
-    if min_tokens_per_usd_ratio is not None and ratio < min_tokens_per_usd_ratio - 1e-12:
+    if rise > allowed_usd + USD_PER_HOUR_TOLERANCE:
+        if old > 0:
+            failures.append(
+                f"cost rose {change * 100:+.2f} % (${old:,.2f}/h -> ${new:,.2f}/h), more than the allowed "
+                f"{allowance_text(max_cost_increase, max_cost_increase_usd_per_hour)}"
+            )
+        else:
+            failures.append(
+                f"cost rose from $0.00/h to ${new:,.2f}/h (+${rise:,.2f}/h); the baseline costs nothing (owned GPUs "
+                "without a price), so a percentage allows no rise"
+                + (
+                    f" and the allowed +${max_cost_increase_usd_per_hour:,.2f}/h is less"
+                    if max_cost_increase_usd_per_hour > 0
+                    else ""
+                )
+                + f": allow one in dollars with --max-cost-increase-usd-per-hour {math.ceil(rise * 100) / 100:g}, "
+                "or price the owned GPUs in a price file"
+            )
+    if min_tokens_per_usd_ratio is not None and not math.isnan(ratio) and ratio < min_tokens_per_usd_ratio - 1e-12:
         failures.append(
             f"tokens/USD fell to {ratio:.4f}x the baseline ({baseline['tokens_per_usd']:,.0f} -> "
             f"{current['tokens_per_usd']:,.0f}), below the required {min_tokens_per_usd_ratio:g}x"
@@ -221,9 +295,7 @@ def github_annotations(results: list[GateResult], warnings: list[str] | None = N
     for r in results:
         if r.passed:
             lines.append(
-                _escape_cmd(
-                    "notice", f"{r.name}: ${r.usd_per_hour:,.2f}/h ({r.cost_change * 100:+.2f} % against the baseline)"
-                )
+                _escape_cmd("notice", f"{r.name}: ${r.usd_per_hour:,.2f}/h ({r.change_text()} against the baseline)")
             )
         for failure in r.failures:
             lines.append(_escape_cmd("error", f"{r.name}: {failure}"))
@@ -234,13 +306,18 @@ def _escape_cmd(kind: str, message: str) -> str:
     return f"::{kind} title=hetplan cost gate::{_escape(message)}"
 
 
-def markdown_summary(results: list[GateResult], max_cost_increase: float, warnings: list[str] | None = None) -> str:
+def markdown_summary(
+    results: list[GateResult],
+    max_cost_increase: float,
+    warnings: list[str] | None = None,
+    max_cost_increase_usd_per_hour: float = 0.0,
+) -> str:
     """A Markdown summary for a CI job page or pull-request comment."""
     passed = bool(results) and all(r.passed for r in results)
     out = [
         f"## hetplan cost gate: {'passed' if passed else 'FAILED'}",
         "",
-        f"Allowed cost increase: +{max_cost_increase * 100:g} %",
+        f"Allowed cost increase: {allowance_text(max_cost_increase, max_cost_increase_usd_per_hour)}",
         "",
         "| scenario | baseline $/h | now $/h | change | tokens/USD ratio | result |",
         "|---|---|---|---|---|---|",
@@ -250,8 +327,8 @@ def markdown_summary(results: list[GateResult], max_cost_increase: float, warnin
             out.append(f"| {r.name} | - | - | - | - | FAIL |")
             continue
         out.append(
-            f"| {r.name} | {r.baseline_usd_per_hour:,.2f} | {r.usd_per_hour:,.2f} | {r.cost_change * 100:+.2f} % "
-            f"| {r.tokens_per_usd_ratio:.4f}x | {'pass' if r.passed else 'FAIL'} |"
+            f"| {r.name} | {r.baseline_usd_per_hour:,.2f} | {r.usd_per_hour:,.2f} | {r.change_text()} "
+            f"| {r.ratio_text()} | {'pass' if r.passed else 'FAIL'} |"
         )
     if not results:
         out.append("| (nothing compared) | - | - | - | - | FAIL |")

@@ -6,9 +6,13 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hetplan import __version__
+from hetplan.catalog.loader import format_validation
+from hetplan.errors import InputError
 from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.plan.types import combo_label as _label
 
@@ -21,6 +25,20 @@ def combo_label(combo: dict[str, Any]) -> str:
         c = combo
         return _label(c["n_prefill"], c["prefill_gpu"], c["prefill_tp"], c["n_decode"], c["decode_gpu"], c["decode_tp"])
     return f"{combo['gpu']} TP{combo['tp']} (aggregated)"
+
+
+def saved_fraction(usd_per_hour: float, other_usd_per_hour: float) -> float | None:
+    """``1 - usd_per_hour / other_usd_per_hour`` rounded to 4 places (negative when this costs more); None when the
+    other costs $0/h (an all-owned fleet without a price), where no fraction is defined."""
+    if not other_usd_per_hour > 0:
+        return None
+    return round(1 - usd_per_hour / other_usd_per_hour, 4) + 0.0
+
+
+def per_usd(value: float | None, usd_per_hour: float) -> float | None:
+    """A tokens/USD figure for the report: None when the cost is $0/h (owned GPUs without a price; the plan file
+    writes 0 there, and tokens per dollar is not defined)."""
+    return value if usd_per_hour > 0 else None
 
 
 def plan_report(plan: Plan, source: str) -> dict[str, Any]:
@@ -65,8 +83,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         **({"gpu": plan.extra["gpu"]} if "gpu" in plan.extra else {}),
         "total_usd_per_hour": plan.total_usd_per_hour,
         "goodput_req_per_s": plan.goodput_req_per_s,
-        "tokens_per_usd": plan.tokens_per_usd,
-        "output_tokens_per_usd": plan.output_tokens_per_usd,
+        "tokens_per_usd": per_usd(plan.tokens_per_usd, plan.total_usd_per_hour),
+        "output_tokens_per_usd": per_usd(plan.output_tokens_per_usd, plan.total_usd_per_hour),
         "gpus_used": dict(plan.gpus_used),
     }
     strategies: dict[str, Any] = {plan.strategy: own}
@@ -81,8 +99,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
                     ("gpu", other.gpu),
                     ("total_usd_per_hour", other.total_usd_per_hour),
                     ("goodput_req_per_s", other.goodput_req_per_s),
-                    ("tokens_per_usd", other.tokens_per_usd),
-                    ("output_tokens_per_usd", other.output_tokens_per_usd),
+                    ("tokens_per_usd", per_usd(other.tokens_per_usd, other.total_usd_per_hour or 0.0)),
+                    ("output_tokens_per_usd", per_usd(other.output_tokens_per_usd, other.total_usd_per_hour or 0.0)),
                     ("gpus_used", dict(other.gpus_used or {})),
                 )
                 if v is not None
@@ -91,9 +109,9 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
     for name, part in strategies.items():
         if name != plan.strategy and part.get("status") != "infeasible":
             gains[name] = {
-                "cost_saved_fraction": round(1 - plan.total_usd_per_hour / part["total_usd_per_hour"], 4) + 0.0,
+                "cost_saved_fraction": saved_fraction(plan.total_usd_per_hour, part["total_usd_per_hour"]),
                 "tokens_per_usd_ratio": round(plan.tokens_per_usd / part["tokens_per_usd"], 4)
-                if part["tokens_per_usd"]
+                if plan.total_usd_per_hour > 0 and part.get("tokens_per_usd") and part["total_usd_per_hour"] > 0
                 else None,
             }
     analysis = plan.extra.get("analysis") or {}
@@ -119,8 +137,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         "usd_per_month": plan.usd_per_month,
         "usd_per_million_tokens": plan.extra.get("usd_per_million_tokens"),
         "goodput_req_per_s": plan.goodput_req_per_s,
-        "tokens_per_usd": plan.tokens_per_usd,
-        "output_tokens_per_usd": plan.output_tokens_per_usd,
+        "tokens_per_usd": per_usd(plan.tokens_per_usd, plan.total_usd_per_hour),
+        "output_tokens_per_usd": per_usd(plan.output_tokens_per_usd, plan.total_usd_per_hour),
         "tokens_per_usd_basis": plan.extra.get("tokens_per_usd_basis", ""),
         "gpus_used": dict(plan.gpus_used),
         "prices": {g: p.usd_per_gpu_hour for g, p in plan.prices.items()},
@@ -187,7 +205,7 @@ def _best_single_type(out: dict[str, Any]) -> dict[str, Any] | None:
         "status": base.get("status"),
         "usd_per_hour": cost,
         "gpu": base.get("gpu") or ", ".join(base.get("gpus_used", {})),
-        "saved_fraction": round(1 - out["usd_per_hour"] / cost, 4) + 0.0 if cost else None,
+        "saved_fraction": saved_fraction(out["usd_per_hour"], cost) if cost is not None else None,
     }
 
 
@@ -218,8 +236,14 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
         vs = ": this plan is the best single-GPU-type fleet"
     elif best["status"] == "infeasible":
         vs = "; no single-GPU-type fleet holds the SLOs within the inventory"
-    elif best.get("saved_fraction") is not None and abs(best["saved_fraction"]) < 5e-4:
+    elif (best.get("saved_fraction") is not None and abs(best["saved_fraction"]) < 5e-4) or (
+        best.get("saved_fraction") is None and best.get("usd_per_hour") == plan.total_usd_per_hour
+    ):
         vs = f", the same as the best single-GPU-type fleet ({best['gpu']})"
+    elif best.get("saved_fraction") is None:  # that fleet costs $0/h (owned GPUs without a price): no percentage
+        fleet = f"({best['gpu']}, ${best['usd_per_hour']:,.2f}/h)"
+        more = plan.total_usd_per_hour - (best["usd_per_hour"] or 0.0)
+        vs = f", ${more:,.2f}/h dearer than the best single-GPU-type fleet {fleet}"
     else:
         saved = best.get("saved_fraction") or 0.0
         fleet = f"({best['gpu']}, ${best['usd_per_hour']:,.2f}/h)"
@@ -380,6 +404,75 @@ def _unique_titles(sections: list[dict[str, Any]]) -> None:
     titles = [t if base.count(t) == 1 else f"{t} ({p['source']})" for t, p in zip(base, sections, strict=True)]
     for i, (t, p) in enumerate(zip(titles, sections, strict=True)):
         p["title"] = t if titles.count(t) == 1 else f"{t} #{i + 1}"
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+_NonNeg = Annotated[float, Field(ge=0)]
+
+
+class ScheduleWindowDoc(_Open):
+    """One window of a schedule as the report reads it (start in seconds, rates in req/s, cost in $/hour)."""
+
+    window_start_s: _NonNeg
+    demand_req_per_s: _NonNeg
+    available_capacity_req_per_s: _NonNeg
+    usd_per_hour: _NonNeg
+
+
+class ScheduleSummaryDoc(_Open):
+    """A schedule's ``summary`` as the report reads it: counts, a positive window length and span, costs in $."""
+
+    windows: int = Field(ge=1)
+    window_s: float = Field(gt=0)
+    hours: float = Field(gt=0)
+    schedule_usd: _NonNeg
+    static_peak_usd: _NonNeg
+    static_mean_usd: _NonNeg | None
+    static_mean_short_windows: int | None = Field(default=None, ge=0)
+    saving_vs_static_peak: float | None
+    per_window_optimum_usd: _NonNeg | None
+    short_windows: int = Field(ge=0)
+    peak_demand_req_per_s: _NonNeg
+    mean_demand_req_per_s: _NonNeg
+    combo_changes: int = Field(ge=0)
+    windows_with_changes: int = Field(ge=0)
+    gpu_hours: dict[str, _NonNeg]
+
+
+class ScheduleCurveDoc(_Open):
+    source: str
+
+
+class ScheduleDoc(_Open):
+    """The part of ``hetplan autoscale --out schedule.json`` that reports read (fields beyond it are kept)."""
+
+    kind: Literal["autoscale-schedule"]
+    scenario: str
+    curve: ScheduleCurveDoc
+    settings: dict[str, Any]
+    summary: ScheduleSummaryDoc
+    windows: list[ScheduleWindowDoc] = Field(min_length=1)
+    warnings: list[str] = Field(default_factory=list)
+
+
+def check_schedule(doc: dict[str, Any], where: str) -> None:
+    """Check a schedule document for everything the report reads (see :class:`ScheduleDoc`).
+
+    Raises:
+        InputError: a field missing, of the wrong type, non-finite or out of range (named), e.g. a zero-length
+            window or span, or windows without their start, demand, capacity or cost.
+    """
+    try:
+        ScheduleDoc.model_validate(doc)
+    except ValidationError as exc:
+        raise InputError(
+            f"{where} is not a usable schedule",
+            format_validation(exc),
+            "write one with hetplan autoscale SCENARIO --load-curve FILE --out schedule.json",
+        ) from None
 
 
 def schedule_report(doc: dict[str, Any], source: str) -> dict[str, Any]:

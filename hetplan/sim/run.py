@@ -194,7 +194,7 @@ def find_capacity(
         ``rate_scale`` is None when even 1/64 of the rate misses, ``capped`` True when 64x still meets the target.
 
     Raises:
-        InputError: ``target`` outside (0, 1].
+        InputError: ``target`` outside (0, 1], or a trace whose requests all arrive at one instant (no rate).
     """
     if not 0 < target <= 1:
         raise InputError(f"--target must be in (0, 1], got {target}", fix="pass e.g. --target 0.9")
@@ -213,7 +213,15 @@ def find_capacity(
 
     lo, hi = None, None
     x = 1.0
-    if attain(x) >= target:
+    first = attain(x)
+    if cache[x].get("arrival_rate_per_s") is None:  # every request arrives at one instant: no rate to scale
+        raise InputError(
+            "--find-capacity needs a trace whose arrivals span some time",
+            f"its {cache[x].get('requests', 'few')} request(s) arrive at the same instant, so an arrival rate "
+            "(req/s) is not defined",
+            "give a trace with requests at two or more times, or simulate it without --find-capacity",
+        )
+    if first >= target:
         lo = x
         while hi is None and x < 64:
             x *= 2

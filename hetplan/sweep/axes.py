@@ -14,7 +14,7 @@ models         ``model``              catalog names or ``config.json`` paths
 workloads      ``workload``           trace paths, or workload blocks (``{synthetic: {class: balanced, ...}}``)
 traces         ``workload``           trace paths (Azure CSV, Mooncake JSONL, length CSV)
 goodputs       ``goodput_req_per_s``  req/s
-slos           ``slo``                SLO blocks ``{ttft: 2s, tpot: 100ms, percentile: 90}``, a list or by name
+slos           ``slo``                SLO blocks ``{ttft: 2s, tpot: 100ms, percentile: p90}``, a list or by name
 ttfts/tpots    ``slo.ttft``/``tpot``  durations (``1s``, ``80ms``)
 percentiles    ``slo.percentile``     p90, 99%, 0.9
 gpu_sets       ``gpus``               lists of GPU names

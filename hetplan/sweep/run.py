@@ -14,8 +14,9 @@ Output folder (``--out``, default ``sweep-<grid name>``)::
 Every file is written atomically. An existing table is replaced only with ``--force`` or ``--resume``. With
 ``--resume`` a case whose plan file exists and records the case's ``inputs_sha256`` is not run again: its row is
 rebuilt from the plan file (the same row, since rows depend only on inputs and plan). Cases that failed have no plan
-file and run again. Plan files are written as cases finish, so a sweep that is stopped (Ctrl-C) keeps them; the table
-and report of the finished cases are written on the way out, and the command exits 130.
+file and run again. Plan files are written as cases finish, so a sweep that is stopped (Ctrl-C or SIGTERM, on the
+local pool or Ray) keeps them; the table, report and summary of the finished cases are written on the way out, the
+summary with ``"incomplete": true`` and a note saying so, and the command exits 130 (SIGTERM: 143).
 
 On Ray, with ``files="ship"`` (default) the catalog and every file a case reads are put into Ray's object store
 once and read from there by the workers; ``files="shared"`` sends only paths (the catalog is still shipped), for
@@ -26,13 +27,19 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+import os
+import signal
+import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from hetplan.errors import HetplanError, InputError, OutputExistsError
+from hetplan.errors import HetplanError, InputError, OutputError, OutputExistsError
 from hetplan.io import check_output, to_json, undo_new_files_on_write_error, write_atomic
 from hetplan.sweep.case import CaseOutcome, CaseTask, run_case
 from hetplan.sweep.grid import Case, Grid, expand
@@ -43,9 +50,79 @@ OUTPUTS = ("results.csv", "results.parquet", "report.md", "report.html", "summar
 
 
 class SweepInterrupted(HetplanError):
-    """The sweep was stopped (Ctrl-C) after writing what had finished (exit code 130)."""
+    """The sweep was stopped (Ctrl-C: exit code 130, SIGTERM: 143) after writing what had finished."""
 
     exit_code = 130
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGINT or SIGTERM while the cases run (a KeyboardInterrupt, so the executors cancel and stop their workers)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _handlers() -> dict[int, Any]:
+    """The SIGINT and SIGTERM handlers now (empty off the main thread, where none can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {int(sig): signal.getsignal(sig) for sig in _SIGNALS}
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextmanager
+def _stop_on_signals(before: dict[int, Any], received: list[int]) -> Iterator[None]:
+    """While the cases run, SIGINT and SIGTERM stop the sweep cleanly (:class:`_Stopped`, its number appended to
+    ``received``): the finished cases are written with a note that the run is incomplete. Installed after the
+    executor started, because ``ray.init`` replaces the SIGTERM handler with one that exits at once; ``before``
+    (the handlers from before the executor) are put back on the first signal, so a second one stops the writing
+    as it would any command, and on the way out (signals the shell ignores stay ignored)."""
+    if not before:
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        _restore(before)
+        raise _Stopped(signum)
+
+    for sig, handler in before.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        _restore(before)
+
+
+def _signal_name(signum: int) -> str:
+    return "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C (SIGINT)"
+
+
+def _check_writable(out: Path) -> None:
+    """Make ``out`` and check a file can be created in it, before any case runs (a read-only folder fails now,
+    not after the cases; the folders made here are removed again by the caller's clean-up).
+
+    Raises:
+        OutputError: the folder cannot be made or written.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".hetplan-write-check.", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write the sweep's outputs to {out}", str(exc), "choose a writable --out folder (or free space)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -132,7 +209,9 @@ def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress
 
     Raises:
         InputError: a bad grid (exit 2, naming the axis) or an output that exists without ``--force``/``--resume``.
-        HetplanError: Ray missing or unreachable (exit 1). SweepInterrupted: Ctrl-C (exit 130), after writing.
+        HetplanError: Ray missing or unreachable (exit 1). OutputError: ``--out`` cannot be made or written
+            (checked before any case runs; exit 1). SweepInterrupted: Ctrl-C (exit 130) or SIGTERM (143), after
+            writing the finished cases with ``incomplete`` and a note in the summary.
     """
 
     if settings.ray_files not in RAY_FILES:
@@ -143,6 +222,7 @@ def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress
     out = settings.out if settings.out is not None else Path(f"sweep-{grid.name}")
     _check_out(out, settings)
     with undo_new_files_on_write_error(out):  # a full disk leaves nothing this run made; Ctrl-C keeps the plans
+        _check_writable(out)
         return _sweep_into(grid, out, settings, progress)
 
 
@@ -164,12 +244,13 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
     step(len(rows), total, None)
     start = time.perf_counter()
     interrupted = False
+    received: list[int] = []
+    before = _handlers()  # ray.init replaces SIGTERM's handler: these are put back after the run
     executor = make_executor(settings.executor, settings.workers, settings.ray_address) if todo else None
     described = executor.describe() if executor is not None else f"{settings.executor} (nothing to run)"
 
     def finish(case: Case, outcome: CaseOutcome) -> None:
         if outcome.status == "ok" and outcome.doc is not None:
-            plans.mkdir(parents=True, exist_ok=True)
             write_atomic(plans / f"{case.id}.json", to_json(outcome.doc), force=True)
         row = build_row(case, outcome.status, outcome.doc, outcome.error) | _timings(outcome, False)
         rows[case.id] = row
@@ -177,7 +258,7 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
 
     try:
         if executor is not None:
-            with executor:
+            with executor, _stop_on_signals(before, received):
                 tasks: list[tuple[Any, ...]]
                 if executor.ships_files:
                     catalog, sha = _catalog_payload()
@@ -201,29 +282,48 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
                     lambda i, exc: finish(todo[i], CaseOutcome(todo[i].id, "error",
                                                                error=f"worker failed: {type(exc).__name__}: {exc}")),
                 )  # fmt: skip
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM through _stop_on_signals (Ray may raise its own instead)
         interrupted = True
+    finally:
+        _restore(before)
+    stopped_by = received[0] if received else int(signal.SIGINT)
     elapsed = time.perf_counter() - start
-    summary = _write_outputs(grid, out, rows, described, elapsed, interrupted)
+    note = None
     if interrupted:
-        raise SweepInterrupted(
-            f"sweep interrupted: {summary['finished']} of {total} cases finished",
-            f"the table and report in {out} hold the finished cases; every plan made is in {plans}",
+        note = (
+            f"incomplete: stopped by {_signal_name(stopped_by)} after {len(rows)} of {total} cases; results.csv, "
+            f"the reports and this summary hold only those; rerun with --resume --out {out} to run the rest"
+        )
+    summary = _write_outputs(grid, out, rows, described, elapsed, interrupted, note)
+    if interrupted:
+        err = SweepInterrupted(
+            f"sweep incomplete: stopped by {_signal_name(stopped_by)} after {summary['finished']} of {total} cases "
+            "finished",
+            f"the table, report and summary.json in {out} hold the finished cases (summary.json says incomplete); "
+            f"every plan made is in {plans}",
             f"rerun with --resume (and --out {out}) to run the rest",
         )
+        err.exit_code = 128 + int(stopped_by)
+        raise err
     return summary
 
 
 def _write_outputs(
-    grid: Grid, out: Path, rows: dict[str, dict[str, Any]], executor: str, elapsed: float, interrupted: bool
+    grid: Grid,
+    out: Path,
+    rows: dict[str, dict[str, Any]],
+    executor: str,
+    elapsed: float,
+    interrupted: bool,
+    incomplete_note: str | None = None,
 ) -> dict[str, Any]:
-    """Write the table, the report and the summary; returns the summary."""
+    """Write the table, the report and the summary; returns the summary. ``incomplete_note`` (a stopped run) is
+    the summary's first note and sets ``incomplete``."""
     from hetplan.sweep.report import render_html, render_markdown, report_doc
     from hetplan.units import rnd
 
     ordered = [rows[k] for k in sorted(rows)]
-    out.mkdir(parents=True, exist_ok=True)
-    notes = []
+    notes = [incomplete_note] if incomplete_note else []
     written = ["results.csv"]
     write_atomic(out / "results.csv", csv_text(ordered), force=True)
     if parquet_available():
@@ -248,6 +348,7 @@ def _write_outputs(
         "resumed": resumed,
         "ran": finished - resumed,
         "interrupted": interrupted,
+        "incomplete": interrupted or finished < len(grid.cases),
         "counts": report["counts"],
         "verdicts": report["verdicts"],
         "elapsed_s": rnd(elapsed, 4),

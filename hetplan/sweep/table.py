@@ -13,7 +13,7 @@ Columns (units in the names; empty = not applicable):
   ``prices`` (file name), ``spot``, ``strategy``, ``engine``, ``weight_dtype``, ``kv_dtype``, ``headroom``,
   ``policy``, ``verify`` (a simulated check was asked);
 - outcome: ``status`` (ok, infeasible, error), ``solver_status``, ``usd_per_hour``, ``usd_per_month``,
-  ``tokens_per_usd`` (input+output at capacity), ``goodput_capacity_req_per_s``, ``gpus_total``,
+  ``tokens_per_usd`` (input+output at capacity; empty at $0/h), ``goodput_capacity_req_per_s``, ``gpus_total``,
   ``chosen_units`` (``1x [1x H100-SXM TP2 -> 1x A100-80GB-SXM TP4]; ...``, or aggregated ``2x A100-80GB-SXM TP4``),
   ``purchases`` (GPUs used per type, ``H100-SXM=2 A10G=8``: until hetplan plans purchases, what the plan uses),
   ``priced_by`` (where the used GPUs' prices came from: a cloud's catalog rows or ``price file``),
@@ -129,7 +129,8 @@ def build_row(case: Case, status: str, doc: dict[str, Any] | None, error: str | 
         solver_status=doc.get("status", ""),
         usd_per_hour=_num(doc.get("total_usd_per_hour")),
         usd_per_month=_num(doc.get("usd_per_month")),
-        tokens_per_usd=_num(doc.get("tokens_per_usd")),
+        # empty at $0/h (owned GPUs without a price): the plan file's 0 means "not defined", not zero tokens
+        tokens_per_usd=_num(doc.get("tokens_per_usd")) if doc.get("total_usd_per_hour") else None,
         goodput_capacity_req_per_s=_num(doc.get("goodput_req_per_s")),
         gpus_total=int(sum(used.values())),
         chosen_units=_units(doc),

@@ -4,7 +4,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
-from tests.helpers import cli
+from tests.helpers import cli, owned_only_scenario
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
@@ -287,3 +287,44 @@ def test_plan_emit_writes_all_targets_and_validates(tmp_path, examples):
     assert {"vllm", "kubernetes", "llmd", "dynamo"} <= targets
     assert "all passed" in res.output
     assert invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--validate").exit_code == 2
+
+
+def test_owned_only_plan_renders_and_emits(tmp_path):
+    """A plan on owned GPUs only costs $0.00/h: tokens/USD is not defined (null per combo, 0 in the plan file),
+    and the terminal tables, --json and emit all finish (this used to print a TypeError after $0.00/h, exit 1)."""
+    from rich.console import Console
+
+    from hetplan.cli.render.plan import render_plan
+
+    scenario = owned_only_scenario(tmp_path)
+    out = tmp_path / "plan.json"
+    res = invoke("plan", scenario, "--out", out)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())  # rich wraps the table title
+    assert "$0.00/h" in text and "tokens/USD not defined at $0/h" in text
+    doc = json.loads(out.read_text())
+    assert doc["total_usd_per_hour"] == 0.0 and doc["combos"][0]["tokens_per_usd"] is None
+    for strategy in ("melange", "homogeneous", "mixed"):  # each strategy's own table at $0.00/h
+        res = invoke("plan", scenario, "--strategy", strategy, "--json")
+        assert res.exit_code == 0, res.output
+        part = json.loads(res.stdout)
+        assert part["total_usd_per_hour"] == 0.0
+        for width in (60, 80, 140):  # narrow (tok/$ inside the $/h cell) and wide tables
+            console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+            render_plan(part, console)
+            assert "$0.00/h" in console.export_text()
+    res = invoke("emit", out, "--target", "all", "--out", tmp_path / "deploy")
+    assert res.exit_code == 0, res.output
+    assert any((tmp_path / "deploy").rglob("*.sh"))
+
+
+@pytest.mark.parametrize("gap", ["1e-9", "0.5", "90000"])
+def test_load_curve_windows_outside_the_window_bounds_are_refused(tmp_path, gap):
+    """A load curve's window is the gap between its rows: one of 1e-9 s was planned and written (a schedule of
+    zero-length windows that reports then divided by), while --window refuses anything outside 1 s .. 1 day."""
+    curve = tmp_path / "curve.csv"
+    curve.write_text(f"0,1,1\n{gap},2,1\n")
+    out = tmp_path / "s.json"
+    res = invoke("autoscale", owned_only_scenario(tmp_path, rented=True), "--load-curve", curve, "--out", out)
+    assert res.exit_code == 2, res.output
+    assert "outside 1 s .. 86400 s" in " ".join(res.output.split()) and not out.exists()

@@ -119,3 +119,40 @@ def test_a_full_disk_is_exit_1_and_leaves_nothing(name, fail_at, tmp_path, monke
     assert "Error: cannot write" in res.output and "No space left on device" in res.output, res.output
     assert "Traceback" not in res.output
     assert _tree(tmp_path) == before, f"{name} left files behind"
+
+
+STDOUT_COMMANDS = {
+    "version": ["--version"],
+    "help": ["report", "--help"],
+    "catalog": ["catalog", "gpus"],
+    "catalog json": ["catalog", "models", "--json"],
+    "estimate": ["estimate", "--model", "Llama-3-8B", "--gpu", "H100"],
+    "report": ["report", str(FIXTURES / "plan_example_a.json")],
+    "report json": ["report", str(FIXTURES / "plan_example_a.json"), "--format", "json"],
+    "simulate": [
+        "simulate",
+        str(FIXTURES / "plan_two_combos.json"),
+        "--trace",
+        str(FIXTURES / "azure_conv_200.csv"),
+        "--max-requests",
+        "20",
+    ],  # fmt: skip
+}
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("name", sorted(STDOUT_COMMANDS))
+def test_stdout_on_a_full_device_is_one_error_line(name):
+    """``hetplan ... > /dev/full``: stdout cannot be written. Every command exits 1 with one Error line on stderr
+    (it gave an OSError traceback: a write that fails is neither a closed pipe nor a file hetplan writes)."""
+    import subprocess
+    import sys
+
+    code = "import sys; from hetplan.cli.entry import main; sys.argv[0] = 'hetplan'; main()"
+    with open("/dev/full", "w") as full:
+        run = subprocess.run([sys.executable, "-c", code, *STDOUT_COMMANDS[name]], stdout=full, stderr=subprocess.PIPE,
+                             text=True, timeout=120, env={**os.environ, "COLUMNS": "100"})  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert lines[-1].startswith("Error: cannot write the output to stdout: No space left on device"), run.stderr
+    assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr

@@ -63,3 +63,14 @@ def test_the_resize_line_counts_the_plans_of_every_shape():
     console = Console(width=300, record=True, force_terminal=False, color_system=None)
     render_verification({"verdict": "verified", "warnings": [], "misses": [], "resized": resized}, console)
     assert "(2 re-sized plans tried)" in console.export_text()
+
+
+def test_a_cheaper_strategy_at_zero_cost_is_noted_in_dollars():
+    """A strategy on owned GPUs without a price costs $0/h: it was left out of the notes (the check required a
+    cost above 0, to avoid dividing by it); now the note gives the difference in dollars."""
+    doc = json.loads(FIXTURE.read_text())
+    name = next(n for n, b in doc["baselines"].items() if b.get("status") != "infeasible")
+    doc["baselines"][name].update(total_usd_per_hour=0.0, tokens_per_usd=0.0, output_tokens_per_usd=0.0)
+    lines = [ln for ln in _text(doc).splitlines() if ln.startswith(f"note: {name} ")]
+    more = f"${doc['total_usd_per_hour']:,.2f}/h more"
+    assert len(lines) == 1 and "costs $0.00/h" in lines[0] and more in lines[0], lines

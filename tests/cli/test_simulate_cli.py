@@ -322,3 +322,16 @@ def test_simulate_closed_loop_at_fixed_concurrency():
     assert missing.exit_code == 2 and "needs --concurrency, --isl and --osl" in missing.output
     mixed = invoke("simulate", PLAN, "--concurrency", "8", "--isl", "10", "--osl", "10", "--trace", TRACE)
     assert mixed.exit_code == 2 and "closed loop" in mixed.output
+
+
+@pytest.mark.parametrize("rows", [1, 20])
+def test_find_capacity_refuses_a_trace_arriving_at_one_instant(tmp_path, rows):
+    """A trace whose requests all arrive at one time has no arrival rate: --find-capacity said 'goodput capacity'
+    and then failed formatting its None rate (a traceback) or reported no rate with exit 0."""
+    lines = TRACE.read_text().splitlines()
+    stamp = lines[1].split(",")[0]
+    trace = tmp_path / "instant.csv"
+    trace.write_text("\n".join([lines[0]] + [",".join([stamp] + r.split(",")[1:]) for r in lines[1 : rows + 1]]) + "\n")
+    r = invoke("simulate", PLAN, "--trace", trace, "--find-capacity")
+    assert r.exit_code == 2, r.output
+    assert "arrivals span some time" in r.output and "Traceback" not in r.output

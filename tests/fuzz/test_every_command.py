@@ -14,6 +14,7 @@ take a second or more per input, in both profiles.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -316,6 +317,17 @@ def test_hand_edited_baseline_plans_for_report(tmp_path_factory, edit):
             str(folder / "r.md")], [folder / "r.md"])  # fmt: skip
 
 
+@few(0.4)
+@given(edit=_field({"analysis": PLAN_DOC["analysis"]}), fmt=st.sampled_from(["md", "html"]))
+def test_hand_edited_plan_analysis_in_rendered_reports(tmp_path_factory, edit, fmt):
+    """The analysis block (price sensitivity, cost against goodput) feeds the tables and charts of md and HTML
+    reports only, which the plan-file family (JSON reports) does not reach."""
+    folder = tmp_path_factory.mktemp("analysis")
+    _write(folder / "p.json", _mutate(PLAN_DOC, *edit))
+    _check(["report", str(folder / "p.json"), "--format", fmt, "--out", str(folder / f"r.{fmt}")],
+           [folder / f"r.{fmt}"])  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def schedule_doc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("schedule")
@@ -332,9 +344,11 @@ def schedule_doc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_hand_edited_schedules(tmp_path_factory, schedule_doc, data):
     folder = tmp_path_factory.mktemp("sched")
     path, value, delete = data.draw(st.tuples(st.sampled_from(_paths(schedule_doc)), EDGE_VALUES, st.booleans()))
+    # md and html too: the JSON report only copies the schedule, the tables and charts compute from it
+    fmt = data.draw(st.sampled_from(["json", "md", "html"]))
     _write(folder / "s.json", _mutate(schedule_doc, path, value, delete))
-    _check(["report", str(folder / "s.json"), "--format", "json", "--out", str(folder / "r.json")],
-           [folder / "r.json"])  # fmt: skip
+    _check(["report", str(folder / "s.json"), "--format", fmt, "--out", str(folder / f"r.{fmt}")],
+           [folder / f"r.{fmt}"])  # fmt: skip
 
 
 @FUZZ
@@ -536,6 +550,15 @@ def test_generated_scenarios_plan_to_plans_that_hold_their_invariants(tmp_path_f
     if code == 0:
         check_plan_invariants(json.loads(stdout))
         assert json.loads(stdout) == json.loads((folder / "a.json").read_text())
+        # what --json skips: the terminal tables, and a report of the plan (an inventory that covers the target
+        # gives an owned-only plan at $0/h, whose null tokens/USD once crashed both)
+        from rich.console import Console
+
+        from hetplan.cli.render.plan import render_plan
+
+        render_plan(json.loads(stdout), Console(file=io.StringIO(), width=100))
+        _check(["report", str(folder / "a.json"), "--format", "md", "--out", str(folder / "r.md")],
+               [folder / "r.md"])  # fmt: skip
     else:  # infeasible: it says which constraint binds
         assert code == 1 and "Error:" in output and "Why:" in output, output
 

@@ -20,7 +20,7 @@ from hetplan.plan.doc import from_doc
 from hetplan.plan.doc import read_plan_doc as load_plan
 from hetplan.report.gate import compare, github_annotations, markdown_summary, parse_fraction
 from tests.conftest import ROOT
-from tests.helpers import cli
+from tests.helpers import cli, owned_only_scenario
 
 PLAN = ROOT / "tests" / "fixtures" / "plan_example_a.json"
 GOLDEN = ROOT / "tests" / "golden" / "report_example_a.json"
@@ -319,3 +319,192 @@ def test_edited_plans_are_refused_with_the_field(tmp_path, edit):
     res = invoke("report", bad)
     assert res.exit_code == 2, res.output
     assert "not a usable hetplan plan" in res.output and "Traceback" not in res.output
+
+
+@pytest.fixture(scope="module")
+def owned_and_rented(tmp_path_factory):
+    """Plans of one scenario: all on owned GPUs at $0.00/h, and renting on AWS (the same name, so they gate)."""
+    folder = tmp_path_factory.mktemp("owned")
+    plans = []
+    for rented in (False, True):
+        out = folder / f"{'rented' if rented else 'owned'}.json"
+        res = invoke("plan", owned_only_scenario(folder, rented), "--out", out)
+        assert res.exit_code == 0, res.output
+        plans.append(out)
+    owned = load_plan(plans[0])
+    assert owned["total_usd_per_hour"] == 0.0 and all(p["owned"] for p in owned["purchase"])
+    return plans[0], plans[1]
+
+
+@pytest.mark.parametrize("fmt", ["term", "md", "html", "json"])
+def test_owned_only_plan_reports_in_every_format(owned_and_rented, fmt):
+    owned, _ = owned_and_rented
+    res = invoke("report", owned, "--format", fmt)
+    assert res.exit_code == 0, res.output
+    if fmt == "json":
+        p = json.loads(res.stdout)["plans"][0]
+        assert p["usd_per_hour"] == 0.0 and p["tokens_per_usd"] is None and p["output_tokens_per_usd"] is None
+        assert p["gains"] and all(g == {"cost_saved_fraction": None, "tokens_per_usd_ratio": None}
+                                  for g in p["gains"].values())  # fmt: skip
+        assert "the same as the best single-GPU-type fleet" in p["decision"]["sentence"]
+    elif fmt != "html":
+        assert "$0.00" in res.stdout and "owned, priced at $0/GPU-hour" in res.stdout
+        assert "-0.0 %" not in res.stdout and "dearer" not in res.stdout
+
+
+def test_report_of_a_paid_plan_against_owned_only_alternatives(owned_and_rented):
+    """A plan that costs money beside strategies at $0.00/h: the dearer-than sentences give dollars, not a
+    percentage of nothing."""
+    owned, _ = owned_and_rented
+    doc = _costlier(load_plan(owned), 1.0)
+    doc["total_usd_per_hour"], doc["usd_per_month"], doc["tokens_per_usd"] = 5.0, 3650.0, 1000.0
+    path = owned.parent / "paid.json"
+    path.write_text(json.dumps(doc))
+    res = invoke("report", path, "--format", "md")
+    assert res.exit_code == 0, res.output
+    assert "$5.00/h dearer than the best single-GPU-type fleet" in res.stdout
+    assert "plan $5.00/h more (tokens/USD - against 1,000)" in res.stdout
+
+
+def test_gate_fails_any_rise_from_a_zero_baseline(owned_and_rented):
+    owned, rented = owned_and_rented
+    cost = load_plan(rented)["total_usd_per_hour"]
+    res = invoke("report", rented, "--baseline", owned, "--format", "json")
+    assert res.exit_code == 1, res.output
+    result = json.loads(res.stdout)["gate"]["results"][0]
+    assert not result["passed"] and result["cost_change_fraction"] is None and result["tokens_per_usd_ratio"] is None
+    assert result["cost_change_usd_per_hour"] == pytest.approx(cost)
+    assert "--max-cost-increase-usd-per-hour" in result["failures"][0] and "+0.00 %" not in res.output
+    allow = f"{cost + 0.01:.2f}"
+    res = invoke("report", rented, "--baseline", owned, "--max-cost-increase-usd-per-hour", allow, "--github")
+    assert res.exit_code == 0, res.output
+    assert f"+${cost:,.2f}/h from $0.00/h" in res.stdout
+    res = invoke("report", rented, "--baseline", owned, "--max-cost-increase-usd-per-hour", f"{cost / 2:.2f}")
+    assert res.exit_code == 1 and "is less" in res.output
+    # unchanged at $0, and a fall to $0, pass; the tokens/USD ratio is not compared where a side costs $0
+    assert invoke("report", owned, "--baseline", owned, "--min-tokens-per-usd-ratio", "0.99").exit_code == 0
+    assert invoke("report", owned, "--baseline", rented, "--min-tokens-per-usd-ratio", "0.99").exit_code == 0
+
+
+def test_absolute_allowance_relaxes_a_paid_baseline_too(tmp_path):
+    plan = load_plan(PLAN)
+    current = tmp_path / "plan.json"
+    current.write_text(json.dumps(_costlier(plan, 1.05)))
+    rise = plan["total_usd_per_hour"] * 0.05
+    res = invoke("report", current, "--baseline", PLAN, "--max-cost-increase-usd-per-hour", f"{rise + 0.01:.2f}")
+    assert res.exit_code == 0, res.output
+    assert "whichever is" in res.output
+    for bad in ("-1", "inf", "nan", "1e9"):
+        res = invoke("report", current, "--baseline", PLAN, "--max-cost-increase-usd-per-hour", bad)
+        assert res.exit_code == 2 and "--max-cost-increase-usd-per-hour" in res.output, res.output
+    res = invoke("report", current, "--max-cost-increase-usd-per-hour", "1")
+    assert res.exit_code == 2 and "need --baseline" in res.output
+
+
+def test_gate_command_fails_a_rise_from_a_zero_baseline(owned_and_rented, tmp_path):
+    owned, _ = owned_and_rented
+    base = tmp_path / "baseline.json"
+    base.write_text(json.dumps({"schema_version": 1, "kind": "gate-baseline", "scenarios": {
+        "owned-only": load_plan(owned)}}))  # fmt: skip
+    res = invoke("gate", owned_only_scenario(tmp_path, rented=True), "--baseline", base, "--json")
+    assert res.exit_code == 1, res.output
+    result = json.loads(res.stdout)["results"][0]
+    assert not result["passed"] and "the baseline costs nothing" in result["failures"][0]
+
+
+@pytest.mark.parametrize("version", [3, 0, "2", 2.5, True, None])
+def test_unknown_schema_versions_are_refused(tmp_path, version):
+    plan = load_plan(PLAN)
+    plan["schema_version"] = version
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(plan))
+    for args in (("report", odd), ("report", PLAN, "--baseline", odd), ("emit", odd, "--out", tmp_path / "e")):
+        res = invoke(*args)
+        assert res.exit_code == 2 and "schema_version" in res.output and "knows: 1, 2" in res.output, res.output
+        assert "Traceback" not in res.output
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"schema_version": version, "kind": "gate-baseline", "scenarios": {}}))
+    res = invoke("gate", ROOT / "examples" / "llama3-70b-azure-conv.yaml", "--baseline", base)
+    assert res.exit_code == 2 and "schema_version" in res.output and "knows: 1)" in res.output, res.output
+    assert not (tmp_path / "e").exists()
+
+
+@pytest.fixture(scope="module")
+def rented_schedule(tmp_path_factory):
+    """An autoscaling schedule of the rented scenario (a diurnal day of 10-minute windows)."""
+    folder = tmp_path_factory.mktemp("schedules")
+    path = folder / "rented.json"
+    res = invoke("autoscale", owned_only_scenario(folder, rented=True), "--diurnal", "1,3,1", "--out", path)
+    assert res.exit_code == 0, res.output
+    return path
+
+
+def test_owned_only_schedule_prints_and_reports(tmp_path):
+    """Static fleets at $0 (owned GPUs without a price): autoscale's summary divided by the $0 peak fleet's cost
+    and the report negated a null saving."""
+    owned = tmp_path / "owned.json"
+    res = invoke("autoscale", owned_only_scenario(tmp_path), "--diurnal", "1,3,1", "--out", owned)
+    assert res.exit_code == 0, res.output
+    assert json.loads(owned.read_text())["summary"]["static_peak_usd"] == 0.0
+    res = invoke("autoscale", owned_only_scenario(tmp_path), "--diurnal", "1,3,1")
+    assert res.exit_code == 0, res.output
+    for fmt in ("term", "md", "html", "json"):
+        res = invoke("report", owned, "--format", fmt)
+        assert res.exit_code == 0, (fmt, res.output)
+
+
+def _edit(doc, path, value):
+    *parents, last = path
+    for key in parents:
+        doc = doc[key]
+    if value is _DROP:
+        del doc[last]
+    else:
+        doc[last] = value
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize(
+    "path,value",
+    [
+        (("summary", "window_s"), _DROP),
+        (("summary", "window_s"), 0),
+        (("summary", "hours"), 0.0),
+        (("summary", "gpu_hours"), []),
+        (("summary", "static_peak_usd"), "x"),
+        (("summary", "saving_vs_static_peak"), _DROP),
+        (("windows", 0, "demand_req_per_s"), _DROP),
+        (("windows", 0, "usd_per_hour"), None),
+        (("windows", 0), 3),
+        (("curve",), "x"),
+        (("curve", "source"), _DROP),
+        (("scenario",), ["x"]),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["term", "md", "html"])
+def test_malformed_schedules_are_refused(rented_schedule, tmp_path, path, value, fmt):
+    """Schedules missing what the report reads, or with zero-length windows, gave KeyError, TypeError or
+    ZeroDivisionError tracebacks in the tables and charts."""
+    doc = json.loads(rented_schedule.read_text())
+    _edit(doc, path, value)
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps(doc))
+    res = invoke("report", bad, "--format", fmt)
+    assert res.exit_code == 2, res.output
+    assert "is not a usable schedule" in res.output and str(path[-1]) in res.output
+
+
+@pytest.mark.parametrize("key,value", [("goodput_req_per_s", _DROP), ("goodput_req_per_s", -1.0),
+                                       ("cauchy_usd_per_hour", -5.0), ("cauchy_usd_per_hour", "x")])  # fmt: skip
+def test_malformed_cost_curve_in_a_plan_is_refused(tmp_path, key, value):
+    """The cost-versus-goodput chart read every row's goodput: a row without one was a KeyError in the HTML report,
+    and a negative one was drawn."""
+    doc = load_plan(PLAN)
+    _edit(doc, ("analysis", "cost_vs_goodput", 0, key), value)
+    bad = tmp_path / "p.json"
+    bad.write_text(json.dumps(doc))
+    res = invoke("report", bad, "--format", "html")
+    assert res.exit_code == 2, res.output
+    assert "cost_vs_goodput" in res.output and key in res.output

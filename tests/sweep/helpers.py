@@ -55,3 +55,28 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 def plan_files(out: Path) -> dict[str, bytes]:
     """Every plan file of a sweep's output folder, by name."""
     return {p.name: p.read_bytes() for p in sorted((out / "plans").glob("*.json"))}
+
+
+def sweep_stopped_by_sigterm(folder: Path, catalog: Path, *extra: str) -> tuple[int, str]:
+    """Run ``hetplan sweep`` on :data:`GRID` in its own process group, send SIGTERM to the whole group once the
+    first plan file is written, and return the exit code and stderr (the output folder is ``folder / "out"``)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    grid = write_grid(folder)
+    code = "import sys; from hetplan.cli.entry import main; sys.argv[0] = 'hetplan'; main()"
+    env = {**os.environ, "HETPLAN_CATALOG_DIR": str(catalog), "COLUMNS": "200"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "sweep", str(grid), "--out", str(folder / "out"), *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None and not any((folder / "out" / "plans").glob("*.json")):
+        time.sleep(0.1)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)  # the driver and its workers, as a job runner or a terminal stops them
+    _, err = proc.communicate(timeout=240)
+    return proc.returncode, err

@@ -117,3 +117,19 @@ def test_pareto_front_keeps_the_plans_no_other_plan_beats():
         _row("e", 12, 5, 2.0),  # equal to d: neither dominates the other
     ]
     assert [r["case_id"] for r in pareto_front(rows)] == ["a", "b", "d", "e"]
+
+
+def test_a_row_at_zero_cost_has_no_tokens_per_usd(tmp_path, small_catalog):
+    """A case planned on owned GPUs without a price costs $0/h; its plan file writes tokens_per_usd 0 (not
+    defined), which the row showed as 0 tokens per dollar."""
+    import json
+
+    from hetplan.sweep.table import build_row
+    from tests.conftest import FIXTURES
+
+    case = expand(write_grid(tmp_path)).cases[0]
+    doc = json.loads((FIXTURES / "plan_two_combos.json").read_text())
+    assert build_row(case, "ok", doc, None)["tokens_per_usd"] == doc["tokens_per_usd"] > 0
+    doc.update(total_usd_per_hour=0.0, usd_per_month=0.0, tokens_per_usd=0.0)
+    row = build_row(case, "ok", doc, None)
+    assert row["usd_per_hour"] == 0.0 and row["tokens_per_usd"] is None

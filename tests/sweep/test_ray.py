@@ -4,6 +4,7 @@ windowed simulation on Ray equals it on the local pool. Skipped where Ray is not
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from hetplan import api
 from hetplan.cli.app import loopback_only
 from tests.conftest import EXAMPLES, FIXTURES
-from tests.sweep.helpers import plan_files, read_rows, write_grid
+from tests.sweep.helpers import plan_files, read_rows, sweep_stopped_by_sigterm, write_grid
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -55,3 +56,15 @@ def test_windowed_simulation_on_ray_equals_the_local_pool(local_ray):
             w.pop("wall_s")
         doc["windowed"].pop("executor")
     assert on_ray == local
+
+
+def test_sigterm_stops_a_ray_sweep_cleanly(tmp_path, small_catalog):
+    """ray.init replaces SIGTERM's handler with sys.exit: a Ray sweep stopped by SIGTERM died without a table,
+    report or summary. Now it writes the finished cases, marked incomplete, and exits 143. Its own Ray instance
+    (not the module's), started by the command as a user's would be."""
+    pytest.importorskip("ray")
+    code, err = sweep_stopped_by_sigterm(tmp_path, small_catalog, "--executor", "ray", "--workers", "2")
+    assert code == 143, err
+    assert "sweep incomplete: stopped by SIGTERM" in " ".join(err.split()) and "Traceback" not in err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["incomplete"] is True and summary["notes"][0].startswith("incomplete: stopped by SIGTERM")

@@ -13,7 +13,7 @@ from hetplan.cli.main import app
 from hetplan.sweep import table
 from hetplan.sweep.run import SweepInterrupted
 from tests.conftest import EXAMPLES
-from tests.sweep.helpers import plan_files, read_rows, write_grid
+from tests.sweep.helpers import plan_files, read_rows, sweep_stopped_by_sigterm, write_grid
 
 pytestmark = pytest.mark.slow
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
@@ -138,3 +138,68 @@ def test_fleet_review_finishes_on_the_local_executor(tmp_path):
     assert all(r["error"] for r in b_rows if r["status"] == "infeasible")
     assert len(summary["groups"]) == 12
     assert (tmp_path / "review" / "report.html").is_file()
+
+
+def test_sigterm_to_the_process_group_stops_the_sweep_cleanly(tmp_path, small_catalog):
+    """SIGTERM (to the driver and its pool workers) printed a traceback from the pool's thread and left no table,
+    report or summary; now the finished cases are written and marked incomplete, exit 143."""
+    code, err = sweep_stopped_by_sigterm(tmp_path, small_catalog, "--workers", "2")
+    assert code == 143, err
+    assert "Traceback" not in err and "sweep incomplete: stopped by SIGTERM" in " ".join(err.split())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["incomplete"] is True and summary["interrupted"] is True and summary["finished"] < 8
+    assert summary["notes"][0].startswith("incomplete: stopped by SIGTERM after")
+    assert len(read_rows(tmp_path / "out" / "results.csv")) == summary["finished"]
+
+
+def test_sigterm_in_process_writes_the_finished_cases_and_restores_the_handlers(tmp_path, small_catalog):
+    import os
+    import signal
+
+    class Killed(BaseException):
+        pass
+
+    def handler(signum, frame):  # without the sweep's own handling, the test fails here instead of dying
+        raise Killed
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        seen = []
+
+        def term_after_two(done, total, row):
+            if row is not None:
+                seen.append(row["case_id"])
+                if len(seen) == 2:
+                    os.kill(os.getpid(), signal.SIGTERM)
+
+        with pytest.raises(SweepInterrupted) as err:
+            api.sweep(write_grid(tmp_path), tmp_path / "cut", workers=1, progress=term_after_two)
+        assert err.value.exit_code == 143 and "stopped by SIGTERM after 2 of 8" in err.value.what
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    summary = json.loads((tmp_path / "cut" / "summary.json").read_text())
+    assert summary["incomplete"] is True and summary["finished"] == 2
+
+
+def test_a_read_only_out_folder_fails_before_any_case_runs(tmp_path, small_catalog, monkeypatch):
+    """A sweep into a folder it cannot create or write crashed with a PermissionError traceback (after running its
+    first case); now one Error line, exit 1, before any case, and nothing left."""
+    import errno
+    from pathlib import Path
+
+    grid = write_grid(tmp_path)
+    real_mkdir = Path.mkdir
+    ro = tmp_path / "ro"
+
+    def mkdir(self, *args, **kwargs):
+        if self == ro or ro in self.parents:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    res = invoke("sweep", grid, "--out", ro / "out", "--workers", "1")
+    assert res.exit_code == 1, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert "cannot write the sweep's outputs" in res.output and "Read-only file system" in res.output
+    assert "case-" not in res.output and not ro.exists()

@@ -46,7 +46,7 @@ def render_summary(doc: dict[str, Any], console: Console) -> None:
         t.add_row(
             "static, sized for the mean",
             f"{s['static_mean_usd']:,.0f}",
-            format_signed_percent(s["static_mean_usd"] / s["static_peak_usd"] - 1),
+            format_signed_percent(s["static_mean_usd"] / s["static_peak_usd"] - 1) if s["static_peak_usd"] else "-",
             str(s["static_mean_short_windows"]),
         )
     t.add_row("re-solved every window, no lag or hysteresis (bound)", f"{s['per_window_optimum_usd']:,.0f}", "", "")

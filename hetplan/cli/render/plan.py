@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hetplan.cli.render.format import print_warnings
+from hetplan.cli.render.format import print_warnings, tokens_per_usd, tokens_per_usd_phrase
 from hetplan.units import format_duration, format_signed_percent
 
 
@@ -19,7 +19,7 @@ def _combo_rows(table: Table, combos: list[dict[str, Any]], wide: bool) -> None:
     the second line of the util cell (the combo cell has two lines anyway), so no column's information is lost."""
     for c in combos:
         usd = f"{c['usd_per_hour']:.2f}"
-        tokens = f"{c['tokens_per_usd'] / 1e3:,.0f}k"
+        tokens = tokens_per_usd(c.get("tokens_per_usd"), c["usd_per_hour"], thousands=True)
         util = f"{c['utilization'] * 100:.0f}%"
         bound = c["bound_by"].replace("kv_transfer", "kv")
         cells = [
@@ -116,7 +116,7 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         if isinstance(s, dict) and s.get("infeasible")
     }
     for name, part in doc.get("baselines", {}).items():
-        if part.get("status") != "infeasible" and 0 < part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
+        if part.get("status") != "infeasible" and 0 <= part["total_usd_per_hour"] < doc["total_usd_per_hour"]:
             if name in missed:
                 console.print(
                     f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h on paper, but its plan did not hold "
@@ -128,11 +128,19 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
             console.print(
                 f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here"
                 + (" (its analytic plan, not simulated)" if verified else "")
-                + f", this plan {(doc['total_usd_per_hour'] / part['total_usd_per_hour'] - 1) * 100:.1f} % more; "
+                + f", this plan {_more(doc['total_usd_per_hour'], part['total_usd_per_hour'])} more; "
                 f"plan it with --strategy {name}" + (" to verify it." if verified else "."),
                 highlight=False,
             )
     print_warnings(console, doc.get("warnings", []))
+
+
+def _more(usd_per_hour: float, other_usd_per_hour: float) -> str:
+    """How much dearer: ``12.3 %``, or in dollars (``$5.90/h``) beside a fleet at $0/h (owned GPUs without a
+    price), where no percentage is defined."""
+    if other_usd_per_hour > 0:
+        return f"{(usd_per_hour / other_usd_per_hour - 1) * 100:.1f} %"
+    return f"${usd_per_hour - other_usd_per_hour:,.2f}/h"
 
 
 def _purchase_table(doc: dict[str, Any], console: Console) -> None:
@@ -234,7 +242,7 @@ def _comparison(doc: dict[str, Any], console: Console) -> None:
             label,
             f"{part['total_usd_per_hour']:.2f}",
             f"{part['goodput_req_per_s']:.2f}",
-            f"{part['tokens_per_usd'] / 1e3:,.0f}k",
+            tokens_per_usd(part.get("tokens_per_usd"), part["total_usd_per_hour"], thousands=True),
             gpus,
             saves,
         )
@@ -247,7 +255,7 @@ def _comparison(doc: dict[str, Any], console: Console) -> None:
 def _instances_table(title: str, part: dict[str, Any], console: Console, totals: bool = True) -> None:
     table = Table(
         title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
-        f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)"
+        f"{tokens_per_usd_phrase(part.get('tokens_per_usd'), part['total_usd_per_hour'])}"
         if totals
         else title,
         box=box.SIMPLE_HEAD,
@@ -271,7 +279,7 @@ def _instances_table(title: str, part: dict[str, Any], console: Console, totals:
 def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> None:
     table = Table(
         title=f"{title}: ${part['total_usd_per_hour']:.2f}/h, {part['goodput_req_per_s']:.2f} req/s, "
-        f"{part['tokens_per_usd']:,.0f} tokens/USD (in+out)",
+        f"{tokens_per_usd_phrase(part.get('tokens_per_usd'), part['total_usd_per_hour'])}",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )

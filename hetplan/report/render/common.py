@@ -21,6 +21,18 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else format_signed_percent(x)
 
 
+def _tokens(x: float | None) -> str:
+    """Tokens/USD, ``-`` when not defined (None: the plan costs $0/h, see :func:`hetplan.report.model.per_usd`)."""
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def _dearer(usd_per_hour: float, other_usd_per_hour: float) -> str:
+    """`` 12.3 % more`` for a plan dearer than another one; `` more`` when the other costs $0/h (no percentage)."""
+    if other_usd_per_hour > 0:
+        return f" {(usd_per_hour / other_usd_per_hour - 1) * 100:.1f} % more"
+    return f" ${usd_per_hour - other_usd_per_hour:,.2f}/h more"
+
+
 def _ms(x: float) -> str:
     return f"{x * 1e3:.0f} ms" if x < 1 else f"{x:.2f} s"
 
@@ -35,8 +47,8 @@ def headline(p: dict[str, Any]) -> list[tuple[str, str]]:
         ("$/hour", _usd(p["usd_per_hour"])),
         (f"$/month ({HOURS_PER_MONTH:g} h)", _usd(p["usd_per_month"])),
         ("$ per million tokens (in+out)", _usd(p["usd_per_million_tokens"])),
-        ("tokens/USD, input+output", f"{p['tokens_per_usd']:,.0f}"),
-        ("tokens/USD, output only", f"{p['output_tokens_per_usd']:,.0f}"),
+        ("tokens/USD, input+output", _tokens(p["tokens_per_usd"])),
+        ("tokens/USD, output only", _tokens(p["output_tokens_per_usd"])),
         ("goodput capacity / target", f"{p['goodput_req_per_s']:.2f} / {p['goodput_target_req_per_s']:g} req/s"),
         ("SLO", f"p{slo['percentile']:g} TTFT {_ms(slo['ttft_s'])}, TPOT {_ms(slo['tpot_s'])}"),
         ("GPUs", _gpus(p["gpus_used"])),
@@ -226,7 +238,7 @@ def strategy_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 label,
                 f"{s['total_usd_per_hour']:.2f}",
                 f"{s['goodput_req_per_s']:.2f}",
-                f"{s['tokens_per_usd']:,.0f}",
+                _tokens(s.get("tokens_per_usd")),
                 _gpus(s["gpus_used"]),
                 _pct(gain.get("cost_saved_fraction")),
                 "-" if gain.get("tokens_per_usd_ratio") is None else f"{gain['tokens_per_usd_ratio']:.3f}x",
@@ -259,7 +271,12 @@ def schedule_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     m = s["summary"]
     peak = m["static_peak_usd"]
     rows = [
-        ["autoscaled schedule", _usd(m["schedule_usd"]), _pct(-m["saving_vs_static_peak"]), str(m["short_windows"])],
+        [
+            "autoscaled schedule",
+            _usd(m["schedule_usd"]),
+            "-" if m["saving_vs_static_peak"] is None else _pct(-m["saving_vs_static_peak"]),
+            str(m["short_windows"]),
+        ],
         ["static fleet sized for the peak", _usd(peak), _pct(0.0), "0"],
     ]
     if m["static_mean_usd"] is not None:
@@ -267,8 +284,8 @@ def schedule_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             [
                 "static fleet sized for the mean",
                 _usd(m["static_mean_usd"]),
-                _pct(m["static_mean_usd"] / peak - 1),
-                str(m["static_mean_short_windows"]),
+                _pct(m["static_mean_usd"] / peak - 1) if peak else "-",  # a $0 peak fleet: owned GPUs at $0
+                str(m.get("static_mean_short_windows", "-")),
             ]
         )
     rows.append(["re-solved every window (bound)", _usd(m["per_window_optimum_usd"]), "-", "-"])
@@ -294,9 +311,10 @@ def plan_notes(p: dict[str, Any]) -> list[str]:
             notes.append(f"{name} is infeasible: {s.get('reason', '')}")
         elif name != p["strategy"] and s["total_usd_per_hour"] < p["usd_per_hour"]:
             notes.append(
-                f"{name} costs ${s['total_usd_per_hour']:,.2f}/h, this {p['strategy']} plan "
-                f"{(p['usd_per_hour'] / s['total_usd_per_hour'] - 1) * 100:.1f} % more (tokens/USD "
-                f"{s['tokens_per_usd']:,.0f} against {p['tokens_per_usd']:,.0f}); plan it with --strategy {name}."
+                f"{name} costs ${s['total_usd_per_hour']:,.2f}/h, this {p['strategy']} plan"
+                f"{_dearer(p['usd_per_hour'], s['total_usd_per_hour'])} (tokens/USD "
+                f"{_tokens(s.get('tokens_per_usd'))} against {_tokens(p['tokens_per_usd'])}); plan it with --strategy "
+                f"{name}."
             )
     return notes
 
@@ -343,13 +361,22 @@ def decision_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
     shown = verdict if verdict.lower().startswith(str(d["status"]).lower()) else f"{d['status']}: {verdict}"
     rows: list[tuple[str, str]] = [("verification", shown)]
     prices = {r["gpu"]: r for r in d["prices"]}
+    bought = [item for item in d.get("purchase") or [] if isinstance(item, dict)]
+    owned_only = {  # GPU types the plan uses only from owned nodes: their catalog price is not what is paid
+        str(item.get("gpu"))
+        for item in bought
+        if item.get("owned") and not any(o.get("gpu") == item.get("gpu") and not o.get("owned") for o in bought)
+    }
     for role in d["gpu_roles"]:
         price = prices.get(role["gpu"])
         text = role["text"]
         if price is not None:
             listed = float(price["usd_per_gpu_hour"])
             paid = price.get("usd_per_gpu_hour_bought")
-            if paid is not None and abs(float(paid) - listed) > 0.005 * max(listed, 1e-9):
+            if role["gpu"] in owned_only and paid is not None and abs(float(paid)) < 5e-3:
+                text += (f"; owned, priced at $0/GPU-hour (no price given: give its amortised usd_per_gpu_hour in a "
+                         f"price file); renting it costs ${listed:,.2f}/GPU-hour, {price['source']}")  # fmt: skip
+            elif paid is not None and abs(float(paid) - listed) > 0.005 * max(listed, 1e-9):
                 text += (f"; ${float(paid):,.2f}/GPU-hour as bought ({', '.join(price['bought_as'])}); the lowest "
                          f"per-GPU price is ${listed:,.2f}/GPU-hour, {price['source']}")  # fmt: skip
             else:
