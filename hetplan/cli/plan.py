@@ -47,6 +47,7 @@ from hetplan.cli.render.emit import render_result
 from hetplan.cli.render.hetis import render_hetis
 from hetplan.cli.render.plan import render_plan, render_verification
 from hetplan.cli.render.progress import progress_bar
+from hetplan.cli.resources import solve_settings
 from hetplan.cli.scenario_flags import (
     build_scenario,
     check_emit_flags,
@@ -276,6 +277,7 @@ def plan(
             "profiles": list(profile_files or []),
             "prune_with": prune_with,
             "prune_top_k": 6 if prune_top_k is None else prune_top_k,
+            "solve": solve_settings(),  # HETPLAN_SOLVE_THREADS, HETPLAN_SLICE_PRESOLVE
         }
         # a progress bar on stderr (a terminal, not --json): planning, each simulated check and re-size, the analysis
         with progress_bar(err_console, "planning", enabled=not json_out) as bar:

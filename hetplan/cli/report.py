@@ -21,6 +21,7 @@ from hetplan.cli.options import (
     summary_option,
 )
 from hetplan.cli.render.stdout import StdoutConsole, to_stdout
+from hetplan.cli.resources import solve_settings
 from hetplan.errors import HetplanError, InputError, OutputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 
@@ -308,14 +309,15 @@ def gate(
             loaded.append((path, scenario))
         fresh: dict[str, Plan] = {}
         broken: dict[str, str] = {}
+        solve = solve_settings()  # HETPLAN_SOLVE_THREADS, HETPLAN_SLICE_PRESOLVE
         with err_console.status("re-planning scenarios", spinner="dots") as status:
             for path, scenario in loaded:
                 status.update(f"planning {escape(scenario.name)}")
                 try:
                     if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict
-                        fresh[scenario.name] = api.plan_verified(scenario, analysis=False)
+                        fresh[scenario.name] = api.plan_verified(scenario, analysis=False, solve=solve)
                     else:
-                        fresh[scenario.name] = api.plan(scenario, analysis=False)
+                        fresh[scenario.name] = api.plan(scenario, analysis=False, solve=solve)
                 except HetplanError as exc:
                     if update:
                         raise InputError(

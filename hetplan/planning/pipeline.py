@@ -30,6 +30,7 @@ from hetplan.solvers.ce_fit import (
     low_r2_note,
 )
 from hetplan.solvers.ce_fit import fit_ce as _fit_ce
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 
 
 def plan(
@@ -41,6 +42,7 @@ def plan(
     prune_with: Path | None = None,
     prune_top_k: int = DEFAULT_TOP_K,
     min_r2: float = DEFAULT_MIN_R2,
+    solve: SolveSettings = DEFAULT_SETTINGS,
 ) -> Plan:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
@@ -52,7 +54,8 @@ def plan(
     what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
     every homogeneous pair) are the only ones enumerated (:func:`hetplan.solvers.ce_fit.keep_pairs`); the plan warns
     when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
-    never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`).
+    never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`). ``solve``: how the MILPs run (threads, slice presolve,
+    hard stop; :class:`hetplan.solvers.milp.SolveSettings`).
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
@@ -63,9 +66,11 @@ def plan(
         if scenario.weight_dtype != AUTO and len(scenario.engines or ()) <= 1:
             if scenario.engines:
                 scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
-            doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
+            doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
+                            solve=solve)  # fmt: skip
         else:
-            doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2)
+            doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
+                                 solve)  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
@@ -84,6 +89,7 @@ def _search_dtypes(
     prune_with: Path | None,
     prune_top_k: int,
     min_r2: float,
+    solve: SolveSettings = DEFAULT_SETTINGS,
 ) -> dict[str, Any]:
     """``--weight-dtype auto`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
@@ -107,10 +113,11 @@ def _search_dtypes(
         try:
             fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
-                return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8), None
+                return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8,
+                                      solve=solve), None  # fmt: skip
             deferred: list[Callable[[], dict[str, Any]]] = []
             doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
-                            deferred if analysis else None)  # fmt: skip
+                            deferred if analysis else None, solve)  # fmt: skip
             if deferred:
                 later[key] = deferred[0]
             return key, doc, None
@@ -164,10 +171,11 @@ def _plan_doc(
     min_r2: float,
     fp8_cores_only: bool = False,
     deferred: list[Callable[[], dict[str, Any]]] | None = None,
+    solve: SolveSettings = DEFAULT_SETTINGS,
 ) -> dict[str, Any]:
     """The plan document of one weight dtype (the profiles already overlaid); ``deferred``: see
     :func:`hetplan.planning.document.build_plan`."""
-    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only)
+    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only, solve)
     if loaded is not None:
         warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
     if prune_with is not None:
