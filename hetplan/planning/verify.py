@@ -109,6 +109,8 @@ def plan_verified(
             ahead.cancel()
         raise
     if v0["status"] == "verified" or not resize:
+        if analysis and ahead is not None:  # its progress is not reported from the other process
+            step("the plan's analysis (price sensitivity, cost versus goodput), in another process")
         return _final(first, v0, base, analysis, attempt, check, None, ahead)
     if ahead is not None:
         ahead.cancel()

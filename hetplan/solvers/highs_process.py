@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _HEADER = struct.Struct("<Q")
+_PR_SET_PDEATHSIG = 1  # prctl(2) option (linux/prctl.h)
 #: Seconds between the parent's checks of its deadline and its caller while it waits on the child.
 POLL_S = 0.05
 
@@ -77,12 +78,13 @@ def solve_in_child(
         child is killed first). RuntimeError: the child failed (the message carries its error).
     """
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's stack
         code = 0
         try:
             os.close(read_fd)
-            _child_signals()
+            _child_signals(parent)
 
             def report(objective: float, bound: float, values: list[float]) -> None:
                 _send(write_fd, ("incumbent", objective, bound, values))
@@ -104,13 +106,24 @@ def solve_in_child(
         os.close(read_fd)
 
 
-def _child_signals() -> None:
-    """The child leaves Ctrl-C to the parent (which kills it) and dies at once on SIGTERM."""
+def _child_signals(parent: int) -> None:
+    """The child leaves Ctrl-C to the parent (which kills it), dies at once on SIGTERM, and dies with its parent
+    (Linux's parent-death signal: a parent killed by SIGTERM or SIGKILL, e.g. a cancelled background plan, runs no
+    clean-up, and a stalled HiGHS would otherwise run on as an orphan)."""
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     except (ValueError, OSError):  # not this interpreter's main thread: the parent kills the child anyway
         pass
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the parent's kill is the only stop
+        pass
+    if os.getppid() != parent:  # the parent died before the death signal was armed
+        os._exit(1)
 
 
 def _send(fd: int, message: tuple[Any, ...]) -> None:

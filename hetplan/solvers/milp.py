@@ -226,7 +226,9 @@ class _InterruptibleHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined, unuse
 
     def _in_child(self, lp: pulp.LpProblem) -> ProcessOutcome:
         model = lp.solverModel
-        limit = self.hard_stop_s if self.hard_stop_s is not None else math.inf
+        limit = self.hard_stop_s
+        if limit is None:  # HiGHS's own time limit and the default grace
+            limit = float(self.timeLimit) + HARD_STOP_GRACE_S if self.timeLimit is not None else math.inf
 
         def solve() -> tuple[int, int, list[float | None], float, float, float]:
             model.run()

@@ -3,15 +3,19 @@ solve reports its incumbent and bound, or no answer, instead of hanging the plan
 
 from __future__ import annotations
 
+import gzip
+import json
 import random
 import signal
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import pulp
 import pytest
 
 from hetplan.solvers import milp
+from tests.conftest import ROOT
 
 GRACE_S = 0.5
 LIMIT_S = 1.0
@@ -118,3 +122,24 @@ def test_solve_settings_are_checked() -> None:
         milp.SolveSettings(hard_stop_grace_s=float("inf"))
     with pytest.raises(ValueError, match="hard_stop_grace_s"):
         milp.SolveSettings(hard_stop_grace_s=-1.0)
+
+
+LIGHT_STALL = ROOT / "tests" / "fixtures" / "milp" / "stalling_light_presolve_model.json.gz"
+
+
+def test_the_model_that_stalls_light_presolve_stops_at_its_hard_stop_with_its_incumbent() -> None:
+    """A Mélange purchase MILP of a re-size (878 columns, PuLP JSON, gzipped: an MPS file's rounded coefficients
+    solve): a 32B config.json model (Qwen2.5-32B's architecture), 15 minutes of the Azure conversation trace at
+    14 req/s, 8 owned L40S, renting on AWS, TTFT 5 s. With HiGHS 1.16's light presolve it finds its optimum
+    ($50.3099/h) within 3 s and then sits in presolve past its time limit (10 s: killed by a 120 s timeout; in a
+    thread, cancelSolve() and Ctrl-C do not stop it either; full presolve solves it in 4 s, none in 6 s, on a loaded
+    machine). Solved as the planner solves it, it stops at the hard stop with that incumbent and its gap."""
+    _, prob = pulp.LpProblem.fromDict(json.loads(gzip.decompress(LIGHT_STALL.read_bytes())))
+    solver = milp._solver(6.0, 0.0, "light", 54.165035833910004, milp.SolveSettings(hard_stop_grace_s=GRACE_S))
+    start = time.perf_counter()
+    status = milp._run(prob, solver)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 6.0 + GRACE_S + 3.0
+    assert status == "time_limit"  # the incumbent, unproven (stopped by HiGHS on a machine too slow to stall by 6 s)
+    assert pulp.value(prob.objective) == pytest.approx(50.3099, abs=1e-6)
+    assert 0.0 < milp._gap(prob) < 0.5
