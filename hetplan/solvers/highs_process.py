@@ -26,6 +26,7 @@ import pickle
 import select
 import signal
 import struct
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ def solve_in_child(
         InterruptedError: ``should_stop`` said so. Whatever a signal handler raises while the parent waits (the
         child is killed first). RuntimeError: the child failed (the message carries its error).
     """
+    _reap_exited()
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
     pid = os.fork()
@@ -169,7 +171,7 @@ def _wait(pid: int, fd: int, deadline: float, should_stop: Callable[[], bool]) -
                     error = str(message[1])
         if done is not None:
             status, sol_status, values, objective, gap, bound = done
-            os.waitpid(pid, 0)
+            _reap_later(pid)  # it is exiting: tearing down its copy of this process's memory takes milliseconds
             reaped = True
             return ProcessOutcome(status, sol_status, tuple(values), objective, gap, bound)
         if error is not None and incumbent is None:
@@ -194,6 +196,30 @@ def _stopped(incumbent: tuple[float, float, list[float]] | None) -> ProcessOutco
     return ProcessOutcome(
         constants.LpStatusOptimal, constants.LpSolutionIntegerFeasible, tuple(values), objective, gap, bound, True
     )
+
+
+#: Children that sent their answer and are exiting; reaped (without waiting) at the next solve.
+_EXITING: list[int] = []
+_EXITING_LOCK = threading.Lock()
+
+
+def _reap_later(pid: int) -> None:
+    """Reap ``pid`` if it has exited, else keep it for :func:`_reap_exited` (a zombie for a moment)."""
+    with _EXITING_LOCK:
+        _EXITING.append(pid)
+    _reap_exited()
+
+
+def _reap_exited() -> None:
+    """Reap the answered children that have exited since (never waits)."""
+    with _EXITING_LOCK:
+        for pid in list(_EXITING):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                _EXITING.remove(pid)
 
 
 def _kill(pid: int) -> None:
