@@ -20,6 +20,7 @@ reconstruction.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import pickle
@@ -83,6 +84,7 @@ def solve_in_child(
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's stack
+        gc.disable()  # a collection would touch every object of the parent's heap, copying its pages
         code = 0
         try:
             os.close(read_fd)

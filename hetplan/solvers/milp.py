@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -144,6 +145,12 @@ PRESOLVE_MODES: dict[str, dict[str, int | str]] = {"on": {}, "light": {"presolve
 
 #: Seconds past its time limit at which a solve is killed (HiGHS usually stops within milliseconds of it).
 HARD_STOP_GRACE_S = 2.0
+#: Models with at least this many variables are solved in a killable process (:attr:`SolveSettings.isolate`). The
+#: stalls seen were in slice models of 214 to 878 variables; a fork and its copied pages cost about 40 ms a solve on
+#: a loaded 2-core machine, which the many small covering and purchase models of a plan (13 in example (a), most
+#: under 100 variables) would pay for nothing: they run in this process, bounded by the watchdog of
+#: :class:`_InterruptibleHiGHS`.
+ISOLATE_MIN_VARIABLES = 100
 
 
 @dataclass(frozen=True)
@@ -157,10 +164,13 @@ class SolveSettings:
             this process may use, at most 4 (1 in a worker process of a pool).
         slice_presolve: HiGHS presolve for slice (Mélange-shaped) models, a key of :data:`PRESOLVE_MODES`
             (:data:`SLICE_PRESOLVE`).
-        isolate: run each solve in a forked process that is killed :attr:`hard_stop_grace_s` seconds past its time
-            limit (:mod:`hetplan.solvers.highs_process`), so that no solve outlives its limit whatever HiGHS does
-            (where ``fork`` does not exist, solves run in this process and only HiGHS's own limits apply).
+        isolate: run each solve of :attr:`isolate_min_variables` variables or more in a forked process that is
+            killed :attr:`hard_stop_grace_s` seconds past its time limit (:mod:`hetplan.solvers.highs_process`), so
+            that no solve outlives its limit whatever HiGHS does; smaller ones (and all where ``fork`` does not
+            exist) run in this process, where a solve still running that long after its time limit is cancelled and,
+            if HiGHS does not stop, abandoned (its thread runs on until the process exits) and reported unsolved.
         hard_stop_grace_s: seconds, see ``isolate``.
+        isolate_min_variables: see ``isolate`` (:data:`ISOLATE_MIN_VARIABLES`).
 
     Raises:
         ValueError: ``threads`` below 1, an unknown ``slice_presolve`` or a negative or non-finite grace.
@@ -170,6 +180,7 @@ class SolveSettings:
     slice_presolve: str = SLICE_PRESOLVE
     isolate: bool = True
     hard_stop_grace_s: float = HARD_STOP_GRACE_S
+    isolate_min_variables: int = ISOLATE_MIN_VARIABLES
 
     def __post_init__(self) -> None:
         if self.threads is not None and self.threads < 1:
@@ -178,6 +189,8 @@ class SolveSettings:
             raise ValueError(f"slice_presolve must be one of {', '.join(PRESOLVE_MODES)}, not {self.slice_presolve!r}")
         if not (math.isfinite(self.hard_stop_grace_s) and self.hard_stop_grace_s >= 0):
             raise ValueError(f"hard_stop_grace_s must be a finite number >= 0, not {self.hard_stop_grace_s}")
+        if self.isolate_min_variables < 0:
+            raise ValueError(f"isolate_min_variables must be >= 0, not {self.isolate_min_variables}")
 
 
 DEFAULT_SETTINGS = SolveSettings()
@@ -198,16 +211,43 @@ class _InterruptibleHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined, unuse
     stop (its interrupt callbacks are checked many times a second), the thread is joined and the exception goes
     on. Measured with ``benchmarks/highs_interrupt.py``."""
 
-    def __init__(self, *args: Any, isolate: bool = True, hard_stop_s: float | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        isolate: bool = True,
+        hard_stop_s: float | None = None,
+        isolate_min_variables: int = 0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.isolate = isolate and hasattr(os, "fork")
         self.hard_stop_s = hard_stop_s
+        self.isolate_min_variables = isolate_min_variables
+        self._cancelled = False
         #: how the last solve ended: None (HiGHS returned), or the outcome of a stopped solve
         self.stopped: ProcessOutcome | None = None
 
     def actualSolve(self, lp: pulp.LpProblem) -> int:
-        if not self.isolate:
-            return int(super().actualSolve(lp))
+        self.stopped = None
+        if not self.isolate or lp.numVariables() < self.isolate_min_variables:
+            self._cancelled = False
+            try:
+                status = int(super().actualSolve(lp))
+                if self._cancelled:  # stopped by the watchdog: an incumbent is a time-limited answer, else none
+                    self.stopped = _unsolved()
+                    if int(lp.solverModel.getInfo().primal_solution_status) == 0:
+                        raise _Abandoned(self.stopped)
+                    lp._hetplan_gap = float(lp.solverModel.getInfo().mip_gap)
+                    lp.assignStatus(pulp.constants.LpStatusOptimal, pulp.constants.LpSolutionIntegerFeasible)
+                    return int(pulp.constants.LpStatusOptimal)
+                return status
+            except _Abandoned as gone:
+                self.stopped = gone.outcome
+                for var in lp.variables():
+                    var.varValue = None
+                lp._hetplan_gap = float("nan")
+                lp.assignStatus(gone.outcome.status, gone.outcome.sol_status)
+                return gone.outcome.status
         self.createAndConfigureSolver(lp)
         self.buildSolverModel(lp)
         out = self._in_child(lp)
@@ -251,14 +291,50 @@ class _InterruptibleHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined, unuse
         _own_solver_locks(model)
         model.HandleUserInterrupt = True  # subscribes the interrupt callbacks that cancelSolve() trips
         model.startSolve()
+        limit = self.hard_stop_s
+        if limit is None and self.timeLimit is not None:
+            limit = float(self.timeLimit) + HARD_STOP_GRACE_S
+        deadline = time.monotonic() + (limit if limit is not None else math.inf)
         try:
             while not model.wait(0.05)[0]:
                 if _STOP.is_set():
                     raise InterruptedError("the calling thread stopped these solves")
+                if time.monotonic() > deadline:  # HiGHS ignores its time limit: cancel, and abandon if deaf
+                    model.cancelSolve()
+                    if not model.wait(ABANDON_AFTER_S)[0]:
+                        _ABANDONED.append(model)  # kept alive: its thread still uses it
+                        raise _Abandoned(_unsolved())
+                    self._cancelled = True
+                    break
+        except _Abandoned:
+            raise
         except BaseException:
             model.cancelSolve()
-            model.wait()
+            if not model.wait(ABANDON_AFTER_S)[0]:
+                _ABANDONED.append(model)
             raise
+
+
+#: Seconds an in-process solve gets to honour ``cancelSolve()`` before its thread is abandoned.
+ABANDON_AFTER_S = 1.0
+#: Models whose solver thread was abandoned (HiGHS deaf to its limit and to cancelSolve): kept referenced so the
+#: thread never runs on freed memory; the threads are daemons and end with the process.
+_ABANDONED: list[Any] = []
+
+
+class _Abandoned(Exception):
+    """An in-process solve that HiGHS would not stop; ``outcome``: the unsolved answer reported instead."""
+
+    def __init__(self, outcome: ProcessOutcome) -> None:
+        super().__init__("HiGHS did not stop at its hard deadline")
+        self.outcome = outcome
+
+
+def _unsolved() -> ProcessOutcome:
+    nan = float("nan")
+    return ProcessOutcome(
+        pulp.constants.LpStatusNotSolved, pulp.constants.LpSolutionNoSolutionFound, None, nan, nan, nan, True
+    )
 
 
 def _own_solver_locks(model: Any) -> None:
@@ -287,7 +363,8 @@ def _solver(
         options["objective_bound"] = float(cutoff)
     hard = time_limit_s + settings.hard_stop_grace_s
     return _InterruptibleHiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap, threads=1, isolate=settings.isolate,
-                               hard_stop_s=hard, **options)  # fmt: skip
+                               hard_stop_s=hard, isolate_min_variables=settings.isolate_min_variables,
+                               **options)  # fmt: skip
 
 
 def _below_cutoff(prob: pulp.LpProblem, status: str, cutoff: float | None) -> str:

@@ -75,7 +75,7 @@ def test_a_solve_that_ignores_its_time_limit_is_killed(monkeypatch: pytest.Monke
     usage = [a[0], *a[1:], *[[-x for x in r] for r in a[1:]]]
     capacity: list[float | None] = [h[0], *h[1:], *[-x for x in h[1:]]]
     start = time.perf_counter()
-    settings = milp.SolveSettings(hard_stop_grace_s=GRACE_S)
+    settings = milp.SolveSettings(hard_stop_grace_s=GRACE_S, isolate_min_variables=0)
     result = milp.solve_covering([1.0] * 30, a[0], h[0], usage, capacity, upper=[1] * 30, time_limit_s=LIMIT_S,
                                  second_stage_epsilon=None, settings=settings)  # fmt: skip
     elapsed = time.perf_counter() - start
@@ -92,7 +92,7 @@ def test_a_stalled_solve_reports_its_incumbent_and_bound(monkeypatch: pytest.Mon
     value = [rng.uniform(1.0, 2.0) for _ in range(n)]
     usage = [[rng.randint(0, 3) for _ in range(n)] for _ in range(3)]
     start = time.perf_counter()
-    settings = milp.SolveSettings(hard_stop_grace_s=GRACE_S)
+    settings = milp.SolveSettings(hard_stop_grace_s=GRACE_S, isolate_min_variables=0)
     result = milp.solve_covering(cost, value, 30.5, usage, [40.0] * 3, second_stage_epsilon=None,
                                  time_limit_s=LIMIT_S, settings=settings)  # fmt: skip
     elapsed = time.perf_counter() - start
@@ -103,6 +103,33 @@ def test_a_stalled_solve_reports_its_incumbent_and_bound(monkeypatch: pytest.Mon
     assert 0.0 <= result.gap < 1.0  # its incumbent against the dual bound HiGHS reported with it
 
 
+def test_in_process_a_deaf_solve_is_cancelled_and_a_frozen_one_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small models run in this process (``isolate_min_variables``): past the hard stop the watchdog cancels the
+    solve; one that does not stop even then is abandoned to its thread and reported unsolved, so the plan goes on."""
+    _deaf(monkeypatch)
+    a, h = _market_split()
+    usage = [a[0], *a[1:], *[[-x for x in r] for r in a[1:]]]
+    capacity: list[float | None] = [h[0], *h[1:], *[-x for x in h[1:]]]
+    settings = milp.SolveSettings(hard_stop_grace_s=GRACE_S, isolate_min_variables=1000)
+    start = time.perf_counter()
+    result = milp.solve_covering([1.0] * 30, a[0], h[0], usage, capacity, upper=[1] * 30, time_limit_s=LIMIT_S,
+                                 second_stage_epsilon=None, settings=settings)  # fmt: skip
+    assert time.perf_counter() - start < LIMIT_S + GRACE_S + 2.0
+    assert result.status == "not_solved" and sum(result.counts) == 0  # cancelled without a solution
+    _deaf(monkeypatch, stall_after_incumbent=True)
+    rng = random.Random(3)
+    n = 40
+    cost = [rng.uniform(1.0, 2.0) for _ in range(n)]
+    value = [rng.uniform(1.0, 2.0) for _ in range(n)]
+    usage2 = [[rng.randint(0, 3) for _ in range(n)] for _ in range(3)]
+    start = time.perf_counter()
+    frozen = milp.solve_covering(cost, value, 30.5, usage2, [40.0] * 3, second_stage_epsilon=None,
+                                 time_limit_s=LIMIT_S, settings=settings)  # fmt: skip
+    assert time.perf_counter() - start < LIMIT_S + GRACE_S + milp.ABANDON_AFTER_S + 2.0
+    assert frozen.status == "not_solved"
+    assert milp._ABANDONED  # its thread runs on, holding the model
+
+
 def test_isolated_and_in_process_solves_give_the_same_answers() -> None:
     rng = random.Random(5)
     for _ in range(4):
@@ -111,7 +138,9 @@ def test_isolated_and_in_process_solves_give_the_same_answers() -> None:
         value = [round(rng.uniform(0.5, 3.0), 2) for _ in range(n)]
         usage = [[rng.randint(0, 2) for _ in range(n)] for _ in range(2)]
         runs = [
-            milp.solve_covering(cost, value, 11.7, usage, [9.0, 9.0], settings=milp.SolveSettings(isolate=iso))
+            milp.solve_covering(
+                cost, value, 11.7, usage, [9.0, 9.0], settings=milp.SolveSettings(isolate=iso, isolate_min_variables=0)
+            )  # fmt: skip
             for iso in (True, False)
         ]
         assert runs[0] == runs[1]
@@ -122,6 +151,8 @@ def test_solve_settings_are_checked() -> None:
         milp.SolveSettings(hard_stop_grace_s=float("inf"))
     with pytest.raises(ValueError, match="hard_stop_grace_s"):
         milp.SolveSettings(hard_stop_grace_s=-1.0)
+    with pytest.raises(ValueError, match="isolate_min_variables"):
+        milp.SolveSettings(isolate_min_variables=-1)
 
 
 LIGHT_STALL = ROOT / "tests" / "fixtures" / "milp" / "stalling_light_presolve_model.json.gz"
