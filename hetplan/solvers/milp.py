@@ -199,17 +199,20 @@ DEFAULT_SETTINGS = SolveSettings()
 class _InterruptibleHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined, unused-ignore]
     """PuLP's HiGHS, solved so that Ctrl-C, SIGTERM, ``--timeout`` and a stalled HiGHS all stop it.
 
-    With ``isolate`` (the default, :class:`SolveSettings`), the built model is solved in a forked process killed
-    ``hard_stop_s`` seconds after the start (:func:`hetplan.solvers.highs_process.solve_in_child`): a signal
-    handler runs within 50 ms, and HiGHS stuck where it checks neither its time limit nor an interrupt is killed;
+    With ``isolate`` (the default, :class:`SolveSettings`), a model of ``isolate_min_variables`` variables or more
+    is solved in a forked process killed ``hard_stop_s`` seconds after the start
+    (:func:`hetplan.solvers.highs_process.solve_in_child`): a signal handler runs within 50 ms, and HiGHS stuck
+    where it checks neither its time limit nor an interrupt is killed;
     the improving solutions it reported give the stopped solve its incumbent and bound. A stopped solve without one
     is solved once more without presolve (the rule that stalls is a presolve rule), under the same hard stop.
 
-    Without ``isolate``: PuLP calls ``Highs.run()``, which holds the main thread in C++ until HiGHS returns, so
-    Python's signal handlers cannot run until then. Here HiGHS runs in highspy's solver thread while the calling
-    thread waits in 50 ms slices (a lock wait that signals interrupt); when a handler raises, HiGHS is told to
-    stop (its interrupt callbacks are checked many times a second), the thread is joined and the exception goes
-    on. Measured with ``benchmarks/highs_interrupt.py``."""
+    Otherwise: PuLP calls ``Highs.run()``, which holds the main thread in C++ until HiGHS returns, so Python's
+    signal handlers cannot run until then. Here HiGHS runs in highspy's solver thread while the calling thread
+    waits in 50 ms slices (a lock wait that signals interrupt); when a handler raises, HiGHS is told to stop (its
+    interrupt callbacks are checked many times a second), the thread is joined and the exception goes on. Past
+    ``hard_stop_s`` the solve is cancelled the same way (an incumbent is a time-limited answer), and a solve that
+    does not stop within :data:`ABANDON_AFTER_S` is abandoned to its thread and reported unsolved. Measured with
+    ``benchmarks/highs_interrupt.py``."""
 
     def __init__(
         self,
