@@ -28,7 +28,7 @@ import pulp
 from hetplan.cli import main as cli_main
 from hetplan.solvers import milp
 if sys.argv[1] == "plain":
-    milp._solver = lambda t, g, presolve=True: pulp.HiGHS(msg=False, timeLimit=t, gapRel=g, threads=1)
+    milp._solver = lambda t, g, presolve="on", cutoff=None, settings=None: pulp.HiGHS(msg=False, timeLimit=t, gapRel=g, threads=1)
 for sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(sig, cli_main._on_signal)
 rng = random.Random(0)

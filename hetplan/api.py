@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from hetplan.report.gate import GateResult
     from hetplan.scenario import Scenario
     from hetplan.sim.run import SimRequest
+    from hetplan.solvers.milp import SolveSettings
     from hetplan.workload.model import Workload
 
 #: Largest number of request lengths the capacity model samples from a workload.
@@ -112,10 +113,12 @@ def plan(
     prune_top_k: int | None = None,
     min_r2: float | None = None,
     resources: Resources | None = None,
+    solve: SolveSettings | None = None,
 ) -> Plan:
     """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan`. ``to_doc`` of the result
     is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
-    cores; the CLI passes ``HETPLAN_PLAN_WORKERS``).
+    cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
+    (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults).
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target.
@@ -127,6 +130,8 @@ def plan(
         kw["prune_top_k"] = prune_top_k
     if min_r2 is not None:
         kw["min_r2"] = min_r2
+    if solve is not None:
+        kw["solve"] = solve
     return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
 
 
@@ -144,7 +149,8 @@ def plan_verified(
     """Plan ``scenario`` and check it in the simulator (``hetplan plan``'s default; ``--no-resize``,
     ``--confidence``, ``--size-for-confidence``): in sample, out of sample and against the model's own error at
     ``confidence``; ``resize`` re-plans until the simulation holds the SLOs (on by default in the CLI, off here);
-    see :func:`hetplan.planning.verify.plan_verified`.
+    see :func:`hetplan.planning.verify.plan_verified`. ``plan_kwargs`` go to :func:`hetplan.planning.pipeline.plan`
+    (``resources``; ``solve``: :class:`hetplan.solvers.milp.SolveSettings`).
 
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.
@@ -326,10 +332,12 @@ def sweep(
     resume: bool = False,
     force: bool = False,
     progress: Callable[[int, int, dict[str, Any] | None], None] | None = None,
+    solve: SolveSettings | None = None,
 ) -> dict[str, Any]:
     """Plan every case of the grid file ``grid`` (``hetplan sweep``) on ``executor`` (``local``: a pool of
     ``workers`` processes; ``ray``: Ray tasks at ``ray_address``) and write the table, plan files and report under
-    ``out``; returns the summary document (``--json``). See :mod:`hetplan.sweep.run`.
+    ``out``; returns the summary document (``--json``). See :mod:`hetplan.sweep.run`. ``solve``: how the cases'
+    MILPs run (:class:`hetplan.solvers.milp.SolveSettings`).
     Worker processes inherit this process's environment: the CLI runs this inside
     :func:`hetplan.cli.app.worker_environment` (one BLAS/OpenMP thread per worker; a private Ray instance on the
     loopback interface only); a Python caller wraps its call the same way, or sets those variables itself.
@@ -341,7 +349,7 @@ def sweep(
     from hetplan.sweep.run import SweepSettings, run_sweep
 
     settings = SweepSettings(None if out is None else Path(out), executor, workers, ray_address, ray_files, resume,
-                             force)  # fmt: skip
+                             force, solve)  # fmt: skip
     return run_sweep(grid, settings, progress)
 
 
@@ -397,16 +405,18 @@ def autoscale(
     curve_path: Path | None = None,
     diurnal_text: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    solve: SolveSettings | None = None,
 ) -> dict[str, Any]:
     """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``); see
-    :func:`hetplan.planning.autoscale.autoscale` (``progress(done, total)`` as its demand levels are solved).
+    :func:`hetplan.planning.autoscale.autoscale` (``progress(done, total)`` as its demand levels are solved;
+    ``solve``: how the MILPs run, :class:`hetplan.solvers.milp.SolveSettings`).
 
     Raises:
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
     """
     from hetplan.planning.autoscale import autoscale as _autoscale
 
-    return _autoscale(scenario, spec, curve_path, diurnal_text, progress)
+    return _autoscale(scenario, spec, curve_path, diurnal_text, progress, solve)
 
 
 __all__ = [

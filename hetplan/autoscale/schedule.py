@@ -43,7 +43,7 @@ from hetplan.catalog.offers import Offer, owned_gpus
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.types import Purchase
 from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest, enumerate_candidates, solve_allocation
-from hetplan.solvers.milp import solve_covering
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings, solve_covering
 from hetplan.solvers.packing import Purchased, solve_purchase
 
 
@@ -151,16 +151,22 @@ class InstancePricing:
     fixed_usd_per_hour: float
     site: str
     _cache: dict[tuple[int, ...], tuple[float, tuple[Purchase, ...]]] = field(default_factory=dict)
+    solve: SolveSettings = DEFAULT_SETTINGS  # how HiGHS runs (hetplan.solvers.milp.SolveSettings)
 
     @classmethod
     def for_peak(
-        cls, offers: tuple[Offer, ...], tps: tuple[int, ...], fixed: float, peak: Allocation
+        cls,
+        offers: tuple[Offer, ...],
+        tps: tuple[int, ...],
+        fixed: float,
+        peak: Allocation,
+        solve: SolveSettings = DEFAULT_SETTINGS,
     ) -> InstancePricing:
         """The pricing whose rented site is the one the ``peak`` allocation (a purchased plan over every site)
         buys from."""
         site = peak.purchase.rented_site if peak.purchase is not None else ""
         keep = tuple(o for o in offers if o.owned or (site and o.site == site))
-        return cls(keep, tps, fixed, site)
+        return cls(keep, tps, fixed, site, solve=solve)
 
     def bought(self, combos: list[Combo], alloc: Allocation) -> Fleet:
         """The fleet of a purchased allocation (``alloc.purchase`` from these offers), at this pricing's cost."""
@@ -181,7 +187,8 @@ class InstancePricing:
             needs.append(need)
         # one "slice" per copy, assigned to a site's column of its combo: the copies' count is met exactly
         rows = [[1.0 if j == i else None for j in range(len(used))] for i, (_, n) in enumerate(used) for _ in range(n)]
-        return solve_purchase(needs, self.offers, self.tps, "schedule's fleet", slice_load=rows, fewest_units=False)
+        return solve_purchase(needs, self.offers, self.tps, "schedule's fleet", slice_load=rows, fewest_units=False,
+                              settings=self.solve)  # fmt: skip
 
     def price(
         self, combos: list[Combo] | tuple[Combo, ...], counts: tuple[int, ...]
@@ -324,7 +331,7 @@ def build_schedule(
         top = solve_allocation(replace(req, offers=offers, goodput_req_per_s=levels[-1], headroom=0.0), combos,
                                "peak of the load curve")  # fmt: skip
         fixed = costing.fixed_usd_per_hour if costing is not None else 0.0
-        pricing = InstancePricing.for_peak(offers, req.tp_options, fixed, top)
+        pricing = InstancePricing.for_peak(offers, req.tp_options, fixed, top, req.solve)
     buy = req if pricing is None else replace(req, offers=pricing.offers)
 
     per_level = _per_level(req, combos, levels, costing, progress, pricing)
@@ -419,6 +426,7 @@ def _nest_down(
             levels[i],
             upper=[parent[k] for k in cols],
             second_stage_epsilon=None,
+            settings=req.solve,
         )
         child = [0] * len(combos)
         for k, n in zip(cols, res.counts, strict=True):

@@ -23,6 +23,7 @@ from hetplan.cli.options import (
 from hetplan.cli.render.autoscale import render_summary, schedule_csv
 from hetplan.cli.render.emit import render_result
 from hetplan.cli.render.progress import progress_bar
+from hetplan.cli.resources import solve_settings
 from hetplan.cli.scenario_flags import build_scenario, check_emit_flags, emit_settings, load_planner
 from hetplan.errors import InputError
 from hetplan.io import check_output, to_json, write_atomic
@@ -134,7 +135,7 @@ def autoscale(
         start = time.perf_counter()
         with progress_bar(err_console, "planning the schedule", 1, enabled=not json_out) as bar:
             bar.text("demand levels")
-            doc = api.autoscale(scenario, spec, curve_path, diurnal, progress=bar.count)
+            doc = api.autoscale(scenario, spec, curve_path, diurnal, progress=bar.count, solve=solve_settings())
         elapsed = time.perf_counter() - start
         if out is not None:
             text = schedule_csv(doc["windows"]) if out.suffix.lower() == ".csv" else to_json(doc)

@@ -69,8 +69,29 @@ def parse_timeout_s(text: str) -> float:
     return seconds
 
 
-def run_with_timeout(timeout: str | None, fn: Callable[[], T], command: str) -> T:
-    """Run ``fn`` and stop it when ``timeout`` (see :func:`parse_timeout_s`; None: no limit) passes.
+def timeout_advice(step: str) -> str:
+    """What to do about a command stopped by ``--timeout`` while ``step`` ran (its last progress message): the
+    flag that skips that stage, where one does; raising the limit only where more time is what it needs."""
+    text = step.lower()
+    if "re-size" in text or "re-sized" in text:
+        return (
+            "the plan missed its SLOs in simulation and is being re-sized (each attempt plans and simulates again): "
+            "pass --no-resize to keep the unverified plan (it says NOT verified), lower --goodput or relax the "
+            "SLOs, or raise --timeout"
+        )
+    if "simulating" in text:
+        return "pass --no-verify to skip the simulated check, or raise --timeout"
+    if "analysis" in text or "price sensitivity" in text:
+        return "pass --no-analysis to skip the price sensitivity and cost-versus-goodput solves, or raise --timeout"
+    return "raise --timeout, or make the problem smaller (fewer GPUs, TP degrees or requests)"
+
+
+def run_with_timeout(
+    timeout: str | None, fn: Callable[[], T], command: str, doing: Callable[[], str] | None = None
+) -> T:
+    """Run ``fn`` and stop it when ``timeout`` (see :func:`parse_timeout_s`; None: no limit) passes. ``doing``
+    gives the step that runs (its last progress message), named in the error with advice that fits it
+    (:func:`timeout_advice`).
 
     Raises:
         CommandTimeout: the deadline passed (the message names ``command`` and the limit).
@@ -92,14 +113,15 @@ def run_with_timeout(timeout: str | None, fn: Callable[[], T], command: str) -> 
         return fn()
     except _Expired:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        step = doing() if doing is not None else ""
         raise CommandTimeout(
-            f"{command} stopped after --timeout {timeout} ({seconds:g} s)",
+            f"{command} stopped after --timeout {timeout} ({seconds:g} s)" + (f" while {step}" if step else ""),
             "nothing half-written was left; outputs are written only when the command finishes",
-            "raise --timeout, or make the problem smaller (fewer GPUs, TP degrees or requests)",
+            timeout_advice(step),
         ) from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
-__all__ = ["EXIT_TIMEOUT", "MAX_TIMEOUT_S", "CommandTimeout", "parse_timeout_s", "run_with_timeout"]
+__all__ = ["EXIT_TIMEOUT", "MAX_TIMEOUT_S", "CommandTimeout", "parse_timeout_s", "run_with_timeout", "timeout_advice"]

@@ -46,7 +46,8 @@ from hetplan.cli.options import (
 from hetplan.cli.render.emit import render_result
 from hetplan.cli.render.hetis import render_hetis
 from hetplan.cli.render.plan import render_plan, render_verification
-from hetplan.cli.render.progress import progress_bar
+from hetplan.cli.render.progress import StepLog, progress_bar
+from hetplan.cli.resources import solve_settings
 from hetplan.cli.scenario_flags import (
     build_scenario,
     check_emit_flags,
@@ -222,6 +223,7 @@ def plan(
     """
 
     emitted: list[Any] = []
+    steps = StepLog()  # the last progress step, named by --timeout
 
     def work() -> tuple[dict[str, Any], float]:
         check_emit_flags(emit_dir, validate, router_image)
@@ -304,9 +306,11 @@ def plan(
             "prune_with": prune_with,
             "prune_top_k": 6 if prune_top_k is None else prune_top_k,
             "resources": resources_from_env(),
+            "solve": solve_settings(),  # HETPLAN_SOLVE_THREADS, HETPLAN_SLICE_PRESOLVE
         }
-        # a progress bar on stderr (a terminal, not --json): planning, each simulated check and re-size, the analysis
-        with progress_bar(err_console, "planning", enabled=not json_out) as bar:
+        # progress on stderr (a bar on a terminal, else status lines): planning, each simulated check and re-size
+        # attempt, the analysis
+        with progress_bar(err_console, "planning", enabled=not json_out, log=steps) as bar:
             if verify:  # plan, simulate, and re-size until the simulation verifies the plan
                 made = api.plan_verified(
                     scenario, strategy.lower(), analysis, verify_policy, resize=resize, progress=bar.text,
@@ -326,7 +330,7 @@ def plan(
             emitted.append(api.emit(made, emit_dir, ("all",), settings, validate=validate, force=force))
         return doc, elapsed
 
-    doc, elapsed = run_guarded(lambda: run_with_timeout(timeout, work, "plan"))
+    doc, elapsed = run_guarded(lambda: run_with_timeout(timeout, work, "plan", steps.describe))
     if json_out:
         typer.echo(to_json(doc), nl=False)
     elif doc.get("kind") == "hetis-deployment":  # a Hetis pool plan

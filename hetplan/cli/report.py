@@ -22,6 +22,7 @@ from hetplan.cli.options import (
     summary_option,
 )
 from hetplan.cli.render.stdout import StdoutConsole, to_stdout
+from hetplan.cli.resources import solve_settings
 from hetplan.errors import HetplanError, InputError, OutputError
 from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 
@@ -333,14 +334,17 @@ def gate(
         fresh: dict[str, Plan] = {}
         broken: dict[str, str] = {}
         resources = resources_from_env()
+        solve = solve_settings()  # HETPLAN_SOLVE_THREADS, HETPLAN_SLICE_PRESOLVE
         with err_console.status("re-planning scenarios", spinner="dots") as status:
             for path, scenario in loaded:
                 status.update(f"planning {escape(scenario.name)}")
                 try:
                     if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict
-                        fresh[scenario.name] = api.plan_verified(scenario, analysis=False, resources=resources)
+                        fresh[scenario.name] = api.plan_verified(
+                            scenario, analysis=False, resources=resources, solve=solve
+                        )
                     else:
-                        fresh[scenario.name] = api.plan(scenario, analysis=False, resources=resources)
+                        fresh[scenario.name] = api.plan(scenario, analysis=False, resources=resources, solve=solve)
                 except HetplanError as exc:
                     if update:
                         raise InputError(

@@ -20,6 +20,7 @@ from hetplan.cli.options import (
     out_option,
 )
 from hetplan.cli.render.sweep import render_failures, render_sweep
+from hetplan.cli.resources import solve_settings
 from hetplan.io import to_json
 
 
@@ -73,7 +74,7 @@ def sweep(
         try:
             with worker_environment(executor, ray_address):
                 return api.sweep(grid_file, out, executor, workers, ray_address, ray_files, resume, force,
-                                 progress=step)  # fmt: skip
+                                 progress=step, solve=solve_settings())  # fmt: skip
         finally:
             if bar.live.is_started:
                 bar.stop()

@@ -21,6 +21,7 @@ from hetplan.plan.doc import SCHEMA_VERSION, from_doc, to_doc
 from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH
 from hetplan.planning.request import build_request, workload_sha256
 from hetplan.scenario import Scenario
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.units import parse_duration_s, rnd
 
 
@@ -30,9 +31,10 @@ def autoscale(
     curve_path: Path | None = None,
     diurnal_text: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    solve: SolveSettings | None = None,
 ) -> dict[str, Any]:
     """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``); ``progress(done, total)``
-    as the demand levels are solved.
+    as the demand levels are solved; ``solve``: how its MILPs run (:class:`hetplan.solvers.milp.SolveSettings`).
 
     ``spec`` holds :class:`hetplan.scenario.AutoscaleSpec` fields (durations as text); the curve comes from
     ``curve_path`` (ServeGen per-window CSV or a request trace) or ``diurnal_text`` ("DAYS,PEAK,TROUGH").
@@ -83,7 +85,9 @@ def autoscale(
         design_utilization=parsed.design_utilization,
         max_cv=parsed.max_cv,
     )
-    req, workload, warnings, gpu_warnings = build_request(scenario.model_copy(update={"goodput_req_per_s": 1.0}))
+    req, workload, warnings, gpu_warnings = build_request(
+        scenario.model_copy(update={"goodput_req_per_s": 1.0}), solve=solve or DEFAULT_SETTINGS
+    )
     # the load curve sets the rates window by window: the trace's own burst pattern, replayed at one rate, does not
     # apply to them, so the capacities are the Poisson ones (hetplan.perf.capacity)
     req = replace(req, arrivals=None)

@@ -31,6 +31,7 @@ from hetplan.solvers.ce_fit import (
     low_r2_note,
 )
 from hetplan.solvers.ce_fit import fit_ce as _fit_ce
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 
 
 def plan(
@@ -44,6 +45,7 @@ def plan(
     min_r2: float = DEFAULT_MIN_R2,
     resources: Resources | None = None,
     deferred: list[Callable[..., Plan]] | None = None,
+    solve: SolveSettings = DEFAULT_SETTINGS,
 ) -> Plan:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
@@ -61,6 +63,7 @@ def plan(
     analysis block, computed from the planner that made it (no second solve; an argument replaces ``progress``:
     None for silence). Nothing is appended when the plan was made in worker processes (a weight-dtype search
     on several cores): the caller then plans again with the analysis.
+    ``solve``: how the MILPs run (threads, slice presolve, hard stop; :class:`hetplan.solvers.milp.SolveSettings`).
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
@@ -72,10 +75,10 @@ def plan(
         if scenario.engines:
             scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
         doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                        deferred=later)  # fmt: skip
+                        deferred=later, solve=solve)  # fmt: skip
     else:
         doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                             resources or Resources(), later)  # fmt: skip
+                             resources or Resources(), later, solve)  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
@@ -111,6 +114,7 @@ def _search_dtypes(
     min_r2: float,
     resources: Resources,
     keep: list[AnalysisLater] | None = None,
+    solve: SolveSettings = DEFAULT_SETTINGS,
 ) -> dict[str, Any]:
     """``--weight-dtype auto`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
@@ -135,10 +139,11 @@ def _search_dtypes(
         try:
             fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
-                return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8), None
+                return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8,
+                                      solve=solve), None  # fmt: skip
             deferred: list[AnalysisLater] = []
             doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
-                            deferred if analysis or keep is not None else None)  # fmt: skip
+                            deferred if analysis or keep is not None else None, solve=solve)  # fmt: skip
             if deferred:
                 (later if analysis else kept)[key] = deferred[0]
             return key, doc, None
@@ -191,11 +196,12 @@ def _plan_doc(
     min_r2: float,
     fp8_cores_only: bool = False,
     deferred: list[AnalysisLater] | None = None,
+    solve: SolveSettings = DEFAULT_SETTINGS,
 ) -> dict[str, Any]:
     """The plan document of one weight dtype (``loaded``'s profiled GPUs replace their catalog entries);
-    ``deferred``: see :func:`hetplan.planning.document.build_plan`."""
+    ``deferred``: see :func:`hetplan.planning.document.build_plan`; ``solve``: how the MILPs run."""
     overlay = loaded.specs if loaded is not None else ()
-    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only, overlay)
+    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only, overlay, solve)
     if loaded is not None:
         warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
     if prune_with is not None:

@@ -37,6 +37,7 @@ from hetplan.perf.settings import PerfSettings
 from hetplan.planning.dtypes import AUTO, has_fp8_cores, model_dtype
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.units import parse_duration_s, parse_percentile
 from hetplan.workload.context import served_workload
 from hetplan.workload.model import Workload
@@ -286,13 +287,17 @@ def _arrivals(workload: Workload, sized_rate: float) -> ArrivalTrace | None:
 
 
 def build_request(
-    scenario: Scenario, fp8_cores_only: bool = False, overlay: Sequence[GpuSpec] = ()
+    scenario: Scenario,
+    fp8_cores_only: bool = False,
+    overlay: Sequence[GpuSpec] = (),
+    solve: SolveSettings = DEFAULT_SETTINGS,
 ) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
     """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
     (GPU name, text; shown only when a plan uses that GPU). ``fp8_cores_only`` keeps only the candidate GPUs with
     fp8 tensor cores (the fp8 half of ``--weight-dtype auto``, :mod:`hetplan.planning.dtypes`). ``overlay``: the
     GPU entries of ``--profile`` files, which replace the catalog's entries of the same name (or add new GPUs)
-    wherever a GPU name is looked up (:func:`~hetplan.catalog.loader.overlaid_gpus`).
+    wherever a GPU name is looked up (:func:`~hetplan.catalog.loader.overlaid_gpus`); ``solve``: how the request's
+    MILPs run (:class:`hetplan.solvers.milp.SolveSettings`, the CLI's from the environment).
 
     Raises:
         InputError: any invalid or inconsistent setting, named with its fix.
@@ -427,6 +432,7 @@ def build_request(
         wan=WanLink(scenario.wan_gb_per_s, scenario.wan_latency_s, scenario.egress_usd_per_gb)
         if scenario.allow_cross_provider
         else None,
+        solve=solve,
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

@@ -247,7 +247,8 @@ def _solve_melange(planner: Planner, req: PlanRequest, final: bool) -> Solved:
     slo = f"TTFT {req.ttft_slo_s:g} s, TPOT {req.tpot_slo_s * 1e3:g} ms"
     if req.offers:
         return Solved("melange", melange=solve_melange_purchased(types, planner.buckets, req, 4, slo))
-    plan = solve_melange(types, planner.buckets, req.demand_req_per_s, 4, req.inventory, req.time_limit_s, slo)
+    plan = solve_melange(types, planner.buckets, req.demand_req_per_s, 4, req.inventory, req.time_limit_s, slo,
+                         req.solve)  # fmt: skip
     return Solved("melange", melange=plan)
 
 
@@ -322,7 +323,13 @@ def price_sensitivity(
     missing = [name for name in STRATEGIES if name not in base]
     planner.types  # noqa: B018  (computed once here, before the threads share the planner)
     # what-if solves at today's prices
-    base.update(zip(missing, solve_in_threads([_task(planner, n, dict(req.prices)) for n in missing]), strict=True))
+    base.update(
+        zip(
+            missing,
+            solve_in_threads([_task(planner, n, dict(req.prices)) for n in missing], settings=req.solve),
+            strict=True,
+        )
+    )
     cases = []
     for gpu in sorted(req.prices):
         for factor in PRICE_FACTORS:
@@ -335,7 +342,9 @@ def price_sensitivity(
         for name in STRATEGIES
         if not _price_neutral(base[name], gpu, factor)
     ]
-    found = dict(zip(todo, solve_in_threads([_task(planner, n, cases[i][2]) for i, n in todo]), strict=True))
+    found = dict(
+        zip(todo, solve_in_threads([_task(planner, n, cases[i][2]) for i, n in todo], settings=req.solve), strict=True)
+    )
     rows = []
     for i, (gpu, factor, prices) in enumerate(cases):
         same = sum(n * prices[g].usd_per_gpu_hour for g, n in used.items())
@@ -369,7 +378,13 @@ def cost_vs_goodput(planner: Planner, solved: Mapping[str, Solved] | None = None
         (factor, name) for factor in GOODPUT_FACTORS for name in STRATEGIES if not (factor == 1.0 and name in known)
     ]
     planner.types  # noqa: B018  (computed once here, before the threads share the planner)
-    found = dict(zip(todo, solve_in_threads([_task(planner, n, None, f) for f, n in todo]), strict=True))
+    found = dict(
+        zip(
+            todo,
+            solve_in_threads([_task(planner, n, None, f) for f, n in todo], settings=planner.req.solve),
+            strict=True,
+        )
+    )
     rows = []
     for factor in GOODPUT_FACTORS:
         row: dict[str, Any] = {"goodput_req_per_s": rnd(planner.req.goodput_req_per_s * factor)}

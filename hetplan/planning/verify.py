@@ -115,11 +115,18 @@ def plan_verified_in_sample_and_out(
     from hetplan.sim.verify import error_check, verify_plan
 
     scenario, workload, out_of_sample, split = verification_workloads(scenario, DEFAULT_HOLDOUT)
-    step = progress or (lambda _: None)
+    stage = _Stage()
+
+    def step(text: str) -> None:  # the planner's steps, named after the re-size attempt that runs them
+        if progress is not None:
+            progress(stage.named(text))
+
     base = scenario.headroom
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
 
-    def planner_for(name: str, report: Callable[[str], None] | None = progress) -> Callable[[float, bool], Plan]:
+    def planner_for(
+        name: str, report: Callable[[str], None] | None = step if progress is not None else None
+    ) -> Callable[[float, bool], Plan]:
         def attempt(headroom: float, with_analysis: bool) -> Plan:
             sc = scenario.model_copy(update={"headroom": headroom})
             return plan(sc, name, with_analysis, progress=report, **plan_kwargs)
@@ -177,11 +184,14 @@ def plan_verified_in_sample_and_out(
             made = replace(made, verification={**(made.verification or {}), "cheaper_search": search})
         return made
     if v0["status"] == "verified" or not resize:
+        if analysis and ahead is not None:  # its progress is not reported from the other process
+            step("the plan's analysis (price sensitivity, cost versus goodput), in another process")
         return _final(first, v0, base, analysis, attempt, check, None, ahead, later[0] if later else None)
     if ahead is not None:
         ahead.cancel()
     if strategy != ALL:
-        best, hi, resized = _resize(first, v0, base, attempt, check)
+        best, hi, resized = _resize(first, v0, base, attempt, check, stage=stage)
+        stage.label = "the re-sized plan" + (" with its analysis" if analysis else "")
         return _final(best, check(best, True), hi, analysis, attempt, check, resized)
     # --strategy all: the analytically cheapest shape missed. Each feasible shape is re-sized on its own, cheapest
     # first, and the cheapest verified plan is kept: a shape the model over-promises more (aggregated instances on
@@ -195,7 +205,9 @@ def plan_verified_in_sample_and_out(
     )  # fmt: skip
     found: list[tuple[Plan, float, dict[str, Any], str]] = []
     per_shape: list[dict[str, Any]] = []
-    for cost, name in shapes:
+    for n_shape, (cost, name) in enumerate(shapes, 1):
+        stage.shape = f"the {name} plan (shape {n_shape} of {len(shapes)})"
+        stage.label = stage.shape
         if found and cost >= min(p.total_usd_per_hour for p, *_ in found) - 1e-9:
             per_shape.append({"strategy": name, "skipped": f"its plan before re-sizing costs ${cost:,.2f}/h"})
             continue
@@ -207,7 +219,7 @@ def plan_verified_in_sample_and_out(
             if v_start["status"] == "verified":
                 best, hi, resized = start, base, {}
             else:
-                best, hi, resized = _resize(start, v_start, base, shape_attempt, check, log)
+                best, hi, resized = _resize(start, v_start, base, shape_attempt, check, log, stage)
         except InfeasibleError as exc:
             per_shape.append({"strategy": name, "infeasible": exc.why or exc.what, "plans_tried": len(log)})
             continue
@@ -238,6 +250,7 @@ def plan_verified_in_sample_and_out(
         "per_strategy": per_shape,
     }
     resized["method"] = RESIZE_METHOD + "; with --strategy all every shape is re-sized and the cheapest verified kept"
+    stage.shape, stage.label = "", f"the re-sized {name} plan" + (" with its analysis" if analysis else "")
     return _final(best, check(best, True), hi, analysis, planner_for(name), check, resized)
 
 
@@ -387,10 +400,12 @@ def _resize(
     attempt: Callable[[float, bool], Plan],
     check: Callable[[Plan, bool], dict[str, Any]],
     log: list[dict[str, Any]] | None = None,
+    stage: _Stage | None = None,
 ) -> tuple[Plan, float, dict[str, Any]]:
     """Re-size ``first`` (which missed) until a plan is verified, then bisect (module docstring); returns the
     cheapest verified plan, its headroom and the ``resized`` record. ``log``, when given, receives every attempt
-    record as it is made (``first`` included), also when no re-sized plan verifies.
+    record as it is made (``first`` included), also when no re-sized plan verifies; ``stage`` is set to the attempt
+    that runs (progress messages).
 
     Raises:
         InfeasibleError: no demand up to the headroom limit (or the inventory) gives a verified plan.
@@ -401,7 +416,8 @@ def _resize(
     fail_h, fail_p, fail_v = base, first, v0
     ceiling = MAX_HEADROOM  # the lowest headroom found infeasible (inventory), or the scenario's limit
     passing: tuple[float, Plan, dict[str, Any]] | None = None
-    for _ in range(RESIZE_ROUNDS - 1):
+    at = stage or _Stage()
+    for n_round in range(1, RESIZE_ROUNDS):
         cap = fail_v.get("simulated_capacity_req_per_s")
         analytic = fail_p.goodput_req_per_s
         factor = target * (1 + RESIZE_MARGIN) / cap if cap else 2.0
@@ -410,6 +426,7 @@ def _resize(
             headroom = (fail_h + ceiling) / 2
             if ceiling - fail_h < 0.01 * (1 + fail_h):
                 break
+        at.attempt(f"re-size attempt {n_round} of {RESIZE_ROUNDS - 1} (headroom {headroom:.3g})")
         try:
             p = attempt(headroom, False)
         except InfeasibleError as exc:  # inventory runs out before the SLOs hold
@@ -438,8 +455,9 @@ def _resize(
             ),
         )
     lo, (hi, best, _) = fail_h, passing
-    for _ in range(RESIZE_BISECT_STEPS):
+    for n_step in range(1, RESIZE_BISECT_STEPS + 1):
         mid = (lo + hi) / 2
+        at.attempt(f"re-size bisection step {n_step} of {RESIZE_BISECT_STEPS} (headroom {mid:.3g})")
         try:
             p = attempt(mid, False)
         except InfeasibleError:
@@ -462,6 +480,23 @@ def _resize(
         "method": RESIZE_METHOD,
     }
     return best, hi, resized
+
+
+class _Stage:
+    """Where :func:`plan_verified` is, for its progress messages: the shape being re-sized (``--strategy all``) and
+    the re-size attempt or bisection step that runs."""
+
+    def __init__(self) -> None:
+        self.shape = ""
+        self.label = ""
+
+    def attempt(self, what: str) -> None:
+        """Name the attempt that starts (after the shape, if any)."""
+        self.label = f"{self.shape}: {what}" if self.shape else what
+
+    def named(self, text: str) -> str:
+        """``text`` (a planner or simulator step) after the current label."""
+        return f"{self.label}: {text}" if self.label else text
 
 
 def _final(

@@ -51,7 +51,7 @@ from hetplan.perf.settings import PerfSettings
 from hetplan.plan.types import combo_label
 from hetplan.solvers.cauchy_infeasible import inventory_infeasible, slo_infeasible
 from hetplan.solvers.cauchy_pruning import PairCombos, pareto_filter
-from hetplan.solvers.milp import solve_covering
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings, solve_covering
 from hetplan.solvers.packing import CrossSiteNeed, Purchased, solve_purchase
 
 
@@ -73,6 +73,8 @@ class PlanRequest:
         max_ilp_combos: cap on the ILP's size after exact (dominance) pruning; past it, the best by tokens/USD
             plus every homogeneous combo are kept and the plan says the pruning was heuristic.
         settings: performance-model settings.
+        time_limit_s: each MILP solve's HiGHS time limit (a solve is killed a little past it).
+        solve: how HiGHS runs (threads, slice presolve, the hard stop; :class:`hetplan.solvers.milp.SolveSettings`).
         keep_pairs: when set, only these (prefill GPU, decode GPU) type pairs are enumerated (``--prune-with``, an
             A1/A2 fit: :func:`hetplan.solvers.ce_fit.keep_pairs`); a heuristic, so the plan says so.
         arrivals: the workload's arrivals at the sized rate, for burst-aware prefill capacities (None: Poisson;
@@ -99,6 +101,7 @@ class PlanRequest:
     max_ilp_combos: int = 20000
     settings: PerfSettings = PerfSettings()
     time_limit_s: float = 30.0
+    solve: SolveSettings = DEFAULT_SETTINGS
     keep_pairs: frozenset[tuple[str, str]] | None = None
     arrivals: ArrivalTrace | None = None
     deployment: Deployment | None = None
@@ -498,6 +501,7 @@ def solve_allocation(
         upper,
         second_stage_epsilon=1e-9 if fewest_combos else None,
         time_limit_s=req.time_limit_s,
+        settings=req.solve,
     )
     if result.status not in ("optimal", "time_limit"):
         raise inventory_infeasible(req, combos, names, usage, cap, what)
@@ -527,7 +531,7 @@ def _purchased_allocation(req: PlanRequest, combos: list[Combo], what: str, fewe
         bought = solve_purchase(
             needs, req.offers, req.tp_options, what, value=[c.goodput_req_per_s for c in combos], demand=demand,
             upper=[math.ceil(demand / c.goodput_req_per_s) for c in combos], fewest_units=fewest_combos,
-            time_limit_s=req.time_limit_s, cross=cross,
+            time_limit_s=req.time_limit_s, cross=cross, settings=req.solve,
         )  # fmt: skip
     except InfeasibleError as exc:
         if any(not o.owned for o in req.offers) or not req.inventory:

@@ -47,12 +47,13 @@ def inventory_infeasible(
     req: PlanRequest, combos: list[Combo], names: list[str], usage: list[list[int]], cap: list[int | None], what: str
 ) -> InfeasibleError:
     demand = req.demand_req_per_s
-    best = max_value([c.goodput_req_per_s for c in combos], usage, cap)
+    best = max_value([c.goodput_req_per_s for c in combos], usage, cap, settings=req.solve)
     free = solve_covering(
         [c.usd_per_hour for c in combos],
         [c.goodput_req_per_s for c in combos],
         demand,
         upper=[math.ceil(demand / c.goodput_req_per_s) for c in combos],
+        settings=req.solve,
     )
     needs = []
     if free.status == "optimal":

@@ -44,7 +44,7 @@ from hetplan.perf.capacity import (
 )
 from hetplan.perf.latency import InstanceModel
 from hetplan.solvers.cauchy import PlanRequest, deployment_of, option_shape
-from hetplan.solvers.milp import solve_slice_assignment
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings, solve_slice_assignment
 from hetplan.solvers.packing import Purchased, solve_purchase
 
 PROMPT_EDGES = (0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, math.inf)
@@ -348,8 +348,10 @@ def solve_melange(
     inventory: dict[str, int] | None = None,
     time_limit_s: float = 30.0,
     slo: str = "the SLOs",
+    settings: SolveSettings = DEFAULT_SETTINGS,
 ) -> MelangePlan:
-    """Solve Mélange's ILP for ``demand_req_per_s`` spread over ``buckets`` by their shares.
+    """Solve Mélange's ILP for ``demand_req_per_s`` spread over ``buckets`` by their shares (HiGHS run as
+    ``settings`` says, :class:`hetplan.solvers.milp.SolveSettings`).
 
     Raises:
         InfeasibleError: a bucket no type can serve, or an inventory too small for the demand.
@@ -360,7 +362,8 @@ def solve_melange(
     names = sorted({t.gpu for t in types} & set(inventory))
     usage = [[t.tp if t.gpu == g else 0 for t in types] for g in names]
     cap: list[float | None] = [inventory[g] for g in names]
-    result = solve_slice_assignment([t.usd_per_hour for t in types], loads, k, usage, cap, time_limit_s)
+    result = solve_slice_assignment([t.usd_per_hour for t in types], loads, k, usage, cap, time_limit_s,
+                                    settings=settings)  # fmt: skip
     if result.status not in ("optimal", "time_limit"):
         raise InfeasibleError(
             "Mélange: the inventory cannot hold the demand with aggregated instances",
@@ -431,6 +434,7 @@ def solve_melange_purchased(
     bought = solve_purchase(
         [{(t.gpu, t.tp): 1} for t in types], req.offers, req.tp_options, "aggregated (Mélange) plan",
         slice_load=loads, slices_per_bucket=k, time_limit_s=req.time_limit_s, fewest_units=False,
+        settings=req.solve,
     )  # fmt: skip
     cols = [types[i] for i in bought.unit_index]
     priced = []

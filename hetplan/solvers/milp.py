@@ -24,12 +24,15 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import pulp
+
+from hetplan.solvers.highs_process import ProcessOutcome, solve_in_child
 
 _QUIET_LOCK = threading.Lock()
 _quiet_depth = 0
@@ -74,16 +77,12 @@ _STOP = threading.Event()
 T = TypeVar("T")
 
 
-def solve_threads() -> int:
-    """How many independent MILP solves :func:`solve_in_threads` runs at once: ``HETPLAN_SOLVE_THREADS`` when set
-    (1 turns it off), else 1 in a worker process of a pool, else the CPUs this process may use, at most 4. HiGHS
+def solve_threads(settings: SolveSettings | None = None) -> int:
+    """How many independent MILP solves :func:`solve_in_threads` runs at once: ``settings.threads`` when set (1
+    turns it off), else 1 in a worker process of a pool, else the CPUs this process may use, at most 4. HiGHS
     itself always runs single-threaded, so every answer is the same whatever this is."""
-    raw = os.environ.get("HETPLAN_SOLVE_THREADS", "").strip()
-    if raw:
-        try:
-            return max(1, int(raw))
-        except ValueError:
-            return 1
+    if settings is not None and settings.threads is not None:
+        return settings.threads
     if multiprocessing.parent_process() is not None:
         return 1  # a sweep's or windowed simulation's worker process: the pool already uses the CPUs
     try:
@@ -93,15 +92,18 @@ def solve_threads() -> int:
     return max(1, min(4, cpus))
 
 
-def solve_in_threads(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> list[T]:
-    """Run independent solves side by side (HiGHS releases the GIL while it solves) and return their results in
-    the order of ``tasks``, so callers see the same answer as a sequential loop. An exception in a task is
-    re-raised here after the others finish; an exception in the calling thread (Ctrl-C, ``--timeout``) stops the
-    running HiGHS solves and is re-raised.
+def solve_in_threads(
+    tasks: Sequence[Callable[[], T]], workers: int | None = None, settings: SolveSettings | None = None
+) -> list[T]:
+    """Run independent solves side by side (HiGHS releases the GIL while it solves, or runs in its own process)
+    and return their results in the order of ``tasks``, so callers see the same answer as a sequential loop. An
+    exception in a task is re-raised here after the others finish; an exception in the calling thread (Ctrl-C,
+    ``--timeout``) stops the running HiGHS solves and is re-raised. ``workers``: threads (default
+    :func:`solve_threads` of ``settings``).
 
     Source: hetplan's own reconstruction.
     """
-    workers = solve_threads() if workers is None else workers
+    workers = solve_threads(settings) if workers is None else workers
     if workers <= 1 or len(tasks) <= 1:
         return [task() for task in tasks]
     pool = ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="hetplan-milp")
@@ -129,28 +131,213 @@ class MilpResult:
     gap: float
 
 
-class _InterruptibleHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined, unused-ignore]
-    """PuLP's HiGHS, solved so that Ctrl-C, SIGTERM and ``--timeout`` stop it within a fraction of a second.
+SLICE_PRESOLVE = "light"
+"""HiGHS presolve for Mélange-shaped (slice) models: ``"light"`` (HiGHS ``presolve_mode`` 2) or ``"off"``. HiGHS
+1.16's full presolve stalls on some of them without honouring its time limit or an interrupt (a purchased
+Llama-3.1-8B H100/L40S model of 214 slice variables ran for over 30 s where it solves in 0.01 s without presolve;
+reproduced from its PuLP JSON dump, not from an MPS file, whose rounded coefficients solve); its light presolve
+solves that model in 0.01 s and example (a)'s purchased Mélange model in 0.08 s (1 s without presolve). The light
+mode can stall too (a sub-MIP of HiGHS's own heuristics presolves in full): every solve is therefore bounded by
+:attr:`SolveSettings.isolate`, whatever the presolve. ``HETPLAN_SLICE_PRESOLVE=off`` (read by the CLI into
+:class:`SolveSettings`) turns presolve off for these models."""
 
-    PuLP calls ``Highs.run()``, which holds the main thread in C++ until HiGHS returns: Python's signal handlers
-    cannot run until then (a hard MIP ignored Ctrl-C for its whole time limit). Here HiGHS runs in highspy's
-    solver thread while the main thread waits in 50 ms slices (a lock wait that signals interrupt); when a
-    handler raises, HiGHS is told to stop (its interrupt callbacks are checked many times a second), the thread
-    is joined and the exception goes on. Measured with ``benchmarks/highs_interrupt.py``."""
+PRESOLVE_MODES: dict[str, dict[str, int | str]] = {"on": {}, "light": {"presolve_mode": 2}, "off": {"presolve": "off"}}
+
+#: Seconds past its time limit at which a solve is killed (HiGHS usually stops within milliseconds of it).
+HARD_STOP_GRACE_S = 2.0
+#: Models with at least this many variables are solved in a killable process (:attr:`SolveSettings.isolate`). The
+#: stalls seen were in slice models of 214 to 878 variables; a fork and its copied pages cost about 40 ms a solve on
+#: a loaded 2-core machine, which the many small covering and purchase models of a plan (13 in example (a), most
+#: under 100 variables) would pay for nothing: they run in this process, bounded by the watchdog of
+#: :class:`_InterruptibleHiGHS`.
+ISOLATE_MIN_VARIABLES = 100
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    """How hetplan runs HiGHS: one value built by the caller (the CLI reads ``HETPLAN_SOLVE_THREADS`` and
+    ``HETPLAN_SLICE_PRESOLVE`` into it, :mod:`hetplan.cli.resources`) and passed down; library code reads no
+    environment variable.
+
+    Attributes:
+        threads: independent solves :func:`solve_in_threads` runs at once (1: one after another); None: the CPUs
+            this process may use, at most 4 (1 in a worker process of a pool).
+        slice_presolve: HiGHS presolve for slice (Mélange-shaped) models, a key of :data:`PRESOLVE_MODES`
+            (:data:`SLICE_PRESOLVE`).
+        isolate: run each solve of :attr:`isolate_min_variables` variables or more in a forked process that is
+            killed :attr:`hard_stop_grace_s` seconds past its time limit (:mod:`hetplan.solvers.highs_process`), so
+            that no solve outlives its limit whatever HiGHS does; smaller ones (and all where ``fork`` does not
+            exist) run in this process, where a solve still running that long after its time limit is cancelled and,
+            if HiGHS does not stop, abandoned (its thread runs on until the process exits) and reported unsolved.
+        hard_stop_grace_s: seconds, see ``isolate``.
+        isolate_min_variables: see ``isolate`` (:data:`ISOLATE_MIN_VARIABLES`).
+
+    Raises:
+        ValueError: ``threads`` below 1, an unknown ``slice_presolve`` or a negative or non-finite grace.
+    """
+
+    threads: int | None = None
+    slice_presolve: str = SLICE_PRESOLVE
+    isolate: bool = True
+    hard_stop_grace_s: float = HARD_STOP_GRACE_S
+    isolate_min_variables: int = ISOLATE_MIN_VARIABLES
+
+    def __post_init__(self) -> None:
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be at least 1, not {self.threads}")
+        if self.slice_presolve not in PRESOLVE_MODES:
+            raise ValueError(f"slice_presolve must be one of {', '.join(PRESOLVE_MODES)}, not {self.slice_presolve!r}")
+        if not (math.isfinite(self.hard_stop_grace_s) and self.hard_stop_grace_s >= 0):
+            raise ValueError(f"hard_stop_grace_s must be a finite number >= 0, not {self.hard_stop_grace_s}")
+        if self.isolate_min_variables < 0:
+            raise ValueError(f"isolate_min_variables must be >= 0, not {self.isolate_min_variables}")
+
+
+DEFAULT_SETTINGS = SolveSettings()
+
+
+class _InterruptibleHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined, unused-ignore]
+    """PuLP's HiGHS, solved so that Ctrl-C, SIGTERM, ``--timeout`` and a stalled HiGHS all stop it.
+
+    With ``isolate`` (the default, :class:`SolveSettings`), a model of ``isolate_min_variables`` variables or more
+    is solved in a forked process killed ``hard_stop_s`` seconds after the start
+    (:func:`hetplan.solvers.highs_process.solve_in_child`): a signal handler runs within 50 ms, and HiGHS stuck
+    where it checks neither its time limit nor an interrupt is killed;
+    the improving solutions it reported give the stopped solve its incumbent and bound. A stopped solve without one
+    is solved once more without presolve (the rule that stalls is a presolve rule), under the same hard stop.
+
+    Otherwise: PuLP calls ``Highs.run()``, which holds the main thread in C++ until HiGHS returns, so Python's
+    signal handlers cannot run until then. Here HiGHS runs in highspy's solver thread while the calling thread
+    waits in 50 ms slices (a lock wait that signals interrupt); when a handler raises, HiGHS is told to stop (its
+    interrupt callbacks are checked many times a second), the thread is joined and the exception goes on. Past
+    ``hard_stop_s`` the solve is cancelled the same way (an incumbent is a time-limited answer), and a solve that
+    does not stop within :data:`ABANDON_AFTER_S` is abandoned to its thread and reported unsolved. Measured with
+    ``benchmarks/highs_interrupt.py``."""
+
+    def __init__(
+        self,
+        *args: Any,
+        isolate: bool = True,
+        hard_stop_s: float | None = None,
+        isolate_min_variables: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.isolate = isolate and hasattr(os, "fork")
+        self.hard_stop_s = hard_stop_s
+        self.isolate_min_variables = isolate_min_variables
+        self._cancelled = False
+        #: how the last solve ended: None (HiGHS returned), or the outcome of a stopped solve
+        self.stopped: ProcessOutcome | None = None
+
+    def actualSolve(self, lp: pulp.LpProblem) -> int:
+        self.stopped = None
+        if not self.isolate or lp.numVariables() < self.isolate_min_variables:
+            self._cancelled = False
+            try:
+                status = int(super().actualSolve(lp))
+                if self._cancelled:  # stopped by the watchdog: an incumbent is a time-limited answer, else none
+                    self.stopped = _unsolved()
+                    if int(lp.solverModel.getInfo().primal_solution_status) == 0:
+                        raise _Abandoned(self.stopped)
+                    lp._hetplan_gap = float(lp.solverModel.getInfo().mip_gap)
+                    lp.assignStatus(pulp.constants.LpStatusOptimal, pulp.constants.LpSolutionIntegerFeasible)
+                    return int(pulp.constants.LpStatusOptimal)
+                return status
+            except _Abandoned as gone:
+                self.stopped = gone.outcome
+                for var in lp.variables():
+                    var.varValue = None
+                lp._hetplan_gap = float("nan")
+                lp.assignStatus(gone.outcome.status, gone.outcome.sol_status)
+                return gone.outcome.status
+        self.createAndConfigureSolver(lp)
+        self.buildSolverModel(lp)
+        out = self._in_child(lp)
+        if out.stopped and out.values is None and self.optionsDict.get("presolve") != "off":
+            lp.solverModel.setOptionValue("presolve", "off")  # the stalling rule is a presolve rule
+            out = self._in_child(lp)
+        self.stopped = out if out.stopped else None
+        for var, value in zip(lp.variables(), out.values or (), strict=False):
+            var.varValue = value
+        if out.values is None:
+            for var in lp.variables():
+                var.varValue = None
+        lp._hetplan_gap = out.gap
+        lp.assignStatus(out.status, out.sol_status)
+        return out.status
+
+    def _in_child(self, lp: pulp.LpProblem) -> ProcessOutcome:
+        model = lp.solverModel
+        limit = self.hard_stop_s
+        if limit is None:  # HiGHS's own time limit and the default grace
+            limit = float(self.timeLimit) + HARD_STOP_GRACE_S if self.timeLimit is not None else math.inf
+
+        def solve() -> tuple[int, int, list[float | None], float, float, float]:
+            model.run()
+            status, sol_status = self.findSolutionValues(lp)
+            info = model.getInfo()
+            return (status, sol_status, [v.varValue for v in lp.variables()],
+                    float(info.objective_function_value), float(info.mip_gap), float(info.mip_dual_bound))  # fmt: skip
+
+        def subscribe(report: Callable[[float, float, list[float]], None]) -> None:
+            def improving(event: Any) -> None:
+                out = event.data_out
+                report(float(out.objective_function_value), float(out.mip_dual_bound), out.mip_solution.tolist())
+
+            model.cbMipImprovingSolution.subscribe(improving)
+
+        return solve_in_child(solve, subscribe, limit, _STOP.is_set)
 
     def callSolver(self, lp: pulp.LpProblem) -> None:
         model = lp.solverModel
         _own_solver_locks(model)
         model.HandleUserInterrupt = True  # subscribes the interrupt callbacks that cancelSolve() trips
         model.startSolve()
+        limit = self.hard_stop_s
+        if limit is None and self.timeLimit is not None:
+            limit = float(self.timeLimit) + HARD_STOP_GRACE_S
+        deadline = time.monotonic() + (limit if limit is not None else math.inf)
         try:
             while not model.wait(0.05)[0]:
                 if _STOP.is_set():
                     raise InterruptedError("the calling thread stopped these solves")
+                if time.monotonic() > deadline:  # HiGHS ignores its time limit: cancel, and abandon if deaf
+                    model.cancelSolve()
+                    if not model.wait(ABANDON_AFTER_S)[0]:
+                        _ABANDONED.append(model)  # kept alive: its thread still uses it
+                        raise _Abandoned(_unsolved())
+                    self._cancelled = True
+                    break
+        except _Abandoned:
+            raise
         except BaseException:
             model.cancelSolve()
-            model.wait()
+            if not model.wait(ABANDON_AFTER_S)[0]:
+                _ABANDONED.append(model)
             raise
+
+
+#: Seconds an in-process solve gets to honour ``cancelSolve()`` before its thread is abandoned.
+ABANDON_AFTER_S = 1.0
+#: Models whose solver thread was abandoned (HiGHS deaf to its limit and to cancelSolve): kept referenced so the
+#: thread never runs on freed memory; the threads are daemons and end with the process.
+_ABANDONED: list[Any] = []
+
+
+class _Abandoned(Exception):
+    """An in-process solve that HiGHS would not stop; ``outcome``: the unsolved answer reported instead."""
+
+    def __init__(self, outcome: ProcessOutcome) -> None:
+        super().__init__("HiGHS did not stop at its hard deadline")
+        self.outcome = outcome
+
+
+def _unsolved() -> ProcessOutcome:
+    nan = float("nan")
+    return ProcessOutcome(
+        pulp.constants.LpStatusNotSolved, pulp.constants.LpSolutionNoSolutionFound, None, nan, nan, nan, True
+    )
 
 
 def _own_solver_locks(model: Any) -> None:
@@ -163,30 +350,24 @@ def _own_solver_locks(model: Any) -> None:
         model._Highs__solver_started = threading.Lock()
 
 
-SLICE_PRESOLVE = "light"
-"""HiGHS presolve for Mélange-shaped (slice) models: ``"light"`` (HiGHS ``presolve_mode`` 2) or ``"off"``. HiGHS
-1.16's full presolve stalls on some of them without honouring its time limit or an interrupt (a purchased
-Llama-3.1-8B H100/L40S model of 214 slice variables ran for over 30 s where it solves in 0.01 s without presolve;
-reproduced from its PuLP JSON dump, not from an MPS file, whose rounded coefficients solve); its light presolve
-solves that model in 0.01 s and example (a)'s purchased Mélange model in 0.08 s (1 s without presolve). Set
-``HETPLAN_SLICE_PRESOLVE=off`` to fall back should a model stall in light mode too."""
-
-PRESOLVE_MODES: dict[str, dict[str, int | str]] = {"on": {}, "light": {"presolve_mode": 2}, "off": {"presolve": "off"}}
-
-
-def _slice_presolve() -> str:
-    mode = os.environ.get("HETPLAN_SLICE_PRESOLVE", SLICE_PRESOLVE).strip().lower()
-    return mode if mode in PRESOLVE_MODES else SLICE_PRESOLVE
-
-
-def _solver(time_limit_s: float, gap: float, presolve: str = "on", cutoff: float | None = None) -> pulp.LpSolver:
+def _solver(
+    time_limit_s: float,
+    gap: float,
+    presolve: str = "on",
+    cutoff: float | None = None,
+    settings: SolveSettings = DEFAULT_SETTINGS,
+) -> pulp.LpSolver:
     """PuLP's HiGHS (:class:`_InterruptibleHiGHS`), one thread, with ``presolve`` one of :data:`PRESOLVE_MODES`.
     ``cutoff``: HiGHS's ``objective_bound`` (branch and bound prunes every node whose bound reaches it); read the
-    outcome with :func:`_below_cutoff`."""
+    outcome with :func:`_below_cutoff`. ``settings``: whether the solve runs in a killable process, and its grace
+    past ``time_limit_s``."""
     options: dict[str, int | str | float] = dict(PRESOLVE_MODES[presolve])
     if cutoff is not None:
         options["objective_bound"] = float(cutoff)
-    return _InterruptibleHiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap, threads=1, **options)
+    hard = time_limit_s + settings.hard_stop_grace_s
+    return _InterruptibleHiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap, threads=1, isolate=settings.isolate,
+                               hard_stop_s=hard, isolate_min_variables=settings.isolate_min_variables,
+                               **options)  # fmt: skip
 
 
 def _below_cutoff(prob: pulp.LpProblem, status: str, cutoff: float | None) -> str:
@@ -205,6 +386,9 @@ def _below_cutoff(prob: pulp.LpProblem, status: str, cutoff: float | None) -> st
 
 
 def _run(prob: pulp.LpProblem, solver: pulp.LpSolver) -> str:
+    """Solve ``prob`` with ``solver`` (:func:`_solver`), stdout silenced; the status as hetplan names it
+    ("optimal", "time_limit" for an incumbent without proof, also from a stopped solve, "infeasible", "not_solved",
+    …)."""
     with quiet_stdout():
         prob.solve(solver)
     # PuLP reports HiGHS's time limit with an incumbent as status 1 ("optimal") and solution status "integer
@@ -226,6 +410,7 @@ def solve_covering(
     second_stage_epsilon: float | None = 1e-9,
     time_limit_s: float = 30.0,
     mip_gap: float = 0.0,
+    settings: SolveSettings = DEFAULT_SETTINGS,
 ) -> MilpResult:
     """Solve the covering ILP above.
 
@@ -238,6 +423,8 @@ def solve_covering(
         upper: shape (C,): optional upper bound per column.
         second_stage_epsilon: if not None, re-solve for the fewest units at cost ≤ (1+ε)·optimum.
         time_limit_s, mip_gap: HiGHS limits; a time-limited answer is reported as ``time_limit``.
+        settings: how HiGHS runs (:class:`SolveSettings`); a solve past its hard stop is reported as
+            ``time_limit`` with its incumbent, or ``not_solved`` without one.
 
     Returns:
         :class:`MilpResult`; ``counts`` are rounded integers of the incumbent.
@@ -258,7 +445,7 @@ def solve_covering(
 
     prob, ys = build("covering")
     prob.setObjective(_affine(ys, cost))
-    status = _run(prob, _solver(time_limit_s, mip_gap))
+    status = _run(prob, _solver(time_limit_s, mip_gap, settings=settings))
     if status not in ("optimal", "time_limit"):
         if status == "not_solved" and all(v.varValue is not None for v in ys):
             status = "time_limit"
@@ -272,7 +459,7 @@ def solve_covering(
         limit = best * (1 + second_stage_epsilon) + 1e-9
         prob2 += _affine(y2, cost) <= limit, "cost"
         prob2.setObjective(_affine(y2, [1.0] * n))
-        if _run(prob2, _solver(time_limit_s, mip_gap)) in ("optimal", "time_limit"):
+        if _run(prob2, _solver(time_limit_s, mip_gap, settings=settings)) in ("optimal", "time_limit"):
             counts = tuple(int(round(v.varValue or 0.0)) for v in y2)
             best = sum(float(cost[i]) * counts[i] for i in range(n))
     return MilpResult(status, counts, best, gap)
@@ -289,6 +476,11 @@ def _var(prob: pulp.LpProblem, name: str, upper: int | None) -> pulp.LpVariable:
 
 
 def _gap(prob: pulp.LpProblem) -> float:
+    """HiGHS's relative MIP gap of the last solve of ``prob`` (0 when unknown; a stopped solve's gap is its
+    incumbent against its last dual bound, nan when it had none)."""
+    isolated = getattr(prob, "_hetplan_gap", None)
+    if isolated is not None:
+        return float(isolated)
     solution_gap = getattr(prob, "solverModel", None)
     try:
         info = solution_gap.getInfo() if solution_gap is not None else None
@@ -302,8 +494,10 @@ def max_value(
     usage: Sequence[Sequence[float]],
     capacity: Sequence[float | None],
     time_limit_s: float = 10.0,
+    settings: SolveSettings = DEFAULT_SETTINGS,
 ) -> float:
-    """Largest Σ value·y (y integer ≥ 0) within the resource capacities; inf if some column is unbounded."""
+    """Largest Σ value·y (y integer ≥ 0) within the resource capacities; inf if some column is unbounded;
+    ``settings``: :class:`SolveSettings`."""
     n = len(value)
     prob = pulp.LpProblem("max_value", pulp.LpMaximize)
     ys = [_var(prob, f"y{i:05d}", None) for i in range(n)]
@@ -320,7 +514,7 @@ def max_value(
             prob += _affine(ys, row) <= float(cap), f"cap{g:03d}"
     if not all(bounded):
         return float("inf")
-    status = _run(prob, _solver(time_limit_s, 0.0))
+    status = _run(prob, _solver(time_limit_s, 0.0, settings=settings))
     return float(pulp.value(prob.objective) or 0.0) if status in ("optimal", "time_limit") else 0.0
 
 
@@ -349,6 +543,7 @@ def solve_slice_assignment(
     link: bool = False,
     mix_load: Sequence[float | None] | None = None,
     cost_cap: float | None = None,
+    settings: SolveSettings = DEFAULT_SETTINGS,
 ) -> AssignmentResult:
     """Mélange's ILP: put every slice of traffic on one instance type and buy enough instances of each type.
 
@@ -379,6 +574,7 @@ def solve_slice_assignment(
             continuous f_g ∈ [0, 1], the share of every bucket g serves as the mix: the bucket rows become
             ``Σ_g z_{b,g} + k·Σ_g f_g = k`` and the load rows gain ``mix_load_g · f_g``; ``mix`` of the result.
         cost_cap: when set, only answers costing less are sought (``infeasible`` otherwise).
+        settings: how HiGHS runs (:class:`SolveSettings`: its ``slice_presolve`` applies here).
 
     Source: Mélange (Griggs et al., 2024) for the formulation; inventory rows and the aggregation of identical
     slices are hetplan's.
@@ -418,7 +614,8 @@ def solve_slice_assignment(
     cutoff = float(cost_cap) - 1e-9 if cost_cap is not None and math.isfinite(cost_cap) else None
     prob.setObjective(_affine(counts, type_cost))
     # HiGHS 1.16's full presolve was seen to stall on such models (67 types x 44 buckets): see SLICE_PRESOLVE
-    status = _below_cutoff(prob, _run(prob, _solver(time_limit_s, 0.0, _slice_presolve(), cutoff)), cutoff)
+    solver = _solver(time_limit_s, 0.0, settings.slice_presolve, cutoff, settings)
+    status = _below_cutoff(prob, _run(prob, solver), cutoff)
     if status not in ("optimal", "time_limit"):
         return AssignmentResult(status, empty.counts, (), float("nan"))
     slices = tuple(
@@ -430,7 +627,7 @@ def solve_slice_assignment(
     serving = [any(row[g] for row in slices) or (bool(shares) and shares[g] > 0) for g in range(n_types)]
     if not link and any(n[g] == 0 and serving[g] for g in range(n_types)):
         return solve_slice_assignment(
-            type_cost, slice_load, slices_per_bucket, usage, capacity, time_limit_s, True, mix_load, cost_cap
+            type_cost, slice_load, slices_per_bucket, usage, capacity, time_limit_s, True, mix_load, cost_cap, settings
         )
     return AssignmentResult(status, n, slices, sum(float(c) * m for c, m in zip(type_cost, n, strict=True)), shares)
 
@@ -475,6 +672,7 @@ def solve_min_makespan(
     memory_capacity: Sequence[float],
     time_limit_s: float = 10.0,
     mip_gap: float = 0.0,
+    settings: SolveSettings = DEFAULT_SETTINGS,
 ) -> MakespanResult:
     """Place integer units of K items on J devices so that the slowest device finishes first (Hetis head split)::
 
@@ -491,6 +689,7 @@ def solve_min_makespan(
         demand: shape (K,), units of item k to place.
         fixed: shape (J,), time device j pays when used at all.
         memory, memory_capacity: shape (K, J) memory per unit and (J,) memory per device (same unit).
+        settings: how HiGHS runs (:class:`SolveSettings`).
 
     Returns:
         :class:`MakespanResult`; status ``infeasible`` when memory cannot hold the demand.
@@ -515,7 +714,7 @@ def solve_min_makespan(
         for k in range(n_items):
             prob += pulp.LpAffineExpression([(x[k][j], 1.0), (u[j], -float(demand[k]))]) <= 0, f"use{k:03d}_{j:03d}"
     prob.setObjective(pulp.LpAffineExpression([(t, 1.0)]))
-    status = _run(prob, _solver(time_limit_s, mip_gap))
+    status = _run(prob, _solver(time_limit_s, mip_gap, settings=settings))
     if status == "not_solved" and all(v.varValue is not None for row in x for v in row):
         status = "time_limit"
     if status not in ("optimal", "time_limit"):
@@ -586,6 +785,7 @@ def solve_packed(
     link: bool = False,
     cost_cap: float | None = None,
     mix_load: Sequence[float | None] | None = None,
+    settings: SolveSettings = DEFAULT_SETTINGS,
 ) -> PackedResult:
     """The deployment MILP that buys whole instances and packs serving instances onto them::
 
@@ -614,6 +814,7 @@ def solve_packed(
             the solver's tolerance, as :func:`solve_slice_assignment` does).
         mix_load: shape (U,), with ``slice_load`` only: units' worth of ALL the demand served as the workload's mix
             on unit u (None: no such mode), as in :func:`solve_slice_assignment` (the mixed strategy).
+        settings: how HiGHS runs (:class:`SolveSettings`; its ``slice_presolve`` applies with ``slice_load``).
 
     Returns:
         :class:`PackedResult`; status ``infeasible`` when no purchase meets the demand.
@@ -695,8 +896,8 @@ def solve_packed(
     cutoff = float(cost_cap) - 1e-9 if cost_cap is not None and math.isfinite(cost_cap) else None
     prob.setObjective(objective(ys, xs))
     # slice (Mélange-shaped) models: HiGHS's light presolve, its full one stalls on some (SLICE_PRESOLVE)
-    presolve = "on" if slice_load is None else _slice_presolve()
-    status = _run(prob, _solver(time_limit_s, mip_gap, presolve, cutoff))
+    presolve = "on" if slice_load is None else settings.slice_presolve
+    status = _run(prob, _solver(time_limit_s, mip_gap, presolve, cutoff, settings))
     if status == "not_solved" and all(v.varValue is not None for v in ys):
         status = "time_limit"
     status = _below_cutoff(prob, status, cutoff)
@@ -708,7 +909,7 @@ def solve_packed(
         prob2, y2, x2, p2, z2 = build("packed_fewest")
         prob2 += objective(y2, x2) <= best * (1 + second_stage_epsilon) + 1e-9, "cost"
         prob2.setObjective(_affine(y2, [1.0] * n))
-        if _run(prob2, _solver(time_limit_s, mip_gap, presolve)) in ("optimal", "time_limit"):
+        if _run(prob2, _solver(time_limit_s, mip_gap, presolve, settings=settings)) in ("optimal", "time_limit"):
             ys, xs, ps, zs = y2, x2, p2, z2
     out = _packed_result(status, units, bins, ys, ps, zs, slice_load, gap)
     if mix_load is not None and slice_load is not None:
@@ -722,7 +923,7 @@ def solve_packed(
         )
     ):
         return solve_packed(units, bins, demand, slice_load, slices_per_bucket, second_stage_epsilon, time_limit_s,
-                            mip_gap, True, cost_cap, mix_load)  # fmt: skip
+                            mip_gap, True, cost_cap, mix_load, settings)  # fmt: skip
     return out
 
 

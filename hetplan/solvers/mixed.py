@@ -271,7 +271,7 @@ def solve_mixed(
         bought = solve_purchase(
             [u.needs() for u in units], req.offers, req.tp_options, "mixed plan", slice_load=loads,
             slices_per_bucket=k, time_limit_s=req.time_limit_s, fewest_units=False, mix_load=mix_load,
-            cost_cap=cost_cap,
+            cost_cap=cost_cap, settings=req.solve,
         )  # fmt: skip
         cols = [units[i] for i in bought.unit_index]
         seconds = time.perf_counter() - started
@@ -285,7 +285,7 @@ def solve_mixed(
     usage = [[u.gpus().get(g, 0) for u in units] for g in names]
     cap: list[float | None] = [req.inventory[g] for g in names]
     result = solve_slice_assignment([u.usd_per_hour for u in units], loads, k, usage, cap, req.time_limit_s,
-                                    mix_load=mix_load, cost_cap=cost_cap)  # fmt: skip
+                                    mix_load=mix_load, cost_cap=cost_cap, settings=req.solve)  # fmt: skip
     seconds = time.perf_counter() - started
     if result.status not in ("optimal", "time_limit"):
         raise InfeasibleError(

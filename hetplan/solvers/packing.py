@@ -26,7 +26,15 @@ from dataclasses import dataclass, replace
 from hetplan.catalog.offers import Offer
 from hetplan.errors import InfeasibleError
 from hetplan.plan.types import Purchase
-from hetplan.solvers.milp import PackedBin, PackedResult, PackedUnit, solve_covering, solve_packed
+from hetplan.solvers.milp import (
+    DEFAULT_SETTINGS,
+    PackedBin,
+    PackedResult,
+    PackedUnit,
+    SolveSettings,
+    solve_covering,
+    solve_packed,
+)
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,7 @@ def solve_purchase(
     cross: Sequence[CrossSiteNeed | None] | None = None,
     mix_load: Sequence[float | None] | None = None,
     cost_cap: float | None = None,
+    settings: SolveSettings = DEFAULT_SETTINGS,
 ) -> Purchased:
     """Cheapest purchase for deployment units whose copy ``i`` needs ``needs[i]`` serving instances per (GPU, TP).
 
@@ -137,7 +146,8 @@ def solve_purchase(
     variant, one column per pair of different sites hosting its prefill and decode roles, each copy paying
     ``cross[i].extra_usd_per_hour`` besides its instances. ``mix_load`` of shape (units,), for units that may also
     serve a share of the whole mix (the mixed strategy; :func:`hetplan.solvers.milp.solve_packed`), slice mode
-    only. ``cost_cap``: only purchases costing less are sought (none: :class:`InfeasibleError`).
+    only. ``cost_cap``: only purchases costing less are sought (none: :class:`InfeasibleError`). ``settings``: how
+    HiGHS runs (:class:`hetplan.solvers.milp.SolveSettings`).
 
     Raises:
         InfeasibleError: no site group can buy or host the demand; the message lists every owned GPU type and
@@ -207,11 +217,11 @@ def solve_purchase(
         cap = cost_cap if best is None else best.total_usd_per_hour * (1 - 1e-9)
         linear = _linear_prices(group, tps) if slice_load is None and len(site_names) == 1 else None
         if linear is not None:  # every TP group is bought whole at its GPUs' price: the plain covering ILP is exact
-            result = _solve_linear(units, bins, linear, demand, fewest_units, time_limit_s, cap)
+            result = _solve_linear(units, bins, linear, demand, fewest_units, time_limit_s, cap, settings)
         else:
             result = solve_packed(
                 units, bins, demand, loads, slices_per_bucket, 1e-9 if fewest_units else None, time_limit_s,
-                cost_cap=cap, mix_load=mixes,
+                cost_cap=cap, mix_load=mixes, settings=settings,
             )  # fmt: skip
         if result.status not in ("optimal", "time_limit"):
             continue
@@ -253,6 +263,7 @@ def _solve_linear(
     fewest_units: bool,
     time_limit_s: float,
     cap: float | None,
+    settings: SolveSettings = DEFAULT_SETTINGS,
 ) -> PackedResult:
     """The covering ILP with each unit at its GPUs' price, each serving instance on its own instance of its TP
     size (exact when :func:`_linear_prices` holds: any packing costs the same)."""
@@ -260,7 +271,7 @@ def _solve_linear(
     keep = _undominated_columns(cost, [u.value for u in units])
     kept = solve_covering(
         [cost[i] for i in keep], [units[i].value for i in keep], demand, upper=[units[i].upper or 10**9 for i in keep],
-        second_stage_epsilon=1e-9 if fewest_units else None, time_limit_s=time_limit_s,
+        second_stage_epsilon=1e-9 if fewest_units else None, time_limit_s=time_limit_s, settings=settings,
     )  # fmt: skip
     counts = [0] * len(units)
     for i, n in zip(keep, kept.counts, strict=True):

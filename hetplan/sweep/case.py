@@ -23,11 +23,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetplan import __version__
 from hetplan.errors import HetplanError, InfeasibleError, OutOfMemoryError
 from hetplan.io import write_atomic
+
+if TYPE_CHECKING:
+    from hetplan.solvers.milp import SolveSettings
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class CaseTask:
         catalog_dir: the driver's catalog folder (local workers read it: a worker process does not share the
             driver's :func:`~hetplan.catalog.loader.use_catalog_dir`).
         driver_version: the driver's hetplan version (a worker with another version refuses the case).
+        solve: how the case's MILPs run (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults).
     """
 
     case_id: str
@@ -58,6 +62,7 @@ class CaseTask:
     catalog_sha256: str | None = None
     catalog_dir: str | None = None
     driver_version: str = __version__
+    solve: SolveSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,7 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
         moved = {p: _materialise(Path(p).name, data) for p, data in zip(task.files, contents, strict=True)}
         scenario = Scenario.model_validate(_relocate(task.scenario, moved)).with_base_dir(task.base_dir)
         # the sweep already runs a case per core: no second level of processes
-        plan = api.plan(scenario, task.strategy, task.analysis, resources=Resources(plan_workers=1))
+        plan = api.plan(scenario, task.strategy, task.analysis, resources=Resources(plan_workers=1), solve=task.solve)
     except (InfeasibleError, OutOfMemoryError) as exc:
         return CaseOutcome(task.case_id, "infeasible", error=_one_line(exc),
                            plan_s=time.perf_counter() - start, worker=worker)  # fmt: skip

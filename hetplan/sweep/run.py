@@ -37,13 +37,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import HetplanError, InputError, OutputError, OutputExistsError
 from hetplan.io import check_output, to_json, undo_new_files_on_write_error, write_atomic
 from hetplan.sweep.case import CaseOutcome, CaseTask, run_case
 from hetplan.sweep.grid import Case, Grid, expand
 from hetplan.sweep.table import build_row, csv_text, parquet_available, write_parquet
+
+if TYPE_CHECKING:
+    from hetplan.solvers.milp import SolveSettings
 
 RAY_FILES = ("ship", "shared")
 OUTPUTS = ("results.csv", "results.parquet", "report.md", "report.html", "summary.json")
@@ -138,6 +141,7 @@ class SweepSettings:
     ray_files: str = "ship"
     resume: bool = False
     force: bool = False
+    solve: SolveSettings | None = None  # how the cases' MILPs run (hetplan.solvers.milp.SolveSettings)
 
 
 #: ``progress(finished, total, row)``: called as each case finishes (``row`` None for reused ones, at the start).
@@ -176,11 +180,17 @@ def _reusable(case: Case, path: Path) -> dict[str, Any] | None:
     return None
 
 
-def case_task(case: Case, files: tuple[str, ...], catalog_sha: str | None, catalog_dir: str | None) -> CaseTask:
+def case_task(
+    case: Case,
+    files: tuple[str, ...],
+    catalog_sha: str | None,
+    catalog_dir: str | None,
+    solve: SolveSettings | None = None,
+) -> CaseTask:
     """The task a worker runs for ``case`` (``files``/``catalog_sha``: what is shipped with it on Ray;
-    ``catalog_dir``: the driver's catalog folder for local workers)."""
+    ``catalog_dir``: the driver's catalog folder for local workers; ``solve``: how its MILPs run)."""
     return CaseTask(case.id, case.inputs_sha256, case.axes, case.scenario, case.base_dir, case.strategy,
-                    case.analysis, case.verify, case.policy, files, catalog_sha, catalog_dir)  # fmt: skip
+                    case.analysis, case.verify, case.policy, files, catalog_sha, catalog_dir, solve=solve)  # fmt: skip
 
 
 def _catalog_payload() -> tuple[dict[str, bytes], str]:
@@ -270,12 +280,18 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
                         for f in files:
                             if f not in refs:
                                 refs[f] = executor.share(Path(f).read_bytes())
-                        tasks.append((case_task(case, files, sha, None), shared_catalog, *(refs[f] for f in files)))
+                        tasks.append(
+                            (
+                                case_task(case, files, sha, None, settings.solve),
+                                shared_catalog,
+                                *(refs[f] for f in files),
+                            )
+                        )
                 else:
                     from hetplan.catalog.loader import catalog_dir
 
                     folder = str(catalog_dir())
-                    tasks = [(case_task(case, (), None, folder),) for case in todo]
+                    tasks = [(case_task(case, (), None, folder, settings.solve),) for case in todo]
                 executor.run(
                     run_case, tasks,
                     lambda i, outcome: finish(todo[i], outcome),

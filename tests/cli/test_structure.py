@@ -25,6 +25,7 @@ SHARED_MODULES = {
     "hetplan.cli.app",
     "hetplan.cli.deadline",
     "hetplan.cli.options",
+    "hetplan.cli.resources",
     "hetplan.cli.scenario_flags",
 }
 #: Libraries the CLI must not load before a command runs: each costs 0.05-0.5 s of CPU on every start.

@@ -48,16 +48,27 @@ def test_capacity_line_reads_as_capacity_against_target():
     assert "goodput" not in line  # the served goodput (below the offered rate over a serving span) is not shown here
 
 
-def test_progress_bar_is_silent_off_a_terminal():
-    from hetplan.cli.render.progress import progress_bar
+def test_progress_off_a_terminal_is_plain_status_lines():
+    """Off a terminal (a pipe, a log, --json) progress is one plain line per step, no control codes; a long step
+    is repeated every heartbeat with the time so far (a 16-minute re-size printed nothing before)."""
+    import time
 
-    console = Console(record=True, force_terminal=False)
-    with progress_bar(console, "planning", 3) as bar:
-        bar.text("step one")
+    from hetplan.cli.render.progress import StepLog, progress_bar
+
+    console = Console(record=True, force_terminal=False, width=200)
+    log = StepLog()
+    with progress_bar(console, "planning", 3, log=log, heartbeat_s=0.3) as bar:
+        bar.text("step [one]")
         bar.step("two")
+        time.sleep(0.9)  # a long step: repeated by the heartbeat
         bar.count(3, 3)
-    assert console.export_text() == ""
+    lines = console.export_text().splitlines()
+    assert lines[0] == "planning: step [one] (0/3) [0:00:00]"
+    assert lines[1] == "planning: two (1/3) [0:00:00]"
+    assert len(lines) >= 3 and all(line.startswith("planning: two (") for line in lines[2:])
+    assert "\x1b" not in console.export_text()
+    assert log.describe() == "two"
     tty = Console(record=True, force_terminal=True, width=80)
-    with progress_bar(tty, "planning", 3, enabled=False) as bar:  # --json
+    with progress_bar(tty, "planning", 3, enabled=False) as bar:  # --json on a terminal: lines, no bar
         bar.step("two")
-    assert tty.export_text() == ""
+    assert tty.export_text().strip() == "planning: two (1/3) [0:00:00]"

@@ -96,3 +96,22 @@ def test_a_timeout_lands_inside_a_highs_solve_within_a_second():
 def test_no_timeout_runs_the_command_unchanged():
     assert run_with_timeout(None, lambda: 7, "plan") == 7
     assert run_with_timeout("5", lambda: 7, "plan") == 7
+
+
+def test_timeout_names_the_step_and_advice_that_fits_it():
+    from hetplan.cli.deadline import timeout_advice
+
+    def slow() -> None:
+        _hang()
+
+    step = "re-size attempt 3 of 5 (headroom 0.8): solving Cauchy, homogeneous, Mélange and mixed plans"
+    with pytest.raises(CommandTimeout) as info:
+        run_with_timeout("0.2", slow, "plan", lambda: step)
+    assert info.value.what == f"plan stopped after --timeout 0.2 (0.2 s) while {step}"
+    assert "--no-resize" in info.value.fix
+    assert "--no-verify" in timeout_advice("simulating the plan ($3.00/h)")
+    assert "--no-analysis" in timeout_advice("price sensitivity and cost versus goodput")
+    assert timeout_advice("enumerating combos").startswith("raise --timeout")
+    with pytest.raises(CommandTimeout) as info:
+        run_with_timeout("0.2", slow, "plan")
+    assert info.value.what == "plan stopped after --timeout 0.2 (0.2 s)"

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from hetplan.solvers.milp import PRESOLVE_MODES, SLICE_PRESOLVE, _slice_presolve, solve_slice_assignment
+from hetplan.solvers.milp import PRESOLVE_MODES, SLICE_PRESOLVE, SolveSettings, solve_slice_assignment
 from tests.conftest import ROOT
 
 STALLING = ROOT / "tests" / "fixtures" / "milp" / "stalling_slice_model.json"
@@ -25,7 +25,7 @@ def test_the_model_full_presolve_stalls_on_solves_with_the_slice_setting():
         import pulp
         from hetplan.solvers import milp
         _, prob = pulp.LpProblem.from_json({str(STALLING)!r})
-        status = milp._run(prob, milp._solver(10.0, 0.0, milp._slice_presolve()))
+        status = milp._run(prob, milp._solver(10.0, 0.0, milp.SolveSettings().slice_presolve))
         print(status, round(pulp.value(prob.objective), 6))
         """
     )
@@ -34,12 +34,12 @@ def test_the_model_full_presolve_stalls_on_solves_with_the_slice_setting():
     assert out.stdout.split() == ["optimal", "2.24208"]
 
 
-def test_slice_presolve_setting(monkeypatch):
+def test_slice_presolve_setting():
     assert SLICE_PRESOLVE == "light" and PRESOLVE_MODES["light"] == {"presolve_mode": 2}
-    monkeypatch.setenv("HETPLAN_SLICE_PRESOLVE", "off")
-    assert _slice_presolve() == "off"
-    monkeypatch.setenv("HETPLAN_SLICE_PRESOLVE", "bogus")
-    assert _slice_presolve() == SLICE_PRESOLVE
+    assert SolveSettings().slice_presolve == SLICE_PRESOLVE
+    assert SolveSettings(slice_presolve="off").slice_presolve == "off"
+    with pytest.raises(ValueError, match="slice_presolve"):
+        SolveSettings(slice_presolve="bogus")
 
 
 @pytest.mark.parametrize("seed", range(6))

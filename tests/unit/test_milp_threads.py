@@ -50,12 +50,13 @@ def test_stdout_is_restored_after_threaded_solves(capfd: pytest.CaptureFixture[s
 
 
 def test_thread_count_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HETPLAN_SOLVE_THREADS", "1")
-    assert milp.solve_threads() == 1
-    monkeypatch.setenv("HETPLAN_SOLVE_THREADS", "3")
-    assert milp.solve_threads() == 3
-    monkeypatch.delenv("HETPLAN_SOLVE_THREADS")
+    assert milp.solve_threads(milp.SolveSettings(threads=1)) == 1
+    assert milp.solve_threads(milp.SolveSettings(threads=3)) == 3
+    monkeypatch.setenv("HETPLAN_SOLVE_THREADS", "1")  # the library reads no environment variable (the CLI does)
     monkeypatch.setattr(milp.os, "sched_getaffinity", lambda _pid: set(range(8)), raising=False)
     assert milp.solve_threads() == 4  # the CPUs this process may use, at most 4
+    assert milp.solve_threads(milp.SolveSettings()) == 4
     monkeypatch.setattr(milp.os, "sched_getaffinity", lambda _pid: {0}, raising=False)
     assert milp.solve_threads() == 1
+    with pytest.raises(ValueError, match="threads"):
+        milp.SolveSettings(threads=0)
