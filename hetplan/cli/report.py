@@ -10,8 +10,10 @@ from rich.markup import escape
 
 from hetplan import api
 from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
+    TimeoutOpt,
     baseline_option,
     github_option,
     json_option,
@@ -126,6 +128,7 @@ def report(
     summary: Annotated[
         Path | None, summary_option("Append a Markdown gate summary here (e.g. $GITHUB_STEP_SUMMARY).")
     ] = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Cost report of one or more plans; with --baseline, a CI gate that exits 1 when cost rose too much.
 
@@ -189,7 +192,7 @@ def report(
             }
         return kind, rep, results, allowed
 
-    kind, rep, results, allowed = run_guarded(work)
+    kind, rep, results, allowed = run_guarded(lambda: run_with_timeout(timeout, work, "report"))
     gate_md = markdown_summary(results, allowed) if results else ""
     text = ""
     if kind == "json":
@@ -280,6 +283,7 @@ def gate(
             "a scenario whose baseline plan was verified fails when the fresh one is not (default: on).",
         ),
     ] = True,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Re-plan SCENARIOS and compare each with the stored baseline, so a change to models, prices, SLOs or
     hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails or was not compared."""
@@ -324,7 +328,7 @@ def gate(
                     broken[scenario.name] = f"cannot be planned now ({path}): {exc.what}. {exc.why}".strip()
         return fresh, broken, stored, allowed
 
-    fresh, broken, stored, allowed = run_guarded(work)
+    fresh, broken, stored, allowed = run_guarded(lambda: run_with_timeout(timeout, work, "gate"))
     if update:
         kept = dict(stored["scenarios"]) if stored else {}
         kept.update({name: api.to_doc(p) for name, p in fresh.items()})

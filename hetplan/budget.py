@@ -1,0 +1,150 @@
+"""Work budgets: every command estimates its work from its inputs before it starts and refuses, with the numbers,
+work that could not finish in reasonable time (a "hang" to whoever waits for it).
+
+The budgets, each checked before the work starts (and the simulator's also while it runs):
+
+- :data:`MAX_SIM_EVENTS` simulator events per command, over all of its simulation runs (``simulate``,
+  ``--find-capacity``, ``calibrate``, ``plan``'s verification and re-sizing, ``estimate --concurrency``, each
+  case of a sweep). An event is an arrival, an engine iteration or a KV transfer; the simulator handles about
+  50,000 a second on a loaded 2-core machine, so the budget is about two minutes. A run is refused before it starts
+  when its arrivals alone exceed what is left, a closed loop when its iterations would
+  (:func:`closed_loop_events`), and any run stops with the same error when it reaches the budget (a trace whose
+  requests do not overlap costs one iteration per output token: 2,000 requests at 1e-5 req/s are a million events
+  a run).
+- :data:`MAX_SIM_INSTANCES` instances in one simulated deployment (a plan file edited to a million copies).
+- :data:`MAX_FLEET_GPUS` GPUs in a planned fleet (a goodput target of 1e7 req/s of Llama-3-8B needs about 730,000
+  H100s; its price-sensitivity MILPs ran for over an hour).
+- :data:`MAX_AUTOSCALE_LEVELS` demand levels of an autoscale schedule (one ILP each; a ``level_step`` of 1e-12
+  asked for billions of levels and ended in ``MemoryError``).
+
+A refusal is a :class:`WorkBudgetError` (exit 2): its ``Error:`` line names the input, the estimated work and the
+budget, and its fix says which input to make smaller.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from hetplan.errors import InputError
+
+#: Simulator events one command may use over all its simulation runs (about two minutes of simulation).
+MAX_SIM_EVENTS = 5_000_000
+#: Instances in one simulated deployment.
+MAX_SIM_INSTANCES = 10_000
+#: GPUs in one planned fleet (a plan or an autoscale schedule's peak).
+MAX_FLEET_GPUS = 100_000
+#: Demand levels of one autoscale schedule (one ILP each, twice).
+MAX_AUTOSCALE_LEVELS = 500
+
+
+class WorkBudgetError(InputError):
+    """The inputs ask for more work than the command's budget (exit code 2); the message has the numbers."""
+
+
+def refuse(what: str, estimate: float, budget: float, unit: str, fix: str) -> WorkBudgetError:
+    """The error for work over budget: ``what`` names the input, ``estimate`` and ``budget`` are in ``unit``.
+
+    Returns the error (the caller raises it, so type checkers see the raise).
+    """
+    return WorkBudgetError(
+        f"{what} needs about {estimate:,.0f} {unit}, over hetplan's budget of {budget:,.0f} {unit}",
+        "hetplan estimates a command's work from its inputs and refuses work that would run for hours",
+        fix,
+    )
+
+
+#: Simulator events left to the running command (None: no budget, as for the Python API outside a command).
+_LEFT: list[int | None] = [None]
+
+
+@contextlib.contextmanager
+def command_budget(events: int = MAX_SIM_EVENTS) -> Iterator[None]:
+    """Give the command run inside this block ``events`` simulator events (nested blocks start their own count:
+    each case of a sweep gets the whole budget)."""
+    saved = _LEFT[0]
+    _LEFT[0] = int(events)
+    try:
+        yield
+    finally:
+        _LEFT[0] = saved
+
+
+def events_left() -> int | None:
+    """Simulator events the running command has left (None: no budget)."""
+    return _LEFT[0]
+
+
+def charge_events(n: int) -> None:
+    """Count ``n`` simulator events against the running command's budget."""
+    if _LEFT[0] is not None:
+        _LEFT[0] = max(0, _LEFT[0] - int(n))
+
+
+SIM_FIX = (
+    "simulate fewer requests (--max-requests, a shorter trace, workload.synthetic.requests) or a higher rate "
+    "(requests that do not overlap cost one iteration per output token); for plan, --no-verify skips the simulation"
+)
+
+
+def events_exhausted(done: int, n_requests: int) -> WorkBudgetError:
+    """The error when a simulation reaches the command's event budget after ``done`` events of its run."""
+    return WorkBudgetError(
+        f"the simulation of {n_requests:,} requests reached hetplan's budget of {MAX_SIM_EVENTS:,} simulator "
+        f"events for one command ({done:,} in this run)",
+        "hetplan bounds a command's simulated work; each engine iteration, arrival and KV transfer is an event",
+        SIM_FIX,
+    )
+
+
+def check_sim_start(n_arrivals: int, n_instances: int) -> None:
+    """Before a simulation run: at most :data:`MAX_SIM_INSTANCES` instances, and arrivals within the events left.
+
+    Raises:
+        WorkBudgetError: either bound exceeded.
+    """
+    if n_instances > MAX_SIM_INSTANCES:
+        raise refuse(
+            "simulating the plan's deployment", n_instances, MAX_SIM_INSTANCES, "instances",
+            "simulate a plan with fewer instances (combo counts) than that",
+        )  # fmt: skip
+    left = events_left()
+    if left is not None and n_arrivals > left:
+        raise refuse(f"the simulation of {n_arrivals:,} requests", n_arrivals, left, "simulator events", SIM_FIX)
+
+
+def closed_loop_events(n: int, osl: int, concurrency: int, seqs: int) -> int:
+    """Engine iterations a closed loop needs at least: ``n`` requests of ``osl`` output tokens each, at most
+    ``min(concurrency, seqs)`` decoding together (``seqs``: the deployment's total ``max_num_seqs``), plus one
+    arrival each."""
+    return n + -(-n * osl // max(1, min(concurrency, seqs)))
+
+
+def check_fleet(what: str, gpus: float, fix: str) -> None:
+    """At most :data:`MAX_FLEET_GPUS` GPUs in a fleet; ``gpus`` is the least the inputs need.
+
+    Raises:
+        WorkBudgetError: over the bound.
+    """
+    if gpus > MAX_FLEET_GPUS:
+        raise refuse(what, gpus, MAX_FLEET_GPUS, "GPUs", fix)
+
+
+__all__ = [
+    "MAX_AUTOSCALE_LEVELS",
+    "MAX_FLEET_GPUS",
+    "MAX_SIM_EVENTS",
+    "MAX_SIM_INSTANCES",
+    "SIM_FIX",
+    "WorkBudgetError",
+    "charge_events",
+    "check_fleet",
+    "check_sim_start",
+    "closed_loop_events",
+    "command_budget",
+    "events_exhausted",
+    "events_left",
+    "refuse",
+]
