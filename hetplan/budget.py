@@ -26,7 +26,8 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 from hetplan.errors import InputError
 
@@ -36,8 +37,8 @@ MAX_SIM_EVENTS = 5_000_000
 MAX_SIM_INSTANCES = 10_000
 #: GPUs in one planned fleet (a plan or an autoscale schedule's peak).
 MAX_FLEET_GPUS = 100_000
-#: Demand levels of one autoscale schedule (one ILP each, twice).
-MAX_AUTOSCALE_LEVELS = 500
+#: Demand levels of one autoscale schedule (two ILPs each: 72 levels of a small example take 19 s).
+MAX_AUTOSCALE_LEVELS = 250
 
 
 class WorkBudgetError(InputError):
@@ -122,6 +123,22 @@ def closed_loop_events(n: int, osl: int, concurrency: int, seqs: int) -> int:
     return n + -(-n * osl // max(1, min(concurrency, seqs)))
 
 
+class _Sized(Protocol):
+    @property
+    def goodput_req_per_s(self) -> float: ...
+
+    def gpus_used(self) -> dict[str, int]: ...
+
+
+def fewest_gpus(combos: Iterable[_Sized], demand_req_per_s: float) -> float:
+    """The fewest GPUs a fleet of ``combos`` (anything with ``goodput_req_per_s`` and ``gpus_used()``, e.g.
+    :class:`hetplan.solvers.cauchy.Combo`) could serve ``demand_req_per_s`` with: the combo with the most goodput
+    per GPU, alone, in fractional copies. A lower bound of the plan's size (larger fleets pool their queues and
+    need fewer GPUs per req/s than that, but not fewer than half as many in the cases measured)."""
+    best = max((c.goodput_req_per_s / max(1, sum(c.gpus_used().values())) for c in combos), default=0.0)
+    return demand_req_per_s / best if best > 0 else 0.0
+
+
 def check_fleet(what: str, gpus: float, fix: str) -> None:
     """At most :data:`MAX_FLEET_GPUS` GPUs in a fleet; ``gpus`` is the least the inputs need.
 
@@ -146,5 +163,6 @@ __all__ = [
     "command_budget",
     "events_exhausted",
     "events_left",
+    "fewest_gpus",
     "refuse",
 ]
