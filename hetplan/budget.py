@@ -62,11 +62,11 @@ _LEFT: list[int | None] = [None]
 
 
 @contextlib.contextmanager
-def command_budget(events: int = MAX_SIM_EVENTS) -> Iterator[None]:
-    """Give the command run inside this block ``events`` simulator events (nested blocks start their own count:
-    each case of a sweep gets the whole budget)."""
+def command_budget(events: int | None = None) -> Iterator[None]:
+    """Give the command run inside this block ``events`` simulator events (default :data:`MAX_SIM_EVENTS`; nested
+    blocks start their own count: each case of a sweep gets the whole budget)."""
     saved = _LEFT[0]
-    _LEFT[0] = int(events)
+    _LEFT[0] = int(MAX_SIM_EVENTS if events is None else events)
     try:
         yield
     finally:
@@ -94,7 +94,9 @@ def events_exhausted(done: int, n_requests: int) -> WorkBudgetError:
     """The error when a simulation reaches the command's event budget after ``done`` events of its run."""
     return WorkBudgetError(
         f"the simulation of {n_requests:,} requests reached hetplan's budget of {MAX_SIM_EVENTS:,} simulator "
-        f"events for one command ({done:,} in this run)",
+        f"events for one command ({done:,} in this run"
+        + ("" if done >= MAX_SIM_EVENTS else ", the rest in earlier runs")
+        + ")",
         "hetplan bounds a command's simulated work; each engine iteration, arrival and KV transfer is an event",
         SIM_FIX,
     )

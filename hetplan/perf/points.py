@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from hetplan.budget import WorkBudgetError
 from hetplan.errors import HetplanError, InputError
 from hetplan.perf.closed_loop import Rows, SteadyState, build_rows, closed_loop, row_constants
 
@@ -115,21 +116,33 @@ def parse_point(raw: dict[str, Any]) -> Point:
     return Point(**vals)
 
 
+#: Rows of one points file (20,000 rows take about 4 s; a 64 MiB file holds over a million).
+MAX_POINTS = 200_000
+
+
 def read_points(path: Path) -> list[dict[str, Any]]:
     """Rows of a points CSV as dicts of strings (input order).
 
     Raises:
-        InputError: unreadable file, no header, or a required column missing (named).
+        InputError: unreadable file, no header, or a required column missing (named). WorkBudgetError: more than
+            :data:`MAX_POINTS` rows (read no further).
     """
     import csv
+    import itertools
 
     try:
         with path.open(newline="") as handle:
             reader = csv.DictReader(handle)
             header = [h.strip() for h in (reader.fieldnames or [])]
-            rows = [{(k or "").strip(): v for k, v in row.items()} for row in reader]
+            rows = [{(k or "").strip(): v for k, v in row.items()} for row in itertools.islice(reader, MAX_POINTS + 1)]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"cannot read points file {path}", str(exc), "pass a CSV file with a header row") from None
+    if len(rows) > MAX_POINTS:
+        raise WorkBudgetError(
+            f"points file {path} has more than {MAX_POINTS:,} rows, hetplan's budget for one estimate --points",
+            "hetplan estimates a command's work from its inputs (20,000 rows take about 4 s)",
+            "split it into files of at most that many rows",
+        )
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise InputError(

@@ -336,7 +336,7 @@ class Simulator:
         left = events_left()  # the command's work budget (hetplan.budget); None: none
         limit = _INF if left is None else left
         while True:
-            if events >= limit:
+            if events >= limit and (i < n or heap):  # more to do, and the budget spent
                 charge_events(events)
                 raise events_exhausted(events, self.stream.n)
             if i < n and (not heap or arr[i] <= heap[0][0]):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hetplan.budget import SIM_FIX, events_left, refuse
 from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
@@ -146,6 +147,7 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs", capacity: 
     scales = [("goodput target", target / own)]
     if is_trace and abs(own / target - 1) > 0.01:
         scales.append(("trace rate", 1.0))
+    _check_budget(stream.n, len(scales) + int(capacity), not plan.instances and not runner.dep.aggregated)
     runs = [runner.run(label, scale) for label, scale in scales]
     main = runs[0]
     verified = all(not r["misses"] for r in runs)
@@ -194,6 +196,20 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs", capacity: 
         "misses": misses,
         "warnings": m["warnings"],
     }
+
+
+def _check_budget(n: int, runs: int, disaggregated: bool) -> None:
+    """Refuse a check whose least work is over the command's simulator events left (:mod:`hetplan.budget`):
+    ``runs`` runs of ``n`` arrivals, and as many KV transfers when every request crosses a combo's link.
+
+    Raises:
+        WorkBudgetError: over the budget.
+    """
+    need = n * runs * (2 if disaggregated else 1)
+    left = events_left()
+    if left is not None and need > left:
+        raise refuse(f"verifying the plan on {n:,} requests ({runs} simulation runs at least)", need, left,
+                     "simulator events", SIM_FIX)  # fmt: skip
 
 
 def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> dict[str, Any]:
