@@ -118,11 +118,11 @@ def check_sim_start(n_arrivals: int, n_instances: int) -> None:
         raise refuse(f"the simulation of {n_arrivals:,} requests", n_arrivals, left, "simulator events", SIM_FIX)
 
 
-def closed_loop_events(n: int, osl: int, concurrency: int, seqs: int) -> int:
-    """Engine iterations a closed loop needs at least: ``n`` requests of ``osl`` output tokens each, at most
+def closed_loop_events(n: int, osl: int, concurrency: int, seqs: int, transfers: bool) -> int:
+    """Simulator events a closed loop needs at least: ``n`` requests of ``osl`` output tokens each, at most
     ``min(concurrency, seqs)`` decoding together (``seqs``: the deployment's total ``max_num_seqs``), plus one
-    arrival each."""
-    return n + -(-n * osl // max(1, min(concurrency, seqs)))
+    arrival each and, with ``transfers`` (every request crosses a prefill-decode link), one KV transfer each."""
+    return n * (2 if transfers else 1) + -(-n * osl // max(1, min(concurrency, seqs)))
 
 
 class _Sized(Protocol):

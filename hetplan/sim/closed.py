@@ -78,7 +78,8 @@ def closed_loop(
     # loop needs at least n x osl / that many iterations (--concurrency 1 --requests 1000000 --osl 10000000 asked
     # for 10^13)
     seqs = sum(s.max_num_seqs for s in dep.instances if s.role != "prefill")
-    need = closed_loop_events(n, min(osl, dep.arch.spec.max_position_embeddings), concurrency, seqs)
+    need = closed_loop_events(n, min(osl, dep.arch.spec.max_position_embeddings), concurrency, seqs,
+                              not plan.instances and not dep.aggregated)  # fmt: skip
     left = events_left()
     if left is not None and need > left:
         raise refuse(
