@@ -150,3 +150,15 @@ def test_points_files_over_the_row_budget_are_refused(monkeypatch, tmp_path):
     _refused(["estimate", "--points", f, "--json"], "more than 3 rows")
     f.write_text("model,gpu,tp,concurrency,isl,osl\n" + "Llama-3.1-8B,H100-SXM,1,8,1024,128\n" * 3)
     assert RUNNER.invoke(app, ["estimate", "--points", str(f), "--json"], env=ENV).exit_code == 0
+
+
+def test_autoscale_refuses_more_windows_than_its_schedule_file_can_hold(tmp_path):
+    """11.5 days of 1-second windows (the old bound, 1,000,000) planned for over a minute into a 311 MB schedule that
+    ``report`` refuses to read (64 MiB); two days of them are refused now, before anything is planned."""
+    from hetplan.autoscale.curves import MAX_WINDOWS
+
+    start = time.perf_counter()
+    res = RUNNER.invoke(app, ["autoscale", str(_scenario(tmp_path)), "--diurnal", "2,10,1", "--window", "1s",
+                              "--out", str(tmp_path / "s.json")], env=ENV)  # fmt: skip
+    assert res.exit_code == 2 and f"at most {MAX_WINDOWS:,} windows" in res.output, res.output
+    assert time.perf_counter() - start < 30 and not (tmp_path / "s.json").exists()
