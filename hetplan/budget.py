@@ -37,6 +37,9 @@ MAX_SIM_EVENTS = 5_000_000
 MAX_SIM_INSTANCES = 10_000
 #: GPUs in one planned fleet (a plan or an autoscale schedule's peak).
 MAX_FLEET_GPUS = 100_000
+#: Cases of a sweep run without ``--timeout`` (a case plans in seconds, so 1,000 cases are about an hour on two
+#: workers; a grid may expand to 100,000: a sweep that long must say when to stop, and ``--resume`` goes on).
+MAX_UNTIMED_CASES = 1_000
 #: Demand levels of one autoscale schedule (two ILPs each: 72 levels of a small example take 19 s).
 MAX_AUTOSCALE_LEVELS = 250
 
@@ -59,18 +62,37 @@ def refuse(what: str, estimate: float, budget: float, unit: str, fix: str) -> Wo
 
 #: Simulator events left to the running command (None: no budget, as for the Python API outside a command).
 _LEFT: list[int | None] = [None]
+#: Whether the running command has a ``--timeout``.
+_TIMED: list[bool] = [False]
 
 
 @contextlib.contextmanager
-def command_budget(events: int | None = None) -> Iterator[None]:
+def command_budget(events: int | None = None, timed: bool | None = None) -> Iterator[None]:
     """Give the command run inside this block ``events`` simulator events (default :data:`MAX_SIM_EVENTS`; nested
-    blocks start their own count: each case of a sweep gets the whole budget)."""
-    saved = _LEFT[0]
+    blocks start their own count: each case of a sweep gets the whole budget); ``timed``: it runs under a
+    ``--timeout`` (None: as the enclosing block)."""
+    saved, saved_timed = _LEFT[0], _TIMED[0]
     _LEFT[0] = int(MAX_SIM_EVENTS if events is None else events)
+    if timed is not None:
+        _TIMED[0] = timed
     try:
         yield
     finally:
-        _LEFT[0] = saved
+        _LEFT[0], _TIMED[0] = saved, saved_timed
+
+
+def check_cases(n_cases: int) -> None:
+    """A sweep of more than :data:`MAX_UNTIMED_CASES` cases needs a ``--timeout``.
+
+    Raises:
+        WorkBudgetError: more cases than that and no ``--timeout``.
+    """
+    if n_cases > MAX_UNTIMED_CASES and not _TIMED[0]:
+        raise refuse(
+            f"the grid's {n_cases:,} cases (each planned, some simulated) without --timeout", n_cases,
+            MAX_UNTIMED_CASES, "cases",
+            "pass --timeout (e.g. --timeout 8h: finished cases are kept and --resume goes on), or split the grid",
+        )  # fmt: skip
 
 
 def events_left() -> int | None:
@@ -159,6 +181,8 @@ __all__ = [
     "SIM_FIX",
     "WorkBudgetError",
     "charge_events",
+    "MAX_UNTIMED_CASES",
+    "check_cases",
     "check_fleet",
     "check_sim_start",
     "closed_loop_events",

@@ -81,7 +81,7 @@ def run_with_timeout(timeout: str | None, fn: Callable[[], T], command: str) -> 
         InputError: ``timeout`` is not a valid limit, or this platform has no ``SIGALRM``.
     """
     if timeout is None:
-        with command_budget():
+        with command_budget(timed=False):
             return fn()
     seconds = parse_timeout_s(timeout)
     if not hasattr(signal, "setitimer"):
@@ -94,7 +94,7 @@ def run_with_timeout(timeout: str | None, fn: Callable[[], T], command: str) -> 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds, 0.25)
     try:
-        with command_budget():
+        with command_budget(timed=True):
             return fn()
     except _Expired:
         signal.setitimer(signal.ITIMER_REAL, 0)

@@ -162,3 +162,18 @@ def test_autoscale_refuses_more_windows_than_its_schedule_file_can_hold(tmp_path
                               "--out", str(tmp_path / "s.json")], env=ENV)  # fmt: skip
     assert res.exit_code == 2 and f"at most {MAX_WINDOWS:,} windows" in res.output, res.output
     assert time.perf_counter() - start < 30 and not (tmp_path / "s.json").exists()
+
+
+def test_a_sweep_of_more_cases_than_an_hour_needs_a_timeout(monkeypatch, tmp_path):
+    """A grid may expand to 100,000 cases (days of planning): over the untimed budget the sweep asks for --timeout
+    (its finished cases are kept, --resume goes on) and starts nothing without one."""
+    from tests.sweep.helpers import write_grid
+
+    grid = write_grid(tmp_path, "schema_version: 1\nkind: sweep\nname: big\nbase: scenario.yaml\n"
+                                "axes:\n  goodputs: [1, 2, 3]\n  clouds: [aws, lambda]\nverify: false\n")  # fmt: skip
+    monkeypatch.setattr(budget, "MAX_UNTIMED_CASES", 5)
+    out = tmp_path / "out"
+    _refused(["sweep", grid, "--out", out, "--workers", "1"], "6 cases", "--timeout", "5 cases")
+    assert not out.exists()
+    res = RUNNER.invoke(app, ["sweep", str(grid), "--out", str(out), "--workers", "1", "--timeout", "10m"], env=ENV)
+    assert res.exit_code in (0, 1) and (out / "summary.json").exists(), res.output
