@@ -40,6 +40,8 @@ MAX_FLEET_GPUS = 100_000
 #: Cases of a sweep run without ``--timeout`` (a case plans in seconds, so 1,000 cases are about an hour on two
 #: workers; a grid may expand to 100,000: a sweep that long must say when to stop, and ``--resume`` goes on).
 MAX_UNTIMED_CASES = 1_000
+#: Combos and instance types of a plan ``emit`` writes files for (a few files each per target).
+MAX_EMIT_UNITS = 1_000
 #: Demand levels of one autoscale schedule (two ILPs each: 72 levels of a small example take 19 s).
 MAX_AUTOSCALE_LEVELS = 250
 
@@ -175,6 +177,7 @@ def check_fleet(what: str, gpus: float, fix: str) -> None:
 
 __all__ = [
     "MAX_AUTOSCALE_LEVELS",
+    "MAX_EMIT_UNITS",
     "MAX_FLEET_GPUS",
     "MAX_SIM_EVENTS",
     "MAX_SIM_INSTANCES",

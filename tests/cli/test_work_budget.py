@@ -177,3 +177,24 @@ def test_a_sweep_of_more_cases_than_an_hour_needs_a_timeout(monkeypatch, tmp_pat
     assert not out.exists()
     res = RUNNER.invoke(app, ["sweep", str(grid), "--out", str(out), "--workers", "1", "--timeout", "10m"], env=ENV)
     assert res.exit_code in (0, 1) and (out / "summary.json").exists(), res.output
+
+
+def test_emit_refuses_a_plan_of_thousands_of_combos_before_writing(monkeypatch, tmp_path):
+    """A plan edited to 3,000 combos (its totals made to add up) wrote 24,000 files in 3.5 minutes; over the budget
+    (lowered here) nothing is rendered or written."""
+    import copy
+
+    doc = json.loads(PLAN.read_text())
+    n = len(doc["combos"])
+    doc["combos"] = [copy.deepcopy(c) for c in doc["combos"] for _ in range(2)]
+    for key in ("total_usd_per_hour", "usd_per_month", "goodput_req_per_s"):
+        doc[key] = doc[key] * 2
+    doc["gpus_used"] = {g: v * 2 for g, v in doc["gpus_used"].items()}
+    edited = tmp_path / "plan.json"
+    edited.write_text(json.dumps(doc))
+    monkeypatch.setattr(budget, "MAX_EMIT_UNITS", 2 * n - 1)
+    _refused(["emit", edited, "--out", tmp_path / "deploy"], "emitting the plan", f"{2 * n - 1:,} combos")
+    assert not (tmp_path / "deploy").exists()
+    monkeypatch.setattr(budget, "MAX_EMIT_UNITS", 2 * n)
+    res = RUNNER.invoke(app, ["emit", str(edited), "--out", str(tmp_path / "deploy"), "--target", "vllm"], env=ENV)
+    assert res.exit_code == 0, res.output
