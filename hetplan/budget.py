@@ -4,18 +4,24 @@ work that could not finish in reasonable time (a "hang" to whoever waits for it)
 The budgets, each checked before the work starts (and the simulator's also while it runs):
 
 - :data:`MAX_SIM_EVENTS` simulator events per command, over all of its simulation runs (``simulate``,
-  ``--find-capacity``, ``calibrate``, ``plan``'s verification and re-sizing, ``estimate --concurrency``, each
-  case of a sweep). An event is an arrival, an engine iteration or a KV transfer; the simulator handles about
-  50,000 a second on a loaded 2-core machine, so the budget is about two minutes. A run is refused before it starts
-  when its arrivals alone exceed what is left, a closed loop when its iterations would
-  (:func:`closed_loop_events`), and any run stops with the same error when it reaches the budget (a trace whose
-  requests do not overlap costs one iteration per output token: 2,000 requests at 1e-5 req/s are a million events
-  a run).
+  ``--find-capacity``, ``--concurrency``, ``calibrate``, ``plan``'s verification and re-sizing; each case of a
+  sweep and each scenario of ``gate`` has its own). An event is an arrival, an engine iteration or a KV transfer;
+  the simulator handles 150,000-250,000 a second on a shared 2-core machine, so the budget is 20-40 s. A run is
+  refused before it starts when its arrivals alone exceed what is left, a closed loop when its least work would
+  (:func:`closed_loop_events`), a plan's verification when the arrivals and KV transfers of its runs would; any
+  run stops with the same error when it reaches the budget (requests that do not overlap cost one iteration per
+  output token: 2,000 requests at 1e-5 req/s are a million events a run, and verification makes a dozen runs).
 - :data:`MAX_SIM_INSTANCES` instances in one simulated deployment (a plan file edited to a million copies).
-- :data:`MAX_FLEET_GPUS` GPUs in a planned fleet (a goodput target of 1e7 req/s of Llama-3-8B needs about 730,000
-  H100s; its price-sensitivity MILPs ran for over an hour).
-- :data:`MAX_AUTOSCALE_LEVELS` demand levels of an autoscale schedule (one ILP each; a ``level_step`` of 1e-12
-  asked for billions of levels and ended in ``MemoryError``).
+- :data:`MAX_FLEET_GPUS` GPUs in a planned fleet, estimated by :func:`fewest_gpus` (a goodput target of 1e7 req/s
+  of Llama-3-8B needs about 2.2 million; its price-sensitivity MILPs ran for over an hour). Plans, gate, sweep
+  cases and an autoscale schedule's peak.
+- :data:`MAX_AUTOSCALE_LEVELS` demand levels of an autoscale schedule (two ILPs each; a ``level_step`` of 1e-12
+  asked for trillions of grid steps and ended in ``MemoryError``).
+- :data:`MAX_EMIT_UNITS` combos and instance types ``emit`` writes files for.
+- :data:`MAX_UNTIMED_CASES` cases of a sweep without ``--timeout`` (:func:`check_cases`).
+
+Elsewhere, with the same error: rows of an ``estimate --points`` file (:data:`hetplan.perf.points.MAX_POINTS`);
+windows of a load curve (:data:`hetplan.autoscale.curves.MAX_WINDOWS`, an :class:`~hetplan.errors.InputError`).
 
 A refusal is a :class:`WorkBudgetError` (exit 2): its ``Error:`` line names the input, the estimated work and the
 budget, and its fix says which input to make smaller.
@@ -31,7 +37,7 @@ from typing import Protocol
 
 from hetplan.errors import InputError
 
-#: Simulator events one command may use over all its simulation runs (about two minutes of simulation).
+#: Simulator events one command may use over all its simulation runs (20-40 s of simulation).
 MAX_SIM_EVENTS = 5_000_000
 #: Instances in one simulated deployment.
 MAX_SIM_INSTANCES = 10_000

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from hetplan import api
+from hetplan.budget import command_budget
 from hetplan.cli.app import err_console, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
@@ -316,8 +317,9 @@ def gate(
             for path, scenario in loaded:
                 status.update(f"planning {escape(scenario.name)}")
                 try:
-                    if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict
-                        fresh[scenario.name] = api.plan_verified(scenario, analysis=False)
+                    if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict; each scenario
+                        with command_budget():  # has the whole work budget of a plan command (hetplan.budget)
+                            fresh[scenario.name] = api.plan_verified(scenario, analysis=False)
                     else:
                         fresh[scenario.name] = api.plan(scenario, analysis=False)
                 except HetplanError as exc:

@@ -118,7 +118,9 @@ def _tiny(folder: Path, doc: dict[str, Any] | None = None) -> Path:
 ODD = st.one_of(FLAG_VALUES, st.sampled_from(["P100-PCIe", "T4", "V100", "L4", "fp8", "int4", "bf16", "Llama-3-70B",
                                               "cascade", "jsq", "1ms", "0s", "10000", "3600s", "1e6", "-0",
                                               "0.5", "1,inf,2", "0,0,0", "1,8,2", "1e300,8,2",
-                                              "H100=1e300"]))  # fmt: skip
+                                              "H100=1e300",
+                                              # documented maxima and minima, and past the work budgets
+                                              "1e7", "1e-6", "1000000", "10000000", "1e9", "1e-12"]))  # fmt: skip
 
 
 @FUZZ
