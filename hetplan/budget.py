@@ -56,13 +56,19 @@ class WorkBudgetError(InputError):
     """The inputs ask for more work than the command's budget (exit code 2); the message has the numbers."""
 
 
-def refuse(what: str, estimate: float, budget: float, unit: str, fix: str) -> WorkBudgetError:
-    """The error for work over budget: ``what`` names the input, ``estimate`` and ``budget`` are in ``unit``.
+def refuse(what: str, estimate: float, budget: float, unit: str, fix: str, left: bool = False) -> WorkBudgetError:
+    """The error for work over budget: ``what`` names the input, ``estimate`` and ``budget`` are in ``unit``;
+    ``left``: ``budget`` is what is left of the command's :data:`MAX_SIM_EVENTS`.
 
     Returns the error (the caller raises it, so type checkers see the raise).
     """
+    over = (
+        f"over the {budget:,.0f} left of hetplan's budget of {MAX_SIM_EVENTS:,} {unit} for one command"
+        if left
+        else f"over hetplan's budget of {budget:,.0f} {unit}"
+    )
     return WorkBudgetError(
-        f"{what} needs about {estimate:,.0f} {unit}, over hetplan's budget of {budget:,.0f} {unit}",
+        f"{what} needs about {estimate:,.0f} {unit}, {over}",
         "hetplan estimates a command's work from its inputs and refuses work that would run for hours",
         fix,
     )
@@ -145,7 +151,7 @@ def check_sim_start(n_arrivals: int, n_instances: int) -> None:
         )  # fmt: skip
     left = events_left()
     if left is not None and n_arrivals > left:
-        raise refuse(f"the simulation of {n_arrivals:,} requests", n_arrivals, left, "simulator events", SIM_FIX)
+        raise refuse(f"the simulation of {n_arrivals:,} requests", n_arrivals, left, "simulator events", SIM_FIX, True)
 
 
 def closed_loop_events(n: int, osl: int, concurrency: int, seqs: int, transfers: bool) -> int:

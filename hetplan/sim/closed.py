@@ -88,6 +88,7 @@ def closed_loop(
             left,
             "simulator events",
             "pass fewer --requests, a shorter --osl or a higher --concurrency",
+            True,
         )
     stream = make_stream(np.zeros(n), np.full(n, isl), np.full(n, osl), ttft_slo_s=plan.slo.ttft_s,
                          tpot_slo_s=plan.slo.tpot_s, source=f"closed loop: {concurrency} clients")  # fmt: skip

@@ -153,6 +153,16 @@ def verify_plan(plan: Plan, workload: Workload, policy: str = "fcfs", capacity: 
     verified = all(not r["misses"] for r in runs)
     sim_cap = None
     if capacity:
+        # the capacity search makes at least 1 + CAPACITY_BISECT more runs when the target holds (one step up,
+        # then the bisection), at least one when it misses; runs cost about what the first did (sparse arrivals
+        # a little less as the rate rises), so a search that cannot fit is refused now, not after the budget
+        more = 1 + CAPACITY_BISECT if not main["misses"] else 1
+        each = int(main["metrics"]["counters"].get("events", 0))
+        left = events_left()
+        if left is not None and more * each > left:
+            raise refuse(f"the verification's capacity search ({more} runs at least, of about {each:,} events "
+                         f"each on {stream.n:,} requests)", more * each, left, "simulator events", SIM_FIX,
+                         True)  # fmt: skip
         sim_cap = simulated_capacity(runner, q / 100, target / own, not main["misses"], own)
     analytic = plan.goodput_req_per_s
     note = context_note(left_out, ctx.n_truncated, window)
@@ -209,7 +219,7 @@ def _check_budget(n: int, runs: int, disaggregated: bool) -> None:
     left = events_left()
     if left is not None and need > left:
         raise refuse(f"verifying the plan on {n:,} requests ({runs} simulation runs at least)", need, left,
-                     "simulator events", SIM_FIX)  # fmt: skip
+                     "simulator events", SIM_FIX, True)  # fmt: skip
 
 
 def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> dict[str, Any]:
