@@ -198,3 +198,13 @@ def test_emit_refuses_a_plan_of_thousands_of_combos_before_writing(monkeypatch, 
     monkeypatch.setattr(budget, "MAX_EMIT_UNITS", 2 * n)
     res = RUNNER.invoke(app, ["emit", str(edited), "--out", str(tmp_path / "deploy"), "--target", "vllm"], env=ENV)
     assert res.exit_code == 0, res.output
+
+
+def test_a_capacity_search_that_cannot_fit_is_refused_after_the_first_run(monkeypatch, tmp_path):
+    """At 1e-5 req/s no two requests overlap: each run of the verification costs one iteration per output token,
+    and its capacity search makes at least five more. Refused once the first run shows it (was: run until the
+    budget ran out, 22 s for the harness's scenario)."""
+    scenario = _scenario(tmp_path, goodput_req_per_s=1e-5)
+    monkeypatch.setattr(budget, "MAX_SIM_EVENTS", 150_000)
+    _refused(["plan", scenario, "--no-analysis", "--out", tmp_path / "p.json"], "capacity search", "150,000")
+    assert not (tmp_path / "p.json").exists()
