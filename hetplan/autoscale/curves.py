@@ -31,9 +31,10 @@ SERVEGEN_ATTRIBUTION = "ServeGen (alibaba/ServeGen), Apache-2.0"
 #: Window bounds in seconds, the same as `hetplan autoscale --window` accepts (1 s .. one day).
 MIN_WINDOW_S = 1.0
 MAX_WINDOW_S = 86400.0
-#: Most windows in a load curve: 19 years of 10-minute windows, or 11.5 days of 1-second ones (the diurnal
-#: generator has the same bound); more is a wrong --window or timestamps in the wrong unit.
-MAX_WINDOWS = 1_000_000
+#: Most windows in a load curve: about 2 years of 10-minute windows, or 27 hours of 1-second ones (the diurnal
+#: generator has the same bound); more is a wrong --window or timestamps in the wrong unit. (It was 1,000,000: a
+#: schedule of that many windows took over a minute and its file, 311 MB, was over what ``report`` reads, 64 MiB.)
+MAX_WINDOWS = 100_000
 #: Highest rate in a window, req/s: the scenario's goodput bound (no planner run sizes a larger fleet).
 MAX_RATE_PER_S = 1e7
 
@@ -208,12 +209,12 @@ def diurnal(
         and peak_req_per_s > 0
         and 0 <= trough_req_per_s <= peak_req_per_s
         and cv >= 0
-        and days * 86400 / window_s <= 1_000_000
+        and days * 86400 / window_s <= MAX_WINDOWS
     ):
         raise InputError(
             "diurnal curve: days, window and rates out of range",
             f"days {days}, window {window_s} s, peak {peak_req_per_s}, trough {trough_req_per_s}",
-            "use finite days > 0, window > 0 and 0 <= trough <= peak (at most 1,000,000 windows)",
+            f"use finite days > 0, window > 0 and 0 <= trough <= peak (at most {MAX_WINDOWS:,} windows)",
         )
     n = int(round(days * 86400 / window_s))
     start = np.arange(n) * window_s

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from hetplan.autoscale.curves import LoadCurve
+from hetplan.budget import MAX_AUTOSCALE_LEVELS, check_fleet, fewest_gpus, refuse
 from hetplan.catalog.offers import Offer, owned_gpus
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.types import Purchase
@@ -258,14 +259,25 @@ class Schedule:
 
 
 def _levels(demand: np.ndarray, step: float, floor: float) -> tuple[np.ndarray, list[float]]:
+    """Each window's level index and the levels used (req/s): demands rounded up to ``base x (1 + step)^k``.
+
+    Raises:
+        WorkBudgetError: more than :data:`hetplan.budget.MAX_AUTOSCALE_LEVELS` levels are used (one ILP each).
+    """
     positive = demand[demand > 0]
     base = max(float(positive.min()) if positive.size else 1.0, floor, 1e-6)
     idx = np.where(demand > base, np.ceil(np.log(np.maximum(demand, base) / base) / math.log1p(step) - 1e-9), 0)
-    idx = idx.astype(int)
-    values = [base * (1 + step) ** k for k in range(int(idx.max()) + 1)]
-    used = sorted(set(idx.tolist()))
+    used = sorted(set(idx.astype(np.int64).tolist()))  # only the used levels (a level_step of 1e-12 spans ~1e13)
+    if len(used) > MAX_AUTOSCALE_LEVELS:
+        raise refuse(
+            f"autoscale.level_step {step:g} over demands from {base:.6g} to {float(demand.max()):.6g} req/s",
+            len(used),
+            MAX_AUTOSCALE_LEVELS,
+            "demand levels",
+            "raise autoscale.level_step (each level is two ILP solves; the default 0.05 gives a few dozen levels)",
+        )
     remap = {k: i for i, k in enumerate(used)}
-    return np.array([remap[k] for k in idx]), [values[k] for k in used]
+    return np.array([remap[k] for k in idx.astype(np.int64).tolist()]), [base * (1 + step) ** k for k in used]
 
 
 def _counts(combos: list[Combo] | tuple[Combo, ...], alloc: Allocation) -> tuple[int, ...]:
@@ -326,6 +338,11 @@ def build_schedule(
     lag_w = int(math.ceil(lag_s / curve.window_s - 1e-9))
     ahead = np.array([demand[w : w + lag_w + 1].max() for w in range(curve.windows)])
     level_idx, levels = _levels(ahead, settings.level_step, settings.min_goodput_req_per_s)
+    check_fleet(
+        f"the load curve's peak demand {levels[-1]:,.6g} req/s",
+        fewest_gpus(combos, levels[-1]),
+        "scale the load curve down (or split the traffic into several scenarios)",
+    )
     pricing = None
     if offers:  # the peak level's purchased plan (every site) picks the one rented site every level buys from
         top = solve_allocation(replace(req, offers=offers, goodput_req_per_s=levels[-1], headroom=0.0), combos,

@@ -1,14 +1,16 @@
-"""``--timeout SECONDS`` for the long commands (plan, simulate and its --find-capacity, calibrate, autoscale,
-sweep): the command stops at the deadline with an ``Error:`` line and exit code 124 (the code GNU ``timeout``
-uses), and leaves nothing half-written (outputs are written atomically, and only when the command finishes; a
-sweep keeps the plan files of the cases it finished in ``OUT/plans/``, so ``--resume`` goes on from them).
+"""``--timeout SECONDS`` for every command that computes (plan, simulate and its --find-capacity, calibrate,
+autoscale, sweep, estimate, report, gate, emit): the command stops at the deadline with an ``Error:`` line and
+exit code 124 (the code GNU ``timeout`` uses), and leaves nothing half-written (outputs are written atomically,
+and only when the command finishes; a sweep keeps the plan files of the cases it finished in ``OUT/plans/``, so
+``--resume`` goes on from them). :func:`run_with_timeout` also gives the command its work budget
+(:mod:`hetplan.budget`).
 
 The deadline is a ``SIGALRM`` timer on the main thread. Its handler raises :class:`_Expired`, a
 ``BaseException`` (like Ctrl-C's), so that no ``except Exception`` on the way out swallows it; the timer then
 repeats every 0.25 s in case a library's bare ``except:`` does, or the deadline fell inside an ``import`` (where
 it waits: an interrupted import of a C extension can crash the process later). HiGHS solves stop within a
 fraction of a second (:class:`hetplan.solvers.milp._InterruptibleHiGHS`). Only the standard library is imported
-here.
+here (and :mod:`hetplan.budget`, which needs nothing more).
 
 Source: hetplan's own reconstruction.
 """
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TypeVar
 
+from hetplan.budget import command_budget
 from hetplan.errors import HetplanError, InputError
 
 T = TypeVar("T")
@@ -91,14 +94,16 @@ def run_with_timeout(
 ) -> T:
     """Run ``fn`` and stop it when ``timeout`` (see :func:`parse_timeout_s`; None: no limit) passes. ``doing``
     gives the step that runs (its last progress message), named in the error with advice that fits it
-    (:func:`timeout_advice`).
+    (:func:`timeout_advice`); ``fn`` runs with the command's work budget (:func:`hetplan.budget.command_budget`:
+    every command runs through here).
 
     Raises:
         CommandTimeout: the deadline passed (the message names ``command`` and the limit).
         InputError: ``timeout`` is not a valid limit, or this platform has no ``SIGALRM``.
     """
     if timeout is None:
-        return fn()
+        with command_budget(timed=False):
+            return fn()
     seconds = parse_timeout_s(timeout)
     if not hasattr(signal, "setitimer"):
         raise InputError("--timeout needs a POSIX system (SIGALRM)", fix="drop --timeout")
@@ -110,7 +115,8 @@ def run_with_timeout(
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds, 0.25)
     try:
-        return fn()
+        with command_budget(timed=True):
+            return fn()
     except _Expired:
         signal.setitimer(signal.ITIMER_REAL, 0)
         step = doing() if doing is not None else ""

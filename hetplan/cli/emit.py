@@ -9,7 +9,15 @@ import typer
 
 from hetplan import api
 from hetplan.cli.app import run_guarded
-from hetplan.cli.options import force_option, json_option, out_option, router_image_option, validate_option
+from hetplan.cli.deadline import run_with_timeout
+from hetplan.cli.options import (
+    TimeoutOpt,
+    force_option,
+    json_option,
+    out_option,
+    router_image_option,
+    validate_option,
+)
 from hetplan.cli.render.emit import render_result
 from hetplan.errors import InputError
 from hetplan.io import to_json
@@ -120,6 +128,7 @@ def emit(
     kubernetes_version: Annotated[
         str, typer.Option("--kubernetes-version", help="Kubernetes version --validate checks against.")
     ] = KUBERNETES_VERSION,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Write launch scripts for the plan's engine (vLLM, SGLang or TensorRT-LLM) and Kubernetes, llm-d and NVIDIA
     Dynamo manifests for a plan."""
@@ -148,7 +157,7 @@ def emit(
         )
         return api.emit(typed, out, target, settings, validate=validate, force=force)
 
-    result = run_guarded(run)
+    result = run_guarded(lambda: run_with_timeout(timeout, run, "emit"))
     if json_out:
         typer.echo(to_json(result.to_doc()), nl=False)
         return

@@ -11,8 +11,10 @@ from rich.table import Table
 
 from hetplan import api
 from hetplan.cli.app import run_guarded
+from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     JsonFlag,
+    TimeoutOpt,
     engine_option,
     kv_dtype_option,
     model_option,
@@ -105,14 +107,14 @@ def estimate(
         list[Path] | None,
         profile_option("Profile file from 'hetplan profile': measured figures replace datasheet."),
     ] = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Predict prefill and decode latency, KV capacity and throughput of one instance; with --concurrency the
     closed-loop steady state (mean TTFT, TPOT, throughput); with --points one estimate per CSV row."""
     if points is not None:
         from hetplan.perf.points import estimate_points, read_points
 
-        rows = run_guarded(lambda: read_points(points))
-        doc = run_guarded(lambda: estimate_points(rows))
+        doc = run_guarded(lambda: run_with_timeout(timeout, lambda: estimate_points(read_points(points)), "estimate"))
         if json_out:
             typer.echo(to_json(doc), nl=False)
         else:
@@ -122,30 +124,32 @@ def estimate(
         run_guarded(lambda: _missing("--model" if model is None else "--gpu"))
     assert model is not None and gpu is not None
     if concurrency is not None:
-        out = run_guarded(
-            lambda: _closed_loop_row(
-                engine, model, gpu, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl
-            )  # fmt: skip
-        )
+        out = run_guarded(lambda: run_with_timeout(timeout, lambda: _closed_loop_row(
+            engine, model, gpu, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl
+        ), "estimate"))  # fmt: skip
         if json_out:
             typer.echo(to_json(out), nl=False)
         else:
             _print_points([out])
         return
     est = run_guarded(
-        lambda: api.estimate(
-            model,
-            gpu,
-            tp,
-            pp,
-            batch,
-            prompt_tokens,
-            context_tokens,
-            output_tokens,
-            weight_dtype,
-            kv_dtype or _default_kv(engine, weight_dtype),
-            profiles=list(profile_files or []),
-            engine=engine,
+        lambda: run_with_timeout(
+            timeout,
+            lambda: api.estimate(
+                model,
+                gpu,
+                tp,
+                pp,
+                batch,
+                prompt_tokens,
+                context_tokens,
+                output_tokens,
+                weight_dtype,
+                kv_dtype or _default_kv(engine, weight_dtype),
+                profiles=list(profile_files or []),
+                engine=engine,
+            ),
+            "estimate",
         )
     )
     doc1 = asdict(est)

@@ -12,12 +12,14 @@ from rich.table import Table
 
 from hetplan import api
 from hetplan.cli.app import CheckedCommand, CheckedGroup, err_console, run_guarded
+from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
     ModelOpt,
     PricesOpt,
     ScenarioFileArg,
     SyntheticOpt,
+    TimeoutOpt,
     TpListOpt,
     WorkloadOpt,
     cloud_option,
@@ -307,6 +309,7 @@ def fit(
     out: Annotated[Path | None, out_option("Save the fit (YAML, or JSON for *.json).")] = None,
     force: ForceFlag = False,
     json_out: Annotated[bool, json_option("Print the fit as JSON on stdout.")] = False,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Fit CE ~ A1*F_p/price_p + A2*B_d/price_d over every GPU pair (DESIGN 3.1) and rank prefill/decode GPUs.
 
@@ -336,7 +339,7 @@ def fit(
             write_atomic(out, dump_for_path(out, doc), force=force)
         return doc
 
-    doc = run_guarded(work)
+    doc = run_guarded(lambda: run_with_timeout(timeout, work, "profile fit"))
     if json_out:
         typer.echo(to_json(doc), nl=False)
     else:

@@ -9,9 +9,12 @@ import typer
 from rich.markup import escape
 
 from hetplan import api
+from hetplan.budget import command_budget
 from hetplan.cli.app import err_console, resources_from_env, run_guarded
+from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
+    TimeoutOpt,
     baseline_option,
     github_option,
     json_option,
@@ -132,6 +135,7 @@ def report(
     summary: Annotated[
         Path | None, summary_option("Append a Markdown gate summary here (e.g. $GITHUB_STEP_SUMMARY).")
     ] = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Cost report of one or more plans; with --baseline, a CI gate that exits 1 when cost rose too much.
 
@@ -210,7 +214,7 @@ def report(
             }
         return kind, rep, results, allowed, allowed_usd
 
-    kind, rep, results, allowed, allowed_usd = run_guarded(work)
+    kind, rep, results, allowed, allowed_usd = run_guarded(lambda: run_with_timeout(timeout, work, "report"))
     gate_md = markdown_summary(results, allowed, None, allowed_usd) if results else ""
     text = ""
     if kind == "json":
@@ -304,6 +308,7 @@ def gate(
             "a scenario whose baseline plan was verified fails when the fresh one is not (default: on).",
         ),
     ] = True,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Re-plan SCENARIOS and compare each with the stored baseline, so a change to models, prices, SLOs or
     hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails or was not compared."""
@@ -339,10 +344,11 @@ def gate(
             for path, scenario in loaded:
                 status.update(f"planning {escape(scenario.name)}")
                 try:
-                    if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict
-                        fresh[scenario.name] = api.plan_verified(
-                            scenario, analysis=False, resources=resources, solve=solve
-                        )
+                    if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict; each scenario
+                        with command_budget():  # has the whole work budget of a plan command (hetplan.budget)
+                            fresh[scenario.name] = api.plan_verified(
+                                scenario, analysis=False, resources=resources, solve=solve
+                            )
                     else:
                         fresh[scenario.name] = api.plan(scenario, analysis=False, resources=resources, solve=solve)
                 except HetplanError as exc:
@@ -353,7 +359,7 @@ def gate(
                     broken[scenario.name] = f"cannot be planned now ({path}): {exc.what}. {exc.why}".strip()
         return fresh, broken, stored, allowed, allowed_usd
 
-    fresh, broken, stored, allowed, allowed_usd = run_guarded(work)
+    fresh, broken, stored, allowed, allowed_usd = run_guarded(lambda: run_with_timeout(timeout, work, "gate"))
     if update:
         kept = dict(stored["scenarios"]) if stored else {}
         kept.update({name: api.to_doc(p) for name, p in fresh.items()})

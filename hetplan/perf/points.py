@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from hetplan.budget import WorkBudgetError
 from hetplan.errors import HetplanError, InputError
 from hetplan.perf.closed_loop import Rows, SteadyState, build_rows, closed_loop, row_constants
 
@@ -122,13 +123,18 @@ def parse_point(raw: dict[str, Any]) -> Point:
     return Point(**vals)
 
 
+#: Rows of one points file (20,000 rows take about 4 s; a 64 MiB file holds over a million).
+MAX_POINTS = 200_000
+
+
 def read_points(path: Path) -> list[dict[str, Any]]:
     """Rows of a points CSV as dicts of strings (input order). The file must be a regular file (never a FIFO or
     ``/dev/zero``) of at most 64 MiB; every column name appears once and every row has exactly one cell per column.
 
     Raises:
         InputError: not a regular file, unreadable, no header, a column named twice, a row with more or fewer
-            cells than the header, or a required column missing (named).
+            cells than the header, or a required column missing (named). WorkBudgetError: more than
+            :data:`MAX_POINTS` rows.
     """
     import csv
     import io as _io
@@ -145,6 +151,12 @@ def read_points(path: Path) -> list[dict[str, Any]]:
         raise InputError(f"cannot read points file {path}", str(exc), "pass a CSV file with a header row") from None
     while table and not any(cell.strip() for cell in table[-1]):
         table.pop()  # trailing blank lines
+    if len(table) - 1 > MAX_POINTS:
+        raise WorkBudgetError(
+            f"points file {path} has more than {MAX_POINTS:,} rows, hetplan's budget for one estimate --points",
+            "hetplan estimates a command's work from its inputs (20,000 rows take about 4 s)",
+            "split it into files of at most that many rows",
+        )
     header = [h.strip() for h in table[0]] if table else []
     twice = sorted({h for h in header if h and header.count(h) > 1})
     if twice:

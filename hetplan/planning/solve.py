@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from hetplan.budget import check_fleet, fewest_gpus
 from hetplan.catalog.offers import scale_offers
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.errors import InfeasibleError, InputError
@@ -106,7 +107,12 @@ class Solved:
 
 
 class Planner:
-    """Solves one request with every strategy; reusable with other prices or demands for the analysis."""
+    """Solves one request with every strategy; reusable with other prices or demands for the analysis.
+
+    Raises (on construction):
+        WorkBudgetError: the target needs more than :data:`hetplan.budget.MAX_FLEET_GPUS` GPUs
+        (:func:`hetplan.budget.fewest_gpus`).
+    """
 
     def __init__(self, req: PlanRequest, token_means: tuple[float, float] | None = None) -> None:
         self.req = req
@@ -114,6 +120,11 @@ class Planner:
         # use a sample of it)
         self.token_means = token_means or (req.stats.mean_prompt, req.stats.mean_output)
         self.cands: CandidateSet = enumerate_candidates(req)
+        check_fleet(
+            f"the goodput target {req.goodput_req_per_s:,.6g} req/s (x {1 + req.headroom:g} headroom)",
+            fewest_gpus(self.cands.combos, req.demand_req_per_s),
+            "plan a lower goodput_req_per_s (or split the traffic into several scenarios)",
+        )
         self.buckets: list[Bucket] = make_buckets(req.stats)
         self._types: list[InstanceType] | None = None
         #: the homogeneous solve's per-GPU outcomes at the request's own prices and demand (set by that solve)

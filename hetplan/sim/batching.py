@@ -186,8 +186,12 @@ def _admit(
 
     sched.admit(sim, inst, now, take, state, pieces, before, total_budget)
     if taken:
-        for i in sorted(taken, reverse=True):
-            del waiting[i]
+        taken.sort()
+        if taken[-1] == len(taken) - 1:  # the usual case, a prefix: one move of the rest (a queue of a million
+            del waiting[: len(taken)]  # waiting requests moved once per admitted request took minutes)
+        else:
+            for i in reversed(taken):
+                del waiting[i]
     appended = len(pieces) - before
     for rid, _ in pieces[before:]:
         inst.prefilling.append(rid)

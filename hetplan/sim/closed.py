@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from hetplan.budget import closed_loop_events, events_left, refuse
 from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
@@ -73,6 +74,22 @@ def closed_loop(
                          fix="pass fewer clients, e.g. --concurrency 64")  # fmt: skip
     cfg = config or SimConfig()
     dep = deployment_from_plan(plan)
+    # the work budget (hetplan.budget): at most max_num_seqs sequences decode together on each instance, so the
+    # loop needs at least n x osl / that many iterations (--concurrency 1 --requests 1000000 --osl 10000000 asked
+    # for 10^13)
+    seqs = sum(s.max_num_seqs for s in dep.instances if s.role != "prefill")
+    need = closed_loop_events(n, min(osl, dep.arch.spec.max_position_embeddings), concurrency, seqs,
+                              not plan.instances and not dep.aggregated)  # fmt: skip
+    left = events_left()
+    if left is not None and need > left:
+        raise refuse(
+            f"a closed loop of {n:,} requests of {osl:,} output tokens at --concurrency {concurrency:,}",
+            need,
+            left,
+            "simulator events",
+            "pass fewer --requests, a shorter --osl or a higher --concurrency",
+            True,
+        )
     stream = make_stream(np.zeros(n), np.full(n, isl), np.full(n, osl), ttft_slo_s=plan.slo.ttft_s,
                          tpot_slo_s=plan.slo.tpot_s, source=f"closed loop: {concurrency} clients")  # fmt: skip
     sim = Simulator(dep, stream, get_scheduler(policy, plan_cascade(plan)), cfg, clients=concurrency)

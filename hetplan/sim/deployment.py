@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from hetplan.budget import check_sim_start
 from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError
@@ -277,10 +278,14 @@ def deployment_from_plan(plan: Plan) -> Deployment:
 
     Raises:
         InputError: a TP degree or decode batch out of range, or a GPU the plan has no entry for.
+        WorkBudgetError: more than :data:`hetplan.budget.MAX_SIM_INSTANCES` instances.
         OutOfMemoryError: an instance whose weights do not fit.
     """
     settings = plan.settings
     _check_plan_layout(plan)
+    # a hand-edited plan may ask for millions of copies: refused before any instance is built
+    check_sim_start(0, sum(c.count * (c.n_prefill + c.n_decode) for c in plan.combos)
+                    + sum(t.count for t in plan.instances))  # fmt: skip
     arch = ModelArch(plan.model.spec, plan.weight_dtype, plan.kv_dtype)
     instances: list[InstanceSpec] = []
     groups: list[Group] = []

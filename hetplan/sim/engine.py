@@ -56,6 +56,7 @@ from array import array
 
 import numpy as np
 
+from hetplan.budget import charge_events, check_sim_start, events_exhausted, events_left
 from hetplan.sim.batching import start_iteration
 from hetplan.sim.deployment import Deployment
 from hetplan.sim.dispatch import make_pools, queue_in_pool
@@ -82,7 +83,9 @@ class Simulator:
     with it, and only policies labelled ``oracle`` may read it (``Scheduler.oracle``).
 
     Raises:
-        InputError: bad router or settings.
+        InputError: bad router or settings. WorkBudgetError: more arrivals than the command's simulator events left
+        or more than :data:`hetplan.budget.MAX_SIM_INSTANCES` instances (here), or the run reaching that budget
+        (:meth:`run`).
     """
 
     def __init__(
@@ -101,6 +104,8 @@ class Simulator:
         self.predictor = predictor or OutputPredictor(stream.prompt_tokens, stream.output_tokens)
         self.cfg = config or SimConfig()
         n = stream.n
+        # the work budget (hetplan.budget): every arrival is an event, and the deployment must be a sane size
+        check_sim_start(n, len(dep.instances))
         limit = int(dep.arch.spec.max_position_embeddings)
         # the engine's over-context rule (hetplan.workload.context): refuse prompts longer than the window, cut
         # the others' output at the window
@@ -350,7 +355,12 @@ class Simulator:
         i = 0
         events = 0
         now = 0.0
+        left = events_left()  # the command's work budget (hetplan.budget); None: none
+        limit = _INF if left is None else left
         while True:
+            if events >= limit and (i < n or heap):  # more to do, and the budget spent
+                charge_events(events)
+                raise events_exhausted(events, self.stream.n)
             if i < n and (not heap or arr[i] <= heap[0][0]):
                 now = arr[i]
                 self._arrive(i, now)
@@ -376,6 +386,7 @@ class Simulator:
                 if not inst.busy:
                     start_iteration(self, inst, now)
         self.counters["events"] = events
+        charge_events(events)
         return SimResult(
             np.array(self.first),
             np.array(self.done),

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from hetplan.budget import SIM_FIX, events_left, refuse
 from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
@@ -203,9 +204,22 @@ def verify_plan(
     scales = [("goodput target", target / own)]
     if is_trace and abs(own / target - 1) > 0.01:
         scales.append(("trace rate", 1.0))
+    _check_budget(stream.n, len(scales) + int(capacity), not plan.instances and not runner.dep.aggregated)
     runs = [runner.run(label, scale) for label, scale in scales]
     main = runs[0]
     in_sample = all(not r["misses"] for r in runs)
+    if capacity:
+        # the capacity search makes at least 1 + CAPACITY_BISECT more runs when the target holds (one step up,
+        # then the bisection), at least one when it misses, and each out-of-sample workload one; runs cost about
+        # what the first did (sparse arrivals a little less as the rate rises), so a search that cannot fit is
+        # refused now, not after the budget
+        more = (1 + CAPACITY_BISECT if not main["misses"] else 1) + len(out_of_sample)
+        each = int(main["metrics"]["counters"].get("events", 0))
+        left = events_left()
+        if left is not None and more * each > left:
+            raise refuse(f"the verification's capacity search and out-of-sample runs ({more} runs at least, of "
+                         f"about {each:,} events each on {stream.n:,} requests)", more * each, left,
+                         "simulator events", SIM_FIX, True)  # fmt: skip
     # out of sample only where it can change the verdict, or for the full check (capacity) that a plan keeps
     held = out_of_sample_runs(plan, out_of_sample, policy, predictor) if in_sample or capacity else []
     verified = in_sample and all(not r["misses"] for r in held)
@@ -261,6 +275,20 @@ def verify_plan(
         "misses": misses,
         "warnings": m["warnings"],
     }
+
+
+def _check_budget(n: int, runs: int, disaggregated: bool) -> None:
+    """Refuse a check whose least work is over the command's simulator events left (:mod:`hetplan.budget`):
+    ``runs`` runs of ``n`` arrivals, and as many KV transfers when every request crosses a combo's link.
+
+    Raises:
+        WorkBudgetError: over the budget.
+    """
+    need = n * runs * (2 if disaggregated else 1)
+    left = events_left()
+    if left is not None and need > left:
+        raise refuse(f"verifying the plan on {n:,} requests ({runs} simulation runs at least)", need, left,
+                     "simulator events", SIM_FIX, True)  # fmt: skip
 
 
 def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> dict[str, Any]:

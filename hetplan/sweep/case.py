@@ -145,6 +145,7 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
     Never raises for the case's own failures; returns a :class:`CaseOutcome`.
     """
     from hetplan import api
+    from hetplan.budget import command_budget
     from hetplan.resources import Resources
     from hetplan.scenario import Scenario
 
@@ -171,7 +172,8 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
     if task.verify:
         start = time.perf_counter()
         try:
-            plan = api.verify(plan, scenario, task.policy)
+            with command_budget():  # each case's check has the whole budget of simulated work (hetplan.budget)
+                plan = api.verify(plan, scenario, task.policy)
         except Exception as exc:  # the plan stands; the row says the check failed and why
             verify_error = _one_line(exc)
         verify_s = time.perf_counter() - start

@@ -39,6 +39,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from hetplan.budget import check_cases
 from hetplan.errors import HetplanError, InputError, OutputError, OutputExistsError
 from hetplan.io import check_output, to_json, undo_new_files_on_write_error, write_atomic
 from hetplan.sweep.case import CaseOutcome, CaseTask, run_case
@@ -219,6 +220,7 @@ def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress
 
     Raises:
         InputError: a bad grid (exit 2, naming the axis) or an output that exists without ``--force``/``--resume``.
+        WorkBudgetError: over :data:`hetplan.budget.MAX_UNTIMED_CASES` cases without ``--timeout``.
         HetplanError: Ray missing or unreachable (exit 1). OutputError: ``--out`` cannot be made or written
             (checked before any case runs; exit 1). SweepInterrupted: Ctrl-C (exit 130) or SIGTERM (143), after
             writing the finished cases with ``incomplete`` and a note in the summary.
@@ -229,6 +231,7 @@ def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress
     if settings.ray_files != "ship" and settings.executor != "ray":
         raise InputError("--ray-files is for --executor ray", fix="add --executor ray, or drop --ray-files")
     grid = expand(grid_path)
+    check_cases(len(grid.cases))
     out = settings.out if settings.out is not None else Path(f"sweep-{grid.name}")
     _check_out(out, settings)
     with undo_new_files_on_write_error(out):  # a full disk leaves nothing this run made; Ctrl-C keeps the plans

@@ -1,4 +1,4 @@
-"""``--timeout`` on the long commands: an ``Error:`` line, exit 124 and nothing written; HiGHS gives the main
+"""``--timeout`` on every command that computes: an ``Error:`` line, exit 124 and nothing written; HiGHS gives the main
 thread back within a fraction of a second when the deadline (or Ctrl-C) lands mid-solve."""
 
 from __future__ import annotations
@@ -37,6 +37,13 @@ LONG_COMMANDS = {
                   "k.json"),
     "autoscale": (["autoscale", str(SCENARIO), "--diurnal", "1,8,2"], ("hetplan.api", "autoscale"), "s.json"),
     "sweep": (["sweep", str(EXAMPLES / "sweeps" / "fleet-review.yaml")], ("hetplan.api", "sweep"), "sweep-out"),
+    "report": (["report", str(PLAN)], ("hetplan.plan.doc", "load_plan"), "r.json"),
+    "emit": (["emit", str(PLAN)], ("hetplan.api", "emit"), "deploy"),
+    # these two write nothing (gate only with --update-baseline)
+    "estimate": (["estimate", "--model", "Llama-3-8B", "--gpu", "H100"], ("hetplan.api", "estimate"), None),
+    "gate": (["gate", str(SCENARIO), "--baseline", str(EXAMPLES / "ci" / "baseline.json")],
+             ("hetplan.api", "plan_verified"), None),
+    "profile fit": (["profile", "fit", str(SCENARIO)], ("hetplan.api", "fit_ce"), "fit.yaml"),
 }  # fmt: skip
 
 
@@ -47,10 +54,11 @@ def test_timeout_stops_a_long_command_with_exit_124_and_writes_nothing(name, tmp
     args, (module, attr), out = LONG_COMMANDS[name]
     monkeypatch.setattr(importlib.import_module(module), attr, _hang)
     start = time.perf_counter()
-    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / out), "--timeout", "0.3"], env={"COLUMNS": "200"})
+    outs = ["--out", str(tmp_path / out)] if out else []
+    res = CliRunner().invoke(app, [*args, *outs, "--timeout", "0.3"], env={"COLUMNS": "200"})
     elapsed = time.perf_counter() - start
     assert res.exit_code == EXIT_TIMEOUT, res.output
-    assert f"Error: {args[0]} stopped after --timeout 0.3" in res.output
+    assert f"Error: {name if name != 'find-capacity' else args[0]} stopped after --timeout 0.3" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
     assert elapsed < 10
     assert list(tmp_path.iterdir()) == []

@@ -119,7 +119,9 @@ def _tiny(folder: Path, doc: dict[str, Any] | None = None) -> Path:
 ODD = st.one_of(FLAG_VALUES, st.sampled_from(["P100-PCIe", "T4", "V100", "L4", "fp8", "int4", "bf16", "Llama-3-70B",
                                               "cascade", "jsq", "1ms", "0s", "10000", "3600s", "1e6", "-0",
                                               "0.5", "1,inf,2", "0,0,0", "1,8,2", "1e300,8,2",
-                                              "H100=1e300"]))  # fmt: skip
+                                              "H100=1e300",
+                                              # documented maxima and minima, and past the work budgets
+                                              "1e7", "1e-6", "1000000", "10000000", "1e9", "1e-12"]))  # fmt: skip
 
 
 @FUZZ
@@ -604,6 +606,94 @@ def test_plans_are_byte_identical_under_other_hash_seeds(tmp_path_factory, v):
         assert "Traceback" not in res.stderr, res.stderr
         results.append((res.returncode, out.read_bytes() if out.exists() else None))
     assert results[0] == results[1]
+
+
+# --- inputs at the documented maxima and minima, and past the work budgets (hetplan.budget, issue 35) ----------
+
+#: (field path, value) at a documented bound of a scenario field (docs/reference/scenario.md), or a field edit
+#: whose work is over a budget; tried on ``plan`` (the synthetic draws stay small where verification runs)
+BOUND_SCENARIO_EDITS = [
+    (("goodput_req_per_s",), 1e7), (("goodput_req_per_s",), 1e-6), (("goodput_req_per_s",), 1e-5),
+    (("workload", "synthetic"), {"class": "balanced", "rate_per_s": 1e7, "requests": 1000}),
+    (("workload", "synthetic"), {"class": "balanced", "rate_per_s": 1e-6, "requests": 20}),
+    (("workload", "synthetic"), {"class": "balanced", "rate_per_s": 1e-5, "requests": 20}),
+    (("workload", "synthetic"), {"class": "custom", "rate_per_s": 1, "requests": 20,
+                                 "prompt_tokens_median": 10_000_000, "output_tokens_median": 10_000_000}),
+    (("headroom",), 10), (("max_ratio",), 32), (("max_ilp_combos",), 1),
+]  # fmt: skip
+#: autoscale inputs at the bounds: --diurnal DAYS,PEAK,TROUGH and autoscale-section edits
+BOUND_DIURNALS = ["1,1e7,1", "1,1e9,1", "1,1e-6,1e-6", "11.5,1e7,0"]
+BOUND_AUTOSCALE_EDITS = [{"level_step": 1e-12}, {"min_goodput_req_per_s": 1e7}, {"max_changes_per_window": 10_000},
+                         {"level_step": 1}]  # fmt: skip
+
+
+def _bound_cases() -> Any:
+    """One generated input at a bound: (label, args builder(folder) -> (args, outputs))."""
+
+    def plan_edit(edit: tuple[tuple[str, ...], Any], verify: bool) -> Any:
+        def build(folder: Path) -> tuple[list[str], list[Path]]:
+            scenario = _tiny(folder, _mutate(TINY_SCENARIO, edit[0], edit[1], False))
+            args = ["plan", str(scenario), "--no-analysis", "--out", str(folder / "p.json")]
+            return args + ([] if verify else ["--no-verify"]), [folder / "p.json"]
+
+        return build
+
+    def diurnal(text: str) -> Any:
+        return lambda folder: (["autoscale", str(_tiny(folder)), "--diurnal", text, "--out", str(folder / "s.json")],
+                               [folder / "s.json"])  # fmt: skip
+
+    def autoscale_edit(section: dict[str, Any]) -> Any:
+        curve = EXAMPLES / "data" / "servegen_m_large_14d.csv"
+
+        def build(folder: Path) -> tuple[list[str], list[Path]]:
+            scenario = _tiny(folder, {**TINY_SCENARIO, "autoscale": section})
+            return ["autoscale", str(scenario), "--load-curve", str(curve), "--out", str(folder / "s.json")], [
+                folder / "s.json"
+            ]
+
+        return build
+
+    def copies(count: int, command: str) -> Any:
+        def build(folder: Path) -> tuple[list[str], list[Path]]:
+            doc = json.loads(PLAN.read_text())
+            for combo in doc["combos"]:
+                combo["count"] = count
+            plan = folder / "plan.json"
+            plan.write_text(json.dumps(doc))
+            return [command, str(plan), "--trace", str(TRACE), "--out", str(folder / "m.json")], [folder / "m.json"]
+
+        return build
+
+    def closed(requests: str, osl: str, clients: str) -> Any:
+        def build(folder: Path) -> tuple[list[str], list[Path]]:
+            out = folder / "c.json"
+            args = ["simulate", str(PLAN), "--concurrency", clients, "--isl", "100", "--osl", osl, "--requests",
+                    requests, "--out", str(out)]  # fmt: skip
+            return args, [out]
+
+        return build
+
+    cases = [(f"plan {e}", plan_edit(e, verify)) for e in BOUND_SCENARIO_EDITS for verify in (False, True)
+             if not verify or e[0] == ("workload", "synthetic")]  # fmt: skip
+    cases += [(f"autoscale --diurnal {d}", diurnal(d)) for d in BOUND_DIURNALS]
+    cases += [(f"autoscale {e}", autoscale_edit(e)) for e in BOUND_AUTOSCALE_EDITS]
+    cases += [(f"{cmd} x{n}", copies(n, cmd)) for n in (10_000, 1_000_000) for cmd in ("simulate", "calibrate")]
+    cases += [(f"closed loop {r} x {o}", closed(r, o, c)) for r, o, c in
+              (("1000000", "8000", "1"), ("1000000", "1", "1000000"), ("100", "10000000", "1"))]  # fmt: skip
+    return st.sampled_from(cases)
+
+
+@few(0.6)
+@given(case=_bound_cases())
+def test_inputs_at_the_documented_bounds_finish_or_are_refused(tmp_path_factory, case):
+    """Every input at a documented maximum or minimum ends (within :data:`HANG_S`) in a result or an ``Error``;
+    work over a budget (:mod:`hetplan.budget`) is refused with the numbers."""
+    _, build = case
+    folder = tmp_path_factory.mktemp("bound")
+    args, outs = build(folder)
+    res = _check(args, outs)
+    if res.exit_code == 2 and "budget" in res.output:
+        assert "needs about" in res.output or "reached" in res.output or "more than" in res.output, res.output
 
 
 def test_every_command_is_fuzzed():

@@ -35,11 +35,14 @@ DOCUMENTED_EXITS = {0, 1, 2, 124}  # docs/reliability.md; 124: --timeout
 #: One input taking longer than this counts as a hang (the slowest bad input seen takes a few seconds).
 HANG_S = 60.0
 
-# values at the edges: tiny, huge, negative, non-finite, wrong types, Unicode digits, nested shapes
+# values at the edges: tiny, huge, negative, non-finite, wrong types, Unicode digits, nested shapes, and the
+# documented bounds (work past hetplan.budget's budgets is refused with the numbers: tests/cli/test_work_budget.py)
 EDGE_SCALARS = st.one_of(
     st.sampled_from([0, -1, 1e-300, 1e-5, 1e300, 10**400, -(10**30), "inf", "nan", "-inf", "²", "٣", "", "1e-05",
                      "5 s", "80ms", "p90", "90%", "0.9", True, False, None, "H100", "x" * 300,
-                     "2023-11-16 18:15:46.68+05:00", "2023-11-16 18:15:46.68", "1999-01-01", 1e17]),
+                     "2023-11-16 18:15:46.68+05:00", "2023-11-16 18:15:46.68", "1999-01-01", 1e17,
+                     # documented maxima and minima (rates and goodputs, lengths; docs/reference/scenario.md)
+                     1e7, 1e-6, 10_000_000]),
     st.integers(min_value=-(10**20), max_value=10**20),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12),
