@@ -200,9 +200,14 @@ def test_plan_verifies_by_default_and_prints_the_verdict_and_both_capacities():
     for key in ("status", "trace", "requests", "attainment", "ttft_p_s", "tpot_p_s", "analytic_capacity_req_per_s",
                 "simulated_capacity_req_per_s"):  # fmt: skip
         assert key in v, key
-    assert v["status"] == "verified" and v["trace"] == "azure_conv_15min" and v["requests"] == 4424
+    # in sample: the requests of the first 70 % of the trace's span (4,424 in all), the part the plan was sized on
+    sized = v["requests"]
+    assert v["status"] == "verified" and v["trace"] == "azure_conv_15min" and 0.6 * 4424 < sized < 0.8 * 4424
     assert v["attainment"] >= 0.9 and v["ttft_p_s"] <= 2.0 and v["tpot_p_s"] <= 0.1
-    assert v["verdict"].startswith("verified on azure_conv_15min (4,424 requests")
+    assert v["verdict"].startswith(f"verified on azure_conv_15min ({sized:,} requests")
+    held = v["out_of_sample"]["runs"]
+    assert v["out_of_sample"]["status"] == "holds" and held[0]["label"] == "held-out last 30 % of the trace"
+    assert "out of sample: holds on the held-out last 30 % of the trace" in v["verdict"]
     table = invoke("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--no-analysis", "--verify")
     text = " ".join(table.stdout.split())
     assert "verified on azure_conv_15min" in text and "x the 5 req/s target" in text

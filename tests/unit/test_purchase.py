@@ -239,7 +239,12 @@ def _scenario(which: str | int) -> Scenario:
     return Scenario.model_validate(OWN_SCENARIOS[int(which)])
 
 
-WORDS = {"cauchy": "(Cauchy)", "homogeneous": "on one GPU type", "melange": "(Mélange)", "mixed": "in one MILP"}
+WORDS = {
+    "cauchy": "(Cauchy)",
+    "homogeneous": "on one GPU type",
+    "melange": "(Mélange's size buckets)",
+    "mixed": "in one MILP",
+}
 
 
 @pytest.mark.parametrize("which", ["a", "b", 0, 1, 2])
