@@ -347,7 +347,7 @@ def gate(
                     if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict; each scenario
                         with command_budget():  # has the whole work budget of a plan command (hetplan.budget)
                             fresh[scenario.name] = api.plan_verified(
-                                scenario, analysis=False, resources=resources, solve=solve
+                                scenario, analysis=False, resize=True, resources=resources, solve=solve
                             )
                     else:
                         fresh[scenario.name] = api.plan(scenario, analysis=False, resources=resources, solve=solve)

@@ -215,13 +215,18 @@ def plan_verified_in_sample_and_out(
         start = first if name == first.strategy else shape_attempt(base, False)
         v_start = v0 if start is first else check(start, True)
         log: list[dict[str, Any]] = []  # this shape's plans, as simulated (its first plan included)
+        cap = min((p.total_usd_per_hour for p, *_ in found), default=None)
         try:
             if v_start["status"] == "verified":
                 best, hi, resized = start, base, {}
             else:
-                best, hi, resized = _resize(start, v_start, base, shape_attempt, check, log, stage)
+                best, hi, resized = _resize(start, v_start, base, shape_attempt, check, log, stage, cap)
         except InfeasibleError as exc:
             per_shape.append({"strategy": name, "infeasible": exc.why or exc.what, "plans_tried": len(log)})
+            continue
+        except NoCheaper as exc:
+            per_shape.append({"strategy": name, "skipped": f"re-sized to ${exc.usd_per_hour:,.2f}/h, no cheaper than "
+                              f"the verified ${exc.cap:,.2f}/h", "plans_tried": len(log)})  # fmt: skip
             continue
         per_shape.append(
             {"strategy": name, "usd_per_hour": best.total_usd_per_hour, "headroom": _rnd_h(hi), "plans_tried": len(log)}
@@ -301,6 +306,14 @@ def verification_workloads(
     else:
         split = f"sized on the whole of {whole.name} (holdout 0)"
     return scenario, sizing, runs, split
+
+
+class NoCheaper(Exception):
+    """Re-sizing a shape reached a plan no cheaper than one already verified (:func:`_resize`'s ``cost_cap``)."""
+
+    def __init__(self, usd_per_hour: float, cap: float) -> None:
+        super().__init__(f"${usd_per_hour:,.2f}/h >= ${cap:,.2f}/h")
+        self.usd_per_hour, self.cap = usd_per_hour, cap
 
 
 def _describe(p: Plan) -> str:
@@ -401,14 +414,17 @@ def _resize(
     check: Callable[[Plan, bool], dict[str, Any]],
     log: list[dict[str, Any]] | None = None,
     stage: _Stage | None = None,
+    cost_cap: float | None = None,
 ) -> tuple[Plan, float, dict[str, Any]]:
     """Re-size ``first`` (which missed) until a plan is verified, then bisect (module docstring); returns the
     cheapest verified plan, its headroom and the ``resized`` record. ``log``, when given, receives every attempt
     record as it is made (``first`` included), also when no re-sized plan verifies; ``stage`` is set to the attempt
-    that runs (progress messages).
+    that runs (progress messages). ``cost_cap``: the $/hour of a plan already verified (another shape's); a
+    re-sized plan that costs as much is not simulated, and re-sizing stops there (it only adds capacity).
 
     Raises:
         InfeasibleError: no demand up to the headroom limit (or the inventory) gives a verified plan.
+        NoCheaper: a re-sized plan costs ``cost_cap`` or more before one verifies.
     """
     target = first.goodput_target_req_per_s
     tried: list[dict[str, Any]] = log if log is not None else []
@@ -419,6 +435,9 @@ def _resize(
     at = stage or _Stage()
     for n_round in range(1, RESIZE_ROUNDS):
         cap = fail_v.get("simulated_capacity_req_per_s")
+        held = fail_v.get("out_of_sample_capacity_req_per_s")
+        if held is not None:  # it held in sample but not out of sample: size for the traffic it missed
+            cap = min(cap, held) if cap else held
         analytic = fail_p.goodput_req_per_s
         factor = target * (1 + RESIZE_MARGIN) / cap if cap else 2.0
         headroom = analytic * max(factor, RESIZE_MIN_STEP) / target - 1
@@ -433,6 +452,10 @@ def _resize(
             tried.append({"headroom": _rnd_h(headroom), "infeasible": exc.what})
             ceiling = headroom
             continue
+        if cost_cap is not None and p.total_usd_per_hour >= cost_cap - 1e-9:
+            tried.append({"headroom": _rnd_h(headroom), "usd_per_hour": p.total_usd_per_hour,
+                          "status": "no cheaper than a verified plan (not simulated)"})  # fmt: skip
+            raise NoCheaper(p.total_usd_per_hour, cost_cap)
         v = check(p, True)
         tried.append(_record(headroom, p, v))
         if v["status"] == "verified":
@@ -462,6 +485,9 @@ def _resize(
             p = attempt(mid, False)
         except InfeasibleError:
             lo = mid
+            continue
+        if p.total_usd_per_hour >= best.total_usd_per_hour - 1e-9:  # no cheaper: nothing to simulate
+            hi = mid
             continue
         v = check(p, False)
         tried.append(_record(mid, p, v))

@@ -80,6 +80,11 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
     shapes = {row["strategy"]: row for row in resized["per_strategy"]}
     assert set(shapes) == set(SHAPES)
     assert shapes["homogeneous"].get("skipped")  # its unresized plan already costs more than cauchy's verified one
+    # Mélange re-sized past the verified mixed plan's $/h: it stops there, unsimulated (re-sizing only adds)
+    assert (
+        shapes["melange"]["skipped"].startswith("re-sized to $")
+        and "no cheaper than the verified" in (shapes["melange"]["skipped"])
+    )
     assert out.total_usd_per_hour == min(r["usd_per_hour"] for r in shapes.values() if "usd_per_hour" in r)
     # a restricted strategy still follows only itself
     only = verify.plan_verified(scenario, "mixed", analysis=False, confidence=None)  # type: ignore[arg-type]
