@@ -18,7 +18,9 @@ fidelity       tests/fixtures/perf/, catalogs/perf/error_bands.yaml        tests
                (needs ../shared: skipped without it)
 docs           docs/commands/, docs/reference/, docs/layout.md (gen_docs)  tests/unit/test_docs.py
 outputs        every block marked ``<!-- refresh: COMMAND -->`` in README  (none: re-run here, reviewed in the diff)
-               and docs/*.md
+               and docs/*.md; COMMAND may be ``hetplan A && hetplan B``
+               (the block is the last one's output), run in a scratch
+               folder holding copies of examples/ and tests/fixtures/
 =============  ==========================================================  =========================================
 
 "What moved" is, per JSON file, the dotted key paths whose values changed (at most 12 named, then a count), and per
@@ -31,13 +33,16 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,10 +59,13 @@ def _hetplan() -> list[str]:
     return [sys.executable, "-c", "from hetplan.cli.entry import main; main()"]
 
 
-def run_hetplan(args: list[str], env: dict[str, str] | None = None) -> str:
-    """Run ``hetplan ARGS`` in this checkout; return stdout. Raise ``SystemExit`` with its stderr on failure."""
+def run_hetplan(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> str:
+    """Run ``hetplan ARGS`` with this checkout's code, in ``cwd`` (default the checkout); return stdout.
+
+    Raise ``SystemExit`` with its stderr on failure.
+    """
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    done = subprocess.run([*_hetplan(), *args], cwd=ROOT, env=full_env, capture_output=True, text=True, check=False)
+    done = subprocess.run([*_hetplan(), *args], cwd=cwd, env=full_env, capture_output=True, text=True, check=False)
     if done.returncode not in (0,):
         raise SystemExit(f"hetplan {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
     return done.stdout
@@ -128,21 +136,69 @@ def output_blocks(text: str) -> Iterator[tuple[str, int, int]]:
         i += 1
 
 
-def refresh_text(text: str, run: Callable[[list[str], dict[str, str]], str]) -> str:
-    """Return ``text`` with each marked block's body replaced by its command's output (``run(argv, env)``)."""
+def marker_steps(command: str) -> list[tuple[list[str], dict[str, str]]]:
+    """Split a marker's COMMAND into ``(hetplan argv, env)`` steps, joined by ``&&``; refuse anything else.
+
+    Each step is ``KEY=VALUE ... hetplan ARGS``; ``argv`` holds ARGS. A word that is an absolute path or climbs out
+    with ``..`` is refused, so a step writes only inside the scratch folder it runs in. Raise ``SystemExit``
+    naming the marker.
+    """
+    steps: list[tuple[list[str], dict[str, str]]] = []
+    parts: list[list[str]] = [[]]
+    for word in shlex.split(command):
+        if word == "&&":
+            parts.append([])
+        else:
+            parts[-1].append(word)
+    for part in parts:
+        env: dict[str, str] = {}
+        while part and ENV_WORD.match(part[0]):
+            key, value = part.pop(0).split("=", 1)
+            env[key] = value
+        if not part or part[0] != "hetplan":
+            raise SystemExit(
+                f"refresh marker command must start with 'hetplan' (and each step after '&&'): {command!r}"
+            )
+        for word in part[1:]:
+            value = word.split("=", 1)[-1]
+            if value.startswith(("/", "~")) or ".." in Path(value).parts:
+                raise SystemExit(
+                    f"refresh marker command may only name paths inside the checkout: {word!r} in {command!r}"
+                )
+        steps.append((part[1:], env))
+    return steps
+
+
+def refresh_text(
+    text: str,
+    run: Callable[..., str],
+    workspace: Callable[[], contextlib.AbstractContextManager[Path]] | None = None,
+) -> str:
+    """Return ``text`` with each marked block's body replaced by its command's output.
+
+    ``run(argv, env)`` runs one ``hetplan`` step (``run(argv, env, cwd)`` when ``workspace`` is given: each marker
+    then runs all its steps in one fresh folder from ``workspace()``). A chained marker's block is its last step's
+    output.
+    """
     lines = text.split("\n")
     for command, first, end in reversed(list(output_blocks(text))):
-        words = shlex.split(command)
-        env: dict[str, str] = {}
-        while words and ENV_WORD.match(words[0]):
-            key, value = words.pop(0).split("=", 1)
-            env[key] = value
-        argv = words
-        if not argv or argv[0] != "hetplan":
-            raise SystemExit(f"refresh marker command must start with 'hetplan': {command!r}")
-        body = run(argv[1:], env).rstrip("\n").split("\n")
-        lines[first:end] = body
+        steps = marker_steps(command)
+        with workspace() if workspace else contextlib.nullcontext() as cwd:
+            out = ""
+            for argv, env in steps:
+                out = run(argv, env) if cwd is None else run(argv, env, cwd)
+        lines[first:end] = out.rstrip("\n").split("\n")
     return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def scratch_checkout() -> Iterator[Path]:
+    """A temporary folder holding copies of ``examples/`` and ``tests/fixtures/``; removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="hetplan-refresh-") as tmp:
+        folder = Path(tmp)
+        shutil.copytree(ROOT / "examples", folder / "examples")
+        shutil.copytree(ROOT / "tests" / "fixtures", folder / "tests" / "fixtures")
+        yield folder
 
 
 def _outputs() -> list[Path]:
@@ -151,7 +207,7 @@ def _outputs() -> list[Path]:
         text = path.read_text()
         if "<!-- refresh: " not in text:
             continue
-        new = refresh_text(text, lambda argv, env: run_hetplan(argv, env))
+        new = refresh_text(text, run_hetplan, scratch_checkout)
         if new != text:
             path.write_text(new)
         changed.append(path)

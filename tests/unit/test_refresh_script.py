@@ -55,3 +55,47 @@ def test_readme_plan_output_is_a_marked_block():
     refresh = _refresh()
     commands = [c for c, _, _ in refresh.output_blocks((ROOT / "README.md").read_text())]
     assert "COLUMNS=100 hetplan plan examples/llama3-70b-azure-conv.yaml" in commands
+
+
+def test_a_chained_marker_runs_each_step_in_one_scratch_folder_and_keeps_the_last_output(tmp_path):
+    """``hetplan A && hetplan B``: both run, in order, in the folder the workspace gives; the block is B's output."""
+    import contextlib
+
+    refresh = _refresh()
+    text = "<!-- refresh: hetplan plan x.yaml --out p.yaml && COLUMNS=80 hetplan report p.yaml -->\n```\nold\n```\n"
+    calls = []
+
+    def run(argv, env, cwd):
+        calls.append((argv, env, cwd))
+        return f"out of {argv[0]}\n"
+
+    @contextlib.contextmanager
+    def workspace():
+        yield tmp_path
+
+    assert refresh.refresh_text(text, run, workspace).endswith("```\nout of report\n```\n")
+    assert calls == [
+        (["plan", "x.yaml", "--out", "p.yaml"], {}, tmp_path),
+        (["report", "p.yaml"], {"COLUMNS": "80"}, tmp_path),
+    ]
+
+
+def test_a_chained_marker_refuses_other_programs_and_paths_outside_the_scratch_folder():
+    refresh = _refresh()
+    for command, message in (
+        ("hetplan plan x.yaml && rm -rf x", "each step after '&&'"),
+        ("hetplan plan x.yaml &&", "must start with 'hetplan'"),
+        ("hetplan plan x.yaml --out /etc/passwd", "only name paths inside"),
+        ("hetplan plan x.yaml --out=../x.yaml", "only name paths inside"),
+    ):
+        with pytest.raises(SystemExit, match=message):
+            refresh.marker_steps(command)
+
+
+def test_the_scratch_checkout_holds_copies_of_the_bundled_inputs_and_is_removed_after():
+    refresh = _refresh()
+    with refresh.scratch_checkout() as folder:
+        assert (folder / "examples" / "llama3-70b-azure-conv.yaml").is_file()
+        assert (folder / "tests" / "fixtures").is_dir()
+        assert folder.resolve() != ROOT.resolve()
+    assert not folder.exists()
