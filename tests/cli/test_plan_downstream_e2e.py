@@ -98,7 +98,10 @@ def test_the_plan_records_the_model_and_gpu_it_was_made_for(planned):
     gpus = {g["spec"]["name"]: g for g in doc["resolved"]["gpus"]}
     assert gpus[GPU]["source"] == "profile" and gpus[GPU]["spec"]["vendor"] == "NVIDIA"
     assert set(doc["gpus_used"]) == {GPU}
-    assert doc["verification"]["requests"] == 200  # plan --verify replayed it with the same entries
+    # plan --verify replayed it with the same entries: in sample the part it was sized on, out of sample the rest
+    v = doc["verification"]
+    assert v["requests"] == doc["scenario"]["workload"]["requests"]
+    assert v["requests"] + sum(r["requests"] for r in v["out_of_sample"]["runs"][:1]) == 200
 
 
 def test_emit_uses_the_recorded_model_and_gpu(planned):

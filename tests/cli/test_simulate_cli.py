@@ -275,8 +275,10 @@ def test_plan_verify_leaves_over_context_requests_out_and_writes_valid_json(tmp_
                "--out", out)  # fmt: skip
     assert r.exit_code == 0, r.output
     v = json.loads(out.read_text())["verification"]
-    assert v["left_out_over_context"] == 148 and v["requests"] == 152
-    assert v["ttft_p_s"] is not None and "148 requests refused (prompt longer than the window)" in v["summary"]
+    # in sample: the first 70 % of the trace's span, of whose requests about half are over the window too
+    left, kept = v["left_out_over_context"], v["requests"]
+    assert 0.3 * 300 < left + kept < 0.9 * 300 and 0.3 < left / (left + kept) < 0.7
+    assert v["ttft_p_s"] is not None and f"{left} requests refused (prompt longer than the window)" in v["summary"]
     assert "left out" in v["summary"]
 
 

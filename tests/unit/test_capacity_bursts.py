@@ -156,13 +156,15 @@ def test_decode_capacities_with_a_trace_are_bit_identical_to_one_at_a_time(h800_
             marks=pytest.mark.xfail(
                 strict=True,
                 reason="since the calibrated model (issue 13) the analytic capacity of example (c) is conservative: "
-                "simulated 5.85 vs analytic 3.83 req/s (1.53x, refitted model; L40S TP1 prefill -> A10G TP4 decode)",
+                "simulated 4.75 vs analytic 2.45 req/s (1.94x for the 6x L40S TP1 -> A10G TP4 plan that "
+                "verification's search below the first verified plan keeps)",
             ),
         ),
     ],
 )
 def test_examples_are_verified_and_the_analytic_capacity_is_within_20_percent(example):
-    plan = api.plan_verified(load_scenario(EXAMPLES / f"{example}.yaml"), analysis=False)
+    # re-sized as hetplan plan does: example (b)'s first plan holds in sample but misses out of sample
+    plan = api.plan_verified(load_scenario(EXAMPLES / f"{example}.yaml"), analysis=False, resize=True)
     v = plan.verification
     assert v is not None and v["status"] == "verified", v and v["verdict"]
     assert [r["misses"] for r in v["runs"]] == [[]] * len(v["runs"])  # at the goodput target and the trace's rate
