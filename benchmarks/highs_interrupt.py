@@ -28,7 +28,9 @@ import pulp
 from hetplan.cli import main as cli_main
 from hetplan.solvers import milp
 if sys.argv[1] == "plain":
-    milp._solver = lambda t, g, presolve="on", cutoff=None, settings=None: pulp.HiGHS(msg=False, timeLimit=t, gapRel=g, threads=1)
+    def _plain(t, g, presolve="on", cutoff=None, settings=None):
+        return pulp.HiGHS(msg=False, timeLimit=t, gapRel=g, threads=1)
+    milp._solver = _plain
 for sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(sig, cli_main._on_signal)
 rng = random.Random(0)
