@@ -257,6 +257,7 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
     step(len(rows), total, None)
     start = time.perf_counter()
     interrupted = False
+    deadline: BaseException | None = None
     received: list[int] = []
     before = _handlers()  # ray.init replaces SIGTERM's handler: these are put back after the run
     executor = make_executor(settings.executor, settings.workers, settings.ray_address) if todo else None
@@ -303,8 +304,26 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
                 )  # fmt: skip
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM through _stop_on_signals (Ray may raise its own instead)
         interrupted = True
+    except BaseException as exc:  # a stop from outside the library: the command's --timeout deadline
+        if isinstance(exc, Exception | SystemExit | GeneratorExit):
+            raise
+        deadline = exc
     finally:
         _restore(before)
+    if deadline is not None:  # keep what finished, marked incomplete, then let the deadline through
+        cut_note = (
+            f"incomplete: stopped by the command's --timeout after {len(rows)} of {total} cases; results.csv, "
+            f"the reports and this summary hold only those; rerun with --resume --out {out} to run the rest"
+        )
+        masked = hasattr(signal, "pthread_sigmask")
+        if masked:  # the deadline's timer repeats: hold it off while the finished cases are written
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        try:
+            _write_outputs(grid, out, rows, described, time.perf_counter() - start, True, cut_note)
+        finally:
+            if masked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+        raise deadline
     stopped_by = received[0] if received else int(signal.SIGINT)
     elapsed = time.perf_counter() - start
     note = None
