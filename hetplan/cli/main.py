@@ -7,7 +7,6 @@ each other; this is the one place that knows them all. Registration order is the
 from __future__ import annotations
 
 import errno
-import os
 import signal
 import sys
 from types import FrameType
@@ -109,13 +108,10 @@ def _stdout_failed(exc: OSError) -> None:
     """Stdout could not be written (``hetplan ... > /dev/full``): one line on stderr, exit 1. Stdout is pointed at
     the null device first, so Python's own flush at exit neither raises nor prints again. Files the command wrote
     with ``--out`` are complete (written atomically); only what went to stdout is lost."""
+    from hetplan.cli.render.stdout import silence_stdout
+
     what = exc.strerror or str(exc)
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real file descriptor behind stdout (a test runner)
-        pass
+    silence_stdout()
     print(
         f"Error: cannot write the output to stdout: {what} (errno {exc.errno}); free space on its device or "
         "redirect it elsewhere",

@@ -18,12 +18,18 @@ def to_stdout(write: Callable[[], None]) -> None:
         write()
         sys.stdout.flush()
     except BrokenPipeError:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, AttributeError):  # no real file descriptor behind stdout (a test runner)
-            pass
+        silence_stdout()
+
+
+def silence_stdout() -> None:
+    """Point stdout's file descriptor at the null device, so that neither a later write nor Python's flush at exit
+    raises or prints again (a closed pipe, a full device); nothing to do where stdout has no real descriptor."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor behind stdout (a test runner)
+        pass
 
 
 class StdoutConsole(Console):
