@@ -79,16 +79,6 @@ def build_workload(scenario: Scenario) -> Workload:
     return whole if parts is None else parts[0]
 
 
-def build_heldout_workload(scenario: Scenario) -> Workload | None:
-    """The held-out part of the scenario's trace (:func:`build_workload`'s complement), or None when nothing is
-    held out (no ``workload.holdout``, a synthetic workload, or a trace too short to split)."""
-    holdout = scenario.workload.holdout
-    if not holdout or scenario.workload.synthetic is not None:
-        return None
-    parts = time_split(build_whole_workload(scenario), holdout)
-    return None if parts is None else parts[1]
-
-
 def build_whole_workload(scenario: Scenario) -> Workload:
     """The scenario's whole workload (trace file or synthetic), whatever ``workload.holdout`` says."""
     spec = scenario.workload

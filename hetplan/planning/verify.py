@@ -32,11 +32,11 @@ from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.planning.document import ALL
 from hetplan.planning.forked import Background, start_forked
 from hetplan.planning.pipeline import plan
-from hetplan.planning.request import build_heldout_workload, build_whole_workload, build_workload
+from hetplan.planning.request import build_whole_workload, build_workload
 from hetplan.resources import Resources
 from hetplan.scenario import Scenario
 from hetplan.workload.model import Workload
-from hetplan.workload.split import MIN_SPLIT_REQUESTS, REDRAW_WINDOW_S, redraw_windows
+from hetplan.workload.split import MIN_SPLIT_REQUESTS, REDRAW_WINDOW_S, redraw_windows, time_split
 from hetplan.workload.synthetic import synthetic_workload
 
 #: Simulated capacity aimed at, above the goodput target, when re-sizing.
@@ -286,9 +286,9 @@ def verification_workloads(
     holdout = default_holdout if spec.holdout is None else spec.holdout
     if holdout:
         scenario = scenario.model_copy(update={"workload": spec.model_copy(update={"holdout": holdout})})
-    whole = build_whole_workload(scenario)
-    sizing = build_workload(scenario)
-    held = build_heldout_workload(scenario)
+    whole = build_whole_workload(scenario)  # read once, split here (build_workload's split, without re-reading)
+    parts = time_split(whole, holdout) if holdout else None
+    sizing, held = parts if parts is not None else (whole, None)
     runs: list[tuple[str, Workload]] = []
     if held is not None:
         runs.append((f"held-out last {holdout * 100:g} % of the trace", held))
