@@ -301,7 +301,8 @@ def build_request(
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
     workload = build_workload(scenario)
     # the default target is the whole trace's mean rate: a requirement, whatever part of the trace sizing sees
-    goodput = _goodput(scenario, build_whole_workload(scenario) if scenario.workload.holdout else workload, warnings)
+    whole_rate = scenario.workload.holdout and scenario.goodput_req_per_s is None  # else not read: a hot path
+    goodput = _goodput(scenario, build_whole_workload(scenario) if whole_rate else workload, warnings)
     table = overlaid_gpus(overlay)
     user_prices = _user_prices(scenario, table)
     inventory = _inventory(scenario, table)
