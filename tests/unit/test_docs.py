@@ -34,7 +34,13 @@ def test_generated_pages_are_fresh():
 
 @pytest.mark.slow
 def test_the_test_counts_in_tests_readme_are_fresh():
-    """``tests/README.md``'s counts are pytest's own (a collection of the whole suite: half a minute)."""
+    """``tests/README.md``'s counts are pytest's own (a collection of the whole suite: half a minute). They count
+    the full install CI makes (.ci/run: torch and the profiler package too); without those, the profiler's test
+    modules skip at collection and the count is smaller, which says nothing about the page (README's plain
+    ``pip install ".[test]" && pytest`` failed here in a fresh clone)."""
+    missing = [name for name in ("hetplan_profiler", "torch") if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"the counts are of the full install; this one lacks {', '.join(missing)}")
     gen = _gen_docs()
     total, slow = gen.test_counts()
     assert total > 900 and 0 < slow < total
