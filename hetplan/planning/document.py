@@ -53,6 +53,7 @@ def build_plan(
     workload_sha256: str | None = None,
     deferred: list[AnalysisLater] | None = None,
     catalog_sha: str | None = None,
+    lean: bool = False,
 ) -> dict[str, Any]:
     """Solve every strategy for ``req`` and return the plan document of ``strategy`` (version 2: the resolved
     model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance,
@@ -62,6 +63,9 @@ def build_plan(
     With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later
     (:data:`AnalysisLater`: from this planner, no second solve; its argument replaces ``progress``) (for
     the one plan kept of several, e.g. the weight-dtype search) is appended to it.
+    ``lean`` (a named ``strategy`` only): solve that strategy alone (and what it builds on: the mixed strategy
+    reads Cauchy's and Mélange's optima), with no baselines, no homogeneous baseline and no per-GPU homogeneous
+    fleets: the deployment is the one the full document gives, for a re-size attempt that only simulates it.
 
     Raises:
         InputError: unknown strategy. InfeasibleError: the chosen strategy has no feasible plan (its message
@@ -74,11 +78,18 @@ def build_plan(
     step = progress or (lambda _: None)
     step("enumerating combos")
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
-    step("solving Cauchy, homogeneous, Mélange and mixed plans")
-    solved = {name: planner.solve(name) for name in STRATEGIES}
-    by_gpu = planner.homogeneous_by_gpu
-    if by_gpu is None:
-        _, by_gpu = planner._homogeneous(req)
+    lean = lean and strategy != ALL and not analysis and deferred is None  # the analysis reads every optimum
+    if lean:
+        step(f"solving the {strategy} plan")
+        solved = {strategy: planner.solve(strategy)}
+        by_gpu = planner.homogeneous_by_gpu or {}
+    else:
+        step("solving Cauchy, homogeneous, Mélange and mixed plans")
+        solved = {name: planner.solve(name) for name in STRATEGIES}
+        if planner.homogeneous_by_gpu is not None:
+            by_gpu = planner.homogeneous_by_gpu
+        else:
+            _, by_gpu = planner._homogeneous(req)
     requested = strategy
     if strategy == ALL:
         strategy = cheapest_strategy(solved)
@@ -99,9 +110,11 @@ def build_plan(
         doc["strategy_requested"] = ALL
         doc["shape_won"] = shape_won(strategy, chosen, solved)
     doc["baselines"] = {name: summary_doc(planner, s) for name, s in solved.items() if name != strategy}
-    homo = solved["homogeneous"]
+    homo = solved.get("homogeneous")
     doc["homogeneous_baseline"] = (
-        {"status": "infeasible", "reason": homo.error.why or homo.error.what}
+        {"status": "not solved (a re-size attempt)"}
+        if homo is None
+        else {"status": "infeasible", "reason": homo.error.why or homo.error.what}
         if homo.error is not None
         else solved_doc(planner, homo)
     )
@@ -111,8 +124,12 @@ def build_plan(
         doc["owned_gpus"] = owned
     # every restricted optimum's gain with --strategy all; the two original fields otherwise
     for name in STRATEGIES if requested == ALL else ("homogeneous", "melange"):
-        other = solved[name]
-        gain = None if other.error is not None or name == strategy or not other.cost else 1.0 - chosen.cost / other.cost
+        other = solved.get(name)
+        gain = (
+            None
+            if other is None or other.error is not None or name == strategy or not other.cost
+            else 1.0 - chosen.cost / other.cost
+        )
         doc[f"gain_over_{name}"] = None if gain is None else round(gain, 4) + 0.0
     cands = planner.cands
     doc["solver"] = {
@@ -132,7 +149,7 @@ def build_plan(
         "melange_buckets": len(planner.buckets),
         "melange_slices_per_bucket": 4,
     }
-    if solved["mixed"].milp_size is not None:
+    if "mixed" in solved and solved["mixed"].milp_size is not None:
         doc["solver"]["mixed"] = mixed_solver_doc(solved["mixed"])
     if analysis:
         doc["analysis"] = analysis_of(planner, strategy, chosen, solved, progress)

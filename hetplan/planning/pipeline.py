@@ -46,6 +46,7 @@ def plan(
     resources: Resources | None = None,
     deferred: list[Callable[..., Plan]] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
+    lean: bool = False,
 ) -> Plan:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
@@ -64,6 +65,8 @@ def plan(
     None for silence). Nothing is appended when the plan was made in worker processes (a weight-dtype search
     on several cores): the caller then plans again with the analysis.
     ``solve``: how the MILPs run (threads, slice presolve, hard stop; :class:`hetplan.solvers.milp.SolveSettings`).
+    ``lean``: solve ``strategy`` alone, without baselines (a re-size attempt; see
+    :func:`hetplan.planning.document.build_plan`).
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
@@ -75,10 +78,10 @@ def plan(
         if scenario.engines:
             scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
         doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                        deferred=later, solve=solve)  # fmt: skip
+                        deferred=later, solve=solve, lean=lean)  # fmt: skip
     else:
         doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                             resources or Resources(), later, solve)  # fmt: skip
+                             resources or Resources(), later, solve, lean)  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
@@ -115,6 +118,7 @@ def _search_dtypes(
     resources: Resources,
     keep: list[AnalysisLater] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
+    lean: bool = False,
 ) -> dict[str, Any]:
     """``--weight-dtype auto`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
@@ -140,10 +144,10 @@ def _search_dtypes(
             fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
                 return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8,
-                                      solve=solve), None  # fmt: skip
+                                      solve=solve, lean=lean), None  # fmt: skip
             deferred: list[AnalysisLater] = []
             doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
-                            deferred if analysis or keep is not None else None, solve=solve)  # fmt: skip
+                            deferred if analysis or keep is not None else None, solve=solve, lean=lean)  # fmt: skip
             if deferred:
                 (later if analysis else kept)[key] = deferred[0]
             return key, doc, None
@@ -197,9 +201,10 @@ def _plan_doc(
     fp8_cores_only: bool = False,
     deferred: list[AnalysisLater] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
+    lean: bool = False,
 ) -> dict[str, Any]:
     """The plan document of one weight dtype (``loaded``'s profiled GPUs replace their catalog entries);
-    ``deferred``: see :func:`hetplan.planning.document.build_plan`; ``solve``: how the MILPs run."""
+    ``deferred`` and ``lean``: see :func:`hetplan.planning.document.build_plan`; ``solve``: how the MILPs run."""
     overlay = loaded.specs if loaded is not None else ()
     req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only, overlay, solve)
     if loaded is not None:
@@ -214,7 +219,7 @@ def _plan_doc(
     doc = build_plan(
         req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
         profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=deferred,
-        catalog_sha=catalog_sha256(overlay),
+        catalog_sha=catalog_sha256(overlay), lean=lean,
     )  # fmt: skip
     note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
     if note is not None:

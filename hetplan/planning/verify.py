@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from hetplan.errors import InfeasibleError
 from hetplan.perf.error_bands import DEFAULT_CONFIDENCE
@@ -126,10 +126,11 @@ def plan_verified_in_sample_and_out(
 
     def planner_for(
         name: str, report: Callable[[str], None] | None = step if progress is not None else None
-    ) -> Callable[[float, bool], Plan]:
-        def attempt(headroom: float, with_analysis: bool) -> Plan:
+    ) -> Attempt:
+        def attempt(headroom: float, with_analysis: bool, lean: bool = True) -> Plan:
+            # an attempt is only simulated: its strategy alone, no baselines (the plan kept is planned again whole)
             sc = scenario.model_copy(update={"headroom": headroom})
-            return plan(sc, name, with_analysis, progress=report, **plan_kwargs)
+            return plan(sc, name, with_analysis, progress=report, lean=lean and not with_analysis, **plan_kwargs)
 
         return attempt
 
@@ -177,7 +178,7 @@ def plan_verified_in_sample_and_out(
         if best is not first:
             if ahead is not None:
                 ahead.cancel()
-            made = _final(best, check(best, True), hi, analysis, attempt, check, None)
+            made = _final(best, check(best, True), hi, analysis, attempt, check, None, lean=True)
         else:
             made = _final(first, v0, base, analysis, attempt, check, None, ahead, later[0] if later else None)
         if search["tried"]:
@@ -192,7 +193,7 @@ def plan_verified_in_sample_and_out(
     if strategy != ALL:
         best, hi, resized = _resize(first, v0, base, attempt, check, stage=stage)
         stage.label = "the re-sized plan" + (" with its analysis" if analysis else "")
-        return _final(best, check(best, True), hi, analysis, attempt, check, resized)
+        return _final(best, check(best, True), hi, analysis, attempt, check, resized, lean=best is not first)
     # --strategy all: the analytically cheapest shape missed. Each feasible shape is re-sized on its own, cheapest
     # first, and the cheapest verified plan is kept: a shape the model over-promises more (aggregated instances on
     # bursty traffic) may need more re-sizing than another that was dearer on paper. A shape whose unverified plan
@@ -256,7 +257,7 @@ def plan_verified_in_sample_and_out(
     }
     resized["method"] = RESIZE_METHOD + "; with --strategy all every shape is re-sized and the cheapest verified kept"
     stage.shape, stage.label = "", f"the re-sized {name} plan" + (" with its analysis" if analysis else "")
-    return _final(best, check(best, True), hi, analysis, planner_for(name), check, resized)
+    return _final(best, check(best, True), hi, analysis, planner_for(name), check, resized, lean=best is not first)
 
 
 def verification_workloads(
@@ -308,6 +309,13 @@ def verification_workloads(
     return scenario, sizing, runs, split
 
 
+class Attempt(Protocol):
+    """A plan at ``headroom`` (with its analysis when asked); ``lean``: its strategy alone, without baselines
+    (:func:`hetplan.planning.pipeline.plan`), for an attempt that is only simulated."""
+
+    def __call__(self, headroom: float, with_analysis: bool, lean: bool = True) -> Plan: ...
+
+
 class NoCheaper(Exception):
     """Re-sizing a shape reached a plan no cheaper than one already verified (:func:`_resize`'s ``cost_cap``)."""
 
@@ -327,7 +335,7 @@ def _shrink(
     first: Plan,
     v0: dict[str, Any],
     base: float,
-    attempt: Callable[[float, bool], Plan],
+    attempt: Attempt,
     check: Callable[[Plan, bool], dict[str, Any]],
     step: Callable[[str], None],
 ) -> tuple[Plan, float, dict[str, Any]]:
@@ -410,7 +418,7 @@ def _resize(
     first: Plan,
     v0: dict[str, Any],
     base: float,
-    attempt: Callable[[float, bool], Plan],
+    attempt: Attempt,
     check: Callable[[Plan, bool], dict[str, Any]],
     log: list[dict[str, Any]] | None = None,
     stage: _Stage | None = None,
@@ -530,18 +538,21 @@ def _final(
     v: dict[str, Any],
     headroom: float,
     analysis: bool,
-    attempt: Callable[[float, bool], Plan],
+    attempt: Attempt,
     check: Callable[[Plan, bool], dict[str, Any]],
     resized: dict[str, Any] | None,
     ahead: Background | None = None,
     with_analysis: Callable[..., Plan] | None = None,
+    lean: bool = False,
 ) -> Plan:
     """The chosen plan with its analysis when asked (the same deployment: its verification is kept): ``ahead``, the
     plan with its analysis made in another process (:func:`hetplan.planning.forked.start_forked`), else
     ``with_analysis`` (the analysis from the planner that made ``p``), else ``p`` planned again with it (a re-sized
-    plan)."""
-    if analysis:
-        if ahead is not None:
+    plan). Without the analysis, a ``lean`` plan (a re-size attempt: no baselines) is planned again whole."""
+    if analysis or lean:
+        if not analysis:
+            full = attempt(headroom, False, False)
+        elif ahead is not None:
             full = from_doc(ahead.result(), "the plan hetplan made")
         elif with_analysis is not None:
             full = with_analysis()
