@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,3 +98,18 @@ def owned_only_scenario(folder: Path, rented: bool = False) -> Path:
     path = folder / ("rented.yaml" if rented else "owned-only.yaml")
     path.write_text(OWNED_ONLY_SCENARIO.format(trace=trace, fleet=fleet))
     return path
+
+
+def fake_plan_check(verify: Any) -> type:
+    """A stand-in for :class:`hetplan.sim.verify.PlanCheck` (monkeypatched over it) whose verdict is
+    ``verify(plan, workload, policy, capacity, out_of_sample)`` with ``capacity`` True unless the mode is "none"."""
+
+    class _Check:
+        def __init__(self, plan: Any, workload: Any, policy: str = "fcfs", out_of_sample: Any = ()) -> None:
+            self.args = (plan, workload, policy, out_of_sample)
+
+        def verdict(self, capacity: str = "full") -> dict[str, Any]:
+            p, w, policy, oos = self.args
+            return dict(verify(p, w, policy, capacity != "none", oos))
+
+    return _Check

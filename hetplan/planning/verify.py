@@ -112,7 +112,7 @@ def plan_verified_in_sample_and_out(
         InputError, InfeasibleError: as :func:`plan` and :func:`hetplan.sim.verify.verify_plan`; InfeasibleError
         also when no demand up to the headroom limit (or the inventory) gives a verified plan.
     """
-    from hetplan.sim.verify import error_check, verify_plan
+    from hetplan.sim.verify import CAPACITY_MODES, PlanCheck, error_check
 
     scenario, workload, out_of_sample, split = verification_workloads(scenario, DEFAULT_HOLDOUT)
     stage = _Stage()
@@ -122,7 +122,7 @@ def plan_verified_in_sample_and_out(
             progress(stage.named(text))
 
     base = scenario.headroom
-    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    seen: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}  # each deployment's block, by how much it measured
 
     def planner_for(
         name: str, report: Callable[[str], None] | None = step if progress is not None else None
@@ -134,21 +134,36 @@ def plan_verified_in_sample_and_out(
 
         return attempt
 
-    def check(p: Plan, capacity: bool) -> dict[str, Any]:
+    checks: dict[tuple[Any, ...], PlanCheck] = {}  # each deployment simulated once, its runs kept
+    errors: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+
+    def check(p: Plan, capacity: str) -> dict[str, Any]:
+        """``p``'s verification block, measuring as much of the simulated capacity as ``capacity`` says
+        (:data:`hetplan.sim.verify.CAPACITY_MODES`: re-size attempts measure only what steers them)."""
         key = _signature(p)
-        v = seen.get(key)
-        if v is None or (capacity and v.get("simulated_capacity_req_per_s") is None):
+        have = seen.get(key)
+        rank = CAPACITY_MODES.index(capacity)
+        if have is not None and have[0] >= rank:
+            return have[1]
+        pc = checks.get(key)
+        if pc is None:
             step(f"simulating the plan (${p.total_usd_per_hour:,.2f}/h)")
-            v = seen[key] = verify_plan(p, workload, policy, capacity, out_of_sample)
-            v["out_of_sample"]["split"] = split
-            if gate_confidence is not None and v["status"] == "verified":  # sized for the model's error too
-                error = error_check(p, workload, policy, gate_confidence)
-                if error is not None:
-                    v["model_error"] = error
-                    v["verdict"] = f"{v['verdict']}; {error['summary']}"
-                    if not error["holds_at_confidence"]:
-                        v["status"] = "not verified"
-                        v["misses"] = [*v["misses"], error["summary"]]
+            pc = checks[key] = PlanCheck(p, workload, policy, out_of_sample)
+        elif capacity != "none":
+            step(f"measuring the plan's simulated capacity (${p.total_usd_per_hour:,.2f}/h)")
+        v = pc.verdict(capacity)
+        v["out_of_sample"]["split"] = split
+        if gate_confidence is not None and v["status"] == "verified":  # sized for the model's error too
+            if key not in errors:
+                errors[key] = error_check(p, workload, policy, gate_confidence)
+            error = errors[key]
+            if error is not None:
+                v["model_error"] = error
+                v["verdict"] = f"{v['verdict']}; {error['summary']}"
+                if not error["holds_at_confidence"]:
+                    v["status"] = "not verified"
+                    v["misses"] = [*v["misses"], error["summary"]]
+        seen[key] = (rank, v)
         return v
 
     attempt = planner_for(strategy)
@@ -168,7 +183,9 @@ def plan_verified_in_sample_and_out(
 
         ahead = start_forked(quiet, resources.plan_workers)
     try:
-        v0 = check(first, True)
+        v0 = check(first, "steer" if resize else "full")
+        if v0["status"] == "verified":  # the cheaper search starts from its simulated capacity
+            v0 = check(first, "full")
     except BaseException:
         if ahead is not None:
             ahead.cancel()
@@ -178,7 +195,7 @@ def plan_verified_in_sample_and_out(
         if best is not first:
             if ahead is not None:
                 ahead.cancel()
-            made = _final(best, check(best, True), hi, analysis, attempt, check, None, lean=True)
+            made = _final(best, check(best, "full"), hi, analysis, attempt, check, None, lean=True)
         else:
             made = _final(first, v0, base, analysis, attempt, check, None, ahead, later[0] if later else None)
         if search["tried"]:
@@ -193,7 +210,7 @@ def plan_verified_in_sample_and_out(
     if strategy != ALL:
         best, hi, resized = _resize(first, v0, base, attempt, check, stage=stage)
         stage.label = "the re-sized plan" + (" with its analysis" if analysis else "")
-        return _final(best, check(best, True), hi, analysis, attempt, check, resized, lean=best is not first)
+        return _final(best, check(best, "full"), hi, analysis, attempt, check, resized, lean=best is not first)
     # --strategy all: the analytically cheapest shape missed. Each feasible shape is re-sized on its own, cheapest
     # first, and the cheapest verified plan is kept: a shape the model over-promises more (aggregated instances on
     # bursty traffic) may need more re-sizing than another that was dearer on paper. A shape whose unverified plan
@@ -214,7 +231,7 @@ def plan_verified_in_sample_and_out(
             continue
         shape_attempt = planner_for(name)
         start = first if name == first.strategy else shape_attempt(base, False)
-        v_start = v0 if start is first else check(start, True)
+        v_start = v0 if start is first else check(start, "steer")
         log: list[dict[str, Any]] = []  # this shape's plans, as simulated (its first plan included)
         cap = min((p.total_usd_per_hour for p, *_ in found), default=None)
         try:
@@ -246,6 +263,7 @@ def plan_verified_in_sample_and_out(
         "attempts": [],
         "analytic_capacity_before_req_per_s": first.goodput_req_per_s,
         "simulated_capacity_before_req_per_s": v0.get("simulated_capacity_req_per_s"),
+        "out_of_sample_capacity_before_req_per_s": v0.get("out_of_sample_capacity_req_per_s"),
         **resized,
         "headroom_asked": base,
         "headroom_used": _rnd_h(hi),
@@ -257,7 +275,7 @@ def plan_verified_in_sample_and_out(
     }
     resized["method"] = RESIZE_METHOD + "; with --strategy all every shape is re-sized and the cheapest verified kept"
     stage.shape, stage.label = "", f"the re-sized {name} plan" + (" with its analysis" if analysis else "")
-    return _final(best, check(best, True), hi, analysis, planner_for(name), check, resized, lean=best is not first)
+    return _final(best, check(best, "full"), hi, analysis, planner_for(name), check, resized, lean=best is not first)
 
 
 def verification_workloads(
@@ -336,7 +354,7 @@ def _shrink(
     v0: dict[str, Any],
     base: float,
     attempt: Attempt,
-    check: Callable[[Plan, bool], dict[str, Any]],
+    check: Callable[[Plan, str], dict[str, Any]],
     step: Callable[[str], None],
 ) -> tuple[Plan, float, dict[str, Any]]:
     """Look for a cheaper verified plan below a verified one whose simulated capacity is well above the target.
@@ -378,7 +396,7 @@ def _shrink(
             record["tried"].append(row)
             hi = h  # the same or a dearer deployment at less demand: a cheaper one needs less still
         else:
-            v = check(p, False)
+            v = check(p, "none")
             oos = v.get("out_of_sample") or {}
             row |= {
                 "status": v["status"],
@@ -419,7 +437,7 @@ def _resize(
     v0: dict[str, Any],
     base: float,
     attempt: Attempt,
-    check: Callable[[Plan, bool], dict[str, Any]],
+    check: Callable[[Plan, str], dict[str, Any]],
     log: list[dict[str, Any]] | None = None,
     stage: _Stage | None = None,
     cost_cap: float | None = None,
@@ -464,7 +482,7 @@ def _resize(
             tried.append({"headroom": _rnd_h(headroom), "usd_per_hour": p.total_usd_per_hour,
                           "status": "no cheaper than a verified plan (not simulated)"})  # fmt: skip
             raise NoCheaper(p.total_usd_per_hour, cost_cap)
-        v = check(p, True)
+        v = check(p, "steer")
         tried.append(_record(headroom, p, v))
         if v["status"] == "verified":
             passing = (headroom, p, v)
@@ -497,7 +515,7 @@ def _resize(
         if p.total_usd_per_hour >= best.total_usd_per_hour - 1e-9:  # no cheaper: nothing to simulate
             hi = mid
             continue
-        v = check(p, False)
+        v = check(p, "none")
         tried.append(_record(mid, p, v))
         if v["status"] == "verified" and p.total_usd_per_hour <= best.total_usd_per_hour:
             hi, best = mid, p
@@ -510,6 +528,7 @@ def _resize(
         "usd_per_hour_after": best.total_usd_per_hour,
         "analytic_capacity_before_req_per_s": first.goodput_req_per_s,
         "simulated_capacity_before_req_per_s": v0.get("simulated_capacity_req_per_s"),
+        "out_of_sample_capacity_before_req_per_s": v0.get("out_of_sample_capacity_req_per_s"),
         "attempts": tried,
         "method": RESIZE_METHOD,
     }
@@ -539,7 +558,7 @@ def _final(
     headroom: float,
     analysis: bool,
     attempt: Attempt,
-    check: Callable[[Plan, bool], dict[str, Any]],
+    check: Callable[[Plan, str], dict[str, Any]],
     resized: dict[str, Any] | None,
     ahead: Background | None = None,
     with_analysis: Callable[..., Plan] | None = None,
@@ -558,7 +577,7 @@ def _final(
             full = with_analysis()
         else:
             full = attempt(headroom, True)
-        v = v if _signature(full) == _signature(p) else check(full, True)
+        v = v if _signature(full) == _signature(p) else check(full, "full")
         p = full
     block = dict(v)
     if resized is not None:
@@ -593,6 +612,7 @@ def _record(headroom: float, p: Plan, v: dict[str, Any]) -> dict[str, Any]:
         "usd_per_hour": p.total_usd_per_hour,
         "analytic_capacity_req_per_s": p.goodput_req_per_s,
         "simulated_capacity_req_per_s": v.get("simulated_capacity_req_per_s"),
+        "out_of_sample_capacity_req_per_s": v.get("out_of_sample_capacity_req_per_s"),
         "status": v["status"],
         "joint_attainment": v["attainment"],
         "dropped": v["dropped"],

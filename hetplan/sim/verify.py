@@ -34,6 +34,13 @@ from hetplan.workload.model import RequestStream, Workload, make_stream, stream_
 
 VERIFY_SEED = 0  # Poisson arrivals for --verify on a workload without timestamps
 
+#: Bracketing factor and bisection steps of :func:`simulated_capacity` (a bracket within 1.25^(1/16) ≈ 1.4 %).
+CAPACITY_STEP = 1.25
+CAPACITY_BISECT = 4
+#: Bisection steps of a capacity measured only to steer a re-size (within 1.25^(1/4) ≈ 5.7 %; the re-size bisects
+#: its headroom after it anyway).
+STEER_BISECT = 2
+
 
 def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: float = 1.0) -> dict[str, Any]:
     """Simulate a freshly planned deployment on its own workload (arrivals times ``rate_scale``) and list SLO
@@ -119,6 +126,7 @@ def out_of_sample_runs(
     policy: str,
     predictor: OutputPredictor | None = None,
     capacity: bool = False,
+    bisect: int = CAPACITY_BISECT,
 ) -> list[dict[str, Any]]:
     """Replay each labelled workload the plan was not sized on at the plan's goodput target (its arrivals
     compressed or stretched to the target's mean rate; Poisson arrivals from seed 1 where it has no timestamps),
@@ -128,11 +136,16 @@ def out_of_sample_runs(
         One record per workload: ``label``, ``trace``, ``requests``, ``arrivals``, ``rate_req_per_s``,
         ``attainment`` (joint), ``ttft_p_s``/``tpot_p_s`` (None when unbounded), ``misses`` (empty: it holds);
         with ``capacity``, a run that misses also carries ``simulated_capacity_req_per_s``, the highest rate that
-        holds on that workload (:func:`simulated_capacity`; None when even 1/64 of the target misses).
+        holds on that workload (:func:`simulated_capacity` with ``bisect`` bisections; None when even 1/64 of the
+        target misses). Only the lowest of them is searched whole: a later workload that holds at the lowest
+        capacity found so far is not searched (its capacity is at least that; the record says
+        ``capacity_at_least_req_per_s`` instead).
     """
     window = deployment_from_plan(plan).arch.spec.max_position_embeddings
     target = plan.goodput_target_req_per_s
+    q = plan.slo.percentile / 100
     out = []
+    lowest: float | None = None  # the lowest capacity found so far (req/s)
     for label, workload in workloads:
         fitted, ctx = _fitting(workload, window)
         if ctx.n_refused == workload.n_requests:
@@ -140,9 +153,17 @@ def out_of_sample_runs(
         stream, own, kind, _ = _arrivals(plan, fitted, seed=VERIFY_SEED + 1)
         runner = Replayer(plan, stream, policy, predictor)
         run = runner.run(label, target / own)
-        found = None
+        found: dict[str, Any] = {}
         if capacity and run["misses"]:  # how far it is from holding there: what a re-size must add
-            found = simulated_capacity(runner, plan.slo.percentile / 100, target / own, False, own)
+            at = lowest / own if lowest is not None else None
+            if at == 0:  # another workload holds at no rate: the lowest is known
+                found = {"simulated_capacity_req_per_s": None, "capacity_at_least_req_per_s": 0.0}
+            elif at is not None and float(runner.run("capacity", at)["metrics"]["attainment"]["joint"]) >= q:
+                found = {"simulated_capacity_req_per_s": None, "capacity_at_least_req_per_s": lowest}
+            else:  # below the lowest so far (or the first): searched down from there
+                cap = simulated_capacity(runner, q, at or target / own, False, own, bisect)
+                found = {"simulated_capacity_req_per_s": cap}
+                lowest = cap if cap is not None else 0.0
         out.append(
             {
                 "label": label,
@@ -155,7 +176,7 @@ def out_of_sample_runs(
                 "tpot_p_s": run["tpot_q_s"],
                 "misses": run["misses"],
             }
-            | ({"simulated_capacity_req_per_s": found} if capacity and run["misses"] else {})
+            | found
         )
     return out
 
@@ -173,9 +194,10 @@ def verify_plan(
     target ÷ the trace's own rate) and, for a trace, at its own rate too. A workload without timestamps (a
     length-only file) gets Poisson arrivals at the target from the fixed seed ``VERIFY_SEED``; a synthetic one has
     Poisson arrivals already. The plan is **verified** when every run has joint SLO attainment ≥ the SLO percentile
-    and the percentile TTFT and TPOT within their SLOs. With ``capacity`` the simulated goodput capacity
-    (:func:`simulated_capacity`: the highest rate holding joint attainment ≥ the percentile) is measured too, to
-    print beside the plan's analytic capacity.
+    and the percentile TTFT and TPOT within their SLOs, and every ``out_of_sample`` workload holds too. With
+    ``capacity`` the simulated goodput capacity (:func:`simulated_capacity`: the highest rate holding joint
+    attainment ≥ the percentile) is measured too, to print beside the plan's analytic capacity.
+    :class:`PlanCheck` is the same check kept for more questions (the capacity later, reusing the runs).
 
     Returns:
         The ``verification`` block of the plan document: ``status`` ("verified" or "not verified"), ``verdict``
@@ -187,107 +209,169 @@ def verify_plan(
     Raises:
         InputError: unknown policy, a plan the simulator cannot rebuild, or every prompt over the context window.
     """
-    get_scheduler(policy)
-    target = plan.goodput_target_req_per_s
-    # requests whose prompt is longer than the context window are refused by any deployment: the planner leaves
-    # them out of its length distribution (hetplan.workload.context), so the check leaves them out too instead of
-    # counting them as misses; outputs cut at the window are served cut (the simulator applies the same rule)
-    window = deployment_from_plan(plan).arch.spec.max_position_embeddings
-    workload, ctx = _fitting(workload, window)
-    left_out = ctx.n_refused
-    if left_out == workload.n_requests:
-        raise InputError(
-            f"every request's prompt is longer than the model's {window:,}-token context window",
-            fix="use a model with a longer context or a trace of shorter prompts",
-        )
-    stream, own, kind, is_trace = _arrivals(plan, workload)
-    cascade = None
-    if policy.lower().strip() == "cascade":  # CASCADE is verified with its settings calibrated on this workload
-        cascade = calibrate_for_plan(plan, stream, target / own)
-        plan = replace(plan, extra={**plan.extra, "cascade": cascade})
-    # what policies may know of output lengths: the distribution of the workload the plan was sized on
-    predictor = OutputPredictor(workload.prompt_tokens, workload.output_tokens)
-    runner = Replayer(plan, stream, policy, predictor)
-    q = plan.slo.percentile
-    scales = [("goodput target", target / own)]
-    if is_trace and abs(own / target - 1) > 0.01:
-        scales.append(("trace rate", 1.0))
-    _check_budget(stream.n, len(scales) + int(capacity), not plan.instances and not runner.dep.aggregated)
-    runs = [runner.run(label, scale) for label, scale in scales]
-    main = runs[0]
-    in_sample = all(not r["misses"] for r in runs)
-    if capacity:
-        # the capacity search makes at least 1 + CAPACITY_BISECT more runs when the target holds (one step up,
-        # then the bisection), at least one when it misses, and each out-of-sample workload one; runs cost about
-        # what the first did (sparse arrivals a little less as the rate rises), so a search that cannot fit is
-        # refused now, not after the budget
-        more = (1 + CAPACITY_BISECT if not main["misses"] else 1) + len(out_of_sample)
-        each = int(main["metrics"]["counters"].get("events", 0))
-        left = events_left()
-        if left is not None and more * each > left:
-            raise refuse(f"the verification's capacity search and out-of-sample runs ({more} runs at least, of "
-                         f"about {each:,} events each on {stream.n:,} requests)", more * each, left,
-                         "simulator events", SIM_FIX, True)  # fmt: skip
-    # out of sample only where it can change the verdict (a plan that misses in sample is not verified anyway)
-    held = out_of_sample_runs(plan, out_of_sample, policy, predictor, capacity) if in_sample else []
-    oos_caps = [r["simulated_capacity_req_per_s"] for r in held if "simulated_capacity_req_per_s" in r]
-    verified = in_sample and all(not r["misses"] for r in held)
-    sim_cap = None
-    if capacity:
-        sim_cap = simulated_capacity(runner, q / 100, target / own, not main["misses"], own)
-    analytic = plan.goodput_req_per_s
-    note = context_note(left_out, ctx.n_truncated, window)
-    name = workload.name
-    verdict = _verdict(in_sample, name, main, runs, q, plan, kind)
-    if held:
-        verdict = _with_out_of_sample(verdict, in_sample, held)
-    m = main["metrics"]
-    misses = [f"{r['label']} ({r['rate_req_per_s']:.4g} req/s): {x}" for r in runs + held for x in r["misses"]]
-    extra: dict[str, Any] = {}
-    if len(m["classes"]) > 1:  # a workload with classes: per-class attainment and Jain's index over them
-        extra["attainment_by_class"] = {c["class"]: c["attainment"] for c in m["classes"]}
-        extra["jain_index"] = m["jain_index"]
-    if cascade is not None:
-        extra["cascade"] = cascade
-    return extra | {
-        "status": "verified" if verified else "not verified",
-        "in_sample_status": "verified" if in_sample else "not verified",
-        "out_of_sample": {
-            "status": ("holds" if all(not r["misses"] for r in held) else "misses")
-            if held
-            else ("not run: it misses in sample" if not in_sample and out_of_sample else "not run"),
-            "runs": held,
-        },
-        "verdict": verdict,
-        "trace": name,
-        "requests": m["requests"],
-        "arrivals": kind,
-        "policy": policy_label(policy),
-        "percentile": q,
-        "attainment": m["attainment"]["joint"],
-        "attainment_by_slo": m["attainment"],
-        "ttft_p_s": main["ttft_q_s"],
-        "tpot_p_s": main["tpot_q_s"],
-        "analytic_capacity_req_per_s": analytic,
-        "simulated_capacity_req_per_s": sim_cap,
-        "capacity_ratio": rnd(sim_cap / analytic, 4) if sim_cap is not None and analytic else None,
-        # the lowest capacity among the out-of-sample workloads it misses (what a re-size must reach)
-        "out_of_sample_capacity_req_per_s": min((c or 0.0) for c in oos_caps) if oos_caps else None,
-        "target_req_per_s": target,
-        "trace_rate_req_per_s": rnd(own, 5),
-        "rate_scale": rnd(target / own, 6),
-        "runs": [{k: v for k, v in r.items() if k != "metrics"} for r in runs],
-        "unfinished": m["unfinished"],
-        "dropped": m["dropped"] + m["dropped_over_context"],
-        "left_out_over_context": left_out,
-        "truncated_at_context": ctx.n_truncated,
-        "tpot_ineligible": m["tpot_ineligible"],
-        "goodput_req_per_s": m["goodput_req_per_s"],
-        "goodput_definition": m["goodput_definition"],
-        "summary": verdict + (f"; {note} (refused ones left out)" if note else ""),
-        "misses": misses,
-        "warnings": m["warnings"],
-    }
+    return PlanCheck(plan, workload, policy, out_of_sample).verdict("full" if capacity else "none")
+
+
+#: What :meth:`PlanCheck.verdict` measures of the simulated capacity, from least to most: none; only what a
+#: re-size needs to steer (the in-sample capacity when it misses in sample, the capacity of each out-of-sample
+#: workload it misses); full (the in-sample capacity always, as the plan prints it).
+CAPACITY_MODES = ("none", "steer", "full")
+
+
+class PlanCheck:
+    """One plan's simulated check on one workload (:func:`verify_plan`), built once and asked as often as needed:
+    every run is simulated once (:class:`Replayer`'s cache), so asking for the capacity after the verdict reuses
+    the runs at the target.
+
+    Raises:
+        InputError: as :func:`verify_plan`.
+    """
+
+    def __init__(
+        self, plan: Plan, workload: Workload, policy: str = "fcfs", out_of_sample: Sequence[tuple[str, Workload]] = ()
+    ) -> None:
+        get_scheduler(policy)
+        target = plan.goodput_target_req_per_s
+        # requests whose prompt is longer than the context window are refused by any deployment: the planner leaves
+        # them out of its length distribution (hetplan.workload.context), so the check leaves them out too instead
+        # of counting them as misses; outputs cut at the window are served cut (the simulator applies the same rule)
+        window = deployment_from_plan(plan).arch.spec.max_position_embeddings
+        workload, ctx = _fitting(workload, window)
+        if ctx.n_refused == workload.n_requests:
+            raise InputError(
+                f"every request's prompt is longer than the model's {window:,}-token context window",
+                fix="use a model with a longer context or a trace of shorter prompts",
+            )
+        stream, own, kind, is_trace = _arrivals(plan, workload)
+        self.cascade = None
+        if policy.lower().strip() == "cascade":  # CASCADE is verified with its settings calibrated on this workload
+            self.cascade = calibrate_for_plan(plan, stream, target / own)
+            plan = replace(plan, extra={**plan.extra, "cascade": self.cascade})
+        # what policies may know of output lengths: the distribution of the workload the plan was sized on
+        self.predictor = OutputPredictor(workload.prompt_tokens, workload.output_tokens)
+        self.runner = Replayer(plan, stream, policy, self.predictor)
+        self.plan, self.workload, self.policy, self.ctx, self.window = plan, workload, policy, ctx, window
+        self.stream, self.own, self.kind = stream, own, kind
+        self.out_of_sample = list(out_of_sample)
+        self.scales = [("goodput target", target / own)]
+        if is_trace and abs(own / target - 1) > 0.01:
+            self.scales.append(("trace rate", 1.0))
+        self._held: list[dict[str, Any]] | None = None
+        self._held_capacity = False
+        self._sim_cap: float | None = None
+        self._sim_cap_bisect = -1  # the bisections of the in-sample capacity measured (-1: none)
+        self._budget_checked = False
+        self._more_checked = False
+
+    def verdict(self, capacity: str = "full") -> dict[str, Any]:
+        """The ``verification`` block (:func:`verify_plan`), measuring the simulated capacity as ``capacity`` says
+        (:data:`CAPACITY_MODES`; a capacity not measured is None). A new dict on every call.
+
+        Raises:
+            InputError: unknown mode. WorkBudgetError: the runs are over the command's simulator events.
+        """
+        if capacity not in CAPACITY_MODES:
+            raise InputError(f"unknown capacity mode {capacity!r}", f"known: {', '.join(CAPACITY_MODES)}")
+        plan, runner, stream, own = self.plan, self.runner, self.stream, self.own
+        target = plan.goodput_target_req_per_s
+        q = plan.slo.percentile
+        measure = capacity != "none"
+        if not self._budget_checked:
+            _check_budget(stream.n, len(self.scales) + int(measure), not plan.instances and not runner.dep.aggregated)
+        runs = [runner.run(label, scale) for label, scale in self.scales]
+        main = runs[0]
+        in_sample = all(not r["misses"] for r in runs)
+        if measure and not self._more_checked:
+            # the capacity search makes at least 1 + CAPACITY_BISECT more runs when the target holds (one step up,
+            # then the bisection), at least one when it misses, and each out-of-sample workload one; runs cost
+            # about what the first did (sparse arrivals a little less as the rate rises), so a search that cannot
+            # fit is refused now, not after the budget
+            more = (1 + CAPACITY_BISECT if not main["misses"] else 1) + len(self.out_of_sample)
+            each = int(main["metrics"]["counters"].get("events", 0))
+            left = events_left()
+            if left is not None and more * each > left:
+                raise refuse(f"the verification's capacity search and out-of-sample runs ({more} runs at least, of "
+                             f"about {each:,} events each on {stream.n:,} requests)", more * each, left,
+                             "simulator events", SIM_FIX, True)  # fmt: skip
+            self._more_checked = True
+        self._budget_checked = True
+        # out of sample only where it can change the verdict (a plan that misses in sample is not verified anyway)
+        held: list[dict[str, Any]] = []
+        if in_sample:
+            if self._held is None or (measure and not self._held_capacity and any(r["misses"] for r in self._held)):
+                self._held = out_of_sample_runs(plan, self.out_of_sample, self.policy, self.predictor, measure,
+                                                CAPACITY_BISECT if capacity == "full" else STEER_BISECT)  # fmt: skip
+                self._held_capacity = measure
+            cap_key = "simulated_capacity_req_per_s"
+            no_cap = (cap_key, "capacity_at_least_req_per_s")
+            held = self._held if measure else [{k: v for k, v in r.items() if k not in no_cap} for r in self._held]
+        oos_caps = [
+            r["simulated_capacity_req_per_s"]
+            for r in held
+            if "simulated_capacity_req_per_s" in r and "capacity_at_least_req_per_s" not in r
+        ]
+        verified = in_sample and all(not r["misses"] for r in held)
+        bisect = CAPACITY_BISECT if capacity == "full" else STEER_BISECT if not in_sample else -1
+        if bisect > self._sim_cap_bisect:  # searched again finer: the runs it made before are in the cache
+            self._sim_cap = simulated_capacity(runner, q / 100, target / own, not main["misses"], own, bisect)
+            self._sim_cap_bisect = bisect
+        sim_cap = self._sim_cap if measure else None
+        analytic = plan.goodput_req_per_s
+        ctx, window = self.ctx, self.window
+        left_out = ctx.n_refused
+        note = context_note(left_out, ctx.n_truncated, window)
+        name = self.workload.name
+        kind = self.kind
+        verdict = _verdict(in_sample, name, main, runs, q, plan, kind)
+        if held:
+            verdict = _with_out_of_sample(verdict, in_sample, held)
+        m = main["metrics"]
+        misses = [f"{r['label']} ({r['rate_req_per_s']:.4g} req/s): {x}" for r in runs + held for x in r["misses"]]
+        extra: dict[str, Any] = {}
+        if len(m["classes"]) > 1:  # a workload with classes: per-class attainment and Jain's index over them
+            extra["attainment_by_class"] = {c["class"]: c["attainment"] for c in m["classes"]}
+            extra["jain_index"] = m["jain_index"]
+        if self.cascade is not None:
+            extra["cascade"] = self.cascade
+        return extra | {
+            "status": "verified" if verified else "not verified",
+            "in_sample_status": "verified" if in_sample else "not verified",
+            "out_of_sample": {
+                "status": ("holds" if all(not r["misses"] for r in held) else "misses")
+                if held
+                else ("not run: it misses in sample" if not in_sample and self.out_of_sample else "not run"),
+                "runs": held,
+            },
+            "verdict": verdict,
+            "trace": name,
+            "requests": m["requests"],
+            "arrivals": kind,
+            "policy": policy_label(self.policy),
+            "percentile": q,
+            "attainment": m["attainment"]["joint"],
+            "attainment_by_slo": m["attainment"],
+            "ttft_p_s": main["ttft_q_s"],
+            "tpot_p_s": main["tpot_q_s"],
+            "analytic_capacity_req_per_s": analytic,
+            "simulated_capacity_req_per_s": sim_cap,
+            "capacity_ratio": rnd(sim_cap / analytic, 4) if sim_cap is not None and analytic else None,
+            # the lowest capacity among the out-of-sample workloads it misses (what a re-size must reach)
+            "out_of_sample_capacity_req_per_s": min((c or 0.0) for c in oos_caps) if oos_caps else None,
+            "target_req_per_s": target,
+            "trace_rate_req_per_s": rnd(own, 5),
+            "rate_scale": rnd(target / own, 6),
+            "runs": [{k: v for k, v in r.items() if k != "metrics"} for r in runs],
+            "unfinished": m["unfinished"],
+            "dropped": m["dropped"] + m["dropped_over_context"],
+            "left_out_over_context": left_out,
+            "truncated_at_context": ctx.n_truncated,
+            "tpot_ineligible": m["tpot_ineligible"],
+            "goodput_req_per_s": m["goodput_req_per_s"],
+            "goodput_definition": m["goodput_definition"],
+            "summary": verdict + (f"; {note} (refused ones left out)" if note else ""),
+            "misses": misses,
+            "warnings": m["warnings"],
+        }
 
 
 def _check_budget(n: int, runs: int, disaggregated: bool) -> None:
@@ -391,8 +475,9 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
     base = Replayer(plan, stream, policy, OutputPredictor(fitted.prompt_tokens, fitted.output_tokens))
     scale = plan.goodput_target_req_per_s / own
 
-    def run(prefill: float, decode: float) -> dict[str, Any]:
-        return base.slowed(1 + prefill, 1 + decode).run("goodput target", scale)
+    def run(prefill: float, decode: float) -> dict[str, Any]:  # the run as predicted needs no slowed copy
+        slowed = base if prefill == 0 and decode == 0 else base.slowed(1 + prefill, 1 + decode)
+        return slowed.run("goodput target", scale)
 
     at = run(band.ttft, band.tpot)
     holds = not at["misses"]
@@ -475,16 +560,14 @@ class Replayer:
                 "attainment": out["metrics"]["attainment"], **out}  # fmt: skip
 
 
-#: Bracketing factor and bisection steps of :func:`simulated_capacity` (a bracket within 1.25^(1/16) ≈ 1.4 %).
-CAPACITY_STEP = 1.25
-CAPACITY_BISECT = 4
-
-
-def simulated_capacity(runner: Replayer, target: float, start: float, holds: bool, own: float) -> float | None:
+def simulated_capacity(
+    runner: Replayer, target: float, start: float, holds: bool, own: float, bisect: int = CAPACITY_BISECT
+) -> float | None:
     """Goodput capacity in simulation (req/s): the highest rate whose joint SLO attainment is ≥ ``target``,
     searched from ``start`` (a rate scale whose outcome ``holds`` is known) by factors of 1.25 up or down, then
-    bisected; None when even 1/64 of the start misses (capped at 64x the start). Like ``simulate
-    --find-capacity``, a bracket on a finite trace (attainment is not strictly monotone in the rate)."""
+    ``bisect`` bisections (4: within 1.4 %; 2: within 5.7 %); None when even 1/64 of the start misses (capped at 64x
+    the start). Like ``simulate --find-capacity``, a bracket on a finite trace (attainment is not strictly monotone
+    in the rate)."""
 
     def ok(scale: float) -> bool:
         return float(runner.run("capacity", scale)["metrics"]["attainment"]["joint"]) >= target
@@ -500,7 +583,7 @@ def simulated_capacity(runner: Replayer, target: float, start: float, holds: boo
     if lo is None:
         return None
     if hi is not None:
-        for _ in range(CAPACITY_BISECT):
+        for _ in range(bisect):
             mid = (lo * hi) ** 0.5
             if ok(mid):
                 lo = mid
@@ -511,10 +594,13 @@ def simulated_capacity(runner: Replayer, target: float, start: float, holds: boo
 
 __all__ = [
     "CAPACITY_BISECT",
+    "CAPACITY_MODES",
     "CAPACITY_STEP",
     "MARGIN_BISECT",
     "MARGIN_MAX",
     "VERIFY_SEED",
+    "STEER_BISECT",
+    "PlanCheck",
     "Replayer",
     "error_check",
     "out_of_sample_runs",

@@ -10,6 +10,7 @@ import pytest
 import hetplan.planning.verify as verify
 import hetplan.sim.verify as sim_verify
 from hetplan.scenario import Scenario
+from tests.helpers import fake_plan_check
 from tests.unit.test_resize_shapes import _Baseline, _Combo, _Plan
 
 #: $/h per unit of analytic demand, in steps of whole instances (a plan buys ceil(demand / 0.25) units)
@@ -55,7 +56,9 @@ def scenario() -> Scenario:
 
 def test_a_cheaper_plan_that_holds_is_found_when_the_model_under_promises(monkeypatch, scenario) -> None:
     monkeypatch.setattr(verify, "plan", _plan)
-    monkeypatch.setattr(sim_verify, "verify_plan", _verify(1.6))  # the deployment holds 1.6x what the model says
+    monkeypatch.setattr(
+        sim_verify, "PlanCheck", fake_plan_check(_verify(1.6))
+    )  # the deployment holds 1.6x what the model says
     out = verify.plan_verified(scenario, "cauchy", analysis=False, confidence=None)  # type: ignore[arg-type]
     first = 10.0 * _units(1.1)  # the plan at the asked +10 % headroom: 5 units, $50/h
     assert out.total_usd_per_hour < first
@@ -67,7 +70,9 @@ def test_a_cheaper_plan_that_holds_is_found_when_the_model_under_promises(monkey
 
 def test_below_a_plan_the_model_sized_right_one_plan_is_tried_and_not_simulated(monkeypatch, scenario) -> None:
     monkeypatch.setattr(verify, "plan", _plan)
-    monkeypatch.setattr(sim_verify, "verify_plan", _verify(1.0))  # simulated = analytic: only whole-unit slack
+    monkeypatch.setattr(
+        sim_verify, "PlanCheck", fake_plan_check(_verify(1.0))
+    )  # simulated = analytic: only whole-unit slack
     out = verify.plan_verified(scenario, "cauchy", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert out.total_usd_per_hour == 10.0 * _units(1.1)
     tried = out.verification["cheaper_search"]["tried"]
@@ -85,7 +90,7 @@ def test_a_cheaper_plan_that_misses_is_reported_and_not_kept(monkeypatch, scenar
         return v
 
     monkeypatch.setattr(verify, "plan", _plan)
-    monkeypatch.setattr(sim_verify, "verify_plan", fake)
+    monkeypatch.setattr(sim_verify, "PlanCheck", fake_plan_check(fake))
     out = verify.plan_verified(scenario, "cauchy", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert out.total_usd_per_hour == 50.0
     tried = out.verification["cheaper_search"]["tried"]

@@ -108,3 +108,40 @@ def test_a_plan_that_holds_in_sample_but_misses_out_of_sample_is_not_verified():
     assert any(m.startswith("heavier stretch") for m in v["misses"])
     same = verify_plan(plan, wl, "fcfs", False, [("same traffic", wl)])
     assert same["status"] == "verified" and same["out_of_sample"]["runs"][0]["misses"] == []
+
+
+def test_a_check_measures_only_the_capacity_that_steers_a_resize_and_reuses_its_runs():
+    """PlanCheck (issue 34 item 5): "steer" measures the capacity of the out-of-sample workloads it misses, not the
+    in-sample capacity; "full" adds it later from the runs already made; the second of two missed workloads is
+    not searched when it holds at the first one's capacity."""
+    from hetplan.sim.verify import PlanCheck
+
+    plan = load_plan(FIXTURES / "plan_two_combos.json")
+    wl = load_workload(FIXTURES / "azure_conv_200.csv", "auto", None, "azure200")
+    heavier = replace(wl, name="heavier", prompt_tokens=wl.prompt_tokens * 6)
+    lighter = replace(wl, name="a bit heavier", prompt_tokens=wl.prompt_tokens * 3)
+    check = PlanCheck(plan, wl, "fcfs", [("heavier", heavier), ("a bit heavier", lighter)])
+    steer = check.verdict("steer")
+    assert steer["in_sample_status"] == "verified" and steer["status"] == "not verified"
+    assert steer["simulated_capacity_req_per_s"] is None  # held in sample: not needed to steer
+    first, second = steer["out_of_sample"]["runs"]
+    assert first["simulated_capacity_req_per_s"] is not None
+    # the lighter stretch holds at the heavier one's capacity: not searched, the lowest is the first one's
+    assert second["simulated_capacity_req_per_s"] is None
+    assert second["capacity_at_least_req_per_s"] == first["simulated_capacity_req_per_s"]
+    assert steer["out_of_sample_capacity_req_per_s"] == first["simulated_capacity_req_per_s"]
+    # the other order: the heavier one misses at the lighter one's capacity and is searched below it
+    other = PlanCheck(plan, wl, "fcfs", [("a bit heavier", lighter), ("heavier", heavier)]).verdict("steer")
+    a, b = other["out_of_sample"]["runs"]
+    assert b["simulated_capacity_req_per_s"] < a["simulated_capacity_req_per_s"]
+    assert other["out_of_sample_capacity_req_per_s"] == pytest.approx(first["simulated_capacity_req_per_s"], rel=0.06)
+    runs_before = len(check.runner.cache)
+    full = check.verdict("full")
+    assert full["simulated_capacity_req_per_s"] is not None
+    assert len(check.runner.cache) > runs_before  # the in-sample search ran now, on the same runner
+    assert full["attainment"] == steer["attainment"]
+    none = check.verdict("none")
+    assert none["simulated_capacity_req_per_s"] is None
+    assert all("simulated_capacity_req_per_s" not in r for r in none["out_of_sample"]["runs"])
+    same = verify_plan(plan, wl, "fcfs", True, [("heavier", heavier), ("a bit heavier", lighter)])
+    assert same["simulated_capacity_req_per_s"] == full["simulated_capacity_req_per_s"]

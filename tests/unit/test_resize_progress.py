@@ -13,12 +13,12 @@ def test_each_resize_attempt_and_bisection_step_is_named() -> None:
     stage = verify._Stage()
     seen: list[str] = []
 
-    def attempt(headroom: float, with_analysis: bool) -> Any:
+    def attempt(headroom: float, with_analysis: bool, lean: bool = True) -> Any:
         seen.append(stage.named("enumerating combos"))
         return SimpleNamespace(goodput_target_req_per_s=5.0, goodput_req_per_s=5.0 * (1 + headroom),
                                total_usd_per_hour=10.0 * (1 + headroom))  # fmt: skip
 
-    def check(p: Any, capacity: bool) -> dict[str, Any]:
+    def check(p: Any, capacity: str) -> dict[str, Any]:
         ok = p.goodput_req_per_s >= 9.0
         status = "verified" if ok else "not verified"
         return {"status": status, "simulated_capacity_req_per_s": p.goodput_req_per_s * 0.6, "attainment": 0.9,
@@ -26,7 +26,7 @@ def test_each_resize_attempt_and_bisection_step_is_named() -> None:
 
     first = attempt(0.1, False)
     seen.clear()
-    best, headroom, resized = verify._resize(first, check(first, True), 0.1, attempt, check, stage=stage)
+    best, headroom, resized = verify._resize(first, check(first, "steer"), 0.1, attempt, check, stage=stage)
     assert seen[0].startswith("re-size attempt 1 of 5 (headroom ")
     assert seen[0].endswith(": enumerating combos")
     assert any(s.startswith("re-size bisection step 1 of 3") for s in seen)

@@ -11,6 +11,7 @@ import pytest
 import hetplan.planning.verify as verify
 import hetplan.sim.verify as sim_verify
 from hetplan.scenario import Scenario
+from tests.helpers import fake_plan_check
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def _fake_verify(p: _Plan, workload: Any, policy: str, capacity: bool, out_of_sa
 
 def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verify, "plan", _fake_plan)
-    monkeypatch.setattr(sim_verify, "verify_plan", _fake_verify)
+    monkeypatch.setattr(sim_verify, "PlanCheck", fake_plan_check(_fake_verify))
     monkeypatch.setattr(verify, "build_workload", lambda scenario: None)
     scenario = Scenario.model_validate(
         {"model": "Llama-3-8B", "workload": {"synthetic": {"class": "balanced", "rate_per_s": 1.0}},

@@ -363,6 +363,10 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
     if "resized" in v:
         r = v["resized"]
         before = r.get("simulated_capacity_before_req_per_s")
+        held = r.get("out_of_sample_capacity_before_req_per_s")
+        caps = ([f"simulated capacity {before:.3g} req/s"] if before is not None else []) + (
+            [f"{held:.3g} req/s out of sample"] if held is not None else []
+        )
         after = r.get("strategy_after")
         kept = (
             f"the cheapest verified plan is the {after} plan at headroom {r['headroom_used']:g}"
@@ -378,7 +382,7 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
         console.print(
             f"verify: resized: the {r['strategy_before'] + ' ' if r.get('strategy_before') else ''}plan at "
             f"headroom {r['headroom_asked']:g} was NOT verified"
-            + (f" (simulated capacity {before:.3g} req/s)" if before is not None else "")
+            + (f" ({'; '.join(caps)})" if caps else "")
             + f"; {kept}: ${r['usd_per_hour_before']:,.2f}/h -> ${r['usd_per_hour_after']:,.2f}/h "
             f"({tried})",
             highlight=False,
