@@ -46,6 +46,10 @@ from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.routing import RoutingTable, table_from_plan, table_from_units
 
 CTX_POINTS = 128
+#: Step costs kept across deployments (:func:`_shared_step_cost`): a verification builds a deployment per plan,
+#: per replayed workload and per step slowdown, mostly of the same instances; the oldest half goes past this.
+SHARED_STEP_COSTS = 64
+_step_costs: dict[tuple[InstanceModel, int, int, float, float], StepCost] = {}
 
 
 class StepCost:
@@ -127,6 +131,26 @@ class StepCost:
             return self.prefill_s(tokens, attn_sq, pieces)
         overlap = self.overhead_s * min(self.prefill_scale, self.decode_scale)  # one overhead per iteration
         return self.prefill_s(tokens, attn_sq, pieces) + self.decode_s(batch, ctx_sum) - overlap
+
+
+def _shared_step_cost(
+    model: InstanceModel, max_seqs: int, max_context_tokens: int, prefill_scale: float, decode_scale: float
+) -> StepCost:
+    """The :class:`StepCost` of these arguments, built once per process while it is among the last
+    :data:`SHARED_STEP_COSTS` (a step cost is a pure function of them: its table and prefill memo are the same
+    whichever deployment asks; building one takes tens of milliseconds).
+
+    Raises:
+        InputError: as :class:`StepCost`.
+    """
+    key = (model, max_seqs, max_context_tokens, prefill_scale, decode_scale)
+    cost = _step_costs.get(key)
+    if cost is None:
+        if len(_step_costs) >= SHARED_STEP_COSTS:
+            for old in list(_step_costs)[: SHARED_STEP_COSTS // 2]:
+                del _step_costs[old]
+        cost = _step_costs[key] = StepCost(model, max_seqs, max_context_tokens, prefill_scale, decode_scale)
+    return cost
 
 
 @dataclass(frozen=True)
@@ -216,7 +240,7 @@ class Deployment:
         key = (gpu, tp, max_seqs, max_context_tokens)
         cost = self.step_costs.get(key)
         if cost is None:
-            cost = self.step_costs[key] = StepCost(
+            cost = self.step_costs[key] = _shared_step_cost(
                 self.model(gpu, tp), max_seqs, max_context_tokens, self.prefill_scale, self.decode_scale
             )
         return cost
