@@ -123,13 +123,22 @@ def plan_verified_in_sample_and_out(
 
     base = scenario.headroom
     seen: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}  # each deployment's block, by how much it measured
+    analyses: dict[int, tuple[Plan, Callable[..., Plan]]] = {}  # an attempt's analysis, from the planner that made it
 
     def planner_for(
         name: str, report: Callable[[str], None] | None = step if progress is not None else None
     ) -> Attempt:
         def attempt(headroom: float, with_analysis: bool, lean: bool = True) -> Plan:
-            # an attempt is only simulated: its strategy alone, no baselines (the plan kept is planned again whole)
+            # an attempt is only simulated: its strategy alone, no baselines (the plan kept is planned again whole);
+            # --strategy all solves every shape anyway, and keeps its analysis for later (the plan kept needs no
+            # second solve)
             sc = scenario.model_copy(update={"headroom": headroom})
+            if name == ALL and not with_analysis and "deferred" not in plan_kwargs:
+                later: list[Callable[..., Plan]] = []
+                made = plan(sc, name, False, progress=report, deferred=later, **plan_kwargs)
+                if later:
+                    analyses[id(made)] = (made, later[0])
+                return made
             return plan(sc, name, with_analysis, progress=report, lean=lean and not with_analysis, **plan_kwargs)
 
         return attempt
@@ -191,12 +200,40 @@ def plan_verified_in_sample_and_out(
             ahead.cancel()
         raise
     if v0["status"] == "verified" and resize:  # verified: is a cheaper deployment verified too?
-        best, hi, search = _shrink(first, v0, base, attempt, check, step)
+        aheads: dict[int, Background] = {}  # a candidate's analysis, in another process while it is simulated
+
+        def simulating(p: Plan) -> None:
+            kept = analyses.get(id(p))
+            if analysis and kept is not None and kept[0] is p:
+                bg = start_forked(lambda: to_doc(kept[1](None)), resources.plan_workers)
+                if bg is not None:
+                    aheads[id(p)] = bg
+
+        def judged(p: Plan, verified: bool) -> None:  # only the best verified candidate's analysis is kept
+            for key in [k for k in aheads if (k == id(p)) != verified]:
+                aheads.pop(key).cancel()
+            if verified and ahead is not None:  # the first plan is not kept any more
+                ahead.cancel()
+
+        try:
+            best, hi, search = _shrink(first, v0, base, attempt, check, step, simulating, judged)
+        except BaseException:
+            for bg in aheads.values():
+                bg.cancel()
+            raise
         if best is not first:
             if ahead is not None:
                 ahead.cancel()
-            made = _final(best, check(best, "full"), hi, analysis, attempt, check, None, lean=True)
+            kept = analyses.get(id(best))
+            later_of = kept[1] if kept is not None and kept[0] is best else None
+            v_best = check(best, "full")
+            best_ahead = aheads.pop(id(best), None)
+            if best_ahead is not None:
+                step("the plan's analysis (price sensitivity, cost versus goodput), in another process")
+            made = _final(best, v_best, hi, analysis, attempt, check, None, best_ahead, later_of, lean=strategy != ALL)
         else:
+            for bg in aheads.values():
+                bg.cancel()
             made = _final(first, v0, base, analysis, attempt, check, None, ahead, later[0] if later else None)
         if search["tried"]:
             made = replace(made, verification={**(made.verification or {}), "cheaper_search": search})
@@ -356,6 +393,8 @@ def _shrink(
     attempt: Attempt,
     check: Callable[[Plan, str], dict[str, Any]],
     step: Callable[[str], None],
+    simulating: Callable[[Plan], None] = lambda p: None,
+    judged: Callable[[Plan, bool], None] = lambda p, verified: None,
 ) -> tuple[Plan, float, dict[str, Any]]:
     """Look for a cheaper verified plan below a verified one whose simulated capacity is well above the target.
 
@@ -366,6 +405,8 @@ def _shrink(
     below 0 when the model under-promises), then :data:`SHRINK_STEPS` bisections between that and the verified
     headroom. Each candidate is verified as the first was (in sample and out of sample); one that is not cheaper is
     not simulated. Returns the cheapest verified plan, its headroom and the record of every candidate tried.
+    ``simulating`` is told of each candidate before it is simulated, ``judged`` of its verdict (the caller may
+    prepare a candidate's analysis meanwhile).
     """
     target = first.goodput_target_req_per_s
     cap, analytic = v0.get("simulated_capacity_req_per_s"), first.goodput_req_per_s
@@ -396,7 +437,9 @@ def _shrink(
             record["tried"].append(row)
             hi = h  # the same or a dearer deployment at less demand: a cheaper one needs less still
         else:
+            simulating(p)
             v = check(p, "none")
+            judged(p, v["status"] == "verified")
             oos = v.get("out_of_sample") or {}
             row |= {
                 "status": v["status"],
