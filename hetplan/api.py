@@ -9,7 +9,7 @@ Source: hetplan's own reconstruction (aiconfigurator-style CLI/API pairing).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,8 +114,10 @@ def plan(
     min_r2: float | None = None,
     resources: Resources | None = None,
     solve: SolveSettings | None = None,
+    price_factors: Mapping[str, float] | None = None,
 ) -> Plan:
-    """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan`. ``to_doc`` of the result
+    """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan` (``price_factors``: each
+    GPU's prices times its factor, a what-if of ``hetplan explore``). ``to_doc`` of the result
     is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
     cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
     (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults).
@@ -132,6 +134,8 @@ def plan(
         kw["min_r2"] = min_r2
     if solve is not None:
         kw["solve"] = solve
+    if price_factors:
+        kw["price_factors"] = price_factors
     return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
 
 
