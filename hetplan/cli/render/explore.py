@@ -27,20 +27,30 @@ def explore_lines(doc: dict[str, Any], width: int) -> list[str]:
         width,
     )
     out += textwrap.wrap(f"check: {doc['check']}", width, subsequent_indent="  ", break_on_hyphens=False)
-    labels = [r["point"] for r in doc["points"]]
-    col = min(max([len("point"), *map(len, labels)]), max(20, width - 44))
+    rows = doc["points"]
+    usd = [_money(r.get("usd_per_hour")) for r in rows]
+    month = [_money(r.get("usd_per_month"), 0) for r in rows]
+    wd = max([len("$/h"), 8, *map(len, usd)])
+    wm = max([len("$/month"), 10, *map(len, month)])
+    fig_w = wd + wm + 12 + 6 + 6
+    # the point's label beside its figures when both fit the width, else on lines of its own above them
+    col = min(max([len("point"), *(len(r["point"]) for r in rows)]), width - fig_w - 2)
+    beside = col >= 16
+    col = col if beside else 0
     out.append("")
-    out.append(f"{'point':<{col}}  {'$/h':>10}  {'$/month':>10}  {'check':<12}  {'joint':>6}")
-    for r in doc["points"]:
-        label = r["point"]
-        head = textwrap.wrap(label, col) or [""]
+    head = f"{'$/h':>{wd}}  {'$/month':>{wm}}  {'check':<12}  {'joint':>6}"
+    out += [f"{'point':<{col}}  {head}".rstrip()] if beside else ["point", head.rstrip()]
+    for r, h, m in zip(rows, usd, month, strict=True):
         joint = f"{100 * r['attainment']:.1f}%" if r.get("attainment") is not None else "-"
         check = r["check"] if r["status"] == "ok" else r["status"]
-        figures = (
-            f"{_money(r.get('usd_per_hour')):>10}  {_money(r.get('usd_per_month'), 0):>10}  {check:<12}  {joint:>6}"
-        )
-        out.append(f"{head[0]:<{col}}  {figures}".rstrip())
-        out += head[1:]
+        figures = f"{h:>{wd}}  {m:>{wm}}  {check:<12}  {joint:>6}"
+        label = textwrap.wrap(r["point"], col if beside else width) or [""]
+        if beside:
+            out.append(f"{label[0]:<{col}}  {figures}".rstrip())
+            out += label[1:]
+        else:
+            out += label
+            out.append(figures.rstrip())
         detail = r.get("deployment") if r["status"] == "ok" else r.get("error")
         if r["status"] == "ok" and r.get("strategy"):
             detail = f"{r['strategy']}: {detail}"
