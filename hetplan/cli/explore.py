@@ -91,5 +91,8 @@ def explore(
     else:
         render_explore(doc, Console())
     err_console.print(f"explored {len(doc['points'])} points in {elapsed:.1f} s", highlight=False)
-    if doc["counts"]["error"]:
+    failed = doc["counts"]["error"]
+    if failed:  # a point that failed for another reason than infeasibility: its row says why
+        err_console.print(f"Error: {failed} of {len(doc['points'])} points failed (their rows say why)",
+                          highlight=False, markup=False)  # fmt: skip
         raise typer.Exit(1)
