@@ -154,3 +154,13 @@ def test_the_curve_fits_80_columns_and_keeps_every_number():
     assert max(map(len, lines)) <= 80
     text = "\n".join(lines)
     assert "12,345.68" in text and "9,012,346" in text and "94.1%" in text and "infeasible" in text
+
+
+def test_short_labels_sit_beside_their_figures():
+    row = {"point": "ttft=1s", "values": {}, "status": "ok", "strategy": "melange", "usd_per_hour": 71.1,
+           "usd_per_month": 51901.0, "check": "held", "attainment": 0.9, "deployment": "2x L40S TP4"}  # fmt: skip
+    doc = {"scenario": "s", "axes": [{"axis": "ttft", "values": ["1s"]}], "strategy": "all",
+           "base_goodput_target_req_per_s": 5.0, "check": "c", "points": [row],
+           "counts": {"ok": 1, "infeasible": 0, "error": 0}, "cheapest": "ttft=1s", "cheapest_held": None}  # fmt: skip
+    lines = explore_lines(doc, 80)
+    assert any(line.startswith("ttft=1s") and "71.10" in line and "held" in line for line in lines)

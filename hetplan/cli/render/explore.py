@@ -34,8 +34,9 @@ def explore_lines(doc: dict[str, Any], width: int) -> list[str]:
     wm = max([len("$/month"), 10, *map(len, month)])
     fig_w = wd + wm + 12 + 6 + 6
     # the point's label beside its figures when both fit the width, else on lines of its own above them
-    col = min(max([len("point"), *(len(r["point"]) for r in rows)]), width - fig_w - 2)
-    beside = col >= 16
+    longest = max([len("point"), *(len(r["point"]) for r in rows)])
+    col = min(longest, width - fig_w - 2)
+    beside = col == longest or col >= 16
     col = col if beside else 0
     out.append("")
     head = f"{'$/h':>{wd}}  {'$/month':>{wm}}  {'check':<12}  {'joint':>6}"
@@ -44,7 +45,7 @@ def explore_lines(doc: dict[str, Any], width: int) -> list[str]:
         joint = f"{100 * r['attainment']:.1f}%" if r.get("attainment") is not None else "-"
         check = r["check"] if r["status"] == "ok" else r["status"]
         figures = f"{h:>{wd}}  {m:>{wm}}  {check:<12}  {joint:>6}"
-        label = textwrap.wrap(r["point"], col if beside else width) or [""]
+        label = textwrap.wrap(r["point"], col if beside else width, subsequent_indent="  ") or [""]
         if beside:
             out.append(f"{label[0]:<{col}}  {figures}".rstrip())
             out += label[1:]
