@@ -357,6 +357,29 @@ def sweep(
     return run_sweep(grid, settings, progress)
 
 
+def explore(
+    scenario: Scenario,
+    vary: Sequence[str],
+    strategy: str = "all",
+    verify: bool = True,
+    policy: str = "fcfs",
+    progress: Callable[[int, int, str], None] | None = None,
+    solve: SolveSettings | None = None,
+) -> dict[str, Any]:
+    """What-ifs of ``scenario`` (``hetplan explore``): ``vary`` holds one or two axes as ``--vary`` writes them
+    (``goodput=1x,1.5x``, ``ttft=1s,5s``, ``tpot=...``, ``price:L40S=-20%``, ``owned:H800=+16``); each point is
+    planned as ``hetplan plan`` plans that value and, with ``verify``, simulated under ``policy`` without re-sizing.
+    Returns the explore document (``--json``); see :mod:`hetplan.explore`. ``progress(done, total, point)``.
+
+    Raises:
+        InputError: a bad axis or value (naming it) or scenario, before any point is planned.
+    """
+    from hetplan.explore import explore as _explore
+    from hetplan.explore import parse_axes
+
+    return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
+
+
 def gate(
     current: dict[str, Plan],
     baseline: dict[str, dict[str, Any]],

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from hetplan import api
 from hetplan.cli.app import err_console, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import TimeoutOpt, json_option
@@ -54,12 +55,11 @@ def explore(
     steps = StepLog()
 
     def work() -> tuple[dict[str, Any], float]:
-        from hetplan.explore import explore as run_explore
         from hetplan.explore import parse_axes
         from hetplan.plan.types import STRATEGIES
         from hetplan.scenario import load_scenario
 
-        axes = parse_axes(list(vary or []))
+        parse_axes(list(vary or []))  # bad axes are refused before the scenario is read
         name = strategy.lower().strip()
         if name not in ("all", *STRATEGIES):
             raise InputError(f"unknown --strategy {strategy!r}", f"known: all, {', '.join(STRATEGIES)}",
@@ -82,7 +82,7 @@ def explore(
                 bar.count(done, total)
                 bar.text(f"point {min(done + 1, total)} of {total}: {point}" if done < total else "done")
 
-            doc = run_explore(scenario, axes, name, verify, policy, progress=step, solve=solve_settings())
+            doc = api.explore(scenario, list(vary or []), name, verify, policy, progress=step, solve=solve_settings())
         return doc, time.perf_counter() - start
 
     doc, elapsed = run_guarded(lambda: run_with_timeout(timeout, work, "explore", steps.describe))

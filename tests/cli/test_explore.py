@@ -73,6 +73,16 @@ def test_goodput_points_are_the_plans_plan_makes(scenario):
     assert again.stdout == first.stdout
 
 
+def test_json_is_the_api_explore(scenario):
+    from hetplan import api
+    from hetplan.io import to_json
+    from hetplan.scenario import load_scenario
+
+    res = invoke("explore", scenario, "--vary", "tpot=50ms,100ms", "--no-verify", "--json")
+    assert res.exit_code == 0, res.output
+    assert res.stdout == to_json(api.explore(load_scenario(scenario), ["tpot=50ms,100ms"], verify=False))
+
+
 def test_price_what_if_moves_that_gpus_prices(scenario):
     doc = explore_json(scenario, "--vary", "price:L40S=-60%,+0%,3x", "--vary", "goodput=2x", "--no-verify")
     cheap, same, dear = doc["points"]
