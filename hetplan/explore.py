@@ -449,8 +449,8 @@ def check_text(verify: bool, policy: str) -> str:
         return "none (--no-verify): each point as hetplan plan --no-verify --no-analysis plans it, not simulated"
     return (
         f"each point planned and simulated ({policy}) as hetplan plan --no-resize --no-analysis --confidence none "
-        "does it (a trace's last 30 % held out of sizing and checked too); not re-sized: a missed point is what "
-        "hetplan plan would re-size, at more cost"
+        "does it (a trace's last 30 % held out of sizing and checked too; a synthetic workload also on its next "
+        "seed); not re-sized: a missed point is what hetplan plan would re-size, at more cost"
     )
 
 

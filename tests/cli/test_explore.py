@@ -174,3 +174,20 @@ def test_short_labels_sit_beside_their_figures():
            "counts": {"ok": 1, "infeasible": 0, "error": 0}, "cheapest": "ttft=1s", "cheapest_held": None}  # fmt: skip
     lines = explore_lines(doc, 80)
     assert any(line.startswith("ttft=1s") and "71.10" in line and "held" in line for line in lines)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "auto"])
+def test_price_factors_move_the_plans_prices(scenario, dtype):
+    """``price:GPU`` reaches the plan through ``price_factors``, on the dtype search's path too."""
+    from hetplan import api
+    from hetplan.resources import Resources
+    from hetplan.scenario import load_scenario
+
+    sc = load_scenario(scenario).model_copy(update={"weight_dtype": dtype})
+    base = api.to_doc(api.plan(sc, "all", False, resources=Resources(plan_workers=1)))
+    moved = api.to_doc(api.plan(sc, "all", False, resources=Resources(plan_workers=1), price_factors={"L40S": 0.5}))
+    was, now = base["scenario"]["prices"]["L40S"], moved["scenario"]["prices"]["L40S"]
+    assert now["usd_per_gpu_hour"] == pytest.approx(was["usd_per_gpu_hour"] * 0.5)
+    assert now["source"] == f"{was['source']}, x0.5 (what-if)"
+    assert moved["scenario"]["prices"]["L4"] == base["scenario"]["prices"]["L4"]
+    assert moved["total_usd_per_hour"] < base["total_usd_per_hour"]  # the base plan buys L40S (test above)
