@@ -33,7 +33,7 @@ def explore(
     ] = None,
     strategy: Annotated[
         str,
-        typer.Option("--strategy", help="As hetplan plan: all (the cheapest), cauchy, homogeneous or melange."),
+        typer.Option("--strategy", help="As hetplan plan: all (the cheapest), cauchy, homogeneous, melange or mixed."),
     ] = "all",
     verify: Annotated[
         bool,
