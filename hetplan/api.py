@@ -9,7 +9,7 @@ Source: hetplan's own reconstruction (aiconfigurator-style CLI/API pairing).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,8 +114,10 @@ def plan(
     min_r2: float | None = None,
     resources: Resources | None = None,
     solve: SolveSettings | None = None,
+    price_factors: Mapping[str, float] | None = None,
 ) -> Plan:
-    """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan`. ``to_doc`` of the result
+    """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan` (``price_factors``: each
+    GPU's prices times its factor, a what-if of ``hetplan explore``). ``to_doc`` of the result
     is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
     cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
     (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults).
@@ -132,6 +134,8 @@ def plan(
         kw["min_r2"] = min_r2
     if solve is not None:
         kw["solve"] = solve
+    if price_factors:
+        kw["price_factors"] = price_factors
     return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
 
 
@@ -351,6 +355,29 @@ def sweep(
     settings = SweepSettings(None if out is None else Path(out), executor, workers, ray_address, ray_files, resume,
                              force, solve)  # fmt: skip
     return run_sweep(grid, settings, progress)
+
+
+def explore(
+    scenario: Scenario,
+    vary: Sequence[str],
+    strategy: str = "all",
+    verify: bool = True,
+    policy: str = "fcfs",
+    progress: Callable[[int, int, str], None] | None = None,
+    solve: SolveSettings | None = None,
+) -> dict[str, Any]:
+    """What-ifs of ``scenario`` (``hetplan explore``): ``vary`` holds one or two axes as ``--vary`` writes them
+    (``goodput=1x,1.5x``, ``ttft=1s,5s``, ``tpot=...``, ``price:L40S=-20%``, ``owned:H800=+16``); each point is
+    planned as ``hetplan plan`` plans that value and, with ``verify``, simulated under ``policy`` without re-sizing.
+    Returns the explore document (``--json``); see :mod:`hetplan.explore`. ``progress(done, total, point)``.
+
+    Raises:
+        InputError: a bad axis or value (naming it) or scenario, before any point is planned.
+    """
+    from hetplan.explore import explore as _explore
+    from hetplan.explore import parse_axes
+
+    return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
 
 
 def gate(

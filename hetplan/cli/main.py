@@ -11,7 +11,7 @@ import signal
 import sys
 from types import FrameType
 
-from hetplan.cli import autoscale, catalog, emit, estimate, plan, profile, report, simulate, sweep
+from hetplan.cli import autoscale, catalog, emit, estimate, explore, plan, profile, report, simulate, sweep
 from hetplan.cli.app import STATE, CheckedCommand, app, catalog_app
 
 app.command(cls=CheckedCommand)(plan.plan)
@@ -23,6 +23,7 @@ app.command(cls=CheckedCommand)(report.gate)
 app.command("simulate", cls=CheckedCommand)(simulate.simulate_cmd)
 app.command("calibrate", cls=CheckedCommand)(simulate.calibrate_cmd)
 app.command(cls=CheckedCommand)(sweep.sweep)
+app.command(cls=CheckedCommand)(explore.explore)
 catalog_app.command("gpus", cls=CheckedCommand)(catalog.gpus)
 catalog_app.command("models", cls=CheckedCommand)(catalog.models)
 catalog_app.command("prices", cls=CheckedCommand)(catalog.prices)

@@ -5,12 +5,13 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hetplan.catalog.loader import catalog_sha256
+from hetplan.catalog.offers import scale_offers
 from hetplan.catalog.profile import LoadedProfiles, load_profiles, profile_notes
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.doc import from_doc
@@ -21,6 +22,7 @@ from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
 from hetplan.resources import Resources
 from hetplan.scenario import Scenario
+from hetplan.solvers.cauchy import PlanRequest
 from hetplan.solvers.ce_fit import (
     DEFAULT_MIN_R2,
     DEFAULT_TOP_K,
@@ -47,6 +49,7 @@ def plan(
     deferred: list[Callable[..., Plan]] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
+    price_factors: Mapping[str, float] | None = None,
 ) -> Plan:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
@@ -67,6 +70,9 @@ def plan(
     ``solve``: how the MILPs run (threads, slice presolve, hard stop; :class:`hetplan.solvers.milp.SolveSettings`).
     ``lean``: solve ``strategy`` alone, without baselines (a re-size attempt; see
     :func:`hetplan.planning.document.build_plan`).
+    ``price_factors``: canonical GPU name -> factor applied to every price of that GPU (rented offers and owned
+    amortised prices alike) after the request is built (``hetplan explore``'s ``price:GPU=-20%``;
+    :func:`reprice`); the plan's ``scenario.prices`` records the moved prices.
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
@@ -78,10 +84,10 @@ def plan(
         if scenario.engines:
             scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
         doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                        deferred=later, solve=solve, lean=lean)  # fmt: skip
+                        deferred=later, solve=solve, lean=lean, price_factors=price_factors)  # fmt: skip
     else:
         doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                             resources or Resources(), later, solve, lean)  # fmt: skip
+                             resources or Resources(), later, solve, lean, price_factors)  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
@@ -96,6 +102,21 @@ def plan(
 
         deferred.append(with_analysis)
     return from_doc(doc, "the plan hetplan made")
+
+
+def reprice(req: PlanRequest, factors: Mapping[str, float]) -> PlanRequest:
+    """``req`` with every price of each GPU in ``factors`` (canonical name -> factor > 0) multiplied by its factor:
+    the $/GPU-hour candidates are ranked by and every offer of that GPU, rented or owned
+    (:func:`hetplan.catalog.offers.scale_offers`, as the analysis's price sensitivity moves them); each moved price's
+    source says so (``..., x0.8 (what-if)``). A GPU that is not among ``req``'s candidates is left alone (the fp8
+    half of a dtype search has fewer candidates; ``hetplan explore`` checks the names against the scenario first).
+    """
+    factors = {g: f for g, f in factors.items() if g in req.prices}
+    prices = dict(req.prices)
+    for gpu, f in factors.items():
+        p = prices[gpu]
+        prices[gpu] = replace(p, usd_per_gpu_hour=p.usd_per_gpu_hour * f, source=f"{p.source}, x{f:g} (what-if)")
+    return replace(req, prices=prices, offers=scale_offers(req.offers, factors))
 
 
 def with_block(doc: dict[str, Any], key: str, block: Any) -> dict[str, Any]:
@@ -119,6 +140,7 @@ def _search_dtypes(
     keep: list[AnalysisLater] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
+    price_factors: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """``--weight-dtype auto`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
@@ -144,10 +166,11 @@ def _search_dtypes(
             fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
                 return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8,
-                                      solve=solve, lean=lean), None  # fmt: skip
+                                      solve=solve, lean=lean, price_factors=price_factors), None  # fmt: skip
             deferred: list[AnalysisLater] = []
             doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
-                            deferred if analysis or keep is not None else None, solve=solve, lean=lean)  # fmt: skip
+                            deferred if analysis or keep is not None else None, solve=solve, lean=lean,
+                            price_factors=price_factors)  # fmt: skip
             if deferred:
                 (later if analysis else kept)[key] = deferred[0]
             return key, doc, None
@@ -202,11 +225,15 @@ def _plan_doc(
     deferred: list[AnalysisLater] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
+    price_factors: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The plan document of one weight dtype (``loaded``'s profiled GPUs replace their catalog entries);
-    ``deferred`` and ``lean``: see :func:`hetplan.planning.document.build_plan`; ``solve``: how the MILPs run."""
+    ``deferred`` and ``lean``: see :func:`hetplan.planning.document.build_plan`; ``solve``: how the MILPs run;
+    ``price_factors``: see :func:`plan`."""
     overlay = loaded.specs if loaded is not None else ()
     req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only, overlay, solve)
+    if price_factors:
+        req = reprice(req, price_factors)
     if loaded is not None:
         warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
     if prune_with is not None:

@@ -63,7 +63,9 @@ def _num(x: Any) -> float | None:
     return None if x is None else rnd(float(x), 6)
 
 
-def _units(doc: dict[str, Any]) -> str:
+def chosen_units(doc: dict[str, Any]) -> str:
+    """A plan document's deployment in one line: ``1x [1x H100-SXM TP2 -> 1x A100-80GB-SXM TP4]; ...`` for combos,
+    ``2x A100-80GB-SXM TP4`` for aggregated instances (the ``chosen_units`` column; ``hetplan explore``)."""
     parts = []
     for c in doc.get("combos") or []:
         label = combo_label(c["n_prefill"], c["prefill_gpu"], c["prefill_tp"], c["n_decode"], c["decode_gpu"],
@@ -133,7 +135,7 @@ def build_row(case: Case, status: str, doc: dict[str, Any] | None, error: str | 
         tokens_per_usd=_num(doc.get("tokens_per_usd")) if doc.get("total_usd_per_hour") else None,
         goodput_capacity_req_per_s=_num(doc.get("goodput_req_per_s")),
         gpus_total=int(sum(used.values())),
-        chosen_units=_units(doc),
+        chosen_units=chosen_units(doc),
         purchases=" ".join(f"{g}={n}" for g, n in used.items()),
         priced_by=_priced_by(doc),
         gain_over_homogeneous=_num(doc.get("gain_over_homogeneous")),
@@ -208,5 +210,5 @@ def compared(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: row.get(k) for k in COMPARED_NAMES} for row in rows]
 
 
-__all__ = ["COLUMNS", "COMPARED", "COMPARED_NAMES", "TIMINGS", "build_row", "compared", "csv_text",
+__all__ = ["COLUMNS", "COMPARED", "COMPARED_NAMES", "TIMINGS", "build_row", "chosen_units", "compared", "csv_text",
            "parquet_available", "write_parquet"]  # fmt: skip

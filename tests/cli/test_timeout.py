@@ -37,6 +37,7 @@ LONG_COMMANDS = {
                   "k.json"),
     "autoscale": (["autoscale", str(SCENARIO), "--diurnal", "1,8,2"], ("hetplan.api", "autoscale"), "s.json"),
     "sweep": (["sweep", str(EXAMPLES / "sweeps" / "fleet-review.yaml")], ("hetplan.api", "sweep"), "sweep-out"),
+    "explore": (["explore", str(SCENARIO), "--vary", "goodput=1x,2x"], ("hetplan.api", "plan"), None),
     "report": (["report", str(PLAN)], ("hetplan.plan.doc", "load_plan"), "r.json"),
     "emit": (["emit", str(PLAN)], ("hetplan.api", "emit"), "deploy"),
     # these two write nothing (gate only with --update-baseline)

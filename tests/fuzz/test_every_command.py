@@ -391,6 +391,15 @@ def test_hand_edited_sweep_grids(tmp_path_factory, edit):
     _check(["sweep", str(folder / "grid.yaml"), "--out", str(folder / "out"), "--workers", "1"])
 
 
+@few(0.3)
+@given(axis=st.sampled_from(["goodput", "ttft", "tpot", "price:H100", "owned:A100-80GB", "price", "owned:T4", "x"]),
+       value=ODD)  # fmt: skip
+def test_explore_axes(tmp_path_factory, axis, value):
+    """``hetplan explore --vary AXIS=VALUE``: an odd value is an Error naming the axis, or a point planned."""
+    folder = tmp_path_factory.mktemp("explore")
+    _check(["explore", str(_tiny(folder)), "--vary", f"{axis}={value}", "--no-verify"])
+
+
 @few(0.6)
 @given(edit=_field(POOL_DOC))
 def test_hand_edited_hetis_pools(tmp_path_factory, edit):
@@ -720,6 +729,7 @@ def test_every_command_is_fuzzed():
         "autoscale",
         "calibrate",
         "sweep",
+        "explore",
         "catalog gpus",
         "catalog models",
         "catalog prices",
