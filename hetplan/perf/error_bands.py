@@ -19,6 +19,7 @@ import yaml
 
 from hetplan.errors import CatalogError, InputError
 from hetplan.perf.calibration import perf_catalog_path
+from hetplan.perf.settings import PerfCorrection, find_correction
 
 #: Quantiles a ``confidence`` may name.
 CONFIDENCES = ("p50", "p80", "p90")
@@ -82,9 +83,20 @@ def load_error_bands() -> dict[str, Any] | None:
     return doc
 
 
-def error_band(engine: str, gpus: list[str], confidence: str) -> ErrorBand | None:
+def error_band(
+    engine: str,
+    gpus: list[str],
+    confidence: str,
+    corrections: tuple[PerfCorrection, ...] = (),
+    model: str = "",
+) -> ErrorBand | None:
     """The largest slowdown at ``confidence`` among ``gpus`` for ``engine``: each GPU's own group when it has one,
     else the engine's, else the overall figure; negative slowdowns (the model pessimistic there) count as 0.
+
+    A user calibration (``corrections``, ``hetplan calibrate-perf``) narrows it: a GPU whose correction for
+    ``engine`` and ``model`` (the model's own, else the GPU's ``"*"`` entry) carries a band (leave-one-out
+    residuals of at least 3 of the user's points) takes that band's TTFT and TPOT slowdowns instead, each never
+    wider than the shipped figure.
 
     Returns:
         The band, or None when no error-band file is shipped.
@@ -105,7 +117,12 @@ def error_band(engine: str, gpus: list[str], confidence: str) -> ErrorBand | Non
         ttft = max(0.0, float(g["ttft"][confidence]))
         tpot = max(0.0, float(g["tpot"][confidence]))
         models = len(g.get("models") or [])
-        if g.get("gpu"):
+        own = find_correction(corrections, engine, gpu, model) if corrections else None
+        mine = next(((t, p) for conf, t, p in own.band if conf == confidence), None) if own is not None else None
+        if mine is not None and own is not None:
+            ttft, tpot = min(ttft, mine[0]), min(tpot, mine[1])
+            scope = f"your calibration on {gpu} ({own.model if own.model != '*' else 'all models'}, leave-one-out)"
+        elif g.get("gpu"):
             scope = f"{g['rows']} held-out rows on {g['gpu']}, {models} models"
         elif g.get("engine"):
             scope = f"{g['rows']} held-out rows of this engine, {models} models, too few or none on {gpu}"

@@ -64,6 +64,9 @@ class PerfSettings:
         pp_link_latency_s: latency per pipeline-stage hand-off.
         reference_gemm_efficiency: bf16 GEMM TFLOP/s / datasheet assumed on the priors' reference system.
         reference_memory_efficiency: streaming-read GB/s / datasheet assumed on the priors' reference system.
+        corrections: a user calibration's corrections (``--perf-calibration``, :class:`PerfCorrection`); empty:
+            the shipped curves alone.
+        calibration_sha256: SHA-256 of the calibration file the corrections came from (empty without one).
     """
 
     engine: str = "vllm"
@@ -80,6 +83,8 @@ class PerfSettings:
     pp_link_latency_s: float = 5e-5
     reference_gemm_efficiency: float = 0.80
     reference_memory_efficiency: float = 0.90
+    corrections: tuple[PerfCorrection, ...] = ()
+    calibration_sha256: str = ""
 
     @classmethod
     def for_engine(cls, engine: str, version: str = "") -> PerfSettings:
@@ -104,9 +109,51 @@ class PerfSettings:
             activation_reserve_gib=rules.runtime_reserve_gib,
         )
 
+    def correction(self, gpu_name: str, model: str) -> PerfCorrection | None:
+        """This engine's calibration correction for ``gpu_name`` and ``model`` (:func:`find_correction`)."""
+        return find_correction(self.corrections, self.engine, gpu_name, model) if self.corrections else None
+
     def for_gpu(self, gpu_name: str) -> GpuEfficiency:
         """Efficiency for ``gpu_name``: its override if any, else the default prior."""
         for name, eff in self.gpu_overrides:
             if name == gpu_name:
                 return eff
         return self.default
+
+
+@dataclass(frozen=True)
+class PerfCorrection:
+    """A user calibration's correction of one engine x GPU x model (``hetplan calibrate-perf``;
+    :mod:`hetplan.perf.user_calibration`).
+
+    Attributes:
+        engine, gpu, model: what it applies to (canonical catalog names); ``model`` ``"*"`` stands for every model
+            of that engine x GPU without a correction of its own (fitted on all the GPU's points).
+        ttft_factor: measured / predicted mean TTFT (shrunk toward 1); multiplies prefill step times (plan,
+            simulate) or the closed loop's TTFT (estimate).
+        tpot_factor: the same for mean TPOT and decode step times.
+        band: ``(confidence, ttft, tpot)`` step slowdowns left after the correction (leave-one-out residuals on the
+            user's points), which replace the shipped error band for this engine x GPU; empty when too few points.
+    """
+
+    engine: str
+    gpu: str
+    model: str
+    ttft_factor: float
+    tpot_factor: float
+    band: tuple[tuple[str, float, float], ...] = ()
+
+
+def find_correction(
+    corrections: tuple[PerfCorrection, ...], engine: str, gpu: str, model: str
+) -> PerfCorrection | None:
+    """The correction for ``engine`` on ``gpu`` serving ``model``: the model's own, else the GPU's ``"*"`` entry,
+    else None (the shipped curves alone)."""
+    pooled = None
+    for c in corrections:
+        if c.engine == engine and c.gpu == gpu:
+            if c.model == model:
+                return c
+            if c.model == "*":
+                pooled = c
+    return pooled

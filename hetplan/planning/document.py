@@ -145,6 +145,7 @@ def build_plan(
         "hetplan_version": __version__,
         "catalog_sha256": catalog_sha256() if catalog_sha is None else catalog_sha,
         "workload_sha256": workload_sha256,
+        **({"perf_calibration_sha256": req.settings.calibration_sha256} if req.settings.calibration_sha256 else {}),
     }
     return doc
 

@@ -34,6 +34,7 @@ from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings
+from hetplan.perf.user_calibration import with_calibration
 from hetplan.planning.dtypes import AUTO, has_fp8_cores, model_dtype
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
@@ -416,7 +417,10 @@ def build_request(
         scenario.max_ratio,
         scenario.headroom,
         scenario.max_ilp_combos,
-        settings=PerfSettings.for_engine(scenario.engine, scenario.engine_version),
+        settings=with_calibration(
+            PerfSettings.for_engine(scenario.engine, scenario.engine_version),
+            scenario.resolve(scenario.perf.calibration) if scenario.perf is not None else None,
+        ),
         arrivals=arrivals,
         deployment=deployment,
         offers=tuple(o for o in offers if o.gpu in prices),

@@ -382,7 +382,7 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
 
     gpus = sorted({c.prefill_gpu for c in plan.combos} | {c.decode_gpu for c in plan.combos}
                   | {t.gpu for t in plan.instances})  # fmt: skip
-    band = error_band(plan.engine, gpus, confidence)
+    band = error_band(plan.engine, gpus, confidence, plan.settings.corrections, plan.model.spec.name)
     if band is None:
         return None
     window = deployment_from_plan(plan).arch.spec.max_position_embeddings
