@@ -110,7 +110,11 @@ class InstanceModel:
     def curve_notes(self) -> list[str]:
         """Sentences about the curves in force (a GPU without fitted data falls back to the nearest architecture)."""
         note = self._curves[1]
-        return [f"{self.gpu.name}: {note}"] if (note and self.calibrated) else []
+        notes = [f"{self.gpu.name}: {note}"] if (note and self.calibrated) else []
+        if self.correction != (1.0, 1.0):
+            notes.append(f"{self.gpu.name}: corrected by your calibration file: prefill steps x "
+                         f"{self.correction[0]:.3f}, decode steps x {self.correction[1]:.3f}")  # fmt: skip
+        return notes
 
     @cached_property
     def _rows(self) -> Rows:
