@@ -49,10 +49,13 @@ def calibrate_perf(
             show_default=False,
         ),
     ],
-    gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="GPU the runs used (when the file does not say).")] = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", "-g", help="GPU the runs used (when the file does not say).")
+    ] = None,
     model: Annotated[str | None, model_option("Model served (when the file's name is not a catalog name).")] = None,
     engine: Annotated[
-        str | None, typer.Option("--engine", help="Serving engine: vllm, sglang or trtllm (default: the file's, else vllm).")
+        str | None,
+        typer.Option("--engine", help="Serving engine: vllm, sglang or trtllm (default: the file's, else vllm)."),
     ] = None,
     tp: Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree of the runs (default 1).")] = None,
     pp: Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel degree (default 1).")] = None,

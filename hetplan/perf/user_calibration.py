@@ -126,7 +126,9 @@ def _num(value: Any, where: str) -> float:
     try:
         x = float(value)
     except ValueError:
-        raise InputError(f"{where} is not a number (got {value!r:.30})", fix="pass the tool's unedited output") from None
+        raise InputError(
+            f"{where} is not a number (got {value!r:.30})", fix="pass the tool's unedited output"
+        ) from None
     if not math.isfinite(x) or x <= 0:
         raise InputError(f"{where} must be a positive number, got {value!r}", fix="pass a run that completed requests")
     return x
@@ -160,7 +162,8 @@ def _point(found: dict[str, Any], ctx: Context, ttft: float, tpot: float, source
         if name not in vals:
             raise InputError(
                 f"{source}: the file does not say the {name} of its run",
-                fix=f"pass {flag}" + (" (or --metadata gpu=... when running vllm bench serve)" if name == "gpu" else ""),
+                fix=f"pass {flag}"
+                + (" (or --metadata gpu=... when running vllm bench serve)" if name == "gpu" else ""),
             )
     for name in ("isl", "osl", "concurrency"):
         vals[name] = max(1, int(round(float(vals[name]))))
@@ -236,9 +239,7 @@ def read_guidellm(doc: dict[str, Any], path: str, ctx: Context) -> tuple[list[Me
 
         found = {"model": model or _get(b, "worker", "backend_model"), "concurrency": conc,
                  "isl": mean("prompt_token_count"), "osl": mean("output_token_count")}  # fmt: skip
-        points.append(
-            _point(found, ctx, mean("time_to_first_token_ms"), mean("inter_token_latency_ms"), where)
-        )
+        points.append(_point(found, ctx, mean("time_to_first_token_ms"), mean("inter_token_latency_ms"), where))
     if not points:
         raise InputError(
             f"{path}: no concurrent or synchronous benchmark in the GuideLLM report",
@@ -258,7 +259,8 @@ def read_aiperf(doc: dict[str, Any], path: str, ctx: Context) -> list[MeasuredPo
     Raises:
         InputError: a metric missing or not in milliseconds / tokens.
     """
-    records = doc.get("records") if isinstance(doc.get("records"), dict) else doc
+    raw = doc.get("records")
+    records: dict[str, Any] = raw if isinstance(raw, dict) else doc
     vals: dict[str, float] = {}
     for key, name in _AIPERF_METRICS.items():
         metric = records.get(name)
@@ -268,7 +270,8 @@ def read_aiperf(doc: dict[str, Any], path: str, ctx: Context) -> list[MeasuredPo
         if key in ("ttft", "tpot") and unit != "ms":
             raise InputError(f"{path}: {name} is in {unit!r}, expected ms", fix="export with the default units")
         vals[key] = _num(metric["avg"], f"{path}: {name}.avg")
-    cfg = doc.get("input_config") if isinstance(doc.get("input_config"), dict) else {}
+    raw_cfg = doc.get("input_config")
+    cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
     conc = _get(cfg, "loadgen", "concurrency") or cfg.get("concurrency")
     names = _get(cfg, "endpoint", "model_names") or cfg.get("model_names") or cfg.get("model")
     model = names[0] if isinstance(names, list) and names else names if isinstance(names, str) else None
@@ -320,7 +323,9 @@ def read_points_measured(path: Path, ctx: Context) -> list[MeasuredPoint]:
         where = f"{path}: data row {n}"
         for col in MEASURED_COLUMNS:
             if not str(raw.get(col, "")).strip():
-                raise InputError(f"{where}: {col} is empty", fix=f"give every row its measured {', '.join(MEASURED_COLUMNS)}")
+                raise InputError(
+                    f"{where}: {col} is empty", fix=f"give every row its measured {', '.join(MEASURED_COLUMNS)}"
+                )
         ttft = _num(raw.pop("ttft_ms"), f"{where}: ttft_ms")
         tpot = _num(raw.pop("tpot_ms"), f"{where}: tpot_ms")
         found = {k: v for k, v in raw.items() if str(v).strip()}
@@ -358,8 +363,8 @@ def detect_format(path: Path, text: str) -> tuple[str, Any]:
             return "vllm-bench", doc
         if "benchmarks" in doc:
             return "guidellm", doc
-        records = doc.get("records") if isinstance(doc.get("records"), dict) else doc
-        if "time_to_first_token" in records:
+        raw = doc.get("records")
+        if "time_to_first_token" in (raw if isinstance(raw, dict) else doc):
             return "aiperf", doc
     raise InputError(
         f"{path}: not a benchmark file hetplan reads",
@@ -378,7 +383,9 @@ def read_benchmarks(paths: list[Path], ctx: Context) -> tuple[list[MeasuredPoint
     from hetplan.io import read_text_input
 
     if not paths:
-        raise InputError("no benchmark file given", fix="pass one or more result files, e.g. hetplan calibrate-perf run.json")
+        raise InputError(
+            "no benchmark file given", fix="pass one or more result files, e.g. hetplan calibrate-perf run.json"
+        )
     points: list[MeasuredPoint] = []
     notes: list[str] = []
     for path in paths:
@@ -607,7 +614,9 @@ def corrections_from_doc(doc: Any, where: str) -> tuple[PerfCorrection, ...]:
                              fix="fix or regenerate the file")  # fmt: skip
         key3 = (c["engine"], c["gpu"], c["model"])
         if key3 in seen:
-            raise InputError(f"{at}: {'/'.join(key3)} is corrected twice", fix="keep one entry per engine x GPU x model")
+            raise InputError(
+                f"{at}: {'/'.join(key3)} is corrected twice", fix="keep one entry per engine x GPU x model"
+            )
         seen.add(key3)
         band = []
         raw_band = c.get("band") or {}
@@ -621,7 +630,9 @@ def corrections_from_doc(doc: Any, where: str) -> tuple[PerfCorrection, ...]:
                          _finite(v.get("tpot"), f"{at}.band.{conf}.tpot", 0.0, 100.0)))  # fmt: skip
         out.append(
             PerfCorrection(
-                c["engine"], c["gpu"], c["model"],
+                c["engine"],
+                c["gpu"],
+                c["model"],
                 _finite(c.get("ttft_factor"), f"{at}.ttft_factor", 1 / MAX_FACTOR, MAX_FACTOR),
                 _finite(c.get("tpot_factor"), f"{at}.tpot_factor", 1 / MAX_FACTOR, MAX_FACTOR),
                 tuple(band),

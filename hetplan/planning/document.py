@@ -604,8 +604,6 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
     return doc
 
 
-
-
 def _perf_settings_doc(settings: Any) -> dict[str, Any]:
     """The plan's ``perf_settings``: every field, the calibration's corrections and file hash only when a
     calibration file was given (:func:`hetplan.plan.settings_doc.settings_to_doc`; plans without one keep their
@@ -620,6 +618,7 @@ def _perf_settings_doc(settings: Any) -> dict[str, Any]:
         else:
             doc.pop(key)
     return doc
+
 
 __all__ = [
     "ALL",
