@@ -34,6 +34,10 @@ from hetplan.perf.points import estimate_points  # noqa: E402
 from hetplan.perf.user_calibration import shrunk_factor  # noqa: E402
 
 GROUPINGS = (
+    (
+        "engine x GPU x model x engine version x layout x dtype x ISL x OSL (C varies)",
+        ("engine", "gpu", "model", "backend_version", "tp", "dp_attention", "ep", "weight_dtype", "isl", "osl"),
+    ),
     ("engine x GPU x model x engine version", ("engine", "gpu", "model", "backend_version")),
     ("engine x GPU x model", ("engine", "gpu", "model")),
     ("engine x GPU (over its models)", ("engine", "gpu")),
@@ -89,7 +93,7 @@ def pct(x: np.ndarray) -> str:
 def spread(df: pd.DataFrame) -> None:
     """Print tau and sigma per metric and grouping (see module docstring)."""
     print("\n== shrinkage constants: tau (spread of group levels), sigma (spread of points around their level)")
-    for label, keys in GROUPINGS[1:]:
+    for label, keys in GROUPINGS[2:]:
         for m in ("ttft", "tpot"):
             med = df.groupby(list(keys))[f"r_{m}"].transform("median")
             levels = df.groupby(list(keys))[f"r_{m}"].median()

@@ -94,7 +94,7 @@ def error_band(
     else the engine's, else the overall figure; negative slowdowns (the model pessimistic there) count as 0.
 
     A user calibration (``corrections``, ``hetplan calibrate-perf``) narrows it: a GPU whose correction for
-    ``engine`` and ``model`` (the model's own, else the GPU's ``"*"`` entry) carries a band (leave-one-out
+    ``engine`` and ``model`` carries a band (leave-one-out
     residuals of at least 3 of the user's points) takes that band's TTFT and TPOT slowdowns instead, each never
     wider than the shipped figure.
 
@@ -121,7 +121,7 @@ def error_band(
         mine = next(((t, p) for conf, t, p in own.band if conf == confidence), None) if own is not None else None
         if mine is not None and own is not None:
             ttft, tpot = min(ttft, mine[0]), min(tpot, mine[1])
-            scope = f"your calibration on {gpu} ({own.model if own.model != '*' else 'all models'}, leave-one-out)"
+            scope = f"your calibration of {own.model} on {gpu} (leave-one-out residuals)"
         elif g.get("gpu"):
             scope = f"{g['rows']} held-out rows on {g['gpu']}, {models} models"
         elif g.get("engine"):

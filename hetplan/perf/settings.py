@@ -127,8 +127,8 @@ class PerfCorrection:
     :mod:`hetplan.perf.user_calibration`).
 
     Attributes:
-        engine, gpu, model: what it applies to (canonical catalog names); ``model`` ``"*"`` stands for every model
-            of that engine x GPU without a correction of its own (fitted on all the GPU's points).
+        engine, gpu, model: what it applies to (canonical catalog names); ``model`` ``"*"``: fitted on every
+            model's points of that engine x GPU, reported but not applied (:func:`find_correction`).
         ttft_factor: measured / predicted mean TTFT (shrunk toward 1); multiplies prefill step times (plan,
             simulate) or the closed loop's TTFT (estimate).
         tpot_factor: the same for mean TPOT and decode step times.
@@ -147,13 +147,11 @@ class PerfCorrection:
 def find_correction(
     corrections: tuple[PerfCorrection, ...], engine: str, gpu: str, model: str
 ) -> PerfCorrection | None:
-    """The correction for ``engine`` on ``gpu`` serving ``model``: the model's own, else the GPU's ``"*"`` entry,
-    else None (the shipped curves alone)."""
-    pooled = None
+    """The correction for ``engine`` on ``gpu`` serving ``model`` (its own entry), else None (the shipped curves
+    alone). The ``"*"`` entries (every model of an engine x GPU) are reported, not applied: one model's points
+    move other models' TTFT error the wrong way (``benchmarks/user_calibration.py``: median |error| 27 % -> 34 %
+    with one point per engine x GPU applied across models)."""
     for c in corrections:
-        if c.engine == engine and c.gpu == gpu:
-            if c.model == model:
-                return c
-            if c.model == "*":
-                pooled = c
-    return pooled
+        if c.engine == engine and c.gpu == gpu and c.model == model and model != "*":
+            return c
+    return None

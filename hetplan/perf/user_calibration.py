@@ -31,7 +31,7 @@ with ``w = n tau^2 / (n tau^2 + sigma^2)`` (the posterior mean of a normal prior
 the shipped curves): ``tau`` is how far the shipped curves' level is off for a group, ``sigma`` how far one point
 scatters around its group's level (:data:`SHRINKAGE`). One point moves the level most of the way; a point that
 disagrees with the shipped curves by much is trusted as much as one that agrees. Groups are engine x GPU x model,
-and engine x GPU over all its models (``model: "*"``, for models without points of their own).
+and engine x GPU over all its models (``model: "*"``, reported only).
 
 **Leave-one-out.** Each point is predicted with the correction fitted on the other points of its group (none: the
 shipped curves), so the "after" error is out of sample; printed next to the "before" error of the shipped curves.

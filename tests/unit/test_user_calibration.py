@@ -201,10 +201,16 @@ def test_error_band_narrows_to_the_calibrated_residuals():
     shipped = error_band("vllm", ["H200-SXM"], "p80")
     if shipped is None:
         pytest.skip("no error-band file shipped")
-    mine = (PerfCorrection("vllm", "H200-SXM", "*", 1.1, 1.05, (("p80", 0.12, 0.03),)),)
+    mine = (PerfCorrection("vllm", "H200-SXM", "Llama-3.1-8B", 1.1, 1.05, (("p80", 0.12, 0.03),)),)
     narrowed = error_band("vllm", ["H200-SXM"], "p80", mine, "Llama-3.1-8B")
     assert narrowed is not None
     assert narrowed.ttft == min(shipped.ttft, 0.12) and narrowed.tpot == min(shipped.tpot, 0.03)
     assert "your calibration" in narrowed.scope
-    # another engine's or GPU's correction leaves the band alone
+    # another engine's or model's correction leaves the band alone
     assert error_band("sglang", ["H200-SXM"], "p80", mine, "Llama-3.1-8B") == error_band("sglang", ["H200-SXM"], "p80")
+    assert error_band("vllm", ["H200-SXM"], "p80", mine, "Qwen3-8B") == shipped
+
+
+def test_engine_gpu_entries_are_reported_not_applied():
+    pooled = (PerfCorrection("vllm", "H100-SXM", "*", 2.0, 2.0),)
+    assert PerfSettings(corrections=pooled).correction("H100-SXM", "Llama-3.1-8B") is None
