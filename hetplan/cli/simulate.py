@@ -424,6 +424,8 @@ def calibrate_cmd(
 
     Example: hetplan calibrate plan.json --trace trace.csv --out plan-cascade.json --router-config router.yaml
     """
+    _ENGINE_OVERRIDE.update(engine=None, perf_calibration=None)  # a simulate run earlier in this process set them
+
 
     def work() -> dict[str, Any]:
         from hetplan.sim.calibrate import calibrate, router_config

@@ -166,7 +166,7 @@ def _point(found: dict[str, Any], ctx: Context, ttft: float, tpot: float, source
                 + (" (or --metadata gpu=... when running vllm bench serve)" if name == "gpu" else ""),
             )
     for name in ("isl", "osl", "concurrency"):
-        vals[name] = max(1, int(round(float(vals[name]))))
+        vals[name] = max(1, int(round(_num(vals[name], f"{source}: {name}"))))
     return MeasuredPoint({k: str(v) for k, v in vals.items()}, ttft, tpot, source)
 
 

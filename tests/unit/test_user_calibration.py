@@ -214,3 +214,48 @@ def test_error_band_narrows_to_the_calibrated_residuals():
 def test_engine_gpu_entries_are_reported_not_applied():
     pooled = (PerfCorrection("vllm", "H100-SXM", "*", 2.0, 2.0),)
     assert PerfSettings(corrections=pooled).correction("H100-SXM", "Llama-3.1-8B") is None
+
+
+def test_simulate_replays_with_the_calibration(tmp_path):
+    from tests.conftest import FIXTURES
+
+    cal = tmp_path / "cal.yaml"
+    cal.write_text(
+        yaml.safe_dump(
+            {
+                "schema_version": 1,
+                "kind": "perf-calibration",
+                "corrections": [
+                    {
+                        "engine": "vllm",
+                        "gpu": "A100-80GB-SXM",
+                        "model": "Llama-3-70B",
+                        "ttft_factor": 2.0,
+                        "tpot_factor": 1.5,
+                    }
+                ],
+            }  # fmt: skip
+        )
+    )
+    args = ("simulate", FIXTURES / "plan_example_a.json", "--concurrency", "4", "--isl", "256", "--osl", "16",
+            "--requests", "8", "--json")  # fmt: skip
+    plain, slow = invoke(*args), invoke(*args, "--perf-calibration", cal)
+    assert plain.exit_code == 0 and slow.exit_code == 0, plain.output + slow.output
+    a, b = json.loads(plain.stdout)["tpot_s"]["mean"], json.loads(slow.stdout)["tpot_s"]["mean"]
+    assert b > 1.3 * a
+    bad = invoke(*args, "--perf-calibration", FIX / "points_measured.csv")
+    assert bad.exit_code in (1, 2) and "perf calibration file" in bad.output and "Traceback" not in bad.output
+
+
+def test_bad_numbers_in_a_benchmark_file_are_one_line_errors(tmp_path):
+    doc = json.loads((FIX / "vllm_bench_c16.json").read_text())
+    doc["max_concurrency"] = "lots"
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(doc))
+    res = invoke("calibrate-perf", f, "--out", tmp_path / "c.yaml")
+    assert res.exit_code in (1, 2) and "concurrency is not a number" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "c.yaml").exists()  # nothing partial written
+    empty = tmp_path / "e.csv"
+    empty.write_text("")
+    res = invoke("calibrate-perf", empty)
+    assert res.exit_code in (1, 2) and "Traceback" not in res.output
