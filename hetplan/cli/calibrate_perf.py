@@ -38,6 +38,14 @@ def _render(doc: dict[str, Any], console: Console) -> None:
             f"{_pct(b['tpot']['median_abs'])} -> {_pct(a['tpot']['median_abs'])}",
         )  # fmt: skip
     console.print(table)
+    o = doc["overall"]
+    b, a = o["before"], o["leave_one_out"]
+    console.print(
+        f"all {o['points']} points, median |error|: TTFT {_pct(b['ttft']['median_abs'])} -> "
+        f"{_pct(a['ttft']['median_abs'])}, TPOT {_pct(b['tpot']['median_abs'])} -> {_pct(a['tpot']['median_abs'])}"
+        f" (bias TTFT {b['ttft']['bias'] * 100:+.1f} % -> {a['ttft']['bias'] * 100:+.1f} %, TPOT "
+        f"{b['tpot']['bias'] * 100:+.1f} % -> {a['tpot']['bias'] * 100:+.1f} %; (all) rows: reported, not applied)"
+    )
 
 
 def calibrate_perf(

@@ -426,7 +426,6 @@ def calibrate_cmd(
     """
     _ENGINE_OVERRIDE.update(engine=None, perf_calibration=None)  # a simulate run earlier in this process set them
 
-
     def work() -> dict[str, Any]:
         from hetplan.sim.calibrate import calibrate, router_config
 

@@ -528,7 +528,8 @@ def summary(rel: np.ndarray) -> dict[str, float]:
 
 def calibration_doc(pred: Predicted, fits: list[GroupFit], sources: list[str]) -> dict[str, Any]:
     """The calibration file's document: ``schema_version``, ``kind``, the method, the input files with their
-    SHA-256, and per group the factors, points, errors before and after (leave-one-out) and the band."""
+    SHA-256, the errors of all points before and after (``overall``), and per group the factors, points, errors
+    before and after (leave-one-out) and the band."""
     corrections = []
     for g in fits:
         entry: dict[str, Any] = {
@@ -559,7 +560,22 @@ def calibration_doc(pred: Predicted, fits: list[GroupFit], sources: list[str]) -
             f"repeat-run noise {NOISE_FLOOR}"
         ),
         "inputs": [{"path": s, "sha256": _sha(Path(s))} for s in sources],
+        "overall": _overall([g for g in fits if g.model != "*"]),
         "corrections": corrections,
+    }
+
+
+def _overall(fits: list[GroupFit]) -> dict[str, Any]:
+    """Every point's error before and after (leave-one-out within its engine x GPU x model), pooled."""
+
+    def cat(name: str) -> np.ndarray:
+        arrays = [getattr(g, name) for g in fits]
+        return np.concatenate(arrays) if arrays else np.array([])
+
+    return {
+        "points": int(sum(len(g.index) for g in fits)),
+        "before": {"ttft": summary(cat("before_ttft")), "tpot": summary(cat("before_tpot"))},
+        "leave_one_out": {"ttft": summary(cat("loo_ttft")), "tpot": summary(cat("loo_tpot"))},
     }
 
 
