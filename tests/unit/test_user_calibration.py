@@ -259,3 +259,21 @@ def test_bad_numbers_in_a_benchmark_file_are_one_line_errors(tmp_path):
     empty.write_text("")
     res = invoke("calibrate-perf", empty)
     assert res.exit_code in (1, 2) and "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_plan_verdict_uses_the_calibrated_band(tmp_path):
+    cal = tmp_path / "cal.yaml"
+    assert invoke("calibrate-perf", *ALL, "--gpu", "H100-SXM", "--out", cal).exit_code == 0
+    base = ["plan", "--model", "Llama-3.1-8B", "--synthetic", "balanced", "--goodput", "4", "--gpus", "H100",
+            "--no-analysis", "--verify", "--json"]  # fmt: skip
+    shipped = json.loads(invoke(*base).stdout)["verification"]["model_error"]
+    mine = json.loads(invoke(*base, "--perf-calibration", cal).stdout)["verification"]["model_error"]
+    own = next(c for c in uc.load_calibration(cal)[0] if c.gpu == "H100-SXM" and c.model == "Llama-3.1-8B")
+    p80 = next((t, p) for conf, t, p in own.band if conf == "p80")
+    assert (mine["band_ttft"], mine["band_tpot"]) == (
+        min(shipped["band_ttft"], p80[0]),
+        min(shipped["band_tpot"], p80[1]),
+    )
+    assert "your calibration of Llama-3.1-8B on H100-SXM" in mine["band_scope"]
+    assert "your calibration" not in shipped["band_scope"]
