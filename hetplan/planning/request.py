@@ -432,4 +432,21 @@ def build_request(
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks
     warnings.extend(measured_notes(req.gpus, compute_dtype(arch.weight_dtype)))
+    warnings.extend(calibration_notes(req))
     return req, workload, warnings, gpu_warnings
+
+
+def calibration_notes(req: PlanRequest) -> list[str]:
+    """Which candidate GPUs a perf calibration file (``perf.calibration``) corrects for the plan's engine and
+    model, or that it corrects none of them (the shipped curves alone are then used); empty without a file."""
+    s = req.settings
+    if not s.calibration_sha256:
+        return []
+    model = req.arch.spec.name
+    hit = [g.name for g in req.gpus if s.correction(g.name, model) is not None]
+    if not hit:
+        return [
+            f"the perf calibration file corrects no candidate GPU for {s.engine} serving {model}: the shipped curves "
+            "are used (calibrate-perf with benchmarks of this engine and model)"
+        ]
+    return [f"perf calibration: {s.engine} {model} on {', '.join(hit)} corrected by your benchmarks"]

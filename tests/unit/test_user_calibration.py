@@ -277,3 +277,14 @@ def test_plan_verdict_uses_the_calibrated_band(tmp_path):
     )
     assert "your calibration of Llama-3.1-8B on H100-SXM" in mine["band_scope"]
     assert "your calibration" not in shipped["band_scope"]
+
+
+def test_plan_says_which_gpus_the_calibration_corrects(tmp_path):
+    cal = tmp_path / "cal.yaml"
+    assert invoke("calibrate-perf", FIX / "points_measured.csv", "--out", cal).exit_code == 0
+    base = ["plan", "--synthetic", "balanced", "--goodput", "4", "--gpus", "H100", "--no-analysis", "--json",
+            "--perf-calibration", cal]  # fmt: skip
+    hit = json.loads(invoke(*base, "--model", "Llama-3.1-8B").stdout)["warnings"]
+    assert any("Llama-3.1-8B on H100-SXM corrected by your benchmarks" in w for w in hit)
+    miss = json.loads(invoke(*base, "--model", "Llama-3-8B").stdout)["warnings"]
+    assert any("corrects no candidate GPU" in w for w in miss)
