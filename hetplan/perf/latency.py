@@ -101,9 +101,9 @@ class InstanceModel:
 
     @cached_property
     def correction(self) -> tuple[float, float]:
-        """(prefill, decode) step-time factors of the user's calibration for this engine, GPU and model
-        (``settings.corrections``, :mod:`hetplan.perf.user_calibration`); (1, 1) without one."""
-        c = self.settings.correction(self.gpu.name, self.arch.spec.name)
+        """(prefill, decode) step-time factors of the user's calibration for this engine, GPU, model, TP and weight
+        dtype (``settings.corrections``; :func:`hetplan.perf.settings.find_correction`); (1, 1) without one."""
+        c = self.settings.correction(self.gpu.name, self.arch.spec.name, self.tp, self.arch.weight_dtype)
         return (c.ttft_factor, c.tpot_factor) if c is not None else (1.0, 1.0)
 
     @property

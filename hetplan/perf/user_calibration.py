@@ -30,8 +30,11 @@ gives predicted mean TTFT and TPOT; ``r = ln(measured / predicted)``. A group's 
 with ``w = n tau^2 / (n tau^2 + sigma^2)`` (the posterior mean of a normal prior on the group's level, centred on
 the shipped curves): ``tau`` is how far the shipped curves' level is off for a group, ``sigma`` how far one point
 scatters around its group's level (:data:`SHRINKAGE`). One point moves the level most of the way; a point that
-disagrees with the shipped curves by much is trusted as much as one that agrees. Groups are engine x GPU x model,
-and engine x GPU over all its models (``model: "*"``, reported only).
+disagrees with the shipped curves by much is trusted as much as one that agrees. Groups are engine x GPU x model
+x layout (TP and weight dtype: both factors apply to that layout), and engine x GPU x model over all its layouts
+(``tp``/``weight_dtype`` ``"*"``: its TPOT factor applies to layouts without their own entry, its TTFT factor is
+1), as measured on the silicon data (:func:`hetplan.perf.settings.find_correction`). A correction never applies
+to another model: one model's points moved other models' TTFT error the wrong way (27 % -> 34 % median |error|).
 
 **Leave-one-out.** Each point is predicted with the correction fitted on the other points of its group (none: the
 shipped curves), so the "after" error is out of sample; printed next to the "before" error of the shipped curves.
@@ -412,10 +415,11 @@ def read_benchmarks(paths: list[Path], ctx: Context) -> tuple[list[MeasuredPoint
 
 @dataclass
 class Predicted:
-    """Points with the shipped model's predictions; ``key`` per point is (engine, gpu, model) in catalog names."""
+    """Points with the shipped model's predictions; ``keys`` per point: (engine, gpu, model, tp, weight_dtype),
+    names as in the catalogs."""
 
     points: list[MeasuredPoint]
-    keys: list[tuple[str, str, str]]
+    keys: list[tuple[str, str, str, int, str]]
     pred_ttft_ms: np.ndarray
     pred_tpot_ms: np.ndarray
 
@@ -448,7 +452,8 @@ def predict(points: list[MeasuredPoint]) -> Predicted:
                 f"{p.source}: hetplan cannot estimate this point: {r['error']}",
                 fix="check the GPU, model, TP/EP/DP and dtypes (flags or --metadata), or leave the file out",
             )
-        keys.append((str(r["engine"]), find_gpu(str(r["gpu"])).name, find_model(str(r["model"])).name))
+        keys.append((str(r["engine"]), find_gpu(str(r["gpu"])).name, find_model(str(r["model"])).name, int(r["tp"]),
+                     str(r["weight_dtype"])))  # fmt: skip
     return Predicted(
         points, keys, np.array([r["ttft_s"] * 1e3 for r in res]), np.array([r["tpot_s"] * 1e3 for r in res])
     )
@@ -467,11 +472,14 @@ def shrunk_factor(log_ratios: np.ndarray, metric: str) -> float:
 
 @dataclass
 class GroupFit:
-    """The fit of one engine x GPU x model (``model`` ``"*"``: all models of the engine x GPU)."""
+    """The fit of one engine x GPU x model at one layout (``tp``, ``weight_dtype``), or over all its layouts
+    (``tp`` 0, ``weight_dtype`` ``"*"``: the TPOT factor only, :func:`hetplan.perf.settings.find_correction`)."""
 
     engine: str
     gpu: str
     model: str
+    tp: int
+    weight_dtype: str
     index: list[int]
     ttft_factor: float
     tpot_factor: float
@@ -482,17 +490,18 @@ class GroupFit:
     band: tuple[tuple[str, float, float], ...] = field(default=())
 
 
-def _fit_group(pred: Predicted, index: list[int], key: tuple[str, str, str]) -> GroupFit:
+def _fit_group(pred: Predicted, index: list[int], key: tuple[str, str, str, int, str]) -> GroupFit:
     idx = np.array(index)
+    any_layout = key[3] == 0
     r_t = np.log(pred.meas_ttft_ms[idx] / pred.pred_ttft_ms[idx])
     r_p = np.log(pred.meas_tpot_ms[idx] / pred.pred_tpot_ms[idx])
     loo_t, loo_p = np.empty(idx.size), np.empty(idx.size)
     for j in range(idx.size):
         rest = np.arange(idx.size) != j
-        loo_t[j] = math.exp(-r_t[j]) * shrunk_factor(r_t[rest], "ttft") - 1.0
+        loo_t[j] = math.exp(-r_t[j]) * (1.0 if any_layout else shrunk_factor(r_t[rest], "ttft")) - 1.0
         loo_p[j] = math.exp(-r_p[j]) * shrunk_factor(r_p[rest], "tpot") - 1.0
     band: tuple[tuple[str, float, float], ...] = ()
-    if idx.size >= MIN_BAND_POINTS:
+    if idx.size >= MIN_BAND_POINTS and not any_layout:
         # step slowdown left: measured / corrected - 1 = 1 / (1 + loo) - 1
         slow_t, slow_p = 1.0 / (1.0 + loo_t) - 1.0, 1.0 / (1.0 + loo_p) - 1.0
         band = tuple(
@@ -500,19 +509,22 @@ def _fit_group(pred: Predicted, index: list[int], key: tuple[str, str, str]) -> 
              round(max(NOISE_FLOOR["tpot"], float(np.quantile(slow_p, q))), 4))
             for conf, q in CONFIDENCE_QUANTILES.items()
         )  # fmt: skip
+    ttft_factor = 1.0 if any_layout else shrunk_factor(r_t, "ttft")
     return GroupFit(
-        key[0], key[1], key[2], list(index), shrunk_factor(r_t, "ttft"), shrunk_factor(r_p, "tpot"), loo_t, loo_p,
+        key[0], key[1], key[2], key[3], key[4], list(index), ttft_factor, shrunk_factor(r_p, "tpot"), loo_t, loo_p,
         np.exp(-r_t) - 1.0, np.exp(-r_p) - 1.0, band,
     )  # fmt: skip
 
 
 def fit(pred: Predicted) -> list[GroupFit]:
-    """One :class:`GroupFit` per engine x GPU x model of ``pred``, then one per engine x GPU (``"*"``), sorted."""
-    groups: dict[tuple[str, str, str], list[int]] = {}
-    for i, (eng, gpu, model) in enumerate(pred.keys):
-        groups.setdefault((eng, gpu, model), []).append(i)
-        groups.setdefault((eng, gpu, "*"), []).append(i)
-    return [_fit_group(pred, idx, key) for key, idx in sorted(groups.items())]
+    """One :class:`GroupFit` per engine x GPU x model x layout (TP, weight dtype) of ``pred`` and one per engine x
+    GPU x model over all its layouts (``tp`` 0, ``"*"``; TPOT only), sorted."""
+    groups: dict[tuple[str, str, str, int, str], list[int]] = {}
+    for i, (eng, gpu, model, tp, dtype) in enumerate(pred.keys):
+        groups.setdefault((eng, gpu, model, tp, dtype), []).append(i)
+        groups.setdefault((eng, gpu, model, 0, "*"), []).append(i)
+    order = sorted(groups, key=lambda k: (k[:3], k[3] == 0, k[3], k[4]))  # each model's layouts, then "*"
+    return [_fit_group(pred, groups[key], key) for key in order]
 
 
 def summary(rel: np.ndarray) -> dict[str, float]:
@@ -536,6 +548,8 @@ def calibration_doc(pred: Predicted, fits: list[GroupFit], sources: list[str]) -
             "engine": g.engine,
             "gpu": g.gpu,
             "model": g.model,
+            "tp": g.tp if g.tp else "*",
+            "weight_dtype": g.weight_dtype,
             "ttft_factor": round(g.ttft_factor, 4),
             "tpot_factor": round(g.tpot_factor, 4),
             "points": len(g.index),
@@ -553,20 +567,21 @@ def calibration_doc(pred: Predicted, fits: list[GroupFit], sources: list[str]) -
         "kind": KIND,
         "generated_by": "hetplan calibrate-perf",
         "method": (
-            "factor = exp(w x mean ln(measured / predicted)) per engine x GPU x model (model '*': every model of "
-            f"the engine x GPU), w = n tau^2 / (n tau^2 + sigma^2), (tau, sigma) TTFT {SHRINKAGE['ttft']}, TPOT "
+            "factor = exp(w x mean ln(measured / predicted)) per engine x GPU x model x TP x weight dtype (tp and "
+            "weight_dtype '*': every layout of the model, TPOT factor only, for layouts without their own entry), "
+            f"w = n tau^2 / (n tau^2 + sigma^2), (tau, sigma) TTFT {SHRINKAGE['ttft']}, TPOT "
             f"{SHRINKAGE['tpot']}; residuals: predicted / measured - 1 of mean TTFT and TPOT; band: leave-one-out "
             f"step slowdowns at p50/p80/p90 for groups of >= {MIN_BAND_POINTS} points, at least the engines' "
             f"repeat-run noise {NOISE_FLOOR}"
         ),
         "inputs": [{"path": s, "sha256": _sha(Path(s))} for s in sources],
-        "overall": _overall([g for g in fits if g.model != "*"]),
+        "overall": _overall([g for g in fits if g.tp]),
         "corrections": corrections,
     }
 
 
 def _overall(fits: list[GroupFit]) -> dict[str, Any]:
-    """Every point's error before and after (leave-one-out within its engine x GPU x model), pooled."""
+    """Every point's error before and after (leave-one-out within its engine x GPU x model x layout), pooled."""
 
     def cat(name: str) -> np.ndarray:
         arrays = [getattr(g, name) for g in fits]
@@ -628,12 +643,24 @@ def corrections_from_doc(doc: Any, where: str) -> tuple[PerfCorrection, ...]:
         if c["engine"] not in ENGINE_NAMES:
             raise InputError(f"{at}.engine {c['engine']!r} is not one of {', '.join(ENGINE_NAMES)}",
                              fix="fix or regenerate the file")  # fmt: skip
-        key3 = (c["engine"], c["gpu"], c["model"])
-        if key3 in seen:
+        tp_raw, dtype = c.get("tp", "*"), c.get("weight_dtype", "*")
+        if tp_raw == "*":
+            tp = 0
+        elif isinstance(tp_raw, int) and not isinstance(tp_raw, bool) and 1 <= tp_raw <= 1024:
+            tp = tp_raw
+        else:
+            raise InputError(f"{at}.tp must be a whole number 1..1024 or '*', got {tp_raw!r}",
+                             fix="regenerate the file with hetplan calibrate-perf")  # fmt: skip
+        if not isinstance(dtype, str) or not dtype or (tp == 0) != (dtype == "*"):
+            raise InputError(f"{at}.weight_dtype must be a dtype with a TP, or '*' with tp '*', got {dtype!r}",
+                             fix="regenerate the file with hetplan calibrate-perf")  # fmt: skip
+        entry_key = (c["engine"], c["gpu"], c["model"], str(tp or "*"), dtype)
+        if entry_key in seen:
             raise InputError(
-                f"{at}: {'/'.join(key3)} is corrected twice", fix="keep one entry per engine x GPU x model"
+                f"{at}: {'/'.join(entry_key)} is corrected twice",
+                fix="keep one entry per engine x GPU x model x layout",
             )
-        seen.add(key3)
+        seen.add(entry_key)
         band = []
         raw_band = c.get("band") or {}
         if not isinstance(raw_band, dict):
@@ -652,6 +679,8 @@ def corrections_from_doc(doc: Any, where: str) -> tuple[PerfCorrection, ...]:
                 _finite(c.get("ttft_factor"), f"{at}.ttft_factor", 1 / MAX_FACTOR, MAX_FACTOR),
                 _finite(c.get("tpot_factor"), f"{at}.tpot_factor", 1 / MAX_FACTOR, MAX_FACTOR),
                 tuple(band),
+                tp,
+                dtype,
             )  # fmt: skip
         )
     return tuple(out)
@@ -697,14 +726,15 @@ def corrected(rows: list[dict[str, Any]], corrections: tuple[PerfCorrection, ...
         c = None
         if "error" not in r and corrections:
             c = find_correction(corrections, str(r["engine"]), find_gpu(str(r["gpu"])).name,
-                                find_model(str(r["model"])).name)  # fmt: skip
+                                find_model(str(r["model"])).name, int(r["tp"]), str(r["weight_dtype"]))  # fmt: skip
         if c is None:
             out.append(r)
             continue
         ttft, tpot = r["ttft_s"] * c.ttft_factor, r["tpot_s"] * c.tpot_factor
         conc, osl = float(r["concurrency"]), float(r["osl"])
         rps = conc / (ttft + (osl - 1.0) * tpot)
-        note = f"calibrated: TTFT x {c.ttft_factor:.3f}, TPOT x {c.tpot_factor:.3f} ({c.engine}/{c.gpu}/{c.model})"
+        layout = f"TP{c.tp} {c.weight_dtype}" if c.tp else "all layouts: TPOT only"
+        note = f"calibrated: TTFT x {c.ttft_factor:.3f}, TPOT x {c.tpot_factor:.3f} ({c.gpu}, {c.model}, {layout})"
         out.append({**r, "ttft_s": ttft, "tpot_s": tpot, "itl_s": tpot, "requests_per_s": rps,
                     "output_tokens_per_s": rps * osl, "notes": [*r.get("notes", []), note]})  # fmt: skip
     return out

@@ -27,7 +27,7 @@ def settings_to_doc(settings: PerfSettings) -> dict[str, Any]:
         doc.pop("calibration_sha256")
     else:
         doc["corrections"] = [
-            {**{k: v for k, v in c.items() if k != "band"},
+            {**{k: (v or "*") if k == "tp" else v for k, v in c.items() if k != "band"},
              **({"band": {conf: {"ttft": t, "tpot": p} for conf, t, p in c["band"]}} if c["band"] else {})}
             for c in doc["corrections"]
         ]  # fmt: skip

@@ -443,10 +443,17 @@ def calibration_notes(req: PlanRequest) -> list[str]:
     if not s.calibration_sha256:
         return []
     model = req.arch.spec.name
-    hit = [g.name for g in req.gpus if s.correction(g.name, model) is not None]
+    dtype = req.arch.weight_dtype
+    hit = []
+    for g in req.gpus:
+        own = [f"TP{t}" for t in req.tp_options if (c := s.correction(g.name, model, t, dtype)) and c.tp]
+        if own:
+            hit.append(f"{g.name} ({', '.join(own)}: TTFT and TPOT; other TPs: TPOT only)")
+        elif any(s.correction(g.name, model, t, dtype) for t in req.tp_options):
+            hit.append(f"{g.name} (TPOT only: no point at a TP and {dtype} of this plan)")
     if not hit:
         return [
             f"the perf calibration file corrects no candidate GPU for {s.engine} serving {model}: the shipped curves "
             "are used (calibrate-perf with benchmarks of this engine and model)"
         ]
-    return [f"perf calibration: {s.engine} {model} on {', '.join(hit)} corrected by your benchmarks"]
+    return [f"perf calibration: {s.engine} {model} ({dtype}) corrected by your benchmarks on {'; '.join(hit)}"]

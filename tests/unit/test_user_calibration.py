@@ -107,16 +107,19 @@ def test_shrinkage_moves_one_point_most_of_the_way_and_none_not_at_all():
 def test_fit_and_leave_one_out_on_fixtures():
     points, _ = uc.read_benchmarks(ALL, uc.Context(gpu="H100-SXM"))
     pred = uc.predict(points)
-    fits = {(g.gpu, g.model): g for g in uc.fit(pred)}
-    h100 = fits[("H100-SXM", "Llama-3.1-8B")]
+    fits = {(g.gpu, g.model, g.tp): g for g in uc.fit(pred)}
+    h100 = fits[("H100-SXM", "Llama-3.1-8B", 1)]
     assert len(h100.index) == 6
     # every fixture runs slower than predicted: the factors are > 1 and the leave-one-out error below the raw one
     assert h100.ttft_factor > 1.05 and h100.tpot_factor > 1.02
     assert np.median(np.abs(h100.loo_ttft)) < np.median(np.abs(h100.before_ttft)) / 2
     # one H200 point: leave-one-out has nothing to fit on, so its error is the shipped curves' own
-    h200 = fits[("H200-SXM", "Llama-3.1-8B")]
+    h200 = fits[("H200-SXM", "Llama-3.1-8B", 1)]
     assert np.allclose(h200.loo_ttft, h200.before_ttft) and h200.band == ()
     assert h100.band and all(t >= uc.NOISE_FLOOR["ttft"] for _, t, _ in h100.band)
+    # the model's entry over all layouts corrects TPOT only, and has no band
+    other = fits[("H100-SXM", "Llama-3.1-8B", 0)]
+    assert other.ttft_factor == 1.0 and other.tpot_factor == h100.tpot_factor and other.band == ()
 
 
 def test_written_file_round_trips_and_is_byte_identical(tmp_path):
@@ -162,13 +165,19 @@ def test_estimate_applies_the_correction(tmp_path):
     plain = json.loads(invoke(*base).stdout)
     fixed = json.loads(invoke(*base, "--perf-calibration", cal).stdout)
     c = uc.load_calibration(cal)[0]
-    factor = next(x for x in c if x.gpu == "H100-SXM" and x.model == "Llama-3.1-8B")
+    factor = next(x for x in c if x.gpu == "H100-SXM" and x.model == "Llama-3.1-8B" and x.tp == 1)
     assert fixed["ttft_s"] == pytest.approx(plain["ttft_s"] * factor.ttft_factor)
     assert fixed["tpot_s"] == pytest.approx(plain["tpot_s"] * factor.tpot_factor)
     single = json.loads(invoke("estimate", "--model", "Llama-3.1-8B", "--gpu", "H100", "--json",
                                "--perf-calibration", cal).stdout)  # fmt: skip
     raw = json.loads(invoke("estimate", "--model", "Llama-3.1-8B", "--gpu", "H100", "--json").stdout)
     assert single["prefill_latency_s"] == pytest.approx(raw["prefill_latency_s"] * factor.ttft_factor)
+    # another TP: the TPOT factor of the model's all-layouts entry, TTFT as shipped
+    tp2 = [*base[:5], "--tp", "2", *base[5:]]
+    plain2 = json.loads(invoke(*tp2).stdout)
+    fixed2 = json.loads(invoke(*tp2, "--perf-calibration", cal).stdout)
+    assert fixed2["ttft_s"] == pytest.approx(plain2["ttft_s"])
+    assert fixed2["tpot_s"] == pytest.approx(plain2["tpot_s"] * factor.tpot_factor)
 
 
 def test_plan_provenance_changes_with_the_file(tmp_path):
@@ -201,19 +210,31 @@ def test_error_band_narrows_to_the_calibrated_residuals():
     shipped = error_band("vllm", ["H200-SXM"], "p80")
     if shipped is None:
         pytest.skip("no error-band file shipped")
-    mine = (PerfCorrection("vllm", "H200-SXM", "Llama-3.1-8B", 1.1, 1.05, (("p80", 0.12, 0.03),)),)
-    narrowed = error_band("vllm", ["H200-SXM"], "p80", mine, "Llama-3.1-8B")
+    mine = (PerfCorrection("vllm", "H200-SXM", "Llama-3.1-8B", 1.1, 1.05, (("p80", 0.12, 0.03),), 1, "bf16"),)
+    layouts = {"H200-SXM": {(1, "bf16")}}
+    narrowed = error_band("vllm", ["H200-SXM"], "p80", mine, "Llama-3.1-8B", layouts)
     assert narrowed is not None
     assert narrowed.ttft == min(shipped.ttft, 0.12) and narrowed.tpot == min(shipped.tpot, 0.03)
     assert "your calibration" in narrowed.scope
     # another engine's or model's correction leaves the band alone
-    assert error_band("sglang", ["H200-SXM"], "p80", mine, "Llama-3.1-8B") == error_band("sglang", ["H200-SXM"], "p80")
-    assert error_band("vllm", ["H200-SXM"], "p80", mine, "Qwen3-8B") == shipped
+    sglang = error_band("sglang", ["H200-SXM"], "p80")
+    assert error_band("sglang", ["H200-SXM"], "p80", mine, "Llama-3.1-8B", layouts) == sglang
+    assert error_band("vllm", ["H200-SXM"], "p80", mine, "Qwen3-8B", layouts) == shipped
+    # a layout of the plan without a band of its own keeps the shipped band
+    both = {"H200-SXM": {(1, "bf16"), (2, "bf16")}}
+    assert error_band("vllm", ["H200-SXM"], "p80", mine, "Llama-3.1-8B", both) == shipped
 
 
-def test_engine_gpu_entries_are_reported_not_applied():
-    pooled = (PerfCorrection("vllm", "H100-SXM", "*", 2.0, 2.0),)
-    assert PerfSettings(corrections=pooled).correction("H100-SXM", "Llama-3.1-8B") is None
+def test_layout_entry_first_then_the_models_tpot_only_never_another_model():
+    entries = (PerfCorrection("vllm", "H100-SXM", "Llama-3.1-8B", 2.0, 1.5),
+               PerfCorrection("vllm", "H100-SXM", "Llama-3.1-8B", 1.2, 1.1, (), 1, "bf16"))  # fmt: skip
+    s = PerfSettings(corrections=entries)
+    own = s.correction("H100-SXM", "Llama-3.1-8B", 1, "bf16")
+    assert own is not None and (own.ttft_factor, own.tpot_factor) == (1.2, 1.1)
+    other = s.correction("H100-SXM", "Llama-3.1-8B", 2, "bf16")
+    assert other is not None and (other.ttft_factor, other.tpot_factor) == (1.0, 1.5)
+    assert s.correction("H100-SXM", "Llama-3-8B", 1, "bf16") is None
+    assert s.correction("H200-SXM", "Llama-3.1-8B", 1, "bf16") is None
 
 
 def test_simulate_replays_with_the_calibration(tmp_path):
@@ -269,7 +290,7 @@ def test_plan_verdict_uses_the_calibrated_band(tmp_path):
             "--no-analysis", "--verify", "--json"]  # fmt: skip
     shipped = json.loads(invoke(*base).stdout)["verification"]["model_error"]
     mine = json.loads(invoke(*base, "--perf-calibration", cal).stdout)["verification"]["model_error"]
-    own = next(c for c in uc.load_calibration(cal)[0] if c.gpu == "H100-SXM" and c.model == "Llama-3.1-8B")
+    own = next(c for c in uc.load_calibration(cal)[0] if c.gpu == "H100-SXM" and c.tp == 1)
     p80 = next((t, p) for conf, t, p in own.band if conf == "p80")
     assert (mine["band_ttft"], mine["band_tpot"]) == (
         min(shipped["band_ttft"], p80[0]),
@@ -285,6 +306,6 @@ def test_plan_says_which_gpus_the_calibration_corrects(tmp_path):
     base = ["plan", "--synthetic", "balanced", "--goodput", "4", "--gpus", "H100", "--no-analysis", "--json",
             "--perf-calibration", cal]  # fmt: skip
     hit = json.loads(invoke(*base, "--model", "Llama-3.1-8B").stdout)["warnings"]
-    assert any("Llama-3.1-8B on H100-SXM corrected by your benchmarks" in w for w in hit)
+    assert any("corrected by your benchmarks on H100-SXM (TP1: TTFT and TPOT" in w for w in hit), hit
     miss = json.loads(invoke(*base, "--model", "Llama-3-8B").stdout)["warnings"]
     assert any("corrects no candidate GPU" in w for w in miss)
