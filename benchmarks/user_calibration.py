@@ -38,6 +38,11 @@ GROUPINGS = (
         "engine x GPU x model x engine version x layout x dtype x ISL x OSL (C varies)",
         ("engine", "gpu", "model", "backend_version", "tp", "dp_attention", "ep", "weight_dtype", "isl", "osl"),
     ),
+    (
+        "engine x GPU x model x engine version x TP/DP/EP x dtype",
+        ("engine", "gpu", "model", "backend_version", "tp", "dp_attention", "ep", "weight_dtype"),
+    ),
+    ("engine x GPU x model x TP x dtype (calibrate-perf's key)", ("engine", "gpu", "model", "tp", "weight_dtype")),
     ("engine x GPU x model x engine version", ("engine", "gpu", "model", "backend_version")),
     ("engine x GPU x model", ("engine", "gpu", "model")),
     ("engine x GPU (over its models)", ("engine", "gpu")),
@@ -56,20 +61,26 @@ def predicted() -> pd.DataFrame:
     return ok.reset_index(drop=True)
 
 
-def one_point(df: pd.DataFrame, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+def one_point(df: pd.DataFrame, keys: tuple[str, ...], as_applied: bool = False) -> dict[str, np.ndarray]:
     """Relative errors (predicted / measured - 1) of every (calibration point j, held-out point i) pair of a group,
-    before and after j's correction."""
+    before and after j's correction. ``as_applied``: as hetplan applies a file with j alone
+    (:func:`hetplan.perf.settings.find_correction`): both factors where i has j's TP and weight dtype, else the
+    TPOT factor only."""
     out: dict[str, list[float]] = {"before_ttft": [], "before_tpot": [], "after_ttft": [], "after_tpot": []}
     for _, g in df.groupby(list(keys)):
         if len(g) < 2:
             continue
+        layout = (g["tp"].astype(str) + "/" + g["weight_dtype"]).to_numpy()
         for m in ("ttft", "tpot"):
             r = g[f"r_{m}"].to_numpy()
             factors = np.array([shrunk_factor(r[j : j + 1], m) for j in range(r.size)])
             for j in range(r.size):
                 rest = np.arange(r.size) != j
+                f = np.full(r.size, factors[j])
+                if as_applied and m == "ttft":
+                    f = np.where(layout == layout[j], factors[j], 1.0)
                 out[f"before_{m}"] += list(np.exp(-r[rest]) - 1.0)
-                out[f"after_{m}"] += list(np.exp(-r[rest]) * factors[j] - 1.0)
+                out[f"after_{m}"] += list(np.exp(-r[rest]) * f[rest] - 1.0)
     return {k: np.array(v) for k, v in out.items()}
 
 
@@ -93,7 +104,7 @@ def pct(x: np.ndarray) -> str:
 def spread(df: pd.DataFrame) -> None:
     """Print tau and sigma per metric and grouping (see module docstring)."""
     print("\n== shrinkage constants: tau (spread of group levels), sigma (spread of points around their level)")
-    for label, keys in GROUPINGS[2:]:
+    for label, keys in GROUPINGS[-2:]:
         for m in ("ttft", "tpot"):
             med = df.groupby(list(keys))[f"r_{m}"].transform("median")
             levels = df.groupby(list(keys))[f"r_{m}"].median()
@@ -119,6 +130,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  TPOT after   {pct(one['after_tpot'])}")
         print(f"  leave-one-out with every other point of the group: TTFT {pct(loo['ttft'])}")
         print(f"  {'':51s}TPOT {pct(loo['tpot'])}")
+    for label, keys in (
+        ("engine x GPU x model", ("engine", "gpu", "model")),
+        ("engine x GPU x model x engine version", ("engine", "gpu", "model", "backend_version")),
+    ):
+        one = one_point(df, keys, as_applied=True)
+        print(f"\n== one user point per {label}, applied as hetplan applies the file (TTFT only at its layout)")
+        print(f"  TTFT before  {pct(one['before_ttft'])}")
+        print(f"  TTFT after   {pct(one['after_ttft'])}")
+        print(f"  TPOT before  {pct(one['before_tpot'])}")
+        print(f"  TPOT after   {pct(one['after_tpot'])}")
     if args.spread:
         spread(df)
     return 0
