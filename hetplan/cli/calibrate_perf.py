@@ -91,7 +91,9 @@ def calibrate_perf(
     before and after (leave-one-out on your points), and write the calibration file that plan, estimate and
     simulate take (--perf-calibration; scenario perf.calibration).
 
-    A flag given overrides what the file says (a served-model name the catalog does not know, say).
+    Flags fill in what a file does not say (GuideLLM and AIPerf never name the GPU); --model also replaces a
+    model name the catalog does not know (a served-model name). Each correction applies to its engine, GPU,
+    model and layout (TP, weight dtype); other TPs of the model get its TPOT factor only.
 
     Example: hetplan calibrate-perf runs/*.json --gpu H100-SXM --tp 2 --out my-calibration.yaml
     """
