@@ -52,6 +52,19 @@ def test_aiperf_json_and_csv():
     assert (c.row["isl"], c.row["osl"], c.ttft_ms, c.tpot_ms) == ("1000", "200", 142.5, 14.9)
 
 
+def test_genai_perf_json_metrics_at_the_top_level(tmp_path):
+    doc = json.loads((FIX / "aiperf_profile_export_aiperf.json").read_text())
+    genai = {**doc["records"], "input_config": {"model": ["meta-llama/Llama-3.1-8B"], "concurrency": 4}}
+    f = tmp_path / "profile_export_genai_perf.json"
+    f.write_text(json.dumps(genai))
+    (p,) = uc.read_benchmarks([f], uc.Context(gpu="H100-SXM"))[0]
+    assert (p.row["concurrency"], p.row["model"], p.ttft_ms) == ("4", "meta-llama/Llama-3.1-8B", 90.8)
+    genai["time_to_first_token"] = {**genai["time_to_first_token"], "unit": "s"}
+    f.write_text(json.dumps(genai))
+    with pytest.raises(InputError, match="expected ms"):
+        uc.read_benchmarks([f], uc.Context(gpu="H100-SXM"))
+
+
 def test_points_csv_keeps_each_rows_gpu_over_the_flag():
     points, _ = uc.read_benchmarks([FIX / "points_measured.csv"], uc.Context(gpu="H100-SXM"))
     assert [p.row["gpu"] for p in points] == ["H100-SXM", "H100-SXM", "H200-SXM"]
@@ -146,6 +159,9 @@ def test_bad_calibration_files(tmp_path):
         (lambda d: d.update(schema_version=9), "schema_version"),
         (lambda d: d["corrections"][0].update(ttft_factor=0), "ttft_factor"),
         (lambda d: d["corrections"][0].update(engine="tgi"), "engine"),
+        (lambda d: d["corrections"][0].update(tp=3.5), "tp must be a whole number"),
+        (lambda d: d["corrections"][0].update(weight_dtype="*"), "weight_dtype"),
+        (lambda d: d["corrections"].append(json.loads(json.dumps(d["corrections"][0]))), "corrected twice"),
     ):
         bad = json.loads(json.dumps(doc))
         edit(bad)
