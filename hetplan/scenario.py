@@ -243,6 +243,16 @@ class AutoscaleSpec(_Strict):
         return _seconds_fields(data, cls.SECONDS_FIELDS, "autoscale.")
 
 
+class PerfSpec(_Strict):
+    """Settings of the performance model."""
+
+    calibration: str | None = Field(
+        default=None,
+        description="Calibration file from 'hetplan calibrate-perf' (your own benchmarks' corrections of the shipped "
+        "curves), relative to the scenario; like --perf-calibration. Its SHA-256 goes into the plan's provenance.",
+    )
+
+
 class Scenario(_Strict):
     """A planning scenario (see module docstring)."""
 
@@ -340,6 +350,7 @@ class Scenario(_Strict):
         default="nixl", description="KV connector between prefill and decode instances (sets the TP pairing rule)."
     )
     autoscale: AutoscaleSpec | None = Field(default=None, description="Settings of hetplan autoscale.")
+    perf: PerfSpec | None = Field(default=None, description="Settings of the performance model (calibration).")
     _base_dir: str = PrivateAttr(default=".")
 
     @field_validator("engines")

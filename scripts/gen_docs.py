@@ -37,6 +37,7 @@ GUIDES = {
     "plan": ("getting-started.md", "Getting started"),
     "simulate": ("simulation.md", "Simulation and scheduling"),
     "calibrate": ("simulation.md", "Simulation and scheduling"),
+    "calibrate-perf": ("perf-model.md", "The performance model: your own benchmarks in the loop"),
     "report": ("reports.md", "Reports and the CI cost gate"),
     "gate": ("reports.md", "Reports and the CI cost gate"),
     "autoscale": ("autoscale.md", "Autoscaling over a load curve"),

@@ -14,6 +14,7 @@ from hetplan.cli.app import run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     JsonFlag,
+    PerfCalibrationOpt,
     TimeoutOpt,
     engine_option,
     kv_dtype_option,
@@ -40,6 +41,7 @@ def _closed_loop_row(
     concurrency: int,
     isl: int | None,
     osl: int | None,
+    calibration: Path | None = None,
 ) -> dict[str, Any]:
     if isl is None or osl is None:
         raise InputError("--concurrency needs --isl and --osl", fix="pass e.g. --concurrency 32 --isl 1024 --osl 1024")
@@ -48,10 +50,19 @@ def _closed_loop_row(
     row = {"engine": engine, "model": model, "gpu": gpu, "tp": tp, "pp": pp, "ep": ep, "dp_attention": dp_attention,
            "weight_dtype": weight_dtype, "kv_dtype": kv_dtype or "", "concurrency": concurrency, "isl": isl,
            "osl": osl}  # fmt: skip
-    out = estimate_points([row])[0]
+    out = _calibrated(estimate_points([row]), calibration)[0]
     if "error" in out:
         raise InputError(out["error"], fix="check --model, --gpu, --tp/--ep/--dp-attention and the dtypes")
     return out
+
+
+def _calibrated(rows: list[dict[str, Any]], calibration: Path | None) -> list[dict[str, Any]]:
+    """Closed-loop rows with ``--perf-calibration``'s corrections applied (unchanged without one)."""
+    if calibration is None:
+        return rows
+    from hetplan.perf.user_calibration import corrected, load_calibration
+
+    return corrected(rows, load_calibration(calibration)[0])
 
 
 def _print_points(doc: list[dict[str, Any]]) -> None:
@@ -103,6 +114,7 @@ def estimate(
     weight_dtype: Annotated[str, weight_dtype_option()] = "bf16",
     kv_dtype: Annotated[str | None, kv_dtype_option()] = None,
     json_out: JsonFlag = False,
+    perf_calibration: PerfCalibrationOpt = None,
     profile_files: Annotated[
         list[Path] | None,
         profile_option("Profile file from 'hetplan profile': measured figures replace datasheet."),
@@ -114,7 +126,9 @@ def estimate(
     if points is not None:
         from hetplan.perf.points import estimate_points, read_points
 
-        doc = run_guarded(lambda: run_with_timeout(timeout, lambda: estimate_points(read_points(points)), "estimate"))
+        doc = run_guarded(lambda: run_with_timeout(
+            timeout, lambda: _calibrated(estimate_points(read_points(points)), perf_calibration), "estimate"
+        ))  # fmt: skip
         if json_out:
             typer.echo(to_json(doc), nl=False)
         else:
@@ -125,7 +139,8 @@ def estimate(
     assert model is not None and gpu is not None
     if concurrency is not None:
         out = run_guarded(lambda: run_with_timeout(timeout, lambda: _closed_loop_row(
-            engine, model, gpu, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl
+            engine, model, gpu, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl,
+            perf_calibration,
         ), "estimate"))  # fmt: skip
         if json_out:
             typer.echo(to_json(out), nl=False)
@@ -147,6 +162,7 @@ def estimate(
                 weight_dtype,
                 kv_dtype or _default_kv(engine, weight_dtype),
                 profiles=list(profile_files or []),
+                settings=_settings(engine, perf_calibration),
                 engine=engine,
             ),
             "estimate",
@@ -186,6 +202,16 @@ def estimate(
         )
     # measured figures (--profile, or a catalog folder from 'hetplan profile merge'), curve fallbacks
     print_warnings(console, est.warnings)
+
+
+def _settings(engine: str, calibration: Path | None) -> Any:
+    """The engine's settings with ``--perf-calibration``'s corrections (None without a calibration file)."""
+    if calibration is None:
+        return None
+    from hetplan.perf.settings import PerfSettings
+    from hetplan.perf.user_calibration import with_calibration
+
+    return with_calibration(PerfSettings.for_engine(engine), calibration)
 
 
 def _default_kv(engine: str, weight_dtype: str) -> str:

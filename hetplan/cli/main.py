@@ -11,7 +11,19 @@ import signal
 import sys
 from types import FrameType
 
-from hetplan.cli import autoscale, catalog, emit, estimate, explore, plan, profile, report, simulate, sweep
+from hetplan.cli import (
+    autoscale,
+    calibrate_perf,
+    catalog,
+    emit,
+    estimate,
+    explore,
+    plan,
+    profile,
+    report,
+    simulate,
+    sweep,
+)
 from hetplan.cli.app import STATE, CheckedCommand, app, catalog_app
 
 app.command(cls=CheckedCommand)(plan.plan)
@@ -22,6 +34,7 @@ app.command(cls=CheckedCommand)(report.report)
 app.command(cls=CheckedCommand)(report.gate)
 app.command("simulate", cls=CheckedCommand)(simulate.simulate_cmd)
 app.command("calibrate", cls=CheckedCommand)(simulate.calibrate_cmd)
+app.command("calibrate-perf", cls=CheckedCommand)(calibrate_perf.calibrate_perf)
 app.command(cls=CheckedCommand)(sweep.sweep)
 app.command(cls=CheckedCommand)(explore.explore)
 catalog_app.command("gpus", cls=CheckedCommand)(catalog.gpus)

@@ -113,6 +113,15 @@ def engine_option(help: str = "Serving engine: vllm (default), sglang or trtllm 
     return typer.Option("--engine", help=help)
 
 
+PerfCalibrationOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--perf-calibration",
+        help="Calibration file from 'hetplan calibrate-perf': your benchmarks' corrections of the shipped curves.",
+    ),
+]
+
+
 def weight_dtype_option() -> Any:
     return typer.Option(
         "--weight-dtype",

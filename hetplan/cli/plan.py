@@ -20,6 +20,7 @@ from hetplan.cli.options import (
     MaxRatioOpt,
     ModelOpt,
     PercentileOpt,
+    PerfCalibrationOpt,
     PricesOpt,
     RouterImageEmitOpt,
     ScenarioFileArg,
@@ -136,6 +137,7 @@ def plan(
             "each and keeps the cheapest plan."
         ),
     ] = None,
+    perf_calibration: PerfCalibrationOpt = None,
     out: Annotated[Path | None, out_option("Write the plan file (YAML, or JSON for *.json).")] = None,
     force: ForceFlag = False,
     json_out: Annotated[bool, json_option("Print the plan as JSON on stdout.")] = False,
@@ -254,6 +256,7 @@ def plan(
             "kv_dtype": kv_dtype,
             "kv_connector": kv_connector.lower().strip() if kv_connector is not None else None,
             **_engine_overrides(engine),
+            "perf_calibration": perf_calibration,
         }
         if prune_top_k is not None and prune_with is None:  # profile options (docs/profile.md)
             raise InputError("--prune-top-k is for --prune-with", fix="add --prune-with FIT, or drop --prune-top-k")

@@ -131,6 +131,8 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
                     flag = "--workload-format" if key == "workload_format" else "--rate"
                     raise InputError(f"{flag} needs a trace file", fix="pass --workload TRACE (or --synthetic)")
                 workload["format" if key == "workload_format" else "rate_per_s"] = value
+        elif key == "perf_calibration":
+            base.setdefault("perf", {})["calibration"] = str(Path(value).resolve())
         elif key in ("prices", "model") and (key == "prices" or Path(str(value)).exists()):
             base[key] = str(Path(value).resolve())
         else:

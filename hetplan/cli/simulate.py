@@ -16,6 +16,7 @@ from hetplan.cli.options import (
     ClassColumnOpt,
     ExecutorOpt,
     ForceFlag,
+    PerfCalibrationOpt,
     PlanFileArg,
     RayAddressOpt,
     SloOpt,
@@ -92,8 +93,9 @@ def _target(text: str) -> float:
     return parse_share(text, "--target")
 
 
-_ENGINE_OVERRIDE: dict[str, str | None] = {"engine": None}
-"""``simulate --engine``: replay the plan's deployment with another engine's memory rule and fitted curves."""
+_ENGINE_OVERRIDE: dict[str, str | None] = {"engine": None, "perf_calibration": None}
+"""``simulate --engine``: replay the plan's deployment with another engine's memory rule and fitted curves;
+``--perf-calibration``: with a calibration file's corrections in place of the plan's."""
 
 
 def _check_plan_path(plan_file: Path) -> "Plan":
@@ -121,6 +123,13 @@ def _check_plan_path(plan_file: Path) -> "Plan":
         from hetplan.perf.engines import engine_rules
 
         plan = replace(plan, settings=replace(plan.settings, engine=engine_rules(engine).name))
+    calibration = _ENGINE_OVERRIDE["perf_calibration"]
+    if calibration is not None:
+        from dataclasses import replace
+
+        from hetplan.perf.user_calibration import with_calibration
+
+        plan = replace(plan, settings=with_calibration(plan.settings, calibration))
     return plan
 
 
@@ -279,6 +288,7 @@ def simulate_cmd(
     engine: Annotated[
         str | None, engine_option("Replay with this engine's memory rule and curves (default: the plan's).")
     ] = None,
+    perf_calibration: PerfCalibrationOpt = None,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Replay a trace through a plan's deployment and report TTFT/TPOT/ITL/E2E, SLO attainment and goodput.
@@ -287,6 +297,7 @@ def simulate_cmd(
     Closed loop (as engines are benchmarked): hetplan simulate plan.json --concurrency 32 --isl 1000 --osl 200
     """
     _ENGINE_OVERRIDE["engine"] = engine
+    _ENGINE_OVERRIDE["perf_calibration"] = str(perf_calibration) if perf_calibration is not None else None
     if concurrency is not None or isl is not None or osl is not None or requests is not None:
         _closed_loop_cmd(plan_file, trace, find_cap, rate_scale, concurrency, isl, osl, requests, policy, router,
                          seed, chunked, json_out, out, force, timeout)  # fmt: skip
@@ -413,6 +424,7 @@ def calibrate_cmd(
 
     Example: hetplan calibrate plan.json --trace trace.csv --out plan-cascade.json --router-config router.yaml
     """
+    _ENGINE_OVERRIDE.update(engine=None, perf_calibration=None)  # a simulate run earlier in this process set them
 
     def work() -> dict[str, Any]:
         from hetplan.sim.calibrate import calibrate, router_config

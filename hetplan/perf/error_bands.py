@@ -19,6 +19,7 @@ import yaml
 
 from hetplan.errors import CatalogError, InputError
 from hetplan.perf.calibration import perf_catalog_path
+from hetplan.perf.settings import PerfCorrection, find_correction
 
 #: Quantiles a ``confidence`` may name.
 CONFIDENCES = ("p50", "p80", "p90")
@@ -82,9 +83,21 @@ def load_error_bands() -> dict[str, Any] | None:
     return doc
 
 
-def error_band(engine: str, gpus: list[str], confidence: str) -> ErrorBand | None:
+def error_band(
+    engine: str,
+    gpus: list[str],
+    confidence: str,
+    corrections: tuple[PerfCorrection, ...] = (),
+    model: str = "",
+    layouts: dict[str, set[tuple[int, str]]] | None = None,
+) -> ErrorBand | None:
     """The largest slowdown at ``confidence`` among ``gpus`` for ``engine``: each GPU's own group when it has one,
     else the engine's, else the overall figure; negative slowdowns (the model pessimistic there) count as 0.
+
+    A user calibration (``corrections``, ``hetplan calibrate-perf``) narrows it: on a GPU where every layout
+    ``(tp, weight_dtype)`` the plan runs (``layouts[gpu]``) has a correction of its own for ``engine`` and
+    ``model`` with a band (leave-one-out residuals of at least 3 of the user's points), the widest of those bands'
+    TTFT and TPOT slowdowns replace the shipped ones, each never wider than the shipped figure.
 
     Returns:
         The band, or None when no error-band file is shipped.
@@ -105,7 +118,11 @@ def error_band(engine: str, gpus: list[str], confidence: str) -> ErrorBand | Non
         ttft = max(0.0, float(g["ttft"][confidence]))
         tpot = max(0.0, float(g["tpot"][confidence]))
         models = len(g.get("models") or [])
-        if g.get("gpu"):
+        mine = _calibrated_band(corrections, engine, gpu, model, (layouts or {}).get(gpu, set()), confidence)
+        if mine is not None:
+            ttft, tpot = min(ttft, mine[0]), min(tpot, mine[1])
+            scope = f"your calibration of {model} on {gpu} (leave-one-out residuals)"
+        elif g.get("gpu"):
             scope = f"{g['rows']} held-out rows on {g['gpu']}, {models} models"
         elif g.get("engine"):
             scope = f"{g['rows']} held-out rows of this engine, {models} models, too few or none on {gpu}"
@@ -116,6 +133,28 @@ def error_band(engine: str, gpus: list[str], confidence: str) -> ErrorBand | Non
     if best is None:
         return None
     return ErrorBand(confidence, best[0], best[1], best[2])
+
+
+def _calibrated_band(
+    corrections: tuple[PerfCorrection, ...],
+    engine: str,
+    gpu: str,
+    model: str,
+    layouts: set[tuple[int, str]],
+    confidence: str,
+) -> tuple[float, float] | None:
+    """The widest calibrated (TTFT, TPOT) band at ``confidence`` over ``layouts`` on ``gpu``; None unless every
+    layout has a correction of its own with a band."""
+    if not corrections or not layouts:
+        return None
+    found = []
+    for tp, dtype in sorted(layouts):
+        own = find_correction(corrections, engine, gpu, model, tp, dtype)
+        band = next(((t, p) for conf, t, p in own.band if conf == confidence), None) if own is not None else None
+        if band is None:
+            return None
+        found.append(band)
+    return max(b[0] for b in found), max(b[1] for b in found)
 
 
 __all__ = ["CONFIDENCES", "DEFAULT_CONFIDENCE", "ErrorBand", "error_band", "load_error_bands", "parse_confidence"]

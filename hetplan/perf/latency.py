@@ -99,11 +99,22 @@ class InstanceModel:
     def _curves(self) -> tuple[EfficiencyCurves, str | None]:
         return curves_for(self.settings.engine, self.gpu.arch, self.gpu.vendor)
 
+    @cached_property
+    def correction(self) -> tuple[float, float]:
+        """(prefill, decode) step-time factors of the user's calibration for this engine, GPU, model, TP and weight
+        dtype (``settings.corrections``; :func:`hetplan.perf.settings.find_correction`); (1, 1) without one."""
+        c = self.settings.correction(self.gpu.name, self.arch.spec.name, self.tp, self.arch.weight_dtype)
+        return (c.ttft_factor, c.tpot_factor) if c is not None else (1.0, 1.0)
+
     @property
     def curve_notes(self) -> list[str]:
         """Sentences about the curves in force (a GPU without fitted data falls back to the nearest architecture)."""
         note = self._curves[1]
-        return [f"{self.gpu.name}: {note}"] if (note and self.calibrated) else []
+        notes = [f"{self.gpu.name}: {note}"] if (note and self.calibrated) else []
+        if self.correction != (1.0, 1.0):
+            notes.append(f"{self.gpu.name}: corrected by your calibration file: prefill steps x "
+                         f"{self.correction[0]:.3f}, decode steps x {self.correction[1]:.3f}")  # fmt: skip
+        return notes
 
     @cached_property
     def _rows(self) -> Rows:
@@ -268,7 +279,18 @@ class InstanceModel:
         return (self.pp - 1) * (self.settings.pp_link_latency_s + message / self.link_bytes_per_s)
 
     def prefill_latency_s(self, prompt_tokens: ArrayLike, batch: ArrayLike = 1) -> np.ndarray:
-        """Seconds for one prefill iteration over ``batch`` prompts of ``prompt_tokens`` tokens each."""
+        """Seconds for one prefill iteration over ``batch`` prompts of ``prompt_tokens`` tokens each (times the
+        calibration's TTFT factor, :attr:`correction`)."""
+        out: np.ndarray = self._prefill_latency_s(prompt_tokens, batch)
+        return out * self.correction[0] if self.correction[0] != 1.0 else out
+
+    def decode_step_latency_s(self, batch: ArrayLike, context_tokens: ArrayLike) -> np.ndarray:
+        """Seconds for one decode iteration of ``batch`` sequences holding ``context_tokens`` tokens each (times the
+        calibration's TPOT factor, :attr:`correction`)."""
+        out: np.ndarray = self._decode_step_latency_s(batch, context_tokens)
+        return out * self.correction[1] if self.correction[1] != 1.0 else out
+
+    def _prefill_latency_s(self, prompt_tokens: ArrayLike, batch: ArrayLike = 1) -> np.ndarray:
         s = np.asarray(prompt_tokens, dtype=float)
         b = np.asarray(batch, dtype=float)
         if self.calibrated:
@@ -283,8 +305,7 @@ class InstanceModel:
         out: np.ndarray = np.maximum(compute, memory) + self.allreduce_s(tokens) + self.pp_handoff_s(tokens)
         return out + self.overhead_s
 
-    def decode_step_latency_s(self, batch: ArrayLike, context_tokens: ArrayLike) -> np.ndarray:
-        """Seconds for one decode iteration of ``batch`` sequences holding ``context_tokens`` tokens each."""
+    def _decode_step_latency_s(self, batch: ArrayLike, context_tokens: ArrayLike) -> np.ndarray:
         b = np.maximum(np.asarray(batch, dtype=float), 1.0)
         c = np.asarray(context_tokens, dtype=float)
         if self.calibrated:

@@ -127,9 +127,10 @@ def parse_point(raw: dict[str, Any]) -> Point:
 MAX_POINTS = 200_000
 
 
-def read_points(path: Path) -> list[dict[str, Any]]:
+def read_points(path: Path, extra: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Rows of a points CSV as dicts of strings (input order). The file must be a regular file (never a FIFO or
     ``/dev/zero``) of at most 64 MiB; every column name appears once and every row has exactly one cell per column.
+    ``extra``: further columns allowed and required (``hetplan calibrate-perf``'s measured ``ttft_ms``, ``tpot_ms``).
 
     Raises:
         InputError: not a regular file, unreadable, no header, a column named twice, a row with more or fewer
@@ -165,19 +166,19 @@ def read_points(path: Path) -> list[dict[str, Any]]:
             "one of the values would silently win",
             "keep one column of each name",
         )
-    missing = [c for c in REQUIRED if c not in header]
+    missing = [c for c in (*REQUIRED, *extra) if c not in header]
     if missing:
         raise InputError(
             f"points file {path} lacks the column(s) {', '.join(missing)}",
             f"columns found: {', '.join(header) or 'none'}",
-            f"add {', '.join(missing)} (required: {', '.join(REQUIRED)}; optional: "
+            f"add {', '.join(missing)} (required: {', '.join((*REQUIRED, *extra))}; optional: "
             f"{', '.join(c for c in COLUMNS if c not in REQUIRED)})",
         )
-    unknown = [c for c in header if c and c not in COLUMNS]
+    unknown = [c for c in header if c and c not in COLUMNS and c not in extra]
     if unknown:
         raise InputError(
             f"points file {path} has unknown column(s) {', '.join(unknown)}",
-            f"known columns: {', '.join(COLUMNS)}",
+            f"known columns: {', '.join((*COLUMNS, *extra))}",
             "rename or drop them",
         )
     rows = []

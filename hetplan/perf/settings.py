@@ -64,6 +64,9 @@ class PerfSettings:
         pp_link_latency_s: latency per pipeline-stage hand-off.
         reference_gemm_efficiency: bf16 GEMM TFLOP/s / datasheet assumed on the priors' reference system.
         reference_memory_efficiency: streaming-read GB/s / datasheet assumed on the priors' reference system.
+        corrections: a user calibration's corrections (``--perf-calibration``, :class:`PerfCorrection`); empty:
+            the shipped curves alone.
+        calibration_sha256: SHA-256 of the calibration file the corrections came from (empty without one).
     """
 
     engine: str = "vllm"
@@ -80,6 +83,8 @@ class PerfSettings:
     pp_link_latency_s: float = 5e-5
     reference_gemm_efficiency: float = 0.80
     reference_memory_efficiency: float = 0.90
+    corrections: tuple[PerfCorrection, ...] = ()
+    calibration_sha256: str = ""
 
     @classmethod
     def for_engine(cls, engine: str, version: str = "") -> PerfSettings:
@@ -104,9 +109,69 @@ class PerfSettings:
             activation_reserve_gib=rules.runtime_reserve_gib,
         )
 
+    def correction(self, gpu_name: str, model: str, tp: int, weight_dtype: str) -> PerfCorrection | None:
+        """This engine's calibration correction for ``gpu_name``, ``model``, TP ``tp`` and ``weight_dtype``
+        (:func:`find_correction`)."""
+        if not self.corrections:
+            return None
+        return find_correction(self.corrections, self.engine, gpu_name, model, tp, weight_dtype)
+
     def for_gpu(self, gpu_name: str) -> GpuEfficiency:
         """Efficiency for ``gpu_name``: its override if any, else the default prior."""
         for name, eff in self.gpu_overrides:
             if name == gpu_name:
                 return eff
         return self.default
+
+
+@dataclass(frozen=True)
+class PerfCorrection:
+    """A user calibration's correction of one engine x GPU x model, at one layout or over all layouts
+    (``hetplan calibrate-perf``; :mod:`hetplan.perf.user_calibration`).
+
+    Attributes:
+        engine, gpu, model: what it applies to (canonical catalog names).
+        tp, weight_dtype: the layout it was fitted on; ``tp`` 0 and ``weight_dtype`` ``"*"``: fitted on the model's
+            points of every layout (:func:`find_correction` says how each is applied).
+        ttft_factor: measured / predicted mean TTFT (shrunk toward 1); multiplies prefill step times (plan,
+            simulate) or the closed loop's TTFT (estimate).
+        tpot_factor: the same for mean TPOT and decode step times.
+        band: ``(confidence, ttft, tpot)`` step slowdowns left after the correction (leave-one-out residuals on the
+            user's points), which replace the shipped error band for this engine x GPU; empty when too few points.
+    """
+
+    engine: str
+    gpu: str
+    model: str
+    ttft_factor: float
+    tpot_factor: float
+    band: tuple[tuple[str, float, float], ...] = ()
+    tp: int = 0
+    weight_dtype: str = "*"
+
+    @property
+    def any_layout(self) -> bool:
+        """True for an entry fitted over every layout of the model (``tp`` 0, ``weight_dtype`` ``"*"``)."""
+        return self.tp == 0 and self.weight_dtype == "*"
+
+
+def find_correction(
+    corrections: tuple[PerfCorrection, ...], engine: str, gpu: str, model: str, tp: int, weight_dtype: str
+) -> PerfCorrection | None:
+    """The correction for ``engine`` on ``gpu`` serving ``model`` at TP ``tp`` in ``weight_dtype``: the entry of
+    that layout, both factors and its band; else the model's all-layouts entry with its TPOT factor only (TTFT
+    factor 1, no band); else None (the shipped curves alone).
+
+    Why: with one user point per group applied to the group's other points (``benchmarks/user_calibration.py`` on
+    engine_silicon_calibration.csv), a correction of the same layout and dtype moves median |error| TTFT 26.5 % ->
+    23.8 %, TPOT 14.5 % -> 10.6 %; one of the same model at other layouts TTFT 26.7 % -> 29.0 % (worse), TPOT
+    13.7 % -> 12.0 %."""
+    fallback = None
+    for c in corrections:
+        if c.engine != engine or c.gpu != gpu or c.model != model:
+            continue
+        if c.tp == tp and c.weight_dtype == weight_dtype:
+            return c
+        if c.any_layout:
+            fallback = PerfCorrection(c.engine, c.gpu, c.model, 1.0, c.tpot_factor)
+    return fallback

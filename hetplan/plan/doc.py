@@ -191,6 +191,11 @@ def to_doc(plan: Plan) -> dict[str, Any]:
                 "hetplan_version": plan.provenance.hetplan_version,
                 "catalog_sha256": plan.provenance.catalog_sha256,
                 "workload_sha256": plan.provenance.workload_sha256,
+                **(
+                    {"perf_calibration_sha256": plan.provenance.perf_calibration_sha256}
+                    if plan.provenance.perf_calibration_sha256
+                    else {}
+                ),
             },
         }
     )
@@ -281,7 +286,9 @@ def from_doc(data: Any, where: str = "plan") -> Plan:
         gpus_used={str(g): int(n) for g, n in doc["gpus_used"].items()},
         tokens_per_usd=float(doc["tokens_per_usd"]),
         output_tokens_per_usd=float(doc["output_tokens_per_usd"]),
-        provenance=Provenance(prov.hetplan_version, prov.catalog_sha256, prov.workload_sha256),
+        provenance=Provenance(
+            prov.hetplan_version, prov.catalog_sha256, prov.workload_sha256, prov.perf_calibration_sha256
+        ),
         combos=tuple(_combo(c) for c in doc.get("combos") or []),
         purchase=tuple(_purchase(p, f"{where} purchase[{i}]") for i, p in enumerate(doc.get("purchase") or [])),
         instances=tuple(_instance(t, f"{where} instances[{i}]") for i, t in enumerate(doc.get("instances") or [])),

@@ -196,6 +196,7 @@ class ProvenanceDoc(BaseModel):
     hetplan_version: str
     catalog_sha256: str
     workload_sha256: str | None = None
+    perf_calibration_sha256: str | None = None
 
 
 class PlanDoc(_Open):

@@ -17,9 +17,20 @@ from hetplan.perf.settings import GpuEfficiency, PerfSettings
 
 
 def settings_to_doc(settings: PerfSettings) -> dict[str, Any]:
-    """Every field of ``settings`` as plain data (efficiency overrides as ``[name, {...}]`` pairs)."""
+    """Every field of ``settings`` as plain data (efficiency overrides as ``[name, {...}]`` pairs); a calibration's
+    ``corrections`` and ``calibration_sha256`` only when a calibration file was given (plans without one keep their
+    bytes)."""
     doc = asdict(settings)
     doc["gpu_overrides"] = [[name, eff] for name, eff in doc["gpu_overrides"]]
+    if not settings.corrections:
+        doc.pop("corrections")
+        doc.pop("calibration_sha256")
+    else:
+        doc["corrections"] = [
+            {**{k: (v or "*") if k == "tp" else v for k, v in c.items() if k != "band"},
+             **({"band": {conf: {"ttft": t, "tpot": p} for conf, t, p in c["band"]}} if c["band"] else {})}
+            for c in doc["corrections"]
+        ]  # fmt: skip
     return doc
 
 
@@ -96,6 +107,13 @@ def settings_from_doc(doc: Any) -> PerfSettings:
                 f"plan perf_settings.engine = {kw['engine']!r} is not one of {', '.join(ENGINE_NAMES)}",
                 fix="fix perf_settings.engine in the plan",
             )
+    if "corrections" in kw:
+        from hetplan.perf.user_calibration import KIND, SCHEMA_VERSION, corrections_from_doc
+
+        doc_c = {"kind": KIND, "schema_version": SCHEMA_VERSION, "corrections": kw["corrections"]}
+        kw["corrections"] = corrections_from_doc(doc_c, "plan perf_settings")
+        if not isinstance(kw.get("calibration_sha256", ""), str):
+            raise InputError("plan perf_settings.calibration_sha256 must be text", fix="fix it in the plan")
     if "engine_version" in kw and not isinstance(kw["engine_version"], str):
         raise InputError("plan perf_settings.engine_version must be text", fix="fix it in the plan")
     for name, rng in _SETTING_RANGES.items():

@@ -63,11 +63,13 @@ class ResolvedGpu:
 @dataclass(frozen=True)
 class Provenance:
     """What a plan was made from: hetplan's version, the SHA-256 of the catalog files (gpus, models, prices, in
-    that order) and of the workload (the trace file's bytes, or the synthetic workload's settings)."""
+    that order), of the workload (the trace file's bytes, or the synthetic workload's settings) and of the perf
+    calibration file (``hetplan calibrate-perf``; None without one)."""
 
     hetplan_version: str
     catalog_sha256: str
     workload_sha256: str | None = None
+    perf_calibration_sha256: str | None = None
 
 
 @dataclass(frozen=True)

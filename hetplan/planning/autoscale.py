@@ -149,6 +149,7 @@ def autoscale(
         "hetplan_version": __version__,
         "catalog_sha256": catalog_sha256(),
         "workload_sha256": workload_sha256(scenario),
+        **({"perf_calibration_sha256": req.settings.calibration_sha256} if req.settings.calibration_sha256 else {}),
     }
     # the deployment is checked as any plan file is, and written in the plan file's canonical form
     plan_doc = to_doc(from_doc(plan_doc, "the schedule's deployment"))

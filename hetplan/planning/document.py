@@ -162,6 +162,7 @@ def build_plan(
         "hetplan_version": __version__,
         "catalog_sha256": catalog_sha256() if catalog_sha is None else catalog_sha,
         "workload_sha256": workload_sha256,
+        **({"perf_calibration_sha256": req.settings.calibration_sha256} if req.settings.calibration_sha256 else {}),
     }
     return doc
 
@@ -605,7 +606,7 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
         },
         "tp_options": list(req.tp_options),
         "max_ratio": req.max_ratio,
-        "perf_settings": asdict(req.settings),
+        "perf_settings": _perf_settings_doc(req.settings),
         # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
         "deployment": asdict(deployment_of(req)),
     }
@@ -617,6 +618,22 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
         }
     if req.arch.spec.source and "://" not in req.arch.spec.source:  # read from a local config.json: keep its path
         doc["model_config"] = req.arch.spec.source
+    return doc
+
+
+def _perf_settings_doc(settings: Any) -> dict[str, Any]:
+    """The plan's ``perf_settings``: every field, the calibration's corrections and file hash only when a
+    calibration file was given (:func:`hetplan.plan.settings_doc.settings_to_doc`; plans without one keep their
+    bytes)."""
+    from hetplan.plan.settings_doc import settings_to_doc
+
+    doc = asdict(settings)
+    calibrated = settings_to_doc(settings)
+    for key in ("corrections", "calibration_sha256"):
+        if key in calibrated:
+            doc[key] = calibrated[key]
+        else:
+            doc.pop(key)
     return doc
 
 

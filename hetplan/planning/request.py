@@ -34,6 +34,7 @@ from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings
+from hetplan.perf.user_calibration import with_calibration
 from hetplan.planning.dtypes import AUTO, has_fp8_cores, model_dtype
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
@@ -416,7 +417,10 @@ def build_request(
         scenario.max_ratio,
         scenario.headroom,
         scenario.max_ilp_combos,
-        settings=PerfSettings.for_engine(scenario.engine, scenario.engine_version),
+        settings=with_calibration(
+            PerfSettings.for_engine(scenario.engine, scenario.engine_version),
+            scenario.resolve(scenario.perf.calibration) if scenario.perf is not None else None,
+        ),
         arrivals=arrivals,
         deployment=deployment,
         offers=tuple(o for o in offers if o.gpu in prices),
@@ -428,4 +432,28 @@ def build_request(
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks
     warnings.extend(measured_notes(req.gpus, compute_dtype(arch.weight_dtype)))
+    warnings.extend(calibration_notes(req))
     return req, workload, warnings, gpu_warnings
+
+
+def calibration_notes(req: PlanRequest) -> list[str]:
+    """Which candidate GPUs a perf calibration file (``perf.calibration``) corrects for the plan's engine and
+    model, or that it corrects none of them (the shipped curves alone are then used); empty without a file."""
+    s = req.settings
+    if not s.calibration_sha256:
+        return []
+    model = req.arch.spec.name
+    dtype = req.arch.weight_dtype
+    hit = []
+    for g in req.gpus:
+        own = [f"TP{t}" for t in req.tp_options if (c := s.correction(g.name, model, t, dtype)) and c.tp]
+        if own:
+            hit.append(f"{g.name} ({', '.join(own)}: TTFT and TPOT; other TPs: TPOT only)")
+        elif any(s.correction(g.name, model, t, dtype) for t in req.tp_options):
+            hit.append(f"{g.name} (TPOT only: no point at a TP and {dtype} of this plan)")
+    if not hit:
+        return [
+            f"the perf calibration file corrects no candidate GPU for {s.engine} serving {model}: the shipped curves "
+            "are used (calibrate-perf with benchmarks of this engine and model)"
+        ]
+    return [f"perf calibration: {s.engine} {model} ({dtype}) corrected by your benchmarks on {'; '.join(hit)}"]

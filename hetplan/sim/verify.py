@@ -466,7 +466,13 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
 
     gpus = sorted({c.prefill_gpu for c in plan.combos} | {c.decode_gpu for c in plan.combos}
                   | {t.gpu for t in plan.instances})  # fmt: skip
-    band = error_band(plan.engine, gpus, confidence)
+    layouts: dict[str, set[tuple[int, str]]] = {}
+    for c in plan.combos:
+        layouts.setdefault(c.prefill_gpu, set()).add((c.prefill_tp, plan.weight_dtype))
+        layouts.setdefault(c.decode_gpu, set()).add((c.decode_tp, plan.weight_dtype))
+    for t in plan.instances:
+        layouts.setdefault(t.gpu, set()).add((t.tp, plan.weight_dtype))
+    band = error_band(plan.engine, gpus, confidence, plan.settings.corrections, plan.model.spec.name, layouts)
     if band is None:
         return None
     window = deployment_from_plan(plan).arch.spec.max_position_embeddings

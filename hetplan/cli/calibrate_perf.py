@@ -1,0 +1,123 @@
+"""``hetplan calibrate-perf``: fit corrections of the shipped performance curves on the user's own serving benchmarks
+(:mod:`hetplan.perf.user_calibration`). Named apart from ``hetplan calibrate``, which fits CASCADE's scheduling
+coefficients on a trace replay, and from ``benchmarks/calibrate_perf.py``, which refits the shipped curves."""
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.options import (
+    ForceFlag,
+    JsonFlag,
+    kv_dtype_option,
+    model_option,
+    out_option,
+    weight_dtype_option,
+)
+from hetplan.io import check_output, to_json, to_yaml, write_atomic
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f} %"
+
+
+def _render(doc: dict[str, Any], console: Console) -> None:
+    table = Table(title="median |error| of mean TTFT / TPOT: shipped curves -> corrected (leave-one-out)")
+    for col in ("engine", "GPU", "model", "layout", "n", "TTFT x", "TPOT x", "TTFT error", "TPOT error"):
+        table.add_column(col, justify="left" if col in ("engine", "GPU", "model", "layout") else "right")
+    for c in doc["corrections"]:
+        b, a = c["residuals"]["before"], c["residuals"]["leave_one_out"]
+        layout = f"TP{c['tp']} {c['weight_dtype']}" if c["tp"] != "*" else "other TPs"
+        table.add_row(
+            c["engine"], c["gpu"], c["model"], layout, str(c["points"]),
+            f"{c['ttft_factor']:.3f}", f"{c['tpot_factor']:.3f}",
+            f"{_pct(b['ttft']['median_abs'])} -> {_pct(a['ttft']['median_abs'])}",
+            f"{_pct(b['tpot']['median_abs'])} -> {_pct(a['tpot']['median_abs'])}",
+        )  # fmt: skip
+    console.print(table)
+    o = doc["overall"]
+    b, a = o["before"], o["leave_one_out"]
+    console.print(
+        f"all {o['points']} points, median |error|: TTFT {_pct(b['ttft']['median_abs'])} -> "
+        f"{_pct(a['ttft']['median_abs'])}, TPOT {_pct(b['tpot']['median_abs'])} -> {_pct(a['tpot']['median_abs'])}"
+        f" (bias TTFT {b['ttft']['bias'] * 100:+.1f} % -> {a['ttft']['bias'] * 100:+.1f} %, TPOT "
+        f"{b['tpot']['bias'] * 100:+.1f} % -> {a['tpot']['bias'] * 100:+.1f} %)"
+    )
+    console.print(
+        "'other TPs': the model's TPOT factor over all its layouts, applied where no point has the plan's TP and "
+        "dtype (its TTFT is left alone: across layouts one point made TTFT worse)"
+    )
+
+
+def calibrate_perf(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Benchmark results: vllm bench serve --save-result JSON, GuideLLM report JSON, AIPerf/genai-perf "
+            "profile export (JSON or CSV), or a points CSV with ttft_ms and tpot_ms columns.",
+            show_default=False,
+        ),
+    ],
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", "-g", help="GPU the runs used (when the file does not say).")
+    ] = None,
+    model: Annotated[str | None, model_option("Model served (when the file's name is not a catalog name).")] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", help="Serving engine: vllm, sglang or trtllm (default: the file's, else vllm)."),
+    ] = None,
+    tp: Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree of the runs (default 1).")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel degree (default 1).")] = None,
+    ep: Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (default 1).")] = None,
+    dp_attention: Annotated[
+        int | None, typer.Option("--dp-attention", help="Attention data-parallel ranks (default 1).")
+    ] = None,
+    weight_dtype: Annotated[str | None, weight_dtype_option()] = None,
+    kv_dtype: Annotated[str | None, kv_dtype_option()] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Closed-loop clients (when the file does not say).")
+    ] = None,
+    isl: Annotated[int | None, typer.Option("--isl", help="Mean prompt tokens (when the file does not say).")] = None,
+    osl: Annotated[int | None, typer.Option("--osl", help="Mean output tokens (when the file does not say).")] = None,
+    out: Annotated[Path | None, out_option("Write the calibration file (YAML).")] = None,
+    force: ForceFlag = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Fit per engine x GPU x model corrections of TTFT and TPOT on your own benchmark results, print the error
+    before and after (leave-one-out on your points), and write the calibration file that plan, estimate and
+    simulate take (--perf-calibration; scenario perf.calibration).
+
+    Flags fill in what a file does not say (GuideLLM and AIPerf never name the GPU); --model also replaces a
+    model name the catalog does not know (a served-model name). Each correction applies to its engine, GPU,
+    model and layout (TP, weight dtype); other TPs of the model get its TPOT factor only.
+
+    Example: hetplan calibrate-perf runs/*.json --gpu H100-SXM --tp 2 --out my-calibration.yaml
+    """
+
+    def work() -> dict[str, Any]:
+        from hetplan.perf import user_calibration as uc
+
+        if out is not None:
+            check_output(out, force)  # refuse before any work is done
+        ctx = uc.Context(engine, gpu, model, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl)
+        points, notes = uc.read_benchmarks(list(files), ctx)
+        for note in notes:
+            err_console.print(f"[yellow]note:[/] {note}")
+        pred = uc.predict(points)
+        doc = uc.calibration_doc(pred, uc.fit(pred), [str(f) for f in files])
+        if out is not None:
+            write_atomic(out, to_yaml(doc), force=force)
+        return doc
+
+    doc = run_guarded(work)
+    if json_out:
+        typer.echo(to_json(doc), nl=False)
+        return
+    console = Console()
+    _render(doc, console)
+    if out is not None:
+        err_console.print(f"wrote {out}: pass it to plan, estimate or simulate with --perf-calibration {out}")
