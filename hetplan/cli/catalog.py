@@ -8,7 +8,7 @@ from rich.table import Table
 
 from hetplan.cli.app import run_guarded
 from hetplan.cli.options import JsonFlag, cloud_option
-from hetplan.cli.render.format import num
+from hetplan.cli.render.format import fit_numbers, num
 from hetplan.io import to_json
 
 
@@ -44,7 +44,7 @@ def gpus(json_out: JsonFlag = False) -> None:
             num(g.interconnect_gb_per_s),
             num(g.network_gbit_per_s),
         )
-    Console().print(t)
+    Console().print(fit_numbers(t))
 
 
 def models(json_out: JsonFlag = False) -> None:
@@ -69,7 +69,7 @@ def models(json_out: JsonFlag = False) -> None:
             num(m.params_total_b),
             num(m.params_active_b),
         )
-    Console().print(t)
+    Console().print(fit_numbers(t))
 
 
 def prices(
@@ -105,4 +105,4 @@ def prices(
             num(p.spot_usd_per_gpu_hour),
             "yes" if p.includes_host else "no",
         )
-    Console().print(t)
+    Console().print(fit_numbers(t))

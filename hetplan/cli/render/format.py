@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from hetplan.report.render.fit import fit_numbers
 from hetplan.units import format_duration
+
+__all__ = ["count_noun", "duration", "fit_numbers", "num", "percent", "print_warnings", "tokens_per_usd",
+           "tokens_per_usd_phrase"]  # fmt: skip
 
 
 def num(x: float | None) -> str:
@@ -52,24 +54,3 @@ def print_warnings(console: Console, texts: Iterable[str], label: str = "warning
     """One ``label: text`` line per text, the label in yellow, the text printed as is (no markup)."""
     for text in texts:
         console.print(f"[yellow]{label}:[/] {escape(text)}", highlight=False)
-
-
-_NUMBER_CELL = re.compile(r"^[\s$~<>≈+\-−]*[\d.,]+\s*(%|[kKMG]?|ms|s|us|x|h|/h|GiB|tokens|tok/s)?\s*$")
-
-
-def fit_numbers(table: Table) -> Table:
-    """Keep every number of ``table`` whole on a narrow terminal (80 columns): a column whose cells are all numbers
-    (``1,234``, ``12.5 ms``, ``$98.32``, ``-``) never wraps and is at least as wide as its longest cell, and every
-    other column folds its text onto more lines instead of cutting it with an ellipsis. Returns ``table``.
-
-    Rich narrows the wrappable columns first when a table is wider than the console, so the labels wrap and the
-    numbers stay whole as long as the numeric columns alone fit."""
-    for column in table.columns:
-        cells = [c for c in column.cells if isinstance(c, str)]
-        if cells and len(cells) == len(list(column.cells)) and all(c == "-" or _NUMBER_CELL.match(c) for c in cells):
-            column.no_wrap = True
-            column.overflow = "fold"
-            column.min_width = max([column.min_width or 0, *(len(c) for c in cells)])
-        else:
-            column.overflow = "fold"
-    return table
