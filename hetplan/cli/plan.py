@@ -87,6 +87,13 @@ def plan(
             "Take prices from this cloud (aws, azure, gcp, lambda, runpod, nebius) (default: the cheapest listing)."
         ),
     ] = None,
+    region: Annotated[
+        str | None,
+        typer.Option(
+            "--region",
+            help="Rent only in this region, e.g. us-east-2 (default: the cheapest region that has the instances).",
+        ),
+    ] = None,
     spot: SpotOpt = None,
     prices: PricesOpt = None,
     rent: Annotated[
@@ -240,6 +247,7 @@ def plan(
             "gpus": split_list(gpus, "--gpus", "H100,L4") if gpus is not None else None,
             "inventory": parse_inventory(inventory) if inventory is not None else None,
             "cloud": cloud,
+            "region": region,
             "spot": spot,
             "prices": prices,
             "rent": rent,
