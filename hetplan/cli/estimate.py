@@ -18,10 +18,13 @@ from hetplan.cli.options import (
     JsonFlag,
     TimeoutOpt,
     engine_option,
+    gpus_option,
     kv_dtype_option,
     model_option,
     profile_option,
     tp_option,
+    tpot_option,
+    ttft_option,
     weight_dtype_option,
 )
 from hetplan.cli.render.format import fit_numbers, print_warnings
@@ -147,16 +150,13 @@ def estimate(
     ] = None,
     gpus: Annotated[
         int | None,
-        typer.Option(
-            "--gpus",
-            help="GPU budget: search every TP/PP/EP/DP and prefill/decode split of N GPUs "
+        gpus_option(
+            "GPU budget: search every TP/PP/EP/DP and prefill/decode split of N GPUs "
             "(needs --isl, --osl); prints the Pareto front and the best layout under --ttft/--tpot.",
         ),
     ] = None,
-    ttft: Annotated[str | None, typer.Option("--ttft", help="With --gpus: mean TTFT SLO, e.g. 2s (default).")] = None,
-    tpot: Annotated[
-        str | None, typer.Option("--tpot", help="With --gpus: mean TPOT SLO, e.g. 100ms (default).")
-    ] = None,
+    ttft: Annotated[str | None, ttft_option("With --gpus: mean TTFT SLO, e.g. 2s (default).")] = None,
+    tpot: Annotated[str | None, tpot_option("With --gpus: mean TPOT SLO, e.g. 100ms (default).")] = None,
     disagg: Annotated[
         bool, typer.Option("--disagg/--no-disagg", help="With --gpus: also search prefill/decode splits.")
     ] = True,

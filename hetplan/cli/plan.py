@@ -39,6 +39,7 @@ from hetplan.cli.options import (
     out_option,
     profile_option,
     rate_option,
+    region_option,
     tpot_option,
     ttft_option,
     weight_dtype_option,
@@ -89,9 +90,8 @@ def plan(
     ] = None,
     region: Annotated[
         str | None,
-        typer.Option(
-            "--region",
-            help="Rent only in this region, e.g. us-east-2 (default: the cheapest region that has the instances).",
+        region_option(
+            "Rent only in this region, e.g. us-east-2 (default: the cheapest region that has the instances)."
         ),
     ] = None,
     spot: SpotOpt = None,

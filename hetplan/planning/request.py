@@ -184,7 +184,7 @@ def build_offers(
     """
     names = {g.name for g in gpus}
     path = scenario.resolve(scenario.prices) or "" if scenario.prices else ""
-    from_file = user_offers(user, path, table) if user is not None else []
+    from_file = user_offers(user, path, table, scenario.spot) if user is not None else []
     per_gpu = {find_gpu(n, table).name: float(v) for n, v in (user.usd_per_gpu_hour if user else {}).items()}
     label = f"price file: {user.source}, as of {user.as_of}" if user is not None else ""
     illustrative = bool(user and user.illustrative)

@@ -12,7 +12,7 @@ from rich.table import Table
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
-from hetplan.report.render.fit import fit_numbers
+from hetplan.tables import fit_numbers
 from tests.conftest import ROOT
 from tests.helpers import cli, owned_only_scenario
 

@@ -25,7 +25,7 @@ from hetplan.report.render.common import (
     verification_lines,
     verification_rows,
 )
-from hetplan.report.render.fit import fit_numbers
+from hetplan.tables import fit_numbers
 
 
 def _kv_table(title: str, rows: list[list[str]]) -> Table:
