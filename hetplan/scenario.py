@@ -306,6 +306,11 @@ class Scenario(_Strict):
         description="Take catalog prices from this cloud: aws, gcp, azure, lambda, runpod, nebius "
         "(default: the cheapest listing that includes the host VM).",
     )
+    region: str | None = Field(
+        default=None,
+        description="Rent only in this region (e.g. us-east-2, westus3; `hetplan catalog prices` lists them); "
+        "default: the cheapest region that has the instances.",
+    )
     spot: bool = Field(default=False, description="Use spot prices instead of on-demand.")
     prices: str | None = Field(
         default=None, description="Price file (your own $/GPU-hour), relative to the scenario; overrides the catalog."

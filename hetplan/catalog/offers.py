@@ -165,8 +165,11 @@ def catalog_offers(gpu: GpuSpec, cloud: str | None, spot: bool) -> list[Offer]:
     return sorted(out, key=lambda o: (o.provider, o.region, o.gpus_per_instance, o.instance_type))
 
 
-def user_offers(user: UserPriceFile, path: str, gpus: tuple[GpuSpec, ...] | None = None) -> list[Offer]:
-    """The ``offers:`` rows of a user price file, checked.
+def user_offers(
+    user: UserPriceFile, path: str, gpus: tuple[GpuSpec, ...] | None = None, spot: bool = False
+) -> list[Offer]:
+    """The ``offers:`` rows of a user price file, checked; with ``spot`` a rented row's
+    ``spot_usd_per_instance_hour`` is its price where given (its on-demand price otherwise).
 
     Raises:
         InputError: a row with a negative price, zero GPUs per instance, an unknown GPU, an owned row without a
@@ -176,7 +179,7 @@ def user_offers(user: UserPriceFile, path: str, gpus: tuple[GpuSpec, ...] | None
     out: list[Offer] = []
     seen: dict[tuple[str, str, str], int] = {}
     for i, row in enumerate(user.offers):
-        out.append(_user_offer(row, i, path, user, gpus))
+        out.append(_user_offer(row, i, path, user, gpus, spot))
         key = out[-1].key
         if key in seen:
             raise InputError(
@@ -188,7 +191,9 @@ def user_offers(user: UserPriceFile, path: str, gpus: tuple[GpuSpec, ...] | None
     return out
 
 
-def _user_offer(row: UserOffer, i: int, path: str, user: UserPriceFile, gpus: tuple[GpuSpec, ...] | None) -> Offer:
+def _user_offer(
+    row: UserOffer, i: int, path: str, user: UserPriceFile, gpus: tuple[GpuSpec, ...] | None, spot: bool = False
+) -> Offer:
     where = f"price file {path}: offers[{i}]"
 
     def bad(field: str, why: str, fix: str) -> InputError:
@@ -213,7 +218,10 @@ def _user_offer(row: UserOffer, i: int, path: str, user: UserPriceFile, gpus: tu
         raise bad("scale_up_domain_gpus", f"must be in [1, {MAX_GPUS:,}], got {row.scale_up_domain_gpus}", "fix it")
     if owned and row.count is None:
         raise bad("count", "is missing: an owned offer needs a count", "add count: N (the nodes you own)")
-    if row.usd_per_instance_hour is not None:
+    kind = ""
+    if spot and row.spot_usd_per_instance_hour is not None and not owned:
+        price, kind = float(row.spot_usd_per_instance_hour), " spot"
+    elif row.usd_per_instance_hour is not None:
         price = float(row.usd_per_instance_hour)
     elif row.usd_per_gpu_hour is not None:
         price = float(row.usd_per_gpu_hour) * row.gpus_per_instance
@@ -232,7 +240,7 @@ def _user_offer(row: UserOffer, i: int, path: str, user: UserPriceFile, gpus: tu
         raise bad("instance_type", "is missing", "name the instance type the provider sells")
     return Offer(
         provider, name, row.region, gpu.name, row.gpus_per_instance, price, domain, row.count,
-        f"price file: {user.source}, as of {user.as_of}", user.illustrative,
+        f"price file{kind}: {user.source}, as of {user.as_of}", user.illustrative,
     )  # fmt: skip
 
 

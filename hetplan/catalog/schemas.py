@@ -186,6 +186,7 @@ class PriceEntry(_Record):
     listed_gpu: str | None = None
     notes: str | None = None
     source: str = ""
+    as_of: str | None = None  # the row's snapshot date when it differs from the file's ``as_of``
 
     @model_validator(mode="after")
     def _has_a_price(self) -> PriceEntry:

@@ -1,14 +1,15 @@
-"""``hetplan catalog gpus|models|prices``."""
+"""``hetplan catalog gpus|models|prices|import-prices``."""
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from hetplan.cli.app import run_guarded
-from hetplan.cli.options import JsonFlag, cloud_option
-from hetplan.cli.render.format import num
+from hetplan.cli.options import JsonFlag, cloud_option, force_option, out_option, prices_option, region_option
+from hetplan.cli.render.format import fit_numbers, num
 from hetplan.io import to_json
 
 
@@ -44,7 +45,7 @@ def gpus(json_out: JsonFlag = False) -> None:
             num(g.interconnect_gb_per_s),
             num(g.network_gbit_per_s),
         )
-    Console().print(t)
+    Console().print(fit_numbers(t))
 
 
 def models(json_out: JsonFlag = False) -> None:
@@ -69,40 +70,153 @@ def models(json_out: JsonFlag = False) -> None:
             num(m.params_total_b),
             num(m.params_active_b),
         )
-    Console().print(t)
+    Console().print(fit_numbers(t))
 
 
 def prices(
     gpu: Annotated[str | None, typer.Option("--gpu", help="Only this GPU.")] = None,
     cloud: Annotated[str | None, cloud_option("Only this cloud.")] = None,
+    region: Annotated[str | None, region_option("Only this region (e.g. us-east-2).")] = None,
+    price_file: Annotated[
+        Path | None, prices_option("Show this price file's offers (e.g. from import-prices).")
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """List $/GPU-hour per cloud, on-demand and spot."""
-    from hetplan.catalog.loader import find_gpu, load_prices
-    from hetplan.catalog.pricing import check_cloud
-
-    cat = run_guarded(load_prices)
-    rows = list(cat.prices)
-    if gpu:
-        name = run_guarded(lambda: find_gpu(gpu)).name
-        rows = [p for p in rows if p.gpu == name]
-    if cloud:
-        run_guarded(lambda: check_cloud(cloud.lower()))
-        rows = [p for p in rows if p.cloud == cloud.lower()]
+    """List $/GPU-hour per cloud and region, on-demand and spot, with each snapshot's date and source."""
+    rows, snapshots, title = run_guarded(lambda: _price_rows(gpu, cloud, region, price_file))
     if json_out:
-        typer.echo(to_json([p.model_dump() for p in rows]), nl=False)
+        typer.echo(to_json(rows), nl=False)
         return
-    t = Table(title=f"Prices, $/GPU-hour (as of {cat.as_of}; {cat.source.split(';')[0]})")
-    for col in ("gpu", "cloud", "instance", "GPUs", "on-demand", "spot", "host incl."):
+    t = Table(title=title)
+    for col in ("gpu", "cloud", "instance", "region", "GPUs", "on-demand", "spot"):
         t.add_column(col, justify="right" if col in ("GPUs", "on-demand", "spot") else "left", no_wrap=col == "gpu")
     for p in rows:
         t.add_row(
-            p.gpu,
-            p.cloud,
-            p.instance_type[:40],
-            str(p.gpus_per_instance),
-            num(p.on_demand_usd_per_gpu_hour),
-            num(p.spot_usd_per_gpu_hour),
-            "yes" if p.includes_host else "no",
+            p["gpu"] + ("" if p.get("includes_host", True) else " (no host)"),
+            p["cloud"],
+            p["instance_type"][:40],
+            p["region"] or "-",
+            str(p["gpus_per_instance"]),
+            num(p["on_demand_usd_per_gpu_hour"]),
+            num(p["spot_usd_per_gpu_hour"]),
         )
-    Console().print(t)
+    console = Console()
+    console.print(fit_numbers(t, console))
+    console.print("$/GPU-hour = the instance's $/hour / its GPUs. Snapshots (date, source):", highlight=False)
+    for line in snapshots:
+        console.print(f"  {line}", highlight=False, markup=False)
+
+
+def _price_rows(
+    gpu: str | None, cloud: str | None, region: str | None, price_file: Path | None
+) -> tuple[list[dict[str, Any]], list[str], str]:
+    """The rows ``catalog prices`` shows (catalog rows, or a price file's offers), the snapshot lines (cloud: date,
+    source) and the table title."""
+    from hetplan.catalog.loader import find_gpu, load_prices, load_user_prices
+    from hetplan.catalog.pricing import check_cloud, check_region
+
+    if price_file is not None:
+        user = load_user_prices(price_file)
+        rows: list[dict[str, Any]] = []
+        for o in user.offers:
+            price = o.usd_per_instance_hour
+
+            def per(x: float | None, k: int = o.gpus_per_instance) -> float | None:
+                return None if x is None else float(x) / k
+
+            rows.append({"gpu": find_gpu(o.gpu).name, "cloud": o.provider, "instance_type": o.instance_type,
+                         "region": o.region, "gpus_per_instance": o.gpus_per_instance,
+                         "on_demand_usd_per_gpu_hour": per(price) if price is not None else o.usd_per_gpu_hour,
+                         "spot_usd_per_gpu_hour": per(o.spot_usd_per_instance_hour), "as_of": user.as_of,
+                         "source": user.source})  # fmt: skip
+        for name, value in user.usd_per_gpu_hour.items():
+            rows.append({"gpu": find_gpu(name).name, "cloud": "price-file", "instance_type": "", "region": "",
+                         "gpus_per_instance": 1, "on_demand_usd_per_gpu_hour": float(value),
+                         "spot_usd_per_gpu_hour": None, "as_of": user.as_of, "source": user.source})  # fmt: skip
+        title = f"Prices in {price_file}, $/GPU-hour (as of {user.as_of})"
+    else:
+        cat = load_prices()
+        rows = [{**p.model_dump(), "as_of": p.as_of or cat.as_of} for p in cat.prices]
+        title = f"Prices, $/GPU-hour (catalog as of {cat.as_of})"
+        if cloud:
+            check_cloud(cloud.lower())
+        if region:
+            check_region(region, cloud.lower() if cloud else None)
+    if gpu:
+        name = find_gpu(gpu).name
+        rows = [p for p in rows if p["gpu"] == name]
+    if cloud:
+        rows = [p for p in rows if p["cloud"] == cloud.lower()]
+    if region:
+        rows = [p for p in rows if p["region"].lower() == region.lower()]
+    first: dict[str, int] = {name: n for n, name in reversed(list(enumerate(p["gpu"] for p in rows)))}
+    rows.sort(key=lambda p: (first[p["gpu"]], p["cloud"], p["gpus_per_instance"], p["instance_type"], p["region"]))
+    snapshots = sorted({f"{p['cloud']}: {p['as_of']}, {p['source']}" for p in rows})
+    return rows, snapshots, title
+
+
+def import_prices(
+    folder: Annotated[Path, typer.Argument(help="SkyPilot catalog folder: FOLDER/vms.csv or FOLDER/<cloud>/vms.csv.")],
+    out: Annotated[Path | None, out_option("Write the price file here (default: print it).")] = None,
+    cloud: Annotated[str | None, cloud_option("Cloud of FOLDER/vms.csv (default: the folder's name).")] = None,
+    region: Annotated[str | None, region_option("Only these regions, comma-separated (default: all).")] = None,
+    mapping: Annotated[
+        str | None,
+        typer.Option("--map", help="Accelerator names to catalog GPUs, e.g. A100-80GB=A100-80GB-PCIe,MI300X=MI300X."),
+    ] = None,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="Snapshot date to record (default: the newest vms.csv's date).")
+    ] = None,
+    force: Annotated[bool, force_option()] = False,
+) -> None:
+    """Read a SkyPilot catalog folder (their v7 vms.csv) into a price file with one offer per instance type and
+    region, on-demand and spot; use it with 'hetplan plan --prices FILE'."""
+    import yaml
+
+    from hetplan.catalog.skypilot import import_folder
+    from hetplan.cli.scenario_flags import split_list
+    from hetplan.errors import InputError
+    from hetplan.io import check_output, write_atomic
+
+    def work() -> tuple[str, Any]:
+        if out is not None:
+            check_output(out, force)
+        pairs = {}
+        for item in split_list(mapping, "--map", "A100-80GB=A100-80GB-PCIe") if mapping else []:
+            name, sep, gpu = item.partition("=")
+            if not sep or not name.strip() or not gpu.strip():
+                raise InputError(f"--map {item!r} is not NAME=GPU", fix="pass e.g. --map A100-80GB=A100-80GB-PCIe")
+            pairs[name.strip()] = gpu.strip()
+        regions = split_list(region, "--region", "us-east-1,us-west-2") if region else []
+        res = import_folder(folder, cloud, regions, pairs, as_of)
+        text = yaml.safe_dump(res.doc, sort_keys=False, width=120, allow_unicode=True)
+        if out is not None:
+            write_atomic(out, text, force)
+        return text, res
+
+    text, res = run_guarded(work)
+    offers = res.doc["offers"]
+    known = _catalog_sizes()
+    new = sorted({f"{o['provider']} {o['instance_type']} ({o['gpus_per_instance']}x {o['gpu']})" for o in offers
+                  if (o["provider"], o["instance_type"]) not in known})  # fmt: skip
+    err = Console(stderr=True)
+    if out is None:
+        typer.echo(text, nl=False)
+    regions_read = sorted({o["region"] for o in offers})
+    err.print(f"{len(offers)} offers of {len({o['gpu'] for o in offers})} GPU types in {len(regions_read)} regions "
+              f"from {', '.join(res.files)}" + (f"; written to {out}" if out else ""), highlight=False)  # fmt: skip
+    if new:
+        err.print(f"{len(new)} instance sizes the shipped catalog lacks: {', '.join(new[:8])}"
+                  + (" ..." if len(new) > 8 else ""), highlight=False, markup=False)  # fmt: skip
+    for why, n in sorted(res.skipped.items()):
+        err.print(f"skipped {n} rows: {why}", highlight=False)
+    if res.unknown:
+        names = ", ".join(f"{k} ({v})" for k, v in sorted(res.unknown.items()))
+        err.print(f"skipped accelerators no catalog GPU matches (rows): {names}; name them with --map NAME=GPU",
+                  highlight=False, markup=False)  # fmt: skip
+
+
+def _catalog_sizes() -> set[tuple[str, str]]:
+    from hetplan.catalog.loader import load_prices
+
+    return {(p.cloud, p.instance_type) for p in load_prices().prices}

@@ -1,9 +1,11 @@
 """``hetplan estimate``: one instance's latency, memory and throughput; closed-loop steady states
-(``--concurrency``, ``--isl``, ``--osl``) and tables of operating points (``--points FILE.csv``)."""
+(``--concurrency``, ``--isl``, ``--osl``), tables of operating points (``--points FILE.csv``) and the search of a GPU
+budget (``--gpus N --isl --osl``: every aggregated and disaggregated layout, its Pareto front and the best layout
+under the SLO, :mod:`hetplan.perf.search`)."""
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,15 +19,22 @@ from hetplan.cli.options import (
     PerfCalibrationOpt,
     TimeoutOpt,
     engine_option,
+    gpus_option,
     kv_dtype_option,
     model_option,
     profile_option,
     tp_option,
+    tpot_option,
+    ttft_option,
     weight_dtype_option,
 )
-from hetplan.cli.render.format import print_warnings
+from hetplan.cli.render.format import fit_numbers, print_warnings
 from hetplan.errors import InputError
 from hetplan.io import to_json
+from hetplan.units import parse_duration_s
+
+if TYPE_CHECKING:
+    from hetplan.perf.search import BudgetPoint, BudgetSearch
 
 
 def _closed_loop_row(
@@ -79,7 +88,61 @@ def _print_points(doc: list[dict[str, Any]]) -> None:
             str(r["osl"]), f"{r['ttft_s'] * 1e3:,.1f}", f"{r['tpot_s'] * 1e3:,.2f}",
             f"{r['output_tokens_per_s']:,.0f}", "; ".join(r["notes"]),
         )  # fmt: skip
-    Console().print(table)
+    Console().print(fit_numbers(table))
+
+
+def _point_row(p: "BudgetPoint") -> list[str]:
+    return [p.layout, str(p.gpus), f"{p.concurrency:,.0f}", f"{p.tokens_per_s_per_user:,.1f}",
+            f"{p.tokens_per_s_per_gpu:,.0f}", f"{p.ttft_s * 1e3:,.0f}", f"{p.tpot_s * 1e3:,.1f}"]  # fmt: skip
+
+
+_POINT_COLS = ("layout", "GPUs", "users", "tok/s/user", "tok/s/GPU", "TTFT ms", "TPOT ms")
+
+
+def _print_search(res: "BudgetSearch") -> None:
+    console = Console()
+    table = Table(
+        title=f"{res.model} on {res.gpus}x {res.gpu} ({res.engine}, {res.weight_dtype}, KV {res.kv_dtype}), "
+        f"ISL {res.isl:,} / OSL {res.osl:,}: Pareto front"
+    )
+    for n, col in enumerate(_POINT_COLS):
+        table.add_column(col, justify="left" if n == 0 else "right")
+    for p in res.pareto:
+        table.add_row(*_point_row(p))
+    console.print(fit_numbers(table))
+    console.print(
+        "users: clients in flight (closed loop); tok/s: output tokens; TTFT, TPOT: means. 2xTP4: two replicas "
+        "of TP4; P1xTP2+D1xTP4: one TP2 prefill and one TP4 decode instance.",
+        highlight=False,
+    )
+    best = Table(title=f"best layout at mean TTFT <= {res.ttft_slo_s * 1e3:,.0f} ms, TPOT <= "
+                 f"{res.tpot_slo_s * 1e3:,.0f} ms")  # fmt: skip
+    best.add_column("mode", no_wrap=True)
+    for n, col in enumerate(_POINT_COLS):
+        best.add_column(col, justify="left" if n == 0 else "right")
+    for mode, name in (("overall", "best"), ("agg", "agg"), ("disagg", "disagg")):
+        pt = res.best.get(mode)
+        best.add_row(name, *(_point_row(pt) if pt else ["none meets the SLO", "-", "-", "-", "-", "-", "-"]))
+    console.print(fit_numbers(best))
+    console.print(f"{res.points_estimated:,} operating points estimated; {len(res.pareto)} on the front.",
+                  highlight=False)  # fmt: skip
+    if res.skipped:
+        print_warnings(console, res.skipped[:3], "skipped")
+        if len(res.skipped) > 3:
+            console.print(f"(and {len(res.skipped) - 3} more layouts that do not fit; --json lists them)")
+
+
+def _search(
+    model: str, gpu: str, gpus: int, isl: int | None, osl: int | None, engine: str, weight_dtype: str,
+    kv_dtype: str | None, ttft: str | None, tpot: str | None, disagg: bool,
+) -> "BudgetSearch":  # fmt: skip
+    from hetplan.perf.search import search_budget
+
+    if isl is None or osl is None:
+        raise InputError("--gpus needs --isl and --osl", fix="pass e.g. --gpus 8 --isl 2048 --osl 512")
+    ttft_s = parse_duration_s(ttft, "ttft") if ttft else 2.0
+    tpot_s = parse_duration_s(tpot, "tpot") if tpot else 0.1
+    return search_budget(model, gpu, gpus, isl, osl, engine, weight_dtype, kv_dtype, ttft_s, tpot_s, disagg)
 
 
 def estimate(
@@ -96,6 +159,18 @@ def estimate(
         int | None,
         typer.Option("--concurrency", help="C closed-loop clients: prints the steady state (needs --isl, --osl)."),
     ] = None,
+    gpus: Annotated[
+        int | None,
+        gpus_option(
+            "GPU budget: search every TP/PP/EP/DP and prefill/decode split of N GPUs "
+            "(needs --isl, --osl); prints the Pareto front and the best layout under --ttft/--tpot.",
+        ),
+    ] = None,
+    ttft: Annotated[str | None, ttft_option("With --gpus: mean TTFT SLO, e.g. 2s (default).")] = None,
+    tpot: Annotated[str | None, tpot_option("With --gpus: mean TPOT SLO, e.g. 100ms (default).")] = None,
+    disagg: Annotated[
+        bool, typer.Option("--disagg/--no-disagg", help="With --gpus: also search prefill/decode splits.")
+    ] = True,
     isl: Annotated[int | None, typer.Option("--isl", help="Input tokens per request (closed loop).")] = None,
     osl: Annotated[int | None, typer.Option("--osl", help="Output tokens per request (closed loop).")] = None,
     points: Annotated[
@@ -122,7 +197,8 @@ def estimate(
     timeout: TimeoutOpt = None,
 ) -> None:
     """Predict prefill and decode latency, KV capacity and throughput of one instance; with --concurrency the
-    closed-loop steady state (mean TTFT, TPOT, throughput); with --points one estimate per CSV row."""
+    closed-loop steady state (mean TTFT, TPOT, throughput); with --points one estimate per CSV row; with --gpus N the
+    search of every layout of N GPUs (Pareto front of tokens/s/GPU against tokens/s/user, best layout per SLO)."""
     if points is not None:
         from hetplan.perf.points import estimate_points, read_points
 
@@ -137,6 +213,16 @@ def estimate(
     if model is None or gpu is None:
         run_guarded(lambda: _missing("--model" if model is None else "--gpu"))
     assert model is not None and gpu is not None
+    if gpus is not None:
+        if concurrency is not None:
+            run_guarded(lambda: _conflict())
+        res = run_guarded(lambda: run_with_timeout(timeout, lambda: _search(
+            model, gpu, gpus, isl, osl, engine, weight_dtype, kv_dtype, ttft, tpot, disagg), "estimate"))  # fmt: skip
+        if json_out:
+            typer.echo(to_json(res.to_doc()), nl=False)
+        else:
+            _print_search(res)
+        return
     if concurrency is not None:
         out = run_guarded(lambda: run_with_timeout(timeout, lambda: _closed_loop_row(
             engine, model, gpu, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl,
@@ -195,7 +281,7 @@ def estimate(
     for row in rows2:
         table.add_row(*row)
     console = Console()
-    console.print(table)
+    console.print(fit_numbers(table))
     if est.compute_tflops_is_estimate:
         console.print(
             f"[yellow]warning:[/] {est.gpu}'s TFLOPS is an unverified estimate: measure it before trusting this."
@@ -222,3 +308,8 @@ def _default_kv(engine: str, weight_dtype: str) -> str:
 
 def _missing(flag: str) -> None:
     raise InputError(f"estimate needs {flag}", fix=f"pass {flag} (or --points FILE.csv for a table of points)")
+
+
+def _conflict() -> None:
+    raise InputError("--gpus and --concurrency cannot be combined",
+                     fix="drop --concurrency (the search tries many) or drop --gpus for one layout")  # fmt: skip

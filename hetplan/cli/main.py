@@ -40,6 +40,7 @@ app.command(cls=CheckedCommand)(explore.explore)
 catalog_app.command("gpus", cls=CheckedCommand)(catalog.gpus)
 catalog_app.command("models", cls=CheckedCommand)(catalog.models)
 catalog_app.command("prices", cls=CheckedCommand)(catalog.prices)
+catalog_app.command("import-prices", cls=CheckedCommand)(catalog.import_prices)
 app.add_typer(profile.profile_app, name="profile")
 
 __all__ = ["EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "app", "main"]

@@ -94,6 +94,14 @@ def cloud_option(help: str) -> Any:
     return typer.Option("--cloud", help=help)
 
 
+def region_option(help: str) -> Any:
+    return typer.Option("--region", help=help)
+
+
+def prices_option(help: str) -> Any:
+    return typer.Option("--prices", help=help)
+
+
 SpotOpt = Annotated[bool | None, typer.Option("--spot/--on-demand", help="Use spot prices.")]
 PricesOpt = Annotated[Path | None, typer.Option("--prices", help="Price file overriding catalog prices.")]
 HeadroomOpt = Annotated[

@@ -40,6 +40,7 @@ from hetplan.cli.options import (
     out_option,
     profile_option,
     rate_option,
+    region_option,
     tpot_option,
     ttft_option,
     weight_dtype_option,
@@ -86,6 +87,12 @@ def plan(
         str | None,
         cloud_option(
             "Take prices from this cloud (aws, azure, gcp, lambda, runpod, nebius) (default: the cheapest listing)."
+        ),
+    ] = None,
+    region: Annotated[
+        str | None,
+        region_option(
+            "Rent only in this region, e.g. us-east-2 (default: the cheapest region that has the instances)."
         ),
     ] = None,
     spot: SpotOpt = None,
@@ -242,6 +249,7 @@ def plan(
             "gpus": split_list(gpus, "--gpus", "H100,L4") if gpus is not None else None,
             "inventory": parse_inventory(inventory) if inventory is not None else None,
             "cloud": cloud,
+            "region": region,
             "spot": spot,
             "prices": prices,
             "rent": rent,

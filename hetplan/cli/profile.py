@@ -33,6 +33,7 @@ from hetplan.cli.options import (
     tpot_option,
     ttft_option,
 )
+from hetplan.cli.render.format import fit_numbers
 from hetplan.cli.scenario_flags import build_scenario, parse_tp_list, split_list
 from hetplan.errors import InputError
 from hetplan.io import check_output, dump_for_path, to_json, to_yaml, write_atomic, write_files_atomic
@@ -218,7 +219,7 @@ def render_profile(prof: Any, console: Console) -> None:
     if m.allreduce_bus_gb_per_s:
         table.add_row(f"all-reduce bus GB/s ({m.allreduce_gpus} GPUs)", f"{m.allreduce_bus_gb_per_s:,.4g}", "", "")
         table.add_row("all-reduce latency (smallest message)", f"{(m.allreduce_latency_s or 0) * 1e6:,.1f} us", "", "")
-    console.print(table)
+    console.print(fit_numbers(table, console))
     for note in prof.notes:
         console.print(f"note: {escape(note)}", highlight=False)
 
@@ -368,7 +369,7 @@ def render_fit(doc: dict[str, Any], console: Console) -> None:
         table.add_row(
             str(i), p["gpu"], f"{p['tflops_per_usd_hour']:,.4g}", d["gpu"], f"{d['gb_per_s_per_usd_hour']:,.4g}"
         )
-    console.print(table)
+    console.print(fit_numbers(table, console))
     pairs = Table(title="GPU pairs: full model vs fit (tokens/USD)", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("prefill -> decode", "full model", "fitted"):
         pairs.add_column(col, justify="left" if col.startswith("prefill") else "right")
@@ -378,7 +379,7 @@ def render_fit(doc: dict[str, Any], console: Console) -> None:
             f"{row['tokens_per_usd']:,.0f}",
             f"{row['fitted_tokens_per_usd']:,.0f}",
         )
-    console.print(pairs)
+    console.print(fit_numbers(pairs, console))
     if len(doc["pairs"]) > 12:
         console.print(f"... {len(doc['pairs']) - 12} more pairs (--json for all)")
     if doc["left_out"]:

@@ -24,6 +24,7 @@ FLAG_FOR_FIELD = {
     "gpus": "--gpus",
     "inventory": "--inventory",
     "cloud": "--cloud",
+    "region": "--region",
     "slo.ttft": "--ttft",
     "slo.tpot": "--tpot",
     "slo.percentile": "--percentile",

@@ -24,7 +24,7 @@ from hetplan.catalog.loader import (
     overlaid_gpus,
 )
 from hetplan.catalog.offers import OWNED, PRICE_FILE, Offer, WanLink, catalog_offers, owned_nodes, user_offers
-from hetplan.catalog.pricing import GpuPrice, check_cloud, resolve_price
+from hetplan.catalog.pricing import GpuPrice, check_cloud, check_region, resolve_price
 from hetplan.catalog.profile import LoadedProfiles
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.deploy_rules import Deployment, canonical_connector
@@ -185,7 +185,7 @@ def build_offers(
     """
     names = {g.name for g in gpus}
     path = scenario.resolve(scenario.prices) or "" if scenario.prices else ""
-    from_file = user_offers(user, path, table) if user is not None else []
+    from_file = user_offers(user, path, table, scenario.spot) if user is not None else []
     per_gpu = {find_gpu(n, table).name: float(v) for n, v in (user.usd_per_gpu_hour if user else {}).items()}
     label = f"price file: {user.source}, as of {user.as_of}" if user is not None else ""
     illustrative = bool(user and user.illustrative)
@@ -222,6 +222,8 @@ def build_offers(
             mine = catalog_offers(gpu, scenario.cloud, scenario.spot)
         if scenario.cloud:
             mine = [o for o in mine if o.provider in (scenario.cloud, PRICE_FILE)]
+        if scenario.region:  # a pinned region: rent there only (a price file's $/GPU-hour names no region)
+            mine = [o for o in mine if o.provider == PRICE_FILE or o.region.lower() == scenario.region.lower()]
         rented += mine
     return tuple(owned) + tuple(rented)
 
@@ -314,14 +316,17 @@ def build_request(
     fp16_ok = True
     kind = "spot" if scenario.spot else "on-demand"
     where = f" on {scenario.cloud}" if scenario.cloud else ""
+    where += f" in {scenario.region}" if scenario.region else ""
     candidates = _candidate_gpus(scenario, inventory, warnings, user_prices, table)
     if fp8_cores_only:
         candidates = [g for g in candidates if has_fp8_cores(g)]
         if not candidates:
             raise InputError("no candidate GPU has fp8 tensor cores", fix="plan with a 16-bit --weight-dtype")
+    check_region(scenario.region, scenario.cloud, [o.region for o in (user_prices.offers if user_prices else ())])
     offers = build_offers(scenario, candidates, inventory, user_prices, warnings, table)
     for gpu in candidates:
-        price = _ranking_price(gpu, offers, resolve_price(gpu, scenario.cloud, scenario.spot, user_prices, table))
+        fallback = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices, table, scenario.region)
+        price = _ranking_price(gpu, offers, fallback)
         if not any(o.gpu == gpu.name for o in offers):
             if not scenario.rent:
                 warnings.append(f"{gpu.name} skipped: none owned, and --no-rent forbids renting it")

@@ -20,6 +20,7 @@ percentiles    ``slo.percentile``     p90, 99%, 0.9
 gpu_sets       ``gpus``               lists of GPU names
 inventories    ``inventory``          mappings GPU -> count
 clouds         ``cloud``              aws, azure, gcp, lambda, nebius, runpod
+regions        ``region``             regions to rent in (us-east-2, westus3; ``hetplan catalog prices``)
 prices         ``prices``             price files (a price file wins over the cloud for the GPUs it prices)
 spot           ``spot``               true / false
 headrooms      ``headroom``           fractions
@@ -70,6 +71,7 @@ AXES: dict[str, Axis] = {
         Axis("gpu_sets", ("gpus",), "candidate GPU lists"),
         Axis("inventories", ("inventory",), "GPU inventories"),
         Axis("clouds", ("cloud",), "clouds whose catalog prices are used"),
+        Axis("regions", ("region",), "regions rented in"),
         Axis("prices", ("prices",), "price files"),
         Axis("spot", ("spot",), "spot (true) or on-demand (false) prices"),
         Axis("headrooms", ("headroom",), "goodput headroom fractions"),
@@ -87,7 +89,6 @@ AXES: dict[str, Axis] = {
 NOT_PLANNER_FEATURES = {
     "purchases": "hetplan does not plan GPU purchases yet (the purchases column lists the GPUs per type each "
     "plan uses)",
-    "regions": "the price catalog holds one region per cloud; vary clouds or prices instead",
 }
 #: Axes that pose the question (what is served, at what target and SLO); the others are ways to answer it.
 QUESTION_AXES = ("scenarios", "models", "workloads", "traces", "goodputs", "slos", "ttfts", "tpots", "percentiles")

@@ -271,7 +271,7 @@ def _case(
     catalog: str,
 ) -> Case:
     """Build and validate one case (see :func:`expand`)."""
-    from hetplan.catalog.pricing import check_cloud
+    from hetplan.catalog.pricing import check_cloud, check_region
     from hetplan.perf.arch import check_dtypes
     from hetplan.scenario import Scenario
     from hetplan.units import parse_duration_s, parse_percentile
@@ -308,6 +308,8 @@ def _case(
         ) from None
     checks: list[tuple[str, Callable[[], object]]] = [
         ("cloud", lambda: check_cloud(scenario.cloud)),
+        # a price file's offers may name regions the catalog lacks: planning checks those
+        ("region", lambda: None if scenario.prices else check_region(scenario.region, scenario.cloud)),
         (
             "weight_dtype",
             lambda: check_dtypes("bf16" if scenario.weight_dtype == "auto" else scenario.weight_dtype, "bf16"),

@@ -64,7 +64,7 @@ def test_explicit_cases_alone_and_engines_vllm_are_accepted(tmp_path, small_cata
     [
         ("axes:\n  goodput: [1, 2]\n", "unknown axis 'goodput' (axes); did you mean 'goodputs'?"),
         ("axes:\n  purchases: [a]\n", "axis 'purchases' (axes) is not supported"),
-        ("axes:\n  regions: [us]\n", "axis 'regions' (axes) is not supported"),
+        ("axes:\n  regions: [us-west-2, mars-1]\n", "axis 'regions': unknown region 'mars-1' for aws in case-001"),
         ("axes:\n  goodputs: [1]\n  clouds: []\n", "empty product: axis 'clouds' has no values"),
         ("cases: []\n", "empty product: 'cases' is an empty list"),
         ("description: nothing\n", "the grid has no axes and no cases"),

@@ -16,7 +16,9 @@ def test_every_shipped_catalog_loads_with_provenance():
         assert cat.schema_version == 1
         assert cat.source and cat.as_of
     assert len(load_gpus().gpus) == 35  # the 33 rows of shared gpus.csv plus B300 and GB300
-    assert len(load_prices().prices) == 75  # every size gpu_prices.csv lists, g5.12xlarge included
+    # every size gpu_prices.csv lists (g5.12xlarge included), plus 22 rows of the same SkyPilot snapshots in a
+    # second region (AWS us-east-2/us-west-2, Azure eastus/eastus2/westus2/westus3; issue 31)
+    assert len(load_prices().prices) == 97
     assert len(load_models().models) == 20  # 14 from shared models.csv plus the six measured ones of issue 13
 
 

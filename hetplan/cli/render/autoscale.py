@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hetplan.cli.render.format import print_warnings
+from hetplan.cli.render.format import fit_numbers, print_warnings
 from hetplan.units import format_signed_percent
 
 
@@ -50,7 +50,7 @@ def render_summary(doc: dict[str, Any], console: Console) -> None:
             str(s["static_mean_short_windows"]),
         )
     t.add_row("re-solved every window, no lag or hysteresis (bound)", f"{s['per_window_optimum_usd']:,.0f}", "", "")
-    console.print(t)
+    console.print(fit_numbers(t, console))
     console.print(
         f"demand peak {s['peak_demand_req_per_s']:.3g} req/s, mean {s['mean_demand_req_per_s']:.3g} req/s "
         f"(burstiness-adjusted, headroom included); {s['levels']} demand levels; start-up lag "

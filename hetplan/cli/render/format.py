@@ -7,7 +7,11 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.markup import escape
 
+from hetplan.tables import fit_numbers
 from hetplan.units import format_duration
+
+__all__ = ["count_noun", "duration", "fit_numbers", "num", "percent", "print_warnings", "tokens_per_usd",
+           "tokens_per_usd_phrase"]  # fmt: skip
 
 
 def num(x: float | None) -> str:

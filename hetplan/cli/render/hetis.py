@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hetplan.cli.render.format import duration, print_warnings
+from hetplan.cli.render.format import duration, fit_numbers, print_warnings
 from hetplan.units import format_duration
 
 
@@ -62,7 +62,7 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
             str(d["layers"]) if primary else "-",
             d.get("reason", ""),
         )
-    console.print(roles)
+    console.print(fit_numbers(roles, console))
     for part in doc["head_split"]:
         if part.get("reason"):
             console.print(f"[yellow]replica {part['replica']} serves nothing:[/] {escape(part['reason'])}")
@@ -89,7 +89,7 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
                 *[str(c["kv_heads"].get(n, 0)) for n in names],
             )
         table.add_row("step time", "", *[format_duration(d["step_s"]) for d in part["devices"]])
-        console.print(table)
+        console.print(fit_numbers(table, console))
         if rep_note:
             console.print(
                 "  0 (1 rep.): no request of that class in the expected batch; the row places one representative "
@@ -122,7 +122,7 @@ def render_hetis(doc: dict[str, Any], console: Console) -> None:
             f"{ratio:.2f}x" if ratio else "-",
             b["layout"],
         )
-    console.print(cmp_table)
+    console.print(fit_numbers(cmp_table, console))
     kv = doc.get("kv_capacity_ratio_over_splitwise")
     if kv:
         console.print(f"KV capacity: {kv:.2f}x the Splitwise-style phase split's (KV only on decode GPUs).")

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hetplan.cli.render.format import duration, percent
+from hetplan.cli.render.format import duration, fit_numbers, percent
 
 
 def share(x: float) -> str:
@@ -58,7 +58,7 @@ def render_metrics(m: dict[str, Any], console: Console) -> None:
     for label, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s")):
         s = m[key]
         table.add_row(label, duration(s["mean"]), duration(s["p50"]), duration(s["p90"]), duration(s["p99"]))
-    console.print(table)
+    console.print(fit_numbers(table, console))
     console.print(f"goodput = {GOODPUT_DEFINITION}", highlight=False)
     classes = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class")
     for col in ("class", "requests", "TTFT SLO", "TPOT SLO", "attainment", "goodput", "p90 TTFT", "p90 TPOT"):
@@ -74,7 +74,7 @@ def render_metrics(m: dict[str, Any], console: Console) -> None:
             duration(c["ttft_s"]["p90"]),
             duration(c["tpot_s"]["p90"]),
         )
-    console.print(classes)
+    console.print(fit_numbers(classes, console))
     util = ", ".join(f"{r} {u * 100:.0f}%" for r, u in m["utilization"]["by_role"].items())
     k = m["counters"]
     console.print(
@@ -128,7 +128,7 @@ def render_closed_loop(doc: dict[str, Any], console: Console) -> None:
     for label, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s")):
         s = doc[key]
         table.add_row(label, duration(s["mean"]), duration(s["p50"]), duration(s["p90"]), duration(s["p99"]))
-    console.print(table)
+    console.print(fit_numbers(table, console))
     if doc["tpot_ineligible"]:
         console.print(f"TPOT: {_n(doc['tpot_ineligible'])} with one output token not eligible", highlight=False)
 
@@ -168,4 +168,4 @@ def render_calibration(block: dict[str, Any], console: Console) -> None:
         if "objective" in r:
             row.append(f"{r['objective']:.3g}")
         table.add_row(*row)
-    console.print(table)
+    console.print(fit_numbers(table, console))

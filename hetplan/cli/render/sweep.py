@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from hetplan.cli.render.format import fit_numbers
+
 
 def _usd(x: float | None) -> str:
     return "-" if x is None else f"{x:,.2f}"
@@ -43,7 +45,7 @@ def render_sweep(summary: dict[str, Any], console: Console) -> None:
         if checked:
             cells += [s["verdict"] if s else "-", f"{h['case_id']} (${h['usd_per_hour']:,.2f}/h)" if h else "-"]
         table.add_row(*cells)
-    console.print(table)
+    console.print(fit_numbers(table, console))
 
 
 def render_failures(summary: dict[str, Any], console: Console, limit: int = 10) -> None:

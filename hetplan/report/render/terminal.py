@@ -25,6 +25,7 @@ from hetplan.report.render.common import (
     verification_lines,
     verification_rows,
 )
+from hetplan.tables import fit_numbers
 
 
 def _kv_table(title: str, rows: list[list[str]]) -> Table:
@@ -52,7 +53,7 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
         d = p.get("decision")
         if d:  # the first block: the recommendation, then the verdict and what each GPU type does
             console.print(f"[bold]{escape(d['sentence'])}[/]", highlight=False)
-            console.print(_kv_table("", [[k, v] for k, v in decision_rows(p)]))
+            console.print(fit_numbers(_kv_table("", [[k, v] for k, v in decision_rows(p)]), console))
         else:
             verdict = (p.get("verification") or {}).get("verdict")
             if verdict:  # a line of its own (a table cell would cut it)
@@ -67,7 +68,7 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
             if not rows:
                 continue
             if title == "Simulated check":
-                console.print(_kv_table(title, rows))
+                console.print(fit_numbers(_kv_table(title, rows), console))
                 for line in verification_lines(p["verification"]):
                     console.print(line, highlight=False, markup=False)
                 continue
@@ -80,7 +81,7 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
             for row in rows:
                 cells = [row[0].replace(" -> ", "\n-> ")] + row[1:]
                 table.add_row(*[escape(c) for c in cells])
-            console.print(table)
+            console.print(fit_numbers(table, console))
         for line in plan_notes(p):
             console.print(line, highlight=False, markup=False)
         for w in p["warnings"]:
@@ -93,7 +94,7 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
             table.add_column(h, justify="left" if i == 0 else "right")
         for row in rows:
             table.add_row(*[escape(c) for c in row])
-        console.print(table)
+        console.print(fit_numbers(table, console))
         console.print(schedule_text(s), highlight=False, markup=False)
         for w in s.get("warnings", []):
             console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

@@ -1,0 +1,207 @@
+"""Read a SkyPilot catalog folder into a user price file (``hetplan catalog import-prices FOLDER``).
+
+SkyPilot (skypilot-org/skypilot-catalog, Apache-2.0) publishes one ``vms.csv`` per cloud, e.g.
+``catalogs/v7/aws/vms.csv``, with one row per instance type, region and (for AWS and GCP) availability zone. The
+columns read are ``InstanceType``, ``AcceleratorName``, ``AcceleratorCount``, ``Price`` (on-demand $/instance-hour),
+``SpotPrice`` and ``Region`` (``AvailabilityZone``, ``vCPUs``, ``MemoryGiB``, ``GpuInfo`` and the rest are
+ignored). A folder is either one cloud's folder (``FOLDER/vms.csv``; the cloud is the folder's name unless
+``cloud`` is given) or a catalog version folder holding one sub-folder per cloud (``FOLDER/aws/vms.csv``, ...).
+
+Rows without an accelerator, with a count below 1 or without an on-demand price are skipped (a spot-only row has
+nothing to rent on demand). The zones of one (cloud, instance type, region) merge into one offer: on-demand is
+the lowest zone's listed price (the same in every zone in SkyPilot's data), spot the lowest zone's spot price.
+Accelerator names go through :data:`SKYPILOT_NAMES` (SkyPilot's ``A100`` is the 40 GB part), then the GPU catalog's
+names and aliases; ``mapping`` overrides both (Azure's ``A100-80GB`` sizes are PCIe cards, for instance). Names
+still unknown are skipped and counted.
+
+Source: the SkyPilot catalog's published column names; hetplan's own merge rules.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hetplan.errors import InputError
+
+#: SkyPilot accelerator names whose plain reading through the GPU catalog's aliases would be wrong or missing.
+SKYPILOT_NAMES = {"A100": "A100-40GB-SXM", "A100-80GB": "A100-80GB-SXM", "V100-32GB": "V100-SXM2",
+                  "H100-MEGA": "H100-SXM"}  # fmt: skip
+REQUIRED_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "SpotPrice", "Region")
+#: Largest vms.csv read (SkyPilot's AWS file is about 2.5 MB).
+MAX_FILE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass
+class ImportResult:
+    """What :func:`import_folder` found: the price file document, the files read, rows skipped by reason and
+    accelerator names that no catalog GPU matched (with their row counts)."""
+
+    doc: dict[str, Any]
+    files: list[str]
+    skipped: dict[str, int] = field(default_factory=dict)
+    unknown: dict[str, int] = field(default_factory=dict)
+
+
+def vms_files(folder: Path, cloud: str | None = None) -> list[tuple[str, Path]]:
+    """(cloud, path) of every ``vms.csv`` in ``folder`` (module docstring), sorted by cloud.
+
+    Raises:
+        InputError: ``folder`` is not a folder, or holds no ``vms.csv`` at either level.
+    """
+    if not folder.is_dir():
+        raise InputError(f"{folder} is not a folder", fix="pass a SkyPilot catalog folder (e.g. catalogs/v7/aws)")
+    if (folder / "vms.csv").is_file():
+        return [((cloud or folder.resolve().name).lower(), folder / "vms.csv")]
+    found = sorted((p.parent.name.lower(), p) for p in folder.glob("*/vms.csv") if p.is_file())
+    if cloud:
+        found = [(c, p) for c, p in found if c == cloud.lower()]
+    if not found:
+        raise InputError(
+            f"no vms.csv in {folder}" + (f" for cloud {cloud!r}" if cloud else ""),
+            "a SkyPilot catalog folder holds vms.csv, or one sub-folder per cloud with a vms.csv each",
+            "pass the folder of one cloud (catalogs/v7/aws) or of a catalog version (catalogs/v7)",
+        )
+    return found
+
+
+def _number(text: str) -> float | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def _gpu_name(listed: str, mapping: Mapping[str, str], unknown: dict[str, int]) -> str | None:
+    from hetplan.catalog.loader import find_gpu
+
+    name = mapping.get(listed) or SKYPILOT_NAMES.get(listed) or listed
+    try:
+        return find_gpu(name).name
+    except InputError:
+        unknown[listed] = unknown.get(listed, 0) + 1
+        return None
+
+
+def read_vms(path: Path, cloud: str, mapping: Mapping[str, str], result: ImportResult) -> list[dict[str, Any]]:
+    """The GPU offers of one ``vms.csv`` (module docstring), one per (instance type, region), as price-file
+    ``offers:`` rows sorted by GPU, instance type and region; skips and unknown names are added to ``result``.
+
+    Raises:
+        InputError: unreadable, larger than :data:`MAX_FILE_BYTES`, or a required column missing.
+    """
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InputError(f"{path} is {size:,} bytes", fix=f"a vms.csv is at most {MAX_FILE_BYTES:,} bytes")
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}", str(exc), "check the path and its permissions") from None
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(
+            f"{path}: column {missing[0]} is missing",
+            f"a SkyPilot vms.csv has {', '.join(REQUIRED_COLUMNS)}",
+            "pass a vms.csv from skypilot-org/skypilot-catalog (catalogs/v7/<cloud>/vms.csv)",
+        )
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in reader:
+        listed = (row.get("AcceleratorName") or "").strip()
+        count = _number(row.get("AcceleratorCount") or "")
+        if not listed or count is None:
+            continue  # not a GPU instance
+        if count != int(count) or count < 1:
+            result.skipped["fractional GPU count"] = result.skipped.get("fractional GPU count", 0) + 1
+            continue
+        gpu = _gpu_name(listed, mapping, result.unknown)
+        if gpu is None:
+            continue
+        price, spot = _number(row.get("Price") or ""), _number(row.get("SpotPrice") or "")
+        if price is None:
+            result.skipped["no on-demand price"] = result.skipped.get("no on-demand price", 0) + 1
+            continue
+        instance, region = (row.get("InstanceType") or "").strip(), (row.get("Region") or "").strip()
+        if not instance:
+            result.skipped["no instance type"] = result.skipped.get("no instance type", 0) + 1
+            continue
+        key = (instance, region)
+        old = merged.get(key)
+        if old is None:
+            merged[key] = {"provider": cloud, "gpu": gpu, "instance_type": instance, "region": region,
+                           "gpus_per_instance": int(count), "usd_per_instance_hour": price,
+                           "spot_usd_per_instance_hour": spot, "zones": 1, "listed": {listed}}  # fmt: skip
+            continue
+        old["usd_per_instance_hour"] = min(old["usd_per_instance_hour"], price)
+        if spot is not None:
+            old["spot_usd_per_instance_hour"] = min(old["spot_usd_per_instance_hour"] or spot, spot)
+        old["zones"] += 1
+        old["listed"].add(listed)
+    out = []
+    for (_, _), o in sorted(merged.items(), key=lambda kv: (kv[1]["gpu"], kv[0])):
+        zones, listed = o.pop("zones"), sorted(o.pop("listed"))
+        o["notes"] = f"listed as {' / '.join(listed)}; " + (
+            f"lowest of {zones} zone rows" if zones > 1 else "one catalog row"
+        )
+        if o["spot_usd_per_instance_hour"] is None:
+            del o["spot_usd_per_instance_hour"]
+        out.append(o)
+    return out
+
+
+def import_folder(
+    folder: Path,
+    cloud: str | None = None,
+    regions: Sequence[str] = (),
+    mapping: Mapping[str, str] | None = None,
+    as_of: str | None = None,
+) -> ImportResult:
+    """Read every ``vms.csv`` of ``folder`` (module docstring) into a user price file document (``offers:``), only
+    the ``regions`` given (all when empty, compared without case). ``as_of``: the snapshot date written (default:
+    the newest file's modification date, UTC, so the same files give the same document).
+
+    Raises:
+        InputError: as :func:`vms_files` and :func:`read_vms`, or no GPU offer at all in what was read.
+    """
+    from datetime import UTC, datetime
+
+    files = vms_files(folder, cloud)
+    result = ImportResult({}, [str(p) for _, p in files])
+    offers: list[dict[str, Any]] = []
+    for name, path in files:
+        offers += read_vms(path, name, mapping or {}, result)
+    if regions:
+        wanted = {r.lower() for r in regions}
+        offers = [o for o in offers if o["region"].lower() in wanted]
+    if not offers:
+        raise InputError(
+            f"no GPU offer read from {folder}" + (f" in {', '.join(regions)}" if regions else ""),
+            "rows need an accelerator the GPU catalog knows and an on-demand price"
+            + (f"; unknown accelerators: {', '.join(sorted(result.unknown))}" if result.unknown else ""),
+            "check the folder and --region, or name unknown accelerators with --map NAME=GPU",
+        )
+    if as_of is None:
+        newest = max(p.stat().st_mtime for _, p in files)
+        as_of = datetime.fromtimestamp(newest, UTC).strftime("%Y-%m-%d")
+    result.doc = {
+        "schema_version": 1,
+        "kind": "prices",
+        "source": f"SkyPilot catalog (skypilot-org/skypilot-catalog, Apache-2.0): {', '.join(n for n, _ in files)} "
+        "vms.csv, imported by 'hetplan catalog import-prices'",
+        "as_of": as_of,
+        "illustrative": False,
+        "offers": offers,
+    }
+    return result
+
+
+__all__ = ["REQUIRED_COLUMNS", "SKYPILOT_NAMES", "ImportResult", "import_folder", "read_vms", "vms_files"]

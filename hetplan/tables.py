@@ -1,0 +1,56 @@
+"""Tables that keep every number whole on a narrow terminal (issue 31: ``COLUMNS=80`` never cuts a number)."""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console
+from rich.table import Table
+
+#: A table cell that is a number: digits with separators, an optional sign, currency, approximation or comparison
+#: mark, an optional unit or suffix (``1,234``, ``12.5 ms``, ``$98.32``, ``~3.2?``, ``91.2%``, ``8/128``,
+#: ``2.1x``, ``39k``), or ``-`` for a missing value.
+_NUMBER_CELL = re.compile(
+    r"^\s*[~<>≈+$-]*\$?\d[\d.,/]*(e[+-]?\d+)?\s*"
+    r"(%|[kKMGB]|ms|s|us|µs|x|h|/h|GiB|GB|GB/s|tokens|tok/s|req/s|\(fp16\)|\?)?\s*$"
+)
+
+
+def _plain(cell: object) -> str | None:
+    from rich.text import Text
+
+    if isinstance(cell, str):
+        return Text.from_markup(cell).plain if "[" in cell else cell
+    if isinstance(cell, Text):
+        return cell.plain
+    return None
+
+
+def fit_numbers(table: Table, console: Console | None = None) -> Table:
+    """Keep every number of ``table`` whole on a narrow terminal (e.g. ``COLUMNS=80``); returns ``table``.
+
+    When the table is wider than ``console`` (default: a new :class:`Console`, which reads ``COLUMNS``), a column
+    whose cells are all numbers (``1,234``, ``12.5 ms``, ``$98.32``; ``-`` for none) never wraps and is as wide as its
+    longest cell, its header's words go on separate lines, and every other column folds its text onto more lines
+    instead of cutting it with an ellipsis: rich narrows the wrappable columns first, so the labels wrap and the
+    numbers stay whole as long as the numeric columns alone fit. A table that fits is left as it is (the same output
+    on a wide terminal)."""
+    from rich.measure import Measurement
+    from rich.text import Text
+
+    con = console or Console()
+    if Measurement.get(con, con.options.update(max_width=100_000), table).maximum <= con.width:
+        return table
+    for column in table.columns:
+        cells = [_plain(c) for c in column.cells]
+        if cells and all(c is not None and (c.strip() in ("", "-") or _NUMBER_CELL.match(c)) for c in cells):
+            column.no_wrap = True
+            column.overflow = "fold"
+            column.min_width = max([column.min_width or 0, *(len(c or "") for c in cells)])
+            header = _plain(column.header)
+            if header and " " in header.strip():
+                column.header = Text("\n".join(header.split()))
+        else:
+            column.no_wrap = False
+            column.overflow = "fold"
+    return table
