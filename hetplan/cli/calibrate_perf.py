@@ -13,9 +13,11 @@ from hetplan.cli.app import err_console, run_guarded
 from hetplan.cli.options import (
     ForceFlag,
     JsonFlag,
+    engine_option,
     kv_dtype_option,
     model_option,
     out_option,
+    tp_option,
     weight_dtype_option,
 )
 from hetplan.io import check_output, to_json, to_yaml, write_atomic
@@ -67,10 +69,9 @@ def calibrate_perf(
     ] = None,
     model: Annotated[str | None, model_option("Model served (when the file's name is not a catalog name).")] = None,
     engine: Annotated[
-        str | None,
-        typer.Option("--engine", help="Serving engine: vllm, sglang or trtllm (default: the file's, else vllm)."),
+        str | None, engine_option("Serving engine: vllm, sglang or trtllm (default: the file's, else vllm).")
     ] = None,
-    tp: Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree of the runs (default 1).")] = None,
+    tp: Annotated[int | None, tp_option("Tensor-parallel degree of the runs (default 1).")] = None,
     pp: Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel degree (default 1).")] = None,
     ep: Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (default 1).")] = None,
     dp_attention: Annotated[
