@@ -211,7 +211,8 @@ def _best_single_type(out: dict[str, Any]) -> dict[str, Any] | None:
 
 def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
     """The report's first block: what to run, what it costs and saves, whether the simulator verified it, what each
-    GPU type does, where the prices come from, purchases (when the plan lists instance offers) and quality changes.
+    GPU type does, where the prices come from, purchases (when the plan lists instance offers), quality changes and
+    the owned GPUs' use (``owned``: one row per owned type, from the plan's ``owned_gpus`` block).
 
     ``out`` is the rest of the plan's report section (:func:`plan_report`). Money in $/hour; ``saved_fraction`` is
     1 - plan cost / best single-GPU-type fleet's cost (negative when the plan costs more).
@@ -296,6 +297,10 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
     purchase: list[Any] = [dataclasses.asdict(line) for line in plan.purchase]  # the typed lines (issue 14)
     if not purchase and isinstance(plan.extra.get("purchase"), list):
         purchase = list(plan.extra["purchase"])
+    owned = plan.extra.get("owned_gpus")
+    out_owned: dict[str, Any] = {}
+    if isinstance(owned, dict) and owned:  # only then: reports of plans without owned GPUs stay as they were
+        out_owned["owned"] = [{"gpu": str(g), **row} for g, row in sorted(owned.items())]
     return {
         "sentence": f"{what}: {cost}{vs}.",
         "status": status,
@@ -305,7 +310,17 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
         "prices": prices,
         "purchase": purchase,
         "quality": quality,
+        # owned GPUs per type and their use, with why idle ones are idle (hetplan.planning.owned)
+        **out_owned,
     }
+
+
+def owned_text(row: dict[str, Any]) -> str:
+    """One owned GPU type's use in words: ``8 owned, 0 used, 8 idle: <why>`` (a row of the decision's ``owned``)."""
+    text = f"{row.get('owned', 0)} owned, {row.get('used', 0)} used"
+    if row.get("idle"):
+        text += f", {row['idle']} idle" + (f": {row['idle_reason']}" if row.get("idle_reason") else "")
+    return text
 
 
 def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hetplan.plan.types import HOURS_PER_MONTH
+from hetplan.report.model import owned_text
 from hetplan.units import format_signed_percent
 
 
@@ -353,7 +354,8 @@ def _purchase_text(item: Any) -> str:
 
 def decision_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
     """The first block of a plan's report, as key/value rows after the recommendation sentence: the simulated
-    verdict, what each GPU type does and at what price from where, purchases, quality changes."""
+    verdict, what each GPU type does and at what price from where, purchases, owned GPUs and their use (idle ones
+    with the reason), quality changes."""
     d = p.get("decision")
     if not d:
         return []
@@ -384,6 +386,8 @@ def decision_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append((role["gpu"], text))
     for item in d.get("purchase") or []:
         rows.append(("purchase", _purchase_text(item)))
+    for row in d.get("owned") or []:  # every owned type, used or idle, and why idle (issue 31)
+        rows.append((f"owned {row['gpu']}", owned_text(row)))
     simulated = "verification" in p
     for name, other in p["strategies"].items():
         cheaper = other.get("status") != "infeasible" and other["total_usd_per_hour"] < p["usd_per_hour"]
