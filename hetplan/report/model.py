@@ -15,6 +15,7 @@ from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
 from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.plan.types import combo_label as _label
+from hetplan.units import cost_vs
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -241,17 +242,9 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
         best.get("saved_fraction") is None and best.get("usd_per_hour") == plan.total_usd_per_hour
     ):
         vs = f", the same as the best single-GPU-type fleet ({best['gpu']})"
-    elif best.get("saved_fraction") is None:  # that fleet costs $0/h (owned GPUs without a price): no percentage
+    else:  # one rule for every comparison (hetplan.units.cost_vs): the other fleet against this plan
         fleet = f"({best['gpu']}, ${best['usd_per_hour']:,.2f}/h)"
-        more = plan.total_usd_per_hour - (best["usd_per_hour"] or 0.0)
-        vs = f", ${more:,.2f}/h dearer than the best single-GPU-type fleet {fleet}"
-    else:
-        saved = best.get("saved_fraction") or 0.0
-        fleet = f"({best['gpu']}, ${best['usd_per_hour']:,.2f}/h)"
-        if saved > 0:
-            vs = f", {saved * 100:.1f} % cheaper than the best single-GPU-type fleet {fleet}"
-        else:
-            vs = f", {-saved * 100:.1f} % dearer than the best single-GPU-type fleet {fleet}"
+        vs = f"; the best single-GPU-type fleet {fleet} costs {cost_vs(best['usd_per_hour'], plan.total_usd_per_hour)}"
     v = out.get("verification")
     if v is None:
         verdict = "not simulated (planned with --no-verify): every figure is the planner's model"
