@@ -116,8 +116,8 @@ def engine_option(help: str = "Serving engine: vllm (default), sglang or trtllm 
 def weight_dtype_option() -> Any:
     return typer.Option(
         "--weight-dtype",
-        help="bf16, fp16, fp8, int8 or int4; auto (hetplan plan): the model's dtype and fp8 on GPUs with fp8 "
-        "tensor cores, the cheaper plan kept (labelled with its accuracy note).",
+        help="bf16, fp16, fp8, int8 or int4; auto: the model's own dtype; auto-quantized (hetplan plan): the "
+        "model's dtype and fp8 on GPUs with fp8 tensor cores, the cheaper plan kept (labelled with its accuracy note).",
     )
 
 

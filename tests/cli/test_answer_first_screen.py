@@ -131,3 +131,14 @@ def test_verified_answer_comes_first_in_order():
                                      "other strategies cost", "Cauchy plan")]  # fmt: skip
     assert order == sorted(order)
     assert "simulated on the trace: verified on" in text  # the verdict in full, after the tables
+
+
+def test_auto_weights_are_the_models_own_and_the_opt_in_is_named():
+    args = ["plan", "--model", "Llama-3-70B", "--synthetic", "balanced", "--rate", "2", "--gpus", "H100,L40S",
+            "--cloud", "aws", "--no-analysis"]  # fmt: skip
+    res = runner.invoke(app, cli(args), env=NARROW)
+    assert res.exit_code == 0, res.output
+    assert "Llama-3-70B (bf16)" in res.stdout and "quality change" not in res.stdout
+    assert "weights: bf16, the model's own (weight_dtype auto; auto-quantized also plans fp8" in " ".join(
+        res.stdout.split()
+    )

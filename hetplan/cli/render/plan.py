@@ -88,7 +88,15 @@ def render_plan(doc: dict[str, Any], console: Console, verbose: bool = False) ->
         elif line.startswith("decision: "):
             style = "bold"
         console.print(f"[{style}]{escape(line)}[/]" if style else line, highlight=False, markup=bool(style))
-    if doc.get("dtype_search"):
+    search = doc.get("dtype_search") or []
+    if len(search) == 1 and not search[0].get("engine"):  # weight_dtype auto: the model's own dtype, nothing else
+        console.print(
+            f"weights: {search[0]['weight_dtype']}, the model's own (weight_dtype auto; auto-quantized also plans "
+            "fp8 weights, with an accuracy note)",
+            highlight=False,
+            markup=False,
+        )
+    elif search:
         tried = "; ".join(
             (f"{d['engine']} " if d.get("engine") else "")
             + f"{d['weight_dtype']} weights: "
