@@ -58,47 +58,67 @@ def _alone(req: PlanRequest, combos: tuple[Combo, ...] | list[Combo], gpu: str, 
 def _binding(req: PlanRequest, planner: Planner, gpu: str, count: int) -> dict[str, Any] | None:
     """The SLO ``count`` owned ``gpu`` miss even idle: ``{"slo": "ttft"|"tpot", "slo_s", "best_s", "layout"}``
     over the layouts that fit a 1:1 combo in ``count`` GPUs (a TP8 prefill beside a TP4 decode needs 12), the TTFT
-    checked first; None when some such layout meets both idle (or none fits)."""
+    checked first (with the TPOT under ``also`` when both bind); None when some such layout meets both idle (or none
+    fits)."""
     cands = planner.cands
     tps = sorted(o.tp for o in cands.options if o.gpu.name == gpu)
     if not tps or 2 * tps[0] > count:
         return None
     fits = {tp for tp in tps if tp + tps[0] <= count}
     ttfts = [(pc.min_ttft_s, tp) for (name, tp, _), pc in cands.prefill_caps.items() if name == gpu and tp in fits]
+    ttft = None
     if ttfts:
         best_ttft, tp = min(ttfts)
         if best_ttft > req.ttft_slo_s:
-            return {"slo": "ttft", "slo_s": req.ttft_slo_s, "best_s": best_ttft, "layout": f"TP{tp}"}
+            ttft = {"slo": "ttft", "slo_s": req.ttft_slo_s, "best_s": best_ttft, "layout": f"TP{tp}"}
     opts = [o for o in cands.options if o.gpu.name == gpu and o.tp in fits]
     best = min(opts, key=lambda o: (o.decode.min_tpot_s, o.tp))
+    tpot = None
     if best.decode.min_tpot_s > req.tpot_slo_s:
-        return {"slo": "tpot", "slo_s": req.tpot_slo_s, "best_s": best.decode.min_tpot_s, "layout": f"TP{best.tp}"}
-    return None
+        tpot = {"slo": "tpot", "slo_s": req.tpot_slo_s, "best_s": best.decode.min_tpot_s, "layout": f"TP{best.tp}"}
+    if ttft is not None:
+        return ttft | ({"also": tpot} if tpot else {})
+    return tpot
 
 
 def _relaxed(req: PlanRequest, gpu: str, count: int, binding: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The smallest relaxation of the binding SLO (the TTFT when none binds idle: queueing leaves no room) in
-    :data:`RELAX_FACTORS` at which ``count`` owned ``gpu`` hold some goodput alone; None when none does."""
+    """The smallest relaxation of the binding SLOs (both when both bind; the TTFT when none binds idle: queueing
+    leaves no room) by a factor of :data:`RELAX_FACTORS` at which ``count`` owned ``gpu`` hold some goodput alone:
+    ``{"ttft_s"|"tpot_s": ..., "goodput_req_per_s", "combo"}``; None when none does."""
     spec = next(g for g in req.gpus if g.name == gpu)
-    which = binding["slo"] if binding else "ttft"
-    base = binding["best_s"] if binding else (req.ttft_slo_s if which == "ttft" else req.tpot_slo_s)
+    bases = {"ttft": req.ttft_slo_s}  # none binds idle: the TTFT, queueing leaves no room under it
+    if binding:
+        bases = {binding["slo"]: binding["best_s"]} | (
+            {"tpot": binding["also"]["best_s"]} if binding.get("also") else {}
+        )
     only = replace(req, gpus=(spec,), inventory={gpu: count}, offers=(), wan=None, keep_pairs=None)
     for factor in RELAX_FACTORS:
-        slo = _round_up_2sig(base * factor)
-        trial = replace(only, ttft_slo_s=slo) if which == "ttft" else replace(only, tpot_slo_s=slo)
+        slos = {f"{which}_s": _round_up_2sig(base * factor) for which, base in bases.items()}
+        trial = replace(
+            only, ttft_slo_s=slos.get("ttft_s", req.ttft_slo_s), tpot_slo_s=slos.get("tpot_s", req.tpot_slo_s)
+        )
         try:
             cands = enumerate_candidates(trial)
-        except InfeasibleError:  # the other SLO binds too, or no layout meets this one yet
+        except InfeasibleError:  # no layout meets the relaxed SLOs yet
             continue
         held, label = _alone(trial, cands.combos, gpu, count)
         if held > 0:
-            return {f"{which}_s": slo, "goodput_req_per_s": rnd(held), "combo": label}
+            return slos | {"goodput_req_per_s": rnd(held), "combo": label}
     return None
 
 
-def _slo_words(req: PlanRequest, which: str, value_s: float) -> str:
+def _missed(req: PlanRequest, b: dict[str, Any]) -> str:
+    """``the 500 ms p90 TTFT (best 805 ms at TP4, 61 % over)``: one binding SLO in words."""
     q = round(req.stats.quantile * 100)
-    return f"the {format_duration(value_s)} p{q} {which.upper()}"
+    over = (b["best_s"] / b["slo_s"] - 1) * 100
+    return (
+        f"the {format_duration(b['slo_s'])} p{q} {b['slo'].upper()} (best {format_duration(b['best_s'])} at "
+        f"{b['layout']}, {over:.0f} % over)"
+    )
+
+
+def _rounded(b: dict[str, Any]) -> dict[str, Any]:
+    return {k: _rounded(v) if isinstance(v, dict) else rnd(v) if isinstance(v, float) else v for k, v in b.items()}
 
 
 def owned_doc(req: PlanRequest, s: Solved, planner: Planner) -> dict[str, Any] | None:
@@ -148,27 +168,29 @@ def _why_idle(req: PlanRequest, s: Solved, planner: Planner, gpu: str, n: int, u
         plan_per = s.cost / s.goodput if s.goodput > 0 else 0.0
         own_per = price * n / held
         head = f"the {n} owned {gpu} hold at most {held:.3g} req/s alone at these SLOs ({label})"
+        rents = bought is not None and any(not p.owned for p in bought.lines)
         if price > 0 and own_per > plan_per:
-            rents = bought is not None and any(not p.owned for p in bought.lines)
             out["idle_reason"] = (
                 f"cheaper per req/s {'to rent' if rents else 'on the other GPUs'}: {head}, ${own_per:,.2f}/h per "
                 f"req/s at their amortised price, the plan ${plan_per:,.2f}/h per req/s"
             )
         else:
             out["idle_reason"] = (
-                f"{head}, {held / demand * 100:.0f} % of the {demand:.3g} req/s demand; renting the rest costs no "
-                "less than the plan (cheapest purchase; fewest combos on ties)"
+                f"{head}, {held / demand * 100:.0f} % of the {demand:.3g} req/s demand; "
+                + (
+                    "renting the rest costs no less than the plan"
+                    if rents
+                    else "the plan's GPUs serve it at no more cost"
+                )
+                + " (cheapest purchase; fewest combos on ties)"
             )
         return out
     binding = _binding(req, planner, gpu, n)
     if binding is not None:
-        out["binding"] = {k: rnd(v) if isinstance(v, float) else v for k, v in binding.items()}
-        over = (binding["best_s"] / binding["slo_s"] - 1) * 100
-        reason = (
-            f"no {gpu} layout that fits in the {n} owned meets {_slo_words(req, binding['slo'], binding['slo_s'])} "
-            f"(best "
-            f"{format_duration(binding['best_s'])} at {binding['layout']}, {over:.0f} % over)"
-        )
+        out["binding"] = _rounded(binding)
+        reason = f"no {gpu} layout that fits in the {n} owned meets {_missed(req, binding)}"
+        if binding.get("also"):
+            reason += f", nor {_missed(req, binding['also'])}"
     else:
         min_tp = min(o.tp for o in planner.cands.options if o.gpu.name == gpu)
         need = min(
@@ -188,10 +210,9 @@ def _why_idle(req: PlanRequest, s: Solved, planner: Planner, gpu: str, n: int, u
     relaxed = _relaxed(req, gpu, n, binding)
     if relaxed is not None:
         out["relaxed"] = relaxed
-        which, slo = next((k, v) for k, v in relaxed.items() if k.endswith("_s"))
-        name = which[: -len("_s")].upper()
-        held_then = relaxed["goodput_req_per_s"]
-        reason += f"; at {name} {format_duration(slo)} the {n} {gpu} would hold {held_then:.3g} req/s"
+        at = " and ".join(f"{k.removesuffix('_s').upper()} {format_duration(v)}" for k, v in relaxed.items()
+                          if k in ("ttft_s", "tpot_s"))  # fmt: skip
+        reason += f"; at {at} the {n} {gpu} would hold {relaxed['goodput_req_per_s']:.3g} req/s"
     out["idle_reason"] = reason
     return out
 

@@ -102,3 +102,14 @@ def test_every_report_form_lists_the_owned_gpus_and_why_idle(tmp_path, fmt):
     text = " ".join(res.stdout.split())  # the terminal table wraps its cells
     assert "owned L40S" in text and "8 owned, 0 used, 8 idle" in text
     assert "p90 TTFT" in text and "% over" in text and "would hold" in text
+
+
+def test_both_slos_binding_are_named_and_both_relaxed():
+    slo = {"ttft": "500ms", "tpot": "35ms", "percentile": "p90"}
+    row = api.plan(_scenario(slo=slo), analysis=False).extra["owned_gpus"]["L40S"]
+    b = row["binding"]
+    assert b["slo"] == "ttft" and b["also"]["slo"] == "tpot" and b["also"]["best_s"] > 0.035
+    assert "nor the 35 ms p90 TPOT" in row["idle_reason"]
+    relaxed = row["relaxed"]
+    assert relaxed["ttft_s"] >= b["best_s"] and relaxed["tpot_s"] >= b["also"]["best_s"]
+    assert relaxed["goodput_req_per_s"] > 0 and " and TPOT " in row["idle_reason"]
