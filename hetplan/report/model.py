@@ -128,7 +128,7 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         "engine_version": plan.settings.engine_version,
         "workload": {
             k: workload[k]
-            for k in ("name", "source", "requests", "prompt_tokens_mean", "output_tokens_mean")
+            for k in ("name", "source", "requests", "prompt_tokens_mean", "output_tokens_mean", "over_context")
             if k in workload
         },
         "slo": slo,

@@ -142,3 +142,16 @@ def test_auto_weights_are_the_models_own_and_the_opt_in_is_named():
     assert "weights: bf16, the model's own (weight_dtype auto; auto-quantized also plans fp8" in " ".join(
         res.stdout.split()
     )
+
+
+def test_the_report_says_which_traffic_the_plan_left_out(long_trace, tmp_path):
+    trace, total, refused = long_trace
+    plan_file = tmp_path / "plan.json"
+    args = ["plan", "--model", "Llama-2-7B", "--workload", str(trace), "--gpus", "L40S", "--cloud", "aws",
+            "--weight-dtype", "bf16", "--no-analysis", "--out", str(plan_file)]  # fmt: skip
+    assert runner.invoke(app, cli(args), env=NARROW).exit_code == 0
+    for fmt in ("term", "md", "html"):
+        res = runner.invoke(app, ["report", str(plan_file), "--format", fmt], env=NARROW)
+        assert res.exit_code == 0, res.output
+        text = " ".join(res.stdout.split())
+        assert "traffic left out" in text and f"{refused:,} of {total:,} requests" in text, fmt

@@ -356,6 +356,15 @@ def decision_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
     verdict = str(d["verdict"])
     shown = verdict if verdict.lower().startswith(str(d["status"]).lower()) else f"{d['status']}: {verdict}"
     rows: list[tuple[str, str]] = [("verification", shown)]
+    left = (p.get("workload") or {}).get("over_context") or {}
+    if left.get("refused"):  # requests the plan was sized without (hetplan.workload.context)
+        total = int(left["requests_total"])
+        rate = left.get("arrival_rate_per_s")
+        text = (
+            f"{left['refused']:,} of {total:,} requests ({left['refused'] / total * 100:.1f} %): prompt over the "
+            f"{left['window_tokens']:,}-token window"
+        )
+        rows.insert(0, ("traffic left out", text + (f"; the trace's rate with them {rate:.3g} req/s" if rate else "")))
     prices = {r["gpu"]: r for r in d["prices"]}
     bought = [item for item in d.get("purchase") or [] if isinstance(item, dict)]
     owned_only = {  # GPU types the plan uses only from owned nodes: their catalog price is not what is paid
