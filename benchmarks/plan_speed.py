@@ -18,9 +18,9 @@ per phase (median of --repeats runs, after one warm-up):
   capped at the restricted optima as the planner solves it (a HiGHS cutoff: only plans cheaper than both are
   sought). The same MILP without the cap is solved after the timed phases and its optimum and time printed.
 
-Then the planner itself, end to end on the same scenario with ``weight_dtype: auto`` (``api.plan``, strategy all,
-no analysis, no verification): it plans each dtype whole (its own MILPs, homogeneous baselines and purchase
-layer per dtype), so it does more than the phases above.
+Then the planner itself, end to end on the same scenario with ``weight_dtype: auto-quantized`` (``api.plan``,
+strategy all, no analysis, no verification): it plans each dtype whole (its own MILPs, homogeneous baselines and
+purchase layer per dtype), so it does more than the phases above.
 
 Usage: python benchmarks/plan_speed.py [--model Llama-3-70B] [--repeats 3] [--dtypes bf16,fp8] [--no-planner]
 """
@@ -217,7 +217,7 @@ def main() -> int:
     serial = sum(statistics.median(v) for v in inner.values())
     print(f"    candidates' CPU summed over dtypes: {serial:.3f} s (their wall on one core)")
     if args.planner:
-        scenario = base.model_copy(update={"weight_dtype": "auto"})
+        scenario = base.model_copy(update={"weight_dtype": "auto-quantized"})
         times = []
         for run in range(args.repeats + 1):
             started = time.perf_counter()
@@ -225,7 +225,8 @@ def main() -> int:
             if run:
                 times.append(time.perf_counter() - started)
         print(
-            "planner end to end (hetplan plan --weight-dtype auto --strategy all --no-analysis --no-verify, both "
+            "planner end to end (hetplan plan --weight-dtype auto-quantized --strategy all --no-analysis --no-verify, "
+            "both "
             f"dtypes in {workers} processes): wall median {statistics.median(times):.3f} s (runs: "
             f"{', '.join(f'{v:.3f}' for v in times)}); ${plan.total_usd_per_hour:.2f}/h ({plan.strategy})"
         )

@@ -266,8 +266,8 @@ class Scenario(_Strict):
     )
     weight_dtype: str = Field(
         default="auto",
-        description="Weight dtype: auto (the model's dtype, and fp8 on GPUs with fp8 tensor cores; the cheaper plan "
-        "is kept), bf16, fp16, fp8, int8 or int4.",
+        description="Weight dtype: auto (the model's own dtype), auto-quantized (the model's dtype and fp8 on GPUs "
+        "with fp8 tensor cores, the cheaper plan kept: opts into quantized plans), bf16, fp16, fp8, int8 or int4.",
     )
     kv_dtype: str = Field(
         default="bf16", description="KV-cache dtype: bf16, fp16 or fp8 (a 16-bit KV cache follows the weights)."

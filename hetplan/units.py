@@ -145,6 +145,20 @@ def format_duration(seconds: float) -> str:
     return f"{seconds:.2f} s"
 
 
+def cost_vs(other_usd_per_hour: float, this_usd_per_hour: float) -> str:
+    """Another plan's cost against this plan's, the one rule every cost comparison of ``plan`` and ``report``
+    uses: ``30.5 % more``, ``12.0 % less`` (a share of this plan's $/h), ``the same`` (within $0.005/h), or in
+    dollars (``$17.94/h less``) when either costs $0/h (owned GPUs without a price: no percentage is defined, and
+    "100 % less" says nothing)."""
+    diff = other_usd_per_hour - this_usd_per_hour
+    if abs(diff) < 0.005:
+        return "the same"
+    word = "more" if diff > 0 else "less"
+    if this_usd_per_hour > 0 and other_usd_per_hour > 0:
+        return f"{abs(diff) / this_usd_per_hour * 100:.1f} % {word}"
+    return f"${abs(diff):,.2f}/h {word}"
+
+
 def format_signed_percent(fraction: float, decimals: int = 1) -> str:
     """Render a fraction as a signed percentage, ``-65.7 %`` or ``+0.0 %``; never ``-0.0 %`` (a change that rounds
     to zero has no sign)."""

@@ -133,8 +133,8 @@ PerfCalibrationOpt = Annotated[
 def weight_dtype_option() -> Any:
     return typer.Option(
         "--weight-dtype",
-        help="bf16, fp16, fp8, int8 or int4; auto (hetplan plan): the model's dtype and fp8 on GPUs with fp8 "
-        "tensor cores, the cheaper plan kept (labelled with its accuracy note).",
+        help="bf16, fp16, fp8, int8 or int4; auto: the model's own dtype; auto-quantized (hetplan plan): the "
+        "model's dtype and fp8 on GPUs with fp8 tensor cores, the cheaper plan kept (labelled with its accuracy note).",
     )
 
 

@@ -224,6 +224,13 @@ def plan(
             "not verified, so re-sizing buys for it (default: off; the margin is reported either way).",
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Also print the solver's figures: the --strategy all tie rule, the MILP status and footers.",
+        ),
+    ] = False,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Find the cheapest prefill/decode GPU combos that hold the SLOs at the goodput target.
@@ -347,7 +354,7 @@ def plan(
     elif doc.get("kind") == "hetis-deployment":  # a Hetis pool plan
         render_hetis(doc, Console())
     else:
-        render_plan(doc, Console())
+        render_plan(doc, Console(), verbose=verbose)
     err_console.print(f"planned in {elapsed:.2f} s" + (f"; wrote {escape(str(out))}" if out else ""))
     if doc.get("kind") == "hetis-deployment":
         err_console.print(f"note: {doc['engine_note']}")

@@ -18,10 +18,10 @@ from typing import Any
 
 from hetplan import __version__
 from hetplan.catalog.loader import catalog_sha256
-from hetplan.catalog.offers import owned_gpus
 from hetplan.errors import InputError
 from hetplan.plan.doc import SCHEMA_VERSION
 from hetplan.plan.types import HOURS_PER_MONTH, STRATEGIES, bucket_label
+from hetplan.planning.owned import owned_doc
 from hetplan.planning.solve import Planner, Solved, cost_vs_goodput, price_sensitivity
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import (
@@ -474,40 +474,6 @@ def _combo_placement(bought: Purchased, combo: Combo, site: str, decode_site: st
     if d_owned:
         out["decode_owned"] = True
     return out
-
-
-def owned_doc(req: PlanRequest, s: Solved, planner: Planner) -> dict[str, Any] | None:
-    """Owned GPUs per type: owned, used by the plan, idle, and why any are idle."""
-    owned = owned_gpus(req.offers)
-    if not owned:
-        return None
-    bought = s.purchase
-    used: dict[str, int] = {}
-    for p in bought.lines if bought is not None else ():
-        if p.owned:
-            used[p.gpu] = used.get(p.gpu, 0) + p.gpus_used
-    rows = {}
-    for gpu, n in owned.items():
-        u = used.get(gpu, 0)
-        row: dict[str, Any] = {"owned": n, "used": u, "idle": n - u}
-        if n - u > 0:
-            row["idle_reason"] = _idle_reason(req, planner, gpu, u)
-        rows[gpu] = row
-    return rows
-
-
-def _idle_reason(req: PlanRequest, planner: Planner, gpu: str, used: int) -> str:
-    slo = f"TTFT {req.ttft_slo_s:g} s and TPOT {req.tpot_slo_s * 1e3:g} ms"
-    tps = "/".join(map(str, req.tp_options))
-    in_combos = any(gpu in (c.prefill_gpu, c.decode_gpu) for c in planner.cands.combos)
-    fits = any(o.gpu.name == gpu for o in planner.cands.options)
-    if not fits:
-        return f"{req.arch.spec.name} does not fit {gpu} at TP {tps} with the workload's context"
-    if not in_combos:
-        return f"no {gpu} combo meets {slo} for {req.arch.spec.name} at any TP in {tps}"
-    if used:
-        return "the demand is met without them (more would only add cost)"
-    return "the demand is met by other GPUs at no more cost (cheapest purchase; fewest combos on ties)"
 
 
 def combo_doc(

@@ -1,11 +1,13 @@
 """The weight dtypes a plan searches, and the quality label a quantized plan carries.
 
-``weight_dtype: auto`` (``--weight-dtype auto``) plans the model's own dtype and fp8 weights on the candidate GPUs
-with fp8 tensor cores (the catalog's ``fp8_dense_tflops``; vLLM serves fp8 checkpoints and quantizes 16-bit ones
-to fp8 with ``--quantization fp8`` on them), and keeps the cheaper plan of the chosen strategy; the plan lists every
-dtype it tried under ``dtype_search``. A pinned ``--weight-dtype`` plans that dtype only. Whenever the plan's weights
-or KV cache are not the model's own dtype, the plan carries ``quality_note`` (shown in the table and the report):
-a quantized model is a different model, whose accuracy the user must check.
+``weight_dtype: auto`` (``--weight-dtype auto``, the default) plans the model's own dtype: a buyer must not deploy a
+quantized model by default. ``weight_dtype: auto-quantized`` opts into quantized plans: the model's own dtype and
+fp8 weights on the candidate GPUs with fp8 tensor cores (the catalog's ``fp8_dense_tflops``; vLLM serves fp8
+checkpoints and quantizes 16-bit ones to fp8 with ``--quantization fp8`` on them), the cheaper plan of the chosen
+strategy kept; the plan lists every dtype it tried under ``dtype_search``. A pinned ``--weight-dtype`` plans that
+dtype only. Whenever the plan's weights or KV cache are not the model's own dtype, the plan carries
+``quality_note`` (shown in the table and the report): a quantized model is a different model, whose accuracy the
+user must check.
 
 Source: hetplan's own reconstruction.
 """
@@ -15,6 +17,11 @@ from __future__ import annotations
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
 
 AUTO = "auto"
+"""The model's own weight dtype (the default)."""
+AUTO_QUANTIZED = "auto-quantized"
+"""The model's own weight dtype and fp8 on GPUs with fp8 tensor cores, the cheaper plan kept (an opt-in)."""
+AUTOS = (AUTO, AUTO_QUANTIZED)
+"""The weight-dtype values the planner resolves itself."""
 MODEL_DTYPE = "bf16"
 """The dtype a catalog model is served in when nothing says otherwise (the catalog's models ship bf16 weights)."""
 
@@ -31,11 +38,12 @@ def has_fp8_cores(gpu: GpuSpec) -> bool:
 
 
 def weight_candidates(spec: ModelSpec, pinned: str) -> list[str]:
-    """Weight dtypes to plan: ``pinned`` alone, or for ``auto`` the model's dtype then fp8."""
-    if pinned != AUTO:
+    """Weight dtypes to plan: ``pinned`` alone; for ``auto`` the model's dtype; for ``auto-quantized`` the model's
+    dtype then fp8."""
+    if pinned not in AUTOS:
         return [pinned]
     own = model_dtype(spec)
-    return [own] if own == "fp8" else [own, "fp8"]
+    return [own] if own == "fp8" or pinned == AUTO else [own, "fp8"]
 
 
 def quality_note(spec: ModelSpec, weight_dtype: str, kv_dtype: str) -> str | None:
@@ -55,4 +63,13 @@ def quality_note(spec: ModelSpec, weight_dtype: str, kv_dtype: str) -> str | Non
     )
 
 
-__all__ = ["AUTO", "MODEL_DTYPE", "has_fp8_cores", "model_dtype", "quality_note", "weight_candidates"]
+__all__ = [
+    "AUTO",
+    "AUTOS",
+    "AUTO_QUANTIZED",
+    "MODEL_DTYPE",
+    "has_fp8_cores",
+    "model_dtype",
+    "quality_note",
+    "weight_candidates",
+]

@@ -17,7 +17,7 @@ from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.document import AnalysisLater, build_plan
-from hetplan.planning.dtypes import AUTO, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
+from hetplan.planning.dtypes import AUTO_QUANTIZED, AUTOS, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
 from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
 from hetplan.resources import Resources
@@ -80,7 +80,7 @@ def plan(
     """
     loaded = load_profiles(profiles) if profiles else None
     later: list[AnalysisLater] | None = [] if deferred is not None and not analysis else None
-    if scenario.weight_dtype != AUTO and len(scenario.engines or ()) <= 1:
+    if scenario.weight_dtype not in AUTOS and len(scenario.engines or ()) <= 1:
         if scenario.engines:
             scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
         doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
@@ -142,7 +142,7 @@ def _search_dtypes(
     lean: bool = False,
     price_factors: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """``--weight-dtype auto`` or several ``engines``: plan every candidate weight dtype
+    """``--weight-dtype auto`` / ``auto-quantized`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
     engine and return the cheapest plan's document, with ``dtype_search`` listing each outcome (with an
     ``engine`` key when several engines were searched). Ties keep the first engine and the model's own dtype.
@@ -163,7 +163,7 @@ def _search_dtypes(
         engine, dtype = key
         sc = scenario.model_copy(update={"weight_dtype": dtype, "engine": engine, "engines": None})
         try:
-            fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO
+            fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO_QUANTIZED
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
                 return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8,
                                       solve=solve, lean=lean, price_factors=price_factors), None  # fmt: skip

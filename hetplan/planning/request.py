@@ -35,7 +35,7 @@ from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings
 from hetplan.perf.user_calibration import with_calibration
-from hetplan.planning.dtypes import AUTO, has_fp8_cores, model_dtype
+from hetplan.planning.dtypes import AUTOS, has_fp8_cores, model_dtype
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
@@ -113,8 +113,9 @@ def _model(scenario: Scenario) -> ModelArch:
     local = Path(scenario.resolve(scenario.model) or "")
     name = str(local) if local.exists() else scenario.model
     spec = find_model(name)
-    # weight_dtype auto outside the plan's dtype search (hetplan.planning.pipeline): the model's own dtype
-    weight = model_dtype(spec) if scenario.weight_dtype == AUTO else scenario.weight_dtype
+    # weight_dtype auto or auto-quantized outside the plan's dtype search (hetplan.planning.pipeline): the model's
+    # own dtype
+    weight = model_dtype(spec) if scenario.weight_dtype in AUTOS else scenario.weight_dtype
     return ModelArch(spec, weight, scenario.kv_dtype)
 
 

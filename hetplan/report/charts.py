@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 STRATEGY_COLORS = {"cauchy": "#2b6cb0", "homogeneous": "#a0aec0", "melange": "#dd6b20"}
 RC: Any = {
@@ -36,16 +37,33 @@ def figure_svg(fig: Any) -> str:
     return _svg(fig)
 
 
+#: The chosen plan's colour in every chart; the other strategies are drawn in :data:`OTHER_COLOR`.
+PLAN_COLOR = "#2b6cb0"
+OTHER_COLOR = "#a0aec0"
+
+
+def _label(plan: dict[str, Any], name: str) -> str:
+    """A strategy's axis label: the chosen plan's says so."""
+    return f"{name}\n(this plan)" if name == plan.get("strategy") else name
+
+
 def cost_by_strategy(plan: dict[str, Any]) -> str:
-    """Bar chart: $/hour of each strategy for one plan's scenario (infeasible ones omitted)."""
+    """Bar chart: $/hour of each strategy for one plan's scenario (infeasible ones omitted); the chosen plan's bar
+    in :data:`PLAN_COLOR`, the others in :data:`OTHER_COLOR`, with a legend saying which is which."""
     rows = [(n, s["total_usd_per_hour"]) for n, s in plan["strategies"].items() if s.get("status") != "infeasible"]
+    chosen = plan.get("strategy")
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(5.5, 2.8))
         bars = ax.bar(
-            [n for n, _ in rows], [c for _, c in rows], color=[STRATEGY_COLORS.get(n, "#718096") for n, _ in rows]
+            [_label(plan, n) for n, _ in rows],
+            [c for _, c in rows],
+            color=[PLAN_COLOR if n == chosen else OTHER_COLOR for n, _ in rows],
         )
         for bar, (_, cost) in zip(bars, rows, strict=True):
             ax.annotate(f"${cost:,.2f}/h", (bar.get_x() + bar.get_width() / 2, cost), ha="center", va="bottom")
+        handles = [Patch(color=PLAN_COLOR, label=f"this plan ({chosen})"), Patch(color=OTHER_COLOR,
+                   label="other strategies (the model's cost)")]  # fmt: skip
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
         ax.set_ylabel("$/hour")
         ax.margins(y=0.15)
         ax.set_title("Cost by strategy")
@@ -53,7 +71,7 @@ def cost_by_strategy(plan: dict[str, Any]) -> str:
 
 
 def gpu_mix(plan: dict[str, Any]) -> str:
-    """Stacked horizontal bars: GPUs of each type used by each strategy."""
+    """Stacked horizontal bars: GPUs of each type used by each strategy (the chosen plan's labelled so)."""
     rows = [(n, s["gpus_used"]) for n, s in plan["strategies"].items() if s.get("status") != "infeasible"]
     gpus = sorted({g for _, used in rows for g in used})
     cmap = plt.get_cmap("tab10")
@@ -62,7 +80,7 @@ def gpu_mix(plan: dict[str, Any]) -> str:
         left = [0.0] * len(rows)
         for i, gpu in enumerate(gpus):
             counts = [used.get(gpu, 0) for _, used in rows]
-            ax.barh([n for n, _ in rows], counts, left=left, color=cmap(i % 10), label=gpu)
+            ax.barh([_label(plan, n) for n, _ in rows], counts, left=left, color=cmap(i % 10), label=gpu)
             left = [a + b for a, b in zip(left, counts, strict=True)]
         ax.set_xlabel("GPUs")
         ax.set_title("GPU mix")
@@ -72,7 +90,8 @@ def gpu_mix(plan: dict[str, Any]) -> str:
 
 
 def cost_vs_goodput(plan: dict[str, Any]) -> str:
-    """Lines: $/hour of each strategy against the goodput target (points where it is feasible)."""
+    """Lines: $/hour of each strategy against the goodput target (points where it is feasible); the chosen
+    strategy's line drawn thicker and the plan itself a star at its target and cost, all in the legend."""
     curve = plan["cost_vs_goodput"]
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(5.5, 3.0))
@@ -83,8 +102,13 @@ def cost_vs_goodput(plan: dict[str, Any]) -> str:
                 if r.get(f"{name}_usd_per_hour") is not None
             ]
             if pts:
-                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", color=color, label=name)
-        ax.axvline(plan["goodput_target_req_per_s"], color="#718096", linestyle=":", linewidth=1)
+                mine = name == plan.get("strategy")
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", color=color,
+                        label=f"{name} (this plan)" if mine else name, linewidth=2.5 if mine else 1.2)  # fmt: skip
+        target = plan["goodput_target_req_per_s"]
+        ax.axvline(target, color="#718096", linestyle=":", linewidth=1, label=f"goodput target {target:g} req/s")
+        ax.plot([target], [plan["usd_per_hour"]], marker="*", markersize=12, color="#c53030", linestyle="none",
+                label="this plan")  # fmt: skip
         ax.set_xlabel("goodput target (req/s)")
         ax.set_ylabel("$/hour")
         ax.set_title("Cost versus goodput target")
@@ -93,8 +117,9 @@ def cost_vs_goodput(plan: dict[str, Any]) -> str:
 
 
 def latency_vs_slo(plan: dict[str, Any]) -> str | None:
-    """Two panels, TTFT and TPOT at the SLO percentile: the planner's prediction (the slowest combo's) and the
-    simulated check's figure, against the SLO as a dashed line. None when the plan has neither figure."""
+    """Two panels, TTFT and TPOT at the SLO percentile: what the model predicts (the slowest combo's) and what the
+    simulated check measured on the trace, labelled so, against the SLO as a dashed line in the legend. None when
+    the plan has neither figure."""
     slo = plan["slo"]
     combos = [d for d in plan["deployment"] if "predicted_ttft_s" in d]
     v = plan.get("verification") or {}
@@ -111,17 +136,20 @@ def latency_vs_slo(plan: dict[str, Any]) -> str | None:
         for ax, metric, limit in zip(axes, ("TTFT", "TPOT"), (slo["ttft_s"], slo["tpot_s"]), strict=True):
             ms = limit < 1.0  # TPOT in ms, TTFT in s unless its SLO is under a second
             scale, unit = (1e3, "ms") if ms else (1.0, "s")
-            bars = [(label, x) for label, x in (("predicted (model)", predicted[metric]),
-                                                ("simulated", simulated[metric])) if x is not None]  # fmt: skip
+            named = (("model predicts", predicted[metric]), ("simulated on\nthe trace", simulated[metric]))
+            bars = [(label, x) for label, x in named if x is not None]
             drawn = ax.bar(
                 [b for b, _ in bars],
                 [x * scale for _, x in bars],
-                color=["#2b6cb0" if b.startswith("predicted") else "#2f855a" for b, _ in bars],
+                color=["#2b6cb0" if b.startswith("model") else "#2f855a" for b, _ in bars],
             )
             for bar, (_, x) in zip(drawn, bars, strict=True):
                 ax.annotate(f"{x * scale:.3g} {unit}", (bar.get_x() + bar.get_width() / 2, x * scale), ha="center",
                             va="bottom")  # fmt: skip
-            ax.axhline(limit * scale, color="#c53030", linestyle="--", linewidth=1.2)
+            ax.axhline(
+                limit * scale, color="#c53030", linestyle="--", linewidth=1.2, label=f"SLO {limit * scale:g} {unit}"
+            )
+            ax.legend(frameon=False, loc="upper right", fontsize=8)
             top = max([limit] + [x for _, x in bars]) * scale
             ax.set_ylim(0, top * 1.3)
             ax.set_ylabel(f"{q} {metric} ({unit})")

@@ -15,6 +15,7 @@ from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
 from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.plan.types import combo_label as _label
+from hetplan.units import cost_vs
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -127,7 +128,7 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         "engine_version": plan.settings.engine_version,
         "workload": {
             k: workload[k]
-            for k in ("name", "source", "requests", "prompt_tokens_mean", "output_tokens_mean")
+            for k in ("name", "source", "requests", "prompt_tokens_mean", "output_tokens_mean", "over_context")
             if k in workload
         },
         "slo": slo,
@@ -211,7 +212,8 @@ def _best_single_type(out: dict[str, Any]) -> dict[str, Any] | None:
 
 def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
     """The report's first block: what to run, what it costs and saves, whether the simulator verified it, what each
-    GPU type does, where the prices come from, purchases (when the plan lists instance offers) and quality changes.
+    GPU type does, where the prices come from, purchases (when the plan lists instance offers), quality changes and
+    the owned GPUs' use (``owned``: one row per owned type, from the plan's ``owned_gpus`` block).
 
     ``out`` is the rest of the plan's report section (:func:`plan_report`). Money in $/hour; ``saved_fraction`` is
     1 - plan cost / best single-GPU-type fleet's cost (negative when the plan costs more).
@@ -240,17 +242,9 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
         best.get("saved_fraction") is None and best.get("usd_per_hour") == plan.total_usd_per_hour
     ):
         vs = f", the same as the best single-GPU-type fleet ({best['gpu']})"
-    elif best.get("saved_fraction") is None:  # that fleet costs $0/h (owned GPUs without a price): no percentage
+    else:  # one rule for every comparison (hetplan.units.cost_vs): the other fleet against this plan
         fleet = f"({best['gpu']}, ${best['usd_per_hour']:,.2f}/h)"
-        more = plan.total_usd_per_hour - (best["usd_per_hour"] or 0.0)
-        vs = f", ${more:,.2f}/h dearer than the best single-GPU-type fleet {fleet}"
-    else:
-        saved = best.get("saved_fraction") or 0.0
-        fleet = f"({best['gpu']}, ${best['usd_per_hour']:,.2f}/h)"
-        if saved > 0:
-            vs = f", {saved * 100:.1f} % cheaper than the best single-GPU-type fleet {fleet}"
-        else:
-            vs = f", {-saved * 100:.1f} % dearer than the best single-GPU-type fleet {fleet}"
+        vs = f"; the best single-GPU-type fleet {fleet} costs {cost_vs(best['usd_per_hour'], plan.total_usd_per_hour)}"
     v = out.get("verification")
     if v is None:
         verdict = "not simulated (planned with --no-verify): every figure is the planner's model"
@@ -296,6 +290,10 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
     purchase: list[Any] = [dataclasses.asdict(line) for line in plan.purchase]  # the typed lines (issue 14)
     if not purchase and isinstance(plan.extra.get("purchase"), list):
         purchase = list(plan.extra["purchase"])
+    owned = plan.extra.get("owned_gpus")
+    out_owned: dict[str, Any] = {}
+    if isinstance(owned, dict) and owned:  # only then: reports of plans without owned GPUs stay as they were
+        out_owned["owned"] = [{"gpu": str(g), **row} for g, row in sorted(owned.items())]
     return {
         "sentence": f"{what}: {cost}{vs}.",
         "status": status,
@@ -305,7 +303,17 @@ def decision(plan: Plan, out: dict[str, Any]) -> dict[str, Any]:
         "prices": prices,
         "purchase": purchase,
         "quality": quality,
+        # owned GPUs per type and their use, with why idle ones are idle (hetplan.planning.owned)
+        **out_owned,
     }
+
+
+def owned_text(row: dict[str, Any]) -> str:
+    """One owned GPU type's use in words: ``8 owned, 0 used, 8 idle: <why>`` (a row of the decision's ``owned``)."""
+    text = f"{row.get('owned', 0)} owned, {row.get('used', 0)} used"
+    if row.get("idle"):
+        text += f", {row['idle']} idle" + (f": {row['idle_reason']}" if row.get("idle_reason") else "")
+    return text
 
 
 def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any]:

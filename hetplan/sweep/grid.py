@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from hetplan import __version__
 from hetplan.catalog.loader import catalog_sha256, format_validation, read_yaml_mapping
 from hetplan.errors import InputError
+from hetplan.planning.dtypes import AUTOS
 from hetplan.sweep.axes import (
     AXES,
     ENGINES,
@@ -312,7 +313,7 @@ def _case(
         ("region", lambda: None if scenario.prices else check_region(scenario.region, scenario.cloud)),
         (
             "weight_dtype",
-            lambda: check_dtypes("bf16" if scenario.weight_dtype == "auto" else scenario.weight_dtype, "bf16"),
+            lambda: check_dtypes("bf16" if scenario.weight_dtype in AUTOS else scenario.weight_dtype, "bf16"),
         ),
         ("kv_dtype", lambda: check_dtypes("bf16", scenario.kv_dtype)),
         ("slo.ttft", lambda: parse_duration_s(scenario.slo.ttft, "ttft")),

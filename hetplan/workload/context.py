@@ -82,8 +82,9 @@ def context_note(refused: int, truncated: int, window_tokens: int, total: int | 
 
 
 def served_workload(workload: Workload, window_tokens: int, model_name: str) -> tuple[Workload, str | None]:
-    """``workload`` as the engine serves it: refused requests left out, outputs cut at the window; and the note
-    with both counts (None when neither happens).
+    """``workload`` as the engine serves it: refused requests left out, outputs cut at the window, both counts in
+    its ``over_context`` (with the whole trace's request count and rate); and the note with both counts (None when
+    neither happens).
 
     Raises:
         InputError: every request is refused.
@@ -104,6 +105,15 @@ def served_workload(workload: Workload, window_tokens: int, model_name: str) -> 
         prompt_tokens=workload.prompt_tokens[keep],
         output_tokens=ctx.output_tokens[keep],
         arrival_s=None if workload.arrival_s is None else workload.arrival_s[keep],
+        over_context={
+            "requests_total": workload.n_requests,
+            "refused": ctx.n_refused,
+            "truncated": ctx.n_truncated,
+            "window_tokens": int(window_tokens),
+            "arrival_rate_per_s": None
+            if workload.arrival_rate_per_s is None
+            else round(float(workload.arrival_rate_per_s), 4),
+        },
     )
     return served, f"{model_name}'s {note}; the plan sizes for the requests as served"
 

@@ -38,6 +38,10 @@ class Workload:
         arrival_s: shape (n,), seconds since the first request, when the source has timestamps (else None).
         clock_start_s: the first request's date-time as seconds since the epoch, for traces with absolute
             timestamps (Azure CSV; else None): the simulator keeps the real offsets between such traces.
+        over_context: set on a workload as the engine serves it (:func:`hetplan.workload.context.served_workload`)
+            when requests were refused or outputs cut at the model's window: ``requests_total`` (before),
+            ``refused``, ``truncated``, ``window_tokens`` and ``arrival_rate_per_s`` (req/s of the whole trace,
+            refused requests included); None otherwise.
     """
 
     name: str
@@ -49,6 +53,7 @@ class Workload:
     output_tokens: np.ndarray = field(repr=False)
     arrival_s: np.ndarray | None = field(default=None, repr=False)
     clock_start_s: float | None = field(default=None, repr=False)
+    over_context: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def n_requests(self) -> int:
@@ -71,6 +76,8 @@ class Workload:
             "output_tokens_mean": round(float(o.mean()), 2),
             "output_tokens_p50": round(float(np.percentile(o, 50)), 2),
             "output_tokens_p90": round(float(np.percentile(o, 90)), 2),
+            # only when the model's window refused or cut requests: plans of other workloads stay as they were
+            **({"over_context": dict(self.over_context)} if self.over_context else {}),
         }
 
     def sample(self, max_requests: int) -> tuple[np.ndarray, np.ndarray]:

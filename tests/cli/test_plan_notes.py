@@ -72,5 +72,5 @@ def test_a_cheaper_strategy_at_zero_cost_is_noted_in_dollars():
     name = next(n for n, b in doc["baselines"].items() if b.get("status") != "infeasible")
     doc["baselines"][name].update(total_usd_per_hour=0.0, tokens_per_usd=0.0, output_tokens_per_usd=0.0)
     lines = [ln for ln in _text(doc).splitlines() if ln.startswith(f"note: {name} ")]
-    more = f"${doc['total_usd_per_hour']:,.2f}/h more"
-    assert len(lines) == 1 and "costs $0.00/h" in lines[0] and more in lines[0], lines
+    less = f"${doc['total_usd_per_hour']:,.2f}/h less than this plan"  # one rule: the other's cost against this one
+    assert len(lines) == 1 and "costs $0.00/h" in lines[0] and less in lines[0], lines

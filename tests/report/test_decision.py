@@ -34,7 +34,9 @@ def test_sentence_names_roles_cost_and_saving():
         assert f"{combo['decode_gpu']} TP{combo['decode_tp']}" in sentence.split(" for prefill")[1]
     assert f"${doc['total_usd_per_hour']:,.2f}/h" in sentence
     saved = p["gains"]["homogeneous"]["cost_saved_fraction"]
-    assert saved > 0 and f"{saved * 100:.1f} % cheaper than the best single-GPU-type fleet" in sentence
+    other = p["strategies"]["homogeneous"]["total_usd_per_hour"]
+    more = (other / doc["total_usd_per_hour"] - 1) * 100  # one rule: the other fleet's cost against this plan's
+    assert saved > 0 and "the best single-GPU-type fleet (" in sentence and f"costs {more:.1f} % more" in sentence
 
 
 def test_gpu_roles_add_up_to_the_gpus_used_and_carry_price_sources():

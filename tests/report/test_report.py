@@ -366,8 +366,8 @@ def test_report_of_a_paid_plan_against_owned_only_alternatives(owned_and_rented)
     path.write_text(json.dumps(doc))
     res = invoke("report", path, "--format", "md")
     assert res.exit_code == 0, res.output
-    assert "$5.00/h dearer than the best single-GPU-type fleet" in res.stdout
-    assert "plan $5.00/h more (tokens/USD - against 1,000)" in res.stdout
+    assert "the best single-GPU-type fleet (" in res.stdout and "$0.00/h) costs $5.00/h less" in res.stdout
+    assert "$5.00/h less than this cauchy plan (tokens/USD - against 1,000)" in res.stdout
 
 
 def test_gate_fails_any_rise_from_a_zero_baseline(owned_and_rented):

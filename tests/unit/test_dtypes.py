@@ -1,5 +1,6 @@
-"""Weight dtypes in the candidate space (issue 15): ``auto`` plans the model's dtype and fp8 on GPUs with fp8
-tensor cores and keeps the cheaper; a quantized plan is labelled with its accuracy note."""
+"""Weight dtypes in the candidate space (issue 15): ``auto-quantized`` plans the model's dtype and fp8 on GPUs with
+fp8 tensor cores and keeps the cheaper; a quantized plan is labelled with its accuracy note. ``auto`` (the default)
+keeps the model's own dtype (issue 31: a buyer must not deploy a quantized model by default)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,22 @@ def _doc(**kw) -> dict:
 
 @pytest.fixture(scope="module")
 def auto() -> dict:
-    return _doc(weight_dtype="auto", goodput_req_per_s=5)
+    """The quantized search, opted into (the tests below were written when ``auto`` meant it)."""
+    return _doc(weight_dtype="auto-quantized", goodput_req_per_s=5)
 
 
-def test_auto_searches_model_dtype_and_fp8_and_keeps_the_cheaper(auto):
+def test_auto_keeps_the_models_own_dtype_even_where_fp8_is_cheaper(auto):
+    own = _doc(weight_dtype="auto", goodput_req_per_s=5)
+    assert [(d["weight_dtype"], d["chosen"]) for d in own["dtype_search"]] == [("bf16", True)]
+    assert own["scenario"]["weight_dtype"] == "bf16" and "quality_note" not in own
+    bf16 = next(d for d in auto["dtype_search"] if d["weight_dtype"] == "bf16")
+    assert own["total_usd_per_hour"] == bf16["total_usd_per_hour"]
+    # the default is auto: a scenario that says nothing plans the model's dtype too
+    base = {"model": "Llama-3-70B", "workload": {"path": CONV}, "gpus": ["H100", "A100-80GB", "L40S"], "cloud": "aws"}
+    assert Scenario(**base).weight_dtype == "auto"
+
+
+def test_auto_quantized_searches_model_dtype_and_fp8_and_keeps_the_cheaper(auto):
     search = {d["weight_dtype"]: d for d in auto["dtype_search"]}
     assert set(search) == {"bf16", "fp8"}
     feasible = {k: d["total_usd_per_hour"] for k, d in search.items() if d["status"] == "optimal"}
@@ -60,7 +73,8 @@ def test_pinned_dtype_plans_only_that_dtype():
 
 def test_weight_candidates_and_notes():
     spec = find_model("Llama-3-8B")
-    assert weight_candidates(spec, "auto") == ["bf16", "fp8"]
+    assert weight_candidates(spec, "auto") == ["bf16"]
+    assert weight_candidates(spec, "auto-quantized") == ["bf16", "fp8"]
     assert weight_candidates(spec, "int4") == ["int4"]
     assert quality_note(spec, "bf16", "bf16") is None
     assert "an fp8 KV cache" in (quality_note(spec, "bf16", "fp8") or "")

@@ -53,7 +53,7 @@ def test_the_cli_reads_the_workers_variable(monkeypatch):
 def test_the_planner_reads_no_environment_variable(monkeypatch):
     """HETPLAN_PLAN_WORKERS is the CLI's: a library caller's plan_workers is what counts."""
     monkeypatch.setenv(WORKERS_ENV, "two")  # would be an error if the library read it
-    plan = api.plan(_small("auto"), strategy="cauchy", analysis=False, resources=Resources(plan_workers=1))
+    plan = api.plan(_small("auto-quantized"), strategy="cauchy", analysis=False, resources=Resources(plan_workers=1))
     assert len(plan.extra["dtype_search"]) == 2
 
 
@@ -70,8 +70,11 @@ def _with_two_and_one_worker(make) -> list[str]:
 
 
 def test_auto_dtype_plan_is_byte_identical_in_processes_and_in_one():
-    """``--weight-dtype auto`` plans bf16 and fp8; in two processes or one, the plan is the same, byte for byte."""
-    docs = _with_two_and_one_worker(lambda r: api.plan(_small("auto"), strategy="all", analysis=False, resources=r))
+    """``--weight-dtype auto-quantized`` plans bf16 and fp8; in two processes or one, the plan is the same, byte for
+    byte."""
+    docs = _with_two_and_one_worker(
+        lambda r: api.plan(_small("auto-quantized"), strategy="all", analysis=False, resources=r)
+    )
     assert docs[0] == docs[1]
     assert len(json.loads(docs[0])["dtype_search"]) == 2
 

@@ -139,7 +139,7 @@ def test_an_owned_gpu_at_zero_is_preferred_to_an_identical_rented_one(tmp_path, 
 
 
 def test_owned_plus_rented_from_flags_uses_owned_first():
-    # bf16 pinned: with fp8 weights (the auto default) the 8 owned H100 alone hold 12 req/s and nothing is rented
+    # bf16 pinned: with fp8 weights (auto-quantized) the 8 owned H100 alone hold 12 req/s and nothing is rented
     res = runner.invoke(
         app,
         cli(["plan", "--model", "Llama-3-70B", "--synthetic", "balanced", "--rate", "12", "--inventory", "H100=8",

@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from hetplan.cli.render.answer import answer_lines, cost_vs
 from hetplan.cli.render.format import print_warnings, tokens_per_usd, tokens_per_usd_phrase
-from hetplan.units import format_duration, format_signed_percent
+from hetplan.units import format_duration
 
 
 def _combo_rows(table: Table, combos: list[dict[str, Any]], wide: bool) -> None:
@@ -49,20 +50,53 @@ TITLES = {
 }
 
 
-def render_plan(doc: dict[str, Any], console: Console) -> None:
-    """Rich tables for a plan document: the deployment, then every strategy side by side."""
+def render_plan(doc: dict[str, Any], console: Console, verbose: bool = False) -> None:
+    """Rich tables for a plan document. First the answer (:mod:`hetplan.cli.render.answer`): the scenario, the
+    traffic left out of sizing, the verdict, the decision in purchase terms, the owned GPUs, the confidence and the
+    other strategies as one number each; then the deployment, the purchase, every strategy side by side, the
+    simulated check in full. Solver internals (the --strategy all tie rule, the MILP footers) only with ``verbose``.
+    """
     sc = doc["scenario"]
     slo = sc["slo"]
+    wl = sc["workload"]
+    left = wl.get("over_context") or {}
+    requests = (
+        f"{wl['requests']:,} of {left['requests_total']:,} requests sized"
+        if left.get("refused")
+        else f"{wl['requests']:,} requests"
+    )
     console.print(
         f"[bold]{escape(sc['name'])}[/]: {escape(sc['model'])} ({sc['weight_dtype']}), workload "
-        f"{escape(sc['workload']['name'])} "
-        f"({sc['workload']['requests']:,} requests), goodput target {sc['goodput_target_req_per_s']:.4g} req/s "
+        f"{escape(wl['name'])} "
+        f"({requests}), goodput target {sc['goodput_target_req_per_s']:.4g} req/s "
         f"{_headroom_text(sc['headroom'])}, SLO p{slo['percentile']:g} TTFT "
         f"{format_duration(slo['ttft_s'])}, TPOT {format_duration(slo['tpot_s'])}"
     )
+    lines = answer_lines(doc)
+    first = 1 if lines and lines[0].startswith("traffic: ") else 0  # the traffic left out: right under the header
+    for line in lines[:first]:
+        console.print(f"[bold yellow]{escape(line)}[/]", highlight=False)
     if doc.get("quality_note"):  # quantized weights or KV cache (hetplan.planning.dtypes)
         console.print(f"[bold yellow]{escape(doc['quality_note'])}[/]", highlight=False)
-    if doc.get("dtype_search"):
+    v = doc.get("verification")
+    for line in lines[first:]:
+        style = ""
+        if line.startswith("VERIFIED"):
+            style = "green"
+        elif line.startswith("NOT VERIFIED"):
+            style = "bold red"
+        elif line.startswith("decision: "):
+            style = "bold"
+        console.print(f"[{style}]{escape(line)}[/]" if style else line, highlight=False, markup=bool(style))
+    search = doc.get("dtype_search") or []
+    if len(search) == 1 and not search[0].get("engine"):  # weight_dtype auto: the model's own dtype, nothing else
+        console.print(
+            f"weights: {search[0]['weight_dtype']}, the model's own (weight_dtype auto; auto-quantized also plans "
+            "fp8 weights, with an accuracy note)",
+            highlight=False,
+            markup=False,
+        )
+    elif search:
         tried = "; ".join(
             (f"{d['engine']} " if d.get("engine") else "")
             + f"{d['weight_dtype']} weights: "
@@ -72,11 +106,6 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         )
         label = "engines and dtypes tried" if any(d.get("engine") for d in doc["dtype_search"]) else "dtypes tried"
         console.print(f"{label}: {escape(tried)}", highlight=False)
-    v = doc.get("verification")
-    if isinstance(v, dict) and v.get("verdict"):  # the simulated check (hetplan.sim.verify)
-        style = "green" if v.get("status") == "verified" else "bold red"
-        console.print(f"[{style}]{escape(v['verdict'])}[/]", highlight=False)
-        console.print(capacity_line(v), highlight=False, markup=False)
     title = TITLES.get(doc["strategy"], doc["strategy"])
     if doc.get("gpu"):
         title += f" ({doc['gpu']} only)"
@@ -89,17 +118,24 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
         console.print(f"routing by request size: {doc['assignment']}", highlight=False, markup=False)
     _purchase_table(doc, console)
     _sites(doc, console)
-    if doc.get("shape_won"):
+    if verbose and doc.get("shape_won"):  # names the tie rule: solver internals
         console.print(f"--strategy all: {doc['shape_won']}", highlight=False, markup=False)
     _comparison(doc, console)
+    if isinstance(v, dict) and v.get("verdict"):  # the simulated check in full (hetplan.sim.verify)
+        console.print(f"simulated on the trace: {escape(v['verdict'])}", highlight=False)
+        console.print(capacity_line(v), highlight=False, markup=False)
     s = doc["solver"]
-    console.print(
-        f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']:,} combos "
-        f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']:,} in the ILP, "
-        f"pruning {s['pruning']}"
-    )
+    if verbose:
+        console.print(
+            f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']:,} combos "
+            f"enumerated over {s['instance_options']} instance options, {s['combos_in_ilp']:,} in the ILP, "
+            f"pruning {s['pruning']}"
+        )
+    elif s.get("status") not in ("optimal", None) or s.get("mip_gap"):  # a solve that stopped short: always said
+        console.print(f"solver: {s['status']}, gap {s['mip_gap']:g} (--verbose for the solver's figures)",
+                      highlight=False, markup=False)  # fmt: skip
     mixed = s.get("mixed")
-    if isinstance(mixed, dict):  # the mixed strategy's MILP (hetplan.solvers.mixed)
+    if verbose and isinstance(mixed, dict):  # the mixed strategy's MILP (hetplan.solvers.mixed)
         console.print(
             f"mixed MILP: {mixed['status']}, {mixed['aggregated_columns']} aggregated + {mixed['combo_columns']} combo "
             f"columns, {mixed['variables']:,} variables, {mixed['constraints']:,} constraints before the purchase "
@@ -126,21 +162,14 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
                 )
                 continue
             console.print(
-                f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h here"
+                f"note: {name} costs ${part['total_usd_per_hour']:.2f}/h by the model, "
+                f"{cost_vs(part['total_usd_per_hour'], doc['total_usd_per_hour'])} than this plan"
                 + (" (its analytic plan, not simulated)" if verified else "")
-                + f", this plan {_more(doc['total_usd_per_hour'], part['total_usd_per_hour'])} more; "
-                f"plan it with --strategy {name}" + (" to verify it." if verified else "."),
+                + f"; plan it with --strategy {name}"
+                + (" to verify it." if verified else "."),
                 highlight=False,
             )
     print_warnings(console, doc.get("warnings", []))
-
-
-def _more(usd_per_hour: float, other_usd_per_hour: float) -> str:
-    """How much dearer: ``12.3 %``, or in dollars (``$5.90/h``) beside a fleet at $0/h (owned GPUs without a
-    price), where no percentage is defined."""
-    if other_usd_per_hour > 0:
-        return f"{(usd_per_hour / other_usd_per_hour - 1) * 100:.1f} %"
-    return f"${usd_per_hour - other_usd_per_hour:,.2f}/h"
 
 
 def _purchase_table(doc: dict[str, Any], console: Console) -> None:
@@ -188,11 +217,6 @@ def _purchase_table(doc: dict[str, Any], console: Console) -> None:
                 f"{p['count'] * p['usd_per_hour_each']:.2f}", role_text,
             )  # fmt: skip
     console.print(table)
-    for gpu, row in (doc.get("owned_gpus") or {}).items():
-        text = f"owned {gpu}: {row['owned']} owned, {row['used']} used"
-        if row.get("idle_reason"):
-            text += f", {row['idle']} idle: {row['idle_reason']}"
-        console.print(text, highlight=False, markup=False)
 
 
 def _sites(doc: dict[str, Any], console: Console) -> None:
@@ -224,20 +248,16 @@ def _comparison(doc: dict[str, Any], console: Console) -> None:
     verified = isinstance(doc.get("verification"), dict)
     title = "Strategies compared" + (" (the others: analytic, not simulated)" if verified else "")
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("strategy", "$/h", "req/s", "tok/USD", "GPUs", "plan saves"):
-        table.add_column(col, justify="left" if col in ("strategy", "GPUs") else "right")
+    for col in ("strategy", "$/h", "req/s", "tok/USD", "GPUs", "vs plan"):
+        table.add_column(col, justify="left" if col in ("strategy", "GPUs") else "right", no_wrap=col != "GPUs")
     for name, part in rows:
         status = (doc.get("verification") or {}).get("status")
-        label = name + (f" (this plan, {status})" if part is doc and status else " (this plan)" if part is doc else "")
+        label = name + (f" (plan, {status})" if part is doc and status else " (plan)" if part is doc else "")
         if part.get("status") == "infeasible":
             table.add_row(label, "-", "-", "-", "infeasible", "-")
             continue
         gpus = ", ".join(f"{n}x {g}" for g, n in part["gpus_used"].items())
-        saves = (
-            ""
-            if part is doc or not part["total_usd_per_hour"]
-            else format_signed_percent(1 - doc["total_usd_per_hour"] / part["total_usd_per_hour"])
-        )
+        saves = "" if part is doc else cost_vs(part["total_usd_per_hour"], doc["total_usd_per_hour"])
         table.add_row(
             label,
             f"{part['total_usd_per_hour']:.2f}",
@@ -291,7 +311,7 @@ def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> N
     table.add_column("req/s", justify="right", no_wrap=True)
     if wide:
         table.add_column("tok/$", justify="right", no_wrap=True)
-    for col in (f"{q} TTFT", "TPOT"):
+    for col in (f"{q} TTFT\nmodel", "TPOT\nmodel"):  # the model's prediction, not the simulated figure
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("util" if wide else "util\nbound", justify="right" if not wide else "right", no_wrap=True)
     if wide:

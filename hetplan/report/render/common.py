@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from hetplan.plan.types import HOURS_PER_MONTH
-from hetplan.units import format_signed_percent
+from hetplan.report.model import owned_text
+from hetplan.units import cost_vs, format_signed_percent
 
 
 def _usd(x: float | None) -> str:
@@ -24,13 +25,6 @@ def _pct(x: float | None) -> str:
 def _tokens(x: float | None) -> str:
     """Tokens/USD, ``-`` when not defined (None: the plan costs $0/h, see :func:`hetplan.report.model.per_usd`)."""
     return "-" if x is None else f"{x:,.0f}"
-
-
-def _dearer(usd_per_hour: float, other_usd_per_hour: float) -> str:
-    """`` 12.3 % more`` for a plan dearer than another one; `` more`` when the other costs $0/h (no percentage)."""
-    if other_usd_per_hour > 0:
-        return f" {(usd_per_hour / other_usd_per_hour - 1) * 100:.1f} % more"
-    return f" ${usd_per_hour - other_usd_per_hour:,.2f}/h more"
 
 
 def _ms(x: float) -> str:
@@ -70,7 +64,8 @@ def verdict_rows(v: dict[str, Any] | None) -> list[tuple[str, str]]:
 def deployment_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     q = f"p{p['slo']['percentile']:g}"
     if p["deployment"] and "predicted_ttft_s" in p["deployment"][0]:
-        head = ["combo: prefill -> decode", "n", "$/h", "req/s", f"{q} TTFT", "TPOT", "util", "SLO"]
+        # the latencies are the model's prediction; the simulated ones are in the "Simulated check" rows
+        head = ["combo: prefill -> decode", "n", "$/h", "req/s", f"model {q} TTFT", "model TPOT", "util", "SLO"]
         rows = [
             [
                 d["label"],
@@ -157,8 +152,8 @@ def verification_rows(v: dict[str, Any]) -> list[list[str]]:
             f"joint {_share(att['joint'])}, TTFT {_share(att['ttft'])}, TPOT {_share(att['tpot'])} "
             f"(needs {v['percentile']:g} %)",
         ],
-        [f"{q} TTFT", _vs_slo(v["ttft_q_s"], v["slo_ttft_s"])],
-        [f"{q} TPOT", _vs_slo(v["tpot_q_s"], v["slo_tpot_s"])],
+        [f"simulated {q} TTFT", _vs_slo(v["ttft_q_s"], v["slo_ttft_s"])],
+        [f"simulated {q} TPOT", _vs_slo(v["tpot_q_s"], v["slo_tpot_s"])],
         [
             "goodput over the serving span",
             f"{_opt(v['goodput_req_per_s'], '.3g')} req/s met every SLO, offered {_opt(v['target_req_per_s'], 'g')} "
@@ -225,7 +220,7 @@ def verification_lines(v: dict[str, Any]) -> list[str]:
 
 
 def strategy_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    head = ["strategy", "$/h", "req/s", "tok/USD", "GPUs", "plan saves", "tok/USD x"]
+    head = ["strategy", "$/h", "req/s", "tok/USD", "GPUs", "vs plan", "tok/USD x"]
     rows = []
     for name, s in p["strategies"].items():
         label = name + (" (plan)" if name == p["strategy"] else "")
@@ -240,7 +235,7 @@ def strategy_rows(p: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 f"{s['goodput_req_per_s']:.2f}",
                 _tokens(s.get("tokens_per_usd")),
                 _gpus(s["gpus_used"]),
-                _pct(gain.get("cost_saved_fraction")),
+                "-" if name == p["strategy"] else cost_vs(s["total_usd_per_hour"], p["usd_per_hour"]),
                 "-" if gain.get("tokens_per_usd_ratio") is None else f"{gain['tokens_per_usd_ratio']:.3f}x",
             ]
         )
@@ -311,8 +306,8 @@ def plan_notes(p: dict[str, Any]) -> list[str]:
             notes.append(f"{name} is infeasible: {s.get('reason', '')}")
         elif name != p["strategy"] and s["total_usd_per_hour"] < p["usd_per_hour"]:
             notes.append(
-                f"{name} costs ${s['total_usd_per_hour']:,.2f}/h, this {p['strategy']} plan"
-                f"{_dearer(p['usd_per_hour'], s['total_usd_per_hour'])} (tokens/USD "
+                f"{name} costs ${s['total_usd_per_hour']:,.2f}/h, {cost_vs(s['total_usd_per_hour'], p['usd_per_hour'])}"
+                f" than this {p['strategy']} plan (tokens/USD "
                 f"{_tokens(s.get('tokens_per_usd'))} against {_tokens(p['tokens_per_usd'])}); plan it with --strategy "
                 f"{name}."
             )
@@ -353,13 +348,23 @@ def _purchase_text(item: Any) -> str:
 
 def decision_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
     """The first block of a plan's report, as key/value rows after the recommendation sentence: the simulated
-    verdict, what each GPU type does and at what price from where, purchases, quality changes."""
+    verdict, what each GPU type does and at what price from where, purchases, owned GPUs and their use (idle ones
+    with the reason), quality changes."""
     d = p.get("decision")
     if not d:
         return []
     verdict = str(d["verdict"])
     shown = verdict if verdict.lower().startswith(str(d["status"]).lower()) else f"{d['status']}: {verdict}"
     rows: list[tuple[str, str]] = [("verification", shown)]
+    left = (p.get("workload") or {}).get("over_context") or {}
+    if left.get("refused"):  # requests the plan was sized without (hetplan.workload.context)
+        total = int(left["requests_total"])
+        rate = left.get("arrival_rate_per_s")
+        text = (
+            f"{left['refused']:,} of {total:,} requests ({left['refused'] / total * 100:.1f} %): prompt over the "
+            f"{left['window_tokens']:,}-token window"
+        )
+        rows.insert(0, ("traffic left out", text + (f"; the trace's rate with them {rate:.3g} req/s" if rate else "")))
     prices = {r["gpu"]: r for r in d["prices"]}
     bought = [item for item in d.get("purchase") or [] if isinstance(item, dict)]
     owned_only = {  # GPU types the plan uses only from owned nodes: their catalog price is not what is paid
@@ -384,6 +389,8 @@ def decision_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append((role["gpu"], text))
     for item in d.get("purchase") or []:
         rows.append(("purchase", _purchase_text(item)))
+    for row in d.get("owned") or []:  # every owned type, used or idle, and why idle (issue 31)
+        rows.append((f"owned {row['gpu']}", owned_text(row)))
     simulated = "verification" in p
     for name, other in p["strategies"].items():
         cheaper = other.get("status") != "infeasible" and other["total_usd_per_hour"] < p["usd_per_hour"]
