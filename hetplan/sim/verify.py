@@ -109,6 +109,7 @@ def _fitting(workload: Workload, window: int) -> tuple[Workload, Any]:
             prompt_tokens=workload.prompt_tokens[fits],
             output_tokens=workload.output_tokens[fits],
             arrival_s=None if workload.arrival_s is None else workload.arrival_s[fits],
+            prefix_blocks=None if workload.prefix_blocks is None else workload.prefix_blocks.take(np.nonzero(fits)[0]),
         )
     return workload, ctx
 

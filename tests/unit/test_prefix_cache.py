@@ -1,0 +1,147 @@
+"""Prefix caching (issue 32): the Mooncake reader keeps ``hash_ids``, the block cache's hits, misses and evictions,
+the simulator's per-instance caches and the prefix router, and the declared reuse model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hetplan.errors import InputError
+from hetplan.sim.deployment import simple_deployment
+from hetplan.sim.engine import SimConfig, Simulator
+from hetplan.sim.policies import get_scheduler
+from hetplan.workload.prefix import (
+    BlockCache,
+    block_hashes_from_lists,
+    declared_reuse,
+    hit_tokens_single_cache,
+)
+from hetplan.workload.readers import load_workload, read_stream
+
+# Three sessions of known 512-token blocks, one request a second (each ends long before the next arrives):
+# (prompt tokens, hash_ids). Reusable blocks are the full blocks before the last prompt token, (prompt - 1) // 512.
+SESSIONS = [
+    (1100, [1, 2, 3]),  # 2 reusable: [1, 2], nothing cached: 2 misses
+    (2000, [1, 2, 4, 5]),  # 3 reusable: [1, 2, 4]; 1, 2 cached: 2 hits, 1 miss
+    (1600, [10, 11, 12, 13]),  # 3 reusable, a new session: 3 misses
+    (2600, [1, 2, 4, 5, 6, 7]),  # 5 reusable: [1, 2, 4, 5, 6]; 1, 2, 4 cached: 3 hits, 2 misses
+    (1536, [10, 11, 12]),  # exactly 3 blocks: the last token is computed, 2 reusable, both cached: 2 hits
+    (300, [1]),  # shorter than a block: no lookup
+]
+HITS, MISSES = 7, 8
+
+
+def _write(path: Path, rows: list[tuple[int, list[int]]], ids: bool = True) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for i, (prompt, hashes) in enumerate(rows):
+            rec: dict[str, object] = {"timestamp": 1000 * i, "input_length": prompt, "output_length": 2}
+            if ids:
+                rec["hash_ids"] = hashes
+            fh.write(json.dumps(rec) + "\n")
+    return path
+
+
+def test_the_mooncake_reader_keeps_hash_ids_compactly(tmp_path):
+    wl = load_workload(_write(tmp_path / "s.jsonl", SESSIONS))
+    blocks = wl.prefix_blocks
+    assert blocks is not None and blocks.ids.dtype == np.int64 and blocks.block_tokens == 512
+    assert blocks.offsets.tolist() == [0, 3, 7, 11, 17, 20, 21]
+    assert [blocks.of(i).tolist() for i in range(6)] == [h for _, h in SESSIONS]
+    assert blocks.take(np.array([4, 0])).ids.tolist() == [10, 11, 12, 1, 2, 3]
+    assert load_workload(_write(tmp_path / "n.jsonl", SESSIONS, ids=False)).prefix_blocks is None
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ('{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2, 3]}', "3 hash_ids for a prompt"),
+        ('{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, "a"]}', "list of whole numbers"),
+        ('{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": 7}', "list of whole numbers"),
+    ],
+)
+def test_bad_hash_ids_are_refused_with_the_line(tmp_path, line, match):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=match) as err:
+        load_workload(path)
+    assert "bad.jsonl:1" in err.value.what
+
+
+def test_hash_ids_on_some_records_only_are_refused(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    _write(path, SESSIONS[:1])
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write('{"timestamp": 5, "input_length": 600, "output_length": 1}\n')
+    with pytest.raises(InputError, match="some records only") as err:
+        load_workload(path)
+    assert "mixed.jsonl:2" in err.value.what
+
+
+def test_the_block_cache_evicts_least_recent_and_keeps_prefixes_whole():
+    cache = BlockCache()
+    a, b = np.array([1, 2, 3]), np.array([7, 8])
+    cache.insert(a, 3, capacity_blocks=4)
+    cache.insert(b, 2, capacity_blocks=4)  # 5 blocks > 4: the oldest request's tail block (3) goes first
+    assert cache.evictions == 1 and cache.match(a, 3) == 2
+    m = cache.match(a, 3)
+    cache.use(a, 3, m)
+    assert (cache.hits, cache.misses) == (2, 1)
+    cache.trim(1)  # a's prefix was used last: its first block stays
+    assert list(cache.blocks) == [1]
+
+
+def test_a_hand_checkable_trace_gives_exactly_the_expected_hits(tmp_path):
+    stream = read_stream([str(_write(tmp_path / "sessions.jsonl", SESSIONS))])
+    dep = simple_deployment()  # one aggregated H100 instance: its KV holds every block
+    on = Simulator(dep, stream, get_scheduler("fcfs")).run()
+    c = on.counters
+    assert (c["prefix_hit_blocks"], c["prefix_miss_blocks"], c["prefix_evicted_blocks"]) == (HITS, MISSES, 0)
+    assert c["prefix_hit_tokens"] == HITS * 512
+    assert c["prefix_lookup_tokens"] == sum(p for p, _ in SESSIONS)
+    # the planner's single-cache replay agrees request by request
+    hits = hit_tokens_single_cache(stream.prefix_blocks, stream.prompt_tokens, 10_000)
+    assert (hits // 512).tolist() == [0, 2, 0, 3, 2, 0]
+    off = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(prefix_cache=False)).run()
+    assert "prefix_hit_blocks" not in off.counters
+    ttft_on, ttft_off = on.first_token_s - stream.arrival_s, off.first_token_s - stream.arrival_s
+    assert ttft_on[0] == pytest.approx(ttft_off[0])  # nothing cached yet
+    assert ttft_on[3] < ttft_off[3] and ttft_on[4] < ttft_off[4]  # 3 and 2 blocks not computed again
+
+
+def test_each_instance_has_its_own_cache_and_the_prefix_router_keeps_sessions_together(tmp_path):
+    rows = [(2000, [1, 2, 3, 4]), (2000, [9, 8, 7, 6])] * 4  # two sessions, alternating
+    stream = read_stream([str(_write(tmp_path / "two.jsonl", rows))])
+    from hetplan.plan.doc import load_plan
+    from hetplan.sim.deployment import deployment_from_plan
+    from tests.conftest import FIXTURES
+
+    dep = deployment_from_plan(load_plan(FIXTURES / "plan_two_combos.json"))
+    rr = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(router="round-robin")).run().counters
+    px = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(router="prefix")).run().counters
+    assert px["prefix_hit_blocks"] == 6 * 3  # after each session's first request, every later one hits 3 blocks
+    assert rr["prefix_hit_blocks"] <= px["prefix_hit_blocks"]
+    with pytest.raises(InputError, match="prefix router needs prefix caching"):
+        Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(router="prefix", prefix_cache=False))
+
+
+def test_the_declared_reuse_model_shares_the_system_prompt_and_continues_sessions():
+    prompts = np.array([3000, 3000, 4000, 5000, 1000])
+    none = declared_reuse(prompts, 0.0, 1024)
+    assert all(none.of(i)[:2].tolist() == [0, 1] for i in range(5))  # the 2 system-prompt blocks
+    hits = hit_tokens_single_cache(none, prompts, 10_000)
+    assert hits.tolist() == [0, 1024, 1024, 1024, 512]  # a 1,000-token prompt reuses one full block
+    every = declared_reuse(prompts, 1.0, 0)
+    assert hit_tokens_single_cache(every, prompts, 10_000).sum() > 0
+    assert (
+        declared_reuse(prompts, 0.5, 512, seed=3).ids.tolist() == declared_reuse(prompts, 0.5, 512, seed=3).ids.tolist()
+    )
+    with pytest.raises(InputError, match="session_share"):
+        declared_reuse(prompts, 1.5, 0)
+
+
+def test_packing_lists_round_trips():
+    b = block_hashes_from_lists([[5], [], [6, 7]])
+    assert b.offsets.tolist() == [0, 1, 1, 3] and b.of(2).tolist() == [6, 7] and b.of(1).size == 0
