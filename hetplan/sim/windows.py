@@ -150,7 +150,9 @@ def _slice(stream: RequestStream, a: int, b: int) -> RequestStream:
     k = slice(a, b)
     return replace(stream, arrival_s=stream.arrival_s[k], prompt_tokens=stream.prompt_tokens[k],
                    output_tokens=stream.output_tokens[k], class_id=stream.class_id[k],
-                   ttft_slo_s=stream.ttft_slo_s[k], tpot_slo_s=stream.tpot_slo_s[k])  # fmt: skip
+                   ttft_slo_s=stream.ttft_slo_s[k], tpot_slo_s=stream.tpot_slo_s[k],
+                   prefix_blocks=None if stream.prefix_blocks is None else
+                   stream.prefix_blocks.take(np.arange(a, b)))  # fmt: skip
 
 
 def router_states(dep: Deployment, stream: RequestStream, config: SimConfig, at: list[int]) -> list[RouterState]:

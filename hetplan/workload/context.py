@@ -104,6 +104,7 @@ def served_workload(workload: Workload, window_tokens: int, model_name: str) -> 
         prompt_tokens=workload.prompt_tokens[keep],
         output_tokens=ctx.output_tokens[keep],
         arrival_s=None if workload.arrival_s is None else workload.arrival_s[keep],
+        prefix_blocks=None if workload.prefix_blocks is None else workload.prefix_blocks.take(np.nonzero(keep)[0]),
     )
     return served, f"{model_name}'s {note}; the plan sizes for the requests as served"
 

@@ -79,11 +79,18 @@ class Workload:
 
     def sample(self, max_requests: int) -> tuple[np.ndarray, np.ndarray]:
         """Deterministic subsample (every k-th request after sorting by index) of at most ``max_requests``."""
+        idx = self.sample_index(max_requests)
+        if idx is None:
+            return self.prompt_tokens, self.output_tokens
+        return self.prompt_tokens[idx], self.output_tokens[idx]
+
+    def sample_index(self, max_requests: int) -> np.ndarray | None:
+        """The request indices :meth:`sample` keeps, shape (max_requests,); None when it keeps every request."""
         n = self.n_requests
         if n <= max_requests:
-            return self.prompt_tokens, self.output_tokens
-        idx = np.linspace(0, n - 1, max_requests).round().astype(int)
-        return self.prompt_tokens[idx], self.output_tokens[idx]
+            return None
+        idx: np.ndarray = np.linspace(0, n - 1, max_requests).round().astype(int)
+        return idx
 
 
 def _tokens(values: Any, column: str, source: str, minimum: int) -> np.ndarray:

@@ -92,6 +92,9 @@ def render_plan(doc: dict[str, Any], console: Console) -> None:
     if doc.get("shape_won"):
         console.print(f"--strategy all: {doc['shape_won']}", highlight=False, markup=False)
     _comparison(doc, console)
+    pc = doc.get("prefix_cache")
+    if isinstance(pc, dict):  # prefix reuse in sizing (hetplan.planning.prefix)
+        console.print(prefix_cache_line(pc, doc["strategy"]), highlight=False, markup=False)
     s = doc["solver"]
     console.print(
         f"solver: {s['backend']}, {s['status']}, gap {s['mip_gap']:g}; {s['combos_enumerated']:,} combos "
@@ -299,6 +302,26 @@ def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> N
     _combo_rows(table, part["combos"], wide)
     console.print(table)
     console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
+
+
+def prefix_cache_line(pc: dict[str, Any], strategy: str) -> str:
+    """The plan's prefix-reuse assumption and what the strategy would cost without reuse, in one sentence."""
+    without = pc["without_reuse"]
+    if without.get("status") == "infeasible":
+        other = f"without reuse no {strategy} plan meets the target ({without['reason']})"
+    else:
+        extra = without.get("extra_cost")
+        more = "" if extra is None else f", {extra * 100:+.1f} %"
+        other = f"without reuse it would cost ${without['cost_per_hour']:.2f}/h{more}"
+    rates = pc.get("plan_token_hit_rate") or []
+    assumed = "no reuse on this plan's prefill instances" if not rates else (
+        ", ".join(f"{r['token_hit_rate'] * 100:.1f} % ({r['gpu']} TP{r['tp']})" for r in rates)
+        + " of prompt tokens reused on this plan's prefill instances"
+    )  # fmt: skip
+    return (
+        f"prefix cache ({pc['source']}): sizing assumes {assumed} (each instance type's KV room as an LRU cache); "
+        f"the analytic {strategy} plan costs ${pc['with_reuse_cost_per_hour']:.2f}/h, {other}"
+    )
 
 
 def capacity_line(v: dict[str, Any]) -> str:
