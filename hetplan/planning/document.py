@@ -157,8 +157,9 @@ def prefix_cache_doc(
 ) -> dict[str, Any]:
     """The plan's ``prefix_cache`` record: the reuse sizing assumed (:mod:`hetplan.planning.prefix`), the token
     hit rates of the instance types that prefill in the plan ``doc`` (``plan_token_hit_rate``: combos' prefill
-    instances and aggregated instances), and ``strategy`` solved again with every prompt computed whole (``without_reuse``: its $/h, GPUs
-    and how much more it costs; its error's reason when no plan meets the target then)."""
+    instances and aggregated instances), and ``strategy`` solved again with every prompt computed whole
+    (``without_reuse``: its $/h, GPUs and how much more it costs; its error's reason when no plan meets the target
+    then)."""
     assert req.prefix_reuse is not None
     plain = replace(
         req,
