@@ -172,7 +172,7 @@ def prefix_cache_doc(
         without: dict[str, Any] = {"status": "infeasible", "reason": other.error.why or other.error.what}
     else:
         without = {
-            "cost_per_hour": rnd(other.cost, 4),
+            "cost_per_hour": rnd(other.cost),
             "gpus_used": dict(sorted(other.gpus_used().items())),
             "extra_cost": rnd(other.cost / chosen.cost - 1.0, 4) if chosen.cost else None,
         }
@@ -182,7 +182,7 @@ def prefix_cache_doc(
     return {
         **req.prefix_reuse,
         "plan_token_hit_rate": [{"gpu": r["gpu"], "tp": r["tp"], "token_hit_rate": r["token_hit_rate"]} for r in rates],
-        "with_reuse_cost_per_hour": rnd(chosen.cost, 4),
+        "with_reuse_cost_per_hour": rnd(chosen.cost),
         "without_reuse": without,
     }
 

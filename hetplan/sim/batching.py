@@ -47,6 +47,7 @@ def preempt(sim: Simulator, inst: Instance, now: float) -> None:
     sim.need[victim] = ctx
     sim.done_pref[victim] = 0
     sim.home[victim] = inst.idx
+    sim.pin[victim] = -1  # a recompute may run on any instance of the pool
     sim.enqueue(inst, victim)  # back to the pool's queue; starts no iteration here (one is being built)
 
 
@@ -136,6 +137,8 @@ def _admit(
         if limit_slots <= 0:
             return False
         if sim.offload[rid] and sim.home[rid] != inst.idx:  # its KV is on another instance's host tier
+            return True
+        if sim.pin[rid] >= 0 and sim.pin[rid] != inst.idx:  # the prefix router bound it to another instance
             return True
         if need == 0:  # KV present (transferred or restored): joins decoding now
             ctx = sim.prompt[rid] + sim.gen[rid]

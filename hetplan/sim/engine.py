@@ -141,6 +141,7 @@ class Simulator:
         self.key = [0.0] * n
         self.offload = [0] * n  # KV kept by the scheduler on preemption: 0 none, 1 DRAM, 2 SSD
         self.home = [-1] * n  # the instance that preempted it last (holds an offloaded KV)
+        self.pin = [-1] * n  # the prefix router's instance for the request's prefill (-1: any of its pool)
         self.first = [_INF] * n
         self.last = [0.0] * n
         self.done = [_INF] * n
@@ -225,7 +226,9 @@ class Simulator:
             return
         prompt = self.prompt[rid]
         if self.prefix is not None and self.cfg.router == "prefix":  # locality: the prompt's cached blocks
-            gi = self.router.pick_prefix(prompt, self._cached_blocks(rid, prompt), (prompt - 1) // self.prefix.bt)
+            whole = (prompt - 1) // self.prefix.bt
+            gi = self.router.pick_prefix(prompt, self._cached_blocks(rid, prompt), whole)
+            self.pin[rid] = self._pin(gi, rid, prompt, whole)
         else:
             gi = self.router.pick(prompt)  # from the prompt length only: no router knows the output length
         if prompt + 1 > self.group_fit[gi]:  # the prompt does not fit this group's KV: the roomiest that holds it
@@ -248,6 +251,23 @@ class Simulator:
         """Per group: the most leading blocks of ``rid``'s prompt cached on one of its prefill instances."""
         assert self.prefix is not None
         return [self.prefix.cached_blocks(rid, prompt, list(g.prefill)) for g in self.dep.groups]
+
+    def _pin(self, gi: int, rid: int, prompt: int, whole: int) -> int:
+        """The prefix router inside group ``gi``: the prefill instance with the best score ``cached share − load
+        share`` (load: its outstanding requests over the pool's most), when that instance holds part of the
+        prompt's prefix; -1 (the pool's shared queue) when none does. A request that groups could route anywhere
+        is so bound to the cache that holds its prefix, as llm-d's endpoint picker binds it to a pod."""
+        assert self.prefix is not None
+        members = self.pools[gi][0].members
+        if len(members) < 2:
+            return -1
+        cached = [self.prefix.cached_blocks(rid, prompt, [m.idx]) for m in members]
+        if not max(cached):
+            return -1
+        top = max(max(m.outstanding for m in members), 1)
+        score = [c / max(whole, 1) - m.outstanding / top for c, m in zip(cached, members, strict=True)]
+        best = max(range(len(members)), key=lambda k: (score[k], -k))
+        return members[best].idx if cached[best] else -1
 
     def start_decoding(self, inst: Instance, rid: int, now: float) -> None:
         """``rid`` (KV present, ``gen`` tokens so far) decodes from the next iteration on."""
@@ -326,6 +346,7 @@ class Simulator:
 
     def _prefilled(self, inst: Instance, rid: int, now: float) -> None:
         need = self.need[rid]
+        self.pin[rid] = -1
         if self.prefix is not None:
             self.prefix.computed(inst, rid, self.prompt[rid])
         self.need[rid] = 0

@@ -288,6 +288,7 @@ def verify_plan(
         "summary": verdict + (f"; {note} (refused ones left out)" if note else ""),
         "misses": misses,
         "warnings": m["warnings"],
+        **({"prefix_cache": m["prefix_cache"]} if "prefix_cache" in m else {}),  # the simulated hits (sim.prefix)
     }
 
 

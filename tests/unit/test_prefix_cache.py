@@ -145,3 +145,96 @@ def test_the_declared_reuse_model_shares_the_system_prompt_and_continues_session
 def test_packing_lists_round_trips():
     b = block_hashes_from_lists([[5], [], [6, 7]])
     assert b.offsets.tolist() == [0, 1, 1, 3] and b.of(2).tolist() == [6, 7] and b.of(1).size == 0
+
+
+# -- sizing (hetplan.planning.prefix, hetplan.perf.capacity) --------------------------------------------------
+
+
+def _scenario(prefix_cache: str, reuse: dict[str, object] | None = None, path: Path | None = None):
+    from hetplan.scenario import Scenario
+    from tests.conftest import EXAMPLES
+
+    workload: dict[str, object] = {
+        "path": str(path or EXAMPLES / "data" / "mooncake_reuse_493.jsonl"),
+        "prefix_cache": prefix_cache,
+    }
+    if reuse is not None:
+        workload["reuse"] = reuse
+    return Scenario.model_validate(
+        {
+            "name": "reuse",
+            "model": "Llama-3.1-8B",
+            "weight_dtype": "bf16",
+            "workload": workload,
+            "slo": {"ttft": "6s", "tpot": "80ms"},
+            "gpus": ["H100", "L40S"],
+            "tp": [1, 2, 4],
+            "cloud": "aws",
+        }
+    )
+
+
+def test_the_equal_prefill_work_length_is_exact_for_the_quadratic_flops():
+    from hetplan.catalog.loader import find_model
+    from hetplan.perf.arch import ModelArch
+    from hetplan.perf.capacity import prefill_work_tokens
+
+    arch = ModelArch(find_model("Llama-3.1-8B"))
+    prompts, cached = np.array([8000.0, 8000.0, 300.0]), np.array([0.0, 6144.0, 0.0])
+    work = prefill_work_tokens(arch, prompts, cached)
+    assert work[0] == 8000 and work[2] == 300  # no hit: the prompt itself
+    flops = [float(arch.prefill_flops(np.asarray(x), 1)) for x in (work[1], 8000.0, 6144.0, 0.0)]
+    assert flops[0] == pytest.approx(flops[1] - flops[2] + flops[3], rel=1e-9)  # FLOPs(S) - FLOPs(h) + lm head
+    assert 8000 - 6144 < work[1] < 8000  # the new tokens still attend to the cached prefix
+
+
+def test_a_plan_with_reuse_is_cheaper_and_records_what_it_would_cost_without():
+    from hetplan import api
+
+    on = api.to_doc(api.plan(_scenario("auto"), "cauchy", analysis=False))
+    off = api.to_doc(api.plan(_scenario("off"), "cauchy", analysis=False))
+    pc = on["prefix_cache"]
+    assert "prefix_cache" not in off
+    assert pc["source"] == "hash_ids" and pc["block_tokens"] == 512
+    rates = {(r["gpu"], r["tp"]): r["token_hit_rate"] for r in pc["by_instance"]}
+    assert rates[("H100-SXM", 4)] > rates[("H100-SXM", 1)] > 0  # a larger KV room caches more
+    assert pc["with_reuse_cost_per_hour"] == pytest.approx(on["total_usd_per_hour"])
+    # the cost without reuse is exactly the plan with prefix_cache: off
+    assert pc["without_reuse"]["cost_per_hour"] == pytest.approx(off["total_usd_per_hour"])
+    assert on["total_usd_per_hour"] < off["total_usd_per_hour"]
+    assert pc["plan_token_hit_rate"]
+
+
+def test_the_scenario_switch_refuses_what_cannot_hold(tmp_path):
+    from hetplan.planning.request import build_whole_workload
+    from tests.conftest import FIXTURES
+
+    with pytest.raises(InputError, match="declares prefix reuse for a trace without hash_ids"):
+        build_whole_workload(_scenario("auto", {"session_share": 0.5}))
+    plain = FIXTURES / "mooncake_300.jsonl"  # no hash_ids
+    with pytest.raises(InputError, match="prefix_cache is on but the workload has no prefix blocks"):
+        build_whole_workload(_scenario("on", path=plain))
+    assert build_whole_workload(_scenario("auto", path=plain)).prefix_blocks is None
+    declared = build_whole_workload(_scenario("auto", {"system_prompt_tokens": 2048}, path=plain)).prefix_blocks
+    assert declared is not None and declared.of(0)[:4].tolist() == [0, 1, 2, 3]
+    assert build_whole_workload(_scenario("off")).prefix_blocks is None
+
+
+def test_the_prefix_router_binds_a_follow_up_to_the_instance_holding_its_prefix(tmp_path):
+    # two sessions start together on a pool of two instances (one each); each one's follow-up comes when both are
+    # idle: the shared queue gives it to the first idle instance, the prefix router to the one with its blocks
+    path = tmp_path / "pool.jsonl"
+    rows = [(0, [1, 2, 3, 4]), (0, [9, 8, 7, 6]), (10_000, [9, 8, 7, 6]), (20_000, [1, 2, 3, 4])]
+    path.write_text(
+        "".join(
+            json.dumps({"timestamp": t, "input_length": 2000, "output_length": 2, "hash_ids": h}) + "\n"
+            for t, h in rows
+        ),
+        encoding="utf-8",
+    )
+    stream = read_stream([str(path)])
+    dep = simple_deployment(count=2)  # one group: two aggregated instances sharing one queue
+    shared = Simulator(dep, stream, get_scheduler("fcfs")).run().counters
+    bound = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(router="prefix")).run().counters
+    assert shared["prefix_hit_blocks"] == 3  # session 2's follow-up ran on instance 0, which holds session 1
+    assert bound["prefix_hit_blocks"] == 6

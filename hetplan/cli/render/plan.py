@@ -407,6 +407,14 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
             highlight=False,
             markup=False,
         )
+    pc = v.get("prefix_cache")
+    if isinstance(pc, dict):  # the simulated prefix-cache hits (hetplan.sim.prefix)
+        console.print(
+            f"verify: prefix cache in simulation: {pc['token_hit_rate'] * 100:.1f} % of prompt tokens reused, "
+            f"{pc['hit_blocks']:,} block hits, {pc['miss_blocks']:,} misses, {pc['evicted_blocks']:,} evictions",
+            highlight=False,
+            markup=False,
+        )
     search = v.get("cheaper_search")
     if isinstance(search, dict) and search.get("tried"):
         console.print(_cheaper_search_text(search), highlight=False, markup=False)
