@@ -10,11 +10,12 @@ simulation (:mod:`hetplan.sim.prefix`) see the same ids.
 holds the model) is sized with its own cache, its KV capacity less one full prefill batch
 (``max_num_batched_tokens``, the prompt being computed). The workload's requests, in arrival order, pass one LRU
 block cache of that size (:func:`hetplan.workload.prefix.hit_tokens_single_cache`): each request's hit is what
-that cache holds of its prefix. This is the whole fleet's traffic through one instance's cache, a conservative
-figure when the router keeps sessions together (n instances then hold n such caches, each seeing a share of the
-sessions) and an optimistic one for a router that scatters a session's turns over instances (``hetplan simulate
---router prefix`` keeps them together). The verification replays the plan with per-instance caches and shows the
-hits it really got. Cost: one replay per distinct cache size, O(blocks in the trace) each.
+that cache holds of its prefix. This is the whole fleet's traffic through one instance's cache: optimistic
+where n instances each compute a prefix many sessions share (up to n times) or the router scatters a session's
+turns; it undercounts where sessions are kept apart on instances with room to spare. On example (c') it assumed
+55.2 % and the simulated plan reused 37.3 % (docs/simulation.md#prefix-caching). The verification replays the plan
+with per-instance caches and the ``prefix`` router (:func:`hetplan.sim.verify.verify_config`), reports the hits it
+got and re-sizes a plan that misses. Cost: one replay per distinct cache size, O(blocks in the trace) each.
 
 **Effect on capacity**: each request's prefill is priced at the equal length of its remaining work
 (:func:`hetplan.perf.capacity.prefill_work_tokens`); KV sizes, KV transfers and decode contexts keep the whole

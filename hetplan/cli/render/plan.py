@@ -410,7 +410,8 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
     pc = v.get("prefix_cache")
     if isinstance(pc, dict):  # the simulated prefix-cache hits (hetplan.sim.prefix)
         console.print(
-            f"verify: prefix cache in simulation: {pc['token_hit_rate'] * 100:.1f} % of prompt tokens reused, "
+            f"verify: prefix cache in simulation ({pc.get('router', 'round-robin')} router): "
+            f"{pc['token_hit_rate'] * 100:.1f} % of prompt tokens reused, "
             f"{pc['hit_blocks']:,} block hits, {pc['miss_blocks']:,} misses, {pc['evicted_blocks']:,} evictions",
             highlight=False,
             markup=False,
