@@ -28,6 +28,7 @@ conversation + code stream follows CASCADE's evaluation set-up).
 from __future__ import annotations
 
 import warnings
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -36,12 +37,7 @@ import pandas as pd
 from hetplan.errors import InputError
 from hetplan.io import MAX_SPAN_S, check_input_file, load_json
 from hetplan.workload.model import RequestStream, Workload, make_stream, make_workload
-from hetplan.workload.prefix import (
-    MOONCAKE_BLOCK_TOKENS,
-    BlockHashes,
-    block_hashes_from_lists,
-    concat_block_hashes,
-)
+from hetplan.workload.prefix import MOONCAKE_BLOCK_TOKENS, BlockHashes, concat_block_hashes
 
 AZURE_ATTRIBUTION = "Azure LLM inference trace 2023 (Patel et al., Splitwise, ISCA 2024), CC-BY-4.0"
 MOONCAKE_ATTRIBUTION = "Mooncake trace (kvcache-ai/Mooncake, FAST'25), Apache-2.0"
@@ -170,7 +166,8 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: st
             range or longer than the prompt's blocks, or ``hash_ids`` on some records only.
     """
     times, prompt, output = [], [], []
-    hashes: list[list[int]] = []
+    flat = array("q")  # every record's hash_ids, packed as they are read (no list per request is kept)
+    ends = array("q")
     with_ids = 0
     fix = "each line needs timestamp (ms), input_length, output_length (and hash_ids: a list of block ids, or none)"
     try:
@@ -187,7 +184,8 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: st
                     if ids is not None:
                         _check_hash_ids(ids, row["input_length"])
                         with_ids += 1
-                        hashes.append(ids)
+                        flat.extend(ids)
+                        ends.append(len(flat))
                     if with_ids not in (0, len(prompt)):
                         raise ValueError("hash_ids on some records only (every record or none must have them)")
                 except InputError as exc:
@@ -214,8 +212,15 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: st
         rate_per_s,
         "input_length",
         "output_length",
-        prefix_blocks=block_hashes_from_lists(hashes) if with_ids and with_ids == len(prompt) else None,
+        prefix_blocks=_packed(flat, ends) if with_ids and with_ids == len(prompt) else None,
     )
+
+
+def _packed(flat: array[int], ends: array[int]) -> BlockHashes:
+    """:class:`BlockHashes` (512-token blocks) from the ids read one after the other and each record's end."""
+    offsets = np.zeros(len(ends) + 1, dtype=np.int64)
+    offsets[1:] = np.frombuffer(ends, dtype=np.int64)
+    return BlockHashes(np.frombuffer(flat, dtype=np.int64).copy(), offsets, MOONCAKE_BLOCK_TOKENS)
 
 
 def _check_hash_ids(ids: object, prompt: object) -> None:
