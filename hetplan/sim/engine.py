@@ -225,10 +225,10 @@ class Simulator:
             self._client_next(now)
             return
         prompt = self.prompt[rid]
-        if self.prefix is not None and self.cfg.router == "prefix":  # locality: the prompt's cached blocks
-            whole = (prompt - 1) // self.prefix.bt
-            gi = self.router.pick_prefix(prompt, self._cached_blocks(rid, prompt), whole)
-            self.pin[rid] = self._pin(gi, rid, prompt, whole)
+        locality = self.prefix is not None and self.cfg.router == "prefix"
+        if locality:  # the prompt's cached blocks (hetplan.sim.prefix)
+            assert self.prefix is not None
+            gi = self.router.pick_prefix(prompt, self._cached_blocks(rid, prompt), (prompt - 1) // self.prefix.bt)
         else:
             gi = self.router.pick(prompt)  # from the prompt length only: no router knows the output length
         if prompt + 1 > self.group_fit[gi]:  # the prompt does not fit this group's KV: the roomiest that holds it
@@ -245,6 +245,8 @@ class Simulator:
         self.grp[rid] = gi
         self.router.outstanding[gi] += 1
         self.need[rid] = self.prompt[rid]
+        if locality:  # bound to the instance of the group (as finally chosen) that holds its prefix, if one does
+            self.pin[rid] = self._pin(gi, rid, prompt)
         self.dispatch(self.pools[gi][0], rid, now)
 
     def _cached_blocks(self, rid: int, prompt: int) -> list[int]:
@@ -252,7 +254,7 @@ class Simulator:
         assert self.prefix is not None
         return [self.prefix.cached_blocks(rid, prompt, list(g.prefill)) for g in self.dep.groups]
 
-    def _pin(self, gi: int, rid: int, prompt: int, whole: int) -> int:
+    def _pin(self, gi: int, rid: int, prompt: int) -> int:
         """The prefix router inside group ``gi``: the prefill instance with the best score ``cached share − load
         share`` (load: its outstanding requests over the pool's most), when that instance holds part of the
         prompt's prefix; -1 (the pool's shared queue) when none does. A request that groups could route anywhere
@@ -261,6 +263,7 @@ class Simulator:
         members = self.pools[gi][0].members
         if len(members) < 2:
             return -1
+        whole = (prompt - 1) // self.prefix.bt
         cached = [self.prefix.cached_blocks(rid, prompt, [m.idx]) for m in members]
         if not max(cached):
             return -1
