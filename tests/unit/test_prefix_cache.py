@@ -238,3 +238,24 @@ def test_the_prefix_router_binds_a_follow_up_to_the_instance_holding_its_prefix(
     bound = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(router="prefix")).run().counters
     assert shared["prefix_hit_blocks"] == 3  # session 2's follow-up ran on instance 0, which holds session 1
     assert bound["prefix_hit_blocks"] == 6
+
+
+def test_a_request_moved_to_a_roomier_group_is_not_bound_to_the_first_groups_cache(tmp_path):
+    from hetplan.sim.deployment import Group
+
+    path = tmp_path / "grow.jsonl"
+    rows = [(0, 2000, [1, 2, 3, 4]), (10_000, 5000, list(range(1, 11)))]  # the second prompt extends the first
+    path.write_text(
+        "".join(
+            json.dumps({"timestamp": t, "input_length": p, "output_length": 2, "hash_ids": h}) + "\n"
+            for t, p, h in rows
+        ),
+        encoding="utf-8",
+    )
+    stream = read_stream([str(path)])
+    dep = simple_deployment(count=4)
+    dep.groups[:] = [Group("a", 1.0, (0, 1), (0, 1)), Group("b", 1.0, (2, 3), (2, 3))]
+    sim = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(router="prefix"))
+    sim.group_fit[0] = 3000  # group a holds the first prompt (and its blocks) but not the second
+    res = sim.run()
+    assert np.isfinite(res.done_s).all() and not res.dropped.any()  # the second went to group b and was served
