@@ -132,6 +132,18 @@ class SyntheticSpec(_Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
+class ReuseSpec(_Strict):
+    """A declared prefix-reuse model for a workload without ``hash_ids`` (:func:`hetplan.workload.prefix.
+    declared_reuse`)."""
+
+    session_share: float = Field(
+        default=0.0, ge=0, le=1, description="Share of requests that continue an earlier session (0..1)."
+    )
+    system_prompt_tokens: int = Field(
+        default=0, ge=0, le=10_000_000, description="Length of a system prompt every request starts with, tokens."
+    )
+
+
 class WorkloadSpec(_Strict):
     """A trace file (``path`` + ``format``) or a ``synthetic`` distribution, not both; ``rate_per_s``
     overrides the trace's own rate (needed for length-only files)."""
@@ -159,6 +171,16 @@ class WorkloadSpec(_Strict):
         "traffic the plan was not sized on (a fraction, 0.3, or a percent, 30%). Unset: 0.3 when the plan is "
         "verified, 0 (the whole trace) with --no-verify; 0 sizes and verifies on the whole trace. A synthetic "
         "workload is verified out of sample on another seed instead.",
+    )
+
+    prefix_cache: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Prefix caching in sizing and verification: auto (on when the trace has hash_ids or reuse is "
+        "declared), on (refused when there is neither), off (every prompt computed whole).",
+    )
+    reuse: ReuseSpec | None = Field(
+        default=None,
+        description="Declared prefix reuse for a workload without hash_ids: session_share, system_prompt_tokens.",
     )
 
     @model_validator(mode="after")

@@ -54,6 +54,12 @@ WorkloadOpt = Annotated[
     Path | None, typer.Option("--workload", "-w", help="Trace: Azure CSV, Mooncake JSONL or length CSV.")
 ]
 WorkloadFormatOpt = Annotated[str | None, typer.Option("--workload-format", help="auto, azure, mooncake or lengths.")]
+PrefixCacheOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefix-cache", help="Prefix reuse in sizing: auto (on with hash_ids or workload.reuse), on or off."
+    ),
+]
 SyntheticOpt = Annotated[
     str | None,
     typer.Option("--synthetic", help="Synthetic class: long-input-short-output, balanced, short-input-long-output."),

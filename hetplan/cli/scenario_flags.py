@@ -31,6 +31,7 @@ FLAG_FOR_FIELD = {
     "workload.synthetic.rate_per_s": "--rate/--goodput",
     "workload.rate_per_s": "--rate",
     "workload.synthetic.class": "--synthetic",
+    "workload.prefix_cache": "--prefix-cache",
 }
 
 
@@ -114,6 +115,13 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
                 base["workload"]["format"] = overrides["workload_format"]
             if overrides.get("rate") is not None:
                 base["workload"]["rate_per_s"] = overrides["rate"]
+            if overrides.get("prefix_cache") is not None:
+                base["workload"]["prefix_cache"] = overrides["prefix_cache"]
+        elif key == "prefix_cache":
+            if overrides.get("workload_path") is None and overrides.get("synthetic") is None:
+                if base.get("workload") is None:
+                    raise InputError("--prefix-cache needs a workload", fix="pass --workload TRACE or a scenario file")
+                base["workload"]["prefix_cache"] = value  # else set with --workload or --synthetic
         elif key == "synthetic":
             rate = overrides["rate"] if overrides.get("rate") is not None else overrides.get("goodput_req_per_s")
             if rate is None:
@@ -125,6 +133,8 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
             if overrides.get("workload_format") is not None:
                 raise InputError("--workload-format applies to trace files, not --synthetic", fix="drop it")
             base["workload"] = {"synthetic": {"class": value, "rate_per_s": rate}}
+            if overrides.get("prefix_cache") is not None:
+                base["workload"]["prefix_cache"] = overrides["prefix_cache"]
         elif key in ("workload_format", "rate"):
             if overrides.get("workload_path") is None and overrides.get("synthetic") is None:
                 workload = base.get("workload")

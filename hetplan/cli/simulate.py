@@ -45,7 +45,7 @@ from hetplan.units import parse_duration_s
 if TYPE_CHECKING:
     from hetplan.plan.types import Plan
     from hetplan.sim.run import SimRequest
-    from hetplan.workload.model import ClassSlo
+    from hetplan.workload.model import ClassSlo, RequestStream
 
 
 def _slo_value(text: str, cls: str, which: str) -> float:
@@ -152,6 +152,9 @@ def _request(
     window: str,
     max_requests: int | None,
     drain: str = "3600s",
+    prefix_cache: bool = True,
+    reuse_sessions: float | None = None,
+    reuse_system_prompt: int | None = None,
 ) -> "SimRequest":
     from hetplan.sim.engine import SimConfig
     from hetplan.sim.run import SimRequest, plan_cascade
@@ -166,6 +169,7 @@ def _request(
         if max_requests < 1:
             raise InputError(f"--max-requests must be >= 1, got {max_requests}", fix="pass e.g. --max-requests 1000")
         stream = stream.head(max_requests)
+    stream = _declared_reuse(stream, reuse_sessions, reuse_system_prompt)
     base = plan_cascade(plan)
     for label, value in (("--kappa", kappa), ("--q2", q2)):
         if value is not None and not math.isfinite(value):
@@ -178,8 +182,31 @@ def _request(
     drain_s = parse_duration_s(drain, "drain", 1.0, 1e9)
     return SimRequest(
         plan, stream, _class_slos(slo), _lower(policy), rate_scale, cascade,
-        SimConfig(_lower(router), seed, chunked, drain_s), window_s,
+        SimConfig(_lower(router), seed, chunked, drain_s, prefix_cache=prefix_cache), window_s,
     )  # fmt: skip
+
+
+def _declared_reuse(stream: "RequestStream", sessions: float | None, system_prompt: int | None) -> "RequestStream":
+    """``stream`` with block ids from the declared reuse model (:func:`hetplan.workload.prefix.declared_reuse`)
+    when ``--reuse-sessions`` or ``--reuse-system-prompt`` is given.
+
+    Raises:
+        InputError: a declared reuse for a trace with hash_ids, or a value out of range."""
+    if sessions is None and system_prompt is None:
+        return stream
+    from hetplan.workload.prefix import declared_reuse
+
+    if stream.prefix_blocks is not None:
+        raise InputError(
+            "--reuse-sessions/--reuse-system-prompt declare reuse for a trace without hash_ids",
+            "this trace has hash_ids: its own prefix blocks decide the hits",
+            "drop the --reuse-* options",
+        )
+    if sessions is not None and not (math.isfinite(sessions) and 0 <= sessions <= 1):
+        raise InputError(f"--reuse-sessions must be a share in [0, 1], got {sessions}", fix="pass e.g. 0.5")
+    if system_prompt is not None and not 0 <= system_prompt <= 10_000_000:
+        raise InputError(f"--reuse-system-prompt must be 0..10,000,000 tokens, got {system_prompt}", fix="e.g. 1024")
+    return stream.with_prefix_blocks(declared_reuse(stream.prompt_tokens, sessions or 0.0, system_prompt or 0))
 
 
 def _window_flags(
@@ -234,10 +261,26 @@ def simulate_cmd(
         rate_scale_option("Multiply the arrival rate (compress time); default 1. Not with --find-capacity."),
     ] = None,
     router: Annotated[
-        str, typer.Option("--router", help="round-robin (goodput-weighted), jsq or random.")
+        str,
+        typer.Option("--router", help="round-robin (goodput-weighted), jsq, random or prefix (cache locality + load)."),
     ] = "round-robin",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random router.")] = 0,
     chunked: Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill", help="Chunked prefill.")] = True,
+    prefix_cache: Annotated[
+        bool,
+        typer.Option(
+            "--prefix-cache/--no-prefix-cache",
+            help="Reuse cached prompt prefixes per instance when the trace has hash_ids or reuse is declared.",
+        ),
+    ] = True,
+    reuse_sessions: Annotated[
+        float | None,
+        typer.Option("--reuse-sessions", help="For a trace without hash_ids: share of requests continuing a session."),
+    ] = None,
+    reuse_system_prompt: Annotated[
+        int | None,
+        typer.Option("--reuse-system-prompt", help="For a trace without hash_ids: system-prompt tokens all share."),
+    ] = None,
     kappa: Annotated[
         float | None, typer.Option("--kappa", help="CASCADE safety coefficient (default: the plan's, else 1).")
     ] = None,
@@ -318,7 +361,7 @@ def simulate_cmd(
         goal = _target(target) if find_cap else None
         req = _request(
             plan_file, trace, class_column, slo, policy, 1.0 if rate_scale is None else rate_scale, router, seed,
-            chunked, kappa, q2, window, max_requests, drain,
+            chunked, kappa, q2, window, max_requests, drain, prefix_cache, reuse_sessions, reuse_system_prompt,
         )  # fmt: skip
         if goal is not None:
             with capacity_progress(err_console, enabled=not json_out) as progress:

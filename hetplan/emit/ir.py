@@ -218,6 +218,9 @@ class DeploymentIR:
     scale_up_gpus: int = DEFAULT_SCALE_UP_GPUS
     # the plan's prompt-length rule table (hetplan.routing), units named as here: the simulator routes by it too
     routing: RoutingTable | None = None
+    # the plan was sized with prefix reuse (its ``prefix_cache`` block, hetplan.planning.prefix): targets that can
+    # route for cache locality say how (llm-d: the endpoint picker's prefix-cache scorer)
+    prefix_cache: bool = False
 
     def routing_json(self) -> str | None:
         """The rule table as ``routing.json`` (sorted JSON, with the engine and version the plan was made for), or
@@ -473,6 +476,7 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         from_schedule=any(c.min_count is not None for c in plan.combos),
         perf_settings=perf,
         cascade=_cascade_json(plan),
+        prefix_cache=isinstance(plan.extra.get("prefix_cache"), dict),
         engine=engine_name,
         engine_version=engine_version,
         scale_up_gpus=int(planned.get("scale_up_gpus", DEFAULT_SCALE_UP_GPUS)),

@@ -9,6 +9,10 @@ Files (under ``llmd/``):
 - ``<unit>`` ``InferencePool`` (``inference.networking.k8s.io/v1``) in the same file, selecting that unit's serving
   pods and naming its endpoint picker ``<unit>-epp``; one pool per unit keeps prefill/decode pairing inside a combo.
 - ``README.md``: how to install the endpoint pickers and split traffic across pools by goodput share.
+- ``epp-prefix-scoring.yaml`` (a plan sized with prefix reuse only, :mod:`hetplan.planning.prefix`): a
+  ConfigMap holding an ``EndpointPickerConfig`` whose default profile scores endpoints by the Gateway API
+  Inference Extension's ``prefix-cache-scorer`` and ``queue-scorer`` at equal weights, the rule the simulator's
+  ``prefix`` router models (:mod:`hetplan.sim.router`), so that the reuse the plan counts on is routed for.
 
 Source: DESIGN §5 (target 3); llm-d labels (``llm-d.ai/inference-serving``, ``llm-d.ai/role``) and sidecar ports
 follow the llm-d-modelservice chart's values; the layout is hetplan's own reconstruction.
@@ -31,6 +35,7 @@ from hetplan.emit.common import (
 from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit, apportion
 from hetplan.emit.kubernetes import engine_container, pod_spec, worker_container
 from hetplan.errors import EmitRuleError
+from hetplan.io import to_yaml
 
 SIDECAR_VLLM_PORT = 8200
 EPP_PORT = 9002
@@ -184,5 +189,51 @@ def emit_llmd(ir: DeploymentIR) -> dict[str, str]:
     for u in ir.units:
         files[f"llmd/{u.name}.yaml"] = yaml_docs(ir, [_workload(ir, u), _pool(ir, u)])
     files.update(routing_files(ir, "llmd"))
-    files["llmd/README.md"] = _readme(ir) + routing_readme(ir)
+    files["llmd/README.md"] = _readme(ir) + routing_readme(ir) + (_prefix_note() if ir.prefix_cache else "")
+    if ir.prefix_cache:
+        files["llmd/epp-prefix-scoring.yaml"] = _prefix_scoring(ir)
     return files
+
+
+def _prefix_scoring(ir: DeploymentIR) -> str:
+    """The endpoint picker's scoring for cache locality (module docstring): a ConfigMap whose
+    ``epp-config.yaml`` is the ``EndpointPickerConfig`` (the config file the endpoint picker reads, as the
+    inference extension's chart mounts it)."""
+    config = {
+        "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+        "kind": "EndpointPickerConfig",
+        "plugins": [
+            {"type": "single-profile-handler"},
+            {"type": "prefix-cache-scorer"},
+            {"type": "queue-scorer"},
+            {"type": "max-score-picker"},
+        ],
+        "schedulingProfiles": [
+            {
+                "name": "default",
+                "plugins": [
+                    {"pluginRef": "prefix-cache-scorer", "weight": 1},
+                    {"pluginRef": "queue-scorer", "weight": 1},
+                    {"pluginRef": "max-score-picker"},
+                ],
+            }
+        ],
+    }
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(ir, f"{ir.name}-epp-prefix-scoring", {f"{LABEL}/deployment": ir.name}),
+        "data": {"epp-config.yaml": to_yaml(config)},
+    }
+    return yaml_docs(ir, [cm])
+
+
+def _prefix_note() -> str:
+    return (
+        "\n## Prefix caching\n\nThis plan was sized with prefix reuse (the plan's `prefix_cache`: the hit rates it "
+        "assumes and what it would cost without). Keep vLLM's automatic prefix caching on (its default) and route "
+        "for cache locality: the ConfigMap in `epp-prefix-scoring.yaml` holds an endpoint picker configuration "
+        "that scores endpoints by the `prefix-cache-scorer` and the "
+        "`queue-scorer` at equal weights. Merge its plugins into each pool's endpoint picker configuration (for "
+        "prefill/decode pools, into the profile that picks the prefill endpoint).\n"
+    )

@@ -75,15 +75,51 @@ reconstruction.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hetplan.perf.latency import InstanceModel, kv_transfer_s
 
+if TYPE_CHECKING:
+    from hetplan.perf.arch import ModelArch
+
 BISECT_STEPS = 40
 """Bisection steps of the capacity searches on [0, hi]: a relative precision of 2^-40 (about 1e-12)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PrefillReuse:
+    """Prefix-cache reuse for capacities: per cache size, the prompt lengths of the prefill work left.
+
+    An instance's cache is its KV capacity less ``reserve_tokens`` (the prompt being computed), in blocks of
+    ``block_tokens``; ``work_by_cache`` maps cache sizes (blocks) to the work lengths at that size, shape (n,)
+    each (:func:`prefill_work_tokens`), computed by the planner for every candidate instance
+    (:mod:`hetplan.planning.prefix`). An instance whose size is not listed takes the largest listed size below
+    its own (none: no reuse), which errs towards less reuse.
+    """
+
+    block_tokens: int
+    reserve_tokens: int
+    work_by_cache: Mapping[int, np.ndarray]
+
+    def cache_blocks(self, inst: InstanceModel) -> int:
+        """``inst``'s cache, blocks (module rule above)."""
+        return max(int(inst.kv_capacity_tokens) - self.reserve_tokens, 0) // self.block_tokens
+
+    def work_for(self, inst: InstanceModel, prompt_tokens: np.ndarray) -> np.ndarray:
+        """Shape (n,): the work lengths at ``inst``'s cache (``prompt_tokens`` when no listed size fits)."""
+        size = self.cache_blocks(inst)
+        fits = [k for k in self.work_by_cache if k <= size]
+        return self.work_by_cache[max(fits)] if fits else prompt_tokens
+
+    def take(self, index: np.ndarray) -> PrefillReuse:
+        """The requests ``index`` (a mask or indices) of every size's work."""
+        return PrefillReuse(
+            self.block_tokens, self.reserve_tokens, {k: v[index] for k, v in self.work_by_cache.items()}
+        )
 
 
 @dataclass(frozen=True)
@@ -94,11 +130,21 @@ class LengthStats:
         prompt_tokens: shape (n,) prompt lengths.
         output_tokens: shape (n,) output lengths (>= 1).
         quantile: SLO percentile as a fraction, e.g. 0.9.
+        prefill_reuse: prefix-cache reuse (:class:`PrefillReuse`): each instance's prefill is priced at the
+            prompt lengths of the work its own cache leaves; None: every prompt computed whole. Only prefill
+            service times read it; KV sizes, transfers and decode contexts use ``prompt_tokens``.
     """
 
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     quantile: float
+    prefill_reuse: PrefillReuse | None = None
+
+    def prefill_tokens(self, inst: InstanceModel) -> np.ndarray:
+        """Shape (n,): the prompt lengths ``inst``'s prefill service times are priced at (its prefix reuse)."""
+        return (
+            self.prompt_tokens if self.prefill_reuse is None else self.prefill_reuse.work_for(inst, self.prompt_tokens)
+        )
 
     @property
     def mean_prompt(self) -> float:
@@ -188,6 +234,7 @@ class ArrivalTrace:
             it, its gaps shrunk by ``rate_per_s / sized_rate_per_s``.
         output_tokens: shape (n,), the outputs in arrival order (>= 1), for the decode burst bound
             (:func:`fluid_decode_rate`); None: every request is taken to have the length sample's mean output.
+        prefill_reuse: as :attr:`LengthStats.prefill_reuse`, for these requests (None: no reuse).
     """
 
     arrival_s: np.ndarray
@@ -195,6 +242,13 @@ class ArrivalTrace:
     rate_per_s: float
     sized_rate_per_s: float
     output_tokens: np.ndarray | None = None
+    prefill_reuse: PrefillReuse | None = None
+
+    def prefill_tokens(self, inst: InstanceModel) -> np.ndarray:
+        """Shape (n,): the prompt lengths ``inst``'s prefill service times are priced at (its prefix reuse)."""
+        return (
+            self.prompt_tokens if self.prefill_reuse is None else self.prefill_reuse.work_for(inst, self.prompt_tokens)
+        )
 
     def decode_tokens(self, mean_output: float) -> np.ndarray:
         """Shape (n,): the tokens each request decodes after its first, ``o_i − 1`` (0 for a one-token output,
@@ -208,6 +262,26 @@ class ArrivalTrace:
     def gaps_s(self) -> np.ndarray:
         """Shape (n-1,): the gaps between arrivals at ``sized_rate_per_s``, seconds."""
         return np.diff(self.arrival_s) * (self.rate_per_s / self.sized_rate_per_s)
+
+
+def prefill_work_tokens(arch: ModelArch, prompt_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
+    """Shape (n,): the prompt length whose prefill FLOPs equal those of a prompt of ``prompt_tokens`` whose first
+    ``cached_tokens`` come from the prefix cache. With ``arch.prefill_flops(s) = a·s + c·s² + lm`` (read off at
+    s = 0, 1, 2), the work left is ``a·(S − h) + c·(S² − h²) + lm`` (the new tokens still attend to the cached
+    prefix), and the equal length solves ``a·s + c·s² = a·(S − h) + c·(S² − h²)``. Pricing that length with the
+    latency model keeps its memory floor and overhead per iteration. Source: hetplan's own reconstruction (the
+    simulator prices prefill chunks the same way, :mod:`hetplan.sim.deployment`)."""
+    f0, f1, f2 = (float(arch.prefill_flops(np.asarray(x, dtype=float), 1)) for x in (0, 1, 2))
+    a_lin = (4.0 * f1 - 3.0 * f0 - f2) / 2.0
+    c_quad = (f2 - 2.0 * f1 + f0) / 2.0
+    s = np.asarray(prompt_tokens, dtype=float)
+    h = np.minimum(np.asarray(cached_tokens, dtype=float), s - 1.0)
+    work = a_lin * (s - h) + c_quad * (s * s - h * h)
+    if c_quad > 0:
+        out: np.ndarray = (-a_lin + np.sqrt(a_lin * a_lin + 4.0 * c_quad * work)) / (2.0 * c_quad)
+    else:
+        out = work / a_lin
+    return np.where(h > 0, np.maximum(out, 1.0), s)
 
 
 def fluid_wait_s(work_s: np.ndarray, gaps_s: np.ndarray) -> np.ndarray:
@@ -283,18 +357,21 @@ rows are split into chunks (a long trace replayed for many instance options)."""
 
 
 def _idle_totals(
-    items: Sequence[tuple[InstanceModel, float]], prompt_tokens: np.ndarray
+    items: Sequence[tuple[InstanceModel, float]], prompt_tokens: np.ndarray, reuse: PrefillReuse | None = None
 ) -> tuple[np.ndarray, list[tuple[float, float]]]:
     """Per (instance, link) item: idle TTFT per prompt (prefill + KV transfer; shape (items, prompts), seconds),
-    and the prefill time's mean and second moment (s, s²), with one latency call per distinct instance.
-    Shared by :func:`prefill_capacities` and :func:`prefill_capacities_by_stats`. Source: hetplan's own."""
+    and the prefill time's mean and second moment (s, s²), with one latency call per distinct instance; the
+    prefill is priced at the work each instance's prefix cache leaves (``reuse``; None: the whole prompts), the
+    transfer at the whole prompt. Shared by :func:`prefill_capacities` and :func:`prefill_capacities_by_stats`.
+    Source: hetplan's own."""
     service_by_inst: dict[int, np.ndarray] = {}
     totals = np.empty((len(items), prompt_tokens.size))
     moments = []
     for i, (inst, link) in enumerate(items):
         service = service_by_inst.get(id(inst))
         if service is None:
-            service = np.asarray(inst.prefill_latency_s(prompt_tokens), dtype=float)
+            work = prompt_tokens if reuse is None else reuse.work_for(inst, prompt_tokens)
+            service = np.asarray(inst.prefill_latency_s(work), dtype=float)
             service_by_inst[id(inst)] = service
         kv = np.asarray(kv_transfer_s(inst.arch, prompt_tokens, link, inst.settings), dtype=float)
         totals[i] = service + kv
@@ -328,7 +405,7 @@ def prefill_capacities(
     trace_service_by_inst: dict[int, np.ndarray] = {}
     out: list[PrefillCapacity | None] = [None] * len(items)
     live: list[int] = []  # items whose idle TTFT meets the SLO
-    totals, moments = _idle_totals(items, stats.prompt_tokens)
+    totals, moments = _idle_totals(items, stats.prompt_tokens, stats.prefill_reuse)
     idle_all = np.percentile(totals, q * 100, axis=1) if items else np.zeros(0)
     for i, (mean_s, _) in enumerate(moments):
         if float(idle_all[i]) > ttft_slo_s:
@@ -350,7 +427,7 @@ def prefill_capacities(
             inst, link = items[i]
             t_all = trace_service_by_inst.get(id(inst))
             if t_all is None:
-                t_all = np.asarray(inst.prefill_latency_s(trace.prompt_tokens), dtype=float)
+                t_all = np.asarray(inst.prefill_latency_s(trace.prefill_tokens(inst)), dtype=float)
                 trace_service_by_inst[id(inst)] = t_all
             works.append(t_all)
             extras.append(np.asarray(kv_transfer_s(inst.arch, trace.prompt_tokens, link, inst.settings), dtype=float))
@@ -421,7 +498,7 @@ def prefill_capacities_by_stats(
     n_points = points or QUANTILE_POINTS
     q = stats[0].quantile if stats else 0.5
     for b, st in enumerate(stats):
-        totals, moments = _idle_totals(items, st.prompt_tokens)
+        totals, moments = _idle_totals(items, st.prompt_tokens, st.prefill_reuse)
         idle_all = np.percentile(totals, q * 100, axis=1) if items else np.zeros(0)
         keep = [i for i in range(len(items)) if float(idle_all[i]) <= ttft_slo_s]
         for i, (mean_s, _) in enumerate(moments):

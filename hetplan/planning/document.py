@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from hetplan import __version__
@@ -151,6 +151,9 @@ def build_plan(
     }
     if "mixed" in solved and solved["mixed"].milp_size is not None:
         doc["solver"]["mixed"] = mixed_solver_doc(solved["mixed"])
+    if req.prefix_reuse is not None:
+        step("solving again without prefix reuse")
+        doc["prefix_cache"] = prefix_cache_doc(req, workload, strategy, chosen, doc)
     if analysis:
         doc["analysis"] = analysis_of(planner, strategy, chosen, solved, progress)
     elif deferred is not None:
@@ -165,6 +168,41 @@ def build_plan(
         **({"perf_calibration_sha256": req.settings.calibration_sha256} if req.settings.calibration_sha256 else {}),
     }
     return doc
+
+
+def prefix_cache_doc(
+    req: PlanRequest, workload: Workload, strategy: str, chosen: Solved, doc: dict[str, Any]
+) -> dict[str, Any]:
+    """The plan's ``prefix_cache`` record: the reuse sizing assumed (:mod:`hetplan.planning.prefix`), the token
+    hit rates of the instance types that prefill in the plan ``doc`` (``plan_token_hit_rate``: combos' prefill
+    instances and aggregated instances), and ``strategy`` solved again with every prompt computed whole
+    (``without_reuse``: its $/h, GPUs and how much more it costs; its error's reason when no plan meets the target
+    then)."""
+    assert req.prefix_reuse is not None
+    plain = replace(
+        req,
+        stats=replace(req.stats, prefill_reuse=None),
+        arrivals=None if req.arrivals is None else replace(req.arrivals, prefill_reuse=None),
+        prefix_reuse=None,
+    )
+    other = Planner(plain, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean()))).solve(strategy)
+    if other.error is not None:
+        without: dict[str, Any] = {"status": "infeasible", "reason": other.error.why or other.error.what}
+    else:
+        without = {
+            "cost_per_hour": rnd(other.cost),
+            "gpus_used": dict(sorted(other.gpus_used().items())),
+            "extra_cost": rnd(other.cost / chosen.cost - 1.0, 4) if chosen.cost else None,
+        }
+    serving = {(c["prefill_gpu"], c["prefill_tp"]) for c in doc.get("combos") or []}
+    serving |= {(i["gpu"], i["tp"]) for i in doc.get("instances") or []}
+    rates = [r for r in req.prefix_reuse["by_instance"] if (r["gpu"], r["tp"]) in serving]
+    return {
+        **req.prefix_reuse,
+        "plan_token_hit_rate": [{"gpu": r["gpu"], "tp": r["tp"], "token_hit_rate": r["token_hit_rate"]} for r in rates],
+        "with_reuse_cost_per_hour": rnd(chosen.cost),
+        "without_reuse": without,
+    }
 
 
 AnalysisLater = Callable[..., dict[str, Any]]

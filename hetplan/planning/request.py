@@ -30,12 +30,13 @@ from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.deploy_rules import Deployment, canonical_connector
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
-from hetplan.perf.capacity import ArrivalTrace, LengthStats
+from hetplan.perf.capacity import ArrivalTrace, LengthStats, PrefillReuse, prefill_work_tokens
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings
 from hetplan.perf.user_calibration import with_calibration
 from hetplan.planning.dtypes import AUTOS, has_fp8_cores, model_dtype
+from hetplan.planning.prefix import apply_reuse, estimate_reuse, reuse_doc
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
@@ -81,18 +82,22 @@ def build_workload(scenario: Scenario) -> Workload:
 
 
 def build_whole_workload(scenario: Scenario) -> Workload:
-    """The scenario's whole workload (trace file or synthetic), whatever ``workload.holdout`` says."""
+    """The scenario's whole workload (trace file or synthetic), whatever ``workload.holdout`` says, with the prefix
+    block ids ``workload.prefix_cache`` and ``workload.reuse`` give (:func:`hetplan.planning.prefix.apply_reuse`)."""
     spec = scenario.workload
     if spec.synthetic is not None:
         s = spec.synthetic
-        return synthetic_workload(
-            s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median, s.output_tokens_median, s.sigma
+        return apply_reuse(
+            spec,
+            synthetic_workload(
+                s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median, s.output_tokens_median, s.sigma
+            ),
         )
     path = Path(scenario.resolve(spec.path) or "")
     display = path.name
     if path.is_file():
         display = f"{path.name} (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]})"
-    return load_workload(path, spec.format, spec.rate_per_s, display)
+    return apply_reuse(spec, load_workload(path, spec.format, spec.rate_per_s, display))
 
 
 def workload_sha256(scenario: Scenario) -> str | None:
@@ -266,9 +271,9 @@ MAX_ARRIVALS = 200_000
 """Most requests of a trace the burst-aware capacities replay (the first ones; hetplan.perf.capacity)."""
 
 
-def _arrivals(workload: Workload, sized_rate: float) -> ArrivalTrace | None:
+def _arrivals(workload: Workload, sized_rate: float, work: PrefillReuse | None = None) -> ArrivalTrace | None:
     """The workload's arrivals for the burst-aware capacities, replayed at ``sized_rate`` req/s (None without
-    timestamps or a rate)."""
+    timestamps or a rate); ``work``: the prefill work with prefix reuse (workload order)."""
     a = workload.arrival_s
     if a is None or a.size < 2 or not sized_rate > 0:
         return None
@@ -277,7 +282,8 @@ def _arrivals(workload: Workload, sized_rate: float) -> ArrivalTrace | None:
     span = float(a[-1] - a[0])
     if span <= 0:
         return None
-    return ArrivalTrace(a, p, a.size / span, sized_rate, o)  # the rate the verification scales from
+    w = None if work is None else work.take(order)
+    return ArrivalTrace(a, p, a.size / span, sized_rate, o, w)  # the rate the verification scales from
 
 
 def build_request(
@@ -402,7 +408,21 @@ def build_request(
     if window_note:
         warnings.append(window_note)
     prompt, output = workload.sample(MAX_SAMPLES)
-    arrivals = _arrivals(workload, float(goodput) * (1.0 + scenario.headroom))
+    settings = with_calibration(
+        PerfSettings.for_engine(scenario.engine, scenario.engine_version),
+        scenario.resolve(scenario.perf.calibration) if scenario.perf is not None else None,
+    )
+    # prefix caching (hetplan.planning.prefix): the hit rate at the planned cache size prices each prefill
+    source = "declared reuse" if scenario.workload.reuse is not None else "hash_ids"
+    reuse = estimate_reuse(workload, arch, tuple(chosen), tps, settings, source)
+    work = None
+    if reuse is not None:
+        work = PrefillReuse(reuse.block_tokens, reuse.reserve_tokens, {
+            k: prefill_work_tokens(arch, workload.prompt_tokens, v) for k, v in reuse.cached_by_cache.items()
+        })  # fmt: skip
+    index = workload.sample_index(MAX_SAMPLES)
+    work_sample = None if work is None else work if index is None else work.take(index)
+    arrivals = _arrivals(workload, float(goodput) * (1.0 + scenario.headroom), work)
     # --max-model-len: the longest request the plan keeps; every instance must hold it (hetplan.deploy_rules)
     longest = int((workload.prompt_tokens + workload.output_tokens).max()) if workload.prompt_tokens.size else 1
     deployment = Deployment(
@@ -412,7 +432,7 @@ def build_request(
     )
     req = PlanRequest(
         arch,
-        LengthStats(prompt, output, quantile),
+        LengthStats(prompt, output, quantile, work_sample),
         float(goodput),
         ttft,
         tpot,
@@ -423,10 +443,7 @@ def build_request(
         scenario.max_ratio,
         scenario.headroom,
         scenario.max_ilp_combos,
-        settings=with_calibration(
-            PerfSettings.for_engine(scenario.engine, scenario.engine_version),
-            scenario.resolve(scenario.perf.calibration) if scenario.perf is not None else None,
-        ),
+        settings=settings,
         arrivals=arrivals,
         deployment=deployment,
         offers=tuple(o for o in offers if o.gpu in prices),
@@ -434,6 +451,7 @@ def build_request(
         if scenario.allow_cross_provider
         else None,
         solve=solve,
+        prefix_reuse=None if reuse is None else reuse_doc(reuse),
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

@@ -47,6 +47,7 @@ def preempt(sim: Simulator, inst: Instance, now: float) -> None:
     sim.need[victim] = ctx
     sim.done_pref[victim] = 0
     sim.home[victim] = inst.idx
+    sim.pin[victim] = -1  # a recompute may run on any instance of the pool
     sim.enqueue(inst, victim)  # back to the pool's queue; starts no iteration here (one is being built)
 
 
@@ -137,6 +138,8 @@ def _admit(
             return False
         if sim.offload[rid] and sim.home[rid] != inst.idx:  # its KV is on another instance's host tier
             return True
+        if sim.pin[rid] >= 0 and sim.pin[rid] != inst.idx:  # the prefix router bound it to another instance
+            return True
         if need == 0:  # KV present (transferred or restored): joins decoding now
             ctx = sim.prompt[rid] + sim.gen[rid]
             if inst.kv_used + ctx + 1 > inst.cap:
@@ -164,16 +167,24 @@ def _admit(
             release_host(sim, inst, rid)
         if limit_tokens <= 0:
             return False
-        if need <= limit_tokens:
-            grant = need
+        # prefix caching (hetplan.sim.prefix): the prompt's leading blocks cached here are not computed again
+        prefix = sim.prefix
+        hit = prefix.match(inst, rid, sim.prompt[rid]) if prefix is not None and inst.role != "decode" else 0
+        left = need - hit
+        if left <= limit_tokens:
+            grant = left
         elif chunked and limit_tokens >= 1:
             grant = int(limit_tokens)
         elif state[0] == full and not pieces and n_dec == 0:
-            grant = need  # an over-long prompt runs alone
+            grant = left  # an over-long prompt runs alone
         else:
             return False
         if inst.kv_used + need + 1 > inst.cap:
             return False
+        if prefix is not None and inst.role != "decode":
+            prefix.use(inst, rid, sim.prompt[rid], hit)
+            sim.done_pref[rid] = hit  # the prefill continues after the cached prefix
+            inst.pool.qtok -= hit
         if sim.record and sim.first[rid] == _INF and sim.scheduled_s[rid] != sim.scheduled_s[rid]:
             sim.scheduled_s[rid] = now
             sim.estimate_s[rid] = sched.estimate_s(sim, inst, rid, now)

@@ -57,12 +57,14 @@ from array import array
 import numpy as np
 
 from hetplan.budget import charge_events, check_sim_start, events_exhausted, events_left
+from hetplan.errors import InputError
 from hetplan.sim.batching import start_iteration
 from hetplan.sim.deployment import Deployment
 from hetplan.sim.dispatch import make_pools, queue_in_pool
 from hetplan.sim.estimate import TtftEstimator
 from hetplan.sim.instance import ARRIVE, KV_DONE, STEP_END, Instance, Pool
 from hetplan.sim.predict import OutputPredictor
+from hetplan.sim.prefix import PrefixCaches
 from hetplan.sim.result import SimResult
 from hetplan.sim.router import ROUTERS, Router, SimConfig
 from hetplan.sim.scheduler import Scheduler
@@ -139,6 +141,7 @@ class Simulator:
         self.key = [0.0] * n
         self.offload = [0] * n  # KV kept by the scheduler on preemption: 0 none, 1 DRAM, 2 SSD
         self.home = [-1] * n  # the instance that preempted it last (holds an offloaded KV)
+        self.pin = [-1] * n  # the prefix router's instance for the request's prefill (-1: any of its pool)
         self.first = [_INF] * n
         self.last = [0.0] * n
         self.done = [_INF] * n
@@ -159,6 +162,15 @@ class Simulator:
         self.counters: dict[str, float] = dict.fromkeys(names, 0.0)
         self.preempted: list[int] = []
         self.router = Router(dep.routing_table(), self.cfg.router, self.cfg.seed)
+        # prefix caching (hetplan.sim.prefix): with the stream's block ids, unless the settings switch it off
+        blocks = stream.prefix_blocks
+        self.prefix = PrefixCaches(blocks, len(self.insts)) if blocks is not None and self.cfg.prefix_cache else None
+        if self.cfg.router == "prefix" and self.prefix is None:
+            raise InputError(
+                "the prefix router needs prefix caching",
+                "the trace has no hash_ids (and no declared reuse), or prefix caching is off",
+                "pass a trace with hash_ids or declare reuse, or pick another router",
+            )
         self.group_fit = [
             min(min(self.insts[i].cap for i in g.prefill), min(self.insts[i].cap for i in g.decode)) for g in dep.groups
         ]
@@ -213,7 +225,12 @@ class Simulator:
             self._client_next(now)
             return
         prompt = self.prompt[rid]
-        gi = self.router.pick(prompt)  # from the prompt length only: no router knows the output length
+        locality = self.prefix is not None and self.cfg.router == "prefix"
+        if locality:  # the prompt's cached blocks (hetplan.sim.prefix)
+            assert self.prefix is not None
+            gi = self.router.pick_prefix(prompt, self._cached_blocks(rid, prompt), (prompt - 1) // self.prefix.bt)
+        else:
+            gi = self.router.pick(prompt)  # from the prompt length only: no router knows the output length
         if prompt + 1 > self.group_fit[gi]:  # the prompt does not fit this group's KV: the roomiest that holds it
             fits = [k for k, cap in enumerate(self.group_fit) if cap >= prompt + 1]
             if not fits:
@@ -228,7 +245,32 @@ class Simulator:
         self.grp[rid] = gi
         self.router.outstanding[gi] += 1
         self.need[rid] = self.prompt[rid]
+        if locality:  # bound to the instance of the group (as finally chosen) that holds its prefix, if one does
+            self.pin[rid] = self._pin(gi, rid, prompt)
         self.dispatch(self.pools[gi][0], rid, now)
+
+    def _cached_blocks(self, rid: int, prompt: int) -> list[int]:
+        """Per group: the most leading blocks of ``rid``'s prompt cached on one of its prefill instances."""
+        assert self.prefix is not None
+        return [self.prefix.cached_blocks(rid, prompt, list(g.prefill)) for g in self.dep.groups]
+
+    def _pin(self, gi: int, rid: int, prompt: int) -> int:
+        """The prefix router inside group ``gi``: the prefill instance with the best score ``cached share − load
+        share`` (load: its outstanding requests over the pool's most), when that instance holds part of the
+        prompt's prefix; -1 (the pool's shared queue) when none does. A request that groups could route anywhere
+        is so bound to the cache that holds its prefix, as llm-d's endpoint picker binds it to a pod."""
+        assert self.prefix is not None
+        members = self.pools[gi][0].members
+        if len(members) < 2:
+            return -1
+        whole = (prompt - 1) // self.prefix.bt
+        cached = [self.prefix.cached_blocks(rid, prompt, [m.idx]) for m in members]
+        if not max(cached):
+            return -1
+        top = max(max(m.outstanding for m in members), 1)
+        score = [c / max(whole, 1) - m.outstanding / top for c, m in zip(cached, members, strict=True)]
+        best = max(range(len(members)), key=lambda k: (score[k], -k))
+        return members[best].idx if cached[best] else -1
 
     def start_decoding(self, inst: Instance, rid: int, now: float) -> None:
         """``rid`` (KV present, ``gen`` tokens so far) decodes from the next iteration on."""
@@ -274,6 +316,8 @@ class Simulator:
             inst.step_est_s += STEP_EWMA * (dur - inst.step_est_s)  # the measured time per output token
             inst.ctx_sum += n_dec
             inst.kv_used += n_dec
+            if self.prefix is not None:
+                self.prefix.trim(inst)  # the running batch grew: the cache shrinks to the room left
             fin = inst.finish_at.pop(inst.step_idx, None)
             if fin:
                 for rid in fin:
@@ -305,6 +349,9 @@ class Simulator:
 
     def _prefilled(self, inst: Instance, rid: int, now: float) -> None:
         need = self.need[rid]
+        self.pin[rid] = -1
+        if self.prefix is not None:
+            self.prefix.computed(inst, rid, self.prompt[rid])
         self.need[rid] = 0
         self.done_pref[rid] = 0
         if inst.role == "prefill":
@@ -386,6 +433,8 @@ class Simulator:
                 if not inst.busy:
                     start_iteration(self, inst, now)
         self.counters["events"] = events
+        if self.prefix is not None:
+            self.counters.update(self.prefix.counters())
         charge_events(events)
         return SimResult(
             np.array(self.first),

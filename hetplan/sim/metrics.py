@@ -237,12 +237,31 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
             "by_instance": {name: rnd(float(u), 4) for name, u in zip(res.instance_names, util, strict=True)},
         },
         "counters": {k: rnd(float(v), 8) for k, v in sorted(res.counters.items())},
+        **_prefix_cache(res.counters),
         "percentile_estimator": "numpy linear",
         "window_s": window_s,
         "time_series": windows,
         "drain_s": res.drain_s,
         "cut_off_reached": res.cut_off,
         "warnings": warnings,
+    }
+
+
+def _prefix_cache(counters: dict[str, float]) -> dict[str, Any]:
+    """``{"prefix_cache": {...}}`` when the run had prefix caching (:mod:`hetplan.sim.prefix`), else ``{}``:
+    hits, misses and evictions in blocks, the reused and looked-up prompt tokens and their ratio."""
+    if "prefix_hit_blocks" not in counters:
+        return {}
+    hit, looked = counters["prefix_hit_tokens"], counters["prefix_lookup_tokens"]
+    return {
+        "prefix_cache": {
+            "hit_blocks": int(counters["prefix_hit_blocks"]),
+            "miss_blocks": int(counters["prefix_miss_blocks"]),
+            "evicted_blocks": int(counters["prefix_evicted_blocks"]),
+            "hit_tokens": int(hit),
+            "lookup_tokens": int(looked),
+            "token_hit_rate": rnd(hit / looked, 5) if looked else 0.0,
+        }
     }
 
 

@@ -22,7 +22,8 @@ class SimResult:
             also produced their previous token on that instance (pooled ITL samples, token-weighted).
         entry_gap_s: ITL samples of tokens whose previous token came from elsewhere (transfer, preemption).
         busy_s: per instance, seconds spent in iterations. end_s: time of the last event.
-        counters: events, iterations, preemptions, restores, recomputes, tier-2 share statistics
+        counters: events, iterations, preemptions, restores, recomputes, prefix-cache totals (``prefix_*``,
+            :mod:`hetplan.sim.prefix`; only when prefix caching is on), tier-2 share statistics
             (``tier2_tokens`` / ``saturated_tokens``: Tier 2's prefill tokens and the token budget over the CASCADE
             iterations in which Tier 1 had more work than fitted).
         instance_names / instance_roles: per instance. preempted: request ids in the order they were preempted.

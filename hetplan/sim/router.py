@@ -12,10 +12,18 @@ go over all units, weighted by traffic share).
 - ``jsq``: join the shortest queue on up-to-date state, normalised: the group with the fewest outstanding
   requests (routed and not finished) per unit of weight.
 - ``random``: weighted random choice from an explicit seed (the simulator's only random choice).
+- ``prefix``: locality for prefix caching (:mod:`hetplan.sim.prefix`), scored as llm-d's endpoint picker combines
+  its prefix-cache scorer (the share of the request's prefix blocks an endpoint holds, 0..1) with a load scorer
+  at equal weights: each candidate group scores ``cached blocks / prompt blocks − load / max load`` (load:
+  outstanding requests per unit of weight, as ``jsq``), the highest wins (ties: the lower index). It sees the
+  prompt's block ids and which are cached on each group's prefill instances, as a precise-prefix router does.
+  Inside the group the same score picks the prefill instance and binds the request to it when that instance
+  holds part of the prefix (``Simulator._pin``); otherwise it waits in the group's shared queue as with the
+  other routers.
 
 Inside a group dispatch is work conserving: each role's instances serve one shared queue, so a request starts on
 the first instance of its role that can admit it (:mod:`hetplan.sim.dispatch`); the router's choice only matters
-between groups.
+between groups (except ``prefix``, below).
 
 Source: hetplan's own reconstruction (Cauchy routes by combo goodput; Mélange's size buckets as prompt ranges).
 """
@@ -29,7 +37,7 @@ from hetplan.errors import InputError
 from hetplan.routing import RoutingTable, WeightedRoundRobin
 from hetplan.sim.hostkv import HostKvTier
 
-ROUTERS = ("round-robin", "jsq", "random")
+ROUTERS = ("round-robin", "jsq", "random", "prefix")
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,7 @@ class SimConfig:
     """Settings of one simulation run.
 
     Attributes:
-        router: ``round-robin``, ``jsq`` or ``random``.
+        router: ``round-robin``, ``jsq``, ``random`` or ``prefix`` (needs prefix caching).
         seed: seed of the ``random`` router (the only random choice).
         chunked_prefill: split long prompts across iterations (vLLM V1's default).
         drain_s: simulated seconds allowed after the last arrival; requests still unfinished then are misses.
@@ -50,6 +58,7 @@ class SimConfig:
     chunked_prefill: bool = True
     drain_s: float = 3600.0
     host_kv: HostKvTier | None = None
+    prefix_cache: bool = True
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
@@ -99,6 +108,21 @@ class Router:
             k = min(range(len(cands)), key=lambda i: (self.outstanding[cands[i]] / max(ws[i], 1e-9), cands[i]))
             return cands[k]
         return self.rng.choices(cands, weights=ws)[0]
+
+    def pick_prefix(self, prompt_tokens: int, cached_blocks: list[int], prompt_blocks: int) -> int:
+        """The ``prefix`` router's group for a prompt of ``prompt_tokens`` (``prompt_blocks`` full blocks) with
+        ``cached_blocks[k]`` of its leading blocks cached on group k (module docstring)."""
+        index = self.table.range_index(prompt_tokens)
+        weights = self.table.weights(index)
+        cands = [k for k, w in enumerate(weights) if w > 0] if index >= 0 else list(range(len(weights)))
+        if len(cands) == 1:
+            return cands[0]
+        load = [self.outstanding[k] / max(weights[k], 1e-9) for k in cands]
+        top = max(max(load), 1e-9)
+        whole = max(prompt_blocks, 1)
+        score = [cached_blocks[k] / whole - load[i] / top for i, k in enumerate(cands)]
+        best = max(range(len(cands)), key=lambda i: (score[i], -cands[i]))
+        return cands[best]
 
 
 __all__ = ["ROUTERS", "Router", "SimConfig"]

@@ -27,6 +27,7 @@ from hetplan.sim.metrics import request_outcomes
 from hetplan.sim.policies import get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.result import SimResult
+from hetplan.sim.router import SimConfig
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run, run_simulation
 from hetplan.units import format_duration, rnd
 from hetplan.workload.context import apply_context_window, context_note
@@ -51,7 +52,7 @@ def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: 
         a miss is a q-percentile TTFT/TPOT above its SLO (unfinished and dropped requests count as infinite) or a
         joint attainment below q.
     """
-    req = SimRequest(plan, stream, policy=policy, rate_scale=rate_scale)
+    req = SimRequest(plan, stream, policy=policy, rate_scale=rate_scale, config=verify_config(stream))
     dep, scaled = prepare_run(req)
     m, _, res = run_simulation(req, dep, scaled)
     return _judge(plan, scaled, m, res)
@@ -87,6 +88,14 @@ def _judge(plan: Plan, scaled: RequestStream, m: dict[str, Any], res: SimResult)
     }
 
 
+def verify_config(stream: RequestStream) -> SimConfig:
+    """The simulator settings a verification runs with: the defaults, and the ``prefix`` router (cache locality,
+    :mod:`hetplan.sim.router`) when the stream has prefix blocks: a plan sized with prefix reuse counts on a router
+    that keeps a session's turns on the instance holding its prefix, as its llm-d emission configures
+    (:mod:`hetplan.emit.llmd`)."""
+    return SimConfig(router="prefix") if stream.prefix_blocks is not None else SimConfig()
+
+
 def _arrivals(plan: Plan, workload: Workload, seed: int = VERIFY_SEED) -> tuple[RequestStream, float, str, bool]:
     """The stream to replay, its own rate (req/s), how its arrivals were made, and whether it is a trace (real
     timestamps) rather than Poisson arrivals made here (from ``seed``)."""
@@ -116,6 +125,7 @@ def _fitting(workload: Workload, window: int) -> tuple[Workload, Any]:
             prompt_tokens=workload.prompt_tokens[fits],
             output_tokens=workload.output_tokens[fits],
             arrival_s=None if workload.arrival_s is None else workload.arrival_s[fits],
+            prefix_blocks=None if workload.prefix_blocks is None else workload.prefix_blocks.take(np.nonzero(fits)[0]),
         )
     return workload, ctx
 
@@ -371,6 +381,8 @@ class PlanCheck:
             "summary": verdict + (f"; {note} (refused ones left out)" if note else ""),
             "misses": misses,
             "warnings": m["warnings"],
+            # the simulated hits (hetplan.sim.prefix), under the router verify_config chose
+            **({"prefix_cache": {**m["prefix_cache"], "router": "prefix"}} if "prefix_cache" in m else {}),
         }
 
 
@@ -393,7 +405,7 @@ def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> 
     goodput × Jain; :func:`hetplan.sim.calibrate.calibrate_deployment`), as ``hetplan calibrate`` writes it."""
     from hetplan.sim.calibrate import calibrate_deployment
 
-    req = SimRequest(plan, stream, policy="cascade")
+    req = SimRequest(plan, stream, policy="cascade", config=verify_config(stream))
     dep, scaled = prepare_run(replace(req, rate_scale=rate_scale))
     return calibrate_deployment(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale)
 
@@ -542,7 +554,7 @@ class Replayer:
         self, plan: Plan, stream: RequestStream, policy: str, predictor: OutputPredictor | None = None
     ) -> None:
         self.plan, self.policy = plan, policy
-        self.req = SimRequest(plan, stream, policy=policy, predictor=predictor)
+        self.req = SimRequest(plan, stream, policy=policy, predictor=predictor, config=verify_config(stream))
         self.dep, self.stream = prepare_run(self.req)
         self.own = stream.n / stream.duration_s if stream.n > 1 else 1.0
         self.cache: dict[float, dict[str, Any]] = {}

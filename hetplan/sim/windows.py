@@ -15,7 +15,9 @@ preemptions, KV restores, recomputes, tier-2 tokens) are summed over the window 
 
 The router: ``round-robin`` and ``random`` pick a group without looking at the load, so each window starts its
 router in the state one long run has at its first request (:func:`router_states` replays the picks of the
-requests before it); ``jsq`` follows the load and starts afresh in each window.
+requests before it); ``jsq`` follows the load and starts afresh in each window, and so does ``prefix``. Prefix
+caches (:mod:`hetplan.sim.prefix`) start empty in each window and fill during its warm-up; their counters, like
+the others, are summed over the window runs.
 
 Error, and the tolerance the tests hold it to. With a warm-up longer than the time a request spends in the system
 (E2E p99 is 30-45 s on the bundled traces; the default warm-up is 60 s), a queue that drains between bursts
@@ -150,7 +152,9 @@ def _slice(stream: RequestStream, a: int, b: int) -> RequestStream:
     k = slice(a, b)
     return replace(stream, arrival_s=stream.arrival_s[k], prompt_tokens=stream.prompt_tokens[k],
                    output_tokens=stream.output_tokens[k], class_id=stream.class_id[k],
-                   ttft_slo_s=stream.ttft_slo_s[k], tpot_slo_s=stream.tpot_slo_s[k])  # fmt: skip
+                   ttft_slo_s=stream.ttft_slo_s[k], tpot_slo_s=stream.tpot_slo_s[k],
+                   prefix_blocks=None if stream.prefix_blocks is None else
+                   stream.prefix_blocks.take(np.arange(a, b)))  # fmt: skip
 
 
 def router_states(dep: Deployment, stream: RequestStream, config: SimConfig, at: list[int]) -> list[RouterState]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -85,6 +86,8 @@ class PlanRequest:
             instances of them (:mod:`hetplan.solvers.packing`) and ``prices``/``inventory`` only rank candidates.
         wan: set by ``--allow-cross-provider`` (with offers): combos may also put prefill and decode at different
             sites, their KV transfer over this link (:func:`cross_site_combos`); None: every combo in one site.
+        prefix_reuse: the prefix reuse ``stats``/``arrivals`` assume (their ``prefill_reuse``), as the plan's
+            ``prefix_cache`` record (:func:`hetplan.planning.prefix.reuse_doc`); None: no reuse.
     """
 
     arch: ModelArch
@@ -107,6 +110,7 @@ class PlanRequest:
     deployment: Deployment | None = None
     offers: tuple[Offer, ...] = ()
     wan: WanLink | None = None
+    prefix_reuse: dict[str, Any] | None = None
 
     @property
     def demand_req_per_s(self) -> float:
@@ -565,7 +569,7 @@ def predicted_latency(req: PlanRequest, cands: CandidateSet, combo: Combo, load_
     wait's quantile to the idle TTFT's: at p99 on long prompts a combo sized to 0.5 s printed 0.58 s.)"""
     opt = {o.key: o for o in cands.options}
     p = opt[(combo.prefill_gpu, combo.prefill_tp)]
-    service = np.asarray(p.model.prefill_latency_s(req.stats.prompt_tokens), dtype=float)
+    service = np.asarray(p.model.prefill_latency_s(req.stats.prefill_tokens(p.model)), dtype=float)
     settings = wan_settings(req) if combo.cross_site else req.settings  # a cross-site copy's KV crosses the WAN
     kv = np.asarray(kv_transfer_s(req.arch, req.stats.prompt_tokens, combo.link_bytes_per_s, settings))
     q = req.stats.quantile  # the n prefill instances share one queue (M/G/n, hetplan.perf.capacity)

@@ -89,7 +89,12 @@ def make_buckets(
                         output_edges[j],
                         output_edges[j + 1],
                         float(mask.mean()),
-                        LengthStats(p[mask], o[mask], stats.quantile),
+                        LengthStats(
+                            p[mask],
+                            o[mask],
+                            stats.quantile,
+                            None if stats.prefill_reuse is None else stats.prefill_reuse.take(mask),
+                        ),
                     )
                 )
     return buckets
@@ -97,7 +102,7 @@ def make_buckets(
 
 def aggregated_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: float, tpot_slo_s: float) -> float:
     """Highest arrival rate (req/s) one aggregated instance serves within both SLOs (module docstring)."""
-    service = np.asarray(inst.prefill_latency_s(stats.prompt_tokens), dtype=float)
+    service = np.asarray(inst.prefill_latency_s(stats.prefill_tokens(inst)), dtype=float)
     mean_s, second_s2 = float(service.mean()), float((service**2).mean())
     prefill_q = float(np.percentile(service, stats.quantile * 100))
     ctx = stats.decode_context
@@ -222,9 +227,12 @@ def _prefill_services(insts: list[InstanceModel], stats: list[LengthStats]) -> l
     model is element by element, so the values equal one call per sample; copies keep each array fresh)."""
     if not stats:
         return []
-    prompts = np.concatenate([np.asarray(st.prompt_tokens) for st in stats])
     edges = np.cumsum([0] + [np.asarray(st.prompt_tokens).size for st in stats])
-    every = [np.asarray(inst.prefill_latency_s(prompts), dtype=float) for inst in insts]
+    every = [
+        np.asarray(inst.prefill_latency_s(np.concatenate([np.asarray(st.prefill_tokens(inst)) for st in stats])),
+                   dtype=float)
+        for inst in insts
+    ]  # fmt: skip
     return [[e[edges[b] : edges[b + 1]].copy() for e in every] for b in range(len(stats))]
 
 
@@ -325,7 +333,7 @@ def _burst_capped(
     times. The bounds of all types are found in one batched search
     (:func:`hetplan.perf.capacity.fluid_prefill_rates`)."""
     assert req.arrivals is not None
-    services = [np.asarray(inst.prefill_latency_s(req.arrivals.prompt_tokens), dtype=float) for inst in insts]
+    services = [np.asarray(inst.prefill_latency_s(req.arrivals.prefill_tokens(inst)), dtype=float) for inst in insts]
     zeros = [np.zeros_like(s) for s in services]
     bounds = fluid_prefill_rates(services, zeros, req.arrivals, req.ttft_slo_s, req.stats.quantile)
     out = []

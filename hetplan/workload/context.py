@@ -114,6 +114,7 @@ def served_workload(workload: Workload, window_tokens: int, model_name: str) -> 
             if workload.arrival_rate_per_s is None
             else round(float(workload.arrival_rate_per_s), 4),
         },
+        prefix_blocks=None if workload.prefix_blocks is None else workload.prefix_blocks.take(np.nonzero(keep)[0]),
     )
     return served, f"{model_name}'s {note}; the plan sizes for the requests as served"
 

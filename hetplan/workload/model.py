@@ -19,6 +19,7 @@ import pandas as pd
 
 from hetplan.errors import InputError
 from hetplan.io import MAX_NUMBER, MAX_SPAN_S
+from hetplan.workload.prefix import BlockHashes
 
 MAX_TOKENS = 10_000_000
 
@@ -42,6 +43,8 @@ class Workload:
             when requests were refused or outputs cut at the model's window: ``requests_total`` (before),
             ``refused``, ``truncated``, ``window_tokens`` and ``arrival_rate_per_s`` (req/s of the whole trace,
             refused requests included); None otherwise.
+        prefix_blocks: each request's prefix block ids (a Mooncake trace's ``hash_ids``,
+            :mod:`hetplan.workload.prefix`), in the trace's order; None when the trace has none.
     """
 
     name: str
@@ -54,6 +57,7 @@ class Workload:
     arrival_s: np.ndarray | None = field(default=None, repr=False)
     clock_start_s: float | None = field(default=None, repr=False)
     over_context: dict[str, Any] | None = field(default=None, repr=False)
+    prefix_blocks: BlockHashes | None = field(default=None, repr=False)
 
     @property
     def n_requests(self) -> int:
@@ -82,11 +86,18 @@ class Workload:
 
     def sample(self, max_requests: int) -> tuple[np.ndarray, np.ndarray]:
         """Deterministic subsample (every k-th request after sorting by index) of at most ``max_requests``."""
+        idx = self.sample_index(max_requests)
+        if idx is None:
+            return self.prompt_tokens, self.output_tokens
+        return self.prompt_tokens[idx], self.output_tokens[idx]
+
+    def sample_index(self, max_requests: int) -> np.ndarray | None:
+        """The request indices :meth:`sample` keeps, shape (max_requests,); None when it keeps every request."""
         n = self.n_requests
         if n <= max_requests:
-            return self.prompt_tokens, self.output_tokens
-        idx = np.linspace(0, n - 1, max_requests).round().astype(int)
-        return self.prompt_tokens[idx], self.output_tokens[idx]
+            return None
+        idx: np.ndarray = np.linspace(0, n - 1, max_requests).round().astype(int)
+        return idx
 
 
 def _tokens(values: Any, column: str, source: str, minimum: int) -> np.ndarray:
@@ -125,6 +136,7 @@ def make_workload(
     prompt_column: str = "prompt tokens",
     output_column: str = "output tokens",
     clock_start_s: float | None = None,
+    prefix_blocks: BlockHashes | None = None,
 ) -> Workload:
     """A validated :class:`Workload` from parsed columns (``times_s``: arrival times in seconds, or None); the
     rate defaults to (requests − 1) / span of the timestamps; outputs of 0 tokens count as 1.
@@ -153,8 +165,9 @@ def make_workload(
             rate_per_s = (times_s.size - 1) / duration
     arrival = None if times_s is None else np.asarray(times_s, dtype=float) - float(np.min(times_s))
     return Workload(
-        name, source, attribution, rate_per_s, duration, prompt_tokens, output_tokens, arrival, clock_start_s
-    )
+        name, source, attribution, rate_per_s, duration, prompt_tokens, output_tokens, arrival, clock_start_s,
+        prefix_blocks=prefix_blocks,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -176,6 +189,8 @@ class RequestStream:
         class_names: one name per class, sorted.
         ttft_slo_s / tpot_slo_s: shape (n,), each request's SLOs, seconds.
         source: human-readable description of the files.
+        prefix_blocks: each request's prefix block ids in stream order (:mod:`hetplan.workload.prefix`), or None
+            (no prefix caching in the simulator).
     """
 
     arrival_s: np.ndarray
@@ -186,6 +201,7 @@ class RequestStream:
     ttft_slo_s: np.ndarray
     tpot_slo_s: np.ndarray
     source: str
+    prefix_blocks: BlockHashes | None = None
 
     @property
     def n(self) -> int:
@@ -221,6 +237,7 @@ class RequestStream:
             ttft[self.class_id],
             tpot[self.class_id],
             self.source,
+            self.prefix_blocks,
         )
 
     def scaled(self, rate_scale: float) -> RequestStream:
@@ -240,7 +257,20 @@ class RequestStream:
             self.ttft_slo_s,
             self.tpot_slo_s,
             self.source,
+            self.prefix_blocks,
         )
+
+    def with_prefix_blocks(self, blocks: BlockHashes | None) -> RequestStream:
+        """A copy with ``blocks`` as the requests' prefix block ids (stream order), or None for no prefix caching.
+
+        Raises:
+            InputError: ``blocks`` holds a different number of requests."""
+        if blocks is not None and blocks.n != self.n:
+            raise InputError(f"prefix blocks for {blocks.n} requests given to a stream of {self.n}", fix="report this")
+        return RequestStream(
+            self.arrival_s, self.prompt_tokens, self.output_tokens, self.class_id, self.class_names,
+            self.ttft_slo_s, self.tpot_slo_s, self.source, blocks,
+        )  # fmt: skip
 
     def head(self, max_requests: int) -> RequestStream:
         """The first ``max_requests`` requests."""
@@ -254,6 +284,7 @@ class RequestStream:
             self.ttft_slo_s[k],
             self.tpot_slo_s[k],
             self.source,
+            None if self.prefix_blocks is None else self.prefix_blocks.take(np.arange(min(max_requests, self.n))),
         )
 
 
@@ -265,8 +296,10 @@ def make_stream(
     ttft_slo_s: float = 2.0,
     tpot_slo_s: float = 0.1,
     source: str = "in memory",
+    prefix_blocks: BlockHashes | None = None,
 ) -> RequestStream:
-    """Build a stream from arrays (sorted by arrival, stable; ties keep the given order).
+    """Build a stream from arrays (sorted by arrival, stable; ties keep the given order); ``prefix_blocks`` (in the
+    given order) are reordered with the requests.
 
     Raises:
         InputError: arrays of different lengths, no requests, negative times or non-positive lengths.
@@ -291,6 +324,7 @@ def make_stream(
         np.full(a.size, ttft_slo_s),
         np.full(a.size, tpot_slo_s),
         source,
+        None if prefix_blocks is None else prefix_blocks.take(order),
     )
 
 
@@ -307,7 +341,10 @@ def stream_from_workload(wl: Workload, seed: int = 0) -> RequestStream:
             raise InputError(f"workload {wl.name} has neither timestamps nor a rate", fix="give the workload a rate")
         rng = np.random.default_rng(seed)
         arrival = np.cumsum(rng.exponential(1.0 / wl.arrival_rate_per_s, wl.n_requests))
-    return make_stream(arrival, wl.prompt_tokens, wl.output_tokens, [wl.name] * wl.n_requests, source=wl.source)
+    return make_stream(
+        arrival, wl.prompt_tokens, wl.output_tokens, [wl.name] * wl.n_requests, source=wl.source,
+        prefix_blocks=wl.prefix_blocks,
+    )  # fmt: skip
 
 
 __all__ = [

@@ -4,7 +4,8 @@ Formats:
 
 - Azure CSV (``TIMESTAMP, ContextTokens, GeneratedTokens``; Patel et al., Splitwise, ISCA 2024, CC-BY-4.0);
   date-time stamps, so traces keep their real offsets when mixed.
-- Mooncake JSONL (``timestamp`` in ms, ``input_length``, ``output_length``; ``hash_ids`` ignored); relative times.
+- Mooncake JSONL (``timestamp`` in ms, ``input_length``, ``output_length``, optional ``hash_ids``: one id per
+  512-token prompt block, kept as :class:`~hetplan.workload.prefix.BlockHashes` for prefix caching); relative times.
 - Length-only CSV (e.g. ShareGPT stats: ``num_prefill_tokens, num_decode_tokens``); no times, the rate must be
   given (the planner only; the simulator replays arrival times).
 
@@ -27,6 +28,7 @@ conversation + code stream follows CASCADE's evaluation set-up).
 from __future__ import annotations
 
 import warnings
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,7 @@ import pandas as pd
 from hetplan.errors import InputError
 from hetplan.io import MAX_SPAN_S, check_input_file, load_json
 from hetplan.workload.model import RequestStream, Workload, make_stream, make_workload
+from hetplan.workload.prefix import MOONCAKE_BLOCK_TOKENS, BlockHashes, concat_block_hashes
 
 AZURE_ATTRIBUTION = "Azure LLM inference trace 2023 (Patel et al., Splitwise, ISCA 2024), CC-BY-4.0"
 MOONCAKE_ATTRIBUTION = "Mooncake trace (kvcache-ai/Mooncake, FAST'25), Apache-2.0"
@@ -153,8 +156,20 @@ def _check_span(what: object, span_s: float) -> None:
 
 
 def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: str | None = None) -> Workload:
-    """Read a Mooncake JSONL trace (``timestamp`` ms, ``input_length``, ``output_length``)."""
+    """Read a Mooncake JSONL trace (``timestamp`` ms, ``input_length``, ``output_length``, optional ``hash_ids``).
+
+    ``hash_ids`` (a list of whole numbers per record, one per 512-token prompt block) are kept as the workload's
+    ``prefix_blocks`` when every record has them; a trace where some records have them and others not is refused.
+
+    Raises:
+        InputError: unreadable, a record without the fields, ``hash_ids`` not a list of whole numbers in int64
+            range or longer than the prompt's blocks, or ``hash_ids`` on some records only.
+    """
     times, prompt, output = [], [], []
+    flat = array("q")  # every record's hash_ids, packed as they are read (no list per request is kept)
+    ends = array("q")
+    with_ids = 0
+    fix = "each line needs timestamp (ms), input_length, output_length (and hash_ids: a list of block ids, or none)"
     try:
         with open(path, encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -165,16 +180,23 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: st
                     times.append(float(row["timestamp"]) / 1e3)
                     prompt.append(row["input_length"])
                     output.append(row["output_length"])
+                    ids = row.get("hash_ids")
+                    if ids is not None:
+                        _check_hash_ids(ids, row["input_length"])
+                        with_ids += 1
+                        flat.extend(ids)
+                        ends.append(len(flat))
+                    if with_ids not in (0, len(prompt)):
+                        raise ValueError("hash_ids on some records only (every record or none must have them)")
                 except InputError as exc:
                     problem = exc.what.removeprefix(f"{path}:{lineno}").lstrip(": ")
                     raise InputError(
                         f"{path}:{lineno} is not a Mooncake record ({problem}{': ' + exc.why if exc.why else ''})",
-                        fix="each line needs timestamp (ms), input_length, output_length",
+                        fix=fix,
                     ) from None
-                except (KeyError, TypeError, ValueError, OverflowError) as exc:
+                except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
                     raise InputError(
-                        f"{path}:{lineno} is not a Mooncake record ({type(exc).__name__}: {exc})",
-                        fix="each line needs timestamp (ms), input_length, output_length",
+                        f"{path}:{lineno} is not a Mooncake record ({type(exc).__name__}: {exc})", fix=fix
                     ) from None
     except OSError as exc:
         raise InputError(f"cannot read workload {path}", str(exc), "check the path") from None
@@ -190,7 +212,30 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: st
         rate_per_s,
         "input_length",
         "output_length",
+        prefix_blocks=_packed(flat, ends) if with_ids and with_ids == len(prompt) else None,
     )
+
+
+def _packed(flat: array[int], ends: array[int]) -> BlockHashes:
+    """:class:`BlockHashes` (512-token blocks) from the ids read one after the other and each record's end."""
+    offsets = np.zeros(len(ends) + 1, dtype=np.int64)
+    offsets[1:] = np.frombuffer(ends, dtype=np.int64)
+    return BlockHashes(np.frombuffer(flat, dtype=np.int64).copy(), offsets, MOONCAKE_BLOCK_TOKENS)
+
+
+def _check_hash_ids(ids: object, prompt: object) -> None:
+    """``hash_ids`` of one record: a list of whole numbers within int64, no more than the prompt's 512-token blocks.
+
+    Raises:
+        ValueError: naming the problem."""
+    if not isinstance(ids, list) or any(isinstance(h, bool) or not isinstance(h, int) for h in ids):
+        raise ValueError("hash_ids must be a list of whole numbers")
+    if any(not -(2**63) <= h < 2**63 for h in ids):
+        raise ValueError("hash_ids out of the int64 range")
+    if isinstance(prompt, int) and not isinstance(prompt, bool) and len(ids) > -(-prompt // MOONCAKE_BLOCK_TOKENS):
+        raise ValueError(
+            f"{len(ids)} hash_ids for a prompt of {prompt} tokens (at most one per {MOONCAKE_BLOCK_TOKENS} tokens)"
+        )
 
 
 def read_length_csv(path: Path, rate_per_s: float | None = None, display: str | None = None) -> Workload:
@@ -303,6 +348,7 @@ def read_stream(
     if not paths:
         raise InputError("no trace given", fix="pass --trace FILE")
     arrivals, prompts, outputs, labels, starts, formats = [], [], [], [], [], []
+    blocks: list[BlockHashes | None] = []
     seen: dict[Path, str] = {}
     stems: dict[str, str] = {}
     for path in map(Path, paths):  # checks that need no parsing come first
@@ -342,6 +388,7 @@ def read_stream(
         formats.append(fmt)
         starts.append(wl.clock_start_s if fmt == "azure" and wl.clock_start_s is not None else 0.0)
         arrivals.append(wl.arrival_s)
+        blocks.append(wl.prefix_blocks)
         prompts.append(wl.prompt_tokens)
         outputs.append(wl.output_tokens)
         labels.append(_class_labels(path, class_column, wl.n_requests) if class_column else
@@ -365,7 +412,16 @@ def read_stream(
         ttft_slo_s,
         tpot_slo_s,
         " + ".join(sorted(str(Path(p).name) for p in paths)),
+        prefix_blocks=_mixed_blocks(blocks, order),
     )
+
+
+def _mixed_blocks(blocks: list[BlockHashes | None], order: np.ndarray) -> BlockHashes | None:
+    """The files' prefix block ids in the mixed stream's ``order`` (ids of different files never match); None
+    unless every file has them."""
+    if not blocks or any(b is None for b in blocks):
+        return None
+    return concat_block_hashes([b for b in blocks if b is not None]).take(order)
 
 
 __all__ = [

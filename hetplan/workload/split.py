@@ -24,6 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from hetplan.workload.model import Workload
+from hetplan.workload.prefix import BlockHashes
 
 #: Fewest requests either part of a time split must hold; a shorter trace is not split (verified in sample only).
 MIN_SPLIT_REQUESTS = 50
@@ -60,7 +61,16 @@ def _part(workload: Workload, keep: np.ndarray, name: str) -> Workload:
         duration_s=duration if arrival is not None else workload.duration_s,
         arrival_rate_per_s=rate,
         clock_start_s=clock,
+        prefix_blocks=_blocks(workload, keep),
     )
+
+
+def _blocks(workload: Workload, rows: np.ndarray) -> BlockHashes | None:
+    """The prefix block ids of ``rows`` (a boolean mask or indices), or None without them."""
+    if workload.prefix_blocks is None:
+        return None
+    index = np.nonzero(rows)[0] if rows.dtype == bool else rows
+    return workload.prefix_blocks.take(index)
 
 
 def time_split(workload: Workload, holdout: float) -> tuple[Workload, Workload] | None:
@@ -128,6 +138,7 @@ def redraw_windows(workload: Workload, seed: int, window_s: float = REDRAW_WINDO
         if duration > 0 and _own_rate(workload)
         else workload.arrival_rate_per_s,
         clock_start_s=None,
+        prefix_blocks=_blocks(workload, rows),
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
-from tests.conftest import FIXTURES
+from tests.conftest import EXAMPLES, FIXTURES
 from tests.helpers import cli
 
 runner = CliRunner()
@@ -342,3 +342,34 @@ def test_find_capacity_refuses_a_trace_arriving_at_one_instant(tmp_path, rows):
     r = invoke("simulate", PLAN, "--trace", trace, "--find-capacity")
     assert r.exit_code == 2, r.output
     assert "arrivals span some time" in r.output and "Traceback" not in r.output
+
+
+def test_simulate_reports_prefix_cache_hits_and_switches_them_off():
+    trace = EXAMPLES / "data" / "mooncake_reuse_493.jsonl"
+    on = invoke("simulate", PLAN, "--trace", trace, "--max-requests", "120", "--json")
+    off = invoke("simulate", PLAN, "--trace", trace, "--max-requests", "120", "--json", "--no-prefix-cache")
+    assert on.exit_code == 0 and off.exit_code == 0, on.output + off.output
+    pc = json.loads(on.stdout)["prefix_cache"]
+    assert pc["hit_blocks"] > 0 and pc["hit_tokens"] == pc["hit_blocks"] * 512
+    assert "prefix_cache" not in json.loads(off.stdout)
+    text = invoke("simulate", PLAN, "--trace", trace, "--max-requests", "120", "--router", "prefix")
+    assert text.exit_code == 0 and "prefix cache:" in text.stdout and "block hits" in text.stdout
+
+
+def test_simulate_declared_reuse_and_its_errors():
+    r = invoke("simulate", PLAN, "--trace", TRACE, "--json", "--reuse-system-prompt", "1024")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["prefix_cache"]["hit_blocks"] > 0  # every prompt over 1,024 tokens shares 2 blocks
+    bad = invoke("simulate", PLAN, "--trace", EXAMPLES / "data" / "mooncake_reuse_493.jsonl", "--reuse-sessions", "0.5")
+    assert bad.exit_code != 0 and "trace without hash_ids" in bad.output and "Traceback" not in bad.output
+    r = invoke("simulate", PLAN, "--trace", TRACE, "--router", "prefix")
+    assert r.exit_code != 0 and "prefix router needs prefix caching" in r.output
+
+
+def test_plan_prefix_cache_flag_is_checked():
+    scenario = EXAMPLES / "llama31-8b-mooncake.yaml"  # its trace sample has no hash_ids
+    r = invoke("plan", scenario, "--prefix-cache", "sometimes")
+    assert r.exit_code == 2 and "workload.prefix_cache (--prefix-cache)" in r.output, r.output
+    r = invoke("plan", scenario, "--prefix-cache", "on")
+    assert r.exit_code == 2 and "prefix_cache is on but the workload has no prefix blocks" in r.output, r.output
+    assert "Traceback" not in r.output

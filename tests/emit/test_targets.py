@@ -246,3 +246,19 @@ def test_llmd_decode_pods_carry_the_routing_sidecar(emitted):
     pool = [d for d in all_docs(files, "llmd/") if d["kind"] == "InferencePool"][0]
     assert pool["spec"]["targetPorts"] == [{"number": 8000}]
     assert pool["spec"]["selector"]["matchLabels"]["llm-d.ai/inference-serving"] == "true"
+
+
+def test_llmd_routes_for_cache_locality_only_for_a_plan_sized_with_prefix_reuse():
+    import yaml
+
+    plan = two_combo_plan()
+    assert not any("prefix" in p for p in files_of(plan, targets=("llmd",)))
+    plan["prefix_cache"] = {"source": "hash_ids", "by_instance": []}  # what a plan sized with reuse carries
+    files = files_of(plan, targets=("llmd",))
+    (cm,) = docs(files["llmd/epp-prefix-scoring.yaml"])
+    config = yaml.safe_load(cm["data"]["epp-config.yaml"])
+    assert config["kind"] == "EndpointPickerConfig"
+    scorers = {p["pluginRef"]: p.get("weight") for p in config["schedulingProfiles"][0]["plugins"]}
+    assert scorers["prefix-cache-scorer"] == scorers["queue-scorer"] == 1
+    assert "## Prefix caching" in files["llmd/README.md"]
+    assert validate_files(files).ok

@@ -124,6 +124,9 @@ def render_plan(doc: dict[str, Any], console: Console, verbose: bool = False) ->
     if isinstance(v, dict) and v.get("verdict"):  # the simulated check in full (hetplan.sim.verify)
         console.print(f"simulated on the trace: {escape(v['verdict'])}", highlight=False)
         console.print(capacity_line(v), highlight=False, markup=False)
+    pc = doc.get("prefix_cache")
+    if isinstance(pc, dict):  # prefix reuse in sizing (hetplan.planning.prefix)
+        console.print(prefix_cache_line(pc, doc["strategy"]), highlight=False, markup=False)
     s = doc["solver"]
     if verbose:
         console.print(
@@ -321,6 +324,26 @@ def _plan_table(title: str, part: dict[str, Any], q: str, console: Console) -> N
     console.print("GPUs: " + ", ".join(f"{n} x {g}" for g, n in part["gpus_used"].items()))
 
 
+def prefix_cache_line(pc: dict[str, Any], strategy: str) -> str:
+    """The plan's prefix-reuse assumption and what the strategy would cost without reuse, in one sentence."""
+    without = pc["without_reuse"]
+    if without.get("status") == "infeasible":
+        other = f"without reuse no {strategy} plan meets the target ({without['reason']})"
+    else:
+        extra = without.get("extra_cost")
+        more = "" if extra is None else f", {extra * 100:+.1f} %"
+        other = f"without reuse it would cost ${without['cost_per_hour']:.2f}/h{more}"
+    rates = pc.get("plan_token_hit_rate") or []
+    assumed = "no reuse on this plan's prefill instances" if not rates else (
+        ", ".join(f"{r['token_hit_rate'] * 100:.1f} % ({r['gpu']} TP{r['tp']})" for r in rates)
+        + " of prompt tokens reused on this plan's prefill instances"
+    )  # fmt: skip
+    return (
+        f"prefix cache ({pc['source']}): sizing assumes {assumed} (each instance type's KV room as an LRU cache); "
+        f"the analytic {strategy} plan costs ${pc['with_reuse_cost_per_hour']:.2f}/h, {other}"
+    )
+
+
 def capacity_line(v: dict[str, Any]) -> str:
     """The capacity against the target, e.g. ``capacity (the most it holds at 90 % joint attainment): simulated
     5.99 req/s, 1.20x the 5 req/s target; analytic 6.84 req/s (the planner's model; simulated 0.88x)``.
@@ -405,6 +428,15 @@ def render_verification(v: dict[str, Any], console: Console) -> None:
             + (f" ({'; '.join(caps)})" if caps else "")
             + f"; {kept}: ${r['usd_per_hour_before']:,.2f}/h -> ${r['usd_per_hour_after']:,.2f}/h "
             f"({tried})",
+            highlight=False,
+            markup=False,
+        )
+    pc = v.get("prefix_cache")
+    if isinstance(pc, dict):  # the simulated prefix-cache hits (hetplan.sim.prefix)
+        console.print(
+            f"verify: prefix cache in simulation ({pc.get('router', 'round-robin')} router): "
+            f"{pc['token_hit_rate'] * 100:.1f} % of prompt tokens reused, "
+            f"{pc['hit_blocks']:,} block hits, {pc['miss_blocks']:,} misses, {pc['evicted_blocks']:,} evictions",
             highlight=False,
             markup=False,
         )

@@ -82,6 +82,14 @@ def render_metrics(m: dict[str, Any], console: Console) -> None:
         f"({int(k['restores'])} KV restores, {int(k['recomputes'])} recomputes)",
         highlight=False,
     )
+    pc = m.get("prefix_cache")
+    if pc is not None:  # the trace had prefix block ids (hetplan.sim.prefix)
+        console.print(
+            f"prefix cache: {pc['token_hit_rate'] * 100:.1f}% of prompt tokens reused ({pc['hit_tokens']:,} of "
+            f"{pc['lookup_tokens']:,}); {pc['hit_blocks']:,} block hits, {pc['miss_blocks']:,} misses, "
+            f"{pc['evicted_blocks']:,} evictions",
+            highlight=False,
+        )
     w = m.get("windowed")
     if w is not None:  # hetplan simulate --windows
         slowest = max(x["wall_s"] for x in w["per_window"])
