@@ -54,8 +54,15 @@ class PerfSettings:
         gpu_memory_utilization: the engine's memory fraction: vLLM ``--gpu-memory-utilization`` (of total memory,
             default 0.9), SGLang ``--mem-fraction-static``, TensorRT-LLM ``free_gpu_memory_fraction`` (of what is
             free after weights); :func:`hetplan.perf.engines.kv_free_gib` applies it.
-        activation_reserve_gib: per-GPU runtime reserve outside the engine's profiled activations (CUDA context,
-            communication buffers, CUDA graphs), GiB; the engine's default (:mod:`hetplan.perf.engines`).
+        activation_reserve_gib: per-GPU non-torch memory outside the engine's profiled activations at TP1 (CUDA
+            context, cuBLAS workspaces), GiB; the engine's default (:mod:`hetplan.perf.engines`); TP > 1 adds the
+            NCCL buffers (:func:`hetplan.perf.engines.comm_buffer_gib`). Calibrate from vLLM's ``non_torch`` log.
+        cudagraph_reserve_gib: CUDA-graph memory taken out of the KV budget, GiB: 0 for vLLM 0.12 (graphs are
+            captured after the KV cache is sized); vLLM 0.21+ logs "Estimated CUDA graph memory": put it here.
+        sampler_bytes_per_logit: bytes per vocabulary entry and sequence of the sampler's profiling pass
+            (:data:`hetplan.perf.engines.SAMPLER_BYTES_PER_LOGIT`).
+        max_model_len_tokens: the engine's ``--max-model-len`` (prompt + output of one request), tokens; ``None`` =
+            the model's context window.
         block_size_tokens: KV block size (vLLM default 16).
         max_num_seqs: cap on the decode batch (vLLM ``--max-num-seqs``).
         max_num_batched_tokens: cap on tokens in one prefill iteration (vLLM ``--max-num-batched-tokens``).
@@ -71,7 +78,10 @@ class PerfSettings:
     default: GpuEfficiency = field(default_factory=GpuEfficiency)
     gpu_overrides: tuple[tuple[str, GpuEfficiency], ...] = ()
     gpu_memory_utilization: float = 0.9
-    activation_reserve_gib: float = 2.0
+    activation_reserve_gib: float = 0.35
+    cudagraph_reserve_gib: float = 0.0
+    sampler_bytes_per_logit: float = 41.2
+    max_model_len_tokens: int | None = None
     block_size_tokens: int = 16
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
