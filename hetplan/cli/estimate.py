@@ -25,6 +25,7 @@ from hetplan.cli.options import (
 from hetplan.cli.render.format import print_warnings
 from hetplan.errors import InputError
 from hetplan.io import to_json
+from hetplan.perf.settings import engine_settings
 
 
 def _closed_loop_row(
@@ -40,6 +41,7 @@ def _closed_loop_row(
     concurrency: int,
     isl: int | None,
     osl: int | None,
+    knobs: dict[str, Any],
 ) -> dict[str, Any]:
     if isl is None or osl is None:
         raise InputError("--concurrency needs --isl and --osl", fix="pass e.g. --concurrency 32 --isl 1024 --osl 1024")
@@ -47,10 +49,13 @@ def _closed_loop_row(
 
     row = {"engine": engine, "model": model, "gpu": gpu, "tp": tp, "pp": pp, "ep": ep, "dp_attention": dp_attention,
            "weight_dtype": weight_dtype, "kv_dtype": kv_dtype or "", "concurrency": concurrency, "isl": isl,
-           "osl": osl}  # fmt: skip
+           "osl": osl, **{k: v for k, v in knobs.items() if v is not None}}  # fmt: skip
     out = estimate_points([row])[0]
     if "error" in out:
-        raise InputError(out["error"], fix="check --model, --gpu, --tp/--ep/--dp-attention and the dtypes")
+        fix = "check --model, --gpu, --tp/--ep/--dp-attention and the dtypes"
+        if "max_model_len" in out["error"] or "KV cache" in out["error"]:
+            fix = "change the engine knob or the lengths the message names"
+        raise InputError(out["error"], fix=fix)
     return out
 
 
@@ -102,6 +107,35 @@ def estimate(
     ] = None,
     weight_dtype: Annotated[str, weight_dtype_option()] = "bf16",
     kv_dtype: Annotated[str | None, kv_dtype_option()] = None,
+    gpu_memory_utilization: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-memory-utilization",
+            help="The engine's memory fraction in (0, 1] (vLLM --gpu-memory-utilization, SGLang "
+            "--mem-fraction-static, TensorRT-LLM free_gpu_memory_fraction; default: the engine's).",
+        ),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-batched-tokens",
+            help="Tokens in one engine step (prefill chunk); sizes the activation reserve (default: the engine's).",
+        ),
+    ] = None,
+    max_num_seqs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-seqs", help="Sequences in one engine step; sizes the sampler reserve (default: the engine's)."
+        ),
+    ] = None,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(
+            "--max-model-len",
+            help="Longest request (prompt + output) the engine accepts, tokens (default: the model's window); "
+            "like vLLM, refused when the KV cache cannot hold one such request.",
+        ),
+    ] = None,
     json_out: JsonFlag = False,
     profile_files: Annotated[
         list[Path] | None,
@@ -123,9 +157,16 @@ def estimate(
     if model is None or gpu is None:
         run_guarded(lambda: _missing("--model" if model is None else "--gpu"))
     assert model is not None and gpu is not None
+    knobs: dict[str, Any] = {
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "max_num_seqs": max_num_seqs,
+        "max_model_len": max_model_len,
+    }
+    settings = run_guarded(lambda: engine_settings(engine, **knobs))
     if concurrency is not None:
         out = run_guarded(lambda: run_with_timeout(timeout, lambda: _closed_loop_row(
-            engine, model, gpu, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl
+            engine, model, gpu, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl, knobs
         ), "estimate"))  # fmt: skip
         if json_out:
             typer.echo(to_json(out), nl=False)
@@ -146,6 +187,7 @@ def estimate(
                 output_tokens,
                 weight_dtype,
                 kv_dtype or _default_kv(engine, weight_dtype),
+                settings=settings,
                 profiles=list(profile_files or []),
                 engine=engine,
             ),

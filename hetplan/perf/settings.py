@@ -25,7 +25,7 @@ Source: DESIGN §2 for the model shape; the defaults are hetplan's own calibrati
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -120,3 +120,50 @@ class PerfSettings:
             if name == gpu_name:
                 return eff
         return self.default
+
+
+def engine_settings(
+    engine: str,
+    version: str = "",
+    gpu_memory_utilization: float | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    max_model_len: int | None = None,
+) -> PerfSettings:
+    """:meth:`PerfSettings.for_engine` with the engine knobs a user sets (``None`` keeps the engine's default).
+
+    Raises:
+        InputError: an unknown engine, or a knob out of range, naming the field and its range.
+    """
+    import math
+
+    from hetplan.errors import InputError
+
+    base = PerfSettings.for_engine(engine, version)
+    if gpu_memory_utilization is not None and not (
+        math.isfinite(gpu_memory_utilization) and 0 < gpu_memory_utilization <= 1
+    ):
+        raise InputError(
+            f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}",
+            fix="pass a fraction such as 0.9 (--gpu-memory-utilization / scenario gpu_memory_utilization)",
+        )
+    for name, value in (
+        ("max_num_batched_tokens", max_num_batched_tokens),
+        ("max_num_seqs", max_num_seqs),
+        ("max_model_len", max_model_len),
+    ):
+        if value is not None and not 1 <= value <= 1 << 24:
+            raise InputError(
+                f"{name} must be a whole number in [1, {1 << 24:,}], got {value}",
+                fix=f"pass --{name.replace('_', '-')} 1 or more",
+            )
+    changes: dict[str, object] = {}
+    if gpu_memory_utilization is not None:
+        changes["gpu_memory_utilization"] = float(gpu_memory_utilization)
+    if max_num_batched_tokens is not None:
+        changes["max_num_batched_tokens"] = int(max_num_batched_tokens)
+    if max_num_seqs is not None:
+        changes["max_num_seqs"] = int(max_num_seqs)
+    if max_model_len is not None:
+        changes["max_model_len_tokens"] = int(max_model_len)
+    return replace(base, **changes)  # type: ignore[arg-type]
