@@ -33,7 +33,7 @@ from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import ArrivalTrace, LengthStats
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
-from hetplan.perf.settings import PerfSettings
+from hetplan.perf.settings import PerfSettings, engine_settings
 from hetplan.planning.dtypes import AUTO, has_fp8_cores, model_dtype
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
@@ -391,7 +391,10 @@ def build_request(
     if dropped:
         warnings.append(f"TP {', '.join(map(str, dropped))} skipped: does not divide the {heads} attention heads")
     # the engine's over-context rule (hetplan.workload.context): refused prompts out, outputs cut at the window
-    workload, window_note = served_workload(workload, arch.spec.max_position_embeddings, arch.spec.name)
+    window = arch.spec.max_position_embeddings
+    if scenario.max_model_len_tokens is not None and scenario.max_model_len_tokens < window:
+        window = scenario.max_model_len_tokens
+    workload, window_note = served_workload(workload, window, arch.spec.name)
     if window_note:
         warnings.append(window_note)
     prompt, output = workload.sample(MAX_SAMPLES)
@@ -401,7 +404,9 @@ def build_request(
     deployment = Deployment(
         kv_connector=canonical_connector(scenario.kv_connector),
         block_size_tokens=PerfSettings().block_size_tokens,
-        max_model_len_tokens=max(1, longest),
+        max_model_len_tokens=max(1, longest)
+        if scenario.max_model_len_tokens is None
+        else min(scenario.max_model_len_tokens, arch.spec.max_position_embeddings),
     )
     req = PlanRequest(
         arch,
@@ -416,7 +421,14 @@ def build_request(
         scenario.max_ratio,
         scenario.headroom,
         scenario.max_ilp_combos,
-        settings=PerfSettings.for_engine(scenario.engine, scenario.engine_version),
+        settings=engine_settings(
+            scenario.engine,
+            scenario.engine_version,
+            scenario.gpu_memory_utilization,
+            scenario.max_num_batched_tokens,
+            scenario.max_num_seqs,
+            scenario.max_model_len_tokens,
+        ),
         arrivals=arrivals,
         deployment=deployment,
         offers=tuple(o for o in offers if o.gpu in prices),
