@@ -93,6 +93,8 @@ def test_simulator_refuses_requests_over_the_plans_max_model_len_like_over_the_w
     dep = replace(dep, settings=replace(dep.settings, max_model_len_tokens=4096))
     ctx = apply_context_window(stream.prompt_tokens, stream.output_tokens, 4096)
     m = summarize(stream, Simulator(dep, stream, get_scheduler("fcfs")).run())
-    assert m["dropped_over_context"] == ctx.n_refused > apply_context_window(
-        stream.prompt_tokens, stream.output_tokens, 8192
-    ).n_refused
+    assert (
+        m["dropped_over_context"]
+        == ctx.n_refused
+        > apply_context_window(stream.prompt_tokens, stream.output_tokens, 8192).n_refused
+    )
