@@ -109,6 +109,12 @@ def estimate(
             "lower --prompt-tokens, --context-tokens or --output-tokens",
         )
     max_len = inst.settings.max_model_len_tokens
+    if max_len is not None and max_len > window:
+        raise InputError(
+            f"max_model_len {max_len:,} exceeds {inst.arch.spec.name}'s window of {window:,}",
+            "vLLM refuses a max_model_len beyond the model's max_position_embeddings",
+            f"pass --max-model-len {window:,} or less",
+        )
     if max_len is not None and max_len > inst.kv_capacity_tokens:
         raise OutOfMemoryError(
             f"max_model_len {max_len:,} exceeds the {inst.kv_capacity_tokens:,} tokens of KV cache of "

@@ -315,6 +315,8 @@ def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
             window = arch.spec.max_position_embeddings
             if pt.isl + pt.osl > window:
                 raise InputError(f"isl + osl = {pt.isl + pt.osl:,} exceeds {arch.spec.name}'s window of {window:,}")
+            if pt.max_model_len is not None and pt.max_model_len > window:
+                raise InputError(f"max_model_len {pt.max_model_len:,} exceeds {arch.spec.name}'s window of {window:,}")
             try:
                 check_request_fits(
                     pt.isl, pt.osl, mem.kv_capacity_tokens, pt.max_model_len, f"{gpu.name} TP {pt.tp} x PP {pt.pp}"

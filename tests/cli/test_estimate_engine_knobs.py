@@ -58,3 +58,10 @@ def test_request_that_can_never_fit_is_refused_with_the_numbers() -> None:
     assert "can never fit" in closed.output and "queue for a slot" not in closed.output
     over = _run("--concurrency", "4", "--isl", "3000", "--osl", "400", "--max-model-len", "2048")
     assert over.exit_code != 0 and "exceeds max_model_len 2,048" in over.output
+
+
+def test_max_model_len_beyond_the_model_window_is_refused() -> None:
+    res = _run("--max-model-len", "200000")
+    assert res.exit_code != 0 and "max_model_len 200,000 exceeds Llama-3.1-8B's window of 131,072" in res.output
+    closed = _run("--concurrency", "1", "--isl", "100", "--osl", "10", "--max-model-len", "200000")
+    assert closed.exit_code != 0 and "exceeds Llama-3.1-8B's window" in closed.output
