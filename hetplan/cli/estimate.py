@@ -25,7 +25,6 @@ from hetplan.cli.options import (
 from hetplan.cli.render.format import print_warnings
 from hetplan.errors import InputError
 from hetplan.io import to_json
-from hetplan.perf.settings import engine_settings
 
 
 def _closed_loop_row(
@@ -163,6 +162,8 @@ def estimate(
         "max_num_seqs": max_num_seqs,
         "max_model_len": max_model_len,
     }
+    from hetplan.perf.settings import engine_settings
+
     settings = run_guarded(lambda: engine_settings(engine, **knobs))
     if concurrency is not None:
         out = run_guarded(lambda: run_with_timeout(timeout, lambda: _closed_loop_row(
