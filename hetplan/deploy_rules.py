@@ -186,15 +186,19 @@ def check_fit(x: InstanceShape, dep: Deployment) -> Finding | None:
     if capacity >= need_tokens:
         return None
     s = inst.settings
-    need = inst.weights_gib_per_gpu + s.activation_reserve_gib
-    have = inst.gpu.hbm_gib * s.gpu_memory_utilization
+    from hetplan.perf.engines import visible_memory_gib
+
+    visible = visible_memory_gib(inst.gpu)
     return Finding(
         "fit",
         f"{x.where}: {x.model.spec.name} and one {need_tokens}-token sequence do not fit",
-        f"weights + activation reserve {need:.1f} GiB per GPU of {have:.1f} GiB usable "
-        f"({inst.gpu.hbm_gib:g} GiB x {s.gpu_memory_utilization:g}) leave KV room for {capacity} tokens, "
+        f"weights {inst.weights_gib_per_gpu:.1f} + activations {inst.activation_gib_per_gpu:.1f} "
+        f"(max_num_batched_tokens {s.max_num_batched_tokens}, max_num_seqs {s.max_num_seqs}) + non-torch "
+        f"{inst.runtime_gib_per_gpu:.1f} GiB per GPU of {visible * s.gpu_memory_utilization:.1f} GiB usable "
+        f"({visible:g} GiB x {s.gpu_memory_utilization:g}, {s.engine}) leave KV room for {capacity} tokens, "
         f"fewer than --max-model-len {need_tokens}",
-        "raise TP or PP, quantize, or pick a GPU with more memory",
+        "raise TP or PP, quantize, or pick a GPU with more memory (or raise gpu_memory_utilization, lower "
+        "max_num_batched_tokens or max_num_seqs, or lower max_model_len_tokens)",
     )
 
 

@@ -305,6 +305,34 @@ class Scenario(_Strict):
         "dtype_search). Default: engine alone.",
     )
     engine_version: str = Field(default="", description="Engine version recorded in the plan (empty: the fitted one).")
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="The engine's memory fraction (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, "
+        "TensorRT-LLM free_gpu_memory_fraction); sizes the KV cache and is emitted (default: the engine's).",
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=1 << 24,
+        description="Tokens in one engine step: the prefill chunk of the step model and the activation reserve of "
+        "the memory budget; emitted (default: the engine's).",
+    )
+    max_num_seqs: int | None = Field(
+        default=None,
+        ge=1,
+        le=1 << 20,
+        description="Sequences in one engine step: caps the decode batch and sizes the sampler reserve; emitted "
+        "(default: the engine's).",
+    )
+    max_model_len_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=1 << 24,
+        description="The engine's --max-model-len: requests longer (prompt + output) are dropped and reported like "
+        "requests over the model's window (default: the longest request the workload keeps).",
+    )
     workload: WorkloadSpec = Field(description="The traffic: a trace file or a synthetic distribution.")
     goodput_req_per_s: float | None = Field(
         default=None,

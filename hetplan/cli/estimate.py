@@ -50,6 +50,7 @@ def _closed_loop_row(
     concurrency: int,
     isl: int | None,
     osl: int | None,
+    knobs: dict[str, Any],
     calibration: Path | None = None,
 ) -> dict[str, Any]:
     if isl is None or osl is None:
@@ -58,10 +59,13 @@ def _closed_loop_row(
 
     row = {"engine": engine, "model": model, "gpu": gpu, "tp": tp, "pp": pp, "ep": ep, "dp_attention": dp_attention,
            "weight_dtype": weight_dtype, "kv_dtype": kv_dtype or "", "concurrency": concurrency, "isl": isl,
-           "osl": osl}  # fmt: skip
+           "osl": osl, **{k: v for k, v in knobs.items() if v is not None}}  # fmt: skip
     out = _calibrated(estimate_points([row]), calibration)[0]
     if "error" in out:
-        raise InputError(out["error"], fix="check --model, --gpu, --tp/--ep/--dp-attention and the dtypes")
+        fix = "check --model, --gpu, --tp/--ep/--dp-attention and the dtypes"
+        if "max_model_len" in out["error"] or "KV cache" in out["error"]:
+            fix = "change the engine knob or the lengths the message names"
+        raise InputError(out["error"], fix=fix)
     return out
 
 
@@ -188,6 +192,35 @@ def estimate(
     ] = None,
     weight_dtype: Annotated[str, weight_dtype_option()] = "bf16",
     kv_dtype: Annotated[str | None, kv_dtype_option()] = None,
+    gpu_memory_utilization: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-memory-utilization",
+            help="The engine's memory fraction in (0, 1] (vLLM --gpu-memory-utilization, SGLang "
+            "--mem-fraction-static, TensorRT-LLM free_gpu_memory_fraction; default: the engine's).",
+        ),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-batched-tokens",
+            help="Tokens in one engine step (prefill chunk); sizes the activation reserve (default: the engine's).",
+        ),
+    ] = None,
+    max_num_seqs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-seqs", help="Sequences in one engine step; sizes the sampler reserve (default: the engine's)."
+        ),
+    ] = None,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(
+            "--max-model-len",
+            help="Longest request (prompt + output) the engine accepts, tokens (default: the model's window); "
+            "like vLLM, refused when the KV cache cannot hold one such request.",
+        ),
+    ] = None,
     json_out: JsonFlag = False,
     perf_calibration: PerfCalibrationOpt = None,
     profile_files: Annotated[
@@ -213,6 +246,15 @@ def estimate(
     if model is None or gpu is None:
         run_guarded(lambda: _missing("--model" if model is None else "--gpu"))
     assert model is not None and gpu is not None
+    knobs: dict[str, Any] = {
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "max_num_seqs": max_num_seqs,
+        "max_model_len": max_model_len,
+    }
+    from hetplan.perf.settings import engine_settings
+
+    settings = run_guarded(lambda: engine_settings(engine, **knobs))
     if gpus is not None:
         if concurrency is not None:
             run_guarded(lambda: _conflict())
@@ -225,7 +267,7 @@ def estimate(
         return
     if concurrency is not None:
         out = run_guarded(lambda: run_with_timeout(timeout, lambda: _closed_loop_row(
-            engine, model, gpu, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl,
+            engine, model, gpu, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl, knobs,
             perf_calibration,
         ), "estimate"))  # fmt: skip
         if json_out:
@@ -248,7 +290,7 @@ def estimate(
                 weight_dtype,
                 kv_dtype or _default_kv(engine, weight_dtype),
                 profiles=list(profile_files or []),
-                settings=_settings(engine, perf_calibration),
+                settings=_settings(settings, perf_calibration),
                 engine=engine,
             ),
             "estimate",
@@ -290,14 +332,13 @@ def estimate(
     print_warnings(console, est.warnings)
 
 
-def _settings(engine: str, calibration: Path | None) -> Any:
-    """The engine's settings with ``--perf-calibration``'s corrections (None without a calibration file)."""
+def _settings(settings: Any, calibration: Path | None) -> Any:
+    """The engine's ``settings`` (its knobs set) with ``--perf-calibration``'s corrections."""
     if calibration is None:
-        return None
-    from hetplan.perf.settings import PerfSettings
+        return settings
     from hetplan.perf.user_calibration import with_calibration
 
-    return with_calibration(PerfSettings.for_engine(engine), calibration)
+    return with_calibration(settings, calibration)
 
 
 def _default_kv(engine: str, weight_dtype: str) -> str:

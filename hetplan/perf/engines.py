@@ -18,12 +18,15 @@ Memory rules (per GPU; ``visible`` is the memory the CUDA runtime reports, :func
 - **TensorRT-LLM** (``free_after_weights``): after weights and runtime buffers are allocated, the KV cache takes
   ``free_gpu_memory_fraction`` of the *free* memory: KV = fraction x (visible - weights - activations - runtime).
 
-The activation term is hetplan's own reconstruction: the profiling pass holds the widest intermediate tensors of one
-layer for every batched token (``(4 d + 2 d_ff_per_gpu) x 2 bytes`` for a dense layer, the routed experts' top-k
-copies for MoE) plus the sampler's fp32 logits for ``max_num_seqs`` sequences (``3`` copies: logits, probabilities,
-sorted); its constants were chosen so that the vLLM rule reproduces the capacities vLLM logs (tests/unit/
-test_engines.py: Qwen3-235B-A22B-FP8 TP4 on H100, 178,880 tokens). Calibrate ``runtime_reserve_gib`` for your own
-stack from the ``non-torch`` figure of vLLM's start-up log.
+The vLLM terms follow its profiling run (``gpu_model_runner.profile_run``): the activation peak is the larger of one
+layer's forward pass over ``max_num_batched_tokens`` tokens and the sampler's dummy run over ``max_num_seqs``
+full-vocabulary rows (:func:`activation_gib`); non-torch memory is a TP1 base plus the TP group's NCCL buffers
+(:data:`NON_TORCH_GIB`, :func:`comm_buffer_gib`); CUDA graphs are captured after the KV cache is sized in vLLM 0.12
+(``cudagraph_reserve_gib`` = 0) and the KV cache is whole blocks. Checked against vLLM's own logs within 5 % on an
+RTX 3090, an A100-80GB and an H100 (tests/unit/test_kv_capacity_logs.py cites each). Calibrate: from a start-up
+log with ``VLLM_LOGGING_LEVEL=DEBUG`` read ``non_torch`` into ``PerfSettings.activation_reserve_gib``, the torch
+peak increase at small ``max_num_batched_tokens`` divided by ``min(max_num_seqs, tokens) x vocabulary`` into
+``sampler_bytes_per_logit``, and vLLM 0.21+'s "Estimated CUDA graph memory" into ``cudagraph_reserve_gib``.
 
 Sources: vLLM engine arguments (``--gpu-memory-utilization``, ``--max-num-seqs``, ``--max-num-batched-tokens``,
 ``--block-size``); SGLang server arguments (``--mem-fraction-static``, ``--page-size``, ``--chunked-prefill-size``,
@@ -44,6 +47,10 @@ if TYPE_CHECKING:
     from hetplan.perf.arch import ModelArch
 
 ENGINE_NAMES = ("vllm", "sglang", "trtllm")
+NON_TORCH_GIB = 0.35
+"""Non-torch memory of one vLLM worker at TP1 (CUDA context, cuBLAS workspaces), GiB: ``non_torch_memory=0.35GiB``
+in vLLM's RTX 3090 log (vllm-project/vllm issue 10517). Calibrate from the ``non_torch`` figure of your own log
+(``PerfSettings.activation_reserve_gib``); TP > 1 adds :func:`comm_buffer_gib`."""
 DRIVER_RESERVED_GIB = 0.42
 """Memory the driver keeps out of what the CUDA runtime reports as total, GiB, for GPUs without a measured
 ``usable_memory_gib``: an RTX 3090 (24 GiB) reports 23.58 GiB to vLLM (hetplan's own calibration on that one log)."""
@@ -89,7 +96,7 @@ ENGINES: dict[str, EngineRules] = {
         block_size_tokens=16,
         max_num_seqs=256,
         max_num_batched_tokens=8192,
-        runtime_reserve_gib=2.0,
+        runtime_reserve_gib=NON_TORCH_GIB,
         chunked_prefill=True,
         fp8_kv_with_quantized_weights=False,
         flag_fraction="--gpu-memory-utilization",
@@ -154,29 +161,64 @@ def visible_memory_gib(gpu: GpuSpec) -> float:
     return max(float(gpu.hbm_gib) - DRIVER_RESERVED_GIB, 0.0)
 
 
-ACTIVATION_COPIES_LOGITS = 5.0
-"""fp32 vocabulary-wide buffers the sampler's profiling pass holds per sequence (logits, probabilities, sorted
-values and their int64 indices): hetplan's own reconstruction."""
+SAMPLER_BYTES_PER_LOGIT = 41.2
+"""Bytes the sampler's profiling pass holds per vocabulary entry and sequence (the lm-head output, its fp32 copy,
+temperature-scaled logits, sorted values with int64 indices, probabilities, the exponential draw), calibrated on
+vLLM's log of Meta-Llama-3-8B on an H100 (vllm-project/vllm pull 10511: a 1.26 GiB activation peak at TP1 *and*
+TP2 for 256 sequences x 128,256 entries, i.e. the sampler, not the forward pass, sets it). Override per run with
+``PerfSettings.sampler_bytes_per_logit``."""
+
+COMM_BUFFER_GIB = {1: 0.0, 2: 342 / 1024, 4: 392 / 1024}
+"""NCCL buffers per GPU by TP degree, GiB (TP 8 and beyond: the TP 4 figure): ``misc.nccl_mem`` of the measured
+system files of NVIDIA's AIConfigurator (``shared/data/measured/kernels/systems/*.yaml``, Apache-2.0), which call
+them an unofficial correction to tune."""
 
 
-def activation_gib(arch: ModelArch, tp: int, max_num_batched_tokens: int, max_num_seqs: int) -> float:
-    """Peak activation memory per GPU of a profiling forward pass over ``max_num_batched_tokens`` tokens, GiB.
+def comm_buffer_gib(tp: int) -> float:
+    """NCCL / all-reduce buffers per GPU for a TP group of ``tp`` GPUs, GiB (:data:`COMM_BUFFER_GIB`)."""
+    if tp <= 1:
+        return 0.0
+    return COMM_BUFFER_GIB[2] if tp == 2 else COMM_BUFFER_GIB[4]
 
-    Per token, in 16 bits: the residual stream and attention buffers (``4 x hidden``) and the widest MLP
-    intermediate on this GPU (gate and up, ``2 x d_ff / tp``; MoE: the fused-MoE workspaces of the top-k routed
-    copies, ``top-k x (3 x d_expert / tp + hidden)``); plus the sampler's fp32 vocabulary-wide buffers for
-    ``max_num_seqs`` sequences (:data:`ACTIVATION_COPIES_LOGITS` of them; sampling runs on the full vocabulary on
-    every rank). Source: hetplan's own reconstruction (module docstring).
+
+def forward_peak_bytes_per_token(arch: ModelArch, tp: int) -> float:
+    """Peak bytes per batched token of one layer's forward pass on one GPU (16-bit activations).
+
+    Dense MLP: while the down projection runs, the layer input, the residual and the output (``3 x hidden``) and
+    the gate/up output with its activated half (``3 x d_ff / tp``) are alive; MoE: the top-k routed copies'
+    fused-MoE workspaces, ``top-k x (3 x d_expert / tp + hidden)``, in place of the MLP. Reproduces the
+    ``peak_torch_memory`` of vLLM's RTX 3090 log for Llama-3.1-8B at 20,000 and 29,000 batched tokens within 1 %
+    (vllm-project/vllm issue 10517): about 108 KiB per token. Source: hetplan's own reconstruction of vLLM's
+    ``LlamaMLP.forward``.
     """
     s = arch.spec
-    width = 2 * s.intermediate_size / tp
+    width = 3 * s.intermediate_size / tp
     if s.is_moe:
         assert s.experts_per_token is not None
         routed = s.experts_per_token * (3 * (s.moe_intermediate_size or s.intermediate_size) / tp + s.hidden_size)
         width = max(routed, width if s.first_k_dense_replace else 0.0)
-    per_token = (4 * s.hidden_size + width) * 2.0
-    logits = max_num_seqs * s.vocab_size * 4.0 * ACTIVATION_COPIES_LOGITS
-    return (max_num_batched_tokens * per_token + logits) / 2**30
+    return (3 * s.hidden_size + width) * 2.0
+
+
+def activation_gib(
+    arch: ModelArch,
+    tp: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT,
+) -> float:
+    """Peak activation memory per GPU of vLLM's profiling run, GiB: the larger of the forward pass over
+    ``max_num_batched_tokens`` tokens (:func:`forward_peak_bytes_per_token`) and the sampler's dummy run over
+    ``min(max_num_seqs, max_num_batched_tokens)`` sequences of full-vocabulary logits
+    (``sampler_bytes_per_logit`` each; sampling runs on the whole vocabulary on every rank). The two do not
+    overlap in time, so the peak is their maximum, not their sum. Source: vLLM ``gpu_model_runner.profile_run``
+    (``_dummy_run`` then ``_dummy_sampler_run``); the constants are hetplan's calibration on the logs cited at
+    :func:`forward_peak_bytes_per_token` and :data:`SAMPLER_BYTES_PER_LOGIT`.
+    """
+    forward = max_num_batched_tokens * forward_peak_bytes_per_token(arch, tp)
+    seqs = min(max_num_seqs, max_num_batched_tokens)
+    sampler = seqs * arch.spec.vocab_size * sampler_bytes_per_logit
+    return max(forward, sampler) / 2**30
 
 
 def kv_free_gib(
@@ -241,17 +283,27 @@ def memory_budget(
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
     block_size_tokens: int | None = None,
+    runtime_reserve_gib: float | None = None,
+    cudagraph_reserve_gib: float = 0.0,
+    sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT,
 ) -> MemoryBudget:
     """KV capacity (tokens, whole blocks, all DP ranks together) of ``arch`` on ``tp x pp x dp`` GPUs of ``gpu``
-    under ``rules`` (module docstring); ``None`` arguments take the engine's defaults. 0 tokens when nothing fits."""
+    under ``rules`` (module docstring); ``None`` arguments take the engine's defaults. 0 tokens when nothing fits.
+
+    The runtime term is ``runtime_reserve_gib`` (default the engine's non-torch memory) + the TP group's
+    communication buffers (:func:`comm_buffer_gib`) + ``cudagraph_reserve_gib`` (0 for vLLM 0.12, which captures
+    CUDA graphs after sizing the KV cache, in the ``1 - gpu_memory_utilization`` headroom; vLLM 0.21 and later
+    subtract their "Estimated CUDA graph memory" first: pass that figure)."""
     frac = rules.memory_fraction if fraction is None else fraction
     budget = rules.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
     seqs = rules.max_num_seqs if max_num_seqs is None else max_num_seqs
     block = rules.block_size_tokens if block_size_tokens is None else block_size_tokens
     visible = visible_memory_gib(gpu)
     weights = weights_gib_per_gpu(arch, tp, pp, dp)
-    act = activation_gib(arch, tp, budget, seqs) if rules.memory_rule != "static_fraction" else 0.0
-    runtime = rules.runtime_reserve_gib
+    static = rules.memory_rule == "static_fraction"
+    act = 0.0 if static else activation_gib(arch, tp, budget, seqs, sampler_bytes_per_logit)
+    reserve = rules.runtime_reserve_gib if runtime_reserve_gib is None else runtime_reserve_gib
+    runtime = reserve + comm_buffer_gib(tp) + cudagraph_reserve_gib
     if rules.memory_rule == "static_fraction":
         visible_start = visible - runtime
         kv = frac * visible_start - weights
@@ -272,6 +324,10 @@ __all__ = [
     "ENGINE_NAMES",
     "EngineRules",
     "activation_gib",
+    "comm_buffer_gib",
+    "forward_peak_bytes_per_token",
+    "NON_TORCH_GIB",
+    "SAMPLER_BYTES_PER_LOGIT",
     "default_kv_dtype",
     "engine_rules",
     "kv_free_gib",

@@ -92,7 +92,9 @@ def estimate(
         output_tokens: O; when given, also the steady-state output throughput.
 
     Raises:
-        OutOfMemoryError: the weights, or ``batch`` sequences of the given context, do not fit.
+        OutOfMemoryError: the weights, or ``batch`` sequences of the given context, do not fit, or
+            ``settings.max_model_len_tokens`` exceeds the KV capacity (the engine would not start).
+        InputError: one request (context + output) longer than ``max_model_len`` or than the whole KV cache.
         InputError: the request is longer than the model's context window, or the GPU has no tensor cores for
             the weight dtype (bf16 on Volta).
     """
@@ -106,6 +108,27 @@ def estimate(
             f"prompt {prompt_tokens:,}, context {context_tokens:,}, output {output_tokens or 0:,} tokens",
             "lower --prompt-tokens, --context-tokens or --output-tokens",
         )
+    max_len = inst.settings.max_model_len_tokens
+    if max_len is not None and max_len > window:
+        raise InputError(
+            f"max_model_len {max_len:,} exceeds {inst.arch.spec.name}'s window of {window:,}",
+            "vLLM refuses a max_model_len beyond the model's max_position_embeddings",
+            f"pass --max-model-len {window:,} or less",
+        )
+    if max_len is not None and max_len > inst.kv_capacity_tokens:
+        raise OutOfMemoryError(
+            f"max_model_len {max_len:,} exceeds the {inst.kv_capacity_tokens:,} tokens of KV cache of "
+            f"{inst.gpu.name} TP{inst.tp} PP{inst.pp}",
+            "the engine refuses to start when one request of max_model_len tokens cannot fit its KV cache",
+            "lower --max-model-len, raise --gpu-memory-utilization, lower --max-num-batched-tokens or "
+            "--max-num-seqs, raise --tp, or use --kv-dtype fp8",
+        )
+    from hetplan.perf.points import check_request_fits
+
+    check_request_fits(
+        max(prompt_tokens, context_tokens), output_tokens or 0, inst.kv_capacity_tokens, max_len,
+        f"{inst.gpu.name} TP{inst.tp} PP{inst.pp}",
+    )  # fmt: skip
     max_batch = int(inst.max_batch_size(max(prompt_tokens, context_tokens)))
     if batch > max_batch:
         raise OutOfMemoryError(

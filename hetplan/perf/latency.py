@@ -36,7 +36,14 @@ from hetplan.errors import InputError, OutOfMemoryError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.calibration import EfficiencyCurves, curves_for
 from hetplan.perf.closed_loop import Rows, build_rows, row_constants, step_s
-from hetplan.perf.engines import EngineRules, activation_gib, engine_rules, kv_free_gib, visible_memory_gib
+from hetplan.perf.engines import (
+    EngineRules,
+    activation_gib,
+    comm_buffer_gib,
+    engine_rules,
+    kv_free_gib,
+    visible_memory_gib,
+)
 from hetplan.perf.measured import measured_efficiency
 from hetplan.perf.settings import GpuEfficiency, PerfSettings
 from hetplan.units import GB, GIB, TERA
@@ -202,7 +209,14 @@ class InstanceModel:
         if self.rules.memory_rule == "static_fraction":
             return 0.0
         s = self.settings
-        return activation_gib(self.arch, self.tp, s.max_num_batched_tokens, s.max_num_seqs)
+        return activation_gib(self.arch, self.tp, s.max_num_batched_tokens, s.max_num_seqs, s.sampler_bytes_per_logit)
+
+    @cached_property
+    def runtime_gib_per_gpu(self) -> float:
+        """Non-torch memory per GPU, GiB: the settings' reserve + the TP group's NCCL buffers + CUDA graphs taken
+        out of the KV budget (:func:`hetplan.perf.engines.memory_budget`)."""
+        s = self.settings
+        return s.activation_reserve_gib + comm_buffer_gib(self.tp) + s.cudagraph_reserve_gib
 
     @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
@@ -217,10 +231,10 @@ class InstanceModel:
         s = self.settings
         visible = visible_memory_gib(self.gpu)
         if self.rules.memory_rule == "static_fraction":
-            return s.gpu_memory_utilization * (visible - s.activation_reserve_gib) - self.weights_gib_per_gpu
+            return s.gpu_memory_utilization * (visible - self.runtime_gib_per_gpu) - self.weights_gib_per_gpu
         return kv_free_gib(
             self.rules, s.gpu_memory_utilization, visible, self.weights_gib_per_gpu, self.activation_gib_per_gpu,
-            s.activation_reserve_gib,
+            self.runtime_gib_per_gpu,
         )  # fmt: skip
 
     @cached_property
@@ -241,7 +255,7 @@ class InstanceModel:
     def require_fit(self, min_tokens: int = 1) -> None:
         """Raise :class:`OutOfMemoryError` unless weights plus ``min_tokens`` of KV fit."""
         if self.kv_capacity_tokens < min_tokens:
-            need = self.weights_gib_per_gpu + self.settings.activation_reserve_gib + self.activation_gib_per_gpu
+            need = self.weights_gib_per_gpu + self.runtime_gib_per_gpu + self.activation_gib_per_gpu
             visible = visible_memory_gib(self.gpu)
             have = visible * self.settings.gpu_memory_utilization
             raise OutOfMemoryError(

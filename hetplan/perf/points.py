@@ -2,7 +2,8 @@
 
 A points table has one row per operating point, its columns named like the ``estimate`` flags: ``engine``,
 ``model``, ``gpu``, ``tp``, ``pp``, ``ep``, ``dp_attention``, ``weight_dtype``, ``kv_dtype``, ``concurrency``,
-``isl``, ``osl`` (optional: ``max_num_seqs``, ``max_num_batched_tokens``). Empty cells take the defaults of
+``isl``, ``osl`` (optional engine knobs: ``max_num_seqs``, ``max_num_batched_tokens``, ``max_model_len``,
+``gpu_memory_utilization``; blank = the engine's default). Empty cells take the defaults of
 :data:`DEFAULTS` (``kv_dtype``: the engine's default for the weight dtype). ``model``, ``gpu``, ``concurrency``,
 ``isl`` and ``osl`` are required columns; a table without one of them is refused as a whole (:class:`InputError`),
 while a row that cannot be predicted (an unknown model, a NaN or negative number, TP that does not divide the heads,
@@ -41,13 +42,15 @@ COLUMNS = (
     "osl",
     "max_num_seqs",
     "max_num_batched_tokens",
+    "max_model_len",
+    "gpu_memory_utilization",
 )
 DEFAULTS: dict[str, Any] = {"engine": "vllm", "tp": 1, "pp": 1, "ep": 1, "dp_attention": 1, "weight_dtype": "bf16"}
 #: Largest whole number a cell may hold (concurrency, token counts, parallel degrees): the 10M-token bound of
 #: trace lengths (hetplan.workload.model.MAX_TOKENS); a row's lengths must also fit the model's window.
 MAX_CELL = 10_000_000
 INTEGER_COLUMNS = ("tp", "pp", "ep", "dp_attention", "concurrency", "isl", "osl", "max_num_seqs",
-                   "max_num_batched_tokens")  # fmt: skip
+                   "max_num_batched_tokens", "max_model_len")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,23 @@ class Point:
     osl: int
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+
+
+def _fraction(name: str, value: Any) -> float:
+    """``value`` as a fraction in (0, 1], or ValueError naming the column."""
+    from hetplan.io import parse_number
+
+    text = str(value).strip()
+    wrong = ValueError(f"{name} must be a fraction in (0, 1], got {text[:24]!r}{'...' * (len(text) > 24)}")
+    try:
+        number = parse_number(text, name)
+    except InputError:
+        raise wrong from None
+    if not 0 < number <= 1:
+        raise wrong
+    return float(number)
 
 
 def _blank(value: Any) -> bool:
@@ -113,7 +133,12 @@ def parse_point(raw: dict[str, Any]) -> Point:
             if name in DEFAULTS:
                 vals[name] = DEFAULTS[name]
             continue
-        vals[name] = _integer(name, value) if name in INTEGER_COLUMNS else str(value).strip()
+        if name in INTEGER_COLUMNS:
+            vals[name] = _integer(name, value)
+        elif name == "gpu_memory_utilization":
+            vals[name] = _fraction(name, value)
+        else:
+            vals[name] = str(value).strip()
     try:
         vals["engine"] = engine_rules(vals["engine"]).name
     except InputError as exc:
@@ -209,6 +234,33 @@ class Prepared:
     arch_names: list[str]
 
 
+def check_request_fits(
+    prompt_tokens: int, output_tokens: int, kv_capacity_tokens: int, max_model_len: int | None, where: str
+) -> None:
+    """Refuse a request that no step of the engine could ever hold: longer than ``max_model_len`` (the engine
+    rejects it) or than the instance's whole KV cache (it would wait for a slot forever).
+
+    Raises:
+        InputError: naming the tokens needed, the tokens available and the knob to change.
+    """
+    need = prompt_tokens + output_tokens
+    if max_model_len is not None and need > max_model_len:
+        raise InputError(
+            f"a request of {need:,} tokens (prompt {prompt_tokens:,} + output {output_tokens:,}) exceeds "
+            f"max_model_len {max_model_len:,}",
+            "the engine refuses requests longer than --max-model-len",
+            f"raise max_model_len to {need:,} or more, or shorten the prompt or output",
+        )
+    if need > kv_capacity_tokens:
+        raise InputError(
+            f"a request of {need:,} tokens (prompt {prompt_tokens:,} + output {output_tokens:,}) can never fit "
+            f"the {kv_capacity_tokens:,}-token KV cache of {where}",
+            "one sequence must hold its whole context in the KV cache",
+            "raise gpu_memory_utilization, lower max_num_batched_tokens or max_num_seqs (smaller activation "
+            "reserve), raise TP, use an fp8 KV cache, or shorten the request",
+        )
+
+
 def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
     """Validate every row and build the constants of those that can be estimated (see :func:`estimate_points`)."""
     from hetplan.catalog.loader import find_gpu, find_model
@@ -250,9 +302,10 @@ def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
             curves, note = cache[ckey]
             seqs = pt.max_num_seqs or rules.max_num_seqs
             budget = pt.max_num_batched_tokens or rules.max_num_batched_tokens
-            mkey = ("mem", key, gkey, pt.engine, pt.tp, pt.pp, pt.dp_attention, budget, seqs)
+            frac = pt.gpu_memory_utilization
+            mkey = ("mem", key, gkey, pt.engine, pt.tp, pt.pp, pt.dp_attention, budget, seqs, frac)
             if mkey not in cache:
-                cache[mkey] = memory_budget(arch, gpu, rules, pt.tp, pt.pp, pt.dp_attention, None, budget, seqs)
+                cache[mkey] = memory_budget(arch, gpu, rules, pt.tp, pt.pp, pt.dp_attention, frac, budget, seqs)
             mem = cache[mkey]
             if mem.kv_capacity_tokens <= 0:
                 raise InputError(
@@ -263,6 +316,14 @@ def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
             window = arch.spec.max_position_embeddings
             if pt.isl + pt.osl > window:
                 raise InputError(f"isl + osl = {pt.isl + pt.osl:,} exceeds {arch.spec.name}'s window of {window:,}")
+            if pt.max_model_len is not None and pt.max_model_len > window:
+                raise InputError(f"max_model_len {pt.max_model_len:,} exceeds {arch.spec.name}'s window of {window:,}")
+            try:
+                check_request_fits(
+                    pt.isl, pt.osl, mem.kv_capacity_tokens, pt.max_model_len, f"{gpu.name} TP {pt.tp} x PP {pt.pp}"
+                )
+            except InputError as exc:  # the knob to change goes into the row's message
+                raise InputError(f"{exc.what}: {exc.fix}") from None
         except HetplanError as exc:
             out[n] = {**head, "error": exc.what + (f" ({exc.why})" if exc.why else "")}
             continue
@@ -355,5 +416,6 @@ def check_parallelism(arch: Any, gpu: Any, tp: int, pp: int, ep: int, dp: int) -
         raise InputError(f"PP {pp} exceeds the {arch.layers} layers")
 
 
-__all__ = ["COLUMNS", "DEFAULTS", "REQUIRED", "Point", "Prepared", "check_parallelism", "estimate_points",
+__all__ = [
+    "check_request_fits","COLUMNS", "DEFAULTS", "REQUIRED", "Point", "Prepared", "check_parallelism", "estimate_points",
            "parse_point", "prepare_points", "read_points", "steady_state"]  # fmt: skip

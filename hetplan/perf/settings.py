@@ -25,7 +25,7 @@ Source: DESIGN §2 for the model shape; the defaults are hetplan's own calibrati
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,15 @@ class PerfSettings:
         gpu_memory_utilization: the engine's memory fraction: vLLM ``--gpu-memory-utilization`` (of total memory,
             default 0.9), SGLang ``--mem-fraction-static``, TensorRT-LLM ``free_gpu_memory_fraction`` (of what is
             free after weights); :func:`hetplan.perf.engines.kv_free_gib` applies it.
-        activation_reserve_gib: per-GPU runtime reserve outside the engine's profiled activations (CUDA context,
-            communication buffers, CUDA graphs), GiB; the engine's default (:mod:`hetplan.perf.engines`).
+        activation_reserve_gib: per-GPU non-torch memory outside the engine's profiled activations at TP1 (CUDA
+            context, cuBLAS workspaces), GiB; the engine's default (:mod:`hetplan.perf.engines`); TP > 1 adds the
+            NCCL buffers (:func:`hetplan.perf.engines.comm_buffer_gib`). Calibrate from vLLM's ``non_torch`` log.
+        cudagraph_reserve_gib: CUDA-graph memory taken out of the KV budget, GiB: 0 for vLLM 0.12 (graphs are
+            captured after the KV cache is sized); vLLM 0.21+ logs "Estimated CUDA graph memory": put it here.
+        sampler_bytes_per_logit: bytes per vocabulary entry and sequence of the sampler's profiling pass
+            (:data:`hetplan.perf.engines.SAMPLER_BYTES_PER_LOGIT`).
+        max_model_len_tokens: the engine's ``--max-model-len`` (prompt + output of one request), tokens; ``None`` =
+            the model's context window.
         block_size_tokens: KV block size (vLLM default 16).
         max_num_seqs: cap on the decode batch (vLLM ``--max-num-seqs``).
         max_num_batched_tokens: cap on tokens in one prefill iteration (vLLM ``--max-num-batched-tokens``).
@@ -74,7 +81,10 @@ class PerfSettings:
     default: GpuEfficiency = field(default_factory=GpuEfficiency)
     gpu_overrides: tuple[tuple[str, GpuEfficiency], ...] = ()
     gpu_memory_utilization: float = 0.9
-    activation_reserve_gib: float = 2.0
+    activation_reserve_gib: float = 0.35
+    cudagraph_reserve_gib: float = 0.0
+    sampler_bytes_per_logit: float = 41.2
+    max_model_len_tokens: int | None = None
     block_size_tokens: int = 16
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -175,3 +185,50 @@ def find_correction(
         if c.any_layout:
             fallback = PerfCorrection(c.engine, c.gpu, c.model, 1.0, c.tpot_factor)
     return fallback
+
+
+def engine_settings(
+    engine: str,
+    version: str = "",
+    gpu_memory_utilization: float | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    max_model_len: int | None = None,
+) -> PerfSettings:
+    """:meth:`PerfSettings.for_engine` with the engine knobs a user sets (``None`` keeps the engine's default).
+
+    Raises:
+        InputError: an unknown engine, or a knob out of range, naming the field and its range.
+    """
+    import math
+
+    from hetplan.errors import InputError
+
+    base = PerfSettings.for_engine(engine, version)
+    if gpu_memory_utilization is not None and not (
+        math.isfinite(gpu_memory_utilization) and 0 < gpu_memory_utilization <= 1
+    ):
+        raise InputError(
+            f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}",
+            fix="pass a fraction such as 0.9 (--gpu-memory-utilization / scenario gpu_memory_utilization)",
+        )
+    for name, value in (
+        ("max_num_batched_tokens", max_num_batched_tokens),
+        ("max_num_seqs", max_num_seqs),
+        ("max_model_len", max_model_len),
+    ):
+        if value is not None and not 1 <= value <= 1 << 24:
+            raise InputError(
+                f"{name} must be a whole number in [1, {1 << 24:,}], got {value}",
+                fix=f"pass --{name.replace('_', '-')} 1 or more",
+            )
+    changes: dict[str, object] = {}
+    if gpu_memory_utilization is not None:
+        changes["gpu_memory_utilization"] = float(gpu_memory_utilization)
+    if max_num_batched_tokens is not None:
+        changes["max_num_batched_tokens"] = int(max_num_batched_tokens)
+    if max_num_seqs is not None:
+        changes["max_num_seqs"] = int(max_num_seqs)
+    if max_model_len is not None:
+        changes["max_model_len_tokens"] = int(max_model_len)
+    return replace(base, **changes)  # type: ignore[arg-type]

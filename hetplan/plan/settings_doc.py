@@ -47,6 +47,8 @@ _EFFICIENCY_RANGES: dict[str, tuple[float, float, bool]] = {
 _SETTING_RANGES: dict[str, tuple[float, float, bool]] = {
     "gpu_memory_utilization": (0.0, 1.0, False),
     "activation_reserve_gib": (0.0, 1e4, True),
+    "cudagraph_reserve_gib": (0.0, 1e4, True),
+    "sampler_bytes_per_logit": (0.0, 1e4, True),
     "block_size_tokens": (1, 1 << 20, True),
     "max_num_seqs": (1, 1 << 20, True),
     "max_num_batched_tokens": (1, 1 << 24, True),
@@ -116,6 +118,10 @@ def settings_from_doc(doc: Any) -> PerfSettings:
             raise InputError("plan perf_settings.calibration_sha256 must be text", fix="fix it in the plan")
     if "engine_version" in kw and not isinstance(kw["engine_version"], str):
         raise InputError("plan perf_settings.engine_version must be text", fix="fix it in the plan")
+    if kw.get("max_model_len_tokens") is not None:
+        kw["max_model_len_tokens"] = _check_range(
+            "perf_settings.max_model_len_tokens", kw["max_model_len_tokens"], (1, 1 << 24, True), True
+        )
     for name, rng in _SETTING_RANGES.items():
         if name in kw:
             kw[name] = _check_range(f"perf_settings.{name}", kw[name], rng, name in _INT_SETTINGS)

@@ -518,8 +518,13 @@ def combo_doc(
     req: PlanRequest, cands: CandidateSet, combo: Combo, count: int, load: float, tokens: float
 ) -> dict[str, Any]:
     """One combo's part of a plan document; latencies predicted with one copy carrying ``load`` req/s and
-    tokens/USD from ``tokens`` (mean prompt + output tokens per request)."""
-    lat = predicted_latency(req, cands, combo, load)
+    tokens/USD from ``tokens`` (mean prompt + output tokens per request).
+
+    A copy offered more than its capacity (a plan the verification's search for a cheaper plan sized below the
+    target: negative headroom, held in simulation) has an unbounded M/G/n wait; its TTFT is predicted at capacity
+    (the SLO quantile) and ``utilization`` above 1 says it is over (the document holds no infinite number)."""
+    lat = predicted_latency(req, cands, combo, min(load, combo.goodput_req_per_s * (1 - 1e-9)))
+    lat["utilization"] = load / combo.goodput_req_per_s
     return {
         "prefill_gpu": combo.prefill_gpu,
         "prefill_tp": combo.prefill_tp,

@@ -33,7 +33,7 @@ from hetplan.perf.arch import ModelArch
 from hetplan.perf.capacity import ArrivalTrace, LengthStats, PrefillReuse, prefill_work_tokens
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
-from hetplan.perf.settings import PerfSettings
+from hetplan.perf.settings import PerfSettings, engine_settings
 from hetplan.perf.user_calibration import with_calibration
 from hetplan.planning.dtypes import AUTOS, has_fp8_cores, model_dtype
 from hetplan.planning.prefix import apply_reuse, estimate_reuse, reuse_doc
@@ -404,12 +404,22 @@ def build_request(
     if dropped:
         warnings.append(f"TP {', '.join(map(str, dropped))} skipped: does not divide the {heads} attention heads")
     # the engine's over-context rule (hetplan.workload.context): refused prompts out, outputs cut at the window
-    workload, window_note = served_workload(workload, arch.spec.max_position_embeddings, arch.spec.name)
+    window = arch.spec.max_position_embeddings
+    if scenario.max_model_len_tokens is not None and scenario.max_model_len_tokens < window:
+        window = scenario.max_model_len_tokens
+    workload, window_note = served_workload(workload, window, arch.spec.name)
     if window_note:
         warnings.append(window_note)
     prompt, output = workload.sample(MAX_SAMPLES)
     settings = with_calibration(
-        PerfSettings.for_engine(scenario.engine, scenario.engine_version),
+        engine_settings(
+            scenario.engine,
+            scenario.engine_version,
+            scenario.gpu_memory_utilization,
+            scenario.max_num_batched_tokens,
+            scenario.max_num_seqs,
+            scenario.max_model_len_tokens,
+        ),
         scenario.resolve(scenario.perf.calibration) if scenario.perf is not None else None,
     )
     # prefix caching (hetplan.planning.prefix): the hit rate at the planned cache size prices each prefill
@@ -428,7 +438,9 @@ def build_request(
     deployment = Deployment(
         kv_connector=canonical_connector(scenario.kv_connector),
         block_size_tokens=PerfSettings().block_size_tokens,
-        max_model_len_tokens=max(1, longest),
+        max_model_len_tokens=max(1, longest)
+        if scenario.max_model_len_tokens is None
+        else min(scenario.max_model_len_tokens, arch.spec.max_position_embeddings),
     )
     req = PlanRequest(
         arch,

@@ -18,7 +18,8 @@ Instances (vLLM-like engines, continuous batching):
   would not fit, the scheduler's victim is preempted by recompute (its prompt and generated tokens are
   prefilled again later; CASCADE may restore the KV from a host tier instead, see ``cascade``);
 - the over-context rule is the engine's (:mod:`hetplan.workload.context`, shared with the planner): a prompt longer
-  than the model's context window (``max_position_embeddings``) is refused on arrival (``over_context``, apart
+  than the model's context window (``max_position_embeddings``, or the settings' ``max_model_len_tokens`` when
+  smaller) is refused on arrival (``over_context``, apart
   from KV drops), any other output is cut at the window (``truncated``); the run stops ``drain_s`` after the last
   arrival (``cut_off``), requests still in flight then are unfinished;
 - routing sees the prompt only (:mod:`hetplan.sim.router`): a prompt that does not fit the chosen group's KV cache
@@ -109,6 +110,8 @@ class Simulator:
         # the work budget (hetplan.budget): every arrival is an event, and the deployment must be a sane size
         check_sim_start(n, len(dep.instances))
         limit = int(dep.arch.spec.max_position_embeddings)
+        if dep.settings.max_model_len_tokens is not None:  # the engine's --max-model-len, when the plan sets one
+            limit = min(limit, int(dep.settings.max_model_len_tokens))
         # the engine's over-context rule (hetplan.workload.context): refuse prompts longer than the window, cut
         # the others' output at the window
         window = apply_context_window(stream.prompt_tokens, stream.output_tokens, limit)

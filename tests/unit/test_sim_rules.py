@@ -83,3 +83,18 @@ def test_closed_loop_of_one_client_gives_the_idle_latencies():
 def test_closed_loop_is_deterministic():
     plan = load_plan(FIXTURES / "plan_two_combos.json")
     assert closed_loop(plan, 8, 500, 50, requests=80) == closed_loop(plan, 8, 500, 50, requests=80)
+
+
+def test_simulator_refuses_requests_over_the_plans_max_model_len_like_over_the_window():
+    """A plan whose settings carry ``max_model_len_tokens`` (scenario field, issue 30) refuses longer requests on
+    arrival, counted like requests over the model's window, as the planner dropped them."""
+    stream = read_stream([str(FIXTURES / "mooncake_300.jsonl")])
+    dep = simple_deployment()
+    dep = replace(dep, settings=replace(dep.settings, max_model_len_tokens=4096))
+    ctx = apply_context_window(stream.prompt_tokens, stream.output_tokens, 4096)
+    m = summarize(stream, Simulator(dep, stream, get_scheduler("fcfs")).run())
+    assert (
+        m["dropped_over_context"]
+        == ctx.n_refused
+        > apply_context_window(stream.prompt_tokens, stream.output_tokens, 8192).n_refused
+    )
