@@ -97,7 +97,7 @@ class InstanceModel:
 
     @cached_property
     def _curves(self) -> tuple[EfficiencyCurves, str | None]:
-        return curves_for(self.settings.engine, self.gpu.arch, self.gpu.vendor)
+        return curves_for(self.settings.engine, self.gpu.arch, self.gpu.vendor, self.gpu.name)
 
     @property
     def curve_notes(self) -> list[str]:
