@@ -57,8 +57,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "ttft_token_overhead_s": (1e-8, 2e-4),
     "ttft_decode_steps": (0.01, 50.0),
     "moe_efficiency": (0.05, 2.0),
+    "sync_half_clients": (1.0, 1e6),
 }
-ARCH_FIELDS = tuple(f for f in CURVE_FIELDS if f not in ("kv_mbu", "moe_efficiency"))
+ARCH_FIELDS = tuple(f for f in CURVE_FIELDS if f not in ("kv_mbu", "moe_efficiency", "sync_half_clients"))
 """Fields of the architecture curves, fitted end to end (``kv_mbu`` follows ``mbu``, ``moe_efficiency`` is 1)."""
 OVERHEAD_FIELDS = tuple(f for f in CURVE_FIELDS if f not in kernel_curves.KERNEL_FIELDS)
 """Fields the per-GPU curves fit on the end-to-end points, the kernel-level fields held fixed."""
@@ -163,7 +164,8 @@ def log_errors(prep: Prepared, rows: Rows, meas_ttft_s: np.ndarray, meas_tpot_s:
 
 def _arch_params(params: dict[str, float]) -> dict[str, float]:
     """Architecture curves: every field fitted end to end, ``kv_mbu`` = ``mbu``, ``moe_efficiency`` 1."""
-    return {**params, "kv_mbu": params["mbu"], "moe_efficiency": 1.0}
+    fixed = {"moe_efficiency": 1.0, "sync_half_clients": PRIOR.sync_half_clients}
+    return {**params, "kv_mbu": params["mbu"], **fixed}
 
 
 def fit_group(

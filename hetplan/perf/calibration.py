@@ -81,6 +81,7 @@ class EfficiencyCurves:
     ttft_token_overhead_s: float = 1e-5
     ttft_decode_steps: float = 2.0
     moe_efficiency: float = 1.0
+    sync_half_clients: float = 1e9
 
 
 PRIOR = EfficiencyCurves()

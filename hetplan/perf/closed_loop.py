@@ -103,6 +103,7 @@ class Rows:
     ttft_token_overhead_s: np.ndarray
     ttft_decode_steps: np.ndarray
     moe_efficiency: np.ndarray
+    sync_half_clients: np.ndarray
     budget_tokens: np.ndarray
     chunked: np.ndarray  # 1.0 when the engine splits prompts into chunks
     max_num_seqs: np.ndarray
@@ -133,6 +134,7 @@ CURVE_FIELDS = (
     "ttft_token_overhead_s",
     "ttft_decode_steps",
     "moe_efficiency",
+    "sync_half_clients",
 )
 
 
@@ -310,7 +312,8 @@ def closed_loop(
         full = np.minimum(room, c * i)
         t_full = step_s(r, b, ctx, full, i / 2.0, prefill_rank_tokens(r, full, chunk))
         ttft_wave = np.maximum(service, (np.ceil(c * i / room) + 1.0) / 2.0 * t_full)
-        ttft_new = (1.0 - r.sync_share) * np.minimum(ttft_open, ttft_wave) + r.sync_share * ttft_wave
+        sync = r.sync_share + (1.0 - r.sync_share) * c / (c + r.sync_half_clients)
+        ttft_new = (1.0 - sync) * np.minimum(ttft_open, ttft_wave) + sync * ttft_wave
         # clients beyond the running cap wait for a slot
         queue = np.maximum(c - running_cap, 0.0) / np.maximum(running_cap, 1.0) * ((o - 1.0) * tpot_new + service)
         front_end = r.ttft_overhead_s + r.ttft_token_overhead_s * i + r.ttft_decode_steps * t_dec
