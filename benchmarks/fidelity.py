@@ -70,16 +70,24 @@ BIAS_GROUP_MIN_ROWS = 20
 BIAS_LIMIT = 0.10
 
 
-def ranking(df: pd.DataFrame, metric: str) -> tuple[int, int]:
-    """(pairs ordered right, pairs) of options (:data:`OPTION_KEY`, different :data:`CONFIG_KEY`) whose measured
-    ``metric`` (``ttft`` or ``tpot``) differs by more than :data:`RANK_MIN_GAP`; right when the predictions order
-    the two the same way."""
+def ranking(df: pd.DataFrame, metric: str, same_engine: bool = False) -> tuple[int, int]:
+    """(pairs ordered right, pairs) of options (:data:`OPTION_KEY`, different :data:`CONFIG_KEY`; with
+    ``same_engine`` only pairs on one engine) whose measured ``metric`` differs by more than :data:`RANK_MIN_GAP`;
+    right when the predictions order the two the same way. ``metric``: ``ttft``, ``tpot`` or ``tput`` (output
+    tokens per second per GPU, ``C x O / (TTFT + (O - 1) TPOT) / GPUs``: what the planner's cost ranking reads)."""
     right = total = 0
-    for _, g in df.groupby(list(OPTION_KEY)):
+    keys = [*OPTION_KEY, "engine"] if same_engine else list(OPTION_KEY)
+    for _, g in df.groupby(keys):
         if len(g) < 2:
             continue
-        meas = g[f"{metric}_ms"].to_numpy()
-        pred = g[f"p_{metric}_ms"].to_numpy()
+        if metric == "tput":
+            gpus = (g["tp"] * g["dp_attention"] * g["pp"]).to_numpy(dtype=float)
+            work = (g["concurrency"] * g["osl"]).to_numpy(dtype=float)
+            meas = work / (g["ttft_ms"] + (g["osl"] - 1) * g["tpot_ms"]).to_numpy() / gpus
+            pred = work / (g["p_ttft_ms"] + (g["osl"] - 1) * g["p_tpot_ms"]).to_numpy() / gpus
+        else:
+            meas = g[f"{metric}_ms"].to_numpy()
+            pred = g[f"p_{metric}_ms"].to_numpy()
         conf = [tuple(r) for r in g[list(CONFIG_KEY)].itertuples(index=False)]
         for i in range(len(g)):
             for j in range(i + 1, len(g)):
@@ -90,13 +98,13 @@ def ranking(df: pd.DataFrame, metric: str) -> tuple[int, int]:
     return right, total
 
 
-def rank_text(df: pd.DataFrame) -> str:
-    """``ranking TTFT r/n (x %)  TPOT r/n (y %)`` (:func:`ranking`)."""
+def rank_text(df: pd.DataFrame, same_engine: bool = False) -> str:
+    """``TTFT r/n (x %)  TPOT ...  tok/s/GPU ...`` (:func:`ranking`)."""
     parts = []
-    for metric in ("ttft", "tpot"):
-        right, total = ranking(df, metric)
-        parts.append(f"{metric.upper()} {right}/{total} ({right / total * 100:.1f} %)" if total else f"{metric} -")
-    return "ranking of option pairs differing > 10 %: " + "  ".join(parts)
+    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("tput", "tok/s/GPU")):
+        right, total = ranking(df, metric, same_engine)
+        parts.append(f"{label} {right}/{total} ({right / total * 100:.1f} %)" if total else f"{label} -")
+    return "  ".join(parts)
 
 
 def report_split(df: pd.DataFrame, name: str, groups: bool) -> dict[str, float]:
@@ -105,7 +113,8 @@ def report_split(df: pd.DataFrame, name: str, groups: bool) -> dict[str, float]:
     print(f"\n== {name}: {len(ok)} rows estimated, {len(df) - len(ok)} refused by the layout checks")
     print(f"  TTFT  {stats(ok['e_ttft'].to_numpy())}")
     print(f"  TPOT  {stats(ok['e_tpot'].to_numpy())}")
-    print(f"  {rank_text(ok)}")
+    print(f"  ranking of option pairs differing > 10 %: {rank_text(ok)}")
+    print(f"    pairs on one engine (GPUs, layouts, dtypes): {rank_text(ok, same_engine=True)}")
     biased = []
     print(f"  per engine x GPU (the check: no group of >= {BIAS_GROUP_MIN_ROWS} rows with |bias| > 10 %)")
     for (eng, gpu), g in ok.groupby(["engine", "gpu"]):
