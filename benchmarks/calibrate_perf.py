@@ -1,5 +1,5 @@
-"""Fit hetplan's efficiency curves per engine x GPU architecture on measured serving points; write
-``catalogs/perf/<engine>.yaml``.
+"""Fit hetplan's efficiency curves per engine x GPU (kernel tables plus serving points) and per engine x GPU
+architecture (serving points only, the fallback); write ``catalogs/perf/<engine>.yaml``.
 
     python benchmarks/calibrate_perf.py            # fit, print residuals, write the catalogs
     python benchmarks/calibrate_perf.py --dry-run  # fit and print only
@@ -8,6 +8,14 @@ Data: ``../shared/data/measured/engine_silicon_calibration.csv`` (measured servi
 Apache-2.0), aggregated rows only (:mod:`silicon`). Split by MODEL: the models in ``silicon.VALIDATION_MODELS``
 (Llama-3.1-8B dense, Qwen3-235B-A22B and GLM-5 MoE) are never seen by the fit; ``benchmarks/fidelity.py`` reports
 the error on them.
+
+Two sections per engine. ``gpu_curves`` (per GPU with kernel tables): the kernel-level fields
+(:data:`kernel_curves.KERNEL_FIELDS`) from :func:`kernel_curves.fit_all` on ``../shared/data/measured/kernels/``
+(kernel measurements from NVIDIA AIConfigurator (Apache-2.0)), and the :data:`OVERHEAD_FIELDS` fitted on the
+engine x architecture's serving points with every row's kernel fields held at its GPU's values (a GPU without
+serving points on its architecture takes the nearest architecture's overheads; ``gpu_provenance`` says which).
+``curves`` (per architecture, the fallback for GPUs without kernel tables): every field of :data:`ARCH_FIELDS` end
+to end, as before the kernel tables (``kv_mbu`` = ``mbu``, ``moe_efficiency`` 1).
 
 Method: for each engine x architecture group, the curve parameters of
 :class:`hetplan.perf.calibration.EfficiencyCurves` minimise the soft-L1 loss (scale :data:`LOSS_SCALE`) of
