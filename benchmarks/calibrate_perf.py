@@ -12,8 +12,9 @@ the error on them.
 Two sections per engine. ``gpu_curves`` (per GPU with kernel tables): the kernel-level fields
 (:data:`kernel_curves.KERNEL_FIELDS`) from :func:`kernel_curves.fit_all` on ``../shared/data/measured/kernels/``
 (kernel measurements from NVIDIA AIConfigurator (Apache-2.0)), and the :data:`OVERHEAD_FIELDS` fitted on the
-engine x architecture's serving points with every row's kernel fields held at its GPU's values (a GPU without
-serving points on its architecture takes the nearest architecture's overheads; ``gpu_provenance`` says which).
+engine x architecture's serving points with every row's kernel fields held at its GPU's values, or on the GPU's
+own points where it has :data:`GPU_OVERHEAD_MIN_ROWS` or more (a GPU without serving points on its architecture
+takes the nearest architecture's overheads; ``gpu_provenance`` says which).
 ``curves`` (per architecture, the fallback for GPUs without kernel tables): every field of :data:`ARCH_FIELDS` end
 to end, as before the kernel tables (``kv_mbu`` = ``mbu``, ``moe_efficiency`` 1).
 
@@ -250,6 +251,10 @@ def leave_one_model_out(
     return 0
 
 
+GPU_OVERHEAD_MIN_ROWS = 60
+"""Fewest fit rows on one GPU for overheads of its own (else its engine x architecture's)."""
+
+
 def gpu_names_of(prep: Prepared) -> np.ndarray:
     """Catalog GPU name of every estimable row of ``prep``."""
     from hetplan.catalog.loader import find_gpu
@@ -312,6 +317,7 @@ def fit_engine(
     curves: dict[str, dict[str, float]] = {}
     provenance: dict[str, Any] = {}
     overheads: dict[str, dict[str, float]] = {}
+    gpu_overheads: dict[str, dict[str, float]] = {}
     kernels = kernel_values(eng)
     for a in sorted({str(x) for x in arch[engine == eng]}):
         sel = (engine == eng) & (arch == a) & fit_mask
@@ -351,6 +357,11 @@ def fit_engine(
             print(f"{eng:7s} {a:10s} {int(sel.sum()):4d} fit rows  TTFT median |err| "
                   f"{summary(e1)['median_abs']:.1%}  TPOT median |err| {summary(e2)['median_abs']:.1%}  "
                   "(per-GPU kernel curves, overheads end to end)")  # fmt: skip
+        for gpu in sorted({str(g) for g in gpu_names[sel]}):
+            own = sel & (gpu_names == gpu)
+            if own.sum() >= GPU_OVERHEAD_MIN_ROWS and gpu in kernels:
+                cg = fit_group(prep, rows_k, own, ttft, tpot, OVERHEAD_FIELDS)
+                gpu_overheads[gpu] = {n: float(f"{getattr(cg, n):.6g}") for n in OVERHEAD_FIELDS}
     gpu_curves: dict[str, dict[str, float]] = {}
     gpu_provenance: dict[str, Any] = {}
     for gpu, (values, prov) in sorted(kernels.items()):
@@ -358,11 +369,13 @@ def fit_engine(
         group = _nearest_fitted(a, overheads)
         if group is None:
             continue
-        full = {**curves[group], **overheads[group], **values}
+        full = {**curves[group], **gpu_overheads.get(gpu, overheads[group]), **values}
         gpu_curves[gpu] = {n: float(f"{full[n]:.6g}") for n in CURVE_FIELDS if n in full}
         gpu_provenance[gpu] = {
             "kernel_tables": prov,
-            "overheads_from": f"{eng} {group} end-to-end rows"
+            "overheads_from": f"{eng} {gpu} end-to-end rows (its own: {GPU_OVERHEAD_MIN_ROWS} fit rows or more)"
+            if gpu in gpu_overheads
+            else f"{eng} {group} end-to-end rows"
             + ("" if group == a else f" (no end-to-end rows on {a}: the nearest architecture's)"),
         }
     return {"curves": curves, "provenance": provenance, "gpu_curves": gpu_curves, "gpu_provenance": gpu_provenance}
