@@ -101,3 +101,17 @@ def test_sync_half_clients_raises_ttft_at_high_concurrency() -> None:
     never = closed_loop(_rows("Llama-3.1-70B", "fp8", sync_share=0.01, sync_half_clients=1e9), c, isl, osl)
     soon = closed_loop(_rows("Llama-3.1-70B", "fp8", sync_share=0.01, sync_half_clients=32.0), c, isl, osl)
     assert soon.ttft_s[0] > never.ttft_s[0]
+
+
+def test_a_plan_says_which_gpus_borrow_curves() -> None:
+    from hetplan.planning.request import build_request
+    from hetplan.scenario import Scenario
+    from tests.conftest import EXAMPLES
+
+    scenario = Scenario(
+        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
+        gpus=["H100", "L4", "L40S"], cloud="aws", goodput_req_per_s=3.0,
+    )  # fmt: skip
+    per_gpu = build_request(scenario)[3]
+    borrowed = {name for name, text in per_gpu if "no measured vllm data" in text}
+    assert borrowed == {"L4"}, per_gpu
