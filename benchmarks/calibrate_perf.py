@@ -1,5 +1,5 @@
-"""Fit hetplan's efficiency curves per engine x GPU architecture on measured serving points; write
-``catalogs/perf/<engine>.yaml``.
+"""Fit hetplan's efficiency curves per engine x GPU (kernel tables plus serving points) and per engine x GPU
+architecture (serving points only, the fallback); write ``catalogs/perf/<engine>.yaml``.
 
     python benchmarks/calibrate_perf.py            # fit, print residuals, write the catalogs
     python benchmarks/calibrate_perf.py --dry-run  # fit and print only
@@ -8,6 +8,15 @@ Data: ``../shared/data/measured/engine_silicon_calibration.csv`` (measured servi
 Apache-2.0), aggregated rows only (:mod:`silicon`). Split by MODEL: the models in ``silicon.VALIDATION_MODELS``
 (Llama-3.1-8B dense, Qwen3-235B-A22B and GLM-5 MoE) are never seen by the fit; ``benchmarks/fidelity.py`` reports
 the error on them.
+
+Two sections per engine. ``gpu_curves`` (per GPU with kernel tables): the kernel-level fields
+(:data:`kernel_curves.KERNEL_FIELDS`) from :func:`kernel_curves.fit_all` on ``../shared/data/measured/kernels/``
+(kernel measurements from NVIDIA AIConfigurator (Apache-2.0)), and the :data:`OVERHEAD_FIELDS` fitted on the
+engine x architecture's serving points with every row's kernel fields held at its GPU's values, or on the GPU's
+own points where it has :data:`GPU_OVERHEAD_MIN_ROWS` or more (a GPU without serving points on its architecture
+takes the nearest architecture's overheads; ``gpu_provenance`` says which).
+``curves`` (per architecture, the fallback for GPUs without kernel tables): every field of :data:`ARCH_FIELDS` end
+to end, as before the kernel tables (``kv_mbu`` = ``mbu``, ``moe_efficiency`` 1).
 
 Method: for each engine x architecture group, the curve parameters of
 :class:`hetplan.perf.calibration.EfficiencyCurves` minimise the soft-L1 loss (scale :data:`LOSS_SCALE`) of
@@ -30,6 +39,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import kernel_curves  # noqa: E402
 import silicon  # noqa: E402
 
 from hetplan.perf.calibration import PRIOR, EfficiencyCurves  # noqa: E402
@@ -42,6 +52,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_max": (0.2, 0.95),
     "gemm_half_tokens": (4.0, 2048.0),
     "mbu": (0.3, 0.95),
+    "kv_mbu": (0.3, 0.95),
     "attention_efficiency": (0.05, 0.9),
     "step_overhead_s": (2e-4, 0.05),
     "layer_overhead_s": (1e-7, 5e-4),
@@ -54,7 +65,13 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "ttft_overhead_s": (1e-3, 0.5),
     "ttft_token_overhead_s": (1e-8, 2e-4),
     "ttft_decode_steps": (0.01, 50.0),
+    "moe_efficiency": (0.05, 2.0),
+    "sync_half_clients": (1.0, 1e6),
 }
+ARCH_FIELDS = tuple(f for f in CURVE_FIELDS if f not in ("kv_mbu", "moe_efficiency", "sync_half_clients"))
+"""Fields of the architecture curves, fitted end to end (``kv_mbu`` follows ``mbu``, ``moe_efficiency`` is 1)."""
+OVERHEAD_FIELDS = tuple(f for f in CURVE_FIELDS if f not in kernel_curves.KERNEL_FIELDS)
+"""Fields the per-GPU curves fit on the end-to-end points, the kernel-level fields held fixed."""
 TPOT_WEIGHT = 1.5
 LOSS_SCALE = 0.25
 """Soft-L1 scale on log errors: residuals beyond about 25 % count linearly (outlying runs do not steer the fit)."""
@@ -64,21 +81,21 @@ parameters the group's rows cannot identify near :data:`hetplan.perf.calibration
 LM_ITERATIONS = 60
 
 
-def _bounded(z: np.ndarray) -> dict[str, float]:
+def _bounded(z: np.ndarray, names: tuple[str, ...] = ARCH_FIELDS) -> dict[str, float]:
     """Parameters from unbounded coordinates: ``log p = log lo + (log hi - log lo) x sigmoid(z)``."""
     out = {}
-    for v, name in zip(z, CURVE_FIELDS, strict=True):
+    for v, name in zip(z, names, strict=True):
         lo, hi = np.log(BOUNDS[name][0]), np.log(BOUNDS[name][1])
         out[name] = float(np.exp(lo + (hi - lo) / (1.0 + np.exp(-v))))
     return out
 
 
-def _unbounded(params: dict[str, float]) -> np.ndarray:
+def _unbounded(params: dict[str, float], names: tuple[str, ...] = ARCH_FIELDS) -> np.ndarray:
     """Coordinates of ``params`` (:func:`_bounded`'s inverse). A value outside its bounds maps to the centre of the
     range, z = 0 (the geometric mean of the bounds): at a bound the sigmoid is flat, so a start there never moves
     and a ridge centred there pins the parameter (the prior's ``sync_share`` of 0 lies below its bound 0.001)."""
     z = []
-    for name in CURVE_FIELDS:
+    for name in names:
         if not BOUNDS[name][0] <= params[name] <= BOUNDS[name][1]:
             z.append(0.0)
             continue
@@ -154,21 +171,33 @@ def log_errors(prep: Prepared, rows: Rows, meas_ttft_s: np.ndarray, meas_tpot_s:
     return np.log(ss.ttft_s / meas_ttft_s), np.log(ss.tpot_s / meas_tpot_s)
 
 
-def fit_group(prep: Prepared, rows: Rows, sel: np.ndarray, ttft: np.ndarray, tpot: np.ndarray) -> EfficiencyCurves:
-    """Curves minimising the robust log error on the selected rows (module docstring)."""
+def _arch_params(params: dict[str, float]) -> dict[str, float]:
+    """Architecture curves: every field fitted end to end, ``kv_mbu`` = ``mbu``, ``moe_efficiency`` 1."""
+    fixed = {"moe_efficiency": 1.0, "sync_half_clients": PRIOR.sync_half_clients}
+    return {**params, "kv_mbu": params["mbu"], **fixed}
+
+
+def fit_group(
+    prep: Prepared, rows: Rows, sel: np.ndarray, ttft: np.ndarray, tpot: np.ndarray,
+    names: tuple[str, ...] = ARCH_FIELDS,
+) -> EfficiencyCurves:  # fmt: skip
+    """Curves minimising the robust log error on the selected rows (module docstring): the fields ``names``
+    (architecture curves: :data:`ARCH_FIELDS`, :func:`_arch_params`; per-GPU curves: :data:`OVERHEAD_FIELDS`, the
+    other fields kept as ``rows`` carries them)."""
     sub = _sub(prep, sel)
     n = int(sel.sum())
-    z_prior = _unbounded({name: getattr(PRIOR, name) for name in CURVE_FIELDS})
+    z_prior = _unbounded({name: getattr(PRIOR, name) for name in names}, names)
     ridge = np.sqrt(PRIOR_WEIGHT * n)
+    complete = _arch_params if names == ARCH_FIELDS else (lambda p: p)
 
     def residuals(z: np.ndarray) -> np.ndarray:
-        r = _rows_with(rows, sel, _bounded(z))
+        r = _rows_with(rows, sel, complete(_bounded(z, names)))
         e1, e2 = log_errors(sub, r, ttft[sel], tpot[sel])
         out = np.concatenate([robust_residual(e1), np.sqrt(TPOT_WEIGHT) * robust_residual(e2), ridge * (z - z_prior)])
         return np.where(np.isfinite(out), out, 1e3)
 
     best = levenberg_marquardt(residuals, z_prior)
-    return EfficiencyCurves(**_bounded(best))
+    return EfficiencyCurves(**complete(_bounded(best, names)))
 
 
 def summary(e: np.ndarray) -> dict[str, float]:
@@ -222,6 +251,136 @@ def leave_one_model_out(
     return 0
 
 
+GPU_OVERHEAD_MIN_ROWS = 60
+"""Fewest fit rows on one GPU for overheads of its own (else its engine x architecture's)."""
+
+
+def gpu_names_of(prep: Prepared) -> np.ndarray:
+    """Catalog GPU name of every estimable row of ``prep``."""
+    from hetplan.catalog.loader import find_gpu
+
+    names: dict[str, str] = {}
+    for p in prep.points:
+        if p.gpu not in names:
+            names[p.gpu] = find_gpu(p.gpu).name
+    return np.array([names[p.gpu] for p in prep.points])
+
+
+def kernel_values(eng: str) -> dict[str, tuple[dict[str, float], dict[str, Any]]]:
+    """``{gpu: (kernel-level fields, provenance)}`` of engine ``eng`` (:mod:`kernel_curves`); a field the engine's
+    tables do not give on a GPU comes from another engine's tables on that GPU (provenance ``borrowed``)."""
+    fits = kernel_curves.fit_all()
+    out: dict[str, tuple[dict[str, float], dict[str, Any]]] = {}
+    for gpu, f in fits[eng].items():
+        values = dict(f["values"])
+        prov = dict(f["provenance"])
+        borrowed: dict[str, str] = {}
+        for field in kernel_curves.KERNEL_FIELDS:
+            if field in values:
+                continue
+            for other in kernel_curves.ENGINES:
+                if other != eng and gpu in fits[other] and field in fits[other][gpu]["values"]:
+                    values[field] = fits[other][gpu]["values"][field]
+                    borrowed[field] = other
+                    break
+        if borrowed:
+            prov["borrowed"] = borrowed
+        out[gpu] = (values, prov)
+    return out
+
+
+def _nearest_fitted(arch_name: str, fitted: dict[str, Any]) -> str | None:
+    """The fitted architecture nearest to ``arch_name`` by generation (as :func:`curves_for` picks)."""
+    from hetplan.perf.calibration import ARCH_ORDER
+
+    if arch_name in fitted:
+        return arch_name
+    known = [a for a in ARCH_ORDER if a in fitted]
+    if not known or arch_name not in ARCH_ORDER:
+        return known[-1] if known else None
+    index = ARCH_ORDER.index(arch_name)
+    return min(known, key=lambda a: (abs(ARCH_ORDER.index(a) - index), -ARCH_ORDER.index(a)))
+
+
+def fit_engine(
+    prep: Prepared, eng: str, engine: np.ndarray, arch: np.ndarray, gpu_names: np.ndarray, fit_mask: np.ndarray,
+    ttft: np.ndarray, tpot: np.ndarray, versions: np.ndarray, models: np.ndarray, log: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """Fit engine ``eng`` on the rows of ``fit_mask``: the architecture curves (every field end to end) and the
+    per-GPU curves (kernel-level fields from :func:`kernel_values`, the :data:`OVERHEAD_FIELDS` refitted on the
+    engine x architecture's end-to-end rows with each row's GPU kernel fields held fixed). Returns ``curves``,
+    ``provenance``, ``gpu_curves``, ``gpu_provenance`` as the catalog writes them."""
+    from hetplan.catalog.loader import find_gpu
+    from hetplan.perf.calibration import normalize_arch
+
+    assert prep.rows is not None
+    curves: dict[str, dict[str, float]] = {}
+    provenance: dict[str, Any] = {}
+    overheads: dict[str, dict[str, float]] = {}
+    gpu_overheads: dict[str, dict[str, float]] = {}
+    kernels = kernel_values(eng)
+    for a in sorted({str(x) for x in arch[engine == eng]}):
+        sel = (engine == eng) & (arch == a) & fit_mask
+        if sel.sum() < 10:
+            if log:
+                print(f"{eng:7s} {a:10s} only {int(sel.sum())} fit rows: not fitted")
+            continue
+        c = fit_group(prep, prep.rows, sel, ttft, tpot)
+        curves[a] = {n: float(f"{getattr(c, n):.6g}") for n in ARCH_FIELDS}
+        r = _rows_with(prep.rows, sel, {n: getattr(c, n) for n in CURVE_FIELDS})
+        e1, e2 = log_errors(_sub(prep, sel), r, ttft[sel], tpot[sel])
+        provenance[a] = {
+            "fit_rows": int(sel.sum()),
+            "models": sorted({str(m) for m in models[sel]}),
+            "gpus": sorted({str(g) for g in gpu_names[sel]}),
+            "engine_versions": sorted({str(v) for v in versions[sel]}),
+            "fit_residuals": {"ttft": summary(e1), "tpot": summary(e2)},
+        }
+        if log:
+            print(f"{eng:7s} {a:10s} {int(sel.sum()):4d} fit rows  TTFT median |err| "
+                  f"{summary(e1)['median_abs']:.1%}  TPOT median |err| {summary(e2)['median_abs']:.1%}  "
+                  "(architecture curves, every field end to end)")  # fmt: skip
+        # per-GPU curves: kernel fields per row fixed, the overheads refitted on the same rows
+        base = {n: getattr(c, n) for n in CURVE_FIELDS}
+        cols = {n: np.asarray(getattr(prep.rows, n)).copy() for n in prep.rows.__dataclass_fields__}
+        for i in np.nonzero(sel)[0]:
+            vals = {**base, **kernels.get(str(gpu_names[i]), ({}, {}))[0]}
+            for n in CURVE_FIELDS:
+                cols[n][i] = vals[n]
+        rows_k = Rows(**cols)
+        ck = fit_group(prep, rows_k, sel, ttft, tpot, OVERHEAD_FIELDS)
+        overheads[a] = {n: float(f"{getattr(ck, n):.6g}") for n in OVERHEAD_FIELDS}
+        r = _rows_with(rows_k, sel, overheads[a])
+        e1, e2 = log_errors(_sub(prep, sel), r, ttft[sel], tpot[sel])
+        provenance[a]["overheads_with_kernel_curves"] = {"fit_residuals": {"ttft": summary(e1), "tpot": summary(e2)}}
+        if log:
+            print(f"{eng:7s} {a:10s} {int(sel.sum()):4d} fit rows  TTFT median |err| "
+                  f"{summary(e1)['median_abs']:.1%}  TPOT median |err| {summary(e2)['median_abs']:.1%}  "
+                  "(per-GPU kernel curves, overheads end to end)")  # fmt: skip
+        for gpu in sorted({str(g) for g in gpu_names[sel]}):
+            own = sel & (gpu_names == gpu)
+            if own.sum() >= GPU_OVERHEAD_MIN_ROWS and gpu in kernels:
+                cg = fit_group(prep, rows_k, own, ttft, tpot, OVERHEAD_FIELDS)
+                gpu_overheads[gpu] = {n: float(f"{getattr(cg, n):.6g}") for n in OVERHEAD_FIELDS}
+    gpu_curves: dict[str, dict[str, float]] = {}
+    gpu_provenance: dict[str, Any] = {}
+    for gpu, (values, prov) in sorted(kernels.items()):
+        a = normalize_arch(find_gpu(gpu).arch)
+        group = _nearest_fitted(a, overheads)
+        if group is None:
+            continue
+        full = {**curves[group], **gpu_overheads.get(gpu, overheads[group]), **values}
+        gpu_curves[gpu] = {n: float(f"{full[n]:.6g}") for n in CURVE_FIELDS if n in full}
+        gpu_provenance[gpu] = {
+            "kernel_tables": prov,
+            "overheads_from": f"{eng} {gpu} end-to-end rows (its own: {GPU_OVERHEAD_MIN_ROWS} fit rows or more)"
+            if gpu in gpu_overheads
+            else f"{eng} {group} end-to-end rows"
+            + ("" if group == a else f" (no end-to-end rows on {a}: the nearest architecture's)"),
+        }
+    return {"curves": curves, "provenance": provenance, "gpu_curves": gpu_curves, "gpu_provenance": gpu_provenance}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Fit, print, and (unless ``--dry-run``) write ``catalogs/perf/<engine>.yaml``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -256,37 +415,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.leave_one_model_out:
         return leave_one_model_out(prep, engine, arch, split, models, ttft, tpot, t0)
+    gpu_names = gpu_names_of(prep)
     for eng in ("vllm", "sglang", "trtllm"):
-        curves: dict[str, dict[str, float]] = {}
-        provenance: dict[str, Any] = {}
-        for a in sorted({str(x) for x in arch[engine == eng]}):
-            sel = (engine == eng) & (arch == a) & (split == "fit")
-            if sel.sum() < 10:
-                print(f"{eng:7s} {a:10s} only {int(sel.sum())} fit rows: not fitted")
-                continue
-            c = fit_group(prep, prep.rows, sel, ttft, tpot)
-            curves[a] = {n: float(f"{getattr(c, n):.6g}") for n in CURVE_FIELDS}
-            r = _rows_with(prep.rows, sel, {n: getattr(c, n) for n in CURVE_FIELDS})
-            e1, e2 = log_errors(_sub(prep, sel), r, ttft[sel], tpot[sel])
-            vals = sorted({str(v) for v in versions[sel]})
-            provenance[a] = {
-                "fit_rows": int(sel.sum()),
-                "models": sorted({str(m) for m in models[sel]}),
-                "gpus": sorted({p.gpu for p, s in zip(prep.points, sel, strict=True) if s}),
-                "engine_versions": vals,
-                "fit_residuals": {"ttft": summary(e1), "tpot": summary(e2)},
-            }
-            print(f"{eng:7s} {a:10s} {int(sel.sum()):4d} fit rows  TTFT median |err| "
-                  f"{summary(e1)['median_abs']:.1%}  TPOT median |err| {summary(e2)['median_abs']:.1%}")  # fmt: skip
+        fit = fit_engine(prep, eng, engine, arch, gpu_names, split == "fit", ttft, tpot, versions, models, log=True)
         doc = {
             "schema_version": CATALOG_VERSION,
             "kind": "perf",
             "engine": eng,
             "source": "fitted by benchmarks/calibrate_perf.py on measured serving data from NVIDIA AIConfigurator "
-            "(Apache-2.0), aiconfigurator_core/systems/silicon_sample.csv, aggregated rows",
+            "(Apache-2.0), aiconfigurator_core/systems/silicon_sample.csv, aggregated rows; gpu_curves: kernel-level "
+            "fields fitted by benchmarks/kernel_curves.py on per-operation kernel latencies",
+            "attribution": kernel_curves.ATTRIBUTION,
             "validation_models": list(silicon.VALIDATION_MODELS),
-            "curves": curves,
-            "provenance": provenance,
+            "gpu_curves": fit["gpu_curves"],
+            "curves": fit["curves"],
+            "gpu_provenance": fit["gpu_provenance"],
+            "provenance": fit["provenance"],
         }
         if not args.dry_run:
             args.out.mkdir(parents=True, exist_ok=True)

@@ -3,12 +3,17 @@
     python benchmarks/fidelity.py             # validation split, DGX-A100 latencies, published throughputs
     python benchmarks/fidelity.py --groups    # also every engine x GPU x model group
     python benchmarks/fidelity.py --levels    # also the error left when each group's level were right
+    python benchmarks/fidelity.py --hold-out version  # refit without each engine version, error on it (minutes)
+    python benchmarks/fidelity.py --hold-out system   # the same per engine x GPU
     python benchmarks/fidelity.py --fixture tests/fixtures/perf/silicon_validation_sample.csv  # the shipped subset
     python benchmarks/fidelity.py --refresh-fixture  # rewrite the shipped subset and its stored thresholds (on purpose)
 
 1. The validation split of the measured serving points (``silicon.VALIDATION_MODELS``, whole models held out of
    ``benchmarks/calibrate_perf.py``): median and p90 |relative error| and the signed median of mean TTFT and TPOT,
-   overall, per engine x GPU (the bias check) and per engine x GPU x model. The fit split is printed too (in-sample).
+   overall, per engine x GPU (the bias check: no group of 20 rows or more beyond +-10 %) and per engine x GPU x
+   model, and the ranking agreement of option pairs (two GPUs, layouts, dtypes or engines at one model, ISL, OSL
+   and concurrency whose measured times differ by more than 10 %: ordered right by the predictions?). The fit
+   split is printed too (in-sample). ``--hold-out``: whole measurement campaigns held out of a refit instead.
 2. Measured DGX-A100 Llama-2-70B prefill and decode iteration times (Splitwise's data, MIT) with the vLLM rules
    (A100 has no fitted curves: the nearest architecture's stand in, as the model says).
 3. Published throughputs (MLPerf v4.x Offline, TensorRT-LLM tables; ``published_perf.csv``) with the TensorRT-LLM
@@ -56,16 +61,71 @@ def predict(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+OPTION_KEY = ("model", "isl", "osl", "concurrency")
+"""Pairs of options are rows with these equal: the same workload served by two GPUs, layouts, dtypes or engines."""
+CONFIG_KEY = ("engine", "gpu", "tp", "pp", "ep", "dp_attention", "weight_dtype", "kv_dtype")
+"""Rows that also agree on these are repeated runs of one option, not two options (left out of the pairs)."""
+RANK_MIN_GAP = 0.10
+BIAS_GROUP_MIN_ROWS = 20
+BIAS_LIMIT = 0.10
+
+
+def ranking(df: pd.DataFrame, metric: str, same_engine: bool = False) -> tuple[int, int]:
+    """(pairs ordered right, pairs) of options (:data:`OPTION_KEY`, different :data:`CONFIG_KEY`; with
+    ``same_engine`` only pairs on one engine) whose measured ``metric`` differs by more than :data:`RANK_MIN_GAP`;
+    right when the predictions order the two the same way. ``metric``: ``ttft``, ``tpot`` or ``tput`` (output
+    tokens per second per GPU, ``C x O / (TTFT + (O - 1) TPOT) / GPUs``: what the planner's cost ranking reads)."""
+    right = total = 0
+    keys = [*OPTION_KEY, "engine"] if same_engine else list(OPTION_KEY)
+    for _, g in df.groupby(keys):
+        if len(g) < 2:
+            continue
+        if metric == "tput":
+            gpus = (g["tp"] * g["dp_attention"] * g["pp"]).to_numpy(dtype=float)
+            work = (g["concurrency"] * g["osl"]).to_numpy(dtype=float)
+            meas = work / (g["ttft_ms"] + (g["osl"] - 1) * g["tpot_ms"]).to_numpy() / gpus
+            pred = work / (g["p_ttft_ms"] + (g["osl"] - 1) * g["p_tpot_ms"]).to_numpy() / gpus
+        else:
+            meas = g[f"{metric}_ms"].to_numpy()
+            pred = g[f"p_{metric}_ms"].to_numpy()
+        conf = [tuple(r) for r in g[list(CONFIG_KEY)].itertuples(index=False)]
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                if conf[i] == conf[j] or max(meas[i], meas[j]) <= (1 + RANK_MIN_GAP) * min(meas[i], meas[j]):
+                    continue
+                total += 1
+                right += int((meas[i] < meas[j]) == (pred[i] < pred[j]))
+    return right, total
+
+
+def rank_text(df: pd.DataFrame, same_engine: bool = False) -> str:
+    """``TTFT r/n (x %)  TPOT ...  tok/s/GPU ...`` (:func:`ranking`)."""
+    parts = []
+    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("tput", "tok/s/GPU")):
+        right, total = ranking(df, metric, same_engine)
+        parts.append(f"{label} {right}/{total} ({right / total * 100:.1f} %)" if total else f"{label} -")
+    return "  ".join(parts)
+
+
 def report_split(df: pd.DataFrame, name: str, groups: bool) -> dict[str, float]:
     """Print the figures of one split; return its overall medians."""
     ok = df[df["error"] == ""]
     print(f"\n== {name}: {len(ok)} rows estimated, {len(df) - len(ok)} refused by the layout checks")
     print(f"  TTFT  {stats(ok['e_ttft'].to_numpy())}")
     print(f"  TPOT  {stats(ok['e_tpot'].to_numpy())}")
-    print("  per engine x GPU (signed bias is the check: |bias| <= 15 %)")
+    print(f"  ranking of option pairs differing > 10 %: {rank_text(ok)}")
+    print(f"    pairs on one engine (GPUs, layouts, dtypes): {rank_text(ok, same_engine=True)}")
+    biased = []
+    print(f"  per engine x GPU (the check: no group of >= {BIAS_GROUP_MIN_ROWS} rows with |bias| > 10 %)")
     for (eng, gpu), g in ok.groupby(["engine", "gpu"]):
         print(f"    {eng:7s} {gpu:9s} {len(g):4d} rows  TTFT {stats(g['e_ttft'].to_numpy())}")
         print(f"    {'':7s} {'':9s} {'':4s}       TPOT {stats(g['e_tpot'].to_numpy())}")
+        if len(g) >= BIAS_GROUP_MIN_ROWS:
+            for col in ("ttft", "tpot"):
+                bias = float(np.median(g[f"e_{col}"]))
+                if abs(bias) > BIAS_LIMIT:
+                    biased.append(f"{eng} {gpu} {col.upper()} {bias * 100:+.1f} %")
+    print(f"  groups of >= {BIAS_GROUP_MIN_ROWS} rows biased beyond +-10 %: {', '.join(biased) or 'none'}")
     if "campaign" in ok.columns:
         print("  per measurement campaign (silicon_data_source)")
         for camp, g in ok.groupby("campaign"):
@@ -191,6 +251,72 @@ def write_error_bands() -> int:
     return 0
 
 
+HOLD_OUT_MIN_ROWS = 20
+"""Fewest fit rows a held-out engine version or system needs to be reported on its own."""
+
+
+def hold_out(kind: str, groups: bool) -> int:
+    """Refit (``benchmarks/calibrate_perf.py``'s :func:`fit_engine`) without each engine version (``version``) or
+    each engine x GPU (``system``) in turn, predict that campaign's fit-split rows with the refit curves and print
+    the pooled figures: the error on measurement campaigns the fit never saw (kernel tables stay in: they are not
+    end-to-end points). Groups with fewer than :data:`HOLD_OUT_MIN_ROWS` fit rows are left out."""
+    import calibrate_perf as cp
+
+    from hetplan.perf.calibration import EfficiencyCurves
+    from hetplan.perf.points import prepare_points, steady_state
+
+    frame, _ = silicon.load()
+    prep = prepare_points(silicon.as_point_rows(frame))
+    assert prep.rows is not None
+    ok = np.array(prep.index)
+    meas = frame.iloc[ok].reset_index(drop=True)
+    ttft = meas["ttft_ms"].to_numpy() / 1e3
+    tpot = meas["tpot_ms"].to_numpy() / 1e3
+    engine = np.array([p.engine for p in prep.points])
+    arch = np.array(prep.arch_names)
+    gpus = cp.gpu_names_of(prep)
+    versions = meas["backend_version"].to_numpy()
+    models = meas["model"].to_numpy()
+    fit = meas["split"].to_numpy() == "fit"
+    key = versions if kind == "version" else gpus
+    parts: dict[str, list[pd.DataFrame]] = {"gpu": [], "arch": []}
+    for eng in ("vllm", "sglang", "trtllm"):
+        for value in sorted({str(v) for v in key[(engine == eng) & fit]}):
+            test = (engine == eng) & (key == value) & fit
+            if test.sum() < HOLD_OUT_MIN_ROWS:
+                continue
+            res = cp.fit_engine(prep, eng, engine, arch, gpus, fit & ~test, ttft, tpot, versions, models)
+            idx = np.nonzero(test)[0]
+            for variant in ("gpu", "arch"):
+                curves = []
+                for i in idx:
+                    table = res["gpu_curves"].get(str(gpus[i])) if variant == "gpu" else None
+                    if table is None:
+                        nearest = cp._nearest_fitted(str(arch[i]), res["curves"])
+                        table = cp._arch_params(res["curves"][nearest]) if nearest else None
+                    curves.append(EfficiencyCurves(**table) if table else EfficiencyCurves())
+                rows = cp._rows_with(prep.rows, test, {}).with_curves(curves)
+                ss = steady_state(cp._sub(prep, test), rows)
+                part = meas.iloc[idx].copy()
+                part["p_ttft_ms"] = ss.ttft_s * 1e3
+                part["p_tpot_ms"] = ss.tpot_s * 1e3
+                part["error"] = ""
+                parts[variant].append(part)
+                if variant == "gpu":
+                    e1 = (part["p_ttft_ms"] / part["ttft_ms"] - 1).to_numpy()
+                    e2 = (part["p_tpot_ms"] / part["tpot_ms"] - 1).to_numpy()
+                    print(f"  without {eng:7s} {value:30s} {len(part):4d} rows  TTFT {stats(e1)}")
+                    print(f"  {'':8s} {'':7s} {'':30s} {'':4s}       TPOT {stats(e2)}")
+    label = "engine version" if kind == "version" else "engine x GPU (system)"
+    for variant, what in (("arch", "architecture curves only, every field end to end (the fit before kernel tables)"),
+                          ("gpu", "per-GPU curves: kernel tables + overheads end to end")):  # fmt: skip
+        df = pd.concat(parts[variant], ignore_index=True)
+        df["e_ttft"] = df["p_ttft_ms"] / df["ttft_ms"] - 1.0
+        df["e_tpot"] = df["p_tpot_ms"] / df["tpot_ms"] - 1.0
+        report_split(df, f"held-out campaigns, each {label} predicted by a fit without it; {what}", groups)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print every figure; exit 0."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -199,7 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fixture", type=Path, help="a points CSV with measured ttft_ms/tpot_ms columns instead")
     ap.add_argument("--refresh-fixture", action="store_true", help="rewrite tests/fixtures/perf (on purpose)")
     ap.add_argument("--write-error-bands", action="store_true", help="rewrite catalogs/perf/error_bands.yaml")
+    ap.add_argument(
+        "--hold-out",
+        choices=("version", "system"),
+        help="refit without each engine version (or engine x GPU) in turn and print the error on it (minutes)",
+    )
     args = ap.parse_args(argv)
+    if args.hold_out:
+        return hold_out(args.hold_out, args.groups)
     if args.refresh_fixture:
         return refresh_fixture()
     if args.write_error_bands:

@@ -5,7 +5,10 @@ engine on one architecture:
 
 - GEMM efficiency versus the tokens M in the GEMM: ``eff(M) = gemm_max x M / (M + gemm_half_tokens)`` of the
   dense peak in the compute dtype (small M is memory-bound anyway; large M approaches the ceiling);
-- ``mbu``: achieved share of memory bandwidth when a step streams weights and KV;
+- ``mbu``: achieved share of memory bandwidth when a step streams weights; ``kv_mbu`` the same when decode
+  attention reads the KV cache (equal to ``mbu`` in curves fitted end to end only);
+- ``moe_efficiency``: the routed-expert kernels' speed relative to the GEMM curve's roofline of the same work
+  (fused MoE kernels gather, permute and run many small GEMMs; 1 in curves fitted end to end only);
 - ``attention_efficiency``: share of the 16-bit peak that attention FLOPs reach (prefill over long contexts);
 - ``step_overhead_s`` + ``layer_overhead_s`` x layers + ``moe_layer_overhead_s`` x MoE layers +
   ``seq_overhead_s`` x running sequences: the engine's time per step outside the roofline (scheduling and sampling
@@ -29,9 +32,13 @@ engine on one architecture:
   a cost per running sequence by the leave-one-model-out error of ``benchmarks/calibrate_perf.py
   --leave-one-model-out`` (TTFT 45.4 % -> 36.6 % median |error| on the fit split).
 
-The files are written by ``benchmarks/calibrate_perf.py`` from measured serving points (see ``docs/perf-model.md``)
-and carry their provenance: rows, models, engine versions, the held-out validation models and fit residuals. A GPU
-whose architecture has no fitted curves takes the nearest architecture's (by generation, :data:`ARCH_ORDER`) and
+The files are written by ``benchmarks/calibrate_perf.py`` (see ``docs/perf-model.md``) and carry their provenance:
+rows, models, engine versions, the held-out validation models and fit residuals. Two sections: ``gpu_curves`` per
+GPU name, whose kernel-level fields (GEMM, ``mbu``, ``kv_mbu``, attention, all-reduce, MoE) are fitted on that
+GPU's measured per-operation kernel latencies in the engine (kernel measurements from NVIDIA AIConfigurator
+(Apache-2.0)) and whose overheads and queueing terms are fitted on the end-to-end serving points with those held
+fixed; and ``curves`` per architecture, every field fitted end to end, the fallback for a GPU without kernel
+tables. A GPU in neither takes the nearest architecture's (by generation, :data:`ARCH_ORDER`) and
 :func:`curves_for` says so; an engine with no file takes the built-in prior (:data:`PRIOR`).
 
 Source: hetplan's own reconstruction; the curve shapes follow the roofline of DESIGN §2.
@@ -60,6 +67,7 @@ class EfficiencyCurves:
     gemm_max: float = 0.70
     gemm_half_tokens: float = 64.0
     mbu: float = 0.70
+    kv_mbu: float = 0.70
     attention_efficiency: float = 0.40
     step_overhead_s: float = 0.004
     layer_overhead_s: float = 1e-5
@@ -72,12 +80,22 @@ class EfficiencyCurves:
     ttft_overhead_s: float = 0.02
     ttft_token_overhead_s: float = 1e-5
     ttft_decode_steps: float = 2.0
+    moe_efficiency: float = 1.0
+    sync_half_clients: float = 1e9
 
 
 PRIOR = EfficiencyCurves()
 """Curves used when an engine has no fitted file: hetplan's own round numbers, not a fit."""
 
 FIT_PARAMETERS = tuple(f.name for f in fields(EfficiencyCurves))
+
+
+def _curves(values: dict[str, float]) -> EfficiencyCurves:
+    """Curves from a catalog mapping; ``kv_mbu`` defaults to ``mbu`` (architecture curves fitted end to end have
+    one bandwidth share for weights and KV), ``moe_efficiency`` to 1."""
+    if "kv_mbu" not in values and "mbu" in values:
+        values = {**values, "kv_mbu": values["mbu"]}
+    return EfficiencyCurves(**values)
 
 
 def normalize_arch(arch: str) -> str:
@@ -113,27 +131,42 @@ def load_perf_catalog(engine: str) -> dict[str, Any] | None:
         raise CatalogError(exc.what, exc.why, exc.fix) from None
     if not isinstance(doc, dict) or doc.get("kind") != "perf" or not isinstance(doc.get("curves"), dict):
         raise CatalogError(f"{path} is not a perf catalog", "expected kind: perf and a curves mapping", "regenerate it")
-    for arch, values in doc["curves"].items():
-        unknown = sorted(set(values) - set(FIT_PARAMETERS))
-        if unknown:
-            raise CatalogError(f"{path}: curves.{arch} has unknown fields {unknown}", fix="regenerate it")
+    gpu_curves = doc.get("gpu_curves", {})
+    if not isinstance(gpu_curves, dict):
+        raise CatalogError(f"{path}: gpu_curves is not a mapping", fix="regenerate it")
+    for section, mapping in (("curves", doc["curves"]), ("gpu_curves", gpu_curves)):
+        for key, values in mapping.items():
+            if not isinstance(values, dict):
+                raise CatalogError(f"{path}: {section}.{key} is not a mapping", fix="regenerate it")
+            unknown = sorted(set(values) - set(FIT_PARAMETERS))
+            if unknown:
+                raise CatalogError(f"{path}: {section}.{key} has unknown fields {unknown}", fix="regenerate it")
     return doc
 
 
-def curves_for(engine: str, arch: str, vendor: str = "NVIDIA") -> tuple[EfficiencyCurves, str | None]:
-    """The curves of ``engine`` on architecture ``arch`` and a note when they are not fitted on that architecture.
+def curves_for(
+    engine: str, arch: str, vendor: str = "NVIDIA", gpu: str | None = None
+) -> tuple[EfficiencyCurves, str | None]:
+    """The curves of ``engine`` on GPU ``gpu`` (architecture ``arch``) and a note when they are not fitted on it.
+
+    A GPU with curves of its own (``gpu_curves``: the kernel-level fields fitted on that GPU's measured kernel
+    latencies, the overheads on the engine's end-to-end points) takes them; any other GPU the curves of its
+    architecture (``curves``), else the nearest architecture's.
 
     Returns:
-        (curves, note): ``note`` is None when the architecture has its own fitted curves, else a sentence saying
-        which architecture's curves (or the prior) stand in.
+        (curves, note): ``note`` is None when the GPU or its architecture has its own fitted curves, else a
+        sentence saying which architecture's curves (or the prior) stand in.
     """
     doc = load_perf_catalog(engine)
     if doc is None:
         return PRIOR, f"no fitted {engine} curves are shipped; the roofline uses hetplan's prior efficiencies"
+    per_gpu: dict[str, dict[str, float]] = doc.get("gpu_curves", {})
+    if gpu is not None and gpu in per_gpu:
+        return _curves(per_gpu[gpu]), None
     fitted: dict[str, dict[str, float]] = doc["curves"]
     name = normalize_arch(arch)
     if name in fitted:
-        return EfficiencyCurves(**fitted[name]), None
+        return _curves(fitted[name]), None
     if vendor.upper() != "NVIDIA" or name not in ARCH_ORDER:
         stand_in = NON_NVIDIA_STAND_IN if NON_NVIDIA_STAND_IN in fitted else sorted(fitted)[0]
     else:
@@ -144,7 +177,7 @@ def curves_for(engine: str, arch: str, vendor: str = "NVIDIA") -> tuple[Efficien
         f"no measured {engine} data for {name or 'this'} GPUs: the roofline uses the {stand_in} curves fitted for "
         f"{engine} (measure it with 'hetplan profile' to replace the datasheet peaks)"
     )
-    return EfficiencyCurves(**fitted[stand_in]), note
+    return _curves(fitted[stand_in]), note
 
 
 __all__ = [

@@ -11,10 +11,10 @@ attention data parallelism; the MoE experts are spread over all of them, by EP o
   one rank (:func:`prefill_rank_tokens`): one prefill or one sequence under attention DP is not ``dp`` times
   faster, and the other ranks wait for the busiest one in the step;
 - routed experts: each touched expert sees ``M = tokens x k / touched`` tokens, ``touched = E(1 - (1 - k/E)^T)``
-  (DESIGN §2), their weights split over all GPUs;
-- attention: decode reads the KV of every sequence (memory-bound); prefill computes ``4 L_kv w p p_ctx`` FLOPs
-  at ``attention_efficiency`` of the 16-bit peak (``w = d_q``; MLA attends in its latent space, ``w = n_q (2 r +
-  rope) / 2``);
+  (DESIGN §2), their weights split over all GPUs, at ``moe_efficiency`` of that roofline;
+- attention: decode reads the KV of every sequence (memory-bound, at ``kv_mbu``); prefill computes
+  ``4 L_kv w p p_ctx`` FLOPs at ``attention_efficiency`` of the 16-bit peak (``w = d_q``; MLA attends in its
+  latent space, ``w = n_q (2 r + rope) / 2``);
 - communication: two TP all-reduces per layer, and for MoE across GPUs a dispatch and a combine per MoE layer, each
   ``allreduce_latency_s + bytes / (link_efficiency x link)``;
 - ``step_overhead_s + layer_overhead_s x layers + moe_layer_overhead_s x MoE layers + seq_overhead_s x b``.
@@ -89,6 +89,7 @@ class Rows:
     gemm_max: np.ndarray
     gemm_half_tokens: np.ndarray
     mbu: np.ndarray
+    kv_mbu: np.ndarray
     attention_efficiency: np.ndarray
     step_overhead_s: np.ndarray
     layer_overhead_s: np.ndarray
@@ -101,6 +102,8 @@ class Rows:
     ttft_overhead_s: np.ndarray
     ttft_token_overhead_s: np.ndarray
     ttft_decode_steps: np.ndarray
+    moe_efficiency: np.ndarray
+    sync_half_clients: np.ndarray
     budget_tokens: np.ndarray
     chunked: np.ndarray  # 1.0 when the engine splits prompts into chunks
     max_num_seqs: np.ndarray
@@ -117,6 +120,7 @@ CURVE_FIELDS = (
     "gemm_max",
     "gemm_half_tokens",
     "mbu",
+    "kv_mbu",
     "attention_efficiency",
     "step_overhead_s",
     "layer_overhead_s",
@@ -129,6 +133,8 @@ CURVE_FIELDS = (
     "ttft_overhead_s",
     "ttft_token_overhead_s",
     "ttft_decode_steps",
+    "moe_efficiency",
+    "sync_half_clients",
 )
 
 
@@ -229,11 +235,11 @@ def step_s(
     eff_exp = r.gemm_max * m_exp / (m_exp + r.gemm_half_tokens)
     exp_flops = 2.0 * r.moe_layers * r.expert_params * k * tokens / r.gpus
     exp_bytes = r.moe_layers * r.expert_params * touched * r.weight_bytes / r.gpus
-    t = t + np.where(moe, _op_s(exp_flops, exp_bytes, r.gemm_flops, eff_exp, r), 0.0)
+    t = t + np.where(moe, _op_s(exp_flops, exp_bytes, r.gemm_flops, eff_exp, r) / r.moe_efficiency, 0.0)
     # attention: decode reads KV; prefill computes over its context
     kv_read = b_rank * ctx * r.kv_bytes_token / r.kv_shards
     dec_flops = 4.0 * r.kv_layers * r.d_q * b_rank * ctx / r.tp
-    t = t + np.maximum(dec_flops / (r.half_flops * r.attention_efficiency), kv_read / (r.mem_bytes_per_s * r.mbu))
+    t = t + np.maximum(dec_flops / (r.half_flops * r.attention_efficiency), kv_read / (r.mem_bytes_per_s * r.kv_mbu))
     pre_flops = 4.0 * r.kv_layers * r.d_q * p_rank * p_ctx / r.tp
     t = t + pre_flops / (r.half_flops * r.attention_efficiency)
     # communication
@@ -306,7 +312,8 @@ def closed_loop(
         full = np.minimum(room, c * i)
         t_full = step_s(r, b, ctx, full, i / 2.0, prefill_rank_tokens(r, full, chunk))
         ttft_wave = np.maximum(service, (np.ceil(c * i / room) + 1.0) / 2.0 * t_full)
-        ttft_new = (1.0 - r.sync_share) * np.minimum(ttft_open, ttft_wave) + r.sync_share * ttft_wave
+        sync = r.sync_share + (1.0 - r.sync_share) * c / (c + r.sync_half_clients)
+        ttft_new = (1.0 - sync) * np.minimum(ttft_open, ttft_wave) + sync * ttft_wave
         # clients beyond the running cap wait for a slot
         queue = np.maximum(c - running_cap, 0.0) / np.maximum(running_cap, 1.0) * ((o - 1.0) * tpot_new + service)
         front_end = r.ttft_overhead_s + r.ttft_token_overhead_s * i + r.ttft_decode_steps * t_dec

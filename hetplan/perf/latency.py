@@ -104,7 +104,7 @@ class InstanceModel:
 
     @cached_property
     def _curves(self) -> tuple[EfficiencyCurves, str | None]:
-        return curves_for(self.settings.engine, self.gpu.arch, self.gpu.vendor)
+        return curves_for(self.settings.engine, self.gpu.arch, self.gpu.vendor, self.gpu.name)
 
     @cached_property
     def correction(self) -> tuple[float, float]:

@@ -296,9 +296,9 @@ def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
             check_parallelism(arch, gpu, pt.tp, pt.pp, pt.ep, pt.dp_attention)
             check_gpu_runs(gpu, pt.weight_dtype)  # what 'hetplan estimate' refuses (bf16 on Volta)
             rules = engine_rules(pt.engine)
-            ckey = ("curves", pt.engine, gpu.arch, gpu.vendor)
+            ckey = ("curves", pt.engine, gpu.name, gpu.arch, gpu.vendor)
             if ckey not in cache:
-                cache[ckey] = curves_for(pt.engine, gpu.arch, gpu.vendor)
+                cache[ckey] = curves_for(pt.engine, gpu.arch, gpu.vendor, gpu.name)
             curves, note = cache[ckey]
             seqs = pt.max_num_seqs or rules.max_num_seqs
             budget = pt.max_num_batched_tokens or rules.max_num_batched_tokens

@@ -30,6 +30,7 @@ from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.deploy_rules import Deployment, canonical_connector
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
+from hetplan.perf.calibration import curves_for
 from hetplan.perf.capacity import ArrivalTrace, LengthStats, PrefillReuse, prefill_work_tokens
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
@@ -377,6 +378,10 @@ def build_request(
                     f"row flagged unreliable ({price.source}); pass --prices to set your own",
                 )
             )
+        # a GPU without fitted curves of its own (no kernel tables, no architecture fit) borrows; say so
+        curve_note = curves_for(scenario.engine, gpu.arch, gpu.vendor, gpu.name)[1]
+        if curve_note:
+            gpu_warnings.append((gpu.name, f"{gpu.name}: {curve_note}"))
         prices[gpu.name] = price
         chosen.append(gpu)
     if not chosen and dtype_skipped:

@@ -1,0 +1,354 @@
+"""Fit the kernel-level efficiency curves per GPU x engine on measured per-operation latencies.
+
+    python benchmarks/kernel_curves.py      # print every GPU x engine fit and its residuals
+
+Data: ``../shared/data/measured/kernels/`` (kernel measurements from NVIDIA AIConfigurator (Apache-2.0); README
+there): ``<system>/<op family>/<engine>/<version>/<table>.parquet``. Used by ``benchmarks/calibrate_perf.py``,
+which ships the result in ``catalogs/perf/<engine>.yaml`` (``gpu_curves``); the package never reads ``../shared``.
+
+Each field below is fitted against the very operator formula of :func:`hetplan.perf.closed_loop.step_s`, with the
+hetplan catalog's datasheet peaks (:func:`hetplan.catalog.loader.find_gpu`), so the fitted share means the same
+thing in the planner as in the fit:
+
+- ``gemm_max``, ``gemm_half_tokens``, ``mbu`` (``gemm_perf``, bf16 and fp8, n and k from 1,024 to 16,384, the
+  fastest kernel of each shape): ``t = max(2 m n k / (peak x gemm_max x m / (m + gemm_half_tokens)), n k bytes /
+  (bandwidth x mbu)) + c`` with ``c`` a per-call launch constant (reported, not shipped: the per-layer overhead of
+  the end-to-end fit carries it);
+- ``kv_mbu`` (``generation_attention_perf``, 16-bit KV, head_dim 128, no window): ``t = c + c_seq x batch + KV
+  bytes / (bandwidth x kv_mbu)``;
+- ``attention_efficiency`` (``context_attention_perf``, same filter, ISL >= 512): ``t = c + 4 b heads head_dim
+  ISL (ISL / 2) / (16-bit peak x attention_efficiency)`` (causal prefill);
+- ``allreduce_latency_s``, ``link_efficiency`` (the engine's ``custom_allreduce_perf``, its CUDA-graph variant
+  where measured, else NCCL's ``all_reduce`` from ``nccl_perf``; 2 to 8 GPUs, 4 KiB to 256 MiB): ``t = latency +
+  2 (n - 1) / n x bytes / (link_efficiency x link)`` with ``link`` half the catalog's bidirectional figure;
+- ``moe_efficiency`` (``moe_perf``, balanced routing, MoE-TP 1, EP 1, bf16 and fp8): the median ratio of the
+  routed-expert roofline with the GEMM curve above (``touched`` experts, ``tokens x k / touched`` rows each) to
+  the measured latency.
+
+A family the engine has no table for on a GPU takes the same GPU's table of another engine (vLLM, SGLang,
+TensorRT-LLM in that order; recorded in the provenance as ``from``). The fit minimises a soft-L1 loss on log
+errors (:func:`calibrate_perf.robust_residual`) by :func:`calibrate_perf.levenberg_marquardt`; deterministic.
+Source: hetplan's own reconstruction; measurements: NVIDIA AIConfigurator 0.12.0 (Apache-2.0).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from silicon import SHARED  # noqa: E402
+
+KERNELS = SHARED / "measured" / "kernels"
+ATTRIBUTION = "kernel measurements from NVIDIA AIConfigurator (Apache-2.0)"
+SYSTEM_GPU = {
+    "a100_sxm": "A100-80GB-SXM",
+    "h100_sxm": "H100-SXM",
+    "h200_sxm": "H200-SXM",
+    "b200_sxm": "B200",
+    "b300_sxm": "B300",
+    "gb200": "GB200",
+    "gb300": "GB300",
+    "l40s": "L40S",
+}
+"""Kernel-table systems -> hetplan catalog GPUs (``rtx_pro_6000_server`` has no catalog entry and is left out)."""
+ENGINES = ("vllm", "sglang", "trtllm")
+KERNEL_FIELDS = (
+    "gemm_max",
+    "gemm_half_tokens",
+    "mbu",
+    "kv_mbu",
+    "attention_efficiency",
+    "allreduce_latency_s",
+    "link_efficiency",
+    "moe_efficiency",
+)
+"""Curve fields the kernel tables fix; the end-to-end fit keeps the others (overheads, queueing)."""
+DTYPE_PEAK = {"bfloat16": ("bf16", 2.0), "fp8": ("fp8", 1.0), "fp8_block": ("fp8", 1.0)}
+GEMM_NK = (1024, 16384)
+GEMM_BOUNDS = {"gemm_max": (0.2, 1.0), "gemm_half_tokens": (1.0, 4096.0), "mbu": (0.2, 1.0), "c": (1e-7, 1e-4)}
+
+
+def table(system: str, family: str, engine: str, name: str) -> tuple[pd.DataFrame, str] | None:
+    """(the newest ``<name>.parquet`` of ``system/family/engine``, its version) or None."""
+    root = KERNELS / system / family / engine
+    if not root.is_dir():
+        return None
+    found = sorted(root.glob(f"*/{name}.parquet"), key=lambda p: p.parent.name)
+    if not found:
+        return None
+    return pd.read_parquet(found[-1]), found[-1].parent.name
+
+
+def table_for(system: str, family: str, engine: str, name: str) -> tuple[pd.DataFrame, str, str] | None:
+    """The engine's own table, else another engine's on the same system: (frame, version, engine it came from)."""
+    for eng in (engine, *[e for e in ENGINES if e != engine]):
+        got = table(system, family, eng, name)
+        if got is not None:
+            return got[0], got[1], eng
+    return None
+
+
+def _fit(model: Callable[[dict[str, float]], np.ndarray], measured: np.ndarray, bounds: dict[str, tuple[float, float]],
+         start: dict[str, float]) -> tuple[dict[str, float], np.ndarray]:  # fmt: skip
+    """Parameters (inside ``bounds``, log-sigmoid coordinates) minimising the robust log error of ``model``."""
+    from calibrate_perf import levenberg_marquardt, robust_residual
+
+    names = list(bounds)
+    lo = np.log([bounds[n][0] for n in names])
+    hi = np.log([bounds[n][1] for n in names])
+
+    def params(z: np.ndarray) -> dict[str, float]:
+        return {n: float(v) for n, v in zip(names, np.exp(lo + (hi - lo) / (1.0 + np.exp(-z))), strict=True)}
+
+    frac = (np.log([start[n] for n in names]) - lo) / (hi - lo)
+    z0 = np.log(frac / (1.0 - frac))
+
+    def res(z: np.ndarray) -> np.ndarray:
+        out = robust_residual(np.log(model(params(z)) / measured))
+        return np.where(np.isfinite(out), out, 1e3)
+
+    best = params(levenberg_marquardt(res, z0, iterations=80))
+    return best, np.log(model(best) / measured)
+
+
+def residuals(e: np.ndarray) -> dict[str, float]:
+    """Median and p90 |relative error| of log ratios, and the rows."""
+    rel = np.abs(np.expm1(e))
+    return {"median_abs": round(float(np.median(rel)), 4), "p90_abs": round(float(np.percentile(rel, 90)), 4),
+            "rows": int(e.size)}  # fmt: skip
+
+
+def fit_gemm(system: str, engine: str, gpu: Any) -> dict[str, Any] | None:
+    """``gemm_max``, ``gemm_half_tokens``, ``mbu`` (module docstring)."""
+    got = table_for(system, "gemm", engine, "gemm_perf")
+    if got is None:
+        return None
+    df, version, source = got
+    df = df[df["gemm_dtype"].isin(["bfloat16", "fp8"]) & df["n"].between(*GEMM_NK) & df["k"].between(*GEMM_NK)]
+    df = df[np.array([_has_peak(gpu, DTYPE_PEAK[d][0]) for d in df["gemm_dtype"]], dtype=bool)]
+    df = df.groupby(["gemm_dtype", "m", "n", "k"], as_index=False)["latency"].min()
+    if len(df) < 50:
+        return None
+    peak = np.array([gpu.dense_tflops(DTYPE_PEAK[d][0])[0] * 1e12 for d in df["gemm_dtype"]])
+    wbytes = np.array([DTYPE_PEAK[d][1] for d in df["gemm_dtype"]])
+    m, n, k = (df[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
+    bw = gpu.hbm_gb_per_s * 1e9
+    meas = df["latency"].to_numpy() / 1e3
+
+    def model(p: dict[str, float]) -> np.ndarray:
+        eff = p["gemm_max"] * m / (m + p["gemm_half_tokens"])
+        out: np.ndarray = np.maximum(2 * m * n * k / (peak * eff), n * k * wbytes / (bw * p["mbu"])) + p["c"]
+        return out
+
+    best, e = _fit(model, meas, GEMM_BOUNDS, {"gemm_max": 0.7, "gemm_half_tokens": 64.0, "mbu": 0.7, "c": 5e-6})
+    small = m <= 16
+    return {
+        "values": {k_: best[k_] for k_ in ("gemm_max", "gemm_half_tokens", "mbu")},
+        "launch_s": best["c"],
+        "table": f"{system}/gemm/{source}/{version}/gemm_perf",
+        "residuals": residuals(e),
+        "residuals_m_le_16": residuals(e[small]),
+    }
+
+
+def _has_peak(gpu: Any, dtype: str) -> bool:
+    try:
+        gpu.dense_tflops(dtype)
+    except KeyError:
+        return False
+    return True
+
+
+def _attention_rows(df: pd.DataFrame) -> pd.DataFrame:
+    window = df["window_size"].fillna(0) if "window_size" in df.columns else pd.Series(0, index=df.index)
+    kv16 = df["kv_cache_dtype"].isin(["bfloat16", "float16"])
+    keep = (df["head_dim"] == 128) & kv16 & (window == 0)
+    return (
+        df[keep]
+        .groupby(["batch_size", "isl", "num_heads", "num_key_value_heads", "step"], as_index=False)["latency"]
+        .min()
+    )
+
+
+def fit_decode_attention(system: str, engine: str, gpu: Any) -> dict[str, Any] | None:
+    """``kv_mbu`` (module docstring)."""
+    got = table_for(system, "attention", engine, "generation_attention_perf")
+    if got is None:
+        return None
+    df, version, source = got
+    df = _attention_rows(df)
+    b = df["batch_size"].to_numpy(dtype=float)
+    kv = b * df["step"].to_numpy(dtype=float) * 2 * df["num_key_value_heads"].to_numpy(dtype=float) * 128 * 2.0
+    sel = kv >= 1e6
+    if sel.sum() < 20:
+        return None
+    b, kv, meas = b[sel], kv[sel], df["latency"].to_numpy()[sel] / 1e3
+    bw = gpu.hbm_gb_per_s * 1e9
+
+    def model(p: dict[str, float]) -> np.ndarray:
+        out: np.ndarray = p["c"] + p["c_seq"] * b + kv / (bw * p["kv_mbu"])
+        return out
+
+    bounds = {"kv_mbu": (0.1, 1.0), "c": (1e-7, 1e-4), "c_seq": (1e-10, 1e-5)}
+    best, e = _fit(model, meas, bounds, {"kv_mbu": 0.7, "c": 5e-6, "c_seq": 1e-8})
+    return {
+        "values": {"kv_mbu": best["kv_mbu"]},
+        "launch_s": best["c"],
+        "per_sequence_s": best["c_seq"],
+        "table": f"{system}/attention/{source}/{version}/generation_attention_perf",
+        "residuals": residuals(e),
+    }
+
+
+def fit_prefill_attention(system: str, engine: str, gpu: Any) -> dict[str, Any] | None:
+    """``attention_efficiency`` (module docstring)."""
+    got = table_for(system, "attention", engine, "context_attention_perf")
+    if got is None:
+        return None
+    df, version, source = got
+    df = _attention_rows(df)
+    df = df[df["isl"] >= 512]
+    if len(df) < 20:
+        return None
+    isl = df["isl"].to_numpy(dtype=float)
+    flops = 4.0 * df["batch_size"].to_numpy(dtype=float) * df["num_heads"].to_numpy(dtype=float) * 128 * isl * isl / 2
+    meas = df["latency"].to_numpy() / 1e3
+    half = gpu.dense_tflops("bf16")[0] * 1e12 if _has_peak(gpu, "bf16") else gpu.dense_tflops("fp16")[0] * 1e12
+
+    def model(p: dict[str, float]) -> np.ndarray:
+        out: np.ndarray = p["c"] + flops / (half * p["attention_efficiency"])
+        return out
+
+    bounds = {"attention_efficiency": (0.02, 1.0), "c": (1e-7, 1e-3)}
+    best, e = _fit(model, meas, bounds, {"attention_efficiency": 0.4, "c": 1e-5})
+    return {
+        "values": {"attention_efficiency": best["attention_efficiency"]},
+        "launch_s": best["c"],
+        "table": f"{system}/attention/{source}/{version}/context_attention_perf",
+        "residuals": residuals(e),
+    }
+
+
+def fit_allreduce(system: str, engine: str, gpu: Any) -> dict[str, Any] | None:
+    """``allreduce_latency_s``, ``link_efficiency`` (module docstring)."""
+    got = table(system, "comm", engine, "custom_allreduce_perf")
+    label = None
+    if got is not None:
+        df, version = got
+        if "backend" in df.columns and df["backend"].astype(str).str.endswith("graph").any():
+            df = df[df["backend"].astype(str).str.endswith("graph")]
+        label = f"{system}/comm/{engine}/{version}/custom_allreduce_perf"
+    else:
+        got = table(system, "comm", "nccl", "nccl_perf")
+        if got is None:
+            return None
+        df, version = got
+        df = df[(df["op_name"] == "all_reduce") & (df["nccl_dtype"] == "half")]
+        label = f"{system}/comm/nccl/{version}/nccl_perf (all_reduce)"
+    df = df[df["message_size"].between(4096, 256 * 2**20) & df["num_gpus"].between(2, 8)]
+    if len(df) < 10:
+        return None
+    n = df["num_gpus"].to_numpy(dtype=float)
+    size = df["message_size"].to_numpy(dtype=float)
+    meas = df["latency"].to_numpy() / 1e3
+    link = gpu.interconnect_gb_per_s / 2.0 * 1e9
+
+    def model(p: dict[str, float]) -> np.ndarray:
+        out: np.ndarray = p["allreduce_latency_s"] + 2 * (n - 1) / n * size / (p["link_efficiency"] * link)
+        return out
+
+    bounds = {"allreduce_latency_s": (1e-6, 5e-4), "link_efficiency": (0.05, 1.5)}
+    best, e = _fit(model, meas, bounds, {"allreduce_latency_s": 1e-5, "link_efficiency": 0.6})
+    return {"values": best, "table": label, "residuals": residuals(e)}
+
+
+def fit_moe(system: str, engine: str, gpu: Any, gemm: dict[str, float]) -> dict[str, Any] | None:
+    """``moe_efficiency`` against the GEMM curve ``gemm`` (module docstring)."""
+    got = table_for(system, "moe", engine, "moe_perf")
+    if got is None:
+        return None
+    df, version, source = got
+    keep = (df["distribution"] == "balanced") & (df["moe_tp_size"] == 1) & (df["moe_ep_size"] == 1)
+    df = df[keep & df["moe_dtype"].isin(list(DTYPE_PEAK))]
+    df = df[np.array([_has_peak(gpu, DTYPE_PEAK[d][0]) for d in df["moe_dtype"]], dtype=bool)]
+    df = df.groupby(["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts"], as_index=False)[
+        "latency"
+    ].min()
+    if len(df) < 20:
+        return None
+    t = df["num_tokens"].to_numpy(dtype=float)
+    k = df["topk"].to_numpy(dtype=float)
+    e = df["num_experts"].to_numpy(dtype=float)
+    params = 3.0 * df["hidden_size"].to_numpy(dtype=float) * df["inter_size"].to_numpy(dtype=float)
+    peak = np.array([gpu.dense_tflops(DTYPE_PEAK[d][0])[0] * 1e12 for d in df["moe_dtype"]])
+    wbytes = np.array([DTYPE_PEAK[d][1] for d in df["moe_dtype"]])
+    touched = e * (1.0 - (1.0 - k / e) ** t)
+    m_exp = t * k / touched
+    eff = gemm["gemm_max"] * m_exp / (m_exp + gemm["gemm_half_tokens"])
+    roof = np.maximum(
+        2 * params * k * t / (peak * eff), params * touched * wbytes / (gpu.hbm_gb_per_s * 1e9 * gemm["mbu"])
+    )
+    log_ratio = np.log(roof / (df["latency"].to_numpy() / 1e3))
+    value = float(np.exp(np.median(log_ratio)))
+    return {
+        "values": {"moe_efficiency": min(max(value, 0.05), 2.0)},
+        "table": f"{system}/moe/{source}/{version}/moe_perf",
+        "residuals": residuals(log_ratio - np.log(value)),
+    }
+
+
+@lru_cache(maxsize=1)
+def fit_all() -> dict[str, dict[str, dict[str, Any]]]:
+    """``{engine: {gpu: {"values": {field: value}, "provenance": {...}}}}`` for every system with a catalog GPU."""
+    from hetplan.catalog.loader import find_gpu
+
+    out: dict[str, dict[str, dict[str, Any]]] = {e: {} for e in ENGINES}
+    for system, gpu_name in SYSTEM_GPU.items():
+        if not (KERNELS / system).is_dir():
+            continue
+        gpu = find_gpu(gpu_name)
+        for engine in ENGINES:
+            values: dict[str, float] = {}
+            prov: dict[str, Any] = {}
+            gemm = fit_gemm(system, engine, gpu)
+            parts: list[tuple[str, dict[str, Any] | None]] = [
+                ("gemm", gemm),
+                ("decode_attention", fit_decode_attention(system, engine, gpu)),
+                ("prefill_attention", fit_prefill_attention(system, engine, gpu)),
+                ("allreduce", fit_allreduce(system, engine, gpu)),
+            ]
+            if gemm is not None:
+                parts.append(("moe", fit_moe(system, engine, gpu, gemm["values"])))
+            for name, part in parts:
+                if part is None:
+                    continue
+                values.update(part["values"])
+                prov[name] = {k_: (round(v, 9) if isinstance(v, float) else v) for k_, v in part.items()
+                              if k_ != "values"}  # fmt: skip
+            if values:
+                out[engine][gpu_name] = {"values": values, "provenance": prov}
+    return out
+
+
+def main() -> int:
+    """Print every fit."""
+    fits = fit_all()
+    for engine, by_gpu in fits.items():
+        for gpu, f in by_gpu.items():
+            vals = "  ".join(f"{k}={v:.4g}" for k, v in f["values"].items())
+            res = "  ".join(f"{k}:{p['residuals']['median_abs']:.1%}" for k, p in f["provenance"].items())
+            print(f"{engine:7s} {gpu:14s} {vals}\n{'':23s}median |residual| {res}")
+    print(ATTRIBUTION)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,117 @@
+"""Curves per GPU x engine fitted on measured kernels (issue 30): a GPU with its own curves takes them, one without
+falls back to its architecture's and says so; the new curve fields act on the operators they describe."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from hetplan.catalog import loader
+from hetplan.catalog.loader import find_gpu, find_model
+from hetplan.errors import CatalogError
+from hetplan.perf.arch import ModelArch
+from hetplan.perf.calibration import curves_for, load_perf_catalog
+from hetplan.perf.closed_loop import Rows, build_rows, closed_loop, row_constants, step_s
+from hetplan.perf.points import estimate_points
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def catalogs(tmp_path: Path):
+    folder = tmp_path / "catalogs"
+    shutil.copytree(ROOT / "catalogs", folder)
+    loader.use_catalog_dir(folder)
+    yield folder
+    loader.use_catalog_dir(None)
+
+
+def test_a_gpu_with_kernel_curves_takes_its_own() -> None:
+    doc = load_perf_catalog("vllm")
+    assert doc is not None and "H100-SXM" in doc["gpu_curves"]
+    own, note = curves_for("vllm", "Hopper", gpu="H100-SXM")
+    arch, _ = curves_for("vllm", "Hopper")
+    assert note is None
+    assert own.gemm_max == doc["gpu_curves"]["H100-SXM"]["gemm_max"] != arch.gemm_max
+    assert own.kv_mbu == doc["gpu_curves"]["H100-SXM"]["kv_mbu"]
+
+
+def test_a100_and_l40s_no_longer_borrow_but_l4_does() -> None:
+    for gpu in ("A100-80GB-SXM", "L40S"):
+        out = estimate_points([{"model": "Llama-3.1-8B", "gpu": gpu, "concurrency": "8", "isl": "512",
+                                "osl": "128"}])[0]  # fmt: skip
+        assert "error" not in out
+        assert not any("no measured" in n for n in out["notes"]), out["notes"]
+    l4 = estimate_points([{"model": "Llama-3.1-8B", "gpu": "L4", "concurrency": "8", "isl": "512", "osl": "128"}])[0]
+    assert any("no measured vllm data for Ada Lovelace" in n for n in l4["notes"]), l4["notes"]
+
+
+def test_architecture_curves_without_kv_mbu_use_mbu(catalogs: Path) -> None:
+    path = catalogs / "perf" / "vllm.yaml"
+    doc = yaml.safe_load(path.read_text())
+    assert "kv_mbu" not in doc["curves"]["Hopper"]
+    doc["curves"]["Hopper"]["mbu"] = 0.5
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    loader.use_catalog_dir(None)
+    loader.use_catalog_dir(catalogs)
+    curves, _ = curves_for("vllm", "Hopper")
+    assert curves.kv_mbu == curves.mbu == 0.5
+    assert curves.moe_efficiency == 1.0
+
+
+def test_unknown_field_in_gpu_curves_is_a_catalog_error(catalogs: Path) -> None:
+    path = catalogs / "perf" / "vllm.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["gpu_curves"]["H100-SXM"]["gemm_maxx"] = 0.5
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    loader.use_catalog_dir(None)
+    loader.use_catalog_dir(catalogs)
+    with pytest.raises(CatalogError, match=r"gpu_curves\.H100-SXM has unknown fields \['gemm_maxx'\]"):
+        curves_for("vllm", "Hopper", gpu="H100-SXM")
+
+
+def _rows(model: str, weight_dtype: str, **curve_fields: float) -> Rows:
+    arch = ModelArch(find_model(model), weight_dtype)
+    gpu = find_gpu("H200-SXM")
+    curves = replace(curves_for("vllm", gpu.arch, gpu=gpu.name)[0], **curve_fields)
+    return build_rows([row_constants(arch, gpu, 8, 1, curves, 8192, True, 256)])
+
+
+def test_kv_mbu_sets_the_decode_attention_bandwidth() -> None:
+    b, ctx, zero = np.array([64.0]), np.array([8192.0]), np.zeros(1)
+    fast = step_s(_rows("Llama-3.1-70B", "fp8", kv_mbu=0.9), b, ctx, zero, zero)
+    slow = step_s(_rows("Llama-3.1-70B", "fp8", kv_mbu=0.45), b, ctx, zero, zero)
+    assert slow[0] > fast[0] * 1.2  # long contexts: the KV read dominates the decode step
+
+
+def test_moe_efficiency_scales_the_routed_experts_only() -> None:
+    b, ctx, zero = np.array([32.0]), np.array([2048.0]), np.zeros(1)
+    moe = [step_s(_rows("Qwen3-235B-A22B", "fp8", moe_efficiency=e), b, ctx, zero, zero)[0] for e in (1.0, 0.5)]
+    dense = [step_s(_rows("Llama-3.1-70B", "fp8", moe_efficiency=e), b, ctx, zero, zero)[0] for e in (1.0, 0.5)]
+    assert moe[1] > moe[0]
+    assert dense[1] == dense[0]
+
+
+def test_sync_half_clients_raises_ttft_at_high_concurrency() -> None:
+    c, isl, osl = np.array([256.0]), np.array([4096.0]), np.array([256.0])
+    never = closed_loop(_rows("Llama-3.1-70B", "fp8", sync_share=0.01, sync_half_clients=1e9), c, isl, osl)
+    soon = closed_loop(_rows("Llama-3.1-70B", "fp8", sync_share=0.01, sync_half_clients=32.0), c, isl, osl)
+    assert soon.ttft_s[0] > never.ttft_s[0]
+
+
+def test_a_plan_says_which_gpus_borrow_curves() -> None:
+    from hetplan.planning.request import build_request
+    from hetplan.scenario import Scenario
+    from tests.conftest import EXAMPLES
+
+    scenario = Scenario(
+        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
+        gpus=["H100", "L4", "L40S"], cloud="aws", goodput_req_per_s=3.0,
+    )  # fmt: skip
+    per_gpu = build_request(scenario)[3]
+    borrowed = {name for name, text in per_gpu if "no measured vllm data" in text}
+    assert borrowed == {"L4"}, per_gpu
