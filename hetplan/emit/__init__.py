@@ -20,7 +20,7 @@ from hetplan.emit.dynamo import emit_dynamo
 from hetplan.emit.engine_scripts import emit_sglang, emit_trtllm
 from hetplan.emit.ir import DeploymentIR, build_ir
 from hetplan.emit.kubernetes import emit_kubernetes
-from hetplan.emit.llmd import emit_llmd
+from hetplan.emit.llmd import emit_llmd, llmd_refusal
 from hetplan.emit.rules import check_rules
 from hetplan.emit.settings import EmitSettings
 from hetplan.emit.vllm import emit_vllm
@@ -91,6 +91,22 @@ def targets_for(engine: str, values: Iterable[str]) -> tuple[str, ...]:
     return tuple(t for t in chosen if t not in ENGINE_TARGETS or t == engine)
 
 
+def deployable_targets(ir: DeploymentIR, values: Iterable[str]) -> tuple[str, ...]:
+    """:func:`targets_for` ``ir``'s engine, less ``llmd`` when ``all`` brought it in and it cannot deploy the plan
+    (a TensorRT-LLM plan with prefill/decode units: :func:`hetplan.emit.llmd.llmd_refusal`; a note says so).
+    Naming ``llmd`` keeps it, and the llm-d target then refuses.
+
+    Raises:
+        InputError: as :func:`targets_for`.
+    """
+    values = tuple(values)
+    named = {x.strip().lower() for v in values for x in str(v).split(",")}
+    chosen = targets_for(ir.engine, values)
+    if "llmd" in named or llmd_refusal(ir) is None:
+        return chosen
+    return tuple(t for t in chosen if t != "llmd")
+
+
 def render(ir: DeploymentIR, targets: Iterable[str]) -> dict[str, tuple[str, str]]:
     """Run ``targets`` on ``ir`` after the rules: ``{path: (target, text)}`` in target order, then file order
     (``all`` and the engine targets as :func:`targets_for`).
@@ -101,7 +117,7 @@ def render(ir: DeploymentIR, targets: Iterable[str]) -> dict[str, tuple[str, str
     """
     check_rules(ir)
     out: dict[str, tuple[str, str]] = {}
-    for target in targets_for(ir.engine, targets):
+    for target in deployable_targets(ir, targets):
         for path, text in TARGETS[target](ir).items():
             out[path] = (target, text)
     return out
@@ -113,6 +129,7 @@ __all__ = [
     "DeploymentIR",
     "EmitSettings",
     "build_ir",
+    "deployable_targets",
     "check_rules",
     "parse_targets",
     "render",
