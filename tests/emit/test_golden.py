@@ -57,6 +57,8 @@ def test_golden_files_match(emitted):
         assert got[rel] == want[rel], f"{rel} differs from tests/golden/emit/expected/{rel}"
     targets = {rel.split("/")[0] for rel in want if "/" in rel}
     assert targets == {"vllm", "kubernetes", "llmd", "dynamo"}
+    missing = [rel for rel in want if rel != "manifest.json" and b"vLLM 0.11.0" not in want[rel]]
+    assert not missing, f"files without the plan's engine version: {missing}"
 
 
 def test_manifest_lists_every_file_with_its_sha256(emitted):
