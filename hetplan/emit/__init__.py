@@ -3,7 +3,8 @@ Dynamo.
 
 The engine targets (``vllm``, ``sglang``, ``trtllm``) write launch scripts for the engine the plan was made for;
 ``all`` picks that one, and naming another is refused (its flags would not reproduce the plan's capacities). The
-Kubernetes, llm-d and Dynamo manifests run the plan's engine.
+Kubernetes, llm-d and Dynamo manifests run the plan's engine; ``all`` leaves llm-d out for a TensorRT-LLM plan
+with prefill/decode units, which llm-d's routing sidecar cannot pair (:func:`deployable_targets`).
 
 ``build_ir`` turns a plan document into the IR, ``check_rules`` refuses plans that cannot be deployed, and each
 target is a pure function IR -> ``{path: text}``. :func:`render` runs the chosen targets; ``hetplan.api.emit``
