@@ -3,7 +3,8 @@ Dynamo.
 
 The engine targets (``vllm``, ``sglang``, ``trtllm``) write launch scripts for the engine the plan was made for;
 ``all`` picks that one, and naming another is refused (its flags would not reproduce the plan's capacities). The
-Kubernetes, llm-d and Dynamo manifests run the plan's engine.
+Kubernetes, llm-d and Dynamo manifests run the plan's engine; ``all`` leaves llm-d out for a TensorRT-LLM plan
+with prefill/decode units, which llm-d's routing sidecar cannot pair (:func:`deployable_targets`).
 
 ``build_ir`` turns a plan document into the IR, ``check_rules`` refuses plans that cannot be deployed, and each
 target is a pure function IR -> ``{path: text}``. :func:`render` runs the chosen targets; ``hetplan.api.emit``
@@ -20,7 +21,7 @@ from hetplan.emit.dynamo import emit_dynamo
 from hetplan.emit.engine_scripts import emit_sglang, emit_trtllm
 from hetplan.emit.ir import DeploymentIR, build_ir
 from hetplan.emit.kubernetes import emit_kubernetes
-from hetplan.emit.llmd import emit_llmd
+from hetplan.emit.llmd import emit_llmd, llmd_refusal
 from hetplan.emit.rules import check_rules
 from hetplan.emit.settings import EmitSettings
 from hetplan.emit.vllm import emit_vllm
@@ -91,6 +92,22 @@ def targets_for(engine: str, values: Iterable[str]) -> tuple[str, ...]:
     return tuple(t for t in chosen if t not in ENGINE_TARGETS or t == engine)
 
 
+def deployable_targets(ir: DeploymentIR, values: Iterable[str]) -> tuple[str, ...]:
+    """:func:`targets_for` ``ir``'s engine, less ``llmd`` when ``all`` brought it in and it cannot deploy the plan
+    (a TensorRT-LLM plan with prefill/decode units: :func:`hetplan.emit.llmd.llmd_refusal`; a note says so).
+    Naming ``llmd`` keeps it, and the llm-d target then refuses.
+
+    Raises:
+        InputError: as :func:`targets_for`.
+    """
+    values = tuple(values)
+    named = {x.strip().lower() for v in values for x in str(v).split(",")}
+    chosen = targets_for(ir.engine, values)
+    if "llmd" in named or llmd_refusal(ir) is None:
+        return chosen
+    return tuple(t for t in chosen if t != "llmd")
+
+
 def render(ir: DeploymentIR, targets: Iterable[str]) -> dict[str, tuple[str, str]]:
     """Run ``targets`` on ``ir`` after the rules: ``{path: (target, text)}`` in target order, then file order
     (``all`` and the engine targets as :func:`targets_for`).
@@ -101,7 +118,7 @@ def render(ir: DeploymentIR, targets: Iterable[str]) -> dict[str, tuple[str, str
     """
     check_rules(ir)
     out: dict[str, tuple[str, str]] = {}
-    for target in targets_for(ir.engine, targets):
+    for target in deployable_targets(ir, targets):
         for path, text in TARGETS[target](ir).items():
             out[path] = (target, text)
     return out
@@ -113,6 +130,7 @@ __all__ = [
     "DeploymentIR",
     "EmitSettings",
     "build_ir",
+    "deployable_targets",
     "check_rules",
     "parse_targets",
     "render",

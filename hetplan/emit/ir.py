@@ -447,6 +447,11 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
             "the rule the verification simulated): the front router counts each prompt's tokens and splits each "
             "range across its units by smooth weighted round-robin; a request's output length is never used"
         )
+    if engine_name == "trtllm" and plan.combos:
+        notes.append(
+            "llm-d is not written for TensorRT-LLM prefill/decode units (its routing sidecar has connectors for vLLM "
+            "and SGLang only): --target all leaves it out; the dynamo and trtllm targets deploy them"
+        )
     uses_vllm_router = engine_name == "vllm" or (engine_name == "trtllm" and bool(plan.instances))
     if s.router_image == EmitSettings.router_image and uses_vllm_router:
         notes.append(

@@ -4,8 +4,9 @@ Files (under ``llmd/``):
 
 - ``<unit>.yaml`` for a combo: a ``DisaggregatedSet`` (``disaggregatedset.x-k8s.io/v1``) whose ``slices`` is the
   combo's copy count and whose roles ``prefill`` and ``decode`` run the plan's instances per copy on their GPU
-  types; decode pods carry llm-d's routing sidecar (port 8000 in front of vLLM on 8200), as llm-d's P/D mode
-  expects. For an aggregated unit: a ``LeaderWorkerSet``.
+  types; decode pods carry llm-d's routing sidecar (port 8000 in front of the engine on 8200), as llm-d's P/D mode
+  expects, with the engine's connector (:data:`SIDECAR_CONNECTORS`: vLLM and SGLang; TensorRT-LLM prefill/decode
+  units are refused, :func:`llmd_refusal`). For an aggregated unit: a ``LeaderWorkerSet``.
 - ``<unit>`` ``InferencePool`` (``inference.networking.k8s.io/v1``) in the same file, selecting that unit's serving
   pods and naming its endpoint picker ``<unit>-epp``; one pool per unit keeps prefill/decode pairing inside a combo.
 - ``README.md``: how to install the endpoint pickers and split traffic across pools by goodput share.
@@ -50,12 +51,40 @@ def _labels(ir: DeploymentIR, g: InstanceGroup, serving: bool) -> dict[str, str]
     return labels
 
 
+SIDECAR_CONNECTORS = {"vllm": "nixlv2", "sglang": "sglang"}
+"""The routing sidecar's ``--connector`` per engine: ``nixlv2`` (vLLM's NixlConnector hand-off) and ``sglang``
+(SGLang's bootstrap hand-off: the sidecar adds ``bootstrap_host`` = the prefill pod, ``bootstrap_port`` 8998 and a
+``bootstrap_room`` to both requests). Its connectors are ``nixlv2``, ``shared-storage`` and ``sglang`` (llm-d
+inference scheduler ``cmd/pd-sidecar/main.go`` and ``pkg/sidecar/proxy/connector_sglang.go``, v0.4.0): none for
+TensorRT-LLM."""
+
+SIDECAR_SGLANG_IMAGE = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.4.0"
+"""The first sidecar release with the ``sglang`` connector (llm-d inference scheduler v0.4.0, December 2025; the
+connector came from llm-d-routing-sidecar pull request 64); the default image for SGLang plans."""
+
+
+def sidecar_image(ir: DeploymentIR) -> str:
+    """The routing sidecar image: ``routing_sidecar_image`` when set, else the default for the plan's engine."""
+    from hetplan.emit.settings import EmitSettings
+
+    image = ir.settings.routing_sidecar_image
+    if ir.engine == "sglang" and image == EmitSettings.routing_sidecar_image:
+        return SIDECAR_SGLANG_IMAGE
+    return image
+
+
 def _sidecar(ir: DeploymentIR, g: InstanceGroup) -> dict[str, Any]:
+    connector = SIDECAR_CONNECTORS[ir.engine]
     return {
         "name": "routing-proxy",
-        "image": ir.settings.routing_sidecar_image,
+        "image": sidecar_image(ir),
         "restartPolicy": "Always",  # a native sidecar: starts first, lives as long as the pod
-        "args": [f"--port={g.port}", f"--vllm-port={SIDECAR_VLLM_PORT}", "--connector=nixlv2", "--secure-proxy=false"],
+        "args": [
+            f"--port={g.port}",
+            f"--vllm-port={SIDECAR_VLLM_PORT}",
+            f"--connector={connector}",
+            "--secure-proxy=false",
+        ],  # fmt: skip
         "ports": [{"name": "http", "containerPort": g.port, "protocol": "TCP"}],
     }
 
@@ -160,15 +189,30 @@ def _readme(ir: DeploymentIR) -> str:
 
 
 def _engine_note(ir: DeploymentIR) -> str:
-    """For SGLang and TensorRT-LLM plans with prefill/decode units: the routing sidecar speaks vLLM's P/D protocol."""
-    if ir.engine == "vllm" or all(u.kind == "aggregated" for u in ir.units):
+    """For SGLang plans with prefill/decode units: the sidecar's SGLang connector and the release it needs."""
+    if ir.engine != "sglang" or all(u.kind == "aggregated" for u in ir.units):
         return ""
-    label = {"sglang": "SGLang", "trtllm": "TensorRT-LLM"}[ir.engine]
     return (
-        f"\nThe pods run {label} {ir.engine_version}, as planned. llm-d's routing sidecar on decode pods implements "
-        f"vLLM's prefill/decode hand-off (NIXL v2 connector); for {label} prefill/decode units use a sidecar or "
-        "endpoint picker that speaks the engine's protocol, or the unit routers of the `kubernetes` target (the "
-        f"{label} router, which pairs prefill and decode itself).\n"
+        f"\nThe pods run SGLang {ir.engine_version}, as planned. llm-d's routing sidecar on decode pods runs its "
+        "`sglang` connector: it sends each request to the prefill pod the endpoint picker chose and to the local "
+        "decode server at once, both carrying that prefill pod as `bootstrap_host`, bootstrap port 8998 and a "
+        "`bootstrap_room`. The connector is in the sidecar from llm-d inference scheduler v0.4.0 "
+        f"(`{SIDECAR_SGLANG_IMAGE}`, the default here).\n"
+    )
+
+
+def llmd_refusal(ir: DeploymentIR) -> EmitRuleError | None:
+    """Why the llm-d target cannot deploy ``ir``, or None: a TensorRT-LLM plan with prefill/decode units (the
+    routing sidecar has no TensorRT-LLM connector, see :data:`SIDECAR_CONNECTORS`)."""
+    if ir.engine != "trtllm" or all(u.kind == "aggregated" for u in ir.units):
+        return None
+    return EmitRuleError(
+        f"the llm-d target cannot pair TensorRT-LLM {ir.engine_version} prefill and decode servers",
+        "[rule llmd-engine] llm-d's routing sidecar hands a request from prefill to decode by the engine's protocol "
+        "and has connectors for vLLM (nixlv2) and SGLang (sglang) only (llm-d inference scheduler pd-sidecar)",
+        "use --target dynamo (Dynamo's TensorRT-LLM workers pair prefill and decode) or --target trtllm "
+        "(trtllm-serve disaggregated); --target all leaves llm-d out for such plans",
+        rule="llmd-engine",
     )
 
 
@@ -176,8 +220,12 @@ def emit_llmd(ir: DeploymentIR) -> dict[str, str]:
     """Files of the llm-d target, keyed by path relative to the output folder (fixed order).
 
     Raises:
-        EmitRuleError: the plan uses MooncakeConnector (hetplan emits llm-d's sidecar with NIXL only).
+        EmitRuleError: the plan uses MooncakeConnector (hetplan emits llm-d's sidecar with NIXL only), or is a
+            TensorRT-LLM plan with prefill/decode units (:func:`llmd_refusal`).
     """
+    refusal = llmd_refusal(ir)
+    if refusal is not None:
+        raise refusal
     if ir.settings.kv_connector != "NixlConnector":
         raise EmitRuleError(
             f"the llm-d target does not support {ir.settings.kv_connector}",

@@ -17,6 +17,8 @@ and combo, so a rule added there is checked here too. The rules below are emit's
   equal instances x TP x PP |
 | ``max-model-len`` | ``--max-model-len`` <= the model's ``max_position_embeddings`` |
 | ``trtllm-multi-node`` | a TensorRT-LLM instance fits one node (hetplan writes no MPI launchers) |
+| ``pd-pp`` | prefill/decode instances use PP only where the engine's KV transfer handles it: none for vLLM (NIXL or
+  Mooncake), prefill only for SGLang |
 
 Source: the engine rules' sources are in :mod:`hetplan.deploy_rules`; the rest is hetplan's own reconstruction.
 """
@@ -220,9 +222,41 @@ def rule_trtllm_multi_node(ir: DeploymentIR) -> list[Violation]:
     ]
 
 
+PD_PP_ROLES = {"vllm": frozenset(), "sglang": frozenset({"prefill"})}
+"""Roles of a prefill/decode pair that may run PP > 1, per engine (TensorRT-LLM: not listed, not checked here).
+
+vLLM 0.11: its NixlConnector registers and hands off KV per TP rank only, and fails with PP > 1 on either side
+(vllm-project/vllm issue 22430 "PP+PD NixlConnector failed", open; PP support is still an open pull request,
+43366); MooncakeConnector is built the same way. SGLang 0.5: prefill PP works with PD disaggregation since
+sgl-project/sglang pull request 8846 ("Support PD disaggregation with Prefill PP"); decode PP does not (issue 8424,
+the PP roadmap issue 11857 leaves it open)."""
+
+
+def rule_pd_pp(ir: DeploymentIR) -> list[Violation]:
+    """Prefill/decode instances with PP > 1 only where the engine's KV hand-off supports it
+    (:data:`PD_PP_ROLES`); aggregated instances may use PP freely (no KV moves between engines)."""
+    allowed = PD_PP_ROLES.get(ir.engine)
+    if allowed is None:
+        return []
+    label = {"vllm": "vLLM", "sglang": "SGLang"}[ir.engine]
+    out = []
+    for g in ir.groups:
+        if g.role == "aggregated" or g.pp <= 1 or g.role in allowed:
+            continue
+        why = f"{label} {ir.engine_version} moves no KV between prefill and decode when the {g.role} side is " + (
+            "pipeline-parallel (its NixlConnector hands KV off per TP rank only; vLLM issue 22430)"
+            if ir.engine == "vllm"
+            else "pipeline-parallel (SGLang supports prefill PP only; sglang issue 8424)"
+        )
+        fix = "re-plan that role with PP 1 (TP inside one node), or plan it aggregated (--strategy melange)"
+        out.append(Violation("pd-pp", f"{_where(g)} runs PP {g.pp} in a prefill/decode pair", why, fix))
+    return out
+
+
 RULES: tuple[Callable[[DeploymentIR], list[Violation]], ...] = (
     rule_gpu_vendor,
     rule_trtllm_multi_node,
+    rule_pd_pp,
     rule_gpu_label,
     rule_gpus_per_instance,
     rule_engine_table,

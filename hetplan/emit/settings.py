@@ -80,6 +80,13 @@ def _one(table: dict[str, str]) -> dict[str, tuple[str, ...]]:
 
 # Karpenter on AWS (and EKS Auto Mode, which runs Karpenter) name the GPU in lower case, one name per chip: the
 # A100 40 GB (p4d) and 80 GB (p4de) are both "a100", which is why these provisioners add a memory requirement.
+# Sources: EKS User Guide "Create a Node Pool for EKS Auto Mode" (docs.aws.amazon.com/eks/latest/userguide/
+# create-node-pool.html), table "EKS Auto Mode Supported Labels": eks.amazonaws.com/instance-gpu-name (example t4,
+# "Name of the GPU on the instance"), eks.amazonaws.com/instance-gpu-memory (example 16384, "Number of mebibytes of
+# memory on the GPU"); "Control deployment of workloads into Capacity Reservations with EKS Auto Mode"
+# (.../userguide/auto-odcr.html): nodeSelector eks.amazonaws.com/instance-gpu-name l4, a100, h200 or b200; Karpenter
+# "Instance Types" reference (karpenter.sh/docs/reference/instance-types): the same names and MiB under
+# karpenter.k8s.aws/instance-gpu-name and instance-gpu-memory (EC2 DescribeInstanceTypes GPU names, lower-cased).
 _AWS_GPU_NAMES: dict[str, str] = {
     "H100-SXM": "h100",
     "H200-SXM": "h200",
@@ -125,20 +132,32 @@ PROVISIONERS: dict[str, Provisioner] = {
         "karpenter.k8s.aws/instance-gpu-name",
         _one(_AWS_GPU_NAMES),
         "karpenter.k8s.aws/instance-gpu-memory",
-        "Karpenter AWS well-known labels (karpenter.sh docs, 'Instance Types'; docs.aws.amazon.com/eks/latest/"
-        "best-practices/aiml-compute.html: nodeSelector karpenter.k8s.aws/instance-gpu-name: l40s)",
+        "Karpenter 'Instance Types' reference (karpenter.sh/docs/reference/instance-types: karpenter.k8s.aws/"
+        "instance-gpu-name, instance-gpu-memory in MiB); EKS Best Practices 'AI/ML compute' (docs.aws.amazon.com/"
+        "eks/latest/best-practices/aiml-compute.html: nodeSelector karpenter.k8s.aws/instance-gpu-name: l40s)",
     ),
     "eks": Provisioner(
         "eks",
         "eks.amazonaws.com/instance-gpu-name",
         _one(_AWS_GPU_NAMES),
         "eks.amazonaws.com/instance-gpu-memory",
-        "Amazon EKS Auto Mode supported labels (docs.aws.amazon.com/eks/latest/userguide/create-node-pool.html; "
-        "'Same concept, different label by provisioner' in .../ml-workload-placement.html)",
+        "EKS User Guide 'Create a Node Pool for EKS Auto Mode', table 'EKS Auto Mode Supported Labels' "
+        "(docs.aws.amazon.com/eks/latest/userguide/create-node-pool.html: instance-gpu-name e.g. t4, "
+        "instance-gpu-memory in MiB); values l4, a100, h200, b200 in 'Control deployment of workloads into Capacity "
+        "Reservations with EKS Auto Mode' (.../userguide/auto-odcr.html); 'Target AI/ML workloads to specific nodes "
+        "with labels' (.../userguide/ml-workload-placement.html) compares the Karpenter and Auto Mode keys",
     ),
     "aks": Provisioner(
         "aks",
-        "node.kubernetes.io/instance-type",  # AKS labels GPU nodes only kubernetes.azure.com/accelerator=nvidia
+        # AKS labels a GPU node's vendor only (kubernetes.azure.com/accelerator=nvidia, in the reserved labels of
+        # "Use labels in an AKS cluster", learn.microsoft.com/azure/aks/use-labels, and the label table of Azure
+        # Architecture Center "Manage Kubernetes nodes and node pools", .../azure/architecture/aws-professional/
+        # eks-to-aks/node-pools); the GPU model is in the VM size, the well-known node.kubernetes.io/instance-type
+        # (kubernetes.io/docs/reference/labels-annotations-taints). VM sizes with whole GPUs, from "Sizes for virtual
+        # machines in Azure", GPU-accelerated families (learn.microsoft.com/azure/virtual-machines/sizes/overview):
+        # ND H100 v5, ND H200 v5, NCads H100 v5, NDm A100 v4 (80 GB), ND A100 v4 (40 GB), NC A100 v4 (80 GB PCIe),
+        # NVadsA10 v5 (NV36ads/NV36adms: one A10; NV72ads: two; the smaller sizes hold a GPU fraction), NCasT4_v3.
+        "node.kubernetes.io/instance-type",
         {
             "H100-SXM": ("Standard_ND96isr_H100_v5",),
             "H200-SXM": ("Standard_ND96isr_H200_v5",),
@@ -146,12 +165,14 @@ PROVISIONERS: dict[str, Provisioner] = {
             "A100-80GB-SXM": ("Standard_ND96amsr_A100_v4",),
             "A100-40GB-SXM": ("Standard_ND96asr_v4",),
             "A100-80GB-PCIe": ("Standard_NC24ads_A100_v4", "Standard_NC48ads_A100_v4", "Standard_NC96ads_A100_v4"),
-            "A10": ("Standard_NV36ads_A10_v5", "Standard_NV72ads_A10_v5"),
+            "A10": ("Standard_NV36ads_A10_v5", "Standard_NV36adms_A10_v5", "Standard_NV72ads_A10_v5"),
             "T4": ("Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3", "Standard_NC16as_T4_v3", "Standard_NC64as_T4_v3"),
         },
         None,
-        "AKS 'Use GPUs on AKS' (learn.microsoft.com/azure/aks/use-nvidia-gpu): AKS marks GPU nodes only with "
-        "kubernetes.azure.com/accelerator=nvidia, so pods select the GPU VM sizes ('GPU-optimized VM sizes in Azure')",
+        "AKS 'Use labels in an AKS cluster' (learn.microsoft.com/azure/aks/use-labels, reserved labels: "
+        "kubernetes.azure.com/accelerator=nvidia names the vendor only) and 'Use GPUs on AKS' "
+        "(.../aks/use-nvidia-gpu), so pods select the GPU VM sizes ('Sizes for virtual machines in Azure', "
+        "GPU-accelerated families)",
     ),
 }
 """Node-label conventions per provisioner (``--provisioner``); ``--gpu-label GPU=VALUE`` overrides one GPU."""

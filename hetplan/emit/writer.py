@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hetplan import __version__, budget
-from hetplan.emit import build_ir, parse_targets, render, targets_for
+from hetplan.emit import build_ir, deployable_targets, parse_targets, render
 from hetplan.emit.settings import EmitSettings
 from hetplan.emit.validate import ValidationReport, check_kubernetes_version, validate_files
 from hetplan.errors import EmitRuleError, InputError
@@ -104,7 +104,7 @@ def emit_plan(
             "emit a plan with fewer combos (plans hetplan makes have a few)",
         )  # fmt: skip
     ir = build_ir(plan, settings)
-    chosen = targets_for(ir.engine, targets)
+    chosen = deployable_targets(ir, targets)
     rendered = render(ir, chosen)
     report = None
     if validate:

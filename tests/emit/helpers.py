@@ -80,6 +80,13 @@ def combo(
     return doc
 
 
+def aggregated(gpu: str, tp: int, count: int = 1, **extra: Any) -> dict[str, Any]:
+    """A plan ``instances`` entry: ``count`` aggregated instances of ``gpu`` at TP ``tp`` (``pp`` etc. in extra)."""
+    doc = {"role": "aggregated", "gpu": gpu, "tp": tp, "count": count, "usd_per_hour": 10.0, "utilization": 0.8,
+           "traffic_share": 1.0}  # fmt: skip
+    return doc | extra
+
+
 def plan_doc(
     combos: list[dict[str, Any]] | None = None,
     instances: list[dict[str, Any]] | None = None,

@@ -18,7 +18,7 @@ from hetplan.emit.validate import validate_files
 from hetplan.errors import EmitRuleError, InputError
 from hetplan.scenario import load_scenario
 from tests.conftest import EXAMPLES
-from tests.emit.helpers import combo, files_of, ir_of, plan_doc
+from tests.emit.helpers import aggregated, all_docs, combo, files_of, ir_of, plan_doc
 
 ENGINE_PERF = {
     "sglang": {"engine": "sglang", "gpu_memory_utilization": 0.8, "block_size_tokens": 1, "max_num_seqs": 512},
@@ -86,7 +86,8 @@ def test_trtllm_options_carry_the_plans_memory_and_batching():
 @pytest.mark.parametrize("engine", ["sglang", "trtllm"])
 def test_manifests_run_the_plans_engine_and_validate(engine):
     files = files_of(_plan(engine))
-    assert {p.split("/")[0] for p in files} == {engine, "kubernetes", "llmd", "dynamo"}
+    llmd = {"llmd"} if engine == "sglang" else set()  # no llm-d sidecar connector for TensorRT-LLM P/D
+    assert {p.split("/")[0] for p in files} == {engine, "kubernetes", "dynamo"} | llmd
     text = "".join(t for p, t in files.items() if p.startswith(("kubernetes/", "llmd/", "dynamo/")))
     assert {"sglang": "sglang.launch_server", "trtllm": "trtllm-serve"}[engine] in text
     assert "vllm serve" not in text and "dynamo.vllm" not in text
@@ -156,10 +157,50 @@ def test_bundled_examples_emit_all_targets_for_each_engine(example, strategy, en
     assert doc["engine"] == engine
     result = api.emit(doc, tmp_path, ["all"], validate=True)
     assert result.validation is not None and result.validation.ok
-    assert result.targets == (engine, "kubernetes", "llmd", "dynamo")
+    # TensorRT-LLM prefill/decode plans: llm-d's routing sidecar has no TensorRT-LLM connector, `all` leaves it out
+    pd_trtllm = engine == "trtllm" and strategy != "melange"
+    assert result.targets == (engine, "kubernetes", *(() if pd_trtllm else ("llmd",)), "dynamo")
     for entry in result.files:
         text = (tmp_path / entry.file).read_text()
         if entry.file.endswith(".json"):  # routing.json names it as data
             assert json.loads(text)["engine"] == {"name": engine, "version": ENGINE_VERSION[engine]}, entry.file
         else:
             assert VERSION[engine] in text, entry.file
+
+
+# -- llm-d for other engines' prefill/decode (issue 33 item 2) ---------------------------------------------------
+
+
+def test_llmd_sidecar_speaks_sglangs_bootstrap_protocol():
+    files = files_of(_plan("sglang"), targets=("llmd",))
+    pods = [d for d in all_docs(files, "llmd/") if d["kind"] == "DisaggregatedSet"]
+    roles = {r["name"]: r["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"] for r in pods[0]["spec"]["roles"]}
+    sidecar = roles["decode"]["initContainers"][0]
+    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.4.0"  # the first release with it
+    assert "--connector=sglang" in sidecar["args"] and "--vllm-port=8200" in sidecar["args"]
+    decode_argv = roles["decode"]["containers"][0]["command"] + roles["decode"]["containers"][0].get("args", [])
+    assert "8200" in " ".join(decode_argv)  # the decode server listens where the sidecar forwards
+    prefill_argv = " ".join(roles["prefill"]["containers"][0]["command"] + roles["prefill"]["containers"][0]["args"])
+    assert "--disaggregation-bootstrap-port 8998" in prefill_argv  # the port the sidecar's connector sends
+    # vLLM plans keep the nixlv2 connector and the image they had
+    vllm_plan = plan_doc([combo("H100-SXM", 2, 1, "H100-SXM", 4, 1)])
+    vllm = all_docs(files_of(vllm_plan, targets=("llmd",)), "llmd/")
+    spec = vllm[0]["spec"]["roles"][1]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    assert spec["initContainers"][0]["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0"
+    assert "--connector=nixlv2" in spec["initContainers"][0]["args"]
+
+
+def test_llmd_refuses_tensorrt_llm_prefill_decode_and_all_leaves_it_out():
+    with pytest.raises(EmitRuleError) as info:
+        files_of(_plan("trtllm"), targets=("llmd",))
+    assert info.value.rule == "llmd-engine"
+    assert "connectors for vLLM (nixlv2) and SGLang (sglang) only" in info.value.why
+    assert "--target dynamo" in info.value.fix
+    ir = ir_of(_plan("trtllm"))
+    assert any("llm-d is not written for TensorRT-LLM prefill/decode units" in n for n in ir.notes)
+    files = files_of(_plan("trtllm"))
+    assert not any(p.startswith("llmd/") for p in files)
+    assert any(p.startswith("dynamo/") for p in files)
+    # aggregated TensorRT-LLM units need no prefill/decode hand-off: llm-d is written
+    agg = plan_doc(instances=[aggregated("H100-SXM", 2)], model="Llama-3-8B", perf=ENGINE_PERF["trtllm"])
+    assert any(p.startswith("llmd/") for p in files_of(agg))

@@ -91,6 +91,22 @@ def test_every_provisioner_has_a_documented_source_and_valid_values():
         assert all(is_label_value(v) for values in p.values.values() for v in values), p.name
 
 
+def test_aks_a10_lists_every_whole_gpu_vm_size():
+    # NVadsA10 v5: NV36ads and NV36adms hold one A10, NV72ads two; a node pool of NV36adms was left out before
+    assert PROVISIONERS["aks"].values["A10"] == (
+        "Standard_NV36ads_A10_v5",
+        "Standard_NV36adms_A10_v5",
+        "Standard_NV72ads_A10_v5",
+    )
+
+
+def test_eks_and_aks_sources_name_the_documentation_pages():
+    eks, aks = PROVISIONERS["eks"].source, PROVISIONERS["aks"].source
+    assert "docs.aws.amazon.com/eks/latest/userguide/create-node-pool.html" in eks
+    assert "EKS Auto Mode Supported Labels" in eks and "auto-odcr.html" in eks
+    assert "learn.microsoft.com/azure/aks/use-labels" in aks and "kubernetes.azure.com/accelerator=nvidia" in aks
+
+
 def test_a_gpu_the_provisioner_lacks_is_refused_naming_it():
     from hetplan.errors import EmitRuleError
 

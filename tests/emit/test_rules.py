@@ -10,7 +10,7 @@ from hetplan.emit import render
 from hetplan.emit.rules import check_rules, find_violations
 from hetplan.emit.settings import EmitSettings
 from hetplan.errors import EmitRuleError, InputError
-from tests.emit.helpers import combo, files_of, ir_of, plan_doc, two_combo_plan
+from tests.emit.helpers import aggregated, combo, files_of, ir_of, plan_doc, two_combo_plan
 
 
 def _refused(plan, settings=None) -> EmitRuleError:
@@ -88,7 +88,7 @@ def test_tp_must_divide_attention_heads():
 
 def test_tp_times_pp_must_split_into_equal_pods():
     # TP1 x PP5 = 5 GPUs on 4-GPU nodes: 2 pods of 3 GPUs would be 6
-    plan = plan_doc([combo("H100-SXM", 1, 1, "H100-SXM", 1, 1, prefill_pp=5)])
+    plan = plan_doc(instances=[aggregated("H100-SXM", 1, pp=5)])
     err = _refused(plan, EmitSettings(gpus_per_node=4))
     assert err.rule == "gpus-per-instance"
     assert "TP x PP = 5 GPUs does not split into 2 pod(s) of 3 GPUs" in err.what
@@ -188,3 +188,28 @@ def test_fp8_weights_and_kv_map_to_vllm_flags():
     ir = ir_of(plan_doc([combo("H100-SXM", 1, 1, "L40S", 2, 1)], weight_dtype="fp8", kv_dtype="fp8"))
     e = ir.groups[0].engine
     assert (e.dtype, e.quantization, e.kv_cache_dtype) == ("bfloat16", "fp8", "fp8")
+
+
+# -- pd-pp: PP only where the engine's prefill/decode KV hand-off supports it (issue 33, multi-node) ---------------
+
+
+def test_vllm_refuses_pipeline_parallel_prefill_decode():
+    # vLLM's NixlConnector hands KV off per TP rank: a PP2 prefill (or decode) side cannot pass its KV on
+    plan = plan_doc([combo("L40S", 2, 2, "L40S", 4, 1, prefill_pp=2)], model="Llama-3-70B")
+    err = _refused(plan)
+    assert _rules(err) == {"pd-pp"}
+    assert "combo 0 prefill (L40S, TP 2, PP 2) runs PP 2 in a prefill/decode pair" in err.render()
+    assert "vllm issue 22430" in err.render().lower()
+    assert "--strategy melange" in err.fix
+    # the same layout aggregated (no KV moves between engines) emits
+    files_of(plan_doc(instances=[aggregated("L40S", 2, pp=2)], model="Llama-3-70B"))
+
+
+def test_sglang_allows_prefill_pp_and_refuses_decode_pp():
+    perf = {"engine": "sglang", "gpu_memory_utilization": 0.9}
+    prefill_pp = plan_doc([combo("L40S", 2, 2, "L40S", 4, 1, prefill_pp=2)], model="Llama-3-70B", perf=perf)
+    assert not [v for v in find_violations(ir_of(prefill_pp)) if v.rule == "pd-pp"]
+    decode_pp = plan_doc([combo("L40S", 4, 1, "L40S", 2, 2, decode_pp=2)], model="Llama-3-70B", perf=perf)
+    hits = [v for v in find_violations(ir_of(decode_pp)) if v.rule == "pd-pp"]
+    assert [h.what for h in hits] == ["combo 0 decode (L40S, TP 2, PP 2) runs PP 2 in a prefill/decode pair"]
+    assert "SGLang supports prefill PP only" in hits[0].why

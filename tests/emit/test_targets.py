@@ -12,7 +12,17 @@ import pytest
 from hetplan.emit.settings import DEFAULT_GPU_LABELS, EmitSettings
 from hetplan.emit.validate import validate_files
 from hetplan.emit.vllm import serve_argv
-from tests.emit.helpers import all_docs, combo, docs, example_plan, files_of, ir_of, plan_doc, two_combo_plan
+from tests.emit.helpers import (
+    aggregated,
+    all_docs,
+    combo,
+    docs,
+    example_plan,
+    files_of,
+    ir_of,
+    plan_doc,
+    two_combo_plan,
+)
 
 BOTH = EmitSettings(dynamo_api_versions=("v1beta1", "v1alpha1"), router_image="registry.local/vllm-router:0.1")
 
@@ -32,9 +42,9 @@ def _cases() -> dict[str, tuple[dict[str, Any], EmitSettings]]:
             plan_doc([combo("H100-SXM", 8, 1, "A100-80GB-SXM", 8, 2, count=2)], model="Llama-3-70B", name="mn"),
             replace(BOTH, gpus_per_node=4),
         ),
-        # pipeline parallelism on the prefill side (TP2 x PP2), count 3 copies
+        # pipeline parallelism (TP2 x PP2) on aggregated instances: vLLM's NixlConnector moves no KV with PP > 1
         "pipeline": (
-            plan_doc([combo("L40S", 2, 2, "L40S", 4, 1, count=3, prefill_pp=2)], model="Llama-3-70B", name="pp"),
+            plan_doc(instances=[aggregated("L40S", 2, 3, pp=2)], model="Llama-3-70B", name="pp"),
             BOTH,
         ),
     }

@@ -21,7 +21,7 @@ from hetplan.emit.dynamo import worker_argv
 from hetplan.emit.ir import DeploymentIR
 from hetplan.emit.settings import EmitSettings
 from hetplan.emit.vllm import serve_argv
-from tests.emit.helpers import combo, example_plan, ir_of, plan_doc, two_combo_plan
+from tests.emit.helpers import aggregated, combo, example_plan, ir_of, plan_doc, two_combo_plan
 
 PYTHON = os.environ.get("HETPLAN_VLLM_ENV", "")
 
@@ -101,7 +101,7 @@ def _irs() -> list[DeploymentIR]:
         ir_of(example_plan("llama3-70b-azure-conv", "melange")),
         ir_of(plan_doc([combo("H100-SXM", 8, 1, "A100-80GB-SXM", 8, 2)], model="Llama-3-70B"),
                  EmitSettings(gpus_per_node=4)),
-        ir_of(plan_doc([combo("L40S", 2, 2, "L40S", 4, 1, prefill_pp=2)], model="Llama-3-70B")),
+        ir_of(plan_doc(instances=[aggregated("L40S", 2, pp=2)], model="Llama-3-70B")),
         ir_of(plan_doc([combo("H100-SXM", 1, 1, "L40S", 1, 1)], weight_dtype="fp8", kv_dtype="fp8"),
                  EmitSettings(kv_connector="MooncakeConnector", max_model_len_tokens=4096)),
     ]  # fmt: skip
