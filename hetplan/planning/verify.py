@@ -416,6 +416,7 @@ def _shrink(
         "tried": [],
     }
     best, hi = first, base
+    best_h = hi  # the headroom that made ``best`` (hi may move below it: a plan no cheaper is not kept)
     if not cap or not analytic or cap <= target * (1 + RESIZE_MARGIN):
         record["usd_per_hour_kept"] = first.total_usd_per_hour
         return best, hi, record
@@ -452,14 +453,14 @@ def _shrink(
             }
             record["tried"].append(row)
             if v["status"] == "verified":
-                best, hi = p, h
+                best, hi, best_h = p, h, h
             else:
                 fail = h
         if fail is None:  # the lowest demand held (or was not cheaper): nothing below it is tried
             break
         h = (fail + hi) / 2
     record["usd_per_hour_kept"] = best.total_usd_per_hour
-    return best, hi, record
+    return best, best_h, record
 
 
 SHRINK_METHOD = (
@@ -547,6 +548,7 @@ def _resize(
             ),
         )
     lo, (hi, best, _) = fail_h, passing
+    best_h = hi  # the headroom that made ``best`` (hi may move below it: a plan no cheaper is not kept)
     for n_step in range(1, RESIZE_BISECT_STEPS + 1):
         mid = (lo + hi) / 2
         at.attempt(f"re-size bisection step {n_step} of {RESIZE_BISECT_STEPS} (headroom {mid:.3g})")
@@ -561,12 +563,12 @@ def _resize(
         v = check(p, "none")
         tried.append(_record(mid, p, v))
         if v["status"] == "verified" and p.total_usd_per_hour <= best.total_usd_per_hour:
-            hi, best = mid, p
+            hi, best, best_h = mid, p, mid
         else:
             lo = mid
     resized = {
         "headroom_asked": base,
-        "headroom_used": _rnd_h(hi),
+        "headroom_used": _rnd_h(best_h),
         "usd_per_hour_before": first.total_usd_per_hour,
         "usd_per_hour_after": best.total_usd_per_hour,
         "analytic_capacity_before_req_per_s": first.goodput_req_per_s,
@@ -575,7 +577,7 @@ def _resize(
         "attempts": tried,
         "method": RESIZE_METHOD,
     }
-    return best, hi, resized
+    return best, best_h, resized
 
 
 class _Stage:

@@ -3,8 +3,11 @@ attempt or bisection step runs, not only "planning"."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from hetplan.planning import verify
 
@@ -35,3 +38,25 @@ def test_each_resize_attempt_and_bisection_step_is_named() -> None:
     assert (
         stage.named("simulating") == "the mixed plan (shape 1 of 3): re-size attempt 2 of 5 (headroom 0.5): simulating"
     )
+
+
+def test_the_headroom_kept_is_the_one_that_made_the_plan_kept():
+    """A bisection step whose plan is no cheaper moves the search bound, not the kept plan: the headroom returned
+    (``headroom_used``, and what the final plan is planned again at) is the one that made the kept plan."""
+
+    def attempt(headroom: float, with_analysis: bool, lean: bool = True) -> Any:
+        units = math.ceil((1 + headroom) * 2)  # whole units: a range of headrooms gives one deployment
+        return SimpleNamespace(goodput_target_req_per_s=5.0, goodput_req_per_s=2.5 * units,
+                               total_usd_per_hour=10.0 * units, made_at=headroom)  # fmt: skip
+
+    def check(p: Any, capacity: str) -> dict[str, Any]:
+        ok = p.goodput_req_per_s >= 9.0
+        status = "verified" if ok else "not verified"
+        return {"status": status, "simulated_capacity_req_per_s": p.goodput_req_per_s * 0.6, "attainment": 0.9,
+                "dropped": 0, "misses": [] if ok else ["p90 TTFT"]}  # fmt: skip
+
+    first = attempt(0.1, False)
+    best, headroom, resized = verify._resize(first, check(first, "steer"), 0.1, attempt, check)
+    assert best.total_usd_per_hour == 40.0
+    assert headroom == best.made_at == pytest.approx(0.75)
+    assert resized["headroom_used"] == pytest.approx(0.75)
