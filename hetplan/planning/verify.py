@@ -76,9 +76,14 @@ def plan_verified(
 
     step = progress or (lambda _: None)
     gate = confidence if confidence_gates else None
-    made = plan_verified_in_sample_and_out(scenario, strategy, analysis, policy, resize, progress, gate, **plan_kwargs)
+    made = plan_verified_in_sample_and_out(
+        scenario, strategy, analysis, policy, resize, progress, gate, None if gate else confidence, **plan_kwargs
+    )
     block = dict(made.verification or {})
-    if confidence is None or "model_error" in block or block.get("status") != "verified":
+    if "model_error" in block:  # the block's last part, after the re-size and the cheaper search
+        block["model_error"] = block.pop("model_error")
+        return replace(made, verification=block)
+    if confidence is None or block.get("status") != "verified":
         return made
     step("checking the plan against the model's own error")
     _, workload, _, _ = verification_workloads(scenario, DEFAULT_HOLDOUT)
@@ -98,10 +103,13 @@ def plan_verified_in_sample_and_out(
     resize: bool = True,
     progress: Callable[[str], None] | None = None,
     gate_confidence: str | None = None,
+    report_confidence: str | None = None,
     **plan_kwargs: Any,
 ) -> Plan:
     """Plan ``scenario``, replay its workload through the plan, and, with ``resize``, re-plan for more demand until
-    the simulation verifies it (module docstring).
+    the simulation verifies it (module docstring). ``report_confidence``: the kept plan, when verified, is also
+    checked against the model's own error at that confidence (:func:`hetplan.sim.verify.error_check`; the block's
+    ``model_error``), while its analysis is made in another process.
 
     Returns:
         The plan with its ``verification`` block (:func:`hetplan.sim.verify.verify_plan`); after a re-size the
@@ -191,6 +199,29 @@ def plan_verified_in_sample_and_out(
             return to_doc(plan(sc, strategy, True, None, **{**plan_kwargs, "resources": resources.serial()}))
 
         ahead = start_forked(quiet, resources.plan_workers)
+
+    def start_ahead(name: str) -> Callable[[float], Background | None]:
+        """A function starting the plan of shape ``name`` at a headroom, with its analysis, in another process."""
+
+        def start(headroom: float) -> Background | None:
+            def quiet() -> dict[str, Any]:  # no progress from the other process, one planning process there
+                sc = scenario.model_copy(update={"headroom": headroom})
+                return to_doc(plan(sc, name, True, None, **{**plan_kwargs, "resources": resources.serial()}))
+
+            return start_forked(quiet, resources.plan_workers)
+
+        return start
+
+    def with_error(p: Plan, v: dict[str, Any]) -> dict[str, Any]:
+        """The block with the model-error check (``report_confidence``), when the plan is verified."""
+        if report_confidence is None or "model_error" in v or v.get("status") != "verified":
+            return v
+        step("checking the plan against the model's own error")
+        error = error_check(p, workload, policy, report_confidence)
+        if error is None:
+            return v
+        return {**v, "model_error": error, "verdict": f"{v['verdict']}; {error['summary']}"}
+
     try:
         v0 = check(first, "steer" if resize else "full")
         if v0["status"] == "verified":  # the cheaper search starts from its simulated capacity
@@ -226,28 +257,31 @@ def plan_verified_in_sample_and_out(
                 ahead.cancel()
             kept = analyses.get(id(best))
             later_of = kept[1] if kept is not None and kept[0] is best else None
-            v_best = check(best, "full")
             best_ahead = aheads.pop(id(best), None)
             if best_ahead is not None:
                 step("the plan's analysis (price sensitivity, cost versus goodput), in another process")
-            made = _final(best, v_best, hi, analysis, attempt, check, None, best_ahead, later_of, lean=strategy != ALL)
+            made = _final(best, lambda: check(best, "full"), hi, analysis, attempt, check, None, best_ahead, later_of,
+                          lean=strategy != ALL, start_ahead=start_ahead(strategy), extra_check=with_error)  # fmt: skip
         else:
             for bg in aheads.values():
                 bg.cancel()
-            made = _final(first, v0, base, analysis, attempt, check, None, ahead, later[0] if later else None)
+            made = _final(first, lambda: v0, base, analysis, attempt, check, None, ahead, later[0] if later else None,
+                          extra_check=with_error)  # fmt: skip
         if search["tried"]:
             made = replace(made, verification={**(made.verification or {}), "cheaper_search": search})
         return made
     if v0["status"] == "verified" or not resize:
         if analysis and ahead is not None:  # its progress is not reported from the other process
             step("the plan's analysis (price sensitivity, cost versus goodput), in another process")
-        return _final(first, v0, base, analysis, attempt, check, None, ahead, later[0] if later else None)
+        return _final(first, lambda: v0, base, analysis, attempt, check, None, ahead, later[0] if later else None,
+                      extra_check=with_error)  # fmt: skip
     if ahead is not None:
         ahead.cancel()
     if strategy != ALL:
         best, hi, resized = _resize(first, v0, base, attempt, check, stage=stage)
         stage.label = "the re-sized plan" + (" with its analysis" if analysis else "")
-        return _final(best, check(best, "full"), hi, analysis, attempt, check, resized, lean=best is not first)
+        return _final(best, lambda: check(best, "full"), hi, analysis, attempt, check, resized,
+                      lean=best is not first, start_ahead=start_ahead(strategy), extra_check=with_error)  # fmt: skip
     # --strategy all: the analytically cheapest shape missed. Each feasible shape is re-sized on its own, cheapest
     # first, and the cheapest verified plan is kept: a shape the model over-promises more (aggregated instances on
     # bursty traffic) may need more re-sizing than another that was dearer on paper. A shape whose unverified plan
@@ -312,7 +346,8 @@ def plan_verified_in_sample_and_out(
     }
     resized["method"] = RESIZE_METHOD + "; with --strategy all every shape is re-sized and the cheapest verified kept"
     stage.shape, stage.label = "", f"the re-sized {name} plan" + (" with its analysis" if analysis else "")
-    return _final(best, check(best, "full"), hi, analysis, planner_for(name), check, resized, lean=best is not first)
+    return _final(best, lambda: check(best, "full"), hi, analysis, planner_for(name), check, resized,
+                  lean=best is not first, start_ahead=start_ahead(name), extra_check=with_error)  # fmt: skip
 
 
 def verification_workloads(
@@ -599,7 +634,7 @@ class _Stage:
 
 def _final(
     p: Plan,
-    v: dict[str, Any],
+    v_of: Callable[[], dict[str, Any]],
     headroom: float,
     analysis: bool,
     attempt: Attempt,
@@ -608,11 +643,25 @@ def _final(
     ahead: Background | None = None,
     with_analysis: Callable[..., Plan] | None = None,
     lean: bool = False,
+    start_ahead: Callable[[float], Background | None] | None = None,
+    extra_check: Callable[[Plan, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Plan:
-    """The chosen plan with its analysis when asked (the same deployment: its verification is kept): ``ahead``, the
-    plan with its analysis made in another process (:func:`hetplan.planning.forked.start_forked`), else
-    ``with_analysis`` (the analysis from the planner that made ``p``), else ``p`` planned again with it (a re-sized
-    plan). Without the analysis, a ``lean`` plan (a re-size attempt: no baselines) is planned again whole."""
+    """The chosen plan with its analysis when asked (the same deployment: its verification, ``v_of()``, is kept):
+    ``ahead``, the plan with its analysis made in another process (:func:`hetplan.planning.forked.start_forked`),
+    else ``with_analysis`` (the analysis from the planner that made ``p``), else ``p`` planned again with it (a
+    re-sized plan): in another process (``start_ahead``) while this one finishes the verification (``v_of`` and
+    ``extra_check``, the model-error check), where the cores allow. Without the analysis, a ``lean`` plan (a
+    re-size attempt: no baselines) is planned again whole."""
+    if analysis and ahead is None and with_analysis is None and start_ahead is not None:
+        ahead = start_ahead(headroom)
+    try:
+        v = v_of()
+        if extra_check is not None:
+            v = extra_check(p, v)
+    except BaseException:
+        if ahead is not None:
+            ahead.cancel()
+        raise
     if analysis or lean:
         if not analysis:
             full = attempt(headroom, False, False)
@@ -622,7 +671,10 @@ def _final(
             full = with_analysis()
         else:
             full = attempt(headroom, True)
-        v = v if _signature(full) == _signature(p) else check(full, "full")
+        if _signature(full) != _signature(p):
+            v = check(full, "full")
+            if extra_check is not None:
+                v = extra_check(full, v)
         p = full
     block = dict(v)
     if resized is not None:
