@@ -151,6 +151,11 @@ class WorkloadSpec(_Strict):
         description="Arrival rate replacing the trace's own (required for a length-only file).",
     )
     synthetic: SyntheticSpec | None = Field(default=None, description="A synthetic distribution instead of a trace.")
+    class_column: str | None = Field(
+        default=None,
+        min_length=1,
+        description="CSV column naming each request's class, for classes given by value (see classes).",
+    )
     holdout: Annotated[float, BeforeValidator(_percent_suffix)] | None = Field(
         default=None,
         ge=0,
@@ -191,6 +196,52 @@ class SloSpec(_Strict):
     @classmethod
     def _unit_named(cls, data: Any) -> Any:
         return _seconds_fields(data, cls.SECONDS_FIELDS, "slo.")
+
+
+class ClassSloSpec(_Strict):
+    """One request class's SLOs (durations with a unit, or ``ttft_s``/``tpot_s`` in seconds); a field left out is
+    the scenario's ``slo`` value. The percentile is the scenario's, shared by every class."""
+
+    #: Unit-named spellings accepted for the duration fields (seconds), field name -> duration field.
+    SECONDS_FIELDS: ClassVar[dict[str, str]] = {"ttft_s": "ttft", "tpot_s": "tpot"}
+
+    ttft: Duration | None = Field(default=None, description="This class's time-to-first-token SLO (default: slo.ttft).")
+    tpot: Duration | None = Field(
+        default=None, description="This class's time-per-output-token SLO (default: slo.tpot)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unit_named(cls, data: Any) -> Any:
+        return _seconds_fields(data, cls.SECONDS_FIELDS, "classes[].slo.")
+
+
+class ClassSpec(_Strict):
+    """A request class with its own SLOs, and which requests of the workload are in it: a ``share`` of the
+    requests (drawn per request from a fixed seed) or the ``value`` of the trace's ``workload.class_column``."""
+
+    name: str = Field(min_length=1, max_length=64, description="Class name shown in verification and reports.")
+    slo: ClassSloSpec = Field(default=ClassSloSpec(), description="The class's own TTFT/TPOT SLOs.")
+    share: Annotated[float, BeforeValidator(_percent_suffix)] | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Share of the workload's requests in this class (a fraction, 0.3, or a percent, 30%); every "
+        "class gives one and they sum to 1.",
+    )
+    value: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The value of the trace's workload.class_column that marks this class's requests.",
+    )
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> ClassSpec:
+        if (self.share is None) == (self.value is None):
+            raise ValueError(
+                f"class {self.name!r}: give exactly one of share (e.g. 0.3) and value (a class_column value)"
+            )
+        return self
 
 
 class AutoscaleSpec(_Strict):
@@ -291,6 +342,13 @@ class Scenario(_Strict):
         description="Goodput target: requests per second that must meet every SLO (default: the trace's rate).",
     )
     slo: SloSpec = Field(default=SloSpec(), description="Latency SLOs and their percentile.")
+    classes: list[ClassSpec] | None = Field(
+        default=None,
+        min_length=1,
+        description="Request classes, each with its own SLOs (name, slo, and a share or a class_column value); the "
+        "plan is sized against the tightest TTFT and TPOT among them and holds only if every class holds "
+        "(docs/search.md). Unset: one class with slo.",
+    )
     gpus: list[str] | None = Field(
         default=None,
         min_length=1,
@@ -365,6 +423,27 @@ class Scenario(_Strict):
             twice = sorted({e for e in v if v.count(e) > 1})
             raise ValueError(f"engines lists {', '.join(twice)} more than once: list each engine once")
         return v
+
+    @model_validator(mode="after")
+    def _classes_consistent(self) -> Scenario:
+        if not self.classes:
+            if self.workload.class_column:
+                raise ValueError("workload.class_column is set but no classes are given: add classes or drop it")
+            return self
+        names = [c.name for c in self.classes]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"classes lists {', '.join(twice)} more than once: give each class one entry")
+        by_share = [c.share for c in self.classes if c.share is not None]
+        if by_share and len(by_share) != len(self.classes):
+            raise ValueError("classes mix share and value: give every class a share, or every class a value")
+        if by_share and abs(sum(by_share) - 1.0) > 1e-6:
+            raise ValueError(f"classes' shares sum to {sum(by_share):g}, not 1: make them add up to 1 (100%)")
+        if not by_share and not self.workload.class_column:
+            raise ValueError("classes given by value need workload.class_column, the CSV column holding the class")
+        if by_share and self.workload.class_column:
+            raise ValueError("workload.class_column is only read for classes given by value: drop it or use values")
+        return self
 
     @field_validator("cloud")
     @classmethod

@@ -40,6 +40,7 @@ from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.units import parse_duration_s, parse_percentile
+from hetplan.workload.classes import assign_classes, binding_slos
 from hetplan.workload.context import served_workload
 from hetplan.workload.model import Workload
 from hetplan.workload.readers import load_workload
@@ -81,18 +82,20 @@ def build_workload(scenario: Scenario) -> Workload:
 
 
 def build_whole_workload(scenario: Scenario) -> Workload:
-    """The scenario's whole workload (trace file or synthetic), whatever ``workload.holdout`` says."""
+    """The scenario's whole workload (trace file or synthetic), whatever ``workload.holdout`` says, each request
+    labelled with its class when the scenario declares ``classes`` (:func:`hetplan.workload.classes.assign_classes`)."""
     spec = scenario.workload
     if spec.synthetic is not None:
         s = spec.synthetic
-        return synthetic_workload(
+        drawn = synthetic_workload(
             s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median, s.output_tokens_median, s.sigma
         )
+        return assign_classes(drawn, scenario, None)
     path = Path(scenario.resolve(spec.path) or "")
     display = path.name
     if path.is_file():
         display = f"{path.name} (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]})"
-    return load_workload(path, spec.format, spec.rate_per_s, display)
+    return assign_classes(load_workload(path, spec.format, spec.rate_per_s, display), scenario, path)
 
 
 def workload_sha256(scenario: Scenario) -> str | None:
@@ -302,6 +305,9 @@ def build_request(
     quantile = parse_percentile(scenario.slo.percentile, "slo.percentile")
     ttft = parse_duration_s(scenario.slo.ttft, "ttft")
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
+    binding = binding_slos(scenario)
+    if binding is not None:  # request classes: sized against the tightest TTFT and TPOT among them (docs/search.md)
+        ttft, tpot = binding
     workload = build_workload(scenario)
     # the default target is the whole trace's mean rate: a requirement, whatever part of the trace sizing sees
     whole_rate = scenario.workload.holdout and scenario.goodput_req_per_s is None  # else not read: a hot path

@@ -38,6 +38,8 @@ class Workload:
         arrival_s: shape (n,), seconds since the first request, when the source has timestamps (else None).
         clock_start_s: the first request's date-time as seconds since the epoch, for traces with absolute
             timestamps (Azure CSV; else None): the simulator keeps the real offsets between such traces.
+        class_labels: shape (n,), str, each request's class name when the scenario declares ``classes``
+            (:func:`hetplan.workload.classes.assign_classes`); None: one class, the workload's name.
     """
 
     name: str
@@ -49,6 +51,11 @@ class Workload:
     output_tokens: np.ndarray = field(repr=False)
     arrival_s: np.ndarray | None = field(default=None, repr=False)
     clock_start_s: float | None = field(default=None, repr=False)
+    class_labels: np.ndarray | None = field(default=None, repr=False)
+
+    def labels_at(self, rows: np.ndarray) -> np.ndarray | None:
+        """The class labels of ``rows`` (an index or boolean mask), None when the workload has no classes."""
+        return None if self.class_labels is None else self.class_labels[rows]
 
     @property
     def n_requests(self) -> int:
@@ -288,8 +295,8 @@ def make_stream(
 
 
 def stream_from_workload(wl: Workload, seed: int = 0) -> RequestStream:
-    """A one-class stream from a planner :class:`Workload`; a workload without timestamps (a length-only file
-    with a rate) gets Poisson arrivals at its rate from ``seed``.
+    """A stream from a planner :class:`Workload` (one class, its name, unless it carries ``class_labels``); a
+    workload without timestamps (a length-only file with a rate) gets Poisson arrivals at its rate from ``seed``.
 
     Raises:
         InputError: no timestamps and no rate.
@@ -300,7 +307,8 @@ def stream_from_workload(wl: Workload, seed: int = 0) -> RequestStream:
             raise InputError(f"workload {wl.name} has neither timestamps nor a rate", fix="give the workload a rate")
         rng = np.random.default_rng(seed)
         arrival = np.cumsum(rng.exponential(1.0 / wl.arrival_rate_per_s, wl.n_requests))
-    return make_stream(arrival, wl.prompt_tokens, wl.output_tokens, [wl.name] * wl.n_requests, source=wl.source)
+    labels = [wl.name] * wl.n_requests if wl.class_labels is None else wl.class_labels
+    return make_stream(arrival, wl.prompt_tokens, wl.output_tokens, labels, source=wl.source)
 
 
 __all__ = [
