@@ -32,7 +32,15 @@ Printed per run: goodput in requests/s and in tokens/s (prompt + output tokens o
 second of serving span), joint attainment, per-class attainment, attainment by prompt-length band, Jain's index
 over the classes. The script reports what hetplan's simulator gives; it asserts nothing.
 
-Usage: python benchmarks/scheduling.py [--minutes 10] [--scales 1,1.5,2,3] [--data ../shared/data] [--quick]
+``--mix chat-reasoning`` (issue 32) replaces the three classes with ``chat`` (the Azure conversation trace) and
+``reasoning``, a synthetic long-output stream (no stored trace has one): Poisson arrivals at 25 % of the chat
+class's request count over the same span, lognormal prompts (median 512) and outputs (median 2,048, sigma 0.6,
+cap 16k), seed 0. SLOs: chat TTFT 1 s / TPOT 100 ms, reasoning TTFT 2 s / TPOT 50 ms (its own TPOT; the rule
+above gives both classes 1 s / 100 ms). Same deployment, capacity search and calibration; no KV-pressure run. Prefix reuse is
+off in both mixes (the simulator computes every prompt token).
+
+Usage: python benchmarks/scheduling.py [--minutes 10] [--scales 1,1.5,2,3] [--data ../shared/data]
+       [--mix three|chat-reasoning]
 """
 
 from __future__ import annotations
@@ -79,6 +87,33 @@ def load_mix(data: Path, minutes: float) -> RequestStream:
     arr = np.concatenate([p[0] for p in parts])
     return make_stream(arr, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
                        sum((p[3] for p in parts), []), source="Azure conv + Azure code + Mooncake 4k-32k")  # fmt: skip
+
+
+#: The reasoning stream of ``--mix chat-reasoning`` (synthetic: no stored trace has long outputs): its share of the
+#: chat class's requests, lognormal prompt and output medians (tokens) and sigma, and the output cap.
+REASONING_SHARE, REASONING_PROMPT, REASONING_OUTPUT, REASONING_SIGMA, REASONING_MAX = 0.25, 512, 2048, 0.6, 16384
+
+
+#: SLOs of ``--mix chat-reasoning``: chat a 1 s TTFT (and the rule's 100 ms TPOT), reasoning its own TPOT of 50 ms
+#: (a reader follows a long answer as it streams) and a 2 s TTFT.
+CHAT_SLO, REASONING_SLO = ClassSlo(1.0, 0.1), ClassSlo(2.0, 0.05)
+
+
+def load_chat_reasoning(data: Path, minutes: float, seed: int = 0) -> RequestStream:
+    """``chat`` (the Azure conversation trace's first ``minutes``) mixed with ``reasoning``: Poisson arrivals at
+    :data:`REASONING_SHARE` of the chat rate over the same span, lognormal prompts and outputs (seed ``seed``)."""
+    s = read_stream([data / "traces" / "AzureLLMInferenceTrace_conv.csv"])
+    a = s.arrival_s - s.arrival_s[0]
+    keep = a <= minutes * 60
+    span = float(a[keep].max())
+    rng = np.random.default_rng(seed)
+    n = int(round(REASONING_SHARE * int(keep.sum())))
+    r_arr = np.sort(rng.uniform(0.0, span, n))  # n uniform points on the span: Poisson arrivals given their count
+    r_prompt = np.maximum(1, rng.lognormal(math.log(REASONING_PROMPT), REASONING_SIGMA, n)).astype(np.int64)
+    r_out = np.clip(rng.lognormal(math.log(REASONING_OUTPUT), REASONING_SIGMA, n), 1, REASONING_MAX).astype(np.int64)
+    return make_stream(np.concatenate([a[keep], r_arr]), np.concatenate([s.prompt_tokens[keep], r_prompt]),
+                       np.concatenate([s.output_tokens[keep], r_out]), ["chat"] * int(keep.sum()) + ["reasoning"] * n,
+                       source="Azure conv + synthetic reasoning")  # fmt: skip
 
 
 def slo_rule(dep: Deployment, stream: RequestStream) -> dict[str, ClassSlo]:
@@ -174,20 +209,28 @@ def main() -> int:
     ap.add_argument("--scales", default="1,1.5,2,3", help="loads, as multiples of the FCFS capacity")
     ap.add_argument("--kv-util", type=float, default=0.3, help="gpu_memory_utilization of the KV-pressure run")
     ap.add_argument("--data", type=Path, default=DATA, help="the shared data folder (default ../shared/data)")
+    ap.add_argument("--mix", choices=("three", "chat-reasoning"), default="three",
+                    help="three: chat + code + long-context traces; chat-reasoning: chat trace + synthetic "
+                    "long-output stream (no KV-pressure run)")  # fmt: skip
     args = ap.parse_args()
-    files = ("AzureLLMInferenceTrace_conv.csv", "AzureLLMInferenceTrace_code.csv", "mooncake_synthetic_trace.jsonl")
+    files: tuple[str, ...] = ("AzureLLMInferenceTrace_conv.csv",)
+    if args.mix == "three":
+        files += ("AzureLLMInferenceTrace_code.csv", "mooncake_synthetic_trace.jsonl")
     missing = [f for f in files if not (args.data / "traces" / f).is_file()]
     if missing:
         print(f"missing {args.data / 'traces' / missing[0]}: pass --data PATH/TO/shared/data", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     dep = simple_deployment(model=MODEL, gpu=GPU, count=INSTANCES, max_num_batched_tokens=CHUNK)
-    raw = load_mix(args.data, args.minutes)
+    raw = load_mix(args.data, args.minutes) if args.mix == "three" else load_chat_reasoning(args.data, args.minutes)
     slos = slo_rule(dep, raw)
+    if args.mix == "chat-reasoning":  # the classes' own SLOs, as the issue's two-class scenario states them
+        slos = {"chat": CHAT_SLO, "reasoning": REASONING_SLO}
     stream = raw.with_slos(2.0, 0.1, slos)
     names = stream.class_names
     print(f"{stream.n:,} requests over {stream.duration_s:,.0f} s ({stream.n / stream.duration_s:.2f} req/s); "
-          f"{MODEL} on {INSTANCES}x {GPU} TP1, chunked prefill {CHUNK} tokens")  # fmt: skip
+          f"{MODEL} on {INSTANCES}x {GPU} TP1, chunked prefill {CHUNK} tokens; prefix reuse off (the simulator "
+          "has no prefix cache here: every prompt token is computed)")  # fmt: skip
     for c, name in enumerate(names):
         m = stream.class_id == c
         p = stream.prompt_tokens[m]
@@ -217,6 +260,9 @@ def main() -> int:
             results.append((load, label, run(dep, stream, policy, cfg, sim_cfg, load * cap)))
     table("goodput = requests (tokens) meeting both SLOs / serving span; attainment per class | by prompt band",
           results, names)  # fmt: skip
+    if args.mix != "three":  # the chat + reasoning mix: the load sweep only
+        print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+        return 0
     kv = simple_deployment(model=MODEL, gpu=GPU, count=INSTANCES, max_num_batched_tokens=CHUNK,
                            settings=PerfSettings(gpu_memory_utilization=args.kv_util))  # fmt: skip
     kv_cap = kv.model(GPU, 1).kv_capacity_tokens
