@@ -217,8 +217,10 @@ class ClassSloSpec(_Strict):
 
 
 class ClassSpec(_Strict):
-    """A request class with its own SLOs, and which requests of the workload are in it: a ``share`` of the
-    requests (drawn per request from a fixed seed) or the ``value`` of the trace's ``workload.class_column``."""
+    """A request class with its own SLOs, and which requests are in it: a ``share`` of the workload's requests
+    (drawn per request from a fixed seed), the ``value`` of the trace's ``workload.class_column``, or a trace
+    ``path`` of its own (its requests are added to the workload's, each trace on its own clock from 0). A class
+    without any of the three is the only class of the workload's own requests."""
 
     name: str = Field(min_length=1, max_length=64, description="Class name shown in verification and reports.")
     slo: ClassSloSpec = Field(default=ClassSloSpec(), description="The class's own TTFT/TPOT SLOs.")
@@ -235,12 +237,17 @@ class ClassSpec(_Strict):
         description="The value of the trace's workload.class_column that marks this class's requests.",
     )
 
+    path: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A trace file of this class's own requests, relative to the scenario (Azure CSV or Mooncake "
+        "JSONL with timestamps), added to the workload's.",
+    )
+
     @model_validator(mode="after")
     def _one_rule(self) -> ClassSpec:
-        if (self.share is None) == (self.value is None):
-            raise ValueError(
-                f"class {self.name!r}: give exactly one of share (e.g. 0.3) and value (a class_column value)"
-            )
+        if sum(x is not None for x in (self.share, self.value, self.path)) > 1:
+            raise ValueError(f"class {self.name!r}: give one of share, value and path, not several")
         return self
 
 
@@ -345,7 +352,8 @@ class Scenario(_Strict):
     classes: list[ClassSpec] | None = Field(
         default=None,
         min_length=1,
-        description="Request classes, each with its own SLOs (name, slo, and a share or a class_column value); the "
+        description="Request classes, each with its own SLOs (name, slo, and a share, a class_column value or a "
+        "trace path of its own); the "
         "plan is sized against the tightest TTFT and TPOT among them and holds only if every class holds "
         "(docs/search.md). Unset: one class with slo.",
     )
@@ -434,9 +442,22 @@ class Scenario(_Strict):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"classes lists {', '.join(twice)} more than once: give each class one entry")
-        by_share = [c.share for c in self.classes if c.share is not None]
-        if by_share and len(by_share) != len(self.classes):
-            raise ValueError("classes mix share and value: give every class a share, or every class a value")
+        own = [c for c in self.classes if c.path is None]  # the classes of the workload's own requests
+        if not own:
+            raise ValueError("every class has its own path: give one class without path for workload's requests")
+        if len(own) < len(self.classes) and (self.workload.synthetic is not None or self.workload.rate_per_s):
+            raise ValueError("classes with their own path need a workload trace at its own rate (no synthetic, no "
+                             "rate_per_s): each trace keeps its own timestamps")  # fmt: skip
+        if len(own) == 1 and own[0].share is None and own[0].value is None:
+            if self.workload.class_column:
+                raise ValueError("workload.class_column is only read for classes given by value: drop it")
+            return self  # one class takes all of the workload's requests
+        by_share = [c.share for c in own if c.share is not None]
+        if len(by_share) != len(own) and (by_share or any(c.value is None for c in own)):
+            raise ValueError(
+                "classes mix share and value (or give neither): give every class without a path a share, or every "
+                "one a value"
+            )
         if by_share and abs(sum(by_share) - 1.0) > 1e-6:
             raise ValueError(f"classes' shares sum to {sum(by_share):g}, not 1: make them add up to 1 (100%)")
         if not by_share and not self.workload.class_column:

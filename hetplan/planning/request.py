@@ -99,15 +99,22 @@ def build_whole_workload(scenario: Scenario) -> Workload:
 
 
 def workload_sha256(scenario: Scenario) -> str | None:
-    """SHA-256 of the scenario's workload: the trace file's bytes, or the synthetic workload's settings as
-    canonical JSON; None when the trace file cannot be read (loading it reports why)."""
+    """SHA-256 of the scenario's workload: the trace file's bytes (with request classes that bring traces of their
+    own: of the space-joined hashes of the workload's file and theirs), or the synthetic workload's settings as
+    canonical JSON; None when a trace file cannot be read (loading it reports why)."""
     spec = scenario.workload
     if spec.synthetic is not None:
         text = json.dumps(spec.synthetic.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
     path = Path(scenario.resolve(spec.path) or "")
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        own = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        added = [Path(scenario.resolve(c.path) or "") for c in scenario.classes or () if c.path is not None]
+        if own is None or not added:
+            return own
+        # request classes with traces of their own: the hash of the files' hashes, in the scenario's order
+        hashes = [own] + [hashlib.sha256(p.read_bytes()).hexdigest() for p in added]
+        return hashlib.sha256(" ".join(hashes).encode()).hexdigest()
     except OSError:
         return None
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from hetplan.api import gate
 from hetplan.errors import InputError
 from hetplan.plan.doc import load_plan, to_doc
-from hetplan.planning.request import build_request, build_whole_workload
+from hetplan.planning.request import build_request, build_whole_workload, workload_sha256
 from hetplan.scenario import Scenario
 from hetplan.sim.verify import verify_plan
 from hetplan.workload.classes import assign_classes, binding_slos, class_slos
@@ -78,6 +78,22 @@ def test_classes_by_value_read_the_trace_column(tmp_path):
         build_whole_workload(bad)
 
 
+def test_a_class_with_a_trace_of_its_own_adds_its_requests_on_their_own_clock():
+    sc = _scenario([{"name": "chat", "slo": {"ttft": "1s"}}, {"name": "long", "path": "mooncake_300.jsonl"}])
+    wl = build_whole_workload(sc)
+    chat = read_azure_csv(FIXTURES / "azure_conv_200.csv")
+    assert wl.n_requests == chat.n_requests + 300
+    assert int((wl.class_labels == "long").sum()) == 300 and int((wl.class_labels == "chat").sum()) == 200
+    assert wl.arrival_s[0] == 0.0 and np.all(np.diff(wl.arrival_s) >= 0)
+    assert wl.arrival_rate_per_s == pytest.approx((wl.n_requests - 1) / wl.duration_s)
+    assert sorted(wl.prompt_tokens[wl.class_labels == "chat"]) == sorted(chat.prompt_tokens)
+    sha = workload_sha256(sc)
+    assert sha is not None and sha != workload_sha256(_scenario([CHAT, LONG]))
+    missing = _scenario([{"name": "chat"}, {"name": "long", "path": "nope.jsonl"}])
+    with pytest.raises(InputError, match="nope.jsonl"):
+        build_whole_workload(missing)
+
+
 @pytest.mark.parametrize(
     ("classes", "workload", "message"),
     [
@@ -85,7 +101,10 @@ def test_classes_by_value_read_the_trace_column(tmp_path):
         ([{"name": "a", "share": 0.5}, {"name": "a", "share": 0.5}], {}, "more than once"),
         ([{"name": "a", "share": 0.5}, {"name": "b", "value": "x"}], {}, "mix share and value"),
         ([{"name": "a", "value": "x"}], {}, "need workload.class_column"),
-        ([{"name": "a"}], {}, "exactly one of share"),
+        ([{"name": "a", "share": 1, "value": "x"}], {}, "not several"),
+        ([{"name": "a", "share": 0.5}, {"name": "b"}], {}, "mix share and value"),
+        ([{"name": "a", "path": "y.csv"}], {}, "give one class without path"),
+        ([{"name": "a"}, {"name": "b", "path": "y.csv"}], {"rate_per_s": 2}, "at its own rate"),
         ([{"name": "a", "share": 1, "slo": {"tpot": 50}}], {}, "no unit"),
     ],
 )
