@@ -152,3 +152,16 @@ def test_the_gate_fails_when_either_class_stops_holding(checked, chat_ttft_s, lo
     assert any(f.startswith(f"class {failing} held its SLOs in the baseline") for f in result.failures)
     (same,) = gate({"s": baseline}, {"s": to_doc(baseline)}, 0.05)
     assert same.passed
+
+
+def test_the_report_shows_each_class_against_its_own_slos(checked):
+    from hetplan.report.model import verification_report
+    from hetplan.report.render.common import verification_rows
+
+    _, v = checked(1e-4, 0.08)
+    rep = verification_report(v, {"percentile": 90, "ttft_s": 2.0, "tpot_s": 0.1})
+    assert [c["class"] for c in rep["classes"]] == ["chat", "long-output"]
+    rows = dict(map(tuple, verification_rows(rep)))
+    assert rows["class chat"].startswith("misses: attainment ") and "TTFT" in rows["class chat"]
+    assert rows["class long-output"].startswith("holds: attainment ")
+    assert "TPOT" in rows["class long-output"] and "80 ms" in rows["class long-output"]
