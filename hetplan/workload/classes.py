@@ -148,6 +148,24 @@ def _label_own(workload: Workload, scenario: Scenario, classes: list[Any], trace
     return replace(workload, class_labels=labels)
 
 
+def check_slo_override(classes: Any, key: str, where: str) -> None:
+    """Refuse a change of the scenario's ``slo.<key>`` (``ttft`` or ``tpot``; ``where``: the flag or axis) that no
+    request class would see: every class of ``classes`` (a scenario's ``classes`` as data) sets its own.
+
+    Raises:
+        InputError: each class has its own ``key``.
+    """
+    if not isinstance(classes, list) or not classes:
+        return
+    own = [c for c in classes if isinstance(c, dict) and (c.get("slo") or {}).get(key) is not None]
+    if len(own) == len(classes):
+        raise InputError(
+            f"{where} changes slo.{key}, but every request class of the scenario sets its own {key}",
+            "the scenario's slo applies only to classes that leave it out",
+            f"change classes[].slo.{key} in the scenario file",
+        )
+
+
 def classes_doc(scenario: Scenario, workload: Workload) -> list[dict[str, Any]]:
     """The plan's ``scenario.classes``: per class its name, SLOs (seconds), rule and requests in ``workload``."""
     slos = class_slos(scenario)
@@ -164,4 +182,4 @@ def classes_doc(scenario: Scenario, workload: Workload) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["CLASS_SEED", "assign_classes", "binding_slos", "class_slos", "classes_doc"]
+__all__ = ["CLASS_SEED", "assign_classes", "binding_slos", "check_slo_override", "class_slos", "classes_doc"]

@@ -165,3 +165,21 @@ def test_the_report_shows_each_class_against_its_own_slos(checked):
     assert rows["class chat"].startswith("misses: attainment ") and "TTFT" in rows["class chat"]
     assert rows["class long-output"].startswith("holds: attainment ")
     assert "TPOT" in rows["class long-output"] and "80 ms" in rows["class long-output"]
+
+
+def test_an_slo_flag_no_class_would_see_is_refused_not_ignored():
+    from typer.testing import CliRunner
+
+    from hetplan.cli.main import app
+    from hetplan.workload.classes import check_slo_override
+    from tests.conftest import EXAMPLES
+
+    own = [{"name": "a", "slo": {"ttft": "1s"}}, {"name": "b", "slo": {"ttft": "4s", "tpot": "60ms"}}]
+    with pytest.raises(InputError, match="every request class of the scenario sets its own ttft"):
+        check_slo_override(own, "ttft", "--ttft")
+    check_slo_override(own, "tpot", "--tpot")  # class a takes the scenario's tpot: the flag applies to it
+    check_slo_override(None, "ttft", "--ttft")  # one class: the flag is the SLO
+    res = CliRunner().invoke(
+        app, ["plan", str(EXAMPLES / "two-class.yaml"), "--ttft", "500ms", "--no-verify"], env={"NO_COLOR": "1"}
+    )
+    assert res.exit_code == 2 and "--ttft changes slo.ttft" in res.output and "Traceback" not in res.output
