@@ -32,7 +32,17 @@ Printed per run: goodput in requests/s and in tokens/s (prompt + output tokens o
 second of serving span), joint attainment, per-class attainment, attainment by prompt-length band, Jain's index
 over the classes. The script reports what hetplan's simulator gives; it asserts nothing.
 
-Usage: python benchmarks/scheduling.py [--minutes 10] [--scales 1,1.5,2,3] [--data ../shared/data] [--quick]
+``--mix chat-reasoning`` (issue 32) replaces the three classes with ``chat`` (the Azure conversation trace) and
+``reasoning``, a synthetic long-output stream (no stored trace has one): Poisson arrivals at 25 % of the chat
+class's request count over the same span, lognormal prompts (median 512) and outputs (median 2,048, sigma 0.6,
+cap 16k), seed 0. SLOs: chat TTFT 1 s / TPOT 100 ms, reasoning TTFT 2 s / TPOT 50 ms (its own TPOT; the rule
+above gives both classes 1 s / 100 ms). Same deployment, capacity search and calibration; no KV-pressure run.
+``--seeds N`` repeats the mix for reasoning seeds 0..N-1 (each with its own capacity and calibration) and prints
+each seed's goodput and Jain for FCFS, SJF, EDF and calibrated CASCADE, and their means. Prefix reuse is off in both
+mixes (the simulator computes every prompt token).
+
+Usage: python benchmarks/scheduling.py [--minutes 10] [--scales 1,1.5,2,3] [--data ../shared/data]
+       [--mix three|chat-reasoning]
 """
 
 from __future__ import annotations
@@ -79,6 +89,33 @@ def load_mix(data: Path, minutes: float) -> RequestStream:
     arr = np.concatenate([p[0] for p in parts])
     return make_stream(arr, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
                        sum((p[3] for p in parts), []), source="Azure conv + Azure code + Mooncake 4k-32k")  # fmt: skip
+
+
+#: The reasoning stream of ``--mix chat-reasoning`` (synthetic: no stored trace has long outputs): its share of the
+#: chat class's requests, lognormal prompt and output medians (tokens) and sigma, and the output cap.
+REASONING_SHARE, REASONING_PROMPT, REASONING_OUTPUT, REASONING_SIGMA, REASONING_MAX = 0.25, 512, 2048, 0.6, 16384
+
+
+#: SLOs of ``--mix chat-reasoning``: chat a 1 s TTFT (and the rule's 100 ms TPOT), reasoning its own TPOT of 50 ms
+#: (a reader follows a long answer as it streams) and a 2 s TTFT.
+CHAT_SLO, REASONING_SLO = ClassSlo(1.0, 0.1), ClassSlo(2.0, 0.05)
+
+
+def load_chat_reasoning(data: Path, minutes: float, seed: int = 0) -> RequestStream:
+    """``chat`` (the Azure conversation trace's first ``minutes``) mixed with ``reasoning``: Poisson arrivals at
+    :data:`REASONING_SHARE` of the chat rate over the same span, lognormal prompts and outputs (seed ``seed``)."""
+    s = read_stream([data / "traces" / "AzureLLMInferenceTrace_conv.csv"])
+    a = s.arrival_s - s.arrival_s[0]
+    keep = a <= minutes * 60
+    span = float(a[keep].max())
+    rng = np.random.default_rng(seed)
+    n = int(round(REASONING_SHARE * int(keep.sum())))
+    r_arr = np.sort(rng.uniform(0.0, span, n))  # n uniform points on the span: Poisson arrivals given their count
+    r_prompt = np.maximum(1, rng.lognormal(math.log(REASONING_PROMPT), REASONING_SIGMA, n)).astype(np.int64)
+    r_out = np.clip(rng.lognormal(math.log(REASONING_OUTPUT), REASONING_SIGMA, n), 1, REASONING_MAX).astype(np.int64)
+    return make_stream(np.concatenate([a[keep], r_arr]), np.concatenate([s.prompt_tokens[keep], r_prompt]),
+                       np.concatenate([s.output_tokens[keep], r_out]), ["chat"] * int(keep.sum()) + ["reasoning"] * n,
+                       source="Azure conv + synthetic reasoning")  # fmt: skip
 
 
 def slo_rule(dep: Deployment, stream: RequestStream) -> dict[str, ClassSlo]:
@@ -168,26 +205,68 @@ def table(title: str, results: list[tuple[float, str, dict[str, Any]]], names: t
               f"{m['unfinished']:5d} {m['seconds']:4.1f}")  # fmt: skip
 
 
+def seed_summary(args: argparse.Namespace, dep: Deployment, loads: list[float]) -> None:
+    """``--seeds``: the chat + reasoning mix for each reasoning seed (its own 1x capacity, κ at 1x, q₂ at 2x):
+    goodput (req/s) and Jain of FCFS, SJF, EDF and calibrated CASCADE per seed and load, then the means."""
+    sim_cfg = SimConfig()
+    labels = ("fcfs", "sjf", "edf", "cascade")
+    table_: dict[tuple[float, str], list[tuple[float, float]]] = {}
+    print("\nper reasoning seed (goodput req/s / Jain); CASCADE with kappa per class at 1x, q2 at 2x")
+    print(f"{'seed':>4} {'load':>4} " + " ".join(f"{x:>15}" for x in labels) + f" {'cascade/sjf':>11}")
+    for seed in range(args.seeds):
+        stream = load_chat_reasoning(args.data, args.minutes, seed).with_slos(
+            2.0, 0.1, {"chat": CHAT_SLO, "reasoning": REASONING_SLO}
+        )
+        cap = fcfs_capacity(dep, stream, sim_cfg)
+        block = calibrate_deployment(dep, stream.scaled(cap), quantile=0.95, rate_scale=cap,
+                                     q2_stream=stream.scaled(2 * cap))  # fmt: skip
+        kappa = CascadeSettings(kappa=block["kappa"], q2=block["q2"],
+                                kappa_by_class=tuple(block["kappa_by_class"].items()))  # fmt: skip
+        for load in loads:
+            cells = []
+            for label in labels:
+                m = run(dep, stream, label, kappa if label == "cascade" else None, sim_cfg, load * cap)
+                got = (float(m["goodput_req_per_s"]), float(m["jain_index"] or 0.0))
+                table_.setdefault((load, label), []).append(got)
+                cells.append(got)
+            ratio = cells[3][0] / cells[1][0] if cells[1][0] else float("nan")
+            print(f"{seed:4d} {load:4g} " + " ".join(f"{g:8.3f} / {j:.3f}" for g, j in cells) + f" {ratio:11.3f}")
+    for load in loads:
+        got = {x: table_[(load, x)] for x in labels}
+        mean = {x: (float(np.mean([g for g, _ in v])), float(np.mean([j for _, j in v]))) for x, v in got.items()}
+        print(f"mean {load:4g} " + " ".join(f"{mean[x][0]:8.3f} / {mean[x][1]:.3f}" for x in labels)
+              + f" {mean['cascade'][0] / mean['sjf'][0]:11.3f}")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=10.0, help="replay the first N minutes of each trace")
     ap.add_argument("--scales", default="1,1.5,2,3", help="loads, as multiples of the FCFS capacity")
     ap.add_argument("--kv-util", type=float, default=0.3, help="gpu_memory_utilization of the KV-pressure run")
     ap.add_argument("--data", type=Path, default=DATA, help="the shared data folder (default ../shared/data)")
+    ap.add_argument("--mix", choices=("three", "chat-reasoning"), default="three",
+                    help="three: chat + code + long-context traces; chat-reasoning: chat trace + synthetic "
+                    "long-output stream (no KV-pressure run)")  # fmt: skip
+    ap.add_argument("--seeds", type=int, default=1, help="chat-reasoning: repeat for reasoning seeds 0..N-1")
     args = ap.parse_args()
-    files = ("AzureLLMInferenceTrace_conv.csv", "AzureLLMInferenceTrace_code.csv", "mooncake_synthetic_trace.jsonl")
+    files: tuple[str, ...] = ("AzureLLMInferenceTrace_conv.csv",)
+    if args.mix == "three":
+        files += ("AzureLLMInferenceTrace_code.csv", "mooncake_synthetic_trace.jsonl")
     missing = [f for f in files if not (args.data / "traces" / f).is_file()]
     if missing:
         print(f"missing {args.data / 'traces' / missing[0]}: pass --data PATH/TO/shared/data", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     dep = simple_deployment(model=MODEL, gpu=GPU, count=INSTANCES, max_num_batched_tokens=CHUNK)
-    raw = load_mix(args.data, args.minutes)
+    raw = load_mix(args.data, args.minutes) if args.mix == "three" else load_chat_reasoning(args.data, args.minutes)
     slos = slo_rule(dep, raw)
+    if args.mix == "chat-reasoning":  # the classes' own SLOs, as the issue's two-class scenario states them
+        slos = {"chat": CHAT_SLO, "reasoning": REASONING_SLO}
     stream = raw.with_slos(2.0, 0.1, slos)
     names = stream.class_names
     print(f"{stream.n:,} requests over {stream.duration_s:,.0f} s ({stream.n / stream.duration_s:.2f} req/s); "
-          f"{MODEL} on {INSTANCES}x {GPU} TP1, chunked prefill {CHUNK} tokens")  # fmt: skip
+          f"{MODEL} on {INSTANCES}x {GPU} TP1, chunked prefill {CHUNK} tokens; prefix reuse off (the simulator "
+          "has no prefix cache here: every prompt token is computed)")  # fmt: skip
     for c, name in enumerate(names):
         m = stream.class_id == c
         p = stream.prompt_tokens[m]
@@ -211,12 +290,20 @@ def main() -> int:
         + f"; q2 by goodput x Jain: {block['q2']:g} ({sweep})"
     )
     rows = policies(kappa)
+    if args.mix == "chat-reasoning":  # a κ chosen after the fact, on the stream it is measured on: not a calibration
+        k3 = replace(kappa, kappa=3 * kappa.kappa, kappa_by_class=tuple((c, 3 * k) for c, k in kappa.kappa_by_class))
+        rows.append(("cascade 3k (post hoc)", "cascade", k3))
     results = []
     for load in (float(x) for x in args.scales.split(",")):
         for label, policy, cfg in rows:
             results.append((load, label, run(dep, stream, policy, cfg, sim_cfg, load * cap)))
     table("goodput = requests (tokens) meeting both SLOs / serving span; attainment per class | by prompt band",
           results, names)  # fmt: skip
+    if args.mix != "three" and args.seeds > 1:
+        seed_summary(args, dep, [float(x) for x in args.scales.split(",")])
+    if args.mix != "three":  # the chat + reasoning mix: the load sweep only
+        print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+        return 0
     kv = simple_deployment(model=MODEL, gpu=GPU, count=INSTANCES, max_num_batched_tokens=CHUNK,
                            settings=PerfSettings(gpu_memory_utilization=args.kv_util))  # fmt: skip
     kv_cap = kv.model(GPU, 1).kv_capacity_tokens

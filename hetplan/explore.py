@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import HetplanError, InfeasibleError, InputError, OutOfMemoryError
 from hetplan.units import parse_duration_s, rnd
+from hetplan.workload.classes import check_slo_override
 
 if TYPE_CHECKING:
     from hetplan.scenario import Scenario
@@ -281,6 +282,7 @@ def build_points(base: Scenario, axes: list[Axis]) -> tuple[list[Point], float]:
                 shown.append(f"{a.title}={v.label}" + ("" if v.kind == "absolute" else f" ({rate:.4g} req/s)"))
                 continue
             if a.name in ("ttft", "tpot"):
+                check_slo_override(doc.get("classes"), a.name, f"--vary {a.name}")
                 doc["slo"][a.name] = v.label
             elif a.name == "price":
                 factors[_canonical(a.gpu or "", a.name)] = v.number

@@ -163,6 +163,11 @@ class WorkloadSpec(_Strict):
         description="Arrival rate replacing the trace's own (required for a length-only file).",
     )
     synthetic: SyntheticSpec | None = Field(default=None, description="A synthetic distribution instead of a trace.")
+    class_column: str | None = Field(
+        default=None,
+        min_length=1,
+        description="CSV column naming each request's class, for classes given by value (see classes).",
+    )
     holdout: Annotated[float, BeforeValidator(_percent_suffix)] | None = Field(
         default=None,
         ge=0,
@@ -213,6 +218,59 @@ class SloSpec(_Strict):
     @classmethod
     def _unit_named(cls, data: Any) -> Any:
         return _seconds_fields(data, cls.SECONDS_FIELDS, "slo.")
+
+
+class ClassSloSpec(_Strict):
+    """One request class's SLOs (durations with a unit, or ``ttft_s``/``tpot_s`` in seconds); a field left out is
+    the scenario's ``slo`` value. The percentile is the scenario's, shared by every class."""
+
+    #: Unit-named spellings accepted for the duration fields (seconds), field name -> duration field.
+    SECONDS_FIELDS: ClassVar[dict[str, str]] = {"ttft_s": "ttft", "tpot_s": "tpot"}
+
+    ttft: Duration | None = Field(default=None, description="This class's time-to-first-token SLO (default: slo.ttft).")
+    tpot: Duration | None = Field(
+        default=None, description="This class's time-per-output-token SLO (default: slo.tpot)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unit_named(cls, data: Any) -> Any:
+        return _seconds_fields(data, cls.SECONDS_FIELDS, "classes[].slo.")
+
+
+class ClassSpec(_Strict):
+    """A request class with its own SLOs, and which requests are in it: a ``share`` of the workload's requests
+    (drawn per request from a fixed seed), the ``value`` of the trace's ``workload.class_column``, or a trace
+    ``path`` of its own (its requests are added to the workload's, each trace on its own clock from 0). A class
+    without any of the three is the only class of the workload's own requests."""
+
+    name: str = Field(min_length=1, max_length=64, description="Class name shown in verification and reports.")
+    slo: ClassSloSpec = Field(default=ClassSloSpec(), description="The class's own TTFT/TPOT SLOs.")
+    share: Annotated[float, BeforeValidator(_percent_suffix)] | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Share of the workload's requests in this class (a fraction, 0.3, or a percent, 30%); every "
+        "class gives one and they sum to 1.",
+    )
+    value: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The value of the trace's workload.class_column that marks this class's requests.",
+    )
+
+    path: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A trace file of this class's own requests, relative to the scenario (Azure CSV or Mooncake "
+        "JSONL with timestamps), added to the workload's.",
+    )
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> ClassSpec:
+        if sum(x is not None for x in (self.share, self.value, self.path)) > 1:
+            raise ValueError(f"class {self.name!r}: give one of share, value and path, not several")
+        return self
 
 
 class AutoscaleSpec(_Strict):
@@ -341,6 +399,14 @@ class Scenario(_Strict):
         description="Goodput target: requests per second that must meet every SLO (default: the trace's rate).",
     )
     slo: SloSpec = Field(default=SloSpec(), description="Latency SLOs and their percentile.")
+    classes: list[ClassSpec] | None = Field(
+        default=None,
+        min_length=1,
+        description="Request classes, each with its own SLOs (name, slo, and a share, a class_column value or a "
+        "trace path of its own); the "
+        "plan is sized against the tightest TTFT and TPOT among them and holds only if every class holds "
+        "(docs/search.md). Unset: one class with slo.",
+    )
     gpus: list[str] | None = Field(
         default=None,
         min_length=1,
@@ -415,6 +481,40 @@ class Scenario(_Strict):
             twice = sorted({e for e in v if v.count(e) > 1})
             raise ValueError(f"engines lists {', '.join(twice)} more than once: list each engine once")
         return v
+
+    @model_validator(mode="after")
+    def _classes_consistent(self) -> Scenario:
+        if not self.classes:
+            if self.workload.class_column:
+                raise ValueError("workload.class_column is set but no classes are given: add classes or drop it")
+            return self
+        names = [c.name for c in self.classes]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"classes lists {', '.join(twice)} more than once: give each class one entry")
+        own = [c for c in self.classes if c.path is None]  # the classes of the workload's own requests
+        if not own:
+            raise ValueError("every class has its own path: give one class without path for workload's requests")
+        if len(own) < len(self.classes) and (self.workload.synthetic is not None or self.workload.rate_per_s):
+            raise ValueError("classes with their own path need a workload trace at its own rate (no synthetic, no "
+                             "rate_per_s): each trace keeps its own timestamps")  # fmt: skip
+        if len(own) == 1 and own[0].share is None and own[0].value is None:
+            if self.workload.class_column:
+                raise ValueError("workload.class_column is only read for classes given by value: drop it")
+            return self  # one class takes all of the workload's requests
+        by_share = [c.share for c in own if c.share is not None]
+        if len(by_share) != len(own) and (by_share or any(c.value is None for c in own)):
+            raise ValueError(
+                "classes mix share and value (or give neither): give every class without a path a share, or every "
+                "one a value"
+            )
+        if by_share and abs(sum(by_share) - 1.0) > 1e-6:
+            raise ValueError(f"classes' shares sum to {sum(by_share):g}, not 1: make them add up to 1 (100%)")
+        if not by_share and not self.workload.class_column:
+            raise ValueError("classes given by value need workload.class_column, the CSV column holding the class")
+        if by_share and self.workload.class_column:
+            raise ValueError("workload.class_column is only read for classes given by value: drop it or use values")
+        return self
 
     @field_validator("cloud")
     @classmethod

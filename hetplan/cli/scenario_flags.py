@@ -108,6 +108,10 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
         if value is None:
             continue
         if key in ("ttft", "tpot", "percentile"):
+            if key != "percentile":  # a flag no request class would see is refused, not ignored
+                from hetplan.workload.classes import check_slo_override
+
+                check_slo_override(base.get("classes"), key, f"--{key}")
             base.setdefault("slo", {})[key] = value
         elif key == "workload_path":
             base["workload"] = {"path": str(Path(value).resolve())}

@@ -35,6 +35,7 @@ from hetplan.solvers.melange import Bucket, MelangePlan
 from hetplan.solvers.mixed import BUCKET_COLUMNS, MIX_COLUMNS, POOL, MixedPlan, describe
 from hetplan.solvers.packing import Purchased
 from hetplan.units import rnd
+from hetplan.workload.classes import classes_doc
 from hetplan.workload.model import Workload
 
 TOKENS_BASIS = "input+output tokens per USD at the plan's goodput capacity (output_tokens_per_usd: output only)"
@@ -619,6 +620,8 @@ def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> di
         # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
         "deployment": asdict(deployment_of(req)),
     }
+    if scenario.classes:  # request classes: each one's SLOs (the plan's slo is the binding, tightest pair)
+        doc["classes"] = classes_doc(scenario, workload)
     if req.wan is not None:  # --allow-cross-provider: the WAN link cross-site combos were priced with
         doc["cross_provider"] = {
             "wan_gb_per_s": req.wan.gb_per_s,

@@ -42,6 +42,7 @@ from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.units import parse_duration_s, parse_percentile
+from hetplan.workload.classes import assign_classes, binding_slos
 from hetplan.workload.context import served_workload
 from hetplan.workload.model import Workload
 from hetplan.workload.readers import load_workload
@@ -84,33 +85,40 @@ def build_workload(scenario: Scenario) -> Workload:
 
 def build_whole_workload(scenario: Scenario) -> Workload:
     """The scenario's whole workload (trace file or synthetic), whatever ``workload.holdout`` says, with the prefix
-    block ids ``workload.prefix_cache`` and ``workload.reuse`` give (:func:`hetplan.planning.prefix.apply_reuse`)."""
+    block ids ``workload.prefix_cache`` and ``workload.reuse`` give (:func:`hetplan.planning.prefix.apply_reuse`),
+    each request labelled with its class when the scenario declares ``classes``
+    (:func:`hetplan.workload.classes.assign_classes`)."""
     spec = scenario.workload
     if spec.synthetic is not None:
         s = spec.synthetic
-        return apply_reuse(
-            spec,
-            synthetic_workload(
-                s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median, s.output_tokens_median, s.sigma
-            ),
+        drawn = synthetic_workload(
+            s.kind, s.rate_per_s, s.requests, s.seed, s.prompt_tokens_median, s.output_tokens_median, s.sigma
         )
+        return assign_classes(apply_reuse(spec, drawn), scenario, None)
     path = Path(scenario.resolve(spec.path) or "")
     display = path.name
     if path.is_file():
         display = f"{path.name} (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]})"
-    return apply_reuse(spec, load_workload(path, spec.format, spec.rate_per_s, display))
+    return assign_classes(apply_reuse(spec, load_workload(path, spec.format, spec.rate_per_s, display)), scenario, path)
 
 
 def workload_sha256(scenario: Scenario) -> str | None:
-    """SHA-256 of the scenario's workload: the trace file's bytes, or the synthetic workload's settings as
-    canonical JSON; None when the trace file cannot be read (loading it reports why)."""
+    """SHA-256 of the scenario's workload: the trace file's bytes (with request classes that bring traces of their
+    own: of the space-joined hashes of the workload's file and theirs), or the synthetic workload's settings as
+    canonical JSON; None when a trace file cannot be read (loading it reports why)."""
     spec = scenario.workload
     if spec.synthetic is not None:
         text = json.dumps(spec.synthetic.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
     path = Path(scenario.resolve(spec.path) or "")
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        own = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        added = [Path(scenario.resolve(c.path) or "") for c in scenario.classes or () if c.path is not None]
+        if own is None or not added:
+            return own
+        # request classes with traces of their own: the hash of the files' hashes, in the scenario's order
+        hashes = [own] + [hashlib.sha256(p.read_bytes()).hexdigest() for p in added]
+        return hashlib.sha256(" ".join(hashes).encode()).hexdigest()
     except OSError:
         return None
 
@@ -310,6 +318,9 @@ def build_request(
     quantile = parse_percentile(scenario.slo.percentile, "slo.percentile")
     ttft = parse_duration_s(scenario.slo.ttft, "ttft")
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
+    binding = binding_slos(scenario)
+    if binding is not None:  # request classes: sized against the tightest TTFT and TPOT among them (docs/search.md)
+        ttft, tpot = binding
     workload = build_workload(scenario)
     # the default target is the whole trace's mean rate: a requirement, whatever part of the trace sizing sees
     whole_rate = scenario.workload.holdout and scenario.goodput_req_per_s is None  # else not read: a hot path

@@ -35,6 +35,7 @@ from hetplan.planning.pipeline import plan
 from hetplan.planning.request import build_whole_workload, build_workload
 from hetplan.resources import Resources
 from hetplan.scenario import Scenario
+from hetplan.workload.classes import assign_classes
 from hetplan.workload.model import Workload
 from hetplan.workload.split import MIN_SPLIT_REQUESTS, REDRAW_WINDOW_S, redraw_windows, time_split
 from hetplan.workload.synthetic import synthetic_workload
@@ -372,6 +373,7 @@ def verification_workloads(
         other = synthetic_workload(
             s.kind, s.rate_per_s, s.requests, s.seed + 1, s.prompt_tokens_median, s.output_tokens_median, s.sigma
         )
+        other = assign_classes(other, scenario, None)
         split = f"sized on seed {s.seed}; checked out of sample on seed {s.seed + 1} of the same distribution"
         return scenario, build_workload(scenario), [(f"draw with seed {s.seed + 1}", other)], split
     holdout = default_holdout if spec.holdout is None else spec.holdout

@@ -6,7 +6,8 @@ baseline's $/hour) and ``max_cost_increase_usd_per_hour`` (dollars per hour, 0 u
 covers it. It also fails when its tokens/USD fell below ``min_tokens_per_usd_ratio`` (when set) times the
 baseline's (not compared when either plan costs $0/h: tokens per dollar is not defined there), or when the
 baseline plan was verified in simulation and the fresh one is not (``verification.status``,
-:mod:`hetplan.sim.verify`). The explanation lists what differs:
+:mod:`hetplan.sim.verify`), naming each request class (``verification.classes``) that held its own SLOs in the
+baseline and does not now. The explanation lists what differs:
 model, SLOs, goodput target, prices per GPU, GPUs per type, combos added or removed, predicted capacity and the
 verification status.
 
@@ -259,6 +260,7 @@ def compare(
     if was == "verified" and now is not None and now != "verified":
         verdict = (current.get("verification") or {}).get("verdict") or "the plan was not verified this time"
         failures.append(f"the baseline plan was verified in simulation; this one is not: {verdict}")
+    failures += _class_failures(baseline, current)
     return GateResult(
         name or current["scenario"]["name"],
         not failures,
@@ -269,6 +271,29 @@ def compare(
         tuple(failures),
         tuple(explain(current, baseline)),
     )
+
+
+def _class_checks(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-class checks of a plan document's verification (request classes; empty for one class)."""
+    v = doc.get("verification")
+    rows = v.get("classes") if isinstance(v, dict) else None
+    return {str(r["class"]): r for r in rows if isinstance(r, dict) and "class" in r} if isinstance(rows, list) else {}
+
+
+def _class_failures(baseline: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """One failure per request class that held its own SLOs in the baseline's verification and does not in the
+    current one (each class is named, with its attainment then and now)."""
+    was, now = _class_checks(baseline), _class_checks(current)
+    out = []
+    for name, row in now.items():
+        before = was.get(name)
+        if before is not None and before.get("holds") and not row.get("holds"):
+            out.append(
+                f"class {name} held its SLOs in the baseline ({float(before['attainment']) * 100:.1f} % attainment) "
+                f"and does not now ({float(row['attainment']) * 100:.1f} %; TTFT SLO {row['ttft_slo_s']:g} s, TPOT "
+                f"SLO {float(row['tpot_slo_s']) * 1e3:g} ms)"
+            )
+    return out
 
 
 def _status(doc: dict[str, Any]) -> str | None:

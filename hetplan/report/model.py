@@ -358,6 +358,10 @@ def verification_report(v: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any
     if isinstance(by_class, dict):  # a workload with classes (only then: single-class reports stay as they were)
         out["attainment_by_class"] = {str(k): by_class[k] for k in sorted(by_class)}
         out["jain_index"] = v.get("jain_index")
+    checks = v.get("classes")
+    if isinstance(checks, list):  # the scenario's request classes, each against its own SLOs
+        keys = ("class", "requests", "attainment", "ttft_p_s", "tpot_p_s", "ttft_slo_s", "tpot_slo_s", "holds")
+        out["classes"] = [{k: c.get(k) for k in keys} for c in checks if isinstance(c, dict)]
     cascade = v.get("cascade")
     if isinstance(cascade, dict):  # verified under CASCADE with its calibrated settings
         out["cascade"] = {k: cascade.get(k) for k in ("kappa", "kappa_by_class", "q2", "tier2_order", "quantile")}

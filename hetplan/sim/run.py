@@ -116,15 +116,41 @@ def plan_cascade(plan: Plan) -> CascadeSettings:
     return CascadeSettings(kappa=block.kappa, q2=block.q2, kappa_by_class=by_class, tier2_order=block.tier2_order)
 
 
+def plan_classes(plan: Plan) -> list[tuple[str, float, float]]:
+    """The plan's request classes (``scenario.classes``, :mod:`hetplan.workload.classes`): ``(name, ttft_s,
+    tpot_s)`` each; empty for a one-class plan.
+
+    Raises:
+        InputError: a malformed ``classes`` entry (a hand-edited plan).
+    """
+    raw = plan.scenario_extra.get("classes") or []
+    out = []
+    for row in raw if isinstance(raw, list) else [raw]:
+        try:
+            name, ttft, tpot = str(row["name"]), float(row["ttft_s"]), float(row["tpot_s"])
+        except (TypeError, KeyError, ValueError):
+            raise InputError(
+                f"the plan's scenario.classes entry {row!r} is malformed",
+                fix="each class needs name, ttft_s and tpot_s (re-plan the scenario)",
+            ) from None
+        if not (ttft > 0 and tpot > 0):
+            raise InputError(f"the plan's class {name!r} has a non-positive SLO", fix="re-plan the scenario")
+        out.append((name, ttft, tpot))
+    return out
+
+
 def prepare_run(req: SimRequest) -> tuple[Deployment, RequestStream]:
     """The deployment rebuilt from ``req.plan`` and the stream with its SLOs (per class: ``req.class_slos``, then
-    the plan's ``cascade.classes``, then the plan's) at ``req.rate_scale``.
+    the plan's ``scenario.classes``, then its ``cascade.classes``, then the plan's) at ``req.rate_scale``.
 
     Raises:
         InputError: a plan the simulator cannot rebuild, a malformed ``cascade`` block or a window <= 0.
     """
     dep = deployment_from_plan(req.plan)
     slos = dict(req.class_slos or {})
+    for name, ttft_s, tpot_s in plan_classes(req.plan):  # the scenario's request classes, each with its SLOs
+        if name in req.stream.class_names and name not in slos:
+            slos[name] = ClassSlo(ttft_s, tpot_s)
     for name, cls in cascade_block(req.plan).classes.items():
         if name in req.stream.class_names and name not in slos:
             slos[name] = ClassSlo(cls.ttft_slo_s, cls.tpot_slo_s)

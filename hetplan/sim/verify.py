@@ -28,7 +28,7 @@ from hetplan.sim.policies import get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.result import SimResult
 from hetplan.sim.router import SimConfig
-from hetplan.sim.run import SimRequest, plan_cascade, prepare_run, run_simulation
+from hetplan.sim.run import SimRequest, plan_cascade, plan_classes, prepare_run, run_simulation
 from hetplan.units import format_duration, rnd
 from hetplan.workload.context import apply_context_window, context_note
 from hetplan.workload.model import RequestStream, Workload, make_stream, stream_from_workload
@@ -58,25 +58,70 @@ def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: 
     return _judge(plan, scaled, m, res)
 
 
-def _judge(plan: Plan, scaled: RequestStream, m: dict[str, Any], res: SimResult) -> dict[str, Any]:
-    """The outcome of one run against the plan's SLOs (see :func:`verify`)."""
-    o = request_outcomes(scaled, res)
-    slo = {"ttft_s": plan.slo.ttft_s, "tpot_s": plan.slo.tpot_s}
-    q = plan.slo.percentile
-    ttft = np.where(np.isfinite(o["ttft_s"]) & ~res.dropped, o["ttft_s"], np.inf)
-    keep = o["tpot_eligible"]  # TPOT is defined for requests served >= 2 output tokens
-    tpot = o["tpot_s"][keep]
-    tpot = np.where(np.isfinite(tpot) & ~res.dropped[keep], tpot, np.inf)
+def _percentiles(
+    o: dict[str, np.ndarray], dropped: np.ndarray, q: float, among: np.ndarray | None = None
+) -> tuple[float, float]:
+    """The q-th percentile TTFT and TPOT (seconds; inf when too many are unserved) of the requests in ``among``
+    (a mask; None: all); dropped and unfinished requests count as infinite, TPOT only over requests served ≥ 2
+    output tokens (0.0 where no request qualifies)."""
+    sel = np.ones(dropped.shape, dtype=bool) if among is None else among
+    ttft = np.where(np.isfinite(o["ttft_s"]) & ~dropped, o["ttft_s"], np.inf)[sel]
+    keep = o["tpot_eligible"] & sel  # TPOT is defined for requests served >= 2 output tokens
+    tpot = np.where(np.isfinite(o["tpot_s"]) & ~dropped, o["tpot_s"], np.inf)[keep]
     ttft_q = float(np.percentile(ttft, q, method="higher")) if ttft.size else 0.0
     tpot_q = float(np.percentile(tpot, q, method="higher")) if tpot.size else 0.0
+    return ttft_q, tpot_q
+
+
+def _slo_misses(ttft_q: float, tpot_q: float, ttft_slo: float, tpot_slo: float, q: float, who: str) -> list[str]:
+    """The percentile misses of one run or one class (``who``: "" or "class NAME: ")."""
     misses = []
     unserved = f"more than {100 - q:g} % of the requests were dropped or never finished"
-    if ttft_q > slo["ttft_s"]:
+    if ttft_q > ttft_slo:
         what = f"{ttft_q:.4g} s" if math.isfinite(ttft_q) else f"unbounded ({unserved})"
-        misses.append(f"simulated p{q:g} TTFT {what} exceeds the SLO {slo['ttft_s']:g} s")
-    if tpot_q > slo["tpot_s"]:
+        misses.append(f"{who}simulated p{q:g} TTFT {what} exceeds the SLO {ttft_slo:g} s")
+    if tpot_q > tpot_slo:
         what = f"{tpot_q * 1e3:.4g} ms" if math.isfinite(tpot_q) else f"unbounded ({unserved})"
-        misses.append(f"simulated p{q:g} TPOT {what} exceeds the SLO {slo['tpot_s'] * 1e3:g} ms")
+        misses.append(f"{who}simulated p{q:g} TPOT {what} exceeds the SLO {tpot_slo * 1e3:g} ms")
+    return misses
+
+
+def _judge(plan: Plan, scaled: RequestStream, m: dict[str, Any], res: SimResult) -> dict[str, Any]:
+    """The outcome of one run against the plan's SLOs (see :func:`verify`). A plan with request classes
+    (``scenario.classes``) is judged per class instead, each against its own SLOs (percentile TTFT and TPOT, and
+    attainment ≥ the percentile), and holds only if every class holds; its joint attainment (each request against
+    its class's SLOs) must still reach the percentile. ``class_checks`` then lists each class's figures."""
+    o = request_outcomes(scaled, res)
+    q = plan.slo.percentile
+    ttft_q, tpot_q = _percentiles(o, res.dropped, q)
+    classes = plan_classes(plan)
+    checks: list[dict[str, Any]] = []
+    if not classes:
+        misses = _slo_misses(ttft_q, tpot_q, plan.slo.ttft_s, plan.slo.tpot_s, q, "")
+    else:
+        misses = []
+        for name, ttft_slo, tpot_slo in classes:
+            if name not in scaled.class_names:
+                continue  # no request of this class in this stretch of the trace
+            among = scaled.class_id == scaled.class_names.index(name)
+            c_ttft, c_tpot = _percentiles(o, res.dropped, q, among)
+            att = float(o["ok"][among].mean())
+            found = _slo_misses(c_ttft, c_tpot, ttft_slo, tpot_slo, q, f"class {name}: ")
+            if att < q / 100:
+                found.append(f"class {name}: simulated SLO attainment {att:.1%} is below {q:g} %")
+            misses += found
+            checks.append(
+                {
+                    "class": name,
+                    "requests": int(among.sum()),
+                    "ttft_slo_s": ttft_slo,
+                    "tpot_slo_s": tpot_slo,
+                    "attainment": rnd(att, 5),
+                    "ttft_p_s": rnd(c_ttft, 5) if math.isfinite(c_ttft) else None,
+                    "tpot_p_s": rnd(c_tpot, 5) if math.isfinite(c_tpot) else None,
+                    "holds": not found,
+                }
+            )
     if m["attainment"]["joint"] < q / 100:
         misses.append(f"simulated joint SLO attainment {m['attainment']['joint']:.1%} is below {q:g} %")
     # an unbounded percentile (too many requests unserved) is None in the document: JSON has no infinity
@@ -85,7 +130,7 @@ def _judge(plan: Plan, scaled: RequestStream, m: dict[str, Any], res: SimResult)
         "ttft_q_s": rnd(ttft_q, 5) if math.isfinite(ttft_q) else None,
         "tpot_q_s": rnd(tpot_q, 5) if math.isfinite(tpot_q) else None,
         "misses": misses,
-    }
+    } | ({"class_checks": checks} if classes else {})
 
 
 def verify_config(stream: RequestStream) -> SimConfig:
@@ -103,8 +148,9 @@ def _arrivals(plan: Plan, workload: Workload, seed: int = VERIFY_SEED) -> tuple[
     if workload.arrival_s is None:  # a length-only file: Poisson arrivals at the target
         rng = np.random.default_rng(seed)
         arrival = np.cumsum(rng.exponential(1.0 / target, workload.n_requests))
-        stream = make_stream(arrival, workload.prompt_tokens, workload.output_tokens,
-                             [workload.name] * workload.n_requests, source=workload.source)  # fmt: skip
+        labels = [workload.name] * workload.n_requests if workload.class_labels is None else workload.class_labels
+        stream = make_stream(arrival, workload.prompt_tokens, workload.output_tokens, labels, source=workload.source,
+                             prefix_blocks=workload.prefix_blocks)  # fmt: skip
         own = stream.n / stream.duration_s if stream.n > 1 else target
         return stream, own, f"Poisson arrivals at {target:g} req/s (seed {seed}; no timestamps)", False
     stream = stream_from_workload(workload)
@@ -124,6 +170,7 @@ def _fitting(workload: Workload, window: int) -> tuple[Workload, Any]:
             workload,
             prompt_tokens=workload.prompt_tokens[fits],
             output_tokens=workload.output_tokens[fits],
+            class_labels=workload.labels_at(fits),
             arrival_s=None if workload.arrival_s is None else workload.arrival_s[fits],
             prefix_blocks=None if workload.prefix_blocks is None else workload.prefix_blocks.take(np.nonzero(fits)[0]),
         )
@@ -341,6 +388,8 @@ class PlanCheck:
         if len(m["classes"]) > 1:  # a workload with classes: per-class attainment and Jain's index over them
             extra["attainment_by_class"] = {c["class"]: c["attainment"] for c in m["classes"]}
             extra["jain_index"] = m["jain_index"]
+        if "class_checks" in main:  # the scenario's request classes, each against its own SLOs at the target
+            extra["classes"] = main["class_checks"]
         if self.cascade is not None:
             extra["cascade"] = self.cascade
         return extra | {
@@ -425,9 +474,17 @@ def _verdict(
         return f"{format_duration(x)} {'≤' if x <= slo else '>'} {format_duration(slo)}"
 
     att = m["attainment"]["joint"]
-    body = (
-        f"joint attainment {att * 100:.1f} % {'≥' if att >= q / 100 else '<'} {q:g} %, "
+    slos = (
         f"p{q:g} TTFT {cmp(shown['ttft_q_s'], plan.slo.ttft_s)}, p{q:g} TPOT {cmp(shown['tpot_q_s'], plan.slo.tpot_s)}"
+    )
+    if "class_checks" in shown:  # request classes: each class against its own SLOs
+        slos = ", ".join(
+            f"class {c['class']} {c['attainment'] * 100:.1f} % (p{q:g} TTFT {cmp(c['ttft_p_s'], c['ttft_slo_s'])}, "
+            f"TPOT {cmp(c['tpot_p_s'], c['tpot_slo_s'])})"
+            for c in shown["class_checks"]
+        )
+    body = (
+        f"joint attainment {att * 100:.1f} % {'≥' if att >= q / 100 else '<'} {q:g} %, {slos}"
         f" at the {shown['label']} {shown['rate_req_per_s']:.3g} req/s"
     )
     others = [r for r in runs if r is not shown]

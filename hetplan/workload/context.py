@@ -104,6 +104,7 @@ def served_workload(workload: Workload, window_tokens: int, model_name: str) -> 
         workload,
         prompt_tokens=workload.prompt_tokens[keep],
         output_tokens=ctx.output_tokens[keep],
+        class_labels=workload.labels_at(keep),
         arrival_s=None if workload.arrival_s is None else workload.arrival_s[keep],
         over_context={
             "requests_total": workload.n_requests,

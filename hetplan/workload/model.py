@@ -45,6 +45,8 @@ class Workload:
             refused requests included); None otherwise.
         prefix_blocks: each request's prefix block ids (a Mooncake trace's ``hash_ids``,
             :mod:`hetplan.workload.prefix`), in the trace's order; None when the trace has none.
+        class_labels: shape (n,), str, each request's class name when the scenario declares ``classes``
+            (:func:`hetplan.workload.classes.assign_classes`); None: one class, the workload's name.
     """
 
     name: str
@@ -58,6 +60,11 @@ class Workload:
     clock_start_s: float | None = field(default=None, repr=False)
     over_context: dict[str, Any] | None = field(default=None, repr=False)
     prefix_blocks: BlockHashes | None = field(default=None, repr=False)
+    class_labels: np.ndarray | None = field(default=None, repr=False)
+
+    def labels_at(self, rows: np.ndarray) -> np.ndarray | None:
+        """The class labels of ``rows`` (an index or boolean mask), None when the workload has no classes."""
+        return None if self.class_labels is None else self.class_labels[rows]
 
     @property
     def n_requests(self) -> int:
@@ -329,8 +336,8 @@ def make_stream(
 
 
 def stream_from_workload(wl: Workload, seed: int = 0) -> RequestStream:
-    """A one-class stream from a planner :class:`Workload`; a workload without timestamps (a length-only file
-    with a rate) gets Poisson arrivals at its rate from ``seed``.
+    """A stream from a planner :class:`Workload` (one class, its name, unless it carries ``class_labels``); a
+    workload without timestamps (a length-only file with a rate) gets Poisson arrivals at its rate from ``seed``.
 
     Raises:
         InputError: no timestamps and no rate.
@@ -341,10 +348,9 @@ def stream_from_workload(wl: Workload, seed: int = 0) -> RequestStream:
             raise InputError(f"workload {wl.name} has neither timestamps nor a rate", fix="give the workload a rate")
         rng = np.random.default_rng(seed)
         arrival = np.cumsum(rng.exponential(1.0 / wl.arrival_rate_per_s, wl.n_requests))
-    return make_stream(
-        arrival, wl.prompt_tokens, wl.output_tokens, [wl.name] * wl.n_requests, source=wl.source,
-        prefix_blocks=wl.prefix_blocks,
-    )  # fmt: skip
+    labels = [wl.name] * wl.n_requests if wl.class_labels is None else wl.class_labels
+    return make_stream(arrival, wl.prompt_tokens, wl.output_tokens, labels, source=wl.source,
+                       prefix_blocks=wl.prefix_blocks)  # fmt: skip
 
 
 __all__ = [

@@ -57,6 +57,7 @@ def _part(workload: Workload, keep: np.ndarray, name: str) -> Workload:
         name=name,
         prompt_tokens=workload.prompt_tokens[keep],
         output_tokens=workload.output_tokens[keep],
+        class_labels=workload.labels_at(keep),
         arrival_s=arrival,
         duration_s=duration if arrival is not None else workload.duration_s,
         arrival_rate_per_s=rate,
@@ -132,6 +133,7 @@ def redraw_windows(workload: Workload, seed: int, window_s: float = REDRAW_WINDO
         name=f"{workload.name}[re-drawn windows, seed {seed}]",
         prompt_tokens=workload.prompt_tokens[rows],
         output_tokens=workload.output_tokens[rows],
+        class_labels=workload.labels_at(rows),
         arrival_s=times - float(times.min()),
         duration_s=duration,
         arrival_rate_per_s=(rows.size - 1) / duration

@@ -188,6 +188,15 @@ def verification_rows(v: dict[str, Any]) -> list[list[str]]:
         rows.append(["attainment by class", ", ".join(f"{k} {_share(x)}" for k, x in by_class.items())])
         jain = v.get("jain_index")
         rows.append(["Jain index (classes)", "-" if jain is None else f"{jain:.3f}"])
+    for k in v.get("classes") or []:  # request classes: each against its own SLOs
+        rows.append(
+            [
+                f"class {k['class']}",
+                f"{'holds' if k.get('holds') else 'misses'}: attainment {_share(k.get('attainment'))}, "
+                f"p{_opt(v.get('percentile'), 'g')} TTFT {_vs_slo(k.get('ttft_p_s'), k['ttft_slo_s'])}, "
+                f"TPOT {_vs_slo(k.get('tpot_p_s'), k['tpot_slo_s'])}",
+            ]
+        )
     c = v.get("cascade")
     if c:
         per = c.get("kappa_by_class") or {}

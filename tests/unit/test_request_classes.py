@@ -1,0 +1,185 @@
+"""Request classes (issue 32 item 3): a scenario's ``classes`` split the workload (by share or a trace column), the
+planner sizes against the tightest TTFT and TPOT among them, the verification judges each class against its own
+SLOs, and the gate fails when a class that held stops holding."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from hetplan.api import gate
+from hetplan.errors import InputError
+from hetplan.plan.doc import load_plan, to_doc
+from hetplan.planning.request import build_request, build_whole_workload, workload_sha256
+from hetplan.scenario import Scenario
+from hetplan.sim.verify import verify_plan
+from hetplan.workload.classes import assign_classes, binding_slos, class_slos
+from hetplan.workload.model import stream_from_workload
+from hetplan.workload.readers import read_azure_csv
+from hetplan.workload.split import time_split
+from tests.conftest import FIXTURES
+
+CHAT = {"name": "chat", "share": 0.7, "slo": {"ttft": "1s"}}
+LONG = {"name": "long-output", "share": "30%", "slo": {"ttft": "4s", "tpot_s": 0.08}}
+
+
+def _scenario(classes, **workload):
+    sc = Scenario.model_validate(
+        {
+            "model": "Llama-3-70B",
+            "workload": workload or {"path": "azure_conv_200.csv"},
+            "goodput_req_per_s": 2,
+            "slo": {"ttft": "2s", "tpot": "100ms"},
+            "classes": classes,
+        }
+    )
+    return sc.with_base_dir(str(FIXTURES))
+
+
+def test_each_class_has_its_own_slos_and_sizing_takes_the_tightest_of_each():
+    sc = _scenario([CHAT, LONG])
+    assert class_slos(sc) == {"chat": (1.0, 0.1), "long-output": (4.0, 0.08)}
+    assert binding_slos(sc) == (1.0, 0.08)  # TTFT of one class, TPOT of the other
+    req = build_request(sc)[0]
+    assert (req.ttft_slo_s, req.tpot_slo_s) == (1.0, 0.08)
+    one = Scenario.model_validate({"model": "Llama-3-70B", "workload": {"path": "x.csv"}})
+    assert binding_slos(one) is None and class_slos(one) == {}
+
+
+def test_a_share_split_is_a_fixed_draw_that_survives_the_holdout_split():
+    sc = _scenario([CHAT, LONG])
+    a, b = build_whole_workload(sc), build_whole_workload(sc)
+    assert a.class_labels is not None and np.array_equal(a.class_labels, b.class_labels)
+    share = float((a.class_labels == "long-output").mean())
+    assert 0.2 < share < 0.4 and set(a.class_labels.tolist()) == {"chat", "long-output"}
+    sizing, held = time_split(a, 0.3)
+    assert np.array_equal(np.concatenate([sizing.class_labels, held.class_labels]), a.class_labels)
+    stream = stream_from_workload(sizing)
+    assert stream.class_names == ("chat", "long-output")
+
+
+def test_classes_by_value_read_the_trace_column(tmp_path):
+    rows = (FIXTURES / "azure_conv_200.csv").read_text().splitlines()
+    kinds = ["chat" if i % 3 else "batch" for i in range(len(rows) - 1)]
+    text = "\n".join([rows[0] + ",kind"] + [f"{r},{k}" for r, k in zip(rows[1:], kinds, strict=True)])
+    (tmp_path / "t.csv").write_text(text + "\n")
+    sc = _scenario(
+        [{"name": "c", "value": "chat"}, {"name": "b", "value": "batch", "slo": {"tpot": "50ms"}}],
+        path=str(tmp_path / "t.csv"),
+        class_column="kind",
+    )
+    wl = build_whole_workload(sc)
+    assert wl.class_labels.tolist() == ["c" if k == "chat" else "b" for k in kinds]
+    bad = _scenario([{"name": "c", "value": "chat"}], path=str(tmp_path / "t.csv"), class_column="kind")
+    with pytest.raises(InputError, match="no class names"):
+        build_whole_workload(bad)
+
+
+def test_a_class_with_a_trace_of_its_own_adds_its_requests_on_their_own_clock():
+    sc = _scenario([{"name": "chat", "slo": {"ttft": "1s"}}, {"name": "long", "path": "mooncake_300.jsonl"}])
+    wl = build_whole_workload(sc)
+    chat = read_azure_csv(FIXTURES / "azure_conv_200.csv")
+    assert wl.n_requests == chat.n_requests + 300
+    assert int((wl.class_labels == "long").sum()) == 300 and int((wl.class_labels == "chat").sum()) == 200
+    assert wl.arrival_s[0] == 0.0 and np.all(np.diff(wl.arrival_s) >= 0)
+    assert wl.arrival_rate_per_s == pytest.approx((wl.n_requests - 1) / wl.duration_s)
+    assert sorted(wl.prompt_tokens[wl.class_labels == "chat"]) == sorted(chat.prompt_tokens)
+    sha = workload_sha256(sc)
+    assert sha is not None and sha != workload_sha256(_scenario([CHAT, LONG]))
+    missing = _scenario([{"name": "chat"}, {"name": "long", "path": "nope.jsonl"}])
+    with pytest.raises(InputError, match="nope.jsonl"):
+        build_whole_workload(missing)
+
+
+@pytest.mark.parametrize(
+    ("classes", "workload", "message"),
+    [
+        ([{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}], {}, "sum to 0.9"),
+        ([{"name": "a", "share": 0.5}, {"name": "a", "share": 0.5}], {}, "more than once"),
+        ([{"name": "a", "share": 0.5}, {"name": "b", "value": "x"}], {}, "mix share and value"),
+        ([{"name": "a", "value": "x"}], {}, "need workload.class_column"),
+        ([{"name": "a", "share": 1, "value": "x"}], {}, "not several"),
+        ([{"name": "a", "share": 0.5}, {"name": "b"}], {}, "mix share and value"),
+        ([{"name": "a", "path": "y.csv"}], {}, "give one class without path"),
+        ([{"name": "a"}, {"name": "b", "path": "y.csv"}], {"rate_per_s": 2}, "at its own rate"),
+        ([{"name": "a", "share": 1, "slo": {"tpot": 50}}], {}, "no unit"),
+    ],
+)
+def test_bad_classes_are_refused_naming_the_fix(classes, workload, message):
+    with pytest.raises(ValidationError, match=message):
+        _scenario(classes, **({"path": "x.csv"} | workload))
+
+
+@pytest.fixture(scope="module")
+def checked():
+    """plan_two_combos with two classes (each SLO loose enough to hold), verified on the classed trace."""
+    base = load_plan(FIXTURES / "plan_two_combos.json")
+    wl = assign_classes(read_azure_csv(FIXTURES / "azure_conv_200.csv"), _scenario([CHAT, LONG]), None)
+
+    def plan_with(chat_ttft_s: float, long_tpot_s: float):
+        classes = [
+            {"name": "chat", "ttft_s": chat_ttft_s, "tpot_s": 0.1, "share": 0.7},
+            {"name": "long-output", "ttft_s": 4.0, "tpot_s": long_tpot_s, "share": 0.3},
+        ]
+        plan = replace(base, scenario_extra={**base.scenario_extra, "classes": classes})
+        v = verify_plan(plan, wl, capacity=False)
+        return replace(plan, extra={**plan.extra, "verification": v}), v
+
+    return plan_with
+
+
+def test_verification_judges_each_class_against_its_own_slos(checked):
+    _, v = checked(2.0, 0.08)
+    assert v["status"] == "verified", v["verdict"]
+    assert [c["class"] for c in v["classes"]] == ["chat", "long-output"]
+    assert all(c["holds"] for c in v["classes"]) and v["jain_index"] is not None
+    assert v["classes"][1]["tpot_slo_s"] == 0.08 and v["classes"][0]["ttft_slo_s"] == 2.0
+    assert "class chat" in v["verdict"] and "class long-output" in v["verdict"]
+
+
+@pytest.mark.parametrize(("chat_ttft_s", "long_tpot_s", "failing"), [(1e-4, 0.08, "chat"), (2.0, 1e-4, "long-output")])
+def test_the_gate_fails_when_either_class_stops_holding(checked, chat_ttft_s, long_tpot_s, failing):
+    baseline, _ = checked(2.0, 0.08)
+    current, v = checked(chat_ttft_s, long_tpot_s)
+    assert v["status"] == "not verified"
+    assert [c["class"] for c in v["classes"] if not c["holds"]] == [failing]
+    assert all(m.split(": ")[1] == f"class {failing}" for m in v["misses"] if "class" in m)
+    (result,) = gate({"s": current}, {"s": to_doc(baseline)}, 0.05)
+    assert not result.passed
+    assert any(f.startswith(f"class {failing} held its SLOs in the baseline") for f in result.failures)
+    (same,) = gate({"s": baseline}, {"s": to_doc(baseline)}, 0.05)
+    assert same.passed
+
+
+def test_the_report_shows_each_class_against_its_own_slos(checked):
+    from hetplan.report.model import verification_report
+    from hetplan.report.render.common import verification_rows
+
+    _, v = checked(1e-4, 0.08)
+    rep = verification_report(v, {"percentile": 90, "ttft_s": 2.0, "tpot_s": 0.1})
+    assert [c["class"] for c in rep["classes"]] == ["chat", "long-output"]
+    rows = dict(map(tuple, verification_rows(rep)))
+    assert rows["class chat"].startswith("misses: attainment ") and "TTFT" in rows["class chat"]
+    assert rows["class long-output"].startswith("holds: attainment ")
+    assert "TPOT" in rows["class long-output"] and "80 ms" in rows["class long-output"]
+
+
+def test_an_slo_flag_no_class_would_see_is_refused_not_ignored():
+    from typer.testing import CliRunner
+
+    from hetplan.cli.main import app
+    from hetplan.workload.classes import check_slo_override
+    from tests.conftest import EXAMPLES
+
+    own = [{"name": "a", "slo": {"ttft": "1s"}}, {"name": "b", "slo": {"ttft": "4s", "tpot": "60ms"}}]
+    with pytest.raises(InputError, match="every request class of the scenario sets its own ttft"):
+        check_slo_override(own, "ttft", "--ttft")
+    check_slo_override(own, "tpot", "--tpot")  # class a takes the scenario's tpot: the flag applies to it
+    check_slo_override(None, "ttft", "--ttft")  # one class: the flag is the SLO
+    res = CliRunner().invoke(
+        app, ["plan", str(EXAMPLES / "two-class.yaml"), "--ttft", "500ms", "--no-verify"], env={"NO_COLOR": "1"}
+    )
+    assert res.exit_code == 2 and "--ttft changes slo.ttft" in res.output and "Traceback" not in res.output
