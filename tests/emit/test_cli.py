@@ -39,10 +39,17 @@ def test_emit_all_targets_with_validation(plans, tmp_path):
     res = invoke("emit", plans["b"], "--target", "all", "--out", tmp_path / "out", "--validate")
     assert res.exit_code == 0, res.output
     out = res.stdout
-    # example (b)'s plan has two combos (H800 TP2 prefill -> A800 TP8 decode, and -> H800 TP4 decode): per combo 3
-    # vLLM scripts, 3 Kubernetes files, 1 llm-d and 1 Dynamo file, beside the shared ones
-    assert "wrote 22 files to" in out and "(vllm 7, kubernetes 9, llmd 3, dynamo 3) and manifest.json" in out
-    assert "validated offline: 26 objects" in out and "all passed" in out
+    # per combo 3 vLLM scripts, 3 Kubernetes files, 1 llm-d and 1 Dynamo file, beside the shared ones (1 vLLM, 3
+    # Kubernetes, 1 llm-d, 1 Dynamo); example (b)'s Cauchy plan has three combos today (H800 TP2 prefill -> H20 TP4,
+    # -> H800 TP2 and -> H800 TP4 decode)
+    n = len(example_plan("cauchy-h800-a800-h20")["combos"])
+    assert n == 3, "the premise: the number of combos the counts below are for"
+    vllm, k8s, llmd, dynamo = 3 * n + 1, 3 * n + 3, n + 1, n + 1
+    total = vllm + k8s + llmd + dynamo
+    assert f"wrote {total} files to" in out
+    assert f"(vllm {vllm}, kubernetes {k8s}, llmd {llmd}, dynamo {dynamo}) and manifest.json" in " ".join(out.split())
+    # 11 Kubernetes objects per combo (Deployments, Services, ScaledObjects, llm-d and Dynamo resources), 4 shared
+    assert f"validated offline: {11 * n + 4} objects" in out and "all passed" in out
     assert "not checked offline:" in out and "admission webhooks" in out and "CEL rules" in out
     assert "scheduling" in out and "image pulls" in out
     assert "router image 'vllm-router:latest' is a placeholder" in out

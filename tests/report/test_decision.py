@@ -95,10 +95,26 @@ def test_section_titles_are_distinct():
     assert len({p["title"] for p in _report(doc, other)["plans"]}) == 2
 
 
-def test_a_gpu_bought_dearer_than_its_lowest_per_gpu_price_shows_what_is_paid():
-    """Example (a)'s Mélange plan buys its L40S as one 8-GPU g6e.48xlarge ($30.13/h, $3.77 per GPU-hour) while the
-    catalog's lowest L40S price is the 1-GPU g6e.2xlarge's $2.24: the report says what the purchase pays."""
+def _with_l40s_bought_whole() -> dict:
+    """Example (a)'s Mélange plan with its TP8 instance served on L40S bought as one 8-GPU g6e.48xlarge ($30.13/h,
+    $3.77 per GPU-hour, the catalog's figure) while the catalog's lowest L40S price is the 1-GPU g6e.2xlarge's
+    $2.24 (a hand edit: since the kernel-fitted curves the example buys A100s only)."""
     doc = _doc("plan_example_a_melange.json")
+    tp8 = next(t for t in doc["instances"] if t["tp"] == 8)
+    tp8.update(gpu="L40S", instance_type="g6e.48xlarge", usd_per_hour=30.13118)
+    a100 = next(x for x in doc["purchase"] if x["gpu"] == "A100-80GB-SXM")
+    a100.update(count=1, gpus_used=8)
+    doc["purchase"].append({"provider": "aws", "instance_type": "g6e.48xlarge", "region": "us-east-1", "gpu": "L40S",
+                            "gpus_per_instance": 8, "count": 1, "owned": False, "usd_per_hour_each": 30.13118,
+                            "gpus_used": 8})  # fmt: skip
+    doc["gpus_used"] = {"A100-80GB-SXM": 8, "L40S": 8}
+    return doc
+
+
+def test_a_gpu_bought_dearer_than_its_lowest_per_gpu_price_shows_what_is_paid():
+    """A plan that buys its L40S as one 8-GPU g6e.48xlarge while the catalog's lowest L40S price is the 1-GPU
+    g6e.2xlarge's: the report says what the purchase pays."""
+    doc = _with_l40s_bought_whole()
     l40s = [x for x in doc["purchase"] if x["gpu"] == "L40S"]
     usd = sum(x["count"] * x["usd_per_hour_each"] for x in l40s)
     paid = usd / sum(x["count"] * x["gpus_per_instance"] for x in l40s)
