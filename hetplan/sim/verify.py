@@ -576,7 +576,12 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
     capped = hi is None
     names = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
     eng = names.get(plan.engine, plan.engine)
-    margin = f"holds up to {lo * 100:.0f} % slower steps than predicted" if lo > 0 else "misses at any slowdown"
+    if lo > 0:
+        margin = f"holds up to {lo * 100:.0f} % slower steps than predicted"
+    elif hi:  # holds as predicted, but not even at the smallest slowdown the search tried
+        margin = f"holds as predicted but misses at {hi * 100:.1f} % slower steps"
+    else:
+        margin = "misses at any slowdown"
     if capped:
         margin = f"holds even at {MARGIN_MAX * 100:.0f} % slower steps than predicted"
     summary = (

@@ -23,11 +23,23 @@ def _cheaper(doc):
             if b.get("status") != "infeasible" and 0 < b["total_usd_per_hour"] < doc["total_usd_per_hour"]]  # fmt: skip
 
 
+def _with_a_cheaper_baseline(doc):
+    """The fixture with one feasible baseline made 10 % cheaper than the plan, and that baseline's name. Since the
+    kernel-fitted refit every baseline of example (a) costs what its plan costs ($81.93/h), so no note is printed;
+    the notes are about a cheaper shape, so the premise is set here rather than hoped for from the fixture."""
+    name = next(n for n, b in doc["baselines"].items() if b.get("status") != "infeasible")
+    part = doc["baselines"][name]
+    scale = 0.9
+    part.update(total_usd_per_hour=round(part["total_usd_per_hour"] * scale, 4),
+                tokens_per_usd=part["tokens_per_usd"] / scale,
+                output_tokens_per_usd=part["output_tokens_per_usd"] / scale)  # fmt: skip
+    assert name in _cheaper(doc), "the test needs a feasible baseline cheaper than the plan"
+    return name
+
+
 def test_a_shape_that_missed_in_simulation_is_not_offered_for_verification():
     doc = json.loads(FIXTURE.read_text())
-    cheaper = _cheaper(doc)
-    assert cheaper, "the fixture needs a baseline cheaper than its plan"
-    name = cheaper[0]
+    name = _with_a_cheaper_baseline(doc)
     verified = copy.deepcopy(doc)
     verified["verification"] = {"resized": {"per_strategy": [{"strategy": name, "infeasible": "tried 6 plans"}]}}
     lines = [ln for ln in _text(verified).splitlines() if ln.startswith(f"note: {name} ")]

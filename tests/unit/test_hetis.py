@@ -19,7 +19,7 @@ from hetplan.solvers.hetis import _serving, plan_hetis
 from hetplan.solvers.hetis_baselines import hexgen, splitwise
 from hetplan.solvers.hetis_eval import attention_devices, dense_score, evaluate_layout
 from hetplan.solvers.hetis_layout import enumerate_layouts
-from hetplan.solvers.hetis_model import HetisSettings, Workload, group_gpu, split_layers
+from hetplan.solvers.hetis_model import HetisSettings, Workload, group_gpu, instance, split_layers
 from hetplan.solvers.milp import solve_min_makespan
 from hetplan.solvers.redispatch import RunningRequest, imbalance, redispatch, step_times
 
@@ -394,8 +394,18 @@ def test_pool_file_rejects_reversed_duplicate_override_and_reads_scientific_numb
 def test_splitwise_leaves_decoders_that_miss_tpot_out_of_the_winning_split():
     pool = pool_from_counts("x", [("H100", 8), ("L4", 8)])
     arch = ModelArch(find_model("Llama-3-70B"), "bf16", "bf16")
-    sw = splitwise(arch, pool, _work(), 2.0, 0.05, HetisSettings())
-    # an L4 TP8 instance misses 50 ms at batch 1 (about 67 ms with the calibrated curves; H100 TP2 decodes in about
-    # 27 ms): it was listed as a decoder with an infinite step time before
-    assert sw.req_per_s > 0 and math.isfinite(sw.tpot_s) and sw.tpot_s <= 0.05
+    work, settings, ttft_s, tpot_s = _work(), HetisSettings(), 0.5, 0.05
+    # the premise, checked so that a refit breaks it loudly: an L4 TP8 instance misses 50 ms at batch 1 (about 88 ms
+    # with the kernel-fitted curves; H100 TP2 decodes in about 28 ms), and it cannot prefill within the TTFT either
+    # (p90 about 0.64 s), so its only way into the split is as a decoder. With the 2 s TTFT this test used before the
+    # refit, the L4 became a prefiller and the split no longer told whether a decoder that misses TPOT is listed.
+    gpus = {d.gpu.name: d.gpu for dom in pool.domains() for d in dom}
+    l4, h100 = instance(arch, gpus["L4"], 8, settings.perf), instance(arch, gpus["H100-SXM"], 2, settings.perf)
+    l4_step_s, h100_step_s = (float(m.decode_step_latency_s(1, work.decode_context)) for m in (l4, h100))
+    assert l4_step_s > tpot_s >= h100_step_s, (l4_step_s, h100_step_s)
+    l4_prefill_p90_s = float(np.percentile(l4.prefill_latency_s(work.prompt_tokens), work.quantile * 100))
+    assert l4_prefill_p90_s > ttft_s, l4_prefill_p90_s
+    sw = splitwise(arch, pool, work, ttft_s, tpot_s, settings)
+    # it was listed as a decoder with an infinite step time before
+    assert sw.req_per_s > 0 and math.isfinite(sw.tpot_s) and sw.tpot_s <= tpot_s
     assert "L4" not in sw.layout and sw.gpus_used == {"H100-SXM": 8}
