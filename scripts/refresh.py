@@ -62,13 +62,17 @@ def _hetplan() -> list[str]:
 def run_hetplan(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> str:
     """Run ``hetplan ARGS`` with this checkout's code, in ``cwd`` (default the checkout); return stdout.
 
-    Raise ``SystemExit`` with its stderr on failure.
+    ``REFRESH_EXIT=N`` among a marker's ``KEY=VALUE`` words (not passed on) says the command is shown failing: it
+    must exit N, and its stdout and stderr are the block (an error message shown in the docs).
+    Raise ``SystemExit`` with its stderr when it exits otherwise.
     """
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    env = dict(env or {})
+    expect = int(env.pop("REFRESH_EXIT", "0"))
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     done = subprocess.run([*_hetplan(), *args], cwd=cwd, env=full_env, capture_output=True, text=True, check=False)
-    if done.returncode not in (0,):
-        raise SystemExit(f"hetplan {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
-    return done.stdout
+    if done.returncode != expect:
+        raise SystemExit(f"hetplan {' '.join(args)} exited {done.returncode} (expected {expect}):\n{done.stderr}")
+    return done.stdout + (done.stderr if expect else "")
 
 
 def _fixtures() -> list[Path]:
