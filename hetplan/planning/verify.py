@@ -295,14 +295,27 @@ def plan_verified_in_sample_and_out(
     )  # fmt: skip
     found: list[tuple[Plan, float, dict[str, Any], str]] = []
     per_shape: list[dict[str, Any]] = []
-    for n_shape, (cost, name) in enumerate(shapes, 1):
+    # a shape whose first plan is another shape's deployment (a mixed plan that found no cheaper mix is the Mélange
+    # plan) would re-size along the same plans: it waits until the others are done, when a verified plan's cost
+    # stops it as soon as it is no cheaper
+    queue: list[tuple[int, float, str, Plan | None]] = [
+        (n, cost, name, None) for n, (cost, name) in enumerate(shapes, 1)
+    ]
+    starts: dict[tuple[Any, ...], str] = {}
+    while queue:
+        n_shape, cost, name, start_made = queue.pop(0)
         stage.shape = f"the {name} plan (shape {n_shape} of {len(shapes)})"
         stage.label = stage.shape
         if found and cost >= min(p.total_usd_per_hour for p, *_ in found) - 1e-9:
             per_shape.append({"strategy": name, "skipped": f"its plan before re-sizing costs ${cost:,.2f}/h"})
             continue
         shape_attempt = planner_for(name)
-        start = first if name == first.strategy else shape_attempt(base, False)
+        start = start_made or (first if name == first.strategy else shape_attempt(base, False))
+        key = _signature(start)
+        if start_made is None and key in starts and queue:
+            queue.append((n_shape, cost, name, start))
+            continue
+        starts.setdefault(key, name)
         v_start = v0 if start is first else check(start, "steer")
         log: list[dict[str, Any]] = []  # this shape's plans, as simulated (its first plan included)
         cap = min((p.total_usd_per_hour for p, *_ in found), default=None)

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -112,3 +113,35 @@ def test_the_verification_cache_keys_what_the_simulator_replays_not_the_strategy
     c0 = cau.combos[0]
     routed = replace(c0, buckets=(BucketShare(0.0, 512.0, 0.0, float("inf"), 0.5),))
     assert verify._signature(replace(cau, combos=(routed, *cau.combos[1:]))) != verify._signature(cau)
+
+
+def test_a_shape_whose_first_plan_is_another_shapes_deployment_is_resized_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--strategy all: a mixed plan that found no cheaper mix is the Mélange plan, and re-sizing it would retrace
+    Mélange's plans; it waits until the other shapes are done, and a verified plan's cost then stops it."""
+    shapes = {"mixed": (10.0, 0.4), "melange": (10.0, 0.4), "cauchy": (12.0, 0.95), "homogeneous": (14.0, 0.95)}
+    monkeypatch.setattr(sys.modules[__name__], "SHAPES", shapes)
+
+    def fake_plan(scenario: Scenario, strategy: str, analysis: bool, progress: Any = None, **kw: Any) -> _Plan:
+        made = _fake_plan(scenario, strategy, analysis, progress, **kw)
+        if made.strategy == "mixed":  # the Mélange deployment, under the mixed strategy's name
+            return replace(made, combos=(_Combo("melange", 1, 1, made.goodput_req_per_s),))
+        return made
+
+    tried: list[str] = []
+
+    def fake_verify(p: _Plan, workload: Any, policy: str, capacity: bool, out_of_sample: Any = ()) -> dict[str, Any]:
+        tried.append(p.strategy)
+        return _fake_verify(p, workload, policy, capacity, out_of_sample)
+
+    monkeypatch.setattr(verify, "plan", fake_plan)
+    monkeypatch.setattr(sim_verify, "PlanCheck", fake_plan_check(fake_verify))
+    scenario = Scenario.model_validate(
+        {"model": "Llama-3-8B", "workload": {"synthetic": {"class": "balanced", "rate_per_s": 1.0}},
+         "slo": {"ttft": "2s", "tpot": "100ms"}}
+    )  # fmt: skip
+    out = verify.plan_verified(scenario, "all", analysis=False, confidence=None)  # type: ignore[arg-type]
+    assert out.strategy == "cauchy"
+    order = [row["strategy"] for row in out.verification["resized"]["per_strategy"]]
+    assert order[-1] == "mixed" and order.index("cauchy") < order.index("mixed")  # the twin went last
+    twin = out.verification["resized"]["per_strategy"][-1]
+    assert "no cheaper than the verified" in twin.get("skipped", "") and twin["plans_tried"] <= 2
