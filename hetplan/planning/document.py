@@ -152,7 +152,7 @@ def build_plan(
     }
     if "mixed" in solved and solved["mixed"].milp_size is not None:
         doc["solver"]["mixed"] = mixed_solver_doc(solved["mixed"])
-    if req.prefix_reuse is not None:
+    if req.prefix_reuse is not None and not lean:  # a re-size attempt is only simulated: no comparison needed
         step("solving again without prefix reuse")
         doc["prefix_cache"] = prefix_cache_doc(req, workload, strategy, chosen, doc)
     if analysis:
