@@ -205,6 +205,22 @@ def scratch_checkout() -> Iterator[Path]:
         yield folder
 
 
+def stale_outputs() -> list[str]:
+    """Every marked block of README.md and docs/*.md whose command now prints something else: ``"FILE: COMMAND"``
+    each (the files are not changed). ``refresh.py --check-outputs`` and ``tests/unit/test_docs.py`` (slow) use it."""
+    stale = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text()
+        if "<!-- refresh: " not in text:
+            continue
+        new = refresh_text(text, run_hetplan, scratch_checkout)
+        if new != text:
+            old_blocks = {c: text.split("\n")[a:b] for c, a, b in output_blocks(text)}
+            new_blocks = {c: new.split("\n")[a:b] for c, a, b in output_blocks(new)}
+            stale += [f"{path.relative_to(ROOT)}: {c}" for c in old_blocks if old_blocks[c] != new_blocks.get(c)]
+    return stale
+
+
 def _outputs() -> list[Path]:
     changed = []
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
@@ -270,7 +286,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(STEPS), help=f"comma-separated steps (default all: {','.join(STEPS)})")
     ap.add_argument("--list", action="store_true", help="name each step and exit")
+    ap.add_argument(
+        "--check-outputs", action="store_true", help="write nothing; exit 1 naming each stale marked output block"
+    )
     args = ap.parse_args(argv)
+    if args.check_outputs:
+        stale = stale_outputs()
+        for line in stale:
+            print(f"stale: {line}")
+        print(f"{len(stale)} stale output block(s)" if stale else "every marked output block is fresh")
+        return 1 if stale else 0
     if args.list:
         doc = __doc__.splitlines()
         rules = [i for i, line in enumerate(doc) if line.startswith("=====")]

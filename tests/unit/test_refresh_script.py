@@ -99,3 +99,12 @@ def test_the_scratch_checkout_holds_copies_of_the_bundled_inputs_and_is_removed_
         assert (folder / "tests" / "fixtures").is_dir()
         assert folder.resolve() != ROOT.resolve()
     assert not folder.exists()
+
+
+@pytest.mark.slow
+def test_every_command_output_shown_in_readme_and_docs_is_what_the_command_prints_today():
+    """Issue 31 item 6: a shown figure that a refit or a change moved fails here, naming the block; run
+    ``python scripts/refresh.py --only outputs`` and review the diff (each marked block re-runs its command in a
+    scratch copy of examples/ and tests/fixtures/: about a minute)."""
+    stale = _refresh().stale_outputs()
+    assert not stale, f"stale output blocks (python scripts/refresh.py --only outputs): {stale}"
