@@ -785,6 +785,20 @@ def _calibrate_perf(files: list[Path], out: Path, *flags: str) -> list[str]:
             str(out)]  # fmt: skip
 
 
+def _check_calibrate_perf(args: list[str], out: Path) -> None:
+    """Run calibrate-perf (checked by ``_check``); a calibration file it writes must be one estimate then reads."""
+    if _check(args, [out]).exit_code == 0:
+        res = _check(["estimate", "--model", "Llama-3.1-8B", "--gpu", "H100", "--perf-calibration", str(out)])
+        assert res.exit_code == 0, res.output[-400:]
+
+
+def _check_import_prices(args: list[str], out: Path) -> None:
+    """Run import-prices (checked by ``_check``); a price file it writes must be one 'catalog prices' then reads."""
+    if _check(args, [out]).exit_code == 0:
+        res = _check(["catalog", "prices", "--prices", str(out), "--json"])
+        assert res.exit_code == 0, res.output[-400:]
+
+
 @few(0.6)
 @given(name=st.sampled_from(sorted(CAL_JSONS)), data=st.data(), alone=st.booleans())
 def test_hand_edited_benchmark_json_for_calibrate_perf(tmp_path_factory, name, data, alone):
@@ -794,7 +808,7 @@ def test_hand_edited_benchmark_json_for_calibrate_perf(tmp_path_factory, name, d
     folder = tmp_path_factory.mktemp("calperf")
     _write(folder / name, _mutate(doc, path, value, delete))
     files = [folder / name] + ([] if alone else [CAL_FIX / "points_measured.csv"])
-    _check(_calibrate_perf(files, folder / "cal.yaml"), [folder / "cal.yaml"])
+    _check_calibrate_perf(_calibrate_perf(files, folder / "cal.yaml"), folder / "cal.yaml")
 
 
 @few(0.6)
@@ -803,7 +817,7 @@ def test_garbled_benchmark_csv_for_calibrate_perf(tmp_path_factory, name, data):
     """A points CSV or an AIPerf CSV export with one hand edit (:func:`_garble_csv`)."""
     folder = tmp_path_factory.mktemp("calcsv")
     (folder / name).write_text(_garble_csv((CAL_FIX / name).read_text(), data), encoding="utf-8")
-    _check(_calibrate_perf([folder / name], folder / "cal.yaml"), [folder / "cal.yaml"])
+    _check_calibrate_perf(_calibrate_perf([folder / name], folder / "cal.yaml"), folder / "cal.yaml")
 
 
 @few(0.6)
@@ -812,7 +826,9 @@ def test_garbled_benchmark_csv_for_calibrate_perf(tmp_path_factory, name, data):
        name=st.sampled_from([*sorted(CAL_JSONS), *CAL_CSVS]))  # fmt: skip
 def test_calibrate_perf_flags(tmp_path_factory, flag, value, name):
     folder = tmp_path_factory.mktemp("calflags")
-    _check(_flag(_calibrate_perf([CAL_FIX / name], folder / "cal.yaml"), flag, value), [folder / "cal.yaml"])
+    _check_calibrate_perf(
+        _flag(_calibrate_perf([CAL_FIX / name], folder / "cal.yaml"), flag, value), folder / "cal.yaml"
+    )
 
 
 @FUZZ
@@ -824,7 +840,7 @@ def test_garbled_skypilot_vms_csv_for_import_prices(tmp_path_factory, data, clou
     where.mkdir(parents=True)
     (where / "vms.csv").write_text(_garble_csv(VMS_CSV.read_text(), data), encoding="utf-8")
     args = ["catalog", "import-prices", str(folder / "catalog"), "--out", str(folder / "p.yaml")]
-    _check(args + ([] if cloud_folder else ["--cloud", "aws"]), [folder / "p.yaml"])
+    _check_import_prices(args + ([] if cloud_folder else ["--cloud", "aws"]), folder / "p.yaml")
 
 
 @FUZZ
@@ -834,4 +850,4 @@ def test_garbled_skypilot_vms_csv_for_import_prices(tmp_path_factory, data, clou
 def test_import_prices_flags(tmp_path_factory, flag, value):
     folder = tmp_path_factory.mktemp("importflags")
     args = ["catalog", "import-prices", str(VMS_CSV.parents[1]), "--out", str(folder / "p.yaml")]
-    _check(args[:3] + [flag, value] + args[3:], [folder / "p.yaml"])  # after the sub-command's name
+    _check_import_prices(args[:3] + [flag, value] + args[3:], folder / "p.yaml")  # after the sub-command's name
