@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hetplan.errors import InputError
-from hetplan.io import MAX_NUMBER
+from hetplan.io import MAX_NUMBER, check_document
 
 #: SkyPilot accelerator names whose plain reading through the GPU catalog's aliases would be wrong or missing.
 SKYPILOT_NAMES = {"A100": "A100-40GB-SXM", "A100-80GB": "A100-80GB-SXM", "V100-32GB": "V100-SXM2",
@@ -175,8 +175,8 @@ def import_folder(
     (default: the newest file's modification date, UTC, so the same files give the same document).
 
     Raises:
-        InputError: as :func:`vms_files` and :func:`read_vms`, no GPU offer at all in what was read, or an
-            ``as_of`` that is not a date.
+        InputError: as :func:`vms_files` and :func:`read_vms`, no GPU offer at all in what was read, an
+            ``as_of`` that is not a date, or a field the price-file loader would refuse (:func:`check_document`).
     """
     from datetime import UTC, date, datetime
 
@@ -213,6 +213,9 @@ def import_folder(
         "illustrative": False,
         "offers": offers,
     }
+    # the rule every price file is read under (a region or instance type of "1e+300" is text a schema would read
+    # as a number): refused here, with the offer's field named, rather than written and refused when read
+    check_document(result.doc, f"the price file read from {folder}")
     return result
 
 

@@ -160,3 +160,16 @@ def test_import_prices_as_of_must_be_a_date(tmp_path: Path, as_of: str) -> None:
     res = invoke("catalog", "import-prices", SKY, "--out", out, "--as-of", as_of)
     assert res.exit_code == 2 and "--as-of" in res.output and "YYYY-MM-DD" in res.output, res.output
     assert "Traceback" not in res.output and not out.exists()
+
+
+def test_import_prices_refuses_text_the_price_file_loader_would_refuse(tmp_path: Path) -> None:
+    """Found by the fuzz tests: a vms.csv region of ``1e+300`` was written into the price file, which ``--prices``
+    then refused (text a schema would read as a number is held to the numeric rule); now a one-line Error naming
+    the offer's field, and nothing written."""
+    text = (SKY / "aws" / "vms.csv").read_text()
+    (tmp_path / "aws").mkdir()
+    (tmp_path / "aws" / "vms.csv").write_text(text.replace(",eu-west-1,", ",1e+300,"))
+    out = tmp_path / "p.yaml"
+    res = invoke("catalog", "import-prices", tmp_path, "--out", out, "--as-of", "2026-12-01")
+    assert res.exit_code == 2 and "region" in res.output and "Traceback" not in res.output, res.output
+    assert not out.exists()
