@@ -8,7 +8,10 @@ ignored). A folder is either one cloud's folder (``FOLDER/vms.csv``; the cloud i
 ``cloud`` is given) or a catalog version folder holding one sub-folder per cloud (``FOLDER/aws/vms.csv``, ...).
 
 Rows without an accelerator, with a count below 1 or without an on-demand price are skipped (a spot-only row has
-nothing to rent on demand). The zones of one (cloud, instance type, region) merge into one offer: on-demand is
+nothing to rent on demand); a count or price that is not a positive number of at most :data:`hetplan.io.MAX_NUMBER`
+counts as missing (the price file written would be refused when read).
+
+The zones of one (cloud, instance type, region) merge into one offer: on-demand is
 the lowest zone's listed price (the same in every zone in SkyPilot's data), spot the lowest zone's spot price.
 Accelerator names go through :data:`SKYPILOT_NAMES` (SkyPilot's ``A100`` is the 40 GB part), then the GPU catalog's
 names and aliases; ``mapping`` overrides both (Azure's ``A100-80GB`` sizes are PCIe cards, for instance). Names
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hetplan.errors import InputError
+from hetplan.io import MAX_NUMBER, check_document
 
 #: SkyPilot accelerator names whose plain reading through the GPU catalog's aliases would be wrong or missing.
 SKYPILOT_NAMES = {"A100": "A100-40GB-SXM", "A100-80GB": "A100-80GB-SXM", "V100-32GB": "V100-SXM2",
@@ -78,7 +82,8 @@ def _number(text: str) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) and value > 0 else None
+    # beyond hetplan.io.MAX_NUMBER the price file written would be refused when read (no real price comes near it)
+    return value if math.isfinite(value) and 0 < value <= MAX_NUMBER else None
 
 
 def _gpu_name(listed: str, mapping: Mapping[str, str], unknown: dict[str, int]) -> str | None:
@@ -166,13 +171,14 @@ def import_folder(
     as_of: str | None = None,
 ) -> ImportResult:
     """Read every ``vms.csv`` of ``folder`` (module docstring) into a user price file document (``offers:``), only
-    the ``regions`` given (all when empty, compared without case). ``as_of``: the snapshot date written (default:
-    the newest file's modification date, UTC, so the same files give the same document).
+    the ``regions`` given (all when empty, compared without case). ``as_of``: the snapshot date written, YYYY-MM-DD
+    (default: the newest file's modification date, UTC, so the same files give the same document).
 
     Raises:
-        InputError: as :func:`vms_files` and :func:`read_vms`, or no GPU offer at all in what was read.
+        InputError: as :func:`vms_files` and :func:`read_vms`, no GPU offer at all in what was read, an
+            ``as_of`` that is not a date, or a field the price-file loader would refuse (:func:`check_document`).
     """
-    from datetime import UTC, datetime
+    from datetime import UTC, date, datetime
 
     files = vms_files(folder, cloud)
     result = ImportResult({}, [str(p) for _, p in files])
@@ -189,7 +195,13 @@ def import_folder(
             + (f"; unknown accelerators: {', '.join(sorted(result.unknown))}" if result.unknown else ""),
             "check the folder and --region, or name unknown accelerators with --map NAME=GPU",
         )
-    if as_of is None:
+    if as_of is not None:
+        try:
+            date.fromisoformat(as_of.strip())
+        except ValueError:
+            raise InputError(f"--as-of {as_of!r} is not a date", fix="pass the snapshot date as YYYY-MM-DD") from None
+        as_of = as_of.strip()
+    else:
         newest = max(p.stat().st_mtime for _, p in files)
         as_of = datetime.fromtimestamp(newest, UTC).strftime("%Y-%m-%d")
     result.doc = {
@@ -201,6 +213,9 @@ def import_folder(
         "illustrative": False,
         "offers": offers,
     }
+    # the rule every price file is read under (a region or instance type of "1e+300" is text a schema would read
+    # as a number): refused here, with the offer's field named, rather than written and refused when read
+    check_document(result.doc, f"the price file read from {folder}")
     return result
 
 

@@ -165,7 +165,8 @@ def import_prices(
         typer.Option("--map", help="Accelerator names to catalog GPUs, e.g. A100-80GB=A100-80GB-PCIe,MI300X=MI300X."),
     ] = None,
     as_of: Annotated[
-        str | None, typer.Option("--as-of", help="Snapshot date to record (default: the newest vms.csv's date).")
+        str | None,
+        typer.Option("--as-of", help="Snapshot date to record, YYYY-MM-DD (default: the newest vms.csv's date)."),
     ] = None,
     force: Annotated[bool, force_option()] = False,
 ) -> None:

@@ -134,3 +134,42 @@ def test_imported_file_is_a_valid_price_file(tmp_path: Path) -> None:
 
     doc = import_folder(SKY, as_of="2026-12-01").doc
     UserPriceFile.model_validate(yaml.safe_load(yaml.safe_dump(doc)))
+
+
+def test_import_prices_never_writes_a_price_beyond_what_the_loader_reads(tmp_path: Path) -> None:
+    """Found by the fuzz tests (tests/fuzz/test_every_command.py): a vms.csv price of 1e300 was written into the
+    price file, which ``--prices`` then refused (beyond hetplan.io.MAX_NUMBER); such a price now counts as missing
+    (the row is skipped as having no on-demand price, a spot price is left out)."""
+    text = (SKY / "aws" / "vms.csv").read_text()
+    (tmp_path / "aws").mkdir()
+    (tmp_path / "aws" / "vms.csv").write_text(text.replace("32.7726", "1e300").replace(",2.9,", ",1e16,"))
+    out = tmp_path / "p.yaml"
+    res = invoke("catalog", "import-prices", tmp_path, "--out", out, "--as-of", "2026-12-01")
+    assert res.exit_code == 0, res.output
+    offers = yaml.safe_load(out.read_text())["offers"]
+    assert "p4d.24xlarge" not in {o["instance_type"] for o in offers}
+    assert max(o.get("spot_usd_per_instance_hour", 0) for o in offers) < 1e15
+    assert invoke("catalog", "prices", "--prices", out).exit_code == 0
+
+
+@pytest.mark.parametrize("as_of", ["1e+300", "x", "2026-13-45", ""])
+def test_import_prices_as_of_must_be_a_date(tmp_path: Path, as_of: str) -> None:
+    """Found by the fuzz tests: ``--as-of 1e+300`` was written as the file's date, which ``--prices`` then refused
+    (number-like text is held to the numeric rule); any --as-of that is not a YYYY-MM-DD date is now an Error."""
+    out = tmp_path / "p.yaml"
+    res = invoke("catalog", "import-prices", SKY, "--out", out, "--as-of", as_of)
+    assert res.exit_code == 2 and "--as-of" in res.output and "YYYY-MM-DD" in res.output, res.output
+    assert "Traceback" not in res.output and not out.exists()
+
+
+def test_import_prices_refuses_text_the_price_file_loader_would_refuse(tmp_path: Path) -> None:
+    """Found by the fuzz tests: a vms.csv region of ``1e+300`` was written into the price file, which ``--prices``
+    then refused (text a schema would read as a number is held to the numeric rule); now a one-line Error naming
+    the offer's field, and nothing written."""
+    text = (SKY / "aws" / "vms.csv").read_text()
+    (tmp_path / "aws").mkdir()
+    (tmp_path / "aws" / "vms.csv").write_text(text.replace(",eu-west-1,", ",1e+300,"))
+    out = tmp_path / "p.yaml"
+    res = invoke("catalog", "import-prices", tmp_path, "--out", out, "--as-of", "2026-12-01")
+    assert res.exit_code == 2 and "region" in res.output and "Traceback" not in res.output, res.output
+    assert not out.exists()

@@ -737,3 +737,117 @@ def test_every_command_is_fuzzed():
         "profile merge",
         "profile fit",
     } <= names
+
+
+# --- user benchmark files (calibrate-perf) and SkyPilot catalogs (catalog import-prices) ------------------------
+
+CAL_FIX = FIXTURES / "user_calibration"
+CAL_JSONS = {name: json.loads((CAL_FIX / name).read_text()) for name in
+             ("vllm_bench_c16.json", "guidellm_report.json", "aiperf_profile_export_aiperf.json")}  # fmt: skip
+CAL_CSVS = ("points_measured.csv", "aiperf_profile_export_aiperf.csv")
+VMS_CSV = FIXTURES / "skypilot" / "aws" / "vms.csv"
+
+
+def _garble_csv(text: str, data: Any) -> str:
+    """``text`` (a CSV file) with one hand edit drawn from ``data``: a cell's value, a column or row dropped, a
+    header renamed or repeated, a row cut short or made longer, or the file cut at some character."""
+    import csv
+
+    rows = list(csv.reader(io.StringIO(text)))
+    kind = data.draw(st.sampled_from(["cell", "drop column", "drop row", "header", "short row", "long row", "cut"]))
+    cells = [(i, j) for i, row in enumerate(rows) for j in range(len(row))]
+    if kind == "cut":
+        return text[: data.draw(st.integers(0, len(text)))]
+    if kind == "cell":
+        i, j = data.draw(st.sampled_from(cells))
+        rows[i][j] = str(data.draw(EDGE_SCALARS))
+    elif kind == "drop column":
+        j = data.draw(st.integers(0, max(len(r) for r in rows) - 1))
+        rows = [r[:j] + r[j + 1 :] for r in rows]
+    elif kind == "drop row":
+        del rows[data.draw(st.integers(0, len(rows) - 1))]
+    elif kind == "header":  # renamed to an odd name, or to another column's (a repeated header)
+        j = data.draw(st.integers(0, len(rows[0]) - 1))
+        rows[0][j] = data.draw(st.one_of(st.sampled_from(rows[0]), EDGE_SCALARS.map(str)))
+    elif kind == "short row":
+        i = data.draw(st.integers(0, len(rows) - 1))
+        rows[i] = rows[i][: data.draw(st.integers(0, max(0, len(rows[i]) - 1)))]
+    else:
+        i = data.draw(st.integers(0, len(rows) - 1))
+        rows[i] = rows[i] + [str(v) for v in data.draw(st.lists(EDGE_SCALARS, min_size=1, max_size=3))]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+def _calibrate_perf(files: list[Path], out: Path, *flags: str) -> list[str]:
+    return ["calibrate-perf", *map(str, files), "--gpu", "H100-SXM", "--model", "Llama-3.1-8B", *flags, "--out",
+            str(out)]  # fmt: skip
+
+
+def _check_calibrate_perf(args: list[str], out: Path) -> None:
+    """Run calibrate-perf (checked by ``_check``); a calibration file it writes must be one estimate then reads."""
+    if _check(args, [out]).exit_code == 0:
+        res = _check(["estimate", "--model", "Llama-3.1-8B", "--gpu", "H100", "--perf-calibration", str(out)])
+        assert res.exit_code == 0, res.output[-400:]
+
+
+def _check_import_prices(args: list[str], out: Path) -> None:
+    """Run import-prices (checked by ``_check``); a price file it writes must be one 'catalog prices' then reads."""
+    if _check(args, [out]).exit_code == 0:
+        res = _check(["catalog", "prices", "--prices", str(out), "--json"])
+        assert res.exit_code == 0, res.output[-400:]
+
+
+@few(0.6)
+@given(name=st.sampled_from(sorted(CAL_JSONS)), data=st.data(), alone=st.booleans())
+def test_hand_edited_benchmark_json_for_calibrate_perf(tmp_path_factory, name, data, alone):
+    """A vllm bench, GuideLLM or AIPerf JSON with one field edited, alone or next to the untouched points CSV."""
+    doc = CAL_JSONS[name]
+    path, value, delete = data.draw(st.tuples(st.sampled_from(_paths(doc)), EDGE_VALUES, st.booleans()))
+    folder = tmp_path_factory.mktemp("calperf")
+    _write(folder / name, _mutate(doc, path, value, delete))
+    files = [folder / name] + ([] if alone else [CAL_FIX / "points_measured.csv"])
+    _check_calibrate_perf(_calibrate_perf(files, folder / "cal.yaml"), folder / "cal.yaml")
+
+
+@few(0.6)
+@given(name=st.sampled_from(CAL_CSVS), data=st.data())
+def test_garbled_benchmark_csv_for_calibrate_perf(tmp_path_factory, name, data):
+    """A points CSV or an AIPerf CSV export with one hand edit (:func:`_garble_csv`)."""
+    folder = tmp_path_factory.mktemp("calcsv")
+    (folder / name).write_text(_garble_csv((CAL_FIX / name).read_text(), data), encoding="utf-8")
+    _check_calibrate_perf(_calibrate_perf([folder / name], folder / "cal.yaml"), folder / "cal.yaml")
+
+
+@few(0.6)
+@given(flag=st.sampled_from(["--gpu", "--model", "--engine", "--tp", "--pp", "--ep", "--dp-attention",
+                             "--weight-dtype", "--kv-dtype", "--concurrency", "--isl", "--osl"]), value=ODD,
+       name=st.sampled_from([*sorted(CAL_JSONS), *CAL_CSVS]))  # fmt: skip
+def test_calibrate_perf_flags(tmp_path_factory, flag, value, name):
+    folder = tmp_path_factory.mktemp("calflags")
+    _check_calibrate_perf(
+        _flag(_calibrate_perf([CAL_FIX / name], folder / "cal.yaml"), flag, value), folder / "cal.yaml"
+    )
+
+
+@FUZZ
+@given(data=st.data(), cloud_folder=st.booleans())
+def test_garbled_skypilot_vms_csv_for_import_prices(tmp_path_factory, data, cloud_folder):
+    """A SkyPilot vms.csv with one hand edit, as FOLDER/vms.csv (--cloud aws) or FOLDER/aws/vms.csv."""
+    folder = tmp_path_factory.mktemp("skypilot")
+    where = folder / "catalog" / ("aws" if cloud_folder else "")
+    where.mkdir(parents=True)
+    (where / "vms.csv").write_text(_garble_csv(VMS_CSV.read_text(), data), encoding="utf-8")
+    args = ["catalog", "import-prices", str(folder / "catalog"), "--out", str(folder / "p.yaml")]
+    _check_import_prices(args + ([] if cloud_folder else ["--cloud", "aws"]), folder / "p.yaml")
+
+
+@FUZZ
+@given(flag=st.sampled_from(["--cloud", "--region", "--map", "--as-of"]),
+       value=st.one_of(ODD, st.sampled_from(["us-east-1,eu-west-1", "A100=H100", "A100=", "=H100", "2026-02-30",
+                                             "L40S=L40S,L40S=H100", "2026-13-45", "yesterday"])))  # fmt: skip
+def test_import_prices_flags(tmp_path_factory, flag, value):
+    folder = tmp_path_factory.mktemp("importflags")
+    args = ["catalog", "import-prices", str(VMS_CSV.parents[1]), "--out", str(folder / "p.yaml")]
+    _check_import_prices(args[:3] + [flag, value] + args[3:], folder / "p.yaml")  # after the sub-command's name
