@@ -147,7 +147,9 @@ def _fit(model: Callable[[dict[str, float]], np.ndarray], measured: np.ndarray, 
     hi = np.log([bounds[n][1] for n in names])
 
     def params(z: np.ndarray) -> dict[str, float]:
-        return {n: float(v) for n, v in zip(names, np.exp(lo + (hi - lo) / (1.0 + np.exp(-z))), strict=True)}
+        with np.errstate(over="ignore"):  # exp(-z) -> inf far below the bound: the share is 0, as it should be
+            share = 1.0 / (1.0 + np.exp(-z))
+        return {n: float(v) for n, v in zip(names, np.exp(lo + (hi - lo) * share), strict=True)}
 
     frac = (np.log([start[n] for n in names]) - lo) / (hi - lo)
     z0 = np.log(frac / (1.0 - frac))

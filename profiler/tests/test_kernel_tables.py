@@ -145,3 +145,5 @@ def test_cpu_profile_writes_the_tables_before_nothing_partial(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err and not out.exists()
     assert main(["--device", "cpu", "--quick", "--system", "cpu"]) == 2
     assert "--kernel-tables" in capsys.readouterr().err
+    assert main(["--device", "cpu", "--quick", "--kernel-tables", str(root), "--system", "../up"]) == 2
+    assert "--system '../up' is not a folder name" in capsys.readouterr().err

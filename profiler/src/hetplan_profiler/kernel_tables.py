@@ -128,6 +128,8 @@ def check_kernel_tables(root: Path, system: str, force: bool) -> None:
     Raises:
         ProfilerError: the problem and the fix.
     """
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", system):
+        raise ProfilerError(f"--system {system!r} is not a folder name", fix="use letters, digits, '_', '.', '-'")
     if root.exists() and not root.is_dir():
         raise ProfilerError(f"--kernel-tables {root} is a file", fix="give a folder")
     taken = [p for p in table_paths(root, system).values() if p.exists()]
