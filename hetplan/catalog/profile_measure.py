@@ -8,6 +8,7 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hetplan.catalog.loader import find_gpu, find_model
@@ -77,3 +78,24 @@ def measure(
     except ProfilerError as exc:
         raise InputError(exc.what, exc.why, exc.fix) from None
     return doc, profile_from_doc(doc, "the profile just measured")
+
+
+def save_kernel_tables(doc: dict[str, Any], root: Path, force: bool, check_only: bool = False) -> list[Path]:
+    """``hetplan profile --kernel-tables DIR``: write the profile's GEMM, attention and all-reduce rows as kernel
+    tables (CSV, the schema ``benchmarks/kernel_curves.py`` fits; ``hetplan_profiler.kernel_tables``) under
+    ``root/<device name>/<family>/hetplan-profile/<version>/``; with ``check_only``, only refuse what would fail.
+
+    Raises:
+        InputError: ``root`` is a file, or the tables exist and ``force`` is not set.
+    """
+    from hetplan_profiler.errors import ProfilerError
+    from hetplan_profiler.kernel_tables import check_kernel_tables, system_name, write_kernel_tables
+
+    try:
+        if check_only:
+            check_kernel_tables(root, system_name(str(doc["device"]["device_name"])), force)
+            return []
+        written: list[Path] = write_kernel_tables(doc, root, force=force)
+        return written
+    except ProfilerError as exc:
+        raise InputError(exc.what, exc.why, exc.fix) from None

@@ -65,6 +65,15 @@ def profile(
         str | None,
         typer.Option("--gpu", "-g", help="Catalog GPU to file the figures under (default: matched)."),
     ] = None,
+    kernel_tables: Annotated[
+        Path | None,
+        typer.Option(
+            "--kernel-tables",
+            metavar="DIR",
+            help="Also write the GEMM, attention and all-reduce rows as kernel tables (CSV) under "
+            "DIR/DEVICE/FAMILY/hetplan-profile/VERSION/, for benchmarks/kernel_curves.py --tables DIR.",
+        ),
+    ] = None,
     emit_job: Annotated[
         bool,
         typer.Option(
@@ -105,7 +114,11 @@ def profile(
     if ctx.invoked_subcommand is not None:
         return
     if emit_job:
-        given = [flag for flag, value in (("--device", device), ("--gpu", gpu)) if value is not None]
+        given = [
+            flag
+            for flag, value in (("--device", device), ("--gpu", gpu), ("--kernel-tables", kernel_tables))
+            if value is not None
+        ]
         if given:
             run_guarded(lambda: _refuse_with_emit_job(given))
         _emit_jobs(
@@ -138,7 +151,7 @@ def profile(
     ]
     if job_only:
         run_guarded(lambda: _refuse_job_only(job_only))
-    from hetplan.catalog.profile_measure import measure  # calls the profiler package, imported there only
+    from hetplan.catalog.profile_measure import measure, save_kernel_tables  # the profiler package, imported there
 
     device = device or "cuda:0"
     model = model or "Llama-3-8B"
@@ -156,8 +169,13 @@ def profile(
                 bar.update(task, description=f"profiling: {name}", completed=done, total=total)
 
             doc, prof = measure(device, quick, model, gpu, command + (f" --gpu {gpu}" if gpu else ""), tell)
+        if kernel_tables is not None:  # refused before --out is written: nothing partial
+            save_kernel_tables(doc, kernel_tables, force, check_only=True)
         if out is not None:
             write_atomic(out, to_json(doc) if str(out).endswith(".json") else to_yaml(doc), force=force)
+        if kernel_tables is not None:
+            for path in save_kernel_tables(doc, kernel_tables, force):
+                err_console.print(f"wrote {escape(str(path))}")
         return doc, prof
 
     doc, prof = run_guarded(work)

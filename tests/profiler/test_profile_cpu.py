@@ -110,6 +110,27 @@ def test_profile_refuses_to_overwrite_and_bad_devices(cpu_profile):
         assert res.exit_code == 2 and "torch sees no CUDA GPU" in res.output
 
 
+def test_profile_writes_kernel_tables_and_refuses_them_with_emit_job(tmp_path):
+    """``--kernel-tables DIR`` passes through to the profiler's kernel tables; a second run refuses before --out."""
+    root, out = tmp_path / "tables", tmp_path / "p.yaml"
+    res = invoke("profile", "--device", "cpu", "--quick", "--out", out, "--kernel-tables", root)
+    assert res.exit_code == 0, res.output
+    names = sorted(p.relative_to(root).parts[1:] for p in root.rglob("*.csv"))
+    from hetplan_profiler import __version__
+
+    assert names == [("attention", "hetplan-profile", __version__, "context_attention_perf.csv"),
+                     ("attention", "hetplan-profile", __version__, "generation_attention_perf.csv"),
+                     ("gemm", "hetplan-profile", __version__, "gemm_perf.csv")]  # fmt: skip
+    header = next(root.rglob("gemm_perf.csv")).read_text(encoding="utf-8").splitlines()[0]
+    assert header == "framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency"
+    out.unlink()
+    res = invoke("profile", "--device", "cpu", "--quick", "--out", out, "--kernel-tables", root)
+    assert res.exit_code == 2 and "already exists" in res.output and not out.exists()
+    res = invoke("profile", "--emit-job", "--gpu-label", "NVIDIA-L4", "--out", tmp_path / "jobs",
+                 "--kernel-tables", root)  # fmt: skip
+    assert res.exit_code == 2 and "--kernel-tables does not apply to --emit-job" in res.output
+
+
 @pytest.mark.gpu
 @cuda
 def test_cuda_quick_profile_end_to_end(tmp_path):

@@ -11,7 +11,8 @@ carries the median, the p10/p90 spread and the number of samples; throughputs ar
 - Memory: a device copy (GB/s = 2 x bytes / t, read + write) and a read-heavy reduction (``torch.sum``, bytes / t)
   on buffers well past the last-level cache.
 - Attention (``scaled_dot_product_attention``, GQA as the model has it): causal prefill over several prompt
-  lengths (TFLOP/s with the causal half counted) and one-token decode against growing KV lengths (KV GB/s).
+  lengths (TFLOP/s with the causal half counted) and one-token decode against growing KV lengths at batch 1, a
+  quarter of the decode batch and the decode batch (KV GB/s).
 - Host <-> device: pinned-memory copies, GB/s (CUDA only).
 
 Sizes: :data:`SIZES` (``cuda``/``cuda-quick`` for GPUs, ``cpu``/``cpu-quick`` so the same code runs in seconds on a

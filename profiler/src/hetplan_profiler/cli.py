@@ -4,6 +4,7 @@ Examples::
 
     hetplan-profile --quick --out h100.yaml                  # cuda:0, about a minute
     hetplan-profile --device cpu --quick --out p.yaml        # the same code at tiny sizes (a test of the tool)
+    hetplan-profile --out h100.yaml --kernel-tables tables/  # and the kernel tables (benchmarks/kernel_curves.py)
     hetplan-profile --gpu H100 --model Llama-3-70B --out h100.yaml
     hetplan-profile --model My-Model --hidden-size 5120 --heads 40 --kv-heads 8 --head-dim 128 --ffn-size 13824
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from hetplan_profiler import SCHEMA_VERSION, __version__
 from hetplan_profiler.errors import ProfilerError
+from hetplan_profiler.kernel_tables import check_kernel_tables, system_name, write_kernel_tables
 from hetplan_profiler.shapes import BUILTIN, DEFAULT_MODEL, resolve_shape
 
 
@@ -87,6 +89,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     ap.add_argument("--json", action="store_true", help="print the profile as JSON on stdout")
     ap.add_argument(
+        "--kernel-tables",
+        type=Path,
+        metavar="DIR",
+        help="also write the GEMM, attention and all-reduce rows as kernel tables (CSV, the kernel-curve fit's "
+        "schema) under DIR/SYSTEM/FAMILY/hetplan-profile/VERSION/",
+    )
+    ap.add_argument("--system", help="SYSTEM folder for --kernel-tables (default: the device name, e.g. nvidia_h100)")
+    ap.add_argument(
         "--gpu",
         "-g",
         help="catalog GPU to file the figures under (hetplan checks the name when it reads the file; "
@@ -123,6 +133,10 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 
     if args.out is not None and args.out.exists() and not args.force:  # before minutes of measuring
         raise ProfilerError(f"--out {args.out} already exists", "nothing is overwritten unless asked", "pass --force")
+    if args.system is not None and args.kernel_tables is None:
+        raise ProfilerError("--system names the --kernel-tables folder", fix="pass --kernel-tables DIR as well")
+    if args.kernel_tables is not None and args.system is not None:
+        check_kernel_tables(args.kernel_tables, args.system, args.force)
     shape = resolve_shape(
         args.model,
         hidden_size=args.hidden_size,
@@ -138,8 +152,13 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"[{done}/{total}] {name}", file=sys.stderr, flush=True)
 
     doc = run_profile(ProfileRequest(args.device, args.quick, shape, args.gpu, command), tell)
+    if args.kernel_tables is not None:  # before --out is written: nothing partial
+        check_kernel_tables(args.kernel_tables, args.system or system_name(doc["device"]["device_name"]), args.force)
     if args.out is not None:
         write_file(args.out, dump_text(doc, args.out), args.force)
+    if args.kernel_tables is not None:
+        for path in write_kernel_tables(doc, args.kernel_tables, args.system, args.force):
+            print(f"wrote {path}", file=sys.stderr)
     if args.json:
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     else:

@@ -306,9 +306,14 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None) -> dict[s
              "tflops": _rate(flops / timed.median_s / 1e12), **timed.row()}
         )  # fmt: skip
     tables["attention_decode"] = []
-    b = sizes.attention_decode_batch
-    for kv_len in sizes.attention_decode_kv_tokens:
-        timed = _attempt(notes, f"attention decode {kv_len}", bench.attention, b, 1, kv_len, heads, kv_heads, head_dim)
+    # a batch x KV-length grid (batch 1, a quarter of the decode batch, the decode batch): the kernel-curve fit
+    # separates the per-sequence cost from the KV read with it (kernel_tables.py, benchmarks/kernel_curves.py)
+    largest = sizes.attention_decode_batch
+    for b, kv_len in [(b, kv) for b in sorted({1, max(largest // 4, 1), largest})
+                      for kv in sizes.attention_decode_kv_tokens]:  # fmt: skip
+        timed = _attempt(
+            notes, f"attention decode {b}x{kv_len}", bench.attention, b, 1, kv_len, heads, kv_heads, head_dim
+        )
         if timed is None:
             continue
         kv_bytes = 2 * b * kv_heads * kv_len * head_dim * 2
