@@ -205,29 +205,29 @@ def scratch_checkout() -> Iterator[Path]:
         yield folder
 
 
-def stale_outputs() -> list[str]:
-    """Every marked block of README.md and docs/*.md whose command now prints something else: ``"FILE: COMMAND"``
-    each (the files are not changed). ``refresh.py --check-outputs`` and ``tests/unit/test_docs.py`` (slow) use it."""
-    stale = []
+def _marked_pages() -> Iterator[tuple[Path, str, str]]:
+    """``(page, text, refreshed text)`` for README.md and each docs/*.md page with a marked output block."""
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         text = path.read_text()
-        if "<!-- refresh: " not in text:
-            continue
-        new = refresh_text(text, run_hetplan, scratch_checkout)
-        if new != text:
-            old_blocks = {c: text.split("\n")[a:b] for c, a, b in output_blocks(text)}
-            new_blocks = {c: new.split("\n")[a:b] for c, a, b in output_blocks(new)}
-            stale += [f"{path.relative_to(ROOT)}: {c}" for c in old_blocks if old_blocks[c] != new_blocks.get(c)]
+        if "<!-- refresh: " in text:
+            yield path, text, refresh_text(text, run_hetplan, scratch_checkout)
+
+
+def stale_outputs() -> list[str]:
+    """Every marked block of README.md and docs/*.md whose command now prints something else: ``"FILE: COMMAND"``
+    each (the files are not changed). ``refresh.py --check-outputs`` and ``tests/unit/test_refresh_script.py``
+    (slow) use it."""
+    stale = []
+    for path, text, new in _marked_pages():
+        old_blocks = {c: text.split("\n")[a:b] for c, a, b in output_blocks(text)}
+        new_blocks = {c: new.split("\n")[a:b] for c, a, b in output_blocks(new)}
+        stale += [f"{path.relative_to(ROOT)}: {c}" for c in old_blocks if old_blocks[c] != new_blocks.get(c)]
     return stale
 
 
 def _outputs() -> list[Path]:
     changed = []
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        text = path.read_text()
-        if "<!-- refresh: " not in text:
-            continue
-        new = refresh_text(text, run_hetplan, scratch_checkout)
+    for path, text, new in _marked_pages():
         if new != text:
             path.write_text(new)
         changed.append(path)
