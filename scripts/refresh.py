@@ -52,6 +52,7 @@ EXAMPLE_A = "examples/llama3-70b-azure-conv.yaml"
 #: A marker line before a fenced block: the block is that command's real output (``KEY=VALUE`` prefixes set
 #: environment variables, ``hetplan`` runs this checkout's CLI).
 MARKER = re.compile(r"^<!-- refresh: (?P<command>.+?) -->\s*$")
+PROGRESS = re.compile(r"^[a-z][\w -]*: .* \[\d+:\d\d:\d\d\]\s*$")
 ENV_WORD = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
 
@@ -72,7 +73,9 @@ def run_hetplan(args: list[str], env: dict[str, str] | None = None, cwd: Path = 
     done = subprocess.run([*_hetplan(), *args], cwd=cwd, env=full_env, capture_output=True, text=True, check=False)
     if done.returncode != expect:
         raise SystemExit(f"hetplan {' '.join(args)} exited {done.returncode} (expected {expect}):\n{done.stderr}")
-    return done.stdout + (done.stderr if expect else "")
+    # a failing command's message, without the progress lines it printed before (``planning: ... [0:00:00]``)
+    message = "".join(line for line in done.stderr.splitlines(keepends=True) if not PROGRESS.match(line))
+    return done.stdout + (message if expect else "")
 
 
 def _fixtures() -> list[Path]:

