@@ -209,9 +209,9 @@ def test_a_sweep_stopped_by_its_timeout_writes_the_finished_cases_marked_incompl
     """--timeout stopped a sweep with no summary.json and no word that it was incomplete; now the cases finished
     before the deadline are written, marked incomplete, and the command still exits 124."""
     grid = write_grid(tmp_path)
-    r = invoke("sweep", grid, "--out", tmp_path / "out", "--workers", "1", "--timeout", "3")
+    r = invoke("sweep", grid, "--out", tmp_path / "out", "--workers", "1", "--timeout", "1")
     assert r.exit_code == 124, r.output
-    assert "stopped after --timeout 3" in " ".join(r.output.split()) and "Traceback" not in r.output
+    assert "stopped after --timeout 1" in " ".join(r.output.split()) and "Traceback" not in r.output
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["incomplete"] is True and summary["finished"] < 8
     assert summary["notes"][0].startswith("incomplete: stopped by the command's --timeout after")
