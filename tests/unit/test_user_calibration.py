@@ -224,8 +224,7 @@ def test_scenario_field_resolves_against_the_scenario_folder(tmp_path):
 
 def test_error_band_narrows_to_the_calibrated_residuals():
     shipped = error_band("vllm", ["H200-SXM"], "p80")
-    if shipped is None:
-        pytest.skip("no error-band file shipped")
+    assert shipped is not None, "catalogs/perf/error_bands.yaml ships a vLLM H200 band"
     mine = (PerfCorrection("vllm", "H200-SXM", "Llama-3.1-8B", 1.1, 1.05, (("p80", 0.12, 0.03),), 1, "bf16"),)
     layouts = {"H200-SXM": {(1, "bf16")}}
     narrowed = error_band("vllm", ["H200-SXM"], "p80", mine, "Llama-3.1-8B", layouts)
