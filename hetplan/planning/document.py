@@ -120,7 +120,8 @@ def build_plan(
         else solved_doc(planner, homo)
     )
     doc["homogeneous_by_gpu"] = by_gpu
-    owned = owned_doc(req, chosen, planner)
+    # why owned GPUs sit idle (an SLO search per idle type): for the plan shown, not a re-size attempt's
+    owned = None if lean else owned_doc(req, chosen, planner)
     if owned is not None:
         doc["owned_gpus"] = owned
     # every restricted optimum's gain with --strategy all; the two original fields otherwise
