@@ -12,7 +12,9 @@ the one place that knows them all:
 artefact       files                                                       held by
 =============  ==========================================================  =========================================
 fixtures       tests/fixtures/plan_example_a.json, plan_example_a_melange  tests/unit/test_plan.py (stale check)
-golden         tests/golden/report_example_a.json                          tests/report/test_report.py
+golden         tests/golden/report_golden.json and .md, rendered from the  tests/report/test_report.py
+               frozen hand-made plan tests/fixtures/plan_report_golden.json
+               (never re-planned: they move only when rendering does)
 baseline       examples/ci/baseline.json (the examples' cost gate)         tests/report/test_report.py
 fidelity       tests/fixtures/perf/, catalogs/perf/error_bands.yaml        tests/unit/test_fidelity_gate.py
                (needs ../shared: skipped without it)
@@ -78,12 +80,17 @@ def run_hetplan(args: list[str], env: dict[str, str] | None = None, cwd: Path = 
     return done.stdout + (message if expect else "")
 
 
+#: The re-planned plan fixtures under tests/fixtures/: (file, strategy, with the analysis block). Every other plan
+#: there is frozen by hand (tests/README.md, "Fixtures").
+FIXTURES = (
+    ("plan_example_a.json", "cauchy", True),
+    ("plan_example_a_melange.json", "melange", False),
+)
+
+
 def _fixtures() -> list[Path]:
     out = []
-    for name, strategy, analysis in (
-        ("plan_example_a.json", "cauchy", True),
-        ("plan_example_a_melange.json", "melange", False),
-    ):
+    for name, strategy, analysis in FIXTURES:
         path = ROOT / "tests" / "fixtures" / name
         flags = ["--strategy", strategy, "--no-verify", "--out", str(path), "--force"]
         run_hetplan(["plan", EXAMPLE_A, *flags, *([] if analysis else ["--no-analysis"])])
@@ -91,10 +98,18 @@ def _fixtures() -> list[Path]:
     return out
 
 
+#: The frozen, hand-made plan the golden reports render (never re-planned: see tests/README.md, "Fixtures").
+GOLDEN_PLAN = "tests/fixtures/plan_report_golden.json"
+
+
 def _golden() -> list[Path]:
-    path = ROOT / "tests" / "golden" / "report_example_a.json"
-    run_hetplan(["report", "tests/fixtures/plan_example_a.json", "--format", "json", "--out", str(path), "--force"])
-    return [path]
+    """Render the golden reports (JSON and Markdown) from the frozen plan: they move only when rendering does."""
+    out = []
+    for fmt in ("json", "md"):
+        path = ROOT / "tests" / "golden" / f"report_golden.{fmt}"
+        run_hetplan(["report", GOLDEN_PLAN, "--format", fmt, "--out", str(path), "--force"])
+        out.append(path)
+    return out
 
 
 def _baseline() -> list[Path]:

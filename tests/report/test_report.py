@@ -1,11 +1,17 @@
-"""Reports and the cost gate. The report tests read a stored plan (tests/fixtures/plan_example_a.json) so they test
-rendering only; regenerate the fixture and golden file after an intended model change with:
+"""Reports and the cost gate. The report tests read stored plans, so they test rendering only.
 
-    hetplan plan examples/llama3-70b-azure-conv.yaml --no-verify --out tests/fixtures/plan_example_a.json --force
-    hetplan report tests/fixtures/plan_example_a.json --format json --out tests/golden/report_example_a.json --force
+The golden reports (``tests/golden/report_golden.json`` and ``.md``) render ``tests/fixtures/plan_report_golden.json``,
+a frozen, hand-made plan that no script re-plans: a refit or a planner change leaves them as they are, and they move
+only when rendering does. After an intended rendering change, refresh them on purpose and review the diff:
+
+    python scripts/refresh.py --only golden
+
+The other tests read ``tests/fixtures/plan_example_a.json`` (re-planned by ``python scripts/refresh.py --only
+fixtures``; ``tests/unit/test_plan.py`` says when it is stale).
 """
 
 import copy
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -23,7 +29,8 @@ from tests.conftest import ROOT
 from tests.helpers import cli, owned_only_scenario
 
 PLAN = ROOT / "tests" / "fixtures" / "plan_example_a.json"
-GOLDEN = ROOT / "tests" / "golden" / "report_example_a.json"
+GOLDEN_PLAN = ROOT / "tests" / "fixtures" / "plan_report_golden.json"
+GOLDEN = ROOT / "tests" / "golden" / "report_golden"
 runner = CliRunner()
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
@@ -32,10 +39,32 @@ def invoke(*args):
     return runner.invoke(app, cli(args), env=ENV)
 
 
-def test_report_json_matches_golden():
-    res = invoke("report", PLAN, "--format", "json")
+@pytest.mark.parametrize("fmt", ["json", "md"])
+def test_report_matches_golden(fmt):
+    """The frozen plan renders byte for byte as stored (refresh on purpose: ``scripts/refresh.py --only golden``)."""
+    res = invoke("report", GOLDEN_PLAN, "--format", fmt)
     assert res.exit_code == 0, res.output
-    assert res.stdout == GOLDEN.read_text()
+    assert res.stdout == GOLDEN.with_suffix(f".{fmt}").read_text(), (
+        f"the {fmt} report of {GOLDEN_PLAN.name} changed: if the rendering change is intended, run "
+        "python scripts/refresh.py --only golden and review the diff"
+    )
+
+
+def test_the_golden_plan_is_frozen_and_covers_what_the_report_renders():
+    """The golden's plan is hand-made and frozen (no refresh step writes it), and it carries the blocks the report
+    renders: a simulated check with out-of-sample runs, the analysis, the baselines and a purchase."""
+    spec = importlib.util.spec_from_file_location("refresh", ROOT / "scripts" / "refresh.py")
+    assert spec is not None and spec.loader is not None
+    refresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(refresh)
+    assert refresh.GOLDEN_PLAN == GOLDEN_PLAN.relative_to(ROOT).as_posix()
+    assert GOLDEN_PLAN.name not in {name for name, *_ in refresh.FIXTURES}
+    doc = load_plan(GOLDEN_PLAN)
+    assert doc["verification"]["out_of_sample"]["runs"] and doc["verification"]["model_error"]
+    assert doc["analysis"]["price_sensitivity"] and doc["analysis"]["cost_vs_goodput"]
+    assert set(doc["baselines"]) >= {"homogeneous", "melange"} and doc["purchase"]
+    md = GOLDEN.with_suffix(".md").read_text()
+    assert "Simulated check" in md and "Strategies compared" in md
 
 
 @pytest.mark.parametrize("fmt", ["json", "md", "html"])
