@@ -47,13 +47,23 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_A = "examples/llama3-70b-azure-conv.yaml"
 #: A marker line before a fenced block: the block is that command's real output (``KEY=VALUE`` prefixes set
-#: environment variables, ``hetplan`` runs this checkout's CLI).
+#: environment variables, ``hetplan`` runs this checkout's CLI, ``python benchmarks/NAME.py`` a benchmark of it).
 MARKER = re.compile(r"^<!-- refresh: (?P<command>.+?) -->\s*$")
+#: A note before a block or table whose figures were recorded from one run of COMMAND on DATE (YYYY-MM-DD): timings,
+#: or a run this script cannot repeat byte for byte. Shown as a measurement; never regenerated nor checked for drift.
+MEASURED = re.compile(r"^<!-- measured: (?P<command>\S.*?), (?P<date>\d{4}-\d{2}-\d{2}) -->\s*$")
+#: A note before a block or table that quotes no output: a command to type, an input file, a formula, a reference.
+HAND_WRITTEN = re.compile(r"^<!-- hand-written(?:: (?P<what>.+?))? -->\s*$")
+#: The data benchmarks may read; a marker with ``REFRESH_NEEDS=shared`` runs only where it exists.
+SHARED = ROOT.parent / "shared" / "data"
+BENCHMARK = re.compile(r"^benchmarks/[a-z0-9_]+\.py$")
+#: A table row that quotes a figure with a unit (a share, a rate, a time, a ratio or a price).
+TABLE_FIGURE = re.compile(r"\d[\d,.]*\s?(?:%|req/s|tok/s|ms\b|s\b|x\b|×)|\$\d")
 PROGRESS = re.compile(r"^[a-z][\w -]*: .* \[\d+:\d\d:\d\d\]\s*$")
 ENV_WORD = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
@@ -71,6 +81,7 @@ def run_hetplan(args: list[str], env: dict[str, str] | None = None, cwd: Path = 
     """
     env = dict(env or {})
     expect = int(env.pop("REFRESH_EXIT", "0"))
+    env.pop("REFRESH_NEEDS", None)
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     done = subprocess.run([*_hetplan(), *args], cwd=cwd, env=full_env, capture_output=True, text=True, check=False)
     if done.returncode != expect:
@@ -78,6 +89,24 @@ def run_hetplan(args: list[str], env: dict[str, str] | None = None, cwd: Path = 
     # a failing command's message, without the progress lines it printed before (``planning: ... [0:00:00]``)
     message = "".join(line for line in done.stderr.splitlines(keepends=True) if not PROGRESS.match(line))
     return done.stdout + (message if expect else "")
+
+
+def run_benchmark(args: list[str], env: dict[str, str] | None = None) -> str:
+    """Run ``python benchmarks/NAME.py ARGS`` (``args[0]`` is the script) in the checkout, where it finds
+    ``../shared`` if it reads it; return stdout. Raise ``SystemExit`` with its stderr when it fails."""
+    env = {k: v for k, v in (env or {}).items() if k != "REFRESH_NEEDS"}
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=full_env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"python {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+    return done.stdout
+
+
+def run_step(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> str:
+    """Run one marker step: a benchmark (``args[0]`` is ``benchmarks/NAME.py``) or ``hetplan ARGS`` in ``cwd``."""
+    if args and BENCHMARK.match(args[0]):
+        return run_benchmark(args, env)
+    return run_hetplan(args, env, cwd)
 
 
 #: The re-planned plan fixtures under tests/fixtures/: (file, strategy, with the analysis block). Every other plan
@@ -159,11 +188,13 @@ def output_blocks(text: str) -> Iterator[tuple[str, int, int]]:
 
 
 def marker_steps(command: str) -> list[tuple[list[str], dict[str, str]]]:
-    """Split a marker's COMMAND into ``(hetplan argv, env)`` steps, joined by ``&&``; refuse anything else.
+    """Split a marker's COMMAND into ``(argv, env)`` steps, joined by ``&&``; refuse anything else.
 
-    Each step is ``KEY=VALUE ... hetplan ARGS``; ``argv`` holds ARGS. A word that is an absolute path or climbs out
-    with ``..`` is refused, so a step writes only inside the scratch folder it runs in. Raise ``SystemExit``
-    naming the marker.
+    Each step is ``KEY=VALUE ... hetplan ARGS`` (``argv`` holds ARGS), or the whole COMMAND is one
+    ``KEY=VALUE ... python benchmarks/NAME.py ARGS`` (``argv`` holds ``benchmarks/NAME.py`` and ARGS; it runs in the
+    checkout). ``REFRESH_NEEDS=shared`` marks a command that reads ``../shared/data``. A word that is an absolute
+    path or climbs out with ``..`` is refused, so a step writes only inside the scratch folder it runs in. Raise
+    ``SystemExit`` naming the marker.
     """
     steps: list[tuple[list[str], dict[str, str]]] = []
     parts: list[list[str]] = [[]]
@@ -177,9 +208,15 @@ def marker_steps(command: str) -> list[tuple[list[str], dict[str, str]]]:
         while part and ENV_WORD.match(part[0]):
             key, value = part.pop(0).split("=", 1)
             env[key] = value
-        if not part or part[0] != "hetplan":
+        if env.get("REFRESH_NEEDS", "shared") != "shared":
+            raise SystemExit(f"refresh marker: REFRESH_NEEDS takes only 'shared': {command!r}")
+        benchmark = len(part) > 1 and part[0] == "python" and BENCHMARK.match(part[1]) is not None
+        if benchmark and len(parts) > 1:
+            raise SystemExit(f"refresh marker: a benchmark runs alone, not chained with '&&': {command!r}")
+        if not part or (part[0] != "hetplan" and not benchmark):
             raise SystemExit(
-                f"refresh marker command must start with 'hetplan' (and each step after '&&'): {command!r}"
+                "refresh marker command must start with 'hetplan' (and each step after '&&') or be "
+                f"'python benchmarks/NAME.py ...': {command!r}"
             )
         for word in part[1:]:
             value = word.split("=", 1)[-1]
@@ -191,26 +228,93 @@ def marker_steps(command: str) -> list[tuple[list[str], dict[str, str]]]:
     return steps
 
 
+class Shown(NamedTuple):
+    """A fenced block or a Markdown table of a docs page, with the marker or note line that says what it is (a
+    NamedTuple: the tests load this script without registering it as a module, which a dataclass needs)."""
+
+    line: int  #: 1-based line of the opening fence or of the table's header
+    kind: str  #: ``"fence"`` or ``"table"``
+    body: tuple[str, ...]  #: the fenced lines, or the table's rows below its header and rule
+    note: str | None  #: the ``<!-- refresh/measured/hand-written ... -->`` line before it (only prose between)
+
+    def bears_figures(self) -> bool:
+        """A fence with any digit in it; a table with a figure and its unit in at least half of its rows."""
+        if self.kind == "fence":
+            return any(ch.isdigit() for row in self.body for ch in row)
+        return 2 * sum(1 for row in self.body if TABLE_FIGURE.search(row)) >= max(len(self.body), 1)
+
+
+def shown_blocks(text: str) -> Iterator[Shown]:
+    """Every fenced block and table of a Markdown page, each with the note line that precedes it.
+
+    A note (a ``refresh:`` marker, a ``measured:`` or a ``hand-written`` note) reaches the next block or table
+    across prose lines, but not across a heading.
+    """
+    lines = text.split("\n")
+    note: str | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if MARKER.match(line) or MEASURED.match(line) or HAND_WRITTEN.match(line):
+            note = line.strip()
+        elif line.startswith("```"):
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            yield Shown(i + 1, "fence", tuple(lines[i + 1 : j]), note)
+            note, i = None, j
+        elif line.startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            yield Shown(i + 1, "table", tuple(lines[i + 2 : j]), note)
+            note, i = None, j - 1
+        elif line.startswith("#"):
+            note = None
+        i += 1
+
+
+def needs_shared(command: str) -> bool:
+    """Whether a marker's COMMAND reads ``../shared/data`` (a step carries ``REFRESH_NEEDS=shared``)."""
+    return any(env.get("REFRESH_NEEDS") == "shared" for _, env in marker_steps(command))
+
+
 def refresh_text(
     text: str,
     run: Callable[..., str],
     workspace: Callable[[], contextlib.AbstractContextManager[Path]] | None = None,
+    skip: Callable[[str], bool] | None = None,
 ) -> str:
-    """Return ``text`` with each marked block's body replaced by its command's output.
+    """Return ``text`` with each marked block's body replaced by its command's output (``REFRESH_LINES=START:STOP``
+    on the last step keeps that slice of its lines).
 
-    ``run(argv, env)`` runs one ``hetplan`` step (``run(argv, env, cwd)`` when ``workspace`` is given: each marker
-    then runs all its steps in one fresh folder from ``workspace()``). A chained marker's block is its last step's
-    output.
+    ``run(argv, env)`` runs one step (``run(argv, env, cwd)`` when ``workspace`` is given: each marker then runs all
+    its steps in one fresh folder from ``workspace()``). A chained marker's block is its last step's output. A
+    marker whose COMMAND ``skip`` accepts keeps its block as it is.
     """
     lines = text.split("\n")
     for command, first, end in reversed(list(output_blocks(text))):
         steps = marker_steps(command)
+        if skip is not None and skip(command):
+            continue
         with workspace() if workspace else contextlib.nullcontext() as cwd:
             out = ""
             for argv, env in steps:
+                cut = env.pop("REFRESH_LINES", None)
                 out = run(argv, env) if cwd is None else run(argv, env, cwd)
-        lines[first:end] = out.rstrip("\n").split("\n")
+        shown = out.rstrip("\n").split("\n")
+        lines[first:end] = shown[_line_slice(cut, command)] if cut else shown
     return "\n".join(lines)
+
+
+def _line_slice(cut: str, command: str) -> slice:
+    """``REFRESH_LINES=START:STOP``: the output lines a block keeps, as a Python slice (``:19`` the first 19, ``:-2``
+    all but the last two, ``3:`` from the fourth on): a block shows a real cut of the output, never an edit."""
+    match = re.fullmatch(r"(-?\d*):(-?\d*)", cut)
+    if match is None:
+        raise SystemExit(f"refresh marker: REFRESH_LINES takes START:STOP (a Python slice of lines): {command!r}")
+    start, stop = (int(g) if g else None for g in match.groups())
+    return slice(start, stop)
 
 
 @contextlib.contextmanager
@@ -223,20 +327,27 @@ def scratch_checkout() -> Iterator[Path]:
         yield folder
 
 
-def _marked_pages() -> Iterator[tuple[Path, str, str]]:
-    """``(page, text, refreshed text)`` for README.md and each docs/*.md page with a marked output block."""
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+def shown_pages() -> list[Path]:
+    """README.md and the hand-written docs pages (docs/*.md but docs/layout.md, which gen_docs.py writes)."""
+    return [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "layout.md")]
+
+
+def _marked_pages(skip: Callable[[str], bool] | None = None) -> Iterator[tuple[Path, str, str]]:
+    """``(page, text, refreshed text)`` for README.md and each docs/*.md page with a marked output block; markers
+    ``skip`` accepts keep their blocks."""
+    for path in shown_pages():
         text = path.read_text()
         if "<!-- refresh: " in text:
-            yield path, text, refresh_text(text, run_hetplan, scratch_checkout)
+            yield path, text, refresh_text(text, run_step, scratch_checkout, skip)
 
 
-def stale_outputs() -> list[str]:
+def stale_outputs(shared: bool = False) -> list[str]:
     """Every marked block of README.md and docs/*.md whose command now prints something else: ``"FILE: COMMAND"``
-    each (the files are not changed). ``refresh.py --check-outputs`` and ``tests/unit/test_refresh_script.py``
-    (slow) use it."""
+    each (the files are not changed). ``shared`` False checks the blocks that need no ``../shared/data``; True
+    checks only those that do (call it only where :data:`SHARED` exists). ``refresh.py --check-outputs`` and
+    ``tests/unit/test_refresh_script.py`` (slow) use it."""
     stale = []
-    for path, text, new in _marked_pages():
+    for path, text, new in _marked_pages((lambda c: not needs_shared(c)) if shared else needs_shared):
         old_blocks = {c: text.split("\n")[a:b] for c, a, b in output_blocks(text)}
         new_blocks = {c: new.split("\n")[a:b] for c, a, b in output_blocks(new)}
         stale += [f"{path.relative_to(ROOT)}: {c}" for c in old_blocks if old_blocks[c] != new_blocks.get(c)]
@@ -244,8 +355,10 @@ def stale_outputs() -> list[str]:
 
 
 def _outputs() -> list[Path]:
+    if not SHARED.is_dir():
+        print("outputs: blocks marked REFRESH_NEEDS=shared left as they are (no ../shared/data beside this checkout)")
     changed = []
-    for path, text, new in _marked_pages():
+    for path, text, new in _marked_pages(None if SHARED.is_dir() else needs_shared):
         if new != text:
             path.write_text(new)
         changed.append(path)
@@ -334,9 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         touched += STEPS[step]()
     lines = []
     for path in dict.fromkeys(touched):
-        line = moved(before.get(path), path.read_text(), str(path.relative_to(ROOT)))
-        if line:
-            lines.append(line)
+        change = moved(before.get(path), path.read_text(), str(path.relative_to(ROOT)))
+        if change:
+            lines.append(change)
     print("\n".join(lines) if lines else "nothing moved")
     return 0
 

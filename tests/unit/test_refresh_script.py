@@ -37,6 +37,8 @@ def test_a_marker_must_run_hetplan_and_close_its_block():
     refresh = _refresh()
     with pytest.raises(SystemExit, match="must start with 'hetplan'"):
         refresh.refresh_text("<!-- refresh: rm -rf / -->\n```\nx\n```\n", lambda a, e: "")
+    with pytest.raises(SystemExit, match="must start with 'hetplan'"):
+        refresh.refresh_text("<!-- refresh: python evil.py -->\n```\nx\n```\n", lambda a, e: "")
     with pytest.raises(SystemExit, match="no closed fenced block"):
         refresh.refresh_text("<!-- refresh: hetplan plan -->\n```\nx\n", lambda a, e: "")
 
@@ -101,6 +103,58 @@ def test_the_scratch_checkout_holds_copies_of_the_bundled_inputs_and_is_removed_
     assert not folder.exists()
 
 
+def test_a_benchmark_marker_runs_alone_and_one_that_needs_shared_data_is_kept_where_skipped():
+    """``python benchmarks/NAME.py`` is a marker step of its own (it runs in the checkout, where ``../shared`` is);
+    ``REFRESH_NEEDS=shared`` marks it, and a skipped marker keeps its block byte for byte."""
+    refresh = _refresh()
+    assert refresh.marker_steps("REFRESH_NEEDS=shared python benchmarks/accuracy.py --fit") == [
+        (["benchmarks/accuracy.py", "--fit"], {"REFRESH_NEEDS": "shared"})
+    ]
+    assert refresh.needs_shared("REFRESH_NEEDS=shared python benchmarks/accuracy.py")
+    assert not refresh.needs_shared("COLUMNS=80 hetplan plan x.yaml")
+    for command, message in (
+        ("python benchmarks/a.py && hetplan plan x.yaml", "runs alone"),
+        ("REFRESH_NEEDS=gpu python benchmarks/a.py", "REFRESH_NEEDS takes only 'shared'"),
+        ("python scripts/refresh.py", "must start with 'hetplan'"),
+    ):
+        with pytest.raises(SystemExit, match=message):
+            refresh.marker_steps(command)
+    text = "<!-- refresh: REFRESH_NEEDS=shared python benchmarks/a.py -->\n```\nold\n```\n"
+    assert refresh.refresh_text(text, lambda a, e: "new\n", skip=refresh.needs_shared) == text
+    assert refresh.refresh_text(text, lambda a, e: "new\n").endswith("```\nnew\n```\n")
+
+
+def test_a_marker_may_show_a_slice_of_the_output_lines():
+    refresh = _refresh()
+    text = "<!-- refresh: REFRESH_LINES=1:-1 hetplan plan x.yaml -->\n```\nold\n```\n"
+    calls = []
+
+    def run(argv, env):
+        calls.append(env)
+        return "a\nb\nc\nd\n"
+
+    assert refresh.refresh_text(text, run).endswith("```\nb\nc\n```\n")
+    assert calls == [{}]  # the cut is the script's, not passed to the command
+    with pytest.raises(SystemExit, match="REFRESH_LINES takes START:STOP"):
+        refresh.refresh_text(text.replace("1:-1", "3"), run)
+
+
+def test_shown_blocks_carry_the_note_before_them_across_prose_but_not_across_a_heading():
+    refresh = _refresh()
+    text = (
+        "<!-- measured: python benchmarks/x.py, 2026-11-30 -->\nprose\n\n```text\n1.2 s\n```\n"
+        "<!-- hand-written -->\n# heading\n| a | b |\n|---|---|\n| 1 | 2.5 s |\n"
+        "```yaml\nkey: value\n```\n"
+    )
+    blocks = list(refresh.shown_blocks(text))
+    assert [(b.line, b.kind, b.note) for b in blocks] == [
+        (4, "fence", "<!-- measured: python benchmarks/x.py, 2026-11-30 -->"),
+        (9, "table", None),
+        (12, "fence", None),
+    ]
+    assert [b.bears_figures() for b in blocks] == [True, True, False]
+
+
 @pytest.mark.slow
 def test_every_command_output_shown_in_readme_and_docs_is_what_the_command_prints_today():
     """Issue 31 item 6: a shown figure that a refit or a change moved fails here, naming the block; run
@@ -108,3 +162,12 @@ def test_every_command_output_shown_in_readme_and_docs_is_what_the_command_print
     scratch copy of examples/ and tests/fixtures/: about a minute)."""
     stale = _refresh().stale_outputs()
     assert not stale, f"stale output blocks (python scripts/refresh.py --only outputs): {stale}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "data").is_dir(), reason="needs ../shared/data beside the checkout")
+def test_every_benchmark_output_that_needs_shared_data_is_what_it_prints_today():
+    """The blocks marked ``REFRESH_NEEDS=shared`` (benchmarks on the measured data in ``../shared``): checked only
+    where that folder exists (a user's clone has none, so there this test skips and says why)."""
+    stale = _refresh().stale_outputs(shared=True)
+    assert not stale, f"stale benchmark blocks (python scripts/refresh.py --only outputs): {stale}"
