@@ -15,19 +15,30 @@ fixtures       tests/fixtures/plan_example_a.json, plan_example_a_melange  tests
 golden         tests/golden/report_golden.json and .md, rendered from the  tests/report/test_report.py
                frozen hand-made plan tests/fixtures/plan_report_golden.json
                (never re-planned: they move only when rendering does)
+emit           tests/golden/emit/ (emitted files of the hand-made plans    tests/emit/test_golden.py
+               there; the test's own update mode)
 baseline       examples/ci/baseline.json (the examples' cost gate)         tests/report/test_report.py
 fidelity       tests/fixtures/perf/, catalogs/perf/error_bands.yaml        tests/unit/test_fidelity_gate.py
                (needs ../shared: skipped without it)
 docs           docs/commands/, docs/reference/, docs/layout.md (gen_docs)  tests/unit/test_docs.py
-outputs        every block marked ``<!-- refresh: COMMAND -->`` in README  (none: re-run here, reviewed in the diff)
-               and docs/*.md; COMMAND may be ``hetplan A && hetplan B``
-               (the block is the last one's output), run in a scratch
-               folder holding copies of examples/ and tests/fixtures/
+tables         every table marked ``<!-- refresh-table: NAME -->`` in      tests/unit/test_docs.py (fast)
+               README and docs/*.md, from the gate baseline (run after
+               the baseline step)
+outputs        every block marked ``<!-- refresh: COMMAND -->`` in README  tests/unit/test_refresh_script.py (slow;
+               and docs/*.md; COMMAND may be ``hetplan A && hetplan B``    the blocks needing ../shared only where
+               (the block is the last one's output), run in a scratch      it exists)
+               folder holding copies of examples/ and tests/fixtures/, or
+               ``python benchmarks/NAME.py`` (run in the checkout;
+               ``REFRESH_NEEDS=shared``: only where ../shared/data is)
 =============  ==========================================================  =========================================
+
+Figures that cannot be repeated byte for byte (timings, long fuzz runs) carry ``<!-- measured: COMMAND, DATE -->``
+instead, and blocks that quote no output ``<!-- hand-written -->``: ``tests/unit/test_docs.py`` fails on a block or
+table of figures with neither (docs/contributing.md).
 
 "What moved" is, per JSON file, the dotted key paths whose values changed (at most 12 named, then a count), and per
 text file the number of changed lines. A file that did not change is not printed. Nothing here reads
-``../shared`` except the fidelity step, which benchmarks may.
+``../shared`` except the fidelity step and the benchmarks marked ``REFRESH_NEEDS=shared``, which benchmarks may.
 
 Source: hetplan's own reconstruction.
 """
@@ -139,6 +150,15 @@ def _golden() -> list[Path]:
         run_hetplan(["report", GOLDEN_PLAN, "--format", fmt, "--out", str(path), "--force"])
         out.append(path)
     return out
+
+
+def _emit() -> list[Path]:
+    """The emitters' golden files: rendered from the hand-made plans under tests/golden/emit/ by the golden test
+    itself in its update mode (they move only when an emitter does)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HETPLAN_UPDATE_GOLDEN": "1"}
+    test = ["-m", "pytest", "tests/emit/test_golden.py", "-q", "-p", "no:cacheprovider"]
+    subprocess.run([sys.executable, *test], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    return sorted(p for p in (ROOT / "tests" / "golden" / "emit").rglob("*") if p.is_file())
 
 
 def _baseline() -> list[Path]:
@@ -255,7 +275,7 @@ def shown_blocks(text: str) -> Iterator[Shown]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if MARKER.match(line) or MEASURED.match(line) or HAND_WRITTEN.match(line):
+        if MARKER.match(line) or TABLE_MARKER.match(line) or MEASURED.match(line) or HAND_WRITTEN.match(line):
             note = line.strip()
         elif line.startswith("```"):
             j = i + 1
@@ -354,6 +374,169 @@ def stale_outputs(shared: bool = False) -> list[str]:
     return stale
 
 
+#: A marker line before a Markdown table that ``scripts/refresh.py`` writes from a stored artefact: NAME is a key
+#: of :data:`TABLES`.
+TABLE_MARKER = re.compile(r"^<!-- refresh-table: (?P<name>[a-z-]+) -->\s*$")
+BASELINE = ROOT / "examples" / "ci" / "baseline.json"
+#: The bundled examples the tables show: (baseline key, label, what it shows (hand-written, no figures), in README).
+EXAMPLES = (
+    ("llama3-70b-azure-conv", "(a)", "Llama-3-70B, Azure conversation trace, five GPU types at AWS prices", True),
+    (
+        "cauchy-h800-a800-h20",
+        "(b)",
+        "an owned fleet of H800, A800 and H20, **illustrative** prices, bursty Azure code trace",
+        True,
+    ),
+    ("llama31-8b-mooncake", "(c)", "Llama-3.1-8B, Mooncake sample (long prompts), AWS prices", True),
+    (
+        "llama31-8b-mooncake-reuse",
+        "(c')",
+        "example (c)'s model and GPUs on a Mooncake slice with `hash_ids`, sized with prefix caching "
+        "([Prefix caching](simulation.md#prefix-caching))",
+        False,
+    ),
+)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def _latency(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _units(plan: dict[str, Any]) -> str:
+    parts = []
+    for c in plan["combos"]:
+        prefill = f"{c['n_prefill']}× {c['prefill_gpu']} TP{c['prefill_tp']}"
+        core = f"{prefill} → {c['n_decode']}× {c['decode_gpu']} TP{c['decode_tp']}"
+        parts.append(core if c["count"] == 1 else f"{c['count']}× ({core})")
+    parts += [f"{i['count']}× {i['gpu']} TP{i['tp']}" for i in plan.get("instances", [])]
+    return " + ".join(parts)
+
+
+def _purchases(plan: dict[str, Any]) -> str:
+    return " + ".join(
+        f"{p['count']} owned {p['gpu']} nodes" if p["owned"] else f"{p['count']}× `{p['instance_type']}`"
+        for p in plan.get("purchase", [])
+    )
+
+
+def _resized(verification: dict[str, Any]) -> str:
+    r = verification.get("resized") or {}
+    if not r or r.get("usd_per_hour_before") == r.get("usd_per_hour_after"):
+        return ""
+    return f" (re-sized from ${r['usd_per_hour_before']:,.2f}/h, which missed)"
+
+
+def examples_table(baseline: dict[str, Any], brief: bool = False) -> list[str]:
+    """The bundled examples' table, every figure from the gate baseline's verified plans (``examples/ci/
+    baseline.json``: what ``hetplan plan EXAMPLE`` makes, held by the gate test, refreshed by the baseline step).
+
+    ``brief``: README's shorter table of examples (a)-(c) with the model-error margin; else the getting-started
+    table of every example. Returns the table's lines (header included).
+    """
+    rows: list[str] = []
+    for key, label, shows, in_readme in EXAMPLES:
+        if brief and not in_readme:
+            continue
+        plan = baseline["scenarios"][key]
+        v = plan["verification"]
+        target = f"{plan['scenario']['goodput_target_req_per_s']:.3g} req/s"
+        cost = f"${plan['total_usd_per_hour']:,.2f}/h"
+        oos = [run["attainment"] for run in v["out_of_sample"]["runs"]]
+        capacity = f"{v['analytic_capacity_req_per_s']:.2f} / {v['simulated_capacity_req_per_s']:.2f} req/s"
+        strategy = plan["strategy"].capitalize()
+        if brief:
+            margin = f"{100 * v['model_error']['margin_step_slowdown']:.0f} %"
+            rows.append(
+                f"| {label} `{key}.yaml`: {shows}, {target} | {strategy}, {_units(plan)}, {cost}{_resized(v)} "
+                f"| {_pct(v['attainment'])} / {', '.join(_pct(a) for a in oos)} | {margin} | {capacity} |"
+            )
+            continue
+        router = " (prefix router)" if v.get("prefix_cache") else ""
+        verdict = (
+            f"{v['status']}{router}: joint {_pct(v['attainment'])}, p90 TTFT {_latency(v['ttft_p_s'])}, "
+            f"TPOT {_latency(v['tpot_p_s'])}; out of sample {_pct(oos[0])} on the held-out 30 %"
+        )
+        if v.get("prefix_cache"):
+            verdict += f"; {_pct(v['prefix_cache']['token_hit_rate'])} of prompt tokens reused in simulation"
+        rows.append(
+            f"| `examples/{key}.yaml` | {label} {shows}, target {target} | {strategy}: {_units(plan)} on "
+            f"{_purchases(plan)}, {cost}{_resized(v)} | {verdict} | {capacity} ({v['capacity_ratio']:.2f}×) |"
+        )
+    columns = (
+        ["scenario", "plan", "in sample / out of sample (joint)", "margin: slower steps held"]
+        if brief
+        else ["scenario", "what it shows", "plan", "verdict (FCFS)"]
+    )
+    head = "| " + " | ".join([*columns, "capacity: analytic / simulated"]) + " |"
+    return [head, "|" + "---|" * head.count(" | ") + "---|", *rows]
+
+
+#: Tables written from stored artefacts, by the name their ``<!-- refresh-table: NAME -->`` marker gives.
+TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "examples": examples_table,
+    "examples-brief": lambda baseline: examples_table(baseline, brief=True),
+}
+
+
+def table_blocks(text: str) -> Iterator[tuple[str, int, int]]:
+    """Yield ``(name, first, end)`` for each ``<!-- refresh-table: NAME -->`` marker: lines ``first:end`` of
+    ``text`` are the table after it (header included; prose and blank lines may come between)."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        match = TABLE_MARKER.match(line)
+        if match:
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith(("|", "#", "```")):
+                j += 1
+            if j >= len(lines) or not lines[j].startswith("|"):
+                raise SystemExit(f"refresh-table marker on line {i + 1} has no table after it")
+            k = j
+            while k < len(lines) and lines[k].startswith("|"):
+                k += 1
+            yield match.group("name"), j, k
+
+
+def refresh_tables(text: str, baseline: dict[str, Any]) -> str:
+    """``text`` with each ``refresh-table`` marker's table written anew from ``baseline``."""
+    lines = text.split("\n")
+    for name, first, end in reversed(list(table_blocks(text))):
+        if name not in TABLES:
+            raise SystemExit(f"refresh-table marker names no table this script writes: {name!r} ({', '.join(TABLES)})")
+        lines[first:end] = TABLES[name](baseline)
+    return "\n".join(lines)
+
+
+def stale_tables() -> list[str]:
+    """``"FILE: NAME"`` for each generated table of README.md and docs/*.md that differs from what the stored
+    gate baseline gives now (fast: nothing is planned). ``tests/unit/test_docs.py`` uses it."""
+    baseline = json.loads(BASELINE.read_text(encoding="utf-8"))
+    stale = []
+    for path in shown_pages():
+        text = path.read_text(encoding="utf-8")
+        new = refresh_tables(text, baseline)
+        old_tables = {n: text.split("\n")[a:b] for n, a, b in table_blocks(text)}
+        new_tables = {n: new.split("\n")[a:b] for n, a, b in table_blocks(new)}
+        stale += [f"{path.relative_to(ROOT)}: {n}" for n in old_tables if old_tables[n] != new_tables.get(n)]
+    return stale
+
+
+def _tables() -> list[Path]:
+    baseline = json.loads(BASELINE.read_text(encoding="utf-8"))
+    changed = []
+    for path in shown_pages():
+        text = path.read_text(encoding="utf-8")
+        if "<!-- refresh-table: " in text:
+            new = refresh_tables(text, baseline)
+            if new != text:
+                path.write_text(new, encoding="utf-8")
+            changed.append(path)
+    return changed
+
+
 def _outputs() -> list[Path]:
     if not SHARED.is_dir():
         print("outputs: blocks marked REFRESH_NEEDS=shared left as they are (no ../shared/data beside this checkout)")
@@ -368,9 +551,11 @@ def _outputs() -> list[Path]:
 STEPS: dict[str, Callable[[], list[Path]]] = {
     "fixtures": _fixtures,
     "golden": _golden,
+    "emit": _emit,
     "baseline": _baseline,
     "fidelity": _fidelity,
     "docs": _docs,
+    "tables": _tables,
     "outputs": _outputs,
 }
 
@@ -440,6 +625,7 @@ def main(argv: list[str] | None = None) -> int:
     tracked = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "tests").rglob("*.json"))]
     tracked += [ROOT / "examples" / "ci" / "baseline.json", *sorted((ROOT / "tests" / "fixtures" / "perf").glob("*"))]
     tracked += [ROOT / "catalogs" / "perf" / "error_bands.yaml"]
+    tracked += sorted(p for p in (ROOT / "tests" / "golden").rglob("*") if p.is_file())
     before = {p: p.read_text() for p in tracked if p.is_file()}
     touched: list[Path] = []
     for step in chosen:

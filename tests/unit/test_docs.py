@@ -2,6 +2,7 @@
 ``scripts/gen_docs.py`` generates now, the reference lists every field a scenario file accepts, the MkDocs nav
 names pages that exist, and README's test command is the one CI runs."""
 
+import datetime
 import importlib.util
 import os
 import re
@@ -172,3 +173,79 @@ def test_every_flag_the_api_names_exists():
     known = options(gen._root())
     named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", (ROOT / "hetplan" / "api.py").read_text()))
     assert named and named <= known, f"hetplan/api.py names flags no command has: {sorted(named - known)}"
+
+
+def _refresh():
+    spec = importlib.util.spec_from_file_location("refresh", ROOT / "scripts" / "refresh.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_figure_shown_in_readme_and_docs_is_regenerated_or_dated():
+    """Issue 31 item 6, the fast half: every fenced block with a digit and every table of figures in README.md and
+    docs/*.md says what it is, on the line before it (prose may come between):
+
+    - ``<!-- refresh: COMMAND -->``: the command's real output, rewritten by ``scripts/refresh.py --only outputs``
+      and compared with a fresh run by the slow tests of ``tests/unit/test_refresh_script.py``;
+    - ``<!-- refresh-table: NAME -->``: a table ``scripts/refresh.py --only tables`` writes from a stored artefact
+      (the examples' verified plans in the gate baseline), held by the next test;
+    - ``<!-- measured: COMMAND, YYYY-MM-DD -->``: figures from one run (timings, runs the script cannot repeat byte
+      for byte), dated, never checked for drift;
+    - ``<!-- hand-written[: what] -->``: no output at all (commands to type, input files, formulas, references).
+
+    A new block of pasted output fails here until it is marked."""
+    refresh = _refresh()
+    bare, wrong = [], []
+    for page in refresh.shown_pages():
+        for block in refresh.shown_blocks(page.read_text(encoding="utf-8")):
+            where = f"{page.relative_to(ROOT)}:{block.line}"
+            if block.note is None:
+                if block.bears_figures():
+                    bare.append(where)
+            elif table := refresh.TABLE_MARKER.match(block.note):
+                if block.kind != "table" or table["name"] not in refresh.TABLES:
+                    wrong.append(f"{where}: a refresh-table marker must precede a table scripts/refresh.py writes")
+            elif refresh.MARKER.match(block.note):
+                if block.kind != "fence":
+                    wrong.append(f"{where}: a refresh marker must precede a fenced block")
+                else:
+                    refresh.marker_steps(refresh.MARKER.match(block.note).group("command"))  # raises when malformed
+            elif measured := refresh.MEASURED.match(block.note):
+                if (
+                    not datetime.date(2026, 1, 1)
+                    <= datetime.date.fromisoformat(measured["date"])
+                    <= datetime.date.today()
+                ):
+                    wrong.append(f"{where}: measured on {measured['date']}?")
+    assert not wrong, wrong
+    assert not bare, (
+        f"blocks or tables of figures with no refresh marker nor a measured/hand-written note: {bare} "
+        "(docs/contributing.md, 'Generated docs')"
+    )
+
+
+def test_the_examples_tables_are_what_the_gate_baseline_says():
+    """README's and getting-started's examples tables are written from ``examples/ci/baseline.json`` (the verified
+    plans the cost gate holds): a refreshed baseline with other figures fails here until ``python
+    scripts/refresh.py --only tables`` rewrites them. Fast: nothing is planned."""
+    refresh = _refresh()
+    stale = refresh.stale_tables()
+    assert not stale, f"stale generated tables (python scripts/refresh.py --only tables): {stale}"
+    pages = {p.name: p.read_text(encoding="utf-8") for p in refresh.shown_pages()}
+    assert "<!-- refresh-table: examples -->" in pages["getting-started.md"]
+    assert "<!-- refresh-table: examples-brief -->" in pages["README.md"]
+
+
+def test_measured_pages_say_how_their_figures_were_made():
+    """Pages whose figures are measurements say so at the top, and every page that shows a benchmark's output that
+    needs ``../shared`` says that its check is skipped without it."""
+    refresh = _refresh()
+    for page in refresh.shown_pages():
+        text = page.read_text(encoding="utf-8")
+        if "REFRESH_NEEDS=shared" in text:
+            assert "../shared" in text, f"{page.relative_to(ROOT)} shows a benchmark on ../shared without saying so"
+    for name in ("accuracy.md", "speed.md"):
+        head = (ROOT / "docs" / name).read_text(encoding="utf-8").split("\n## ")[0]
+        assert "measured" in head and "refresh" in head, f"docs/{name} does not say how its figures are made"

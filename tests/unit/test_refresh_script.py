@@ -139,6 +139,52 @@ def test_a_marker_may_show_a_slice_of_the_output_lines():
         refresh.refresh_text(text.replace("1:-1", "3"), run)
 
 
+def test_a_generated_table_is_written_from_the_baseline_and_its_marker_must_name_one():
+    refresh = _refresh()
+    plan = {
+        "strategy": "cauchy",
+        "scenario": {"goodput_target_req_per_s": 5.0},
+        "total_usd_per_hour": 81.9315,
+        "combos": [
+            {
+                "count": 2,
+                "n_prefill": 3,
+                "prefill_gpu": "A",
+                "prefill_tp": 2,
+                "n_decode": 1,
+                "decode_gpu": "B",
+                "decode_tp": 4,
+            }
+        ],
+        "instances": [],
+        "purchase": [{"count": 2, "owned": False, "instance_type": "p4de.24xlarge", "gpu": "A"}],
+        "verification": {
+            "status": "verified",
+            "attainment": 0.94337,
+            "ttft_p_s": 1.6147,
+            "tpot_p_s": 0.036051,
+            "out_of_sample": {"runs": [{"attainment": 0.92053}]},
+            "analytic_capacity_req_per_s": 6.13335,
+            "simulated_capacity_req_per_s": 5.5902,
+            "capacity_ratio": 0.9114,
+            "model_error": {"margin_step_slowdown": 0.09375},
+            "resized": {"usd_per_hour_before": 60.0, "usd_per_hour_after": 81.9315},
+        },
+    }
+    baseline = {"scenarios": {key: plan for key, *_ in refresh.EXAMPLES}}
+    text = "intro\n<!-- refresh-table: examples-brief -->\n\n| old |\n|---|\n| 1 |\n\nafter\n"
+    new = refresh.refresh_tables(text, baseline)
+    assert new.startswith("intro\n<!-- refresh-table: examples-brief -->\n\n| scenario | plan |")
+    assert new.endswith("|\n\nafter\n") and "| 1 |" not in new
+    row = new.split("\n")[5]
+    assert "2× (3× A TP2 → 1× B TP4), $81.93/h (re-sized from $60.00/h, which missed)" in row
+    assert "| 94.3 % / 92.1 % | 9 % | 6.13 / 5.59 req/s |" in row
+    with pytest.raises(SystemExit, match="names no table"):
+        refresh.refresh_tables(text.replace("examples-brief", "nothing"), baseline)
+    with pytest.raises(SystemExit, match="has no table after it"):
+        refresh.refresh_tables("<!-- refresh-table: examples -->\n# heading\n| a |\n", baseline)
+
+
 def test_shown_blocks_carry_the_note_before_them_across_prose_but_not_across_a_heading():
     refresh = _refresh()
     text = (
