@@ -75,6 +75,7 @@ SHARED = ROOT.parent / "shared" / "data"
 BENCHMARK = re.compile(r"^benchmarks/[a-z0-9_]+\.py$")
 #: A table row that quotes a figure with a unit (a share, a rate, a time, a ratio or a price).
 TABLE_FIGURE = re.compile(r"\d[\d,.]*\s?(?:%|req/s|tok/s|ms\b|s\b|x\b|×)|\$\d")
+NUMBER = re.compile(r"^[-+−]?[\d,.]*\d(?:e[-+]?\d+)?$")
 PROGRESS = re.compile(r"^[a-z][\w -]*: .* \[\d+:\d\d:\d\d\]\s*$")
 ENV_WORD = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
@@ -248,6 +249,14 @@ def marker_steps(command: str) -> list[tuple[list[str], dict[str, str]]]:
     return steps
 
 
+def _figure_row(row: str) -> bool:
+    """A table row that quotes a figure with its unit, or whose cells after the first are mostly bare numbers."""
+    if TABLE_FIGURE.search(row):
+        return True
+    cells = [c.strip() for c in row.strip().strip("|").split("|")][1:]
+    return bool(cells) and 2 * sum(1 for c in cells if NUMBER.match(c)) >= len(cells)
+
+
 class Shown(NamedTuple):
     """A fenced block or a Markdown table of a docs page, with the marker or note line that says what it is (a
     NamedTuple: the tests load this script without registering it as a module, which a dataclass needs)."""
@@ -261,7 +270,7 @@ class Shown(NamedTuple):
         """A fence with any digit in it; a table with a figure and its unit in at least half of its rows."""
         if self.kind == "fence":
             return any(ch.isdigit() for row in self.body for ch in row)
-        return 2 * sum(1 for row in self.body if TABLE_FIGURE.search(row)) >= max(len(self.body), 1)
+        return 2 * sum(1 for row in self.body if _figure_row(row)) >= max(len(self.body), 1)
 
 
 def shown_blocks(text: str) -> Iterator[Shown]:

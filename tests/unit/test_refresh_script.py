@@ -199,6 +199,9 @@ def test_shown_blocks_carry_the_note_before_them_across_prose_but_not_across_a_h
         (12, "fence", None),
     ]
     assert [b.bears_figures() for b in blocks] == [True, True, False]
+    counts = list(refresh.shown_blocks("| command | inputs | tracebacks |\n|---|---|---|\n| plan | 2,400 | 0 |\n"))
+    names = list(refresh.shown_blocks("| code | meaning |\n|---|---|\n| 0 | done |\n| 2 | bad input |\n"))
+    assert counts[0].bears_figures() and not names[0].bears_figures()  # a table of bare counts is figures too
 
 
 @pytest.mark.slow
