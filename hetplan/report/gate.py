@@ -26,7 +26,7 @@ from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.plan.types import combo_label as _label
 from hetplan.report import plan_fields
-from hetplan.report.types import GateResult as GateResult  # re-exported: callers import it from here
+from hetplan.report.gate_types import GateResult as GateResult  # re-exported: callers import it from here
 from hetplan.report.verification import ClassOutcome, block_status, block_verdict, class_outcomes
 
 
