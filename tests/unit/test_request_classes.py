@@ -126,7 +126,7 @@ def checked():
         ]
         plan = replace(base, scenario_extra={**base.scenario_extra, "classes": classes})
         v = verify_plan(plan, wl, capacity=False)
-        return replace(plan, extra={**plan.extra, "verification": v}), v
+        return replace(plan, verification=v), v  # the typed field, as the planner sets it
 
     return plan_with
 
