@@ -44,20 +44,20 @@ PLAN_COLOR = "#2b6cb0"
 OTHER_COLOR = "#a0aec0"
 
 
-def _label(plan: PlanSection, name: str) -> str:
+def _label(section: PlanSection, name: str) -> str:
     """A strategy's axis label: the chosen plan's says so."""
-    return f"{name}\n(this plan)" if name == plan.strategy else name
+    return f"{name}\n(this plan)" if name == section.strategy else name
 
 
-def cost_by_strategy(plan: PlanSection) -> str:
+def cost_by_strategy(section: PlanSection) -> str:
     """Bar chart: $/hour of each strategy for one plan's scenario (infeasible ones omitted); the chosen plan's bar
     in :data:`PLAN_COLOR`, the others in :data:`OTHER_COLOR`, with a legend saying which is which."""
-    rows = [(n, s.usd_per_hour) for n, s in plan.strategies.items() if not s.infeasible]
-    chosen = plan.strategy
+    rows = [(n, s.usd_per_hour) for n, s in section.strategies.items() if not s.infeasible]
+    chosen = section.strategy
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(5.5, 2.8))
         bars = ax.bar(
-            [_label(plan, n) for n, _ in rows],
+            [_label(section, n) for n, _ in rows],
             [c for _, c in rows],
             color=[PLAN_COLOR if n == chosen else OTHER_COLOR for n, _ in rows],
         )
@@ -72,9 +72,9 @@ def cost_by_strategy(plan: PlanSection) -> str:
         return _svg(fig)
 
 
-def gpu_mix(plan: PlanSection) -> str:
+def gpu_mix(section: PlanSection) -> str:
     """Stacked horizontal bars: GPUs of each type used by each strategy (the chosen plan's labelled so)."""
-    rows = [(n, s.gpus_used) for n, s in plan.strategies.items() if not s.infeasible]
+    rows = [(n, s.gpus_used) for n, s in section.strategies.items() if not s.infeasible]
     gpus = sorted({g for _, used in rows for g in used})
     cmap = plt.get_cmap("tab10")
     with plt.rc_context(RC):
@@ -82,7 +82,7 @@ def gpu_mix(plan: PlanSection) -> str:
         left = [0.0] * len(rows)
         for i, gpu in enumerate(gpus):
             counts = [used.get(gpu, 0) for _, used in rows]
-            ax.barh([_label(plan, n) for n, _ in rows], counts, left=left, color=cmap(i % 10), label=gpu)
+            ax.barh([_label(section, n) for n, _ in rows], counts, left=left, color=cmap(i % 10), label=gpu)
             left = [a + b for a, b in zip(left, counts, strict=True)]
         ax.set_xlabel("GPUs")
         ax.set_title("GPU mix")
@@ -91,21 +91,21 @@ def gpu_mix(plan: PlanSection) -> str:
         return _svg(fig)
 
 
-def cost_vs_goodput(plan: PlanSection) -> str:
+def cost_vs_goodput(section: PlanSection) -> str:
     """Lines: $/hour of each strategy against the goodput target (points where it is feasible); the chosen
     strategy's line drawn thicker and the plan itself a star at its target and cost, all in the legend."""
-    curve = plan.cost_vs_goodput
+    curve = section.cost_vs_goodput
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(5.5, 3.0))
         for name, color in STRATEGY_COLORS.items():
             pts = [(r.goodput_req_per_s, y) for r in curve if (y := r.usd_per_hour.get(name)) is not None]
             if pts:
-                mine = name == plan.strategy
+                mine = name == section.strategy
                 ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", color=color,
                         label=f"{name} (this plan)" if mine else name, linewidth=2.5 if mine else 1.2)  # fmt: skip
-        target = plan.goodput_target_req_per_s
+        target = section.goodput_target_req_per_s
         ax.axvline(target, color="#718096", linestyle=":", linewidth=1, label=f"goodput target {target:g} req/s")
-        ax.plot([target], [plan.usd_per_hour], marker="*", markersize=12, color="#c53030", linestyle="none",
+        ax.plot([target], [section.usd_per_hour], marker="*", markersize=12, color="#c53030", linestyle="none",
                 label="this plan")  # fmt: skip
         ax.set_xlabel("goodput target (req/s)")
         ax.set_ylabel("$/hour")
@@ -114,13 +114,13 @@ def cost_vs_goodput(plan: PlanSection) -> str:
         return _svg(fig)
 
 
-def latency_vs_slo(plan: PlanSection) -> str | None:
+def latency_vs_slo(section: PlanSection) -> str | None:
     """Two panels, TTFT and TPOT at the SLO percentile: what the model predicts (the slowest combo's) and what the
     simulated check measured on the trace, labelled so, against the SLO as a dashed line in the legend. None when
     the plan has neither figure."""
-    slo = plan.slo
-    combos = [d for d in plan.deployment if isinstance(d, ComboRow)]
-    v = plan.verification
+    slo = section.slo
+    combos = [d for d in section.deployment if isinstance(d, ComboRow)]
+    v = section.verification
     predicted = {
         "TTFT": max((d.predicted_ttft_s for d in combos), default=None),
         "TPOT": max((d.predicted_tpot_s for d in combos), default=None),
