@@ -22,7 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
+from hetplan.plan.schema import FIX, PlanDoc
 from hetplan.plan.types import Plan
 from hetplan.plan.types import combo_label as _label
 from hetplan.report import plan_fields
@@ -164,39 +168,48 @@ def side_of_plan(plan: Plan) -> GateSide:
     )
 
 
+class BaselineDoc(PlanDoc):
+    """A stored plan document as the gate reads it: the checked plan (:class:`hetplan.plan.schema.PlanDoc`), the
+    hetplan version that wrote it and its verification block (both as written; None when absent)."""
+
+    hetplan_version: Any = None
+    verification: Any = None
+
+
 def side_of_doc(doc: Mapping[str, Any]) -> GateSide:
-    """The gate's view of a stored plan document (a baseline; version 1 or 2, checked by
-    :func:`hetplan.plan.doc.check_plan`). The one reader of the baseline's fields."""
-    sc = doc["scenario"]
+    """The gate's view of a stored plan document (a baseline; version 1 or 2), read through the plan file's schema.
+
+    Raises:
+        InputError: the document is not a usable plan (see :func:`hetplan.plan.doc.check_plan`).
+    """
+    try:
+        base = BaselineDoc.model_validate(doc)
+    except ValidationError as exc:
+        raise InputError("the baseline is not a usable hetplan plan", format_validation(exc), FIX) from None
+    sc = base.scenario
     units: Counter[str] = Counter()
-    for part in doc.get("combos", []) + doc.get("instances", []):
-        units[_unit_label(part)] += part["count"]
-    v = doc.get("verification")
+    for c in base.combos:
+        units[_label(c.n_prefill, c.prefill_gpu, c.prefill_tp, c.n_decode, c.decode_gpu, c.decode_tp)] += c.count
+    for t in base.instances:
+        units[f"{t.gpu} TP{t.tp} (aggregated)"] += t.count
+    values = (sc.model, sc.weight_dtype, sc.kv_dtype, sc.goodput_target_req_per_s, sc.headroom)
     return GateSide(
-        name=sc["name"],
-        settings=tuple((label, sc.get(key)) for key, label in SETTINGS),
-        strategy=doc.get("strategy"),
-        slo=sc.get("slo"),
-        workload_source=sc.get("workload", {}).get("source"),
-        prices={g: p["usd_per_gpu_hour"] for g, p in sc.get("prices", {}).items()},
-        gpus_used=doc["gpus_used"],
+        name=sc.name,
+        settings=tuple((label, v) for (_, label), v in zip(SETTINGS, values, strict=True)),
+        strategy=base.strategy,
+        slo=sc.slo.model_dump(),
+        workload_source=sc.workload.source,
+        prices={g: p.usd_per_gpu_hour for g, p in sc.prices.items()},
+        gpus_used=base.gpus_used,
         deployment=units,
-        goodput_req_per_s=doc["goodput_req_per_s"],
-        total_usd_per_hour=float(doc["total_usd_per_hour"]),
-        tokens_per_usd=doc["tokens_per_usd"],
-        status=block_status(v),
-        verdict=block_verdict(v),
-        classes=class_outcomes(v),
-        hetplan_version=doc.get("hetplan_version"),
+        goodput_req_per_s=base.goodput_req_per_s,
+        total_usd_per_hour=base.total_usd_per_hour,
+        tokens_per_usd=base.tokens_per_usd,
+        status=block_status(base.verification),
+        verdict=block_verdict(base.verification),
+        classes=class_outcomes(base.verification),
+        hetplan_version=base.hetplan_version,
     )
-
-
-def _unit_label(part: Mapping[str, Any]) -> str:
-    """A stored combo's or aggregated instance type's label (as :attr:`hetplan.plan.types.ComboUnit.label`)."""
-    if "prefill_gpu" in part:
-        c = part
-        return _label(c["n_prefill"], c["prefill_gpu"], c["prefill_tp"], c["n_decode"], c["decode_gpu"], c["decode_tp"])
-    return f"{part['gpu']} TP{part['tp']} (aggregated)"
 
 
 def explain(current: GateSide, baseline: GateSide) -> list[str]:
