@@ -2,6 +2,7 @@
 stored baseline)."""
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,9 +32,8 @@ from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 
 if TYPE_CHECKING:
     from hetplan.plan.types import Plan
-    from hetplan.report.gate import GateResult
+    from hetplan.report.types import GateResult, Report
 
-FORMATS = ("term", "md", "html", "json")
 GATE_KIND = "gate-baseline"
 SCHEDULE_SCHEMA_VERSION = 1  # of hetplan autoscale --out schedule.json
 GATE_SCHEMA_VERSION = 1  # of the gate baseline file (its plans carry their own)
@@ -51,28 +51,6 @@ def _check_baseline_suffix(path: Path) -> None:
             "--update-baseline writes JSON for *.json and YAML for *.yaml or *.yml",
             "name the baseline *.json, *.yaml or *.yml",
         )
-
-
-def _format_for(fmt: str | None, out: Path | None) -> str:
-    if fmt is None:
-        if out is None:
-            return "term"
-        suffix = out.suffix.lower()
-        fmt = {".md": "md", ".html": "html", ".htm": "html", ".json": "json"}.get(suffix)
-        if fmt is None:
-            raise InputError(
-                f"cannot tell the format of {out}",
-                "its suffix is not .md, .html or .json",
-                "pass --format md|html|json, or name the file *.md, *.html or *.json",
-            )
-    fmt = fmt.lower()
-    if fmt not in FORMATS:
-        raise InputError(f"--format {fmt!r} is not known", f"known: {', '.join(FORMATS)}", "pick one of them")
-    if fmt == "term" and out is not None:
-        raise InputError(
-            "--format term prints tables to the terminal", fix="use --format md (or html, json) with --out"
-        )
-    return fmt
 
 
 def _read_doc(path: Path, what: str) -> dict[str, Any]:
@@ -145,13 +123,12 @@ def report(
     from hetplan.plan.doc import load_plan
     from hetplan.report.gate import compare, markdown_summary, parse_fraction, parse_usd_per_hour
     from hetplan.report.model import build_report
-    from hetplan.report.render.html import render_html
-    from hetplan.report.render.json import render_json
-    from hetplan.report.render.markdown import render_markdown
+    from hetplan.report.render.formats import format_for, render_text
     from hetplan.report.render.terminal import render_terminal
+    from hetplan.report.types import GateSummary
 
-    def work() -> tuple[str, dict[str, Any], list["GateResult"], float, float]:
-        kind = _format_for(fmt, out)
+    def work() -> tuple[str, "Report", list["GateResult"], float, float]:
+        kind = format_for(fmt, out)
         gate_opts = (
             max_cost_increase is not None or max_usd is not None or min_ratio is not None or github
             or summary is not None
@@ -204,25 +181,13 @@ def report(
                         max_cost_increase_usd_per_hour=allowed_usd,
                     )  # fmt: skip
                 )
-            rep["gate"] = {
-                "baseline": baseline.name,
-                "max_cost_increase_fraction": allowed,
-                "max_cost_increase_usd_per_hour": allowed_usd,
-                "min_tokens_per_usd_ratio": min_ratio,
-                "results": [r.as_dict() for r in results],
-                "passed": all(r.passed for r in results),
-            }
+            passed = all(r.passed for r in results)
+            rep = replace(rep, gate=GateSummary(baseline.name, allowed, allowed_usd, min_ratio, tuple(results), passed))
         return kind, rep, results, allowed, allowed_usd
 
     kind, rep, results, allowed, allowed_usd = run_guarded(lambda: run_with_timeout(timeout, work, "report"))
     gate_md = markdown_summary(results, allowed, None, allowed_usd) if results else ""
-    text = ""
-    if kind == "json":
-        text = render_json(rep)
-    elif kind == "md":
-        text = render_markdown(rep) + ("\n" + gate_md if gate_md else "")
-    elif kind == "html":
-        text = render_html(rep, gate_md)
+    text = render_text(rep, kind, gate_md)
     if out is not None:
         run_guarded(lambda: write_atomic(out, text, force=force))
         err_console.print(f"wrote {escape(str(out))}")
@@ -313,6 +278,7 @@ def gate(
     """Re-plan SCENARIOS and compare each with the stored baseline, so a change to models, prices, SLOs or
     hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails or was not compared."""
     from hetplan.report.gate import compare, failed, parse_fraction, parse_usd_per_hour
+    from hetplan.report.types import GateRun
     from hetplan.scenario import load_scenario
 
     def work() -> tuple[dict[str, "Plan"], dict[str, str], dict[str, Any] | None, float, float]:
@@ -381,12 +347,8 @@ def gate(
         if name not in fresh and name not in broken
     ]
     if json_out:
-        gate_doc = {
-            "passed": bool(results) and all(r.passed for r in results),
-            "results": [r.as_dict() for r in results],
-            "warnings": warnings,
-        }
-        to_stdout(lambda: typer.echo(to_json(gate_doc), nl=False))
+        run = GateRun(bool(results) and all(r.passed for r in results), tuple(results), tuple(warnings))
+        to_stdout(lambda: typer.echo(to_json(run.to_doc()), nl=False))
     _finish_gate(results, allowed, github, summary, warnings, quiet=json_out, allowed_usd=allowed_usd)
 
 

@@ -14,6 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from hetplan.report.types import ComboRow, PlanSection, ScheduleSection  # noqa: E402
+
 STRATEGY_COLORS = {"cauchy": "#2b6cb0", "homogeneous": "#a0aec0", "melange": "#dd6b20"}
 RC: Any = {
     "svg.hashsalt": "hetplan",
@@ -42,20 +44,20 @@ PLAN_COLOR = "#2b6cb0"
 OTHER_COLOR = "#a0aec0"
 
 
-def _label(plan: dict[str, Any], name: str) -> str:
+def _label(section: PlanSection, name: str) -> str:
     """A strategy's axis label: the chosen plan's says so."""
-    return f"{name}\n(this plan)" if name == plan.get("strategy") else name
+    return f"{name}\n(this plan)" if name == section.strategy else name
 
 
-def cost_by_strategy(plan: dict[str, Any]) -> str:
+def cost_by_strategy(section: PlanSection) -> str:
     """Bar chart: $/hour of each strategy for one plan's scenario (infeasible ones omitted); the chosen plan's bar
     in :data:`PLAN_COLOR`, the others in :data:`OTHER_COLOR`, with a legend saying which is which."""
-    rows = [(n, s["total_usd_per_hour"]) for n, s in plan["strategies"].items() if s.get("status") != "infeasible"]
-    chosen = plan.get("strategy")
+    rows = [(n, s.usd_per_hour) for n, s in section.strategies.items() if not s.infeasible]
+    chosen = section.strategy
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(5.5, 2.8))
         bars = ax.bar(
-            [_label(plan, n) for n, _ in rows],
+            [_label(section, n) for n, _ in rows],
             [c for _, c in rows],
             color=[PLAN_COLOR if n == chosen else OTHER_COLOR for n, _ in rows],
         )
@@ -70,9 +72,9 @@ def cost_by_strategy(plan: dict[str, Any]) -> str:
         return _svg(fig)
 
 
-def gpu_mix(plan: dict[str, Any]) -> str:
+def gpu_mix(section: PlanSection) -> str:
     """Stacked horizontal bars: GPUs of each type used by each strategy (the chosen plan's labelled so)."""
-    rows = [(n, s["gpus_used"]) for n, s in plan["strategies"].items() if s.get("status") != "infeasible"]
+    rows = [(n, s.gpus_used) for n, s in section.strategies.items() if not s.infeasible]
     gpus = sorted({g for _, used in rows for g in used})
     cmap = plt.get_cmap("tab10")
     with plt.rc_context(RC):
@@ -80,7 +82,7 @@ def gpu_mix(plan: dict[str, Any]) -> str:
         left = [0.0] * len(rows)
         for i, gpu in enumerate(gpus):
             counts = [used.get(gpu, 0) for _, used in rows]
-            ax.barh([_label(plan, n) for n, _ in rows], counts, left=left, color=cmap(i % 10), label=gpu)
+            ax.barh([_label(section, n) for n, _ in rows], counts, left=left, color=cmap(i % 10), label=gpu)
             left = [a + b for a, b in zip(left, counts, strict=True)]
         ax.set_xlabel("GPUs")
         ax.set_title("GPU mix")
@@ -89,25 +91,21 @@ def gpu_mix(plan: dict[str, Any]) -> str:
         return _svg(fig)
 
 
-def cost_vs_goodput(plan: dict[str, Any]) -> str:
+def cost_vs_goodput(section: PlanSection) -> str:
     """Lines: $/hour of each strategy against the goodput target (points where it is feasible); the chosen
     strategy's line drawn thicker and the plan itself a star at its target and cost, all in the legend."""
-    curve = plan["cost_vs_goodput"]
+    curve = section.cost_vs_goodput
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(5.5, 3.0))
         for name, color in STRATEGY_COLORS.items():
-            pts = [
-                (r["goodput_req_per_s"], r[f"{name}_usd_per_hour"])
-                for r in curve
-                if r.get(f"{name}_usd_per_hour") is not None
-            ]
+            pts = [(r.goodput_req_per_s, y) for r in curve if (y := r.usd_per_hour.get(name)) is not None]
             if pts:
-                mine = name == plan.get("strategy")
+                mine = name == section.strategy
                 ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", color=color,
                         label=f"{name} (this plan)" if mine else name, linewidth=2.5 if mine else 1.2)  # fmt: skip
-        target = plan["goodput_target_req_per_s"]
+        target = section.goodput_target_req_per_s
         ax.axvline(target, color="#718096", linestyle=":", linewidth=1, label=f"goodput target {target:g} req/s")
-        ax.plot([target], [plan["usd_per_hour"]], marker="*", markersize=12, color="#c53030", linestyle="none",
+        ax.plot([target], [section.usd_per_hour], marker="*", markersize=12, color="#c53030", linestyle="none",
                 label="this plan")  # fmt: skip
         ax.set_xlabel("goodput target (req/s)")
         ax.set_ylabel("$/hour")
@@ -116,24 +114,24 @@ def cost_vs_goodput(plan: dict[str, Any]) -> str:
         return _svg(fig)
 
 
-def latency_vs_slo(plan: dict[str, Any]) -> str | None:
+def latency_vs_slo(section: PlanSection) -> str | None:
     """Two panels, TTFT and TPOT at the SLO percentile: what the model predicts (the slowest combo's) and what the
     simulated check measured on the trace, labelled so, against the SLO as a dashed line in the legend. None when
     the plan has neither figure."""
-    slo = plan["slo"]
-    combos = [d for d in plan["deployment"] if "predicted_ttft_s" in d]
-    v = plan.get("verification") or {}
+    slo = section.slo
+    combos = [d for d in section.deployment if isinstance(d, ComboRow)]
+    v = section.verification
     predicted = {
-        "TTFT": max((d["predicted_ttft_s"] for d in combos), default=None),
-        "TPOT": max((d["predicted_tpot_s"] for d in combos), default=None),
+        "TTFT": max((d.predicted_ttft_s for d in combos), default=None),
+        "TPOT": max((d.predicted_tpot_s for d in combos), default=None),
     }
-    simulated = {"TTFT": v.get("ttft_q_s"), "TPOT": v.get("tpot_q_s")}
+    simulated = {"TTFT": None if v is None else v.ttft_q_s, "TPOT": None if v is None else v.tpot_q_s}
     if all(x is None for x in (*predicted.values(), *simulated.values())):
         return None
-    q = f"p{slo['percentile']:g}"
+    q = f"p{slo.percentile:g}"
     with plt.rc_context(RC):
         fig, axes = plt.subplots(1, 2, figsize=(6.5, 2.8))
-        for ax, metric, limit in zip(axes, ("TTFT", "TPOT"), (slo["ttft_s"], slo["tpot_s"]), strict=True):
+        for ax, metric, limit in zip(axes, ("TTFT", "TPOT"), (slo.ttft_s, slo.tpot_s), strict=True):
             ms = limit < 1.0  # TPOT in ms, TTFT in s unless its SLO is under a second
             scale, unit = (1e3, "ms") if ms else (1.0, "s")
             named = (("model predicts", predicted[metric]), ("simulated on\nthe trace", simulated[metric]))
@@ -158,15 +156,15 @@ def latency_vs_slo(plan: dict[str, Any]) -> str | None:
         return _svg(fig)
 
 
-def schedule_over_time(sched: dict[str, Any]) -> str:
+def schedule_over_time(sched: ScheduleSection) -> str:
     """Two panels over time: demand against available capacity (req/s), and the schedule's $/hour."""
-    rows = sched["windows"]
-    hours = [r["window_start_s"] / 3600.0 for r in rows]
+    rows = sched.windows
+    hours = [r.window_start_s / 3600.0 for r in rows]
     with plt.rc_context(RC):
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(9.0, 4.6), sharex=True)
         top.step(
             hours,
-            [r["demand_req_per_s"] for r in rows],
+            [r.demand_req_per_s for r in rows],
             where="post",
             color="#dd6b20",
             linewidth=0.8,
@@ -174,7 +172,7 @@ def schedule_over_time(sched: dict[str, Any]) -> str:
         )
         top.step(
             hours,
-            [r["available_capacity_req_per_s"] for r in rows],
+            [r.available_capacity_req_per_s for r in rows],
             where="post",
             color="#2b6cb0",
             linewidth=0.8,
@@ -184,9 +182,9 @@ def schedule_over_time(sched: dict[str, Any]) -> str:
         top.legend(frameon=False, loc="upper right")
         top.set_title("Demand, capacity and cost over time")
         bottom.step(
-            hours, [r["usd_per_hour"] for r in rows], where="post", color="#2f855a", linewidth=0.8, label="schedule"
+            hours, [r.usd_per_hour for r in rows], where="post", color="#2f855a", linewidth=0.8, label="schedule"
         )
-        peak = sched["summary"]["static_peak_usd"] / sched["summary"]["hours"]
+        peak = sched.summary.static_peak_usd / sched.summary.hours
         bottom.axhline(peak, color="#a0aec0", linestyle="--", linewidth=1, label="static peak fleet")
         bottom.set_ylabel("$/hour")
         bottom.set_xlabel("hours since the start of the curve")

@@ -18,69 +18,23 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
-from hetplan.plan.doc import to_doc
+from hetplan.plan.schema import FIX, PlanDoc
 from hetplan.plan.types import Plan
-from hetplan.report.model import combo_label
-
-
-@dataclass(frozen=True)
-class GateResult:
-    """Outcome of one comparison. ``cost_change`` (a fraction) and ``tokens_per_usd_ratio`` are relative to the
-    baseline; both are NaN where not defined (a $0.00/h baseline for the fraction, a $0.00/h plan on either side for
-    the ratio, a scenario not compared for both). ``cost_change_usd_per_hour`` is the rise in dollars per hour."""
-
-    name: str
-    passed: bool
-    baseline_usd_per_hour: float
-    usd_per_hour: float
-    cost_change: float
-    tokens_per_usd_ratio: float
-    failures: tuple[str, ...] = ()
-    changes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def cost_change_usd_per_hour(self) -> float:
-        """``usd_per_hour - baseline_usd_per_hour`` (NaN when not compared)."""
-        return self.usd_per_hour - self.baseline_usd_per_hour
-
-    def change_text(self) -> str:
-        """The cost change in words: ``+1.25 %``, or ``+$3.00/h`` from a $0.00/h baseline (no percentage)."""
-        if math.isnan(self.cost_change):
-            rise = self.cost_change_usd_per_hour
-            return f"{'-' if rise < 0 else '+'}${abs(rise):,.2f}/h from $0.00/h"
-        return f"{self.cost_change * 100:+.2f} %"
-
-    def ratio_text(self) -> str:
-        """``0.9800x``, or ``-`` where tokens/USD is not defined (a plan at $0.00/h)."""
-        return "-" if math.isnan(self.tokens_per_usd_ratio) else f"{self.tokens_per_usd_ratio:.4f}x"
-
-    def as_dict(self) -> dict[str, Any]:
-        def num(x: float) -> float | None:
-            return None if math.isnan(x) else round(x, 6) + 0.0
-
-        return {
-            "name": self.name,
-            "passed": self.passed,
-            "baseline_usd_per_hour": num(self.baseline_usd_per_hour),
-            "usd_per_hour": num(self.usd_per_hour),
-            "cost_change_fraction": num(self.cost_change),
-            "cost_change_usd_per_hour": num(self.cost_change_usd_per_hour),
-            "tokens_per_usd_ratio": num(self.tokens_per_usd_ratio),
-            "failures": list(self.failures),
-            "changes": list(self.changes),
-        }
-
-
-def allowance_text(max_cost_increase: float, max_cost_increase_usd_per_hour: float = 0.0) -> str:
-    """The allowed rise in words: ``+2 %``, or ``+2 % or +$1.50/h, whichever is larger``."""
-    text = f"+{max_cost_increase * 100:g} %"
-    if max_cost_increase_usd_per_hour > 0:
-        text += f" or +${max_cost_increase_usd_per_hour:,.2f}/h, whichever is larger"
-    return text
+from hetplan.plan.types import combo_label as _label
+from hetplan.report import plan_fields
+from hetplan.report.gate_types import GateResult as GateResult  # re-exported: callers import it from here
+from hetplan.report.render.gate import allowance_text as allowance_text  # re-exported: the CLI imports them here
+from hetplan.report.render.gate import github_annotations as github_annotations
+from hetplan.report.render.gate import markdown_summary as markdown_summary
+from hetplan.report.verification import ClassOutcome, block_status, block_verdict, class_outcomes
 
 
 def parse_usd_per_hour(value: float | None, field_name: str) -> float:
@@ -121,13 +75,6 @@ def parse_fraction(text: str | float, field_name: str) -> float:
     return value
 
 
-def _deployment(plan: dict[str, Any]) -> Counter[str]:
-    units: Counter[str] = Counter()
-    for part in plan.get("combos", []) + plan.get("instances", []):
-        units[combo_label(part)] += part["count"]
-    return units
-
-
 def _slo_value(key: str, x: Any, exact: bool = False) -> str:
     if not isinstance(x, (int, float)) or isinstance(x, bool):
         return "-" if x is None else str(x)
@@ -155,51 +102,146 @@ def slo_change(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "SLO: " + ", ".join(parts)
 
 
-def explain(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
-    """Readable lines saying what differs between two plan documents (empty when nothing does)."""
+@dataclass(frozen=True)
+class GateSide:
+    """What the gate compares of one plan (the fresh one, or the baseline's stored document): the scenario's
+    settings as written (model, dtypes, goodput target in req/s, headroom, SLOs in seconds, workload source, prices
+    in $/GPU-hour), the strategy, GPUs per type, deployment units by label, predicted goodput (req/s), cost
+    ($/hour), tokens/USD, the verification's status, verdict and per-class checks, and hetplan's version."""
+
+    name: str
+    settings: tuple[tuple[str, Any], ...]
+    strategy: Any
+    slo: Mapping[str, Any] | None
+    workload_source: Any
+    prices: Mapping[str, float]
+    gpus_used: Mapping[str, int]
+    deployment: Counter[str]
+    goodput_req_per_s: float
+    total_usd_per_hour: float
+    tokens_per_usd: float
+    status: str | None
+    verdict: Any
+    classes: Mapping[str, ClassOutcome] = field(default_factory=dict)
+    hetplan_version: Any = None
+
+
+#: The scenario settings the explanation compares, with their labels.
+SETTINGS = (
+    ("model", "model"),
+    ("weight_dtype", "weight dtype"),
+    ("kv_dtype", "KV dtype"),
+    ("goodput_target_req_per_s", "goodput target (req/s)"),
+    ("headroom", "headroom"),
+)
+
+
+def side_of_plan(plan: Plan) -> GateSide:
+    """The gate's view of a typed plan (the same values its plan document would give)."""
+    units: Counter[str] = Counter()
+    for c in plan.combos:
+        units[c.label] += c.count
+    for t in plan.instances:
+        units[f"{t.gpu} TP{t.tp} (aggregated)"] += t.count
+    values = (plan.model.spec.name, plan.weight_dtype, plan.kv_dtype, plan.goodput_target_req_per_s, plan.headroom)
+    return GateSide(
+        name=plan.name,
+        settings=tuple((label, v) for (_, label), v in zip(SETTINGS, values, strict=True)),
+        strategy=plan.strategy,
+        slo={"ttft_s": plan.slo.ttft_s, "tpot_s": plan.slo.tpot_s, "percentile": plan.slo.percentile},
+        workload_source=plan_fields.workload_source(plan),
+        prices={g: p.usd_per_gpu_hour for g, p in plan.prices.items()},
+        gpus_used=dict(plan.gpus_used),
+        deployment=units,
+        goodput_req_per_s=plan.goodput_req_per_s,
+        total_usd_per_hour=plan.total_usd_per_hour,
+        tokens_per_usd=plan.tokens_per_usd,
+        status=plan_fields.verification_status(plan),
+        verdict=plan_fields.verification_verdict(plan),
+        classes=plan_fields.class_checks(plan),
+        hetplan_version=plan.provenance.hetplan_version,
+    )
+
+
+class BaselineDoc(PlanDoc):
+    """A stored plan document as the gate reads it: the checked plan (:class:`hetplan.plan.schema.PlanDoc`), the
+    hetplan version that wrote it and its verification block (both as written; None when absent)."""
+
+    hetplan_version: Any = None
+    verification: Any = None
+
+
+def side_of_doc(doc: Mapping[str, Any]) -> GateSide:
+    """The gate's view of a stored plan document (a baseline; version 1 or 2), read through the plan file's schema.
+
+    Raises:
+        InputError: the document is not a usable plan (see :func:`hetplan.plan.doc.check_plan`).
+    """
+    try:
+        base = BaselineDoc.model_validate(doc)
+    except ValidationError as exc:
+        raise InputError("the baseline is not a usable hetplan plan", format_validation(exc), FIX) from None
+    sc = base.scenario
+    units: Counter[str] = Counter()
+    for c in base.combos:
+        units[_label(c.n_prefill, c.prefill_gpu, c.prefill_tp, c.n_decode, c.decode_gpu, c.decode_tp)] += c.count
+    for t in base.instances:
+        units[f"{t.gpu} TP{t.tp} (aggregated)"] += t.count
+    values = (sc.model, sc.weight_dtype, sc.kv_dtype, sc.goodput_target_req_per_s, sc.headroom)
+    return GateSide(
+        name=sc.name,
+        settings=tuple((label, v) for (_, label), v in zip(SETTINGS, values, strict=True)),
+        strategy=base.strategy,
+        slo=sc.slo.model_dump(),
+        workload_source=sc.workload.source,
+        prices={g: p.usd_per_gpu_hour for g, p in sc.prices.items()},
+        gpus_used=base.gpus_used,
+        deployment=units,
+        goodput_req_per_s=base.goodput_req_per_s,
+        total_usd_per_hour=base.total_usd_per_hour,
+        tokens_per_usd=base.tokens_per_usd,
+        status=block_status(base.verification),
+        verdict=block_verdict(base.verification),
+        classes=class_outcomes(base.verification),
+        hetplan_version=base.hetplan_version,
+    )
+
+
+def explain(current: GateSide, baseline: GateSide) -> list[str]:
+    """Readable lines saying what differs between two plans (empty when nothing does)."""
     lines = []
-    cs, bs = current["scenario"], baseline["scenario"]
-    for key, label in (
-        ("model", "model"),
-        ("weight_dtype", "weight dtype"),
-        ("kv_dtype", "KV dtype"),
-        ("goodput_target_req_per_s", "goodput target (req/s)"),
-        ("headroom", "headroom"),
-    ):
-        if cs.get(key) != bs.get(key):
-            lines.append(f"{label}: {bs.get(key)} -> {cs.get(key)}")
-    if current.get("strategy") != baseline.get("strategy"):
-        lines.append(f"strategy: {baseline.get('strategy')} -> {current.get('strategy')}")
-    if cs.get("slo") != bs.get("slo"):
-        lines.append(slo_change(bs.get("slo") or {}, cs.get("slo") or {}))
-    if cs.get("workload", {}).get("source") != bs.get("workload", {}).get("source"):
-        lines.append(f"workload: {bs.get('workload', {}).get('source')} -> {cs.get('workload', {}).get('source')}")
-    cp = {g: p["usd_per_gpu_hour"] for g, p in cs.get("prices", {}).items()}
-    bp = {g: p["usd_per_gpu_hour"] for g, p in bs.get("prices", {}).items()}
+    for (label, now), (_, was) in zip(current.settings, baseline.settings, strict=True):
+        if now != was:
+            lines.append(f"{label}: {was} -> {now}")
+    if current.strategy != baseline.strategy:
+        lines.append(f"strategy: {baseline.strategy} -> {current.strategy}")
+    if current.slo != baseline.slo:
+        lines.append(slo_change(dict(baseline.slo or {}), dict(current.slo or {})))
+    if current.workload_source != baseline.workload_source:
+        lines.append(f"workload: {baseline.workload_source} -> {current.workload_source}")
+    cp, bp = current.prices, baseline.prices
     for gpu in sorted(set(cp) | set(bp)):
         if cp.get(gpu) != bp.get(gpu):
             old = "-" if gpu not in bp else f"${bp[gpu]:g}"
             new = "-" if gpu not in cp else f"${cp[gpu]:g}"
             lines.append(f"price of {gpu}: {old} -> {new} per GPU-hour")
-    cu, bu = current["gpus_used"], baseline["gpus_used"]
+    cu, bu = current.gpus_used, baseline.gpus_used
     for gpu in sorted(set(cu) | set(bu)):
         if cu.get(gpu, 0) != bu.get(gpu, 0):
             lines.append(f"GPUs of {gpu}: {bu.get(gpu, 0)} -> {cu.get(gpu, 0)}")
-    cd, bd = _deployment(current), _deployment(baseline)
+    cd, bd = current.deployment, baseline.deployment
     for label in sorted(set(cd) | set(bd)):
         if cd[label] != bd[label]:
             verb = "added" if not bd[label] else "removed" if not cd[label] else "count changed"
             lines.append(f"{verb}: {label} ({bd[label]} -> {cd[label]})")
-    if abs(current["goodput_req_per_s"] - baseline["goodput_req_per_s"]) > 1e-9:
+    if abs(current.goodput_req_per_s - baseline.goodput_req_per_s) > 1e-9:
         lines.append(
-            f"predicted goodput capacity: {baseline['goodput_req_per_s']:.4g} -> "
-            f"{current['goodput_req_per_s']:.4g} req/s"
+            f"predicted goodput capacity: {baseline.goodput_req_per_s:.4g} -> {current.goodput_req_per_s:.4g} req/s"
         )
-    was, now = _status(baseline), _status(current)
-    if was != now:
-        lines.append(f"verification: {was or 'none'} -> {now or 'none'}")
-    if current.get("hetplan_version") != baseline.get("hetplan_version"):
-        lines.append(f"hetplan version: {baseline.get('hetplan_version')} -> {current.get('hetplan_version')}")
+    if baseline.status != current.status:
+        lines.append(f"verification: {baseline.status or 'none'} -> {current.status or 'none'}")
+    if current.hetplan_version != baseline.hetplan_version:
+        lines.append(f"hetplan version: {baseline.hetplan_version} -> {current.hetplan_version}")
     return lines
 
 
@@ -209,7 +251,7 @@ USD_PER_HOUR_TOLERANCE = 1e-6
 
 def compare(
     plan: Plan,
-    baseline: dict[str, Any],
+    baseline: Mapping[str, Any],
     max_cost_increase: float,
     min_tokens_per_usd_ratio: float | None = None,
     name: str | None = None,
@@ -224,12 +266,12 @@ def compare(
     ``max_cost_increase_usd_per_hour`` allows it, and the failure says how to allow one. The tokens/USD ratio is
     not compared when either plan costs $0.00/h (tokens per dollar is not defined there; the plan file writes 0).
     """
-    current = to_doc(plan)
-    old, new = float(baseline["total_usd_per_hour"]), float(current["total_usd_per_hour"])
+    current, base = side_of_plan(plan), side_of_doc(baseline)
+    old, new = base.total_usd_per_hour, current.total_usd_per_hour
     rise = new - old
     change = new / old - 1.0 if old > 0 else math.nan
-    both_paid = old > 0 and new > 0 and baseline["tokens_per_usd"] and current["tokens_per_usd"]
-    ratio = current["tokens_per_usd"] / baseline["tokens_per_usd"] if both_paid else math.nan
+    both_paid = old > 0 and new > 0 and base.tokens_per_usd and current.tokens_per_usd
+    ratio = current.tokens_per_usd / base.tokens_per_usd if both_paid else math.nan
     allowed_usd = max(max_cost_increase * old, max_cost_increase_usd_per_hour)
     failures = []
     if rise > allowed_usd + USD_PER_HOUR_TOLERANCE:
@@ -252,115 +294,42 @@ def compare(
             )
     if min_tokens_per_usd_ratio is not None and not math.isnan(ratio) and ratio < min_tokens_per_usd_ratio - 1e-12:
         failures.append(
-            f"tokens/USD fell to {ratio:.4f}x the baseline ({baseline['tokens_per_usd']:,.0f} -> "
-            f"{current['tokens_per_usd']:,.0f}), below the required {min_tokens_per_usd_ratio:g}x"
+            f"tokens/USD fell to {ratio:.4f}x the baseline ({base.tokens_per_usd:,.0f} -> "
+            f"{current.tokens_per_usd:,.0f}), below the required {min_tokens_per_usd_ratio:g}x"
         )
-    was, now = _status(baseline), _status(current)
     # a verified plan that stops verifying fails the gate (a gate run with --no-verify gives no verdict to compare)
-    if was == "verified" and now is not None and now != "verified":
-        verdict = (current.get("verification") or {}).get("verdict") or "the plan was not verified this time"
+    if base.status == "verified" and current.status is not None and current.status != "verified":
+        verdict = current.verdict or "the plan was not verified this time"
         failures.append(f"the baseline plan was verified in simulation; this one is not: {verdict}")
-    failures += _class_failures(baseline, current)
+    failures += _class_failures(base, current)
     return GateResult(
-        name or current["scenario"]["name"],
+        name or current.name,
         not failures,
         old,
         new,
         change,
         ratio,
         tuple(failures),
-        tuple(explain(current, baseline)),
+        tuple(explain(current, base)),
     )
 
 
-def _class_checks(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The per-class checks of a plan document's verification (request classes; empty for one class)."""
-    v = doc.get("verification")
-    rows = v.get("classes") if isinstance(v, dict) else None
-    return {str(r["class"]): r for r in rows if isinstance(r, dict) and "class" in r} if isinstance(rows, list) else {}
-
-
-def _class_failures(baseline: dict[str, Any], current: dict[str, Any]) -> list[str]:
+def _class_failures(baseline: GateSide, current: GateSide) -> list[str]:
     """One failure per request class that held its own SLOs in the baseline's verification and does not in the
     current one (each class is named, with its attainment then and now)."""
-    was, now = _class_checks(baseline), _class_checks(current)
     out = []
-    for name, row in now.items():
-        before = was.get(name)
-        if before is not None and before.get("holds") and not row.get("holds"):
+    for name, row in current.classes.items():
+        before = baseline.classes.get(name)
+        if before is not None and before.holds and not row.holds:
             out.append(
-                f"class {name} held its SLOs in the baseline ({float(before['attainment']) * 100:.1f} % attainment) "
-                f"and does not now ({float(row['attainment']) * 100:.1f} %; TTFT SLO {row['ttft_slo_s']:g} s, TPOT "
-                f"SLO {float(row['tpot_slo_s']) * 1e3:g} ms)"
+                f"class {name} held its SLOs in the baseline ({float(before.attainment) * 100:.1f} % attainment) "
+                f"and does not now ({float(row.attainment) * 100:.1f} %; TTFT SLO {row.ttft_slo_s:g} s, TPOT "
+                f"SLO {float(row.tpot_slo_s) * 1e3:g} ms)"
             )
     return out
-
-
-def _status(doc: dict[str, Any]) -> str | None:
-    """The verification status of a plan document (None when it carries no verdict)."""
-    v = doc.get("verification")
-    return v.get("status") if isinstance(v, dict) else None
 
 
 def failed(name: str, reason: str) -> GateResult:
     """A scenario that could not be compared (infeasible now, or missing from the baseline) fails the gate."""
     nan = float("nan")
     return GateResult(name, False, nan, nan, nan, nan, (reason,), ())
-
-
-def _escape(text: str) -> str:
-    """Escape a workflow-command message (GitHub: % CR LF)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def github_annotations(results: list[GateResult], warnings: list[str] | None = None) -> str:
-    """GitHub Actions workflow commands: one ``::error`` per failure, ``::warning`` per warning, a ``::notice``
-    per passing plan. Written to stdout, where the runner reads them."""
-    lines = [f"::warning title=hetplan cost gate::{_escape(w)}" for w in warnings or []]
-    for r in results:
-        if r.passed:
-            lines.append(
-                _escape_cmd("notice", f"{r.name}: ${r.usd_per_hour:,.2f}/h ({r.change_text()} against the baseline)")
-            )
-        for failure in r.failures:
-            lines.append(_escape_cmd("error", f"{r.name}: {failure}"))
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def _escape_cmd(kind: str, message: str) -> str:
-    return f"::{kind} title=hetplan cost gate::{_escape(message)}"
-
-
-def markdown_summary(
-    results: list[GateResult],
-    max_cost_increase: float,
-    warnings: list[str] | None = None,
-    max_cost_increase_usd_per_hour: float = 0.0,
-) -> str:
-    """A Markdown summary for a CI job page or pull-request comment."""
-    passed = bool(results) and all(r.passed for r in results)
-    out = [
-        f"## hetplan cost gate: {'passed' if passed else 'FAILED'}",
-        "",
-        f"Allowed cost increase: {allowance_text(max_cost_increase, max_cost_increase_usd_per_hour)}",
-        "",
-        "| scenario | baseline $/h | now $/h | change | tokens/USD ratio | result |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        if math.isnan(r.usd_per_hour):
-            out.append(f"| {r.name} | - | - | - | - | FAIL |")
-            continue
-        out.append(
-            f"| {r.name} | {r.baseline_usd_per_hour:,.2f} | {r.usd_per_hour:,.2f} | {r.change_text()} "
-            f"| {r.ratio_text()} | {'pass' if r.passed else 'FAIL'} |"
-        )
-    if not results:
-        out.append("| (nothing compared) | - | - | - | - | FAIL |")
-    for w in warnings or []:
-        out += ["", f"> warning: {w}"]
-    for r in results:
-        if r.changes or r.failures:
-            out += ["", f"### {r.name}", ""]
-            out += [f"- **{f}**" for f in r.failures] + [f"- {c}" for c in r.changes]
-    return "\n".join(out) + "\n"

@@ -26,33 +26,31 @@ def _report(*docs):
 
 def test_sentence_names_roles_cost_and_saving():
     doc = _doc("plan_two_combos.json")
-    p = _report(doc)["plans"][0]
-    sentence = p["decision"]["sentence"]
+    p = _report(doc).plans[0]
+    sentence = p.decision.sentence
     assert sentence.startswith("Run ") and " for prefill and " in sentence and " for decode: " in sentence
     for combo in doc["combos"]:
         assert f"{combo['prefill_gpu']} TP{combo['prefill_tp']}" in sentence.split(" for prefill")[0]
         assert f"{combo['decode_gpu']} TP{combo['decode_tp']}" in sentence.split(" for prefill")[1]
     assert f"${doc['total_usd_per_hour']:,.2f}/h" in sentence
-    saved = p["gains"]["homogeneous"]["cost_saved_fraction"]
-    other = p["strategies"]["homogeneous"]["total_usd_per_hour"]
+    saved = p.gains["homogeneous"].cost_saved_fraction
+    other = p.strategies["homogeneous"].usd_per_hour
     more = (other / doc["total_usd_per_hour"] - 1) * 100  # one rule: the other fleet's cost against this plan's
     assert saved > 0 and "the best single-GPU-type fleet (" in sentence and f"costs {more:.1f} % more" in sentence
 
 
 def test_gpu_roles_add_up_to_the_gpus_used_and_carry_price_sources():
     for name in ("plan_two_combos.json", "plan_example_a.json", "plan_example_a_melange.json"):
-        p = _report(_doc(name))["plans"][0]
-        d = p["decision"]
-        totals = {
-            r["gpu"]: sum(v for k, v in r.items() if k in ("prefill", "decode", "aggregated")) for r in d["gpu_roles"]
-        }
-        assert totals == p["gpus_used"], name
-        assert {r["gpu"] for r in d["prices"]} == set(p["gpus_used"]) and all(r["source"] for r in d["prices"])
+        p = _report(_doc(name)).plans[0]
+        d = p.decision
+        totals = {r.gpu: sum(n for _, n in r.counts) for r in d.gpu_roles}
+        assert totals == p.gpus_used, name
+        assert {r.gpu for r in d.prices} == set(p.gpus_used) and all(r.source for r in d.prices)
 
 
 def test_unverified_plan_says_so_first():
-    p = _report(_doc("plan_example_a.json"))["plans"][0]
-    assert p["decision"]["status"] == "not simulated" and "--no-verify" in p["decision"]["verdict"]
+    p = _report(_doc("plan_example_a.json")).plans[0]
+    assert p.decision.status == "not simulated" and "--no-verify" in p.decision.verdict
 
 
 def test_html_opens_with_the_decision_then_charts():
@@ -68,11 +66,9 @@ def test_purchases_and_quality_changes_are_rendered_when_present():
     assert lines, "the fixture plan lists what it buys"
     doc["scenario"]["weight_dtype"] = "fp8"
     report = _report(doc)
-    d = report["plans"][0]["decision"]
-    assert [(x["instance_type"], x["count"]) for x in d["purchase"]] == [
-        (x["instance_type"], x["count"]) for x in lines
-    ]
-    assert any("weights in fp8" in q for q in d["quality"])
+    d = report.plans[0].decision
+    assert [(x.instance_type, x.count) for x in d.purchase] == [(x["instance_type"], x["count"]) for x in lines]
+    assert any("weights in fp8" in q for q in d.quality)
     md = render_markdown(report)
     first = lines[0]
     assert (
@@ -87,12 +83,12 @@ def test_purchases_and_quality_changes_are_rendered_when_present():
 def test_section_titles_are_distinct():
     doc = _doc("plan_example_a.json")
     report = _report(doc, doc, doc)
-    titles = [p["title"] for p in report["plans"]]
+    titles = [p.title for p in report.plans]
     assert len(set(titles)) == 3
     html = render_html(report)
     assert all(f">{t}</h2>" in html for t in titles)
     other = _doc("plan_example_a_melange.json")
-    assert len({p["title"] for p in _report(doc, other)["plans"]}) == 2
+    assert len({p.title for p in _report(doc, other).plans}) == 2
 
 
 def _with_l40s_bought_whole() -> dict:

@@ -83,7 +83,7 @@ def test_a_cross_site_combo_is_strictly_cheaper_with_the_flag_and_never_chosen_w
         "wan_gb_per_s": 10.0, "wan_latency_s": 0.03, "egress_usd_per_gb": 0.0
     }  # fmt: skip
     assert from_doc(to_doc(with_flag)) == with_flag  # the role sites survive the plan file
-    labels = [d["label"] for d in plan_report(with_flag, "plan.json")["deployment"]]
+    labels = [d.label for d in plan_report(with_flag, "plan.json").deployment]
     assert any("prefill at beta/r1, decode at acme/r1: cross-site" in x for x in labels), labels
 
 

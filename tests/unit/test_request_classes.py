@@ -126,7 +126,7 @@ def checked():
         ]
         plan = replace(base, scenario_extra={**base.scenario_extra, "classes": classes})
         v = verify_plan(plan, wl, capacity=False)
-        return replace(plan, extra={**plan.extra, "verification": v}), v
+        return replace(plan, verification=v), v  # the typed field, as the planner sets it
 
     return plan_with
 
@@ -155,12 +155,13 @@ def test_the_gate_fails_when_either_class_stops_holding(checked, chat_ttft_s, lo
 
 
 def test_the_report_shows_each_class_against_its_own_slos(checked):
+    from hetplan.plan.types import Slo
     from hetplan.report.model import verification_report
     from hetplan.report.render.common import verification_rows
 
     _, v = checked(1e-4, 0.08)
-    rep = verification_report(v, {"percentile": 90, "ttft_s": 2.0, "tpot_s": 0.1})
-    assert [c["class"] for c in rep["classes"]] == ["chat", "long-output"]
+    rep = verification_report(v, Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))
+    assert [c.class_ for c in rep.classes or ()] == ["chat", "long-output"]
     rows = dict(map(tuple, verification_rows(rep)))
     assert rows["class chat"].startswith("misses: attainment ") and "TTFT" in rows["class chat"]
     assert rows["class long-output"].startswith("holds: attainment ")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
 from hetplan.report import charts
 from hetplan.report.render.common import (
@@ -25,6 +24,7 @@ from hetplan.report.render.common import (
     verification_lines,
     verification_rows,
 )
+from hetplan.report.types import PlanSection, Report
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#1a202c}
@@ -63,36 +63,34 @@ def _chart(kind: str, index: int, svg: str) -> str:
     return f'<div class="chart" id="p{index}-{kind}">{svg}</div>'
 
 
-def _decision_block(p: dict[str, Any], index: int) -> str:
+def _decision_block(p: PlanSection, index: int) -> str:
     """The first block of a plan: the recommendation in one sentence, then the verdict, what each GPU type does
     and its price source, purchases and quality changes (:func:`hetplan.report.render.common.decision_rows`)."""
-    d = p.get("decision")
-    if not d:
-        return ""
+    d = p.decision
     rows = decision_rows(p)
     cells = []
     for key, value in rows:
         cls = ""
         if key == "verification":
-            cls = ' class="verified"' if d["status"] == "verified" else ' class="missed"'
+            cls = ' class="verified"' if d.status == "verified" else ' class="missed"'
         cells.append(f"<tr><th>{html.escape(key)}</th><td{cls}>{html.escape(value)}</td></tr>")
     return (
         f'<div class="decision" id="decision-{index + 1}">'
-        f'<p class="recommendation">{html.escape(d["sentence"])}</p>'
+        f'<p class="recommendation">{html.escape(d.sentence)}</p>'
         "<table>" + "".join(cells) + "</table></div>"
     )
 
 
-def render_html(report: dict[str, Any], gate_markdown: str = "") -> str:
+def render_html(report: Report, gate_markdown: str = "") -> str:
     """One self-contained HTML file (inline CSS and SVG charts; no scripts, no external resources)."""
     body = ["<h1>hetplan cost report</h1>"]
-    for index, p in enumerate(report["plans"]):
+    for index, p in enumerate(report.plans):
         body.append(f'<h2 id="plan-{index + 1}">{html.escape(plan_title(p))}</h2>')
         body.append(_decision_block(p, index))
         body.append('<div class="charts">')
         body.append(_chart("cost", index, charts.cost_by_strategy(p)))
         body.append(_chart("gpus", index, charts.gpu_mix(p)))
-        if p["cost_vs_goodput"]:
+        if p.cost_vs_goodput:
             body.append(_chart("goodput", index, charts.cost_vs_goodput(p)))
         latency = charts.latency_vs_slo(p)
         if latency is not None:
@@ -100,32 +98,30 @@ def render_html(report: dict[str, Any], gate_markdown: str = "") -> str:
         body.append("</div>")
         body.append("<h3>Figures</h3>" + _html_table(["", ""], [[k, v] for k, v in headline(p)]))
         body.append("<h3>Deployment</h3>" + _html_table(*deployment_rows(p)))
-        if "verification" in p:
-            v = p["verification"]
+        v = p.verification
+        if v is not None:
             body.append("<h3>Simulated check</h3>" + _html_table(["", ""], verification_rows(v)))
             body += [f'<p class="missed">{html.escape(line)}</p>' for line in verification_lines(v)]
         body.append("<h3>Strategies compared</h3>" + _html_table(*strategy_rows(p)))
         body += [f"<p>{html.escape(line)}</p>" for line in plan_notes(p)]
-        if p["price_sensitivity"]:
+        if p.price_sensitivity:
             body.append("<h3>Price sensitivity (each GPU type ±20 %)</h3>" + _html_table(*sensitivity_rows(p)))
-        for w in p["warnings"]:
+        for w in p.warnings:
             body.append(f'<p class="warn">warning: {html.escape(w)}</p>')
         body.append(
-            f"<p><small>{html.escape(p['tokens_per_usd_basis'])}; workload "
-            f"{html.escape(str(p['workload'].get('source', '')))}; plan {html.escape(p['source'])}</small></p>"
+            f"<p><small>{html.escape(p.tokens_per_usd_basis)}; workload "
+            f"{html.escape(p.workload.source)}; plan {html.escape(p.source)}</small></p>"
         )
-    for index, s in enumerate(report.get("schedules", [])):
-        body.append(
-            f"<h2>{html.escape(s['scenario'])}: autoscaling schedule over {html.escape(s['curve']['source'])}</h2>"
-        )
+    for index, s in enumerate(report.schedules or ()):
+        body.append(f"<h2>{html.escape(s.scenario)}: autoscaling schedule over {html.escape(s.curve_source)}</h2>")
         body.append('<div class="charts">' + _chart("schedule", index, charts.schedule_over_time(s)) + "</div>")
         body.append(_html_table(*schedule_rows(s)))
         body.append(f"<p>{html.escape(schedule_text(s))}</p>")
-        for w in s.get("warnings", []):
+        for w in s.warnings:
             body.append(f'<p class="warn">warning: {html.escape(w)}</p>')
     if gate_markdown:
         body.append("<h2>Cost gate</h2><pre>" + html.escape(gate_markdown) + "</pre>")
-    body.append(f"<footer>hetplan {html.escape(report['hetplan_version'])}</footer>")
+    body.append(f"<footer>hetplan {html.escape(report.hetplan_version)}</footer>")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         "<title>hetplan cost report</title>\n<style>"

@@ -5,11 +5,10 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hetplan.io import to_json
+from hetplan.report.types import Report
 
 
-def render_json(report: dict[str, Any]) -> str:
-    """The report document as stable JSON."""
-    return to_json(report)
+def render_json(report: Report) -> str:
+    """The report document as stable JSON (:meth:`~hetplan.report.types.Report.to_doc`: the report's key order)."""
+    return to_json(report.to_doc())

@@ -5,8 +5,6 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -25,6 +23,7 @@ from hetplan.report.render.common import (
     verification_lines,
     verification_rows,
 )
+from hetplan.report.types import Report
 from hetplan.tables import fit_numbers
 
 
@@ -42,34 +41,30 @@ def _kv_table(title: str, rows: list[list[str]]) -> Table:
 WRAPPED_COLUMNS = ("GPUs", "SLO", "best alternative", "GPU price", "fleet")
 
 
-def render_terminal(report: dict[str, Any], console: Console) -> None:
+def render_terminal(report: Report, console: Console) -> None:
     """Rich tables on ``console``."""
-    for p in report["plans"]:
+    for p in report.plans:
         title = plan_title(p)
         console.print(
-            f"[bold]{escape(title)}[/]" + ("" if p["source"] in title else f" [dim]({escape(p['source'])})[/]"),
+            f"[bold]{escape(title)}[/]" + ("" if p.source in title else f" [dim]({escape(p.source)})[/]"),
             highlight=False,
         )
-        d = p.get("decision")
-        if d:  # the first block: the recommendation, then the verdict and what each GPU type does
-            console.print(f"[bold]{escape(d['sentence'])}[/]", highlight=False)
-            console.print(fit_numbers(_kv_table("", [[k, v] for k, v in decision_rows(p)]), console))
-        else:
-            verdict = (p.get("verification") or {}).get("verdict")
-            if verdict:  # a line of its own (a table cell would cut it)
-                console.print(str(verdict), highlight=False, markup=False)
+        # the first block: the recommendation, then the verdict and what each GPU type does
+        console.print(f"[bold]{escape(p.decision.sentence)}[/]", highlight=False)
+        console.print(fit_numbers(_kv_table("", [[k, v] for k, v in decision_rows(p)]), console))
+        v = p.verification
         for title, (head, rows) in (
             ("", (["", ""], [[k, v] for k, v in headline(p) if k != "simulated verdict"])),
             ("Deployment", deployment_rows(p)),
-            ("Simulated check", (["", ""], verification_rows(p["verification"]) if "verification" in p else [])),
+            ("Simulated check", (["", ""], verification_rows(v) if v is not None else [])),
             ("Strategies compared", strategy_rows(p)),
             ("Price sensitivity (each GPU type ±20 %)", sensitivity_rows(p)),
         ):
             if not rows:
                 continue
-            if title == "Simulated check":
+            if title == "Simulated check" and v is not None:
                 console.print(fit_numbers(_kv_table(title, rows), console))
-                for line in verification_lines(p["verification"]):
+                for line in verification_lines(v):
                     console.print(line, highlight=False, markup=False)
                 continue
             # every column is kept at any width: text columns wrap, numbers do not (never a silently lost column)
@@ -84,10 +79,10 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
             console.print(fit_numbers(table, console))
         for line in plan_notes(p):
             console.print(line, highlight=False, markup=False)
-        for w in p["warnings"]:
+        for w in p.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
-    for s in report.get("schedules", []):
-        console.print(f"[bold]{escape(s['scenario'])}[/]: autoscaling schedule over {escape(s['curve']['source'])}")
+    for s in report.schedules or ():
+        console.print(f"[bold]{escape(s.scenario)}[/]: autoscaling schedule over {escape(s.curve_source)}")
         head, rows = schedule_rows(s)
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for i, h in enumerate(head):
@@ -96,5 +91,5 @@ def render_terminal(report: dict[str, Any], console: Console) -> None:
             table.add_row(*[escape(c) for c in row])
         console.print(fit_numbers(table, console))
         console.print(schedule_text(s), highlight=False, markup=False)
-        for w in s.get("warnings", []):
+        for w in s.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

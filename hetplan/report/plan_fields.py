@@ -1,0 +1,152 @@
+"""Every value the report reads from a plan's open blocks (``Plan.extra``, ``Plan.scenario_extra``,
+``Plan.verification``), one function each, typed on the way out. Nothing else in :mod:`hetplan.report` reads those
+blocks: when they become typed (issue 29), these functions are re-pointed and nothing else changes.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hetplan.plan.types import Plan
+from hetplan.report.types import CurvePoint, OverContext, OwnedRow, SensitivityRow, VerificationSummary, WorkloadSummary
+from hetplan.report.verification import ClassOutcome, block_status, block_verdict, class_outcomes, verification_report
+
+#: The workload summary's fields the report repeats, in this order.
+WORKLOAD_KEYS = ("name", "source", "requests", "prompt_tokens_mean", "output_tokens_mean", "over_context")
+
+
+def cross_provider(plan: Plan) -> bool:
+    """True when the plan was made with ``--allow-cross-provider`` (each combo's site is then shown)."""
+    return "cross_provider" in plan.scenario_extra
+
+
+def fleet_gpu(plan: Plan) -> str | None:
+    """The one GPU type of a homogeneous plan (``gpu``), None when the plan file names none."""
+    return plan.extra["gpu"] if "gpu" in plan.extra else None
+
+
+def quality_note(plan: Plan) -> str | None:
+    """The plan's sentence about quantized weights or KV cache (None when there is none)."""
+    note = plan.extra.get("quality_note")
+    return str(note) if note else None
+
+
+def usd_per_million_tokens(plan: Plan) -> float | None:
+    """$ per million input+output tokens at the plan's goodput (None when the plan file gives none)."""
+    value: float | None = plan.extra.get("usd_per_million_tokens")
+    return value
+
+
+def tokens_per_usd_basis(plan: Plan) -> str:
+    """The sentence saying what the tokens/USD figures count ("" when the plan file gives none)."""
+    return str(plan.extra.get("tokens_per_usd_basis", ""))
+
+
+def assignment(plan: Plan) -> str | None:
+    """A mixed plan's request routing in words (by request size), None when not given."""
+    value = plan.extra.get("assignment")
+    return str(value) if value else None
+
+
+def _analysis_rows(plan: Plan, key: str) -> list[Mapping[str, Any]]:
+    analysis = plan.extra.get("analysis") or {}
+    rows: list[Mapping[str, Any]] = analysis.get(key, [])
+    return rows
+
+
+def price_sensitivity(plan: Plan) -> tuple[SensitivityRow, ...]:
+    """The analysis's price-sensitivity rows (empty when the plan was made without the analysis)."""
+    return tuple(
+        SensitivityRow(
+            gpu=r["gpu"],
+            price_factor=r["price_factor"],
+            plan_usd_per_hour=r["plan_usd_per_hour"],
+            replanned_usd_per_hour=r["replanned_usd_per_hour"],
+            best_alternative=r["best_alternative"],
+            best_alternative_usd_per_hour=r.get("best_alternative_usd_per_hour"),
+            doc=r,
+        )
+        for r in _analysis_rows(plan, "price_sensitivity")
+    )
+
+
+def cost_vs_goodput(plan: Plan) -> tuple[CurvePoint, ...]:
+    """The analysis's cost-versus-goodput rows: each goodput target with every strategy's $/hour (the row's
+    ``<strategy>_usd_per_hour`` fields)."""
+    suffix = "_usd_per_hour"
+    return tuple(
+        CurvePoint(
+            goodput_req_per_s=r["goodput_req_per_s"],
+            usd_per_hour={k.removesuffix(suffix): v for k, v in r.items() if k.endswith(suffix)},
+            doc=r,
+        )
+        for r in _analysis_rows(plan, "cost_vs_goodput")
+    )
+
+
+def workload(plan: Plan) -> WorkloadSummary:
+    """The workload summary the plan file carries (name, source, requests, token means, traffic left out)."""
+    w: Mapping[str, Any] = plan.scenario_extra.get("workload") or {}
+    doc = {k: w[k] for k in WORKLOAD_KEYS if k in w}
+    left = w.get("over_context") or {}
+    over = None
+    if left.get("refused"):  # requests the plan was sized without (hetplan.workload.context)
+        over = OverContext(
+            refused=left["refused"],
+            requests_total=int(left["requests_total"]),
+            window_tokens=left["window_tokens"],
+            arrival_rate_per_s=left.get("arrival_rate_per_s"),
+        )
+    return WorkloadSummary(source=str(w.get("source", "")), over_context=over, doc=doc)
+
+
+def owned_gpus(plan: Plan) -> tuple[OwnedRow, ...] | None:
+    """One row per owned GPU type (sorted by name) from the plan's ``owned_gpus`` block; None when the plan owns
+    none (reports of plans without owned GPUs stay as they were)."""
+    owned = plan.extra.get("owned_gpus")
+    if not isinstance(owned, dict) or not owned:
+        return None
+    rows = []
+    for g, row in sorted(owned.items()):
+        doc = {"gpu": str(g), **row}
+        rows.append(
+            OwnedRow(
+                gpu=str(doc["gpu"]),
+                owned=doc.get("owned", 0),
+                used=doc.get("used", 0),
+                idle=doc.get("idle"),
+                idle_reason=doc.get("idle_reason"),
+                doc=doc,
+            )
+        )
+    return tuple(rows)
+
+
+def verification(plan: Plan) -> VerificationSummary | None:
+    """The report's view of the plan's simulated check; None for a plan made with --no-verify."""
+    if not isinstance(plan.verification, dict):  # only then: reports of unverified plans stay as they were
+        return None
+    return verification_report(plan.verification, plan.slo)
+
+
+def workload_source(plan: Plan) -> Any:
+    """The workload's ``source`` as the plan file writes it (None when not given), for the gate to compare."""
+    return (plan.scenario_extra.get("workload") or {}).get("source")
+
+
+def verification_status(plan: Plan) -> str | None:
+    """The simulated check's status (``verified``, ...); None when the plan was not verified."""
+    return block_status(plan.verification)
+
+
+def verification_verdict(plan: Plan) -> Any:
+    """The simulated check's verdict line; None when there is none."""
+    return block_verdict(plan.verification)
+
+
+def class_checks(plan: Plan) -> dict[str, ClassOutcome]:
+    """Each request class's check in the plan's verification, by class (empty for one class or none)."""
+    return class_outcomes(plan.verification)
