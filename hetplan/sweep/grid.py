@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -54,6 +54,9 @@ from hetplan.sweep.axes import (
     check_axis_name,
     check_conflicts,
 )
+
+if TYPE_CHECKING:
+    from hetplan.scenario import Scenario
 
 MAX_CASES = 100_000
 #: What ``verify: auto`` does: verify a case when its workload is a trace file.
@@ -91,6 +94,7 @@ class Case:
         strategy / engine / policy / analysis / verify: the plan options.
         files: absolute paths of the files the case reads (trace, price file, config.json), in that order.
         inputs_sha256: see the module docstring.
+        spec: the validated scenario (``scenario`` is its fields, as shipped to workers and hashed).
     """
 
     id: str
@@ -105,6 +109,7 @@ class Case:
     verify: bool
     files: tuple[str, ...]
     inputs_sha256: str
+    spec: Scenario
 
 
 @dataclass(frozen=True)
@@ -348,7 +353,7 @@ def _case(
     sha = hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Case(
         case_id, tuple((n, lab) for n, lab, _ in values), dumped, base_dir, base_value, options["strategy"],
-        options["engine"], options["policy"], grid.analysis, verify, tuple(files.values()), sha,
+        options["engine"], options["policy"], grid.analysis, verify, tuple(files.values()), sha, scenario,
     )  # fmt: skip
 
 
