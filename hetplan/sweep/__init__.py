@@ -4,6 +4,7 @@
 - :mod:`hetplan.sweep.grid`: the grid file, its expansion into cases (a product of axes and/or explicit cases)
   and each case's inputs hash.
 - :mod:`hetplan.sweep.case`: one case, as a task a worker runs (plan, then verify when the workload is a trace).
+- :mod:`hetplan.sweep.planfacts`: what a row reads from a plan document, read once at the file edge.
 - :mod:`hetplan.sweep.table`: one row per case (:class:`~hetplan.sweep.table.SweepRow`); the CSV and Parquet
   tables.
 - :mod:`hetplan.sweep.report`: the cheapest plan per group and the Pareto front of cost against goodput and SLO

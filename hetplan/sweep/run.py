@@ -39,7 +39,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from hetplan.budget import check_cases
 from hetplan.errors import HetplanError, InputError, OutputError, OutputExistsError
@@ -47,7 +47,8 @@ from hetplan.io import check_output, to_json, undo_new_files_on_write_error, wri
 from hetplan.sweep.case import CaseOutcome, CaseTask, run_case
 from hetplan.sweep.grid import Case, Grid, expand
 from hetplan.sweep.outputs import SweepSummary, write_outputs
-from hetplan.sweep.table import PlanFacts, SweepRow, Timings, build_row
+from hetplan.sweep.planfacts import PlanFacts
+from hetplan.sweep.table import SweepRow, Timings, build_row
 
 if TYPE_CHECKING:
     from hetplan.solvers.milp import SolveSettings
@@ -171,30 +172,16 @@ def _check_out(out: Path, settings: SweepSettings) -> None:
         )
 
 
-class _CaseRecord(BaseModel):
-    """A plan file's ``sweep_case`` block, as far as ``--resume`` reads it."""
-
-    inputs_sha256: str | None = None
-
-
-class _SweepPlan(BaseModel):
-    """A plan file written by a sweep: its ``sweep_case`` block (other fields are read by :class:`PlanFacts`)."""
-
-    sweep_case: _CaseRecord | None = None
-
-
 def _reusable(case: Case, path: Path) -> PlanFacts | None:
     """What a row reads from the plan file at ``path`` when it was made for exactly ``case``'s inputs, else None."""
     from hetplan.io import load_json, read_text_input
 
     try:  # a hand-edited plan (100,000 levels deep, a FIFO, a field of the wrong kind) is not reused, never a crash
-        doc = load_json(read_text_input(path, "plan file"), f"plan file {path}")
-        record = _SweepPlan.model_validate(doc).sweep_case
-        if record is None or record.inputs_sha256 != case.inputs_sha256:
-            return None
-        return PlanFacts.model_validate(doc)
+        facts = PlanFacts.model_validate(load_json(read_text_input(path, "plan file"), f"plan file {path}"))
     except (InputError, ValidationError):
         return None
+    record = facts.sweep_case
+    return facts if record is not None and record.inputs_sha256 == case.inputs_sha256 else None
 
 
 def case_task(

@@ -24,8 +24,8 @@ Columns (units in the names; empty = not applicable):
 - timings (not compared): ``time_plan_s``, ``time_verify_s``, ``worker``, ``resumed``.
 
 A row is a :class:`SweepRow` (one typed field per column, in table order); the plan document is read once, at the
-file edge, into :class:`PlanFacts` (the few plan-file fields a row needs), and rows become plain mappings only
-where they are written (CSV, Parquet) or handed to a ``progress`` callback.
+file edge, into :class:`~hetplan.sweep.planfacts.PlanFacts` (the few plan-file fields a row needs), and rows become
+plain mappings only where they are written (CSV, Parquet) or handed to a ``progress`` callback.
 
 Source: hetplan's own reconstruction.
 """
@@ -37,11 +37,11 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from hetplan.io import atomic_target
-from hetplan.plan.types import combo_label
 from hetplan.sweep.grid import Case
+from hetplan.sweep.planfacts import Deployment, PlanFacts, units
 from hetplan.units import parse_duration_s, parse_percentile, rnd
 
 if TYPE_CHECKING:
@@ -134,109 +134,14 @@ class Timings(BaseModel):
     resumed: bool = False
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class _Combo(_Model):
-    count: int
-    n_prefill: int
-    prefill_gpu: str
-    prefill_tp: int
-    n_decode: int
-    decode_gpu: str
-    decode_tp: int
-
-
-class _Instance(_Model):
-    count: int
-    gpu: str
-    tp: int
-
-
-class _Price(_Model):
-    source: Any = ""
-
-
-class _Slo(_Model):
-    percentile: float
-
-
-class _PlanScenario(_Model):
-    prices: dict[str, _Price] | None = None
-    slo: _Slo | None = None
-
-
-class _Attainment(_Model):
-    joint: float | None = None
-
-
-class _Verification(BaseModel):
-    """The plan's ``verification`` block (older blocks: ``attainment`` a map with ``joint``, and the quantiles
-    under ``ttft_p90_s``-style names, kept in the extra fields)."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-    attainment: float | _Attainment | None = None
-    goodput_req_per_s: float | None = None
-    ttft_p_s: float | None = None
-    tpot_p_s: float | None = None
-    misses: list[Any] | None = None
-
-    def legacy(self, name: str) -> float | None:
-        """An older block's quantile field ``name`` (``ttft_p90_s``), if there."""
-        value = (self.model_extra or {}).get(name)
-        return None if value is None else float(value)
-
-
-class _SweepRecord(_Model):
-    verify_error: str | None = None
-
-
-class _Deployment(_Model):
-    """A plan document's deployment: its combos and aggregated instances."""
-
-    combos: list[_Combo] | None = None
-    instances: list[_Instance] | None = None
-
-
-class PlanFacts(_Deployment):
-    """What a row reads from a plan document (the plan file's field names; other fields ignored).
-
-    Raises (from ``model_validate``):
-        pydantic.ValidationError: a plan document with a field of the wrong kind (a hand-edited plan file).
-    """
-
-    status: str = ""
-    total_usd_per_hour: float | None = None
-    usd_per_month: float | None = None
-    tokens_per_usd: float | None = None
-    goodput_req_per_s: float | None = None
-    gain_over_homogeneous: float | None = None
-    gpus_used: dict[str, int | float] | None = None
-    warnings: list[Any] | None = None
-    scenario: _PlanScenario = Field(default_factory=_PlanScenario)
-    sweep_case: _SweepRecord | None = None
-    verification: _Verification | None = None
-
-
 def _num(x: float | None) -> float | None:
     return None if x is None else rnd(float(x), 6)
-
-
-def _units(plan: _Deployment) -> str:
-    parts = []
-    for c in plan.combos or []:
-        label = combo_label(c.n_prefill, c.prefill_gpu, c.prefill_tp, c.n_decode, c.decode_gpu, c.decode_tp)
-        parts.append(f"{c.count}x [{label}]")
-    for t in plan.instances or []:
-        parts.append(f"{t.count}x {t.gpu} TP{t.tp}")
-    return "; ".join(parts)
 
 
 def chosen_units(doc: dict[str, Any]) -> str:
     """A plan document's deployment in one line: ``1x [1x H100-SXM TP2 -> 1x A100-80GB-SXM TP4]; ...`` for combos,
     ``2x A100-80GB-SXM TP4`` for aggregated instances (the ``chosen_units`` column; ``hetplan explore``)."""
-    return _units(_Deployment.model_validate(doc))
+    return units(Deployment.model_validate(doc))
 
 
 def _priced_by(plan: PlanFacts) -> str:
@@ -302,7 +207,7 @@ def _outcome(plan: PlanFacts) -> dict[str, Any]:
         tokens_per_usd=_num(plan.tokens_per_usd) if plan.total_usd_per_hour else None,
         goodput_capacity_req_per_s=_num(plan.goodput_req_per_s),
         gpus_total=int(sum(used.values())),
-        chosen_units=_units(plan),
+        chosen_units=units(plan),
         purchases=" ".join(f"{g}={n}" for g, n in used.items()),
         priced_by=_priced_by(plan),
         gain_over_homogeneous=_num(plan.gain_over_homogeneous),
@@ -314,10 +219,9 @@ def _outcome(plan: PlanFacts) -> dict[str, Any]:
         out.update(verdict="check failed", error=verify_error)
     elif v is not None:
         q = f"{plan.scenario.slo.percentile:g}" if plan.scenario.slo is not None else ""
-        att = v.attainment  # the joint attainment (older verification blocks: a map with "joint")
         out.update(
             verdict="missed" if v.misses else "held",
-            sim_attainment=_num(att.joint if isinstance(att, _Attainment) else att),
+            sim_attainment=_num(v.joint_attainment()),
             sim_goodput_req_per_s=_num(v.goodput_req_per_s),
             sim_ttft_q_s=_num(v.ttft_p_s if v.ttft_p_s is not None else v.legacy(f"ttft_p{q}_s")),
             sim_tpot_q_s=_num(v.tpot_p_s if v.tpot_p_s is not None else v.legacy(f"tpot_p{q}_s")),

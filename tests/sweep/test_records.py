@@ -9,8 +9,9 @@ import json
 from hetplan.io import to_json
 from hetplan.sweep.grid import expand
 from hetplan.sweep.outputs import SweepSummary, write_outputs
+from hetplan.sweep.planfacts import PlanFacts
 from hetplan.sweep.run import _reusable
-from hetplan.sweep.table import COLUMNS, PlanFacts, Timings, build_row
+from hetplan.sweep.table import COLUMNS, Timings, build_row
 from tests.conftest import FIXTURES
 from tests.sweep.helpers import write_grid
 
