@@ -1,5 +1,6 @@
 """``hetplan sweep``: plan (and simulate) every case of a grid of what-ifs, on a process pool or on Ray."""
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,7 +56,10 @@ def sweep(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    counts = {"ok": 0, "infeasible": 0, "error": 0}
+    from hetplan.sweep.outputs import SweepSummary
+    from hetplan.sweep.table import SweepRow
+
+    tally = _Tally()
     bar = Progress(
         TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
         TimeElapsedColumn(), console=err_console, transient=True, disable=json_out or not err_console.is_terminal,
@@ -65,9 +69,9 @@ def sweep(
     def step(done: int, total: int, row: dict[str, Any] | None) -> None:
         if not bar.live.is_started:  # the grid is expanded and checked: the bar starts with the work
             bar.start()
-        if row is not None:
-            counts[row["status"]] = counts.get(row["status"], 0) + 1
-        text = f"{counts['ok']} planned, {counts['infeasible']} infeasible, {counts['error']} failed"
+        if row is not None:  # the API hands the row over as column -> value
+            tally.add(SweepRow.model_validate(row).status)
+        text = f"{tally.ok} planned, {tally.infeasible} infeasible, {tally.error} failed"
         bar.update(task, completed=done, total=total, description=text)
 
     def work() -> dict[str, Any]:
@@ -79,21 +83,40 @@ def sweep(
             if bar.live.is_started:
                 bar.stop()
 
-    summary = run_guarded(lambda: run_with_timeout(timeout, work, "sweep"))
+    doc = run_guarded(lambda: run_with_timeout(timeout, work, "sweep"))
     if json_out:
-        typer.echo(to_json(summary), nl=False)
-    else:
+        typer.echo(to_json(doc), nl=False)
+    summary = SweepSummary.model_validate(doc)  # the API returns the summary.json document
+    if not json_out:
         render_sweep(summary, Console())
     render_failures(summary, err_console)
-    for note in summary["notes"]:
+    for note in summary.notes:
         err_console.print(f"note: {escape(note)}", highlight=False)
-    rate = "" if summary["cases_per_s"] is None else f", {summary['cases_per_s']:.3g} cases/s"
-    ran = f"{summary['ran']} case" + ("" if summary["ran"] == 1 else "s")
-    plans = f"{summary['plans']} plan file" + ("" if summary["plans"] == 1 else "s")
+    rate = "" if summary.cases_per_s is None else f", {summary.cases_per_s:.3g} cases/s"
+    ran = f"{summary.ran} case" + ("" if summary.ran == 1 else "s")
+    plans = f"{summary.plans} plan file" + ("" if summary.plans == 1 else "s")
     err_console.print(
-        f"ran {ran} in {summary['elapsed_s']:.1f} s on {escape(summary['executor'])}{rate}; "
-        f"wrote {escape(summary['out'])}/ ({', '.join(summary['files'])}, plans/: {plans})",
+        f"ran {ran} in {summary.elapsed_s:.1f} s on {escape(summary.executor)}{rate}; "
+        f"wrote {escape(summary.out)}/ ({', '.join(summary.files)}, plans/: {plans})",
         highlight=False,
     )
-    if summary["counts"]["error"]:
+    if summary.counts.error:
         raise typer.Exit(1)
+
+
+@dataclass
+class _Tally:
+    """Finished cases per status, for the progress bar."""
+
+    ok: int = 0
+    infeasible: int = 0
+    error: int = 0
+
+    def add(self, status: str) -> None:
+        """Count one case of ``status`` (ok, infeasible or error)."""
+        if status == "ok":
+            self.ok += 1
+        elif status == "infeasible":
+            self.infeasible += 1
+        elif status == "error":
+            self.error += 1

@@ -46,6 +46,16 @@ from typing import Any
 from hetplan.errors import InputError
 
 
+@dataclass
+class PlanOptions:
+    """The plan options a case sets besides its scenario fields: the plan's ``strategy`` and ``engine`` and the
+    simulated check's ``policy`` (lower case; set by the grid's defaults, then by the axes)."""
+
+    strategy: str
+    engine: str
+    policy: str
+
+
 @dataclass(frozen=True)
 class Axis:
     """One axis: ``name`` in the grid, the ``fields`` it writes (dotted scenario paths, or ``@strategy``,
@@ -204,7 +214,7 @@ def _path(value: Any, axis: str, folder: Path) -> str:
     return str(path if path.is_absolute() else (folder / path).resolve())
 
 
-def apply(name: str, value: Any, doc: dict[str, Any], options: dict[str, Any], folder: Path) -> None:
+def apply(name: str, value: Any, doc: dict[str, Any], options: PlanOptions, folder: Path) -> None:
     """Write axis ``name``'s ``value`` into the scenario fields ``doc`` or the plan ``options`` (``strategy``,
     ``engine``, ``policy``); paths are made absolute against the grid's ``folder``.
 
@@ -242,7 +252,12 @@ def apply(name: str, value: Any, doc: dict[str, Any], options: dict[str, Any], f
     elif name in ("strategies", "engines", "policies"):
         if not isinstance(value, str):
             raise InputError(f"axis {name!r}: {value!r} is not a name", fix=f"give {name!r} names")
-        options[{"strategies": "strategy", "engines": "engine", "policies": "policy"}[name]] = value.strip().lower()
+        if name == "strategies":
+            options.strategy = value.strip().lower()
+        elif name == "engines":
+            options.engine = value.strip().lower()
+        else:
+            options.policy = value.strip().lower()
     else:
         doc[AXES[name].fields[0]] = value
 
@@ -251,6 +266,7 @@ __all__ = [
     "AXES",
     "ENGINES",
     "NOT_PLANNER_FEATURES",
+    "PlanOptions",
     "QUESTION_AXES",
     "SERVED_AXES",
     "Axis",

@@ -34,9 +34,9 @@ import itertools
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -49,11 +49,15 @@ from hetplan.sweep.axes import (
     ENGINES,
     QUESTION_AXES,
     SERVED_AXES,
+    PlanOptions,
     apply,
     axis_values,
     check_axis_name,
     check_conflicts,
 )
+
+if TYPE_CHECKING:
+    from hetplan.scenario import Scenario
 
 MAX_CASES = 100_000
 #: What ``verify: auto`` does: verify a case when its workload is a trace file.
@@ -91,6 +95,7 @@ class Case:
         strategy / engine / policy / analysis / verify: the plan options.
         files: absolute paths of the files the case reads (trace, price file, config.json), in that order.
         inputs_sha256: see the module docstring.
+        spec: the validated scenario (``scenario`` is its fields, as shipped to workers and hashed).
     """
 
     id: str
@@ -105,6 +110,7 @@ class Case:
     verify: bool
     files: tuple[str, ...]
     inputs_sha256: str
+    spec: Scenario
 
 
 @dataclass(frozen=True)
@@ -125,40 +131,52 @@ def _sha_file(path: str, cache: dict[str, str]) -> str:
     return cache[path]
 
 
-def _files(doc: dict[str, Any]) -> dict[str, str]:
+def _files(scenario: Scenario) -> dict[str, str]:
     """The scenario's file fields (workload.path, prices, model when it is a file) that exist or must exist."""
     out: dict[str, str] = {}
-    work = doc.get("workload") or {}
-    if isinstance(work, dict) and isinstance(work.get("path"), str):
-        out["workload.path"] = work["path"]
-    if isinstance(doc.get("prices"), str):
-        out["prices"] = doc["prices"]
-    model = doc.get("model")
-    if isinstance(model, str) and (model.endswith(".json") or Path(model).is_absolute()):
+    if isinstance(scenario.workload.path, str):
+        out["workload.path"] = scenario.workload.path
+    if isinstance(scenario.prices, str):
+        out["prices"] = scenario.prices
+    model = scenario.model
+    if model.endswith(".json") or Path(model).is_absolute():
         out["model"] = model
     return out
 
 
-def _check_options(options: dict[str, Any], source: Callable[[str], str]) -> None:
+def _hashed(scenario: Scenario, files: dict[str, str], shas: dict[str, str]) -> dict[str, Any]:
+    """The scenario's fields with every file in ``files`` (see :func:`_files`) replaced by ``sha256:`` and its
+    content's SHA-256 (what the inputs hash covers)."""
+    update: dict[str, Any] = {}
+    for field, file in files.items():
+        sha = "sha256:" + _sha_file(file, shas)
+        if field == "workload.path":
+            update["workload"] = scenario.workload.model_copy(update={"path": sha})
+        else:
+            update[field] = sha
+    return scenario.model_copy(update=update).model_dump(by_alias=True, exclude_none=True)
+
+
+def _check_options(options: PlanOptions, source: Callable[[str], str]) -> None:
     """Refuse an unknown strategy, engine or policy; ``source(option)`` names the axis or grid key it came from."""
     from hetplan.plan.types import STRATEGIES
     from hetplan.sim.policies import ALIASES, POLICIES
 
-    if options["strategy"] not in STRATEGIES:
-        why = "--strategy hetis plans a fixed pool file, not a scenario" if options["strategy"] == "hetis" else ""
+    if options.strategy not in STRATEGIES:
+        why = "--strategy hetis plans a fixed pool file, not a scenario" if options.strategy == "hetis" else ""
         raise InputError(
-            f"{source('strategy')}: unknown strategy {options['strategy']!r}",
+            f"{source('strategy')}: unknown strategy {options.strategy!r}",
             why or f"a sweep plans {', '.join(STRATEGIES)}",
             f"use one of {', '.join(STRATEGIES)}",
         )
-    if options["engine"] not in ENGINES:
+    if options.engine not in ENGINES:
         raise InputError(
-            f"{source('engine')}: engine {options['engine']!r} is not an engine hetplan plans for",
+            f"{source('engine')}: engine {options.engine!r} is not an engine hetplan plans for",
             "plans carry engine: vllm only (the performance model imitates vLLM)",
             "use engines: [vllm], or drop the axis",
         )
-    if options["policy"] not in POLICIES and options["policy"] not in ALIASES:
-        raise InputError(f"{source('policy')}: unknown policy {options['policy']!r}", f"known: {', '.join(POLICIES)}",
+    if options.policy not in POLICIES and options.policy not in ALIASES:
+        raise InputError(f"{source('policy')}: unknown policy {options.policy!r}", f"known: {', '.join(POLICIES)}",
                          f"use {', '.join(POLICIES)}")  # fmt: skip
 
 
@@ -171,16 +189,17 @@ def _base_doc(path: str, cache: dict[str, tuple[dict[str, Any], str]], where: st
             loaded = load_scenario(path)
         except InputError as exc:
             raise InputError(f"{where}: {exc.what}", exc.why, exc.fix) from None
-        doc = loaded.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
-        doc.pop("autoscale", None)  # a sweep plans; the load curve is autoscale's
-        work = doc.get("workload", {})
-        if isinstance(work.get("path"), str):
-            work["path"] = str(Path(loaded.resolve(work["path"]) or "").resolve())
+        absolute: dict[str, Any] = {}  # the scenario's own relative paths, made absolute
+        if isinstance(loaded.workload.path, str):
+            trace = str(Path(loaded.resolve(loaded.workload.path) or "").resolve())
+            absolute["workload"] = loaded.workload.model_copy(update={"path": trace})
         if loaded.prices:
-            doc["prices"] = str(Path(loaded.resolve(loaded.prices) or "").resolve())
+            absolute["prices"] = str(Path(loaded.resolve(loaded.prices) or "").resolve())
         local = Path(loaded.resolve(loaded.model) or "")
         if local.exists():
-            doc["model"] = str(local.resolve())
+            absolute["model"] = str(local.resolve())
+        doc = loaded.model_copy(update=absolute).model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+        doc.pop("autoscale", None)  # a sweep plans; the load curve is autoscale's
         cache[path] = (doc, loaded.base_dir)
     doc, folder = cache[path]
     return json.loads(json.dumps(doc)), folder
@@ -287,7 +306,7 @@ def _case(
         raise InputError(f"axis 'scenarios': {base_value!r} is not a file path", fix="give scenario file paths")
     base_path = str((folder / base_value).resolve()) if not Path(base_value).is_absolute() else base_value
     doc, base_dir = _base_doc(base_path, bases, "axis 'scenarios'" if grid.base is None else "base")
-    options: dict[str, Any] = {"strategy": grid.strategy.lower(), "engine": "vllm", "policy": grid.policy.lower()}
+    options = PlanOptions(strategy=grid.strategy.lower(), engine="vllm", policy=grid.policy.lower())
     for name, _, value in values:
         if name != "scenarios":
             apply(name, value, doc, options, folder)
@@ -331,24 +350,18 @@ def _case(
         return f"{named if named.startswith('axis') else repr(option)} in {where}"
 
     _check_options(options, option_source)
-    dumped = scenario.model_dump(by_alias=True, exclude_none=True)
-    files = _files(dumped)
-    hashed = json.loads(json.dumps(dumped))
+    files = _files(scenario)
     for field, file in files.items():
         if not Path(file).is_file():
             raise InputError(f"{blame(field)}: {file} does not exist (case {where})", fix="fix the path in the grid")
-        sha = "sha256:" + _sha_file(file, shas)
-        if field == "workload.path":
-            hashed["workload"]["path"] = sha
-        else:
-            hashed[field] = sha
     verify = bool(grid.verify) if grid.verify != "auto" else "workload.path" in files
-    key = {"hetplan": __version__, "catalog_sha256": catalog, "scenario": hashed, "analysis": grid.analysis,
-           "verify": verify, **options}  # fmt: skip
+    key = {"hetplan": __version__, "catalog_sha256": catalog, "scenario": _hashed(scenario, files, shas),
+           "analysis": grid.analysis, "verify": verify, **asdict(options)}  # fmt: skip
     sha = hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Case(
-        case_id, tuple((n, lab) for n, lab, _ in values), dumped, base_dir, base_value, options["strategy"],
-        options["engine"], options["policy"], grid.analysis, verify, tuple(files.values()), sha,
+        case_id, tuple((n, lab) for n, lab, _ in values), scenario.model_dump(by_alias=True, exclude_none=True),
+        base_dir, base_value, options.strategy, options.engine, options.policy, grid.analysis, verify,
+        tuple(files.values()), sha, scenario,
     )  # fmt: skip
 
 

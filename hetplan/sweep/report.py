@@ -10,9 +10,9 @@
   Cases whose simulated check missed the SLOs are left out: the plan does not deliver what it claims.
 - **Failed cases**: id, axes, status and the error.
 
-:func:`report_doc` builds a JSON-friendly document from the rows; :func:`render_markdown` and :func:`render_html`
-are pure functions of it (the HTML adds one inline SVG chart per front: $/hour against goodput, one colour per SLO
-tier, the front joined by a line).
+:func:`report_doc` builds the typed :class:`SweepReport` from the rows (:class:`~hetplan.sweep.table.SweepRow`);
+:func:`render_markdown` and :func:`render_html` are pure functions of it (the HTML adds one inline SVG chart per
+front: $/hour against goodput, one colour per SLO tier, the front joined by a line).
 
 Source: hetplan's own reconstruction.
 """
@@ -20,37 +20,138 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from hetplan.sweep.grid import Grid
-
-_SUMMARY_KEYS = ("case_id", "axes", "usd_per_hour", "tokens_per_usd", "goodput_target_req_per_s", "slo_tier",
-                 "slo_ttft_s", "slo_tpot_s", "purchases", "chosen_units", "priced_by", "verdict")  # fmt: skip
+from hetplan.sweep.table import SweepRow
 
 
-def _summary(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: row.get(k) for k in _SUMMARY_KEYS}
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
 
 
-def _serves(row: dict[str, Any]) -> float:
-    target = row.get("goodput_target_req_per_s")
-    return float(target if target is not None else row.get("goodput_capacity_req_per_s") or 0.0)
+class CaseSummary(_Record):
+    """A planned case as the report and the summary show it (a subset of its row's columns)."""
+
+    case_id: str
+    axes: str
+    usd_per_hour: float | None
+    tokens_per_usd: float | None
+    goodput_target_req_per_s: float | None
+    slo_tier: str
+    slo_ttft_s: float
+    slo_tpot_s: float
+    purchases: str | None
+    chosen_units: str | None
+    priced_by: str | None
+    verdict: str
+
+    @classmethod
+    def of(cls, row: SweepRow) -> CaseSummary:
+        """The summary of ``row``."""
+        return cls(
+            case_id=row.case_id, axes=row.axes, usd_per_hour=row.usd_per_hour, tokens_per_usd=row.tokens_per_usd,
+            goodput_target_req_per_s=row.goodput_target_req_per_s, slo_tier=row.slo_tier, slo_ttft_s=row.slo_ttft_s,
+            slo_tpot_s=row.slo_tpot_s, purchases=row.purchases, chosen_units=row.chosen_units,
+            priced_by=row.priced_by, verdict=row.verdict,
+        )  # fmt: skip
 
 
-def _worse_or_equal(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, bool]:
+class GroupResult(_Record):
+    """One group of ``group_by``: its axis labels, its cases, how many were planned, the cheapest planned case
+    and the cheapest whose simulated check held (None: none)."""
+
+    group: dict[str, str]
+    cases: int
+    planned: int
+    cheapest: CaseSummary | None
+    cheapest_held: CaseSummary | None
+
+
+class FrontResult(_Record):
+    """One Pareto front (per value of ``pareto_by``): what it was drawn over (``basis``), how many candidates, the
+    front (by goodput, then $/hour) and every candidate (``points``, for the chart)."""
+
+    group: dict[str, str]
+    basis: str
+    candidates: int
+    front: list[CaseSummary]
+    points: list[CaseSummary]
+
+
+class Failure(_Record):
+    """A case that failed (status infeasible or error) or whose simulated check failed."""
+
+    case_id: str
+    axes: str
+    status: str
+    error: str
+
+
+class Counts(_Record):
+    """Cases per status."""
+
+    ok: int
+    infeasible: int
+    error: int
+
+
+class Verdicts(_Record):
+    """Cases per simulated-check verdict (serialised by alias: ``check failed``, ``not run``)."""
+
+    held: int
+    missed: int
+    check_failed: int = Field(alias="check failed")
+    not_run: int = Field(alias="not run")
+
+
+class SweepReport(_Record):
+    """The report of a sweep's rows (see the module docstring)."""
+
+    kind: Literal["sweep-report"] = "sweep-report"
+    grid: str
+    axes: list[str]
+    cases: int
+    rows: int
+    counts: Counts
+    verdicts: Verdicts
+    group_by: list[str]
+    groups: list[GroupResult]
+    pareto_by: list[str]
+    fronts: list[FrontResult]
+    failed: list[Failure]
+
+
+def _serves(row: SweepRow | CaseSummary) -> float:
+    """What a case serves: its goodput target, else (a row) the plan's capacity, else 0."""
+    target = row.goodput_target_req_per_s
+    if target is not None:
+        return float(target)
+    return float((row.goodput_capacity_req_per_s if isinstance(row, SweepRow) else None) or 0.0)
+
+
+def _cost(row: SweepRow | CaseSummary) -> float:
+    """$/hour of a planned case (only planned cases, which have one, are compared or drawn)."""
+    assert row.usd_per_hour is not None, f"{row.case_id} has no $/hour"
+    return row.usd_per_hour
+
+
+def _worse_or_equal(a: SweepRow, b: SweepRow) -> tuple[bool, bool]:
     """(b is at least as good as a in every objective, b is strictly better in one)."""
     pairs = [
-        (b["usd_per_hour"], a["usd_per_hour"]),  # lower is better: (b, a) means b <= a
+        (_cost(b), _cost(a)),  # lower is better: (b, a) means b <= a
         (-_serves(b), -_serves(a)),
-        (b["slo_ttft_s"], a["slo_ttft_s"]),
-        (b["slo_tpot_s"], a["slo_tpot_s"]),
-        (-b["slo_percentile"], -a["slo_percentile"]),
+        (b.slo_ttft_s, a.slo_ttft_s),
+        (b.slo_tpot_s, a.slo_tpot_s),
+        (-b.slo_percentile, -a.slo_percentile),
     ]
     return all(x <= y for x, y in pairs), any(x < y for x, y in pairs)
 
 
-def pareto_front(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows no other row dominates (see the module docstring), sorted by goodput then $/hour."""
+def pareto_front(rows: list[SweepRow]) -> list[SweepRow]:
+    """The planned rows no other row dominates (see the module docstring), sorted by goodput then $/hour."""
     front = []
     for a in rows:
         dominated = False
@@ -63,67 +164,60 @@ def pareto_front(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 break
         if not dominated:
             front.append(a)
-    return sorted(front, key=lambda r: (_serves(r), r["usd_per_hour"], r["case_id"]))
+    return sorted(front, key=lambda r: (_serves(r), _cost(r), r.case_id))
 
 
-def _key(row: dict[str, Any], axes: tuple[str, ...], labels: dict[str, dict[str, str]]) -> tuple[str, ...]:
-    return tuple(labels[row["case_id"]].get(a, "") for a in axes)
+def _key(row: SweepRow, axes: tuple[str, ...], labels: dict[str, dict[str, str]]) -> tuple[str, ...]:
+    return tuple(labels[row.case_id].get(a, "") for a in axes)
 
 
-def report_doc(grid: Grid, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report document of ``rows`` (the compared columns of :mod:`hetplan.sweep.table`), in case-id order."""
+def _cheapest(rows: list[SweepRow]) -> CaseSummary | None:
+    return CaseSummary.of(min(rows, key=lambda r: (_cost(r), r.case_id))) if rows else None
+
+
+def report_doc(grid: Grid, rows: list[SweepRow]) -> SweepReport:
+    """The report of ``rows`` (:mod:`hetplan.sweep.table`'s rows; those of other grids' cases left out), in
+    case-id order."""
     labels = {c.id: dict(c.axes) for c in grid.cases}
-    rows = sorted((r for r in rows if r["case_id"] in labels), key=lambda r: r["case_id"])
-    planned = [r for r in rows if r["status"] == "ok" and r["usd_per_hour"] is not None]
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "infeasible", "error")}
-    verdicts = {v: sum(r["verdict"] == v for r in rows) for v in ("held", "missed", "check failed", "not run")}
+    rows = sorted((r for r in rows if r.case_id in labels), key=lambda r: r.case_id)
+    planned = [r for r in rows if r.status == "ok" and r.usd_per_hour is not None]
+    planned_ids = {r.case_id for r in planned}
+    counts = Counts(**{s: sum(r.status == s for r in rows) for s in ("ok", "infeasible", "error")})
+    verdicts = Verdicts(**{v: sum(r.verdict == v for r in rows) for v in ("held", "missed", "check failed", "not run")})
     groups = []
-    keys = sorted({_key(r, grid.group_by, labels) for r in rows})
-    for key in keys:
+    for key in sorted({_key(r, grid.group_by, labels) for r in rows}):
         members = [r for r in rows if _key(r, grid.group_by, labels) == key]
-        ok = [r for r in members if r in planned]
-        held = [r for r in ok if r["verdict"] == "held"]
+        ok = [r for r in members if r.case_id in planned_ids]
         groups.append(
-            {
-                "group": dict(zip(grid.group_by, key, strict=True)),
-                "cases": len(members),
-                "planned": len(ok),
-                "cheapest": _summary(min(ok, key=lambda r: (r["usd_per_hour"], r["case_id"]))) if ok else None,
-                "cheapest_held": _summary(min(held, key=lambda r: (r["usd_per_hour"], r["case_id"]))) if held else None,
-            }
+            GroupResult(
+                group=dict(zip(grid.group_by, key, strict=True)),
+                cases=len(members),
+                planned=len(ok),
+                cheapest=_cheapest(ok),
+                cheapest_held=_cheapest([r for r in ok if r.verdict == "held"]),
+            )
         )
     fronts = []
     for key in sorted({_key(r, grid.pareto_by, labels) for r in planned}):
         members = [r for r in planned if _key(r, grid.pareto_by, labels) == key]
-        kept = [r for r in members if r["verdict"] != "missed"]
+        kept = [r for r in members if r.verdict != "missed"]
         basis = "plans that held their simulated check or were not checked"
         if not kept:  # every check missed: the front of the plans as planned, said so
             kept, basis = members, "every simulated check missed: plans as planned"
         fronts.append(
-            {
-                "group": dict(zip(grid.pareto_by, key, strict=True)),
-                "basis": basis,
-                "candidates": len(kept),
-                "front": [_summary(r) for r in pareto_front(kept)],
-                "points": [_summary(r) for r in kept],
-            }
+            FrontResult(
+                group=dict(zip(grid.pareto_by, key, strict=True)),
+                basis=basis,
+                candidates=len(kept),
+                front=[CaseSummary.of(r) for r in pareto_front(kept)],
+                points=[CaseSummary.of(r) for r in kept],
+            )
         )
-    failed = [{"case_id": r["case_id"], "axes": r["axes"], "status": r["status"], "error": r["error"]}
-              for r in rows if r["status"] != "ok" or r["verdict"] == "check failed"]  # fmt: skip
-    return {
-        "kind": "sweep-report",
-        "grid": grid.name,
-        "axes": list(grid.axes),
-        "cases": len(grid.cases),
-        "rows": len(rows),
-        "counts": counts,
-        "verdicts": verdicts,
-        "group_by": list(grid.group_by),
-        "groups": groups,
-        "pareto_by": list(grid.pareto_by),
-        "fronts": fronts,
-        "failed": failed,
-    }
+    failed = [Failure(case_id=r.case_id, axes=r.axes, status=r.status, error=r.error)
+              for r in rows if r.status != "ok" or r.verdict == "check failed"]  # fmt: skip
+    return SweepReport(grid=grid.name, axes=list(grid.axes), cases=len(grid.cases), rows=len(rows), counts=counts,
+                       verdicts=verdicts, group_by=list(grid.group_by), groups=groups,
+                       pareto_by=list(grid.pareto_by), fronts=fronts, failed=failed)  # fmt: skip
 
 
 def _usd(x: float | None) -> str:
@@ -138,57 +232,56 @@ def _group_text(group: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in group.items()) or "all cases"
 
 
-def _cheap_cells(s: dict[str, Any] | None) -> list[str]:
+def _cheap_cells(s: CaseSummary | None) -> list[str]:
     if s is None:
         return ["-", "-", "-", "-"]
-    return [s["case_id"], _usd(s["usd_per_hour"]), _tok(s["tokens_per_usd"]), s["purchases"] or "-"]
+    return [s.case_id, _usd(s.usd_per_hour), _tok(s.tokens_per_usd), s.purchases or "-"]
 
 
-def _tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+def _tables(doc: SweepReport) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of every table in the report, shared by the Markdown and HTML renderers."""
     out = []
     head = ["group", "cases", "planned", "cheapest", "$/h", "tok/USD", "purchases", "cheapest held", "$/h (held)"]
     body = []
-    for g in doc["groups"]:
-        held = g["cheapest_held"]
-        body.append([_group_text(g["group"]), str(g["cases"]), str(g["planned"]), *_cheap_cells(g["cheapest"]),
-                     held["case_id"] if held else "-", _usd(held["usd_per_hour"]) if held else "-"])  # fmt: skip
+    for g in doc.groups:
+        held = g.cheapest_held
+        body.append([_group_text(g.group), str(g.cases), str(g.planned), *_cheap_cells(g.cheapest),
+                     held.case_id if held else "-", _usd(held.usd_per_hour) if held else "-"])  # fmt: skip
     out.append(("Cheapest plan per group", head, body))
-    for f in doc["fronts"]:
+    for f in doc.fronts:
         head = ["case", "goodput req/s", "SLO tier", "TTFT", "TPOT", "$/h", "tok/USD", "purchases", "verdict"]
         body = [
-            [p["case_id"], "-" if p["goodput_target_req_per_s"] is None else f"{p['goodput_target_req_per_s']:g}",
-             p["slo_tier"] or "-", f"{p['slo_ttft_s']:g} s", f"{p['slo_tpot_s'] * 1e3:g} ms",
-             _usd(p["usd_per_hour"]), _tok(p["tokens_per_usd"]), p["purchases"] or "-", p["verdict"]]
-            for p in f["front"]
+            [p.case_id, "-" if p.goodput_target_req_per_s is None else f"{p.goodput_target_req_per_s:g}",
+             p.slo_tier or "-", f"{p.slo_ttft_s:g} s", f"{p.slo_tpot_s * 1e3:g} ms",
+             _usd(p.usd_per_hour), _tok(p.tokens_per_usd), p.purchases or "-", p.verdict]
+            for p in f.front
         ]  # fmt: skip
-        title = f"Pareto front ({_group_text(f['group'])}): {len(f['front'])} of {f['candidates']} {f['basis']}"
+        title = f"Pareto front ({_group_text(f.group)}): {len(f.front)} of {f.candidates} {f.basis}"
         out.append((title, head, body))
-    if doc["failed"]:
+    if doc.failed:
         out.append(("Failed cases", ["case", "axes", "status", "error"],
-                    [[x["case_id"], x["axes"], x["status"], x["error"]] for x in doc["failed"]]))  # fmt: skip
+                    [[x.case_id, x.axes, x.status, x.error] for x in doc.failed]))  # fmt: skip
     return out
 
 
-def _intro(doc: dict[str, Any]) -> list[str]:
-    c, v = doc["counts"], doc["verdicts"]
+def _intro(doc: SweepReport) -> list[str]:
+    c, v = doc.counts, doc.verdicts
     lines = [
-        f"{doc['rows']} of {doc['cases']} cases: {c['ok']} planned, {c['infeasible']} infeasible, {c['error']} failed.",
-        f"Simulated checks: {v['held']} held the SLOs, {v['missed']} missed, {v['check failed']} failed, "
-        f"{v['not run']} not run.",
+        f"{doc.rows} of {doc.cases} cases: {c.ok} planned, {c.infeasible} infeasible, {c.error} failed.",
+        f"Simulated checks: {v.held} held the SLOs, {v.missed} missed, {v.check_failed} failed, {v.not_run} not run.",
         "Pareto front: no other plan of the group is as cheap while serving as much under SLOs as tight; plans "
         "whose simulated check missed are left out (unless every check of the group missed).",
     ]
     return lines
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
+def render_markdown(doc: SweepReport) -> str:
     """The report as Markdown (fits a pull-request comment for small grids)."""
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
-    parts = [f"# Sweep report: {doc['grid']}", "", *_intro(doc), ""]
+    parts = [f"# Sweep report: {doc.grid}", "", *_intro(doc), ""]
     for title, head, body in _tables(doc):
         parts += [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         parts += ["| " + " | ".join(cell(x) for x in row) + " |" for row in body]
@@ -196,7 +289,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _chart(front: dict[str, Any]) -> str:
+def _chart(front: FrontResult) -> str:
     """Inline SVG: $/hour against goodput, one colour per SLO tier, the front joined by a line."""
     import matplotlib.pyplot as plt
 
@@ -204,41 +297,41 @@ def _chart(front: dict[str, Any]) -> str:
 
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(6.0, 3.2))
-        tiers = sorted({p["slo_tier"] or "-" for p in front["points"]})
+        tiers = sorted({p.slo_tier or "-" for p in front.points})
         cmap = plt.get_cmap("tab10")
         for i, tier in enumerate(tiers):
-            pts = [p for p in front["points"] if (p["slo_tier"] or "-") == tier]
-            ax.scatter([_serves(p) for p in pts], [p["usd_per_hour"] for p in pts], color=cmap(i % 10), label=tier,
+            pts = [p for p in front.points if (p.slo_tier or "-") == tier]
+            ax.scatter([_serves(p) for p in pts], [_cost(p) for p in pts], color=cmap(i % 10), label=tier,
                        s=22, alpha=0.8)  # fmt: skip
-        line = front["front"]
-        ax.plot([_serves(p) for p in line], [p["usd_per_hour"] for p in line], color="#2d3748", linewidth=1,
+        line = front.front
+        ax.plot([_serves(p) for p in line], [_cost(p) for p in line], color="#2d3748", linewidth=1,
                 marker="o", markerfacecolor="none", markersize=9, label="Pareto front")  # fmt: skip
         ax.set_xlabel("goodput target (req/s)")
         ax.set_ylabel("$/hour")
-        ax.set_title(_group_text(front["group"]))
+        ax.set_title(_group_text(front.group))
         ax.legend(frameon=False, fontsize=8)
         return figure_svg(fig)
 
 
-def render_html(doc: dict[str, Any]) -> str:
+def render_html(doc: SweepReport) -> str:
     """The report as one self-contained HTML file (tables and inline SVG charts; no script, no external file)."""
     esc = html.escape
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>Sweep report: {esc(doc['grid'])}</title>",
+        f"<title>Sweep report: {esc(doc.grid)}</title>",
         "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
         "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #cbd5e0;padding:2px 8px;"
         "text-align:left;font-size:0.9em}th{background:#edf2f7}</style></head><body>",
-        f"<h1>Sweep report: {esc(doc['grid'])}</h1>",
+        f"<h1>Sweep report: {esc(doc.grid)}</h1>",
     ]
     parts += [f"<p>{esc(line)}</p>" for line in _intro(doc)]
-    fronts = iter(doc["fronts"])
+    fronts = iter(doc.fronts)
     for title, head, body in _tables(doc):
         parts.append(f"<h2>{esc(title)}</h2>")
         if title.startswith("Pareto front"):
             front = next(fronts)
-            if front["points"]:
+            if front.points:
                 parts.append(_chart(front))
         parts.append("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>")
         parts += ["<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row) + "</tr>" for row in body]
@@ -247,4 +340,5 @@ def render_html(doc: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["pareto_front", "render_html", "render_markdown", "report_doc"]
+__all__ = ["CaseSummary", "Counts", "Failure", "FrontResult", "GroupResult", "SweepReport", "Verdicts", "pareto_front",
+           "render_html", "render_markdown", "report_doc"]  # fmt: skip

@@ -39,12 +39,16 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from hetplan.budget import check_cases
 from hetplan.errors import HetplanError, InputError, OutputError, OutputExistsError
 from hetplan.io import check_output, to_json, undo_new_files_on_write_error, write_atomic
 from hetplan.sweep.case import CaseOutcome, CaseTask, run_case
 from hetplan.sweep.grid import Case, Grid, expand
-from hetplan.sweep.table import build_row, csv_text, parquet_available, write_parquet
+from hetplan.sweep.outputs import SweepSummary, write_outputs
+from hetplan.sweep.planfacts import PlanFacts
+from hetplan.sweep.table import SweepRow, Timings, build_row
 
 if TYPE_CHECKING:
     from hetplan.solvers.milp import SolveSettings
@@ -145,7 +149,8 @@ class SweepSettings:
     solve: SolveSettings | None = None  # how the cases' MILPs run (hetplan.solvers.milp.SolveSettings)
 
 
-#: ``progress(finished, total, row)``: called as each case finishes (``row`` None for reused ones, at the start).
+#: ``progress(finished, total, row)``: called as each case finishes with its row as column -> value
+#: (:meth:`SweepRow.cells`; None for the reused ones, at the start).
 Progress = Callable[[int, int, dict[str, Any] | None], None]
 
 
@@ -167,18 +172,16 @@ def _check_out(out: Path, settings: SweepSettings) -> None:
         )
 
 
-def _reusable(case: Case, path: Path) -> dict[str, Any] | None:
-    """The plan document at ``path`` when it was made for exactly ``case``'s inputs, else None."""
+def _reusable(case: Case, path: Path) -> PlanFacts | None:
+    """What a row reads from the plan file at ``path`` when it was made for exactly ``case``'s inputs, else None."""
     from hetplan.io import load_json, read_text_input
 
-    try:  # a hand-edited plan (100,000 levels deep, a FIFO) is not reused, never a crash or a hang
-        doc = load_json(read_text_input(path, "plan file"), f"plan file {path}")
-    except InputError:
+    try:  # a hand-edited plan (100,000 levels deep, a FIFO, a field of the wrong kind) is not reused, never a crash
+        facts = PlanFacts.model_validate(load_json(read_text_input(path, "plan file"), f"plan file {path}"))
+    except (InputError, ValidationError):
         return None
-    record = doc.get("sweep_case") if isinstance(doc, dict) else None
-    if isinstance(record, dict) and record.get("inputs_sha256") == case.inputs_sha256:
-        return dict(doc)
-    return None
+    record = facts.sweep_case
+    return facts if record is not None and record.inputs_sha256 == case.inputs_sha256 else None
 
 
 def case_task(
@@ -203,20 +206,23 @@ def _catalog_payload() -> tuple[dict[str, bytes], str]:
     return files, catalog_sha256()
 
 
-def _timings(outcome: CaseOutcome | None, resumed: bool) -> dict[str, Any]:
+def _timings(outcome: CaseOutcome) -> Timings:
     from hetplan.units import rnd
 
     def sec(x: float | None) -> float | None:
         return None if x is None else rnd(x, 4)
 
-    if outcome is None:
-        return {"time_plan_s": None, "time_verify_s": None, "worker": "", "resumed": resumed}
-    return {"time_plan_s": sec(outcome.plan_s), "time_verify_s": sec(outcome.verify_s), "worker": outcome.worker,
-            "resumed": resumed}  # fmt: skip
+    return Timings(time_plan_s=sec(outcome.plan_s), time_verify_s=sec(outcome.verify_s), worker=outcome.worker)
 
 
 def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress | None = None) -> dict[str, Any]:
-    """Run the sweep of the grid at ``grid_path``; returns the summary document (also ``summary.json``).
+    """Run the sweep of the grid at ``grid_path``; returns the summary document (``summary.json``,
+    :meth:`SweepSummary.to_doc`). Raises as :func:`sweep`."""
+    return sweep(grid_path, settings, progress).to_doc()
+
+
+def sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress | None = None) -> SweepSummary:
+    """Run the sweep of the grid at ``grid_path``; returns its summary (also written as ``summary.json``).
 
     Raises:
         InputError: a bad grid (exit 2, naming the axis) or an output that exists without ``--force``/``--resume``.
@@ -239,19 +245,19 @@ def run_sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress
         return _sweep_into(grid, out, settings, progress)
 
 
-def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progress | None) -> dict[str, Any]:
+def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progress | None) -> SweepSummary:
     """Run the cases of ``grid`` into the checked folder ``out`` (see :func:`run_sweep`)."""
     from hetplan.executors import make_executor
 
     plans = out / "plans"
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, SweepRow] = {}
     todo: list[Case] = []
     for case in grid.cases:
-        doc = _reusable(case, plans / f"{case.id}.json") if settings.resume else None
-        if doc is None:
+        facts = _reusable(case, plans / f"{case.id}.json") if settings.resume else None
+        if facts is None:
             todo.append(case)
         else:
-            rows[case.id] = build_row(case, "ok", doc, None) | _timings(None, True)
+            rows[case.id] = build_row(case, "ok", facts, None, Timings(resumed=True))
     total = len(grid.cases)
     step = progress or (lambda *_: None)
     step(len(rows), total, None)
@@ -266,9 +272,9 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
     def finish(case: Case, outcome: CaseOutcome) -> None:
         if outcome.status == "ok" and outcome.doc is not None:
             write_atomic(plans / f"{case.id}.json", to_json(outcome.doc), force=True)
-        row = build_row(case, outcome.status, outcome.doc, outcome.error) | _timings(outcome, False)
+        row = build_row(case, outcome.status, outcome.doc, outcome.error, _timings(outcome))
         rows[case.id] = row
-        step(len(rows), total, row)
+        step(len(rows), total, row.cells())
 
     try:
         if executor is not None:
@@ -319,7 +325,7 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
         if masked:  # the deadline's timer repeats: hold it off while the finished cases are written
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         try:
-            _write_outputs(grid, out, rows, described, time.perf_counter() - start, True, cut_note)
+            write_outputs(grid, out, rows, described, time.perf_counter() - start, True, cut_note)
         finally:
             if masked:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
@@ -332,10 +338,10 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
             f"incomplete: stopped by {_signal_name(stopped_by)} after {len(rows)} of {total} cases; results.csv, "
             f"the reports and this summary hold only those; rerun with --resume --out {out} to run the rest"
         )
-    summary = _write_outputs(grid, out, rows, described, elapsed, interrupted, note)
+    summary = write_outputs(grid, out, rows, described, elapsed, interrupted, note)
     if interrupted:
         err = SweepInterrupted(
-            f"sweep incomplete: stopped by {_signal_name(stopped_by)} after {summary['finished']} of {total} cases "
+            f"sweep incomplete: stopped by {_signal_name(stopped_by)} after {summary.finished} of {total} cases "
             "finished",
             f"the table, report and summary.json in {out} hold the finished cases (summary.json says incomplete); "
             f"every plan made is in {plans}",
@@ -346,59 +352,5 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
     return summary
 
 
-def _write_outputs(
-    grid: Grid,
-    out: Path,
-    rows: dict[str, dict[str, Any]],
-    executor: str,
-    elapsed: float,
-    interrupted: bool,
-    incomplete_note: str | None = None,
-) -> dict[str, Any]:
-    """Write the table, the report and the summary; returns the summary. ``incomplete_note`` (a stopped run) is
-    the summary's first note and sets ``incomplete``."""
-    from hetplan.sweep.report import render_html, render_markdown, report_doc
-    from hetplan.units import rnd
-
-    ordered = [rows[k] for k in sorted(rows)]
-    notes = [incomplete_note] if incomplete_note else []
-    written = ["results.csv"]
-    write_atomic(out / "results.csv", csv_text(ordered), force=True)
-    if parquet_available():
-        write_parquet(ordered, out / "results.parquet")
-        written.append("results.parquet")
-    else:
-        notes.append("results.parquet not written: pyarrow is not installed (pip install 'hetplan[parquet]')")
-    report = report_doc(grid, ordered)
-    write_atomic(out / "report.md", render_markdown(report), force=True)
-    write_atomic(out / "report.html", render_html(report), force=True)
-    written += ["report.md", "report.html", "summary.json"]
-    finished = len(ordered)
-    resumed = sum(bool(r["resumed"]) for r in ordered)
-    summary = {
-        "kind": "sweep",
-        "grid": grid.name,
-        "grid_file": grid.path,
-        "out": str(out),
-        "executor": executor,
-        "cases": len(grid.cases),
-        "finished": finished,
-        "resumed": resumed,
-        "ran": finished - resumed,
-        "interrupted": interrupted,
-        "incomplete": interrupted or finished < len(grid.cases),
-        "counts": report["counts"],
-        "verdicts": report["verdicts"],
-        "elapsed_s": rnd(elapsed, 4),
-        "cases_per_s": rnd((finished - resumed) / elapsed, 4) if elapsed > 0 and finished > resumed else None,
-        "files": written,
-        "plans": sum(r["status"] == "ok" for r in ordered),
-        "groups": report["groups"],
-        "failed": report["failed"],
-        "notes": notes,
-    }
-    write_atomic(out / "summary.json", to_json(summary), force=True)
-    return summary
-
-
-__all__ = ["OUTPUTS", "RAY_FILES", "SweepInterrupted", "SweepSettings", "case_task", "run_sweep"]
+__all__ = ["OUTPUTS", "RAY_FILES", "SweepInterrupted", "SweepSettings", "SweepSummary", "case_task", "run_sweep",
+           "sweep"]  # fmt: skip

@@ -9,6 +9,7 @@ from hetplan.cli.main import app
 from hetplan.errors import InputError
 from hetplan.sweep.grid import expand
 from hetplan.sweep.report import pareto_front
+from hetplan.sweep.table import SweepRow
 from tests.conftest import EXAMPLES
 from tests.sweep.helpers import write_grid
 
@@ -103,9 +104,15 @@ def test_a_bad_grid_exits_2_with_an_error_line_and_writes_nothing(tmp_path, smal
     assert not (tmp_path / "out").exists()
 
 
+_INPUTS = {"axes": "", "scenario": "s", "model": "m", "workload": "w", "slo_tier": "", "gpus": "", "inventory": "",
+           "cloud": "aws", "prices": "", "spot": False, "strategy": "cauchy", "engine": "vllm", "weight_dtype": "bf16",
+           "kv_dtype": "bf16", "headroom": 0.1, "policy": "fcfs", "verify": False, "status": "ok",
+           "inputs_sha256": ""}  # fmt: skip
+
+
 def _row(case_id, cost, goodput, ttft, tpot=0.1, pct=90.0):
-    return {"case_id": case_id, "usd_per_hour": cost, "goodput_target_req_per_s": goodput, "slo_ttft_s": ttft,
-            "slo_tpot_s": tpot, "slo_percentile": pct, "goodput_capacity_req_per_s": goodput}  # fmt: skip
+    return SweepRow(**_INPUTS, case_id=case_id, usd_per_hour=cost, goodput_target_req_per_s=goodput, slo_ttft_s=ttft,
+                    slo_tpot_s=tpot, slo_percentile=pct, goodput_capacity_req_per_s=goodput)  # fmt: skip
 
 
 def test_pareto_front_keeps_the_plans_no_other_plan_beats():
@@ -116,7 +123,7 @@ def test_pareto_front_keeps_the_plans_no_other_plan_beats():
         _row("d", 12, 5, 2.0),  # more goodput for 12: dominates c, not b (looser SLO)
         _row("e", 12, 5, 2.0),  # equal to d: neither dominates the other
     ]
-    assert [r["case_id"] for r in pareto_front(rows)] == ["a", "b", "d", "e"]
+    assert [r.case_id for r in pareto_front(rows)] == ["a", "b", "d", "e"]
 
 
 def test_a_row_at_zero_cost_has_no_tokens_per_usd(tmp_path, small_catalog):
@@ -129,7 +136,7 @@ def test_a_row_at_zero_cost_has_no_tokens_per_usd(tmp_path, small_catalog):
 
     case = expand(write_grid(tmp_path)).cases[0]
     doc = json.loads((FIXTURES / "plan_two_combos.json").read_text())
-    assert build_row(case, "ok", doc, None)["tokens_per_usd"] == doc["tokens_per_usd"] > 0
+    assert build_row(case, "ok", doc, None).tokens_per_usd == doc["tokens_per_usd"] > 0
     doc.update(total_usd_per_hour=0.0, usd_per_month=0.0, tokens_per_usd=0.0)
     row = build_row(case, "ok", doc, None)
-    assert row["usd_per_hour"] == 0.0 and row["tokens_per_usd"] is None
+    assert row.usd_per_hour == 0.0 and row.tokens_per_usd is None

@@ -77,9 +77,8 @@ def test_parquet_table_matches_the_csv_and_is_skipped_with_a_note_without_pyarro
     api.sweep(grid, tmp_path / "a", workers=1)
     parquet = pq.read_table(tmp_path / "a" / "results.parquet").to_pylist()
     assert [r["case_id"] for r in parquet] == [r["case_id"] for r in read_rows(tmp_path / "a" / "results.csv")]
-    assert table.csv_text(parquet) == (tmp_path / "a" / "results.csv").read_text()
-    monkeypatch.setattr(table, "parquet_available", lambda: False)
-    monkeypatch.setattr("hetplan.sweep.run.parquet_available", lambda: False)
+    assert table.csv_text([table.SweepRow(**r) for r in parquet]) == (tmp_path / "a" / "results.csv").read_text()
+    monkeypatch.setattr("hetplan.sweep.outputs.parquet_available", lambda: False)
     summary = api.sweep(grid, tmp_path / "b", workers=1)
     assert not (tmp_path / "b" / "results.parquet").exists()
     assert summary["notes"] == [
