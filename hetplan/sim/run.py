@@ -259,8 +259,7 @@ def capacity(
     if cache[x].arrival_rate_per_s is None:  # every request arrives at one instant: no rate to scale
         raise InputError(
             "--find-capacity needs a trace whose arrivals span some time",
-            f"its {cache[x].requests} request(s) arrive at the same instant, so an arrival rate "
-            "(req/s) is not defined",
+            f"its {cache[x].requests} request(s) arrive at the same instant, so an arrival rate (req/s) is not defined",
             "give a trace with requests at two or more times, or simulate it without --find-capacity",
         )
     if first >= target:
