@@ -1,7 +1,8 @@
 """The readers of ``hetplan calibrate-perf`` (:mod:`hetplan.perf.user_calibration`): one closed-loop operating
 point per vllm bench serve result, GuideLLM concurrent or synchronous benchmark, AIPerf / genai-perf profile export
 (JSON or CSV) or row of an ``estimate --points`` CSV with measured ``ttft_ms`` and ``tpot_ms``; the tools' files
-are read field by field, each value checked with a message that names the field.
+are read field by field (vllm's through :class:`VllmBenchResult`), each value checked with a message that names the
+field.
 
 Source: the tools' own output schemas (tests/fixtures/user_calibration/README.md); hetplan's own reader.
 """
@@ -14,6 +15,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from hetplan.errors import InputError
 
@@ -114,6 +117,21 @@ _ENGINE_BACKENDS = {"vllm": "vllm", "sglang": "sglang", "sglang-oai": "sglang", 
                     "trt-llm": "trtllm", "trtllm": "trtllm"}  # fmt: skip
 
 
+class VllmBenchResult(BaseModel):
+    """The fields hetplan reads of a ``vllm bench serve --save-result`` file (``vllm/benchmarks/serve.py``), as
+    written (each value is checked where it is used, :func:`_num`); ``--metadata`` pairs are extra fields."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    mean_ttft_ms: Any
+    mean_tpot_ms: Any
+    completed: Any
+    total_input_tokens: Any
+    total_output_tokens: Any
+    max_concurrency: Any = None
+    backend: Any = ""
+    model_id: Any = None
+
+
 def read_vllm_bench(doc: dict[str, Any], path: str, ctx: Context) -> list[MeasuredPoint]:
     """The point of one ``vllm bench serve --save-result`` file (module docstring).
 
@@ -123,25 +141,27 @@ def read_vllm_bench(doc: dict[str, Any], path: str, ctx: Context) -> list[Measur
     for key in ("mean_ttft_ms", "mean_tpot_ms", "completed", "total_input_tokens", "total_output_tokens"):
         if key not in doc:
             raise InputError(f"{path}: vllm bench serve result lacks {key!r}", fix="pass the --save-result JSON file")
-    if doc.get("max_concurrency") is None and ctx.concurrency is None:
+    v = VllmBenchResult.model_validate(doc)
+    if v.max_concurrency is None and ctx.concurrency is None:
         raise InputError(
             f"{path}: max_concurrency is null: an open-loop run (--request-rate), not C closed-loop clients",
             "the correction is fitted on the closed loop hetplan estimates (C clients, each waiting for its answer)",
             "rerun with --max-concurrency C, or pass --concurrency if you know it",
         )
-    done = _num(doc["completed"], f"{path}: completed")
+    done = _num(v.completed, f"{path}: completed")
     found: dict[str, Any] = {
-        "engine": _ENGINE_BACKENDS.get(str(doc.get("backend", "")).lower()),
-        "model": doc.get("model_id"),
-        "concurrency": doc.get("max_concurrency"),
-        "isl": _num(doc["total_input_tokens"], f"{path}: total_input_tokens") / done,
-        "osl": _num(doc["total_output_tokens"], f"{path}: total_output_tokens") / done,
+        "engine": _ENGINE_BACKENDS.get(str(v.backend).lower()),
+        "model": v.model_id,
+        "concurrency": v.max_concurrency,
+        "isl": _num(v.total_input_tokens, f"{path}: total_input_tokens") / done,
+        "osl": _num(v.total_output_tokens, f"{path}: total_output_tokens") / done,
     }
     for key in ("engine", "gpu", "tp", "pp", "ep", "dp_attention", "weight_dtype", "kv_dtype"):
-        if isinstance(doc.get(key), (str, int)) and not isinstance(doc.get(key), bool):  # --metadata KEY=VALUE
-            found[key] = doc[key]
-    ttft = _num(doc["mean_ttft_ms"], f"{path}: mean_ttft_ms")
-    tpot = _num(doc["mean_tpot_ms"], f"{path}: mean_tpot_ms")
+        value = doc.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):  # --metadata KEY=VALUE
+            found[key] = value
+    ttft = _num(v.mean_ttft_ms, f"{path}: mean_ttft_ms")
+    tpot = _num(v.mean_tpot_ms, f"{path}: mean_tpot_ms")
     return [_point(found, ctx, ttft, tpot, path)]
 
 
