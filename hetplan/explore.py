@@ -89,14 +89,15 @@ class OwnedUse(_Doc):
 class PointRow(_Doc):
     """One point of the curve (:func:`point_row`): its values, SLOs (s) and goodput target (req/s); planned: the
     strategy, $/h and $/month, deployment and GPUs; checked: held or missed, joint attainment and the SLO
-    percentiles (s) in simulation; failed or infeasible: the error."""
+    percentiles (s) in simulation; failed or infeasible: the error. Every row :func:`point_row` makes sets the
+    goodput target and SLOs (None only in a hand-made row)."""
 
     point: str
     values: dict[str, str]
     status: str
-    goodput_target_req_per_s: float | None
-    slo_ttft_s: float
-    slo_tpot_s: float
+    goodput_target_req_per_s: float | None = None
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
     strategy: str | None = None
     usd_per_hour: float | None = None
     usd_per_month: float | None = None
