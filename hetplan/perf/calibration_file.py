@@ -131,8 +131,58 @@ def _finite(value: Any, where: str, lo: float, hi: float) -> float:
     return float(value)
 
 
+class _Raw(BaseModel):
+    """A typed view of a calibration file as read, values as written (each checked where it is used)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class _RawFile(_Raw):
+    kind: Any = None
+    schema_version: Any = None
+    corrections: Any = None
+
+
+class _RawCorrection(_Raw):
+    engine: Any = None
+    gpu: Any = None
+    model: Any = None
+    tp: Any = "*"
+    weight_dtype: Any = "*"
+    band: Any = None
+    ttft_factor: Any = None
+    tpot_factor: Any = None
+
+
+class _RawBand(_Raw):
+    ttft: Any = None
+    tpot: Any = None
+
+
+class EstimateRow(_Raw):
+    """What calibration reads of a closed-loop estimate row (:func:`hetplan.perf.points.estimate_points`): the
+    point's engine, GPU, model and layout, its TTFT and TPOT (s), clients and output tokens; ``error`` when the
+    point could not be estimated."""
+
+    error: Any = None
+    engine: Any = None
+    gpu: Any = None
+    model: Any = None
+    tp: Any = None
+    weight_dtype: Any = None
+    ttft_s: Any = None
+    tpot_s: Any = None
+    concurrency: Any = None
+    osl: Any = None
+    notes: Any = Field(default_factory=list)
+
+
+def _regenerate() -> str:
+    return "regenerate the file with hetplan calibrate-perf"
+
+
 def corrections_from_doc(doc: Any, where: str) -> tuple[PerfCorrection, ...]:
-    """The corrections of a calibration document (:func:`calibration_doc`), checked.
+    """The corrections of a calibration document (:func:`hetplan.perf.user_calibration.calibration_doc`), checked.
 
     Raises:
         InputError: not a calibration file, a newer schema, or a field missing, of the wrong type or out of range
@@ -140,40 +190,39 @@ def corrections_from_doc(doc: Any, where: str) -> tuple[PerfCorrection, ...]:
     """
     from hetplan.perf.engines import ENGINE_NAMES
 
-    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+    f = _RawFile.model_validate(doc) if isinstance(doc, dict) else None
+    if f is None or f.kind != KIND:
         raise InputError(f"{where} is not a perf calibration file (kind: {KIND})",
                          fix="pass the file hetplan calibrate-perf --out wrote")  # fmt: skip
-    version = doc.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise InputError(f"{where}: schema_version {version!r} is not {SCHEMA_VERSION}",
+    if f.schema_version != SCHEMA_VERSION:
+        raise InputError(f"{where}: schema_version {f.schema_version!r} is not {SCHEMA_VERSION}",
                          fix="regenerate the file with this hetplan's calibrate-perf")  # fmt: skip
-    items = doc.get("corrections")
-    if not isinstance(items, list):
-        raise InputError(f"{where}: corrections is not a list", fix="regenerate the file with hetplan calibrate-perf")
+    if not isinstance(f.corrections, list):
+        raise InputError(f"{where}: corrections is not a list", fix=_regenerate())
     out = []
     seen = set()
-    for n, c in enumerate(items):
+    for n, raw in enumerate(f.corrections):
         at = f"{where}: corrections[{n}]"
-        if not isinstance(c, dict):
-            raise InputError(f"{at} is not a mapping", fix="regenerate the file with hetplan calibrate-perf")
-        for key in ("engine", "gpu", "model"):
-            if not isinstance(c.get(key), str) or not c[key]:
-                raise InputError(f"{at}.{key} must be text", fix="regenerate the file with hetplan calibrate-perf")
-        if c["engine"] not in ENGINE_NAMES:
-            raise InputError(f"{at}.engine {c['engine']!r} is not one of {', '.join(ENGINE_NAMES)}",
+        if not isinstance(raw, dict):
+            raise InputError(f"{at} is not a mapping", fix=_regenerate())
+        c = _RawCorrection.model_validate(raw)
+        for key, text in (("engine", c.engine), ("gpu", c.gpu), ("model", c.model)):
+            if not isinstance(text, str) or not text:
+                raise InputError(f"{at}.{key} must be text", fix=_regenerate())
+        if c.engine not in ENGINE_NAMES:
+            raise InputError(f"{at}.engine {c.engine!r} is not one of {', '.join(ENGINE_NAMES)}",
                              fix="fix or regenerate the file")  # fmt: skip
-        tp_raw, dtype = c.get("tp", "*"), c.get("weight_dtype", "*")
+        tp_raw, dtype = c.tp, c.weight_dtype
         if tp_raw == "*":
             tp = 0
         elif isinstance(tp_raw, int) and not isinstance(tp_raw, bool) and 1 <= tp_raw <= 1024:
             tp = tp_raw
         else:
-            raise InputError(f"{at}.tp must be a whole number 1..1024 or '*', got {tp_raw!r}",
-                             fix="regenerate the file with hetplan calibrate-perf")  # fmt: skip
+            raise InputError(f"{at}.tp must be a whole number 1..1024 or '*', got {tp_raw!r}", fix=_regenerate())
         if not isinstance(dtype, str) or not dtype or (tp == 0) != (dtype == "*"):
             raise InputError(f"{at}.weight_dtype must be a dtype with a TP, or '*' with tp '*', got {dtype!r}",
-                             fix="regenerate the file with hetplan calibrate-perf")  # fmt: skip
-        entry_key = (c["engine"], c["gpu"], c["model"], str(tp or "*"), dtype)
+                             fix=_regenerate())  # fmt: skip
+        entry_key = (str(c.engine), str(c.gpu), str(c.model), str(tp or "*"), dtype)
         if entry_key in seen:
             raise InputError(
                 f"{at}: {'/'.join(entry_key)} is corrected twice",
@@ -181,22 +230,23 @@ def corrections_from_doc(doc: Any, where: str) -> tuple[PerfCorrection, ...]:
             )
         seen.add(entry_key)
         band = []
-        raw_band = c.get("band") or {}
+        raw_band = c.band or {}
         if not isinstance(raw_band, dict):
-            raise InputError(f"{at}.band is not a mapping", fix="regenerate the file with hetplan calibrate-perf")
+            raise InputError(f"{at}.band is not a mapping", fix=_regenerate())
         for conf, v in sorted(raw_band.items()):
             if conf not in CONFIDENCE_QUANTILES or not isinstance(v, dict):
                 raise InputError(f"{at}.band.{conf} is not one of p50, p80, p90 with ttft and tpot",
-                                 fix="regenerate the file with hetplan calibrate-perf")  # fmt: skip
-            band.append((str(conf), _finite(v.get("ttft"), f"{at}.band.{conf}.ttft", 0.0, 100.0),
-                         _finite(v.get("tpot"), f"{at}.band.{conf}.tpot", 0.0, 100.0)))  # fmt: skip
+                                 fix=_regenerate())  # fmt: skip
+            level = _RawBand.model_validate(v)
+            band.append((str(conf), _finite(level.ttft, f"{at}.band.{conf}.ttft", 0.0, 100.0),
+                         _finite(level.tpot, f"{at}.band.{conf}.tpot", 0.0, 100.0)))  # fmt: skip
         out.append(
             PerfCorrection(
-                c["engine"],
-                c["gpu"],
-                c["model"],
-                _finite(c.get("ttft_factor"), f"{at}.ttft_factor", 1 / MAX_FACTOR, MAX_FACTOR),
-                _finite(c.get("tpot_factor"), f"{at}.tpot_factor", 1 / MAX_FACTOR, MAX_FACTOR),
+                str(c.engine),
+                str(c.gpu),
+                str(c.model),
+                _finite(c.ttft_factor, f"{at}.ttft_factor", 1 / MAX_FACTOR, MAX_FACTOR),
+                _finite(c.tpot_factor, f"{at}.tpot_factor", 1 / MAX_FACTOR, MAX_FACTOR),
                 tuple(band),
                 tp,
                 dtype,
@@ -243,19 +293,20 @@ def corrected(rows: list[dict[str, Any]], corrections: tuple[PerfCorrection, ...
     out = []
     for r in rows:
         c = None
+        e = EstimateRow.model_validate(r)
         if "error" not in r and corrections:
-            c = find_correction(corrections, str(r["engine"]), find_gpu(str(r["gpu"])).name,
-                                find_model(str(r["model"])).name, int(r["tp"]), str(r["weight_dtype"]))  # fmt: skip
+            c = find_correction(corrections, str(e.engine), find_gpu(str(e.gpu)).name,
+                                find_model(str(e.model)).name, int(e.tp), str(e.weight_dtype))  # fmt: skip
         if c is None:
             out.append(r)
             continue
-        ttft, tpot = r["ttft_s"] * c.ttft_factor, r["tpot_s"] * c.tpot_factor
-        conc, osl = float(r["concurrency"]), float(r["osl"])
+        ttft, tpot = e.ttft_s * c.ttft_factor, e.tpot_s * c.tpot_factor
+        conc, osl = float(e.concurrency), float(e.osl)
         rps = conc / (ttft + (osl - 1.0) * tpot)
         layout = f"TP{c.tp} {c.weight_dtype}" if c.tp else "all layouts: TPOT only"
         note = f"calibrated: TTFT x {c.ttft_factor:.3f}, TPOT x {c.tpot_factor:.3f} ({c.gpu}, {c.model}, {layout})"
         out.append({**r, "ttft_s": ttft, "tpot_s": tpot, "itl_s": tpot, "requests_per_s": rps,
-                    "output_tokens_per_s": rps * osl, "notes": [*r.get("notes", []), note]})  # fmt: skip
+                    "output_tokens_per_s": rps * osl, "notes": [*e.notes, note]})  # fmt: skip
     return out
 
 
@@ -267,6 +318,7 @@ __all__ = [
     "BandLevel",
     "CalibrationFile",
     "CorrectionEntry",
+    "EstimateRow",
     "ErrorSummary",
     "InputFile",
     "MetricErrors",

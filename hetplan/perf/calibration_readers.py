@@ -1,8 +1,8 @@
 """The readers of ``hetplan calibrate-perf`` (:mod:`hetplan.perf.user_calibration`): one closed-loop operating
 point per vllm bench serve result, GuideLLM concurrent or synchronous benchmark, AIPerf / genai-perf profile export
-(JSON or CSV) or row of an ``estimate --points`` CSV with measured ``ttft_ms`` and ``tpot_ms``; the tools' files
-are read field by field (vllm's through :class:`VllmBenchResult`), each value checked with a message that names the
-field.
+(JSON or CSV) or row of an ``estimate --points`` CSV with measured ``ttft_ms`` and ``tpot_ms``. The tools' files
+are read through typed views of the fields hetplan reads (:mod:`hetplan.perf.benchmark_files`), each value checked
+where it is used, with a message that names the field.
 
 Source: the tools' own output schemas (tests/fixtures/user_calibration/README.md); hetplan's own reader.
 """
@@ -16,9 +16,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from hetplan.errors import InputError
+from hetplan.perf.benchmark_files import (
+    AiperfExport,
+    AiperfMetric,
+    Benchmark,
+    Endpoint,
+    InputConfig,
+    Loadgen,
+    Report,
+    ReportArgs,
+    Strategy,
+    StrategyHolder,
+    VllmBenchResult,
+    Worker,
+    view,
+)
 
 FORMATS = ("vllm-bench", "guidellm", "aiperf", "aiperf-csv", "points")
 POINT_FIELDS = ("engine", "model", "gpu", "tp", "pp", "ep", "dp_attention", "weight_dtype", "kv_dtype",
@@ -117,21 +130,6 @@ _ENGINE_BACKENDS = {"vllm": "vllm", "sglang": "sglang", "sglang-oai": "sglang", 
                     "trt-llm": "trtllm", "trtllm": "trtllm"}  # fmt: skip
 
 
-class VllmBenchResult(BaseModel):
-    """The fields hetplan reads of a ``vllm bench serve --save-result`` file (``vllm/benchmarks/serve.py``), as
-    written (each value is checked where it is used, :func:`_num`); ``--metadata`` pairs are extra fields."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-    mean_ttft_ms: Any
-    mean_tpot_ms: Any
-    completed: Any
-    total_input_tokens: Any
-    total_output_tokens: Any
-    max_concurrency: Any = None
-    backend: Any = ""
-    model_id: Any = None
-
-
 def read_vllm_bench(doc: dict[str, Any], path: str, ctx: Context) -> list[MeasuredPoint]:
     """The point of one ``vllm bench serve --save-result`` file (module docstring).
 
@@ -172,32 +170,33 @@ def read_guidellm(doc: dict[str, Any], path: str, ctx: Context) -> tuple[list[Me
     Raises:
         InputError: no closed-loop benchmark in the report, or one lacking a metric.
     """
-    benches = doc.get("benchmarks")
+    report = view(Report, doc)
+    benches = report.benchmarks
     if not isinstance(benches, list) or not benches:
         raise InputError(f"{path}: GuideLLM report has no benchmarks", fix="pass the report guidellm wrote")
-    model = _get(doc, "args", "model")
+    model = view(ReportArgs, report.args).model
     points, notes = [], []
-    for n, b in enumerate(benches):
+    for n, raw in enumerate(benches):
         where = f"{path}#benchmarks[{n}]"
-        strategy = _get(b, "config", "strategy") or _get(b, "args", "strategy") or {}
-        kind = str(strategy.get("type_", "")) if isinstance(strategy, dict) else ""
+        b = view(Benchmark, raw)
+        strategy = view(StrategyHolder, b.config).strategy or view(StrategyHolder, b.args).strategy or {}
+        kind = str(view(Strategy, strategy).type_) if isinstance(strategy, dict) else ""
         if kind == "synchronous":
             conc: Any = 1
         elif kind == "concurrent":
-            conc = strategy.get("streams")
+            conc = view(Strategy, strategy).streams
         else:
             notes.append(f"{where}: strategy {kind or 'unknown'} is open-loop, skipped (only concurrent and "
                          "synchronous benchmarks are closed-loop points)")  # fmt: skip
             continue
-        metrics = b.get("metrics") if isinstance(b, dict) else None
 
-        def mean(name: str, metrics: Any = metrics, where: str = where) -> float:
+        def mean(name: str, metrics: Any = b.metrics, where: str = where) -> float:
             value = _get(metrics, name, "successful", "mean")
             if value is None:
                 raise InputError(f"{where}: metrics.{name}.successful.mean is missing", fix="pass guidellm's report")
             return _num(value, f"{where}: metrics.{name}.successful.mean")
 
-        found = {"model": model or _get(b, "worker", "backend_model"), "concurrency": conc,
+        found = {"model": model or view(Worker, b.worker).backend_model, "concurrency": conc,
                  "isl": mean("prompt_token_count"), "osl": mean("output_token_count")}  # fmt: skip
         points.append(_point(found, ctx, mean("time_to_first_token_ms"), mean("inter_token_latency_ms"), where))
     if not points:
@@ -209,34 +208,33 @@ def read_guidellm(doc: dict[str, Any], path: str, ctx: Context) -> tuple[list[Me
     return points, notes
 
 
-_AIPERF_METRICS = {"ttft": "time_to_first_token", "tpot": "inter_token_latency", "isl": "input_sequence_length",
-                   "osl": "output_sequence_length"}  # fmt: skip
-
-
 def read_aiperf(doc: dict[str, Any], path: str, ctx: Context) -> list[MeasuredPoint]:
     """The point of an AIPerf ``profile_export_aiperf.json`` or genai-perf ``profile_export_genai_perf.json``.
 
     Raises:
         InputError: a metric missing or not in milliseconds / tokens.
     """
-    raw = doc.get("records")
-    records: dict[str, Any] = raw if isinstance(raw, dict) else doc
-    vals: dict[str, float] = {}
-    for key, name in _AIPERF_METRICS.items():
+    export = view(AiperfExport, doc)
+    records: dict[str, Any] = export.records if isinstance(export.records, dict) else doc
+
+    def avg(name: str, ms: bool) -> float:
         metric = records.get(name)
         if not isinstance(metric, dict) or "avg" not in metric:
             raise InputError(f"{path}: {name}.avg is missing", fix="pass profile_export_aiperf.json (or genai-perf's)")
-        unit = str(metric.get("unit", "ms" if key in ("ttft", "tpot") else "tokens"))
-        if key in ("ttft", "tpot") and unit != "ms":
+        m = AiperfMetric.model_validate(metric)
+        unit = str(m.unit) if "unit" in metric else ("ms" if ms else "tokens")
+        if ms and unit != "ms":
             raise InputError(f"{path}: {name} is in {unit!r}, expected ms", fix="export with the default units")
-        vals[key] = _num(metric["avg"], f"{path}: {name}.avg")
-    raw_cfg = doc.get("input_config")
-    cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
-    conc = _get(cfg, "loadgen", "concurrency") or cfg.get("concurrency")
-    names = _get(cfg, "endpoint", "model_names") or cfg.get("model_names") or cfg.get("model")
+        return _num(m.avg, f"{path}: {name}.avg")
+
+    ttft, tpot = avg("time_to_first_token", True), avg("inter_token_latency", True)
+    isl, osl = avg("input_sequence_length", False), avg("output_sequence_length", False)
+    cfg = view(InputConfig, export.input_config)
+    conc = view(Loadgen, cfg.loadgen).concurrency or cfg.concurrency
+    names = view(Endpoint, cfg.endpoint).model_names or cfg.model_names or cfg.model
     model = names[0] if isinstance(names, list) and names else names if isinstance(names, str) else None
-    found = {"model": model, "concurrency": conc, "isl": vals["isl"], "osl": vals["osl"]}
-    return [_point(found, ctx, vals["ttft"], vals["tpot"], path)]
+    found = {"model": model, "concurrency": conc, "isl": isl, "osl": osl}
+    return [_point(found, ctx, ttft, tpot, path)]
 
 
 _CSV_ROWS = {"ttft": "time to first token", "tpot": "inter token latency", "isl": "input sequence length",

@@ -66,6 +66,7 @@ from hetplan.perf.calibration_file import (
     CalibrationFile,
     CorrectionEntry,
     ErrorSummary,
+    EstimateRow,
     InputFile,
     MetricErrors,
     Overall,
@@ -132,17 +133,16 @@ def predict(points: list[MeasuredPoint]) -> Predicted:
 
     res = estimate_points([p.row for p in points])
     keys = []
-    for p, r in zip(points, res, strict=True):
-        if "error" in r:
+    rows = [EstimateRow.model_validate(r) for r in res]
+    for p, r in zip(points, rows, strict=True):
+        if r.error is not None:
             raise InputError(
-                f"{p.source}: hetplan cannot estimate this point: {r['error']}",
+                f"{p.source}: hetplan cannot estimate this point: {r.error}",
                 fix="check the GPU, model, TP/EP/DP and dtypes (flags or --metadata), or leave the file out",
             )
-        keys.append((str(r["engine"]), find_gpu(str(r["gpu"])).name, find_model(str(r["model"])).name, int(r["tp"]),
-                     str(r["weight_dtype"])))  # fmt: skip
-    return Predicted(
-        points, keys, np.array([r["ttft_s"] * 1e3 for r in res]), np.array([r["tpot_s"] * 1e3 for r in res])
-    )
+        keys.append((str(r.engine), find_gpu(str(r.gpu)).name, find_model(str(r.model)).name, int(r.tp),
+                     str(r.weight_dtype)))  # fmt: skip
+    return Predicted(points, keys, np.array([r.ttft_s * 1e3 for r in rows]), np.array([r.tpot_s * 1e3 for r in rows]))
 
 
 def shrunk_factor(log_ratios: np.ndarray, metric: str) -> float:
