@@ -117,6 +117,22 @@ def plan_cascade(plan: Plan) -> CascadeSettings:
     return CascadeSettings(kappa=block.kappa, q2=block.q2, kappa_by_class=by_class, tier2_order=block.tier2_order)
 
 
+class _ScenarioClasses(BaseModel):
+    """The plan's ``scenario.classes`` as written (:mod:`hetplan.workload.classes`)."""
+
+    model_config = ConfigDict(extra="ignore")
+    classes: Any = None
+
+
+class _PlanClass(BaseModel):
+    """One ``scenario.classes`` entry as written: its name and SLOs (s), converted where they are read."""
+
+    model_config = ConfigDict(extra="ignore")
+    name: Any
+    ttft_s: Any
+    tpot_s: Any
+
+
 def plan_classes(plan: Plan) -> list[tuple[str, float, float]]:
     """The plan's request classes (``scenario.classes``, :mod:`hetplan.workload.classes`): ``(name, ttft_s,
     tpot_s)`` each; empty for a one-class plan.
@@ -124,12 +140,13 @@ def plan_classes(plan: Plan) -> list[tuple[str, float, float]]:
     Raises:
         InputError: a malformed ``classes`` entry (a hand-edited plan).
     """
-    raw = plan.scenario_extra.get("classes") or []
+    raw = _ScenarioClasses.model_validate(plan.scenario_extra).classes or []
     out = []
     for row in raw if isinstance(raw, list) else [raw]:
         try:
-            name, ttft, tpot = str(row["name"]), float(row["ttft_s"]), float(row["tpot_s"])
-        except (TypeError, KeyError, ValueError):
+            c = _PlanClass.model_validate(row)
+            name, ttft, tpot = str(c.name), float(c.ttft_s), float(c.tpot_s)
+        except (TypeError, ValidationError, ValueError):
             raise InputError(
                 f"the plan's scenario.classes entry {row!r} is malformed",
                 fix="each class needs name, ttft_s and tpot_s (re-plan the scenario)",

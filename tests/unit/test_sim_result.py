@@ -1,16 +1,20 @@
 """The typed simulation documents (hetplan/sim/result.py): what the simulator returns is read by attribute, and its
-``to_doc()`` is the document ``--json`` prints, read back unchanged (key order included)."""
+``to_doc()`` is the document ``--json`` prints, read back unchanged (key order included); a plan's request classes
+read through their typed view."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
 
+import pytest
+
+from hetplan.errors import InputError
 from hetplan.io import to_json
 from hetplan.plan.doc import load_plan
 from hetplan.sim.closed import closed_loop_run
 from hetplan.sim.result import Capacity, ClosedLoop, Simulation
-from hetplan.sim.run import SimRequest, capacity, simulate, simulation
+from hetplan.sim.run import SimRequest, capacity, plan_classes, simulate, simulation
 from hetplan.workload.readers import read_stream
 from tests.conftest import FIXTURES
 
@@ -44,3 +48,15 @@ def test_capacity_and_closed_loop_documents_round_trip():
     assert loop.finished == 40 and loop.e2e_s.mean is not None
     text = to_json(loop.to_doc())
     assert to_json(ClosedLoop.model_validate(json.loads(text)).to_doc()) == text
+
+
+def test_a_malformed_plan_class_is_an_input_error_naming_the_entry():
+    plan = load_plan(FIXTURES / "plan_two_combos.json")
+    good = replace(
+        plan, scenario_extra={**plan.scenario_extra, "classes": [{"name": "chat", "ttft_s": 1, "tpot_s": "0.1"}]}
+    )
+    assert plan_classes(good) == [("chat", 1.0, 0.1)]
+    for row in ({"name": "chat", "ttft_s": 1.0}, "chat", {"name": "chat", "ttft_s": "fast", "tpot_s": 0.1}):
+        bad = replace(plan, scenario_extra={**plan.scenario_extra, "classes": [row]})
+        with pytest.raises(InputError, match="scenario.classes entry .* is malformed"):
+            plan_classes(bad)
