@@ -321,7 +321,7 @@ def detect_format(path: Path, text: str) -> tuple[str, Any]:
             return "vllm-bench", doc
         if "benchmarks" in doc:
             return "guidellm", doc
-        raw = doc.get("records")
+        raw = view(AiperfExport, doc).records
         if "time_to_first_token" in (raw if isinstance(raw, dict) else doc):
             return "aiperf", doc
     raise InputError(
