@@ -3,7 +3,7 @@
 coefficients on a trace replay, and from ``benchmarks/calibrate_perf.py``, which refits the shipped curves."""
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -22,32 +22,35 @@ from hetplan.cli.options import (
 )
 from hetplan.io import check_output, to_json, to_yaml, write_atomic
 
+if TYPE_CHECKING:  # pydantic and numpy load when the command runs (tests/cli/test_structure.py)
+    from hetplan.perf.calibration_file import CalibrationFile
+
 
 def _pct(x: float) -> str:
     return f"{x * 100:.1f} %"
 
 
-def _render(doc: dict[str, Any], console: Console) -> None:
+def _render(doc: "CalibrationFile", console: Console) -> None:
     table = Table(title="median |error| of mean TTFT / TPOT: shipped curves -> corrected (leave-one-out)")
     for col in ("engine", "GPU", "model", "layout", "n", "TTFT x", "TPOT x", "TTFT error", "TPOT error"):
         table.add_column(col, justify="left" if col in ("engine", "GPU", "model", "layout") else "right")
-    for c in doc["corrections"]:
-        b, a = c["residuals"]["before"], c["residuals"]["leave_one_out"]
-        layout = f"TP{c['tp']} {c['weight_dtype']}" if c["tp"] != "*" else "other TPs"
+    for c in doc.corrections:
+        b, a = c.residuals.before, c.residuals.leave_one_out
+        layout = f"TP{c.tp} {c.weight_dtype}" if c.tp != "*" else "other TPs"
         table.add_row(
-            c["engine"], c["gpu"], c["model"], layout, str(c["points"]),
-            f"{c['ttft_factor']:.3f}", f"{c['tpot_factor']:.3f}",
-            f"{_pct(b['ttft']['median_abs'])} -> {_pct(a['ttft']['median_abs'])}",
-            f"{_pct(b['tpot']['median_abs'])} -> {_pct(a['tpot']['median_abs'])}",
+            c.engine, c.gpu, c.model, layout, str(c.points),
+            f"{c.ttft_factor:.3f}", f"{c.tpot_factor:.3f}",
+            f"{_pct(b.ttft.median_abs)} -> {_pct(a.ttft.median_abs)}",
+            f"{_pct(b.tpot.median_abs)} -> {_pct(a.tpot.median_abs)}",
         )  # fmt: skip
     console.print(table)
-    o = doc["overall"]
-    b, a = o["before"], o["leave_one_out"]
+    o = doc.overall
+    b, a = o.before, o.leave_one_out
     console.print(
-        f"all {o['points']} points, median |error|: TTFT {_pct(b['ttft']['median_abs'])} -> "
-        f"{_pct(a['ttft']['median_abs'])}, TPOT {_pct(b['tpot']['median_abs'])} -> {_pct(a['tpot']['median_abs'])}"
-        f" (bias TTFT {b['ttft']['bias'] * 100:+.1f} % -> {a['ttft']['bias'] * 100:+.1f} %, TPOT "
-        f"{b['tpot']['bias'] * 100:+.1f} % -> {a['tpot']['bias'] * 100:+.1f} %)"
+        f"all {o.points} points, median |error|: TTFT {_pct(b.ttft.median_abs)} -> "
+        f"{_pct(a.ttft.median_abs)}, TPOT {_pct(b.tpot.median_abs)} -> {_pct(a.tpot.median_abs)}"
+        f" (bias TTFT {b.ttft.bias * 100:+.1f} % -> {a.ttft.bias * 100:+.1f} %, TPOT "
+        f"{b.tpot.bias * 100:+.1f} % -> {a.tpot.bias * 100:+.1f} %)"
     )
     console.print(
         "'other TPs': the model's TPOT factor over all its layouts, applied where no point has the plan's TP and "
@@ -99,7 +102,7 @@ def calibrate_perf(
     Example: hetplan calibrate-perf runs/*.json --gpu H100-SXM --tp 2 --out my-calibration.yaml
     """
 
-    def work() -> dict[str, Any]:
+    def work() -> "CalibrationFile":
         from hetplan.perf import user_calibration as uc
 
         if out is not None:
@@ -109,14 +112,14 @@ def calibrate_perf(
         for note in notes:
             err_console.print(f"[yellow]note:[/] {note}")
         pred = uc.predict(points)
-        doc = uc.calibration_doc(pred, uc.fit(pred), [str(f) for f in files])
+        doc = uc.calibration_file(pred, uc.fit(pred), [str(f) for f in files])
         if out is not None:
-            write_atomic(out, to_yaml(doc), force=force)
+            write_atomic(out, to_yaml(doc.to_doc()), force=force)
         return doc
 
     doc = run_guarded(work)
     if json_out:
-        typer.echo(to_json(doc), nl=False)
+        typer.echo(to_json(doc.to_doc()), nl=False)
         return
     console = Console()
     _render(doc, console)

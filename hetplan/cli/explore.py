@@ -86,13 +86,16 @@ def explore(
         return doc, time.perf_counter() - start
 
     doc, elapsed = run_guarded(lambda: run_with_timeout(timeout, work, "explore", steps.describe))
+    from hetplan.explore import ExploreDoc
+
+    typed = ExploreDoc.model_validate(doc)
     if json_out:
         typer.echo(to_json(doc), nl=False)
     else:
-        render_explore(doc, Console())
-    err_console.print(f"explored {len(doc['points'])} points in {elapsed:.1f} s", highlight=False)
-    failed = doc["counts"]["error"]
+        render_explore(typed, Console())
+    err_console.print(f"explored {len(typed.points)} points in {elapsed:.1f} s", highlight=False)
+    failed = typed.counts.error
     if failed:  # a point that failed for another reason than infeasibility: its row says why
-        err_console.print(f"Error: {failed} of {len(doc['points'])} points failed (their rows say why)",
+        err_console.print(f"Error: {failed} of {len(typed.points)} points failed (their rows say why)",
                           highlight=False, markup=False)  # fmt: skip
         raise typer.Exit(1)

@@ -22,19 +22,21 @@ the per-class fit and the q₂ objective are hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.sim.cascade import CascadeSettings
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, Simulator
-from hetplan.sim.metrics import summarize
+from hetplan.sim.metrics import measure
 from hetplan.sim.policies import get_scheduler
+from hetplan.sim.result import CalibratedOn, CascadeCalibration, ClassCalibration, Q2Point, RunMetrics
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
 from hetplan.units import rnd
 from hetplan.workload.model import RequestStream
@@ -82,10 +84,17 @@ def fairness_objective(goodput: float | None, jain: float | None) -> float:
 
 
 def calibrate(req: SimRequest, quantile: float = 0.95, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """:func:`calibration` as the plan's ``cascade`` block (:meth:`CascadeCalibration.to_doc`). Same errors."""
+    return calibration(req, quantile, progress).to_doc()
+
+
+def calibration(
+    req: SimRequest, quantile: float = 0.95, progress: Callable[[str], None] | None = None
+) -> CascadeCalibration:
     """Fit κ (overall and per class) and choose q₂ for CASCADE on ``req``'s trace and plan (module docstring).
 
     Returns:
-        The ``cascade`` block for the plan: kappa, kappa_by_class, q2, tier2_order, quantile, coverage,
+        The typed ``cascade`` block for the plan: kappa, kappa_by_class, q2, tier2_order, quantile, coverage,
         per-class SLOs and budgets, the q₂ sweep (goodput, attainment, Jain, objective).
 
     Raises:
@@ -94,7 +103,7 @@ def calibrate(req: SimRequest, quantile: float = 0.95, progress: Callable[[str],
     if not 0 < quantile < 1:
         raise InputError(f"--quantile must be in (0, 1), got {quantile}", fix="pass e.g. --quantile 0.95")
     dep, stream = prepare_run(req)
-    return calibrate_deployment(dep, stream, plan_cascade(req.plan), req.config, quantile, progress, req.rate_scale)
+    return calibrate_fit(dep, stream, plan_cascade(req.plan), req.config, quantile, progress, req.rate_scale)
 
 
 def calibrate_deployment(
@@ -107,7 +116,21 @@ def calibrate_deployment(
     rate_scale: float = 1.0,
     q2_stream: RequestStream | None = None,
 ) -> dict[str, Any]:
-    """:func:`calibrate` on a deployment and a stream with its SLOs (already at the rate to calibrate at);
+    """:func:`calibrate_fit` as the ``cascade`` block's document. Same arguments and errors."""
+    return calibrate_fit(dep, stream, planned, config, quantile, progress, rate_scale, q2_stream).to_doc()
+
+
+def calibrate_fit(
+    dep: Deployment,
+    stream: RequestStream,
+    planned: CascadeSettings | None = None,
+    config: SimConfig | None = None,
+    quantile: float = 0.95,
+    progress: Callable[[str], None] | None = None,
+    rate_scale: float = 1.0,
+    q2_stream: RequestStream | None = None,
+) -> CascadeCalibration:
+    """:func:`calibration` on a deployment and a stream with its SLOs (already at the rate to calibrate at);
     ``planned`` supplies the settings κ and q₂ are not fitted for (tier order, host tier); ``q2_stream``, when
     given, is the stream q₂ is chosen on (e.g. the trace at an overload: at a rate the deployment holds, Tier 2 is
     empty and every q₂ ties). Same result and errors."""
@@ -119,10 +142,10 @@ def calibrate_deployment(
 
     def run(
         settings: CascadeSettings, record: bool = False, on: RequestStream | None = None
-    ) -> tuple[dict[str, Any], Simulator]:
+    ) -> tuple[RunMetrics, Simulator]:
         s = stream if on is None else on
         sim = Simulator(dep, s, get_scheduler("cascade", settings), cfg, record_estimates=record)
-        return summarize(s, sim.run()), sim
+        return measure(s, sim.run()), sim
 
     step("fitting kappa")
     _, sim = run(replace(planned, kappa=1.0, kappa_by_class=()), record=True)
@@ -131,10 +154,10 @@ def calibrate_deployment(
     ok = np.isfinite(after_wait) & (est > 0)
     if not ok.any():
         m0, _ = run(replace(planned, kappa=1.0, kappa_by_class=()))
-        if m0["dropped"] + m0["dropped_over_context"] >= m0["requests"]:
+        if m0.dropped + m0.dropped_over_context >= m0.requests:
             raise InputError(
                 "no request reached its first token in the calibration run",
-                f"all {m0['requests']} requests were dropped: too long for the model's context window or for every "
+                f"all {m0.requests} requests were dropped: too long for the model's context window or for every "
                 "instance's KV cache",
                 "calibrate on a trace with shorter requests",
             )
@@ -156,55 +179,68 @@ def calibrate_deployment(
     for q2 in Q2_CANDIDATES:
         step(f"q2 = {q2:g}")
         m, _ = run(replace(fitted_base, q2=q2), on=q2_stream)
-        sweep.append({"q2": q2, "goodput_req_per_s": m["goodput_req_per_s"], "attainment": m["attainment"]["joint"],
-                      "jain_index": m["jain_index"],
-                      "objective": rnd(fairness_objective(m["goodput_req_per_s"], m["jain_index"]), 6)})  # fmt: skip
-    best = max(sweep, key=lambda r: (r["objective"], -r["q2"]))
+        sweep.append(Q2Point(q2=q2, goodput_req_per_s=m.goodput_req_per_s, attainment=m.attainment.joint,
+                             jain_index=m.jain_index,
+                             objective=rnd(fairness_objective(m.goodput_req_per_s, m.jain_index), 6)))  # fmt: skip
+    best = max(sweep, key=lambda r: (r.objective or 0.0, -r.q2))
     classes = {}
     for c, name in enumerate(stream.class_names):
-        m = (stream.class_id == c) & ok
+        sel = (stream.class_id == c) & ok
         ttft_slo = float(stream.ttft_slo_s[stream.class_id == c][0])
-        typical = float(np.median(est[m])) * by_class.get(name, kappa) if m.any() else None
-        classes[name] = {
-            "ttft_slo_s": rnd(ttft_slo, 6),
-            "tpot_slo_s": rnd(float(stream.tpot_slo_s[stream.class_id == c][0]), 6),
-            "kappa": by_class.get(name, kappa),
-            "median_estimate_s": None if typical is None else rnd(typical, 5),
-            "median_budget_s": None if typical is None else rnd(ttft_slo - typical, 5),
-        }
-    return {
-        "kappa": kappa,
-        "kappa_by_class": dict(sorted(by_class.items())),
-        "q2": best["q2"],
-        "q2_objective": "goodput x Jain index over the classes (ties: the smaller q2)",
-        "tier2_order": planned.tier2_order,
-        "quantile": quantile,
-        "coverage": rnd(covered, 5),
-        "calibrated_on": {"trace": stream.source, "rate_scale": rate_scale, "requests": int(ok.sum())},
-        "classes": classes,
-        "q2_sweep": sweep,
-        "warnings": warnings,
-    }
+        typical = float(np.median(est[sel])) * by_class.get(name, kappa) if sel.any() else None
+        classes[name] = ClassCalibration(
+            ttft_slo_s=rnd(ttft_slo, 6),
+            tpot_slo_s=rnd(float(stream.tpot_slo_s[stream.class_id == c][0]), 6),
+            kappa=by_class.get(name, kappa),
+            median_estimate_s=None if typical is None else rnd(typical, 5),
+            median_budget_s=None if typical is None else rnd(ttft_slo - typical, 5),
+        )
+    return CascadeCalibration(
+        kappa=kappa,
+        kappa_by_class=dict(sorted(by_class.items())),
+        q2=best.q2,
+        q2_objective="goodput x Jain index over the classes (ties: the smaller q2)",
+        tier2_order=planned.tier2_order,
+        quantile=quantile,
+        coverage=rnd(covered, 5),
+        calibrated_on=CalibratedOn(trace=stream.source, rate_scale=rate_scale, requests=int(ok.sum())),
+        classes=classes,
+        q2_sweep=sweep,
+        warnings=warnings,
+    )
 
 
-def router_config(plan: Plan, cascade: dict[str, Any]) -> dict[str, Any]:
+class _RouterInputs(BaseModel):
+    """What :func:`router_config` takes from a ``cascade`` block (values kept as they are)."""
+
+    model_config = ConfigDict(extra="ignore")
+    kappa: Any
+    kappa_by_class: Any = Field(default_factory=dict)
+    q2: Any
+    tier2_order: Any = "least-budget"
+    quantile: Any = None
+    classes: Any
+
+
+def router_config(plan: Plan, cascade: Mapping[str, Any] | CascadeCalibration) -> dict[str, Any]:
     """A small config a router can read: policy, κ, q₂, per-class SLOs/budgets, and the routing weights."""
     dep = deployment_from_plan(plan)
+    c = _RouterInputs.model_validate(cascade.to_doc() if isinstance(cascade, CascadeCalibration) else cascade)
     return {
         "kind": "hetplan-router-config",
         "schema_version": 1,
         "policy": "cascade",
-        "kappa": cascade["kappa"],
-        "kappa_by_class": cascade.get("kappa_by_class", {}),
-        "q2": cascade["q2"],
-        "tier2_order": cascade.get("tier2_order", "least-budget"),
-        "quantile": cascade.get("quantile"),
+        "kappa": c.kappa,
+        "kappa_by_class": c.kappa_by_class,
+        "q2": c.q2,
+        "tier2_order": c.tier2_order,
+        "quantile": c.quantile,
         "estimator": (
             "T_hat(request) = kappa[class] * (T(current load) + T(max load)) / 2 over the request's own remaining "
             "prefill chunks (+ KV transfer when disaggregated); budget = TTFT SLO - wait - T_hat, re-computed every "
             "iteration; decode admission: budget = first token + TPOT SLO x (n - 1) - remaining x step - now"
         ),
-        "classes": cascade["classes"],
+        "classes": c.classes,
         "routing": "goodput-weighted round-robin",
         "groups": [
             {
@@ -223,6 +259,8 @@ __all__ = [
     "Q2_CANDIDATES",
     "calibrate",
     "calibrate_deployment",
+    "calibrate_fit",
+    "calibration",
     "fairness_objective",
     "fit_kappa",
     "router_config",

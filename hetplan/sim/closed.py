@@ -26,8 +26,9 @@ from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.engine import SimConfig, Simulator
-from hetplan.sim.metrics import summarize
+from hetplan.sim.metrics import measure
 from hetplan.sim.policies import get_scheduler, policy_label
+from hetplan.sim.result import ClosedLoop
 from hetplan.sim.run import plan_cascade
 from hetplan.units import rnd
 from hetplan.workload.model import MAX_TOKENS, make_stream
@@ -35,7 +36,7 @@ from hetplan.workload.model import MAX_TOKENS, make_stream
 MAX_REQUESTS = 1_000_000
 
 
-def closed_loop(
+def closed_loop_run(
     plan: Plan,
     concurrency: int,
     isl: int,
@@ -43,14 +44,13 @@ def closed_loop(
     requests: int | None = None,
     policy: str = "fcfs",
     config: SimConfig | None = None,
-) -> dict[str, Any]:
+) -> ClosedLoop:
     """Run ``concurrency`` clients of ``isl``/``osl``-token requests through ``plan`` (module docstring);
     ``requests`` in all (default ``max(10 x concurrency, 100)``). Deterministic.
 
     Returns:
-        ``{"kind": "closed-loop", "concurrency", "isl", "osl", "requests", "finished", "throughput_req_per_s",
-        "output_tokens_per_s", "total_tokens_per_s", "ttft_s", "tpot_s", "itl_s", "e2e_s", "littles_law_req_per_s",
-        "warnings", ...}`` with latency statistics ``{"mean", "p50", "p90", "p99"}`` in seconds.
+        :class:`~hetplan.sim.result.ClosedLoop`: throughput (req/s, tokens/s), latency statistics (s), Little's
+        law's check, attainment, utilisation by role, counters and warnings.
 
     Raises:
         InputError: a concurrency, length or request count below 1 (or above 1,000,000 requests or clients, or
@@ -94,43 +94,57 @@ def closed_loop(
                          tpot_slo_s=plan.slo.tpot_s, source=f"closed loop: {concurrency} clients")  # fmt: skip
     sim = Simulator(dep, stream, get_scheduler(policy, plan_cascade(plan)), cfg, clients=concurrency)
     res = sim.run()
-    m = summarize(stream, res)
+    m = measure(stream, res)
     done = res.done_s[np.isfinite(res.done_s)]
     span = float(done.max()) if done.size else 0.0
-    finished = int(m["finished"])
     out_tokens = int(res.output_tokens[np.isfinite(res.done_s) & ~res.dropped].sum())
 
     def per_s(x: float) -> float | None:
         return rnd(x / span, 5) if span > 0 else None
 
-    e2e_mean = m["e2e_s"]["mean"]
-    return {
-        "kind": "closed-loop",
-        "policy": policy_label(policy),
-        "router": cfg.router,
-        "instances": len(dep.instances),
-        "plan_strategy": plan.strategy,
-        "concurrency": concurrency,
-        "isl": isl,
-        "osl": osl,
-        "requests": n,
-        "finished": finished,
-        "dropped": m["dropped"] + m["dropped_over_context"],
-        "duration_s": rnd(span, 6),
-        "throughput_req_per_s": per_s(finished),
-        "output_tokens_per_s": per_s(out_tokens),
-        "total_tokens_per_s": per_s(out_tokens + isl * finished),
-        "littles_law_req_per_s": rnd(min(concurrency, n) / e2e_mean, 5) if e2e_mean else None,
-        "ttft_s": m["ttft_s"],
-        "tpot_s": m["tpot_s"],
-        "itl_s": m["itl_s"],
-        "e2e_s": m["e2e_s"],
-        "attainment": m["attainment"],
-        "tpot_ineligible": m["tpot_ineligible"],
-        "utilization": m["utilization"]["by_role"],
-        "counters": m["counters"],
-        "warnings": m["warnings"],
-    }
+    e2e_mean = m.e2e_s.mean
+    return ClosedLoop(
+        policy=policy_label(policy),
+        router=cfg.router,
+        instances=len(dep.instances),
+        plan_strategy=plan.strategy,
+        concurrency=concurrency,
+        isl=isl,
+        osl=osl,
+        requests=n,
+        finished=m.finished,
+        dropped=m.dropped + m.dropped_over_context,
+        duration_s=rnd(span, 6),
+        throughput_req_per_s=per_s(m.finished),
+        output_tokens_per_s=per_s(out_tokens),
+        total_tokens_per_s=per_s(out_tokens + isl * m.finished),
+        littles_law_req_per_s=rnd(min(concurrency, n) / e2e_mean, 5) if e2e_mean else None,
+        ttft_s=m.ttft_s,
+        tpot_s=m.tpot_s,
+        itl_s=m.itl_s,
+        e2e_s=m.e2e_s,
+        attainment=m.attainment,
+        tpot_ineligible=m.tpot_ineligible,
+        utilization=m.utilization.by_role,
+        counters=m.counters,
+        warnings=m.warnings,
+    )
 
 
-__all__ = ["MAX_REQUESTS", "closed_loop"]
+def closed_loop(
+    plan: Plan,
+    concurrency: int,
+    isl: int,
+    osl: int,
+    requests: int | None = None,
+    policy: str = "fcfs",
+    config: SimConfig | None = None,
+) -> dict[str, Any]:
+    """:func:`closed_loop_run` as its document (:meth:`ClosedLoop.to_doc`): ``{"kind": "closed-loop",
+    "concurrency", "isl", "osl", "requests", "finished", "throughput_req_per_s", "output_tokens_per_s",
+    "total_tokens_per_s", "ttft_s", "tpot_s", "itl_s", "e2e_s", "littles_law_req_per_s", "warnings", ...}`` with
+    latency statistics ``{"mean", "p50", "p90", "p99"}`` in seconds. Same errors."""
+    return closed_loop_run(plan, concurrency, isl, osl, requests, policy, config).to_doc()
+
+
+__all__ = ["MAX_REQUESTS", "closed_loop", "closed_loop_run"]

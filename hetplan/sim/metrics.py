@@ -26,11 +26,22 @@ Source: DESIGN §1; hetplan's own implementation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from hetplan.sim.result import SimResult
+from hetplan.sim.result import (
+    Attainment,
+    ClassMetrics,
+    LatencyStats,
+    PrefixCacheStats,
+    RunMetrics,
+    SimResult,
+    TimeWindow,
+    Utilization,
+)
 from hetplan.units import rnd
 from hetplan.workload.context import context_note
 from hetplan.workload.model import RequestStream
@@ -74,20 +85,34 @@ def jain_index(shares: list[float] | np.ndarray) -> float | None:
     return float(x.sum() ** 2 / (x.size * (x * x).sum()))
 
 
-def _stats(x: np.ndarray) -> dict[str, float | None]:
+def _stats(x: np.ndarray) -> LatencyStats:
     x = x[np.isfinite(x)]
     if x.size == 0:
-        return {"mean": None, **{f"p{q:g}": None for q in PERCENTILES}}
-    out: dict[str, float | None] = {"mean": rnd(float(x.mean()), 5)}
-    for q, v in zip(PERCENTILES, np.percentile(x, PERCENTILES), strict=True):
-        out[f"p{q:g}"] = rnd(float(v), 5)
-    return out
+        return LatencyStats(mean=None, p50=None, p90=None, p99=None)
+    p50, p90, p99 = (rnd(float(v), 5) for v in np.percentile(x, PERCENTILES))
+    return LatencyStats(mean=rnd(float(x.mean()), 5), p50=p50, p90=p90, p99=p99)
 
 
-def request_outcomes(stream: RequestStream, res: SimResult) -> dict[str, np.ndarray]:
-    """Per-request arrays: ttft_s, tpot_s (NaN for n = 1), e2e_s, boolean ok_ttft, ok_tpot (False when not
-    eligible), ok (joint), finished, tpot_eligible (n ≥ 2 output tokens served), and output_tokens (served: cut
-    at the context window) and arrival_s (as the run used them)."""
+@dataclass(frozen=True)
+class Outcomes:
+    """Per-request outcomes of a run, each shape (n,): ttft_s, tpot_s (NaN for n = 1), e2e_s; booleans ok_ttft,
+    ok_tpot (False when not eligible), ok (joint), finished, tpot_eligible (n ≥ 2 output tokens served);
+    output_tokens (served: cut at the context window) and arrival_s (as the run used them)."""
+
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    ok_ttft: np.ndarray
+    ok_tpot: np.ndarray
+    ok: np.ndarray
+    finished: np.ndarray
+    tpot_eligible: np.ndarray
+    output_tokens: np.ndarray
+    arrival_s: np.ndarray
+
+
+def outcomes(stream: RequestStream, res: SimResult) -> Outcomes:
+    """The per-request :class:`Outcomes` of ``res`` against ``stream``'s SLOs (each request its own class's)."""
     a = res.arrival_s if res.arrival_s.shape == stream.arrival_s.shape else stream.arrival_s
     n_out = res.output_tokens if res.output_tokens.shape == stream.output_tokens.shape else stream.output_tokens
     ttft = res.first_token_s - a
@@ -98,9 +123,15 @@ def request_outcomes(stream: RequestStream, res: SimResult) -> dict[str, np.ndar
     eligible = n_out > 1
     ok_ttft = np.isfinite(ttft) & (ttft <= stream.ttft_slo_s + 1e-12) & ~res.dropped
     ok_tpot = finished & eligible & (tpot <= stream.tpot_slo_s + 1e-12)
-    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "ok_ttft": ok_ttft, "ok_tpot": ok_tpot,
-            "ok": ok_ttft & finished & (ok_tpot | ~eligible), "finished": finished, "tpot_eligible": eligible,
-            "output_tokens": n_out, "arrival_s": a}  # fmt: skip
+    return Outcomes(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, ok_ttft=ok_ttft, ok_tpot=ok_tpot,
+                    ok=ok_ttft & finished & (ok_tpot | ~eligible), finished=finished, tpot_eligible=eligible,
+                    output_tokens=n_out, arrival_s=a)  # fmt: skip
+
+
+def request_outcomes(stream: RequestStream, res: SimResult) -> dict[str, np.ndarray]:
+    """:func:`outcomes` as a dict of its fields (ttft_s, tpot_s, e2e_s, ok_ttft, ok_tpot, ok, finished,
+    tpot_eligible, output_tokens, arrival_s)."""
+    return dict(vars(outcomes(stream, res)))
 
 
 def _share(ok: np.ndarray, among: np.ndarray) -> float | None:
@@ -110,23 +141,99 @@ def _share(ok: np.ndarray, among: np.ndarray) -> float | None:
 
 
 def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> dict[str, Any]:
-    """The metrics document of one run (JSON-friendly, rounded, deterministic).
+    """:func:`measure` as its JSON-friendly document (:meth:`RunMetrics.to_doc`)."""
+    return measure(stream, res, window_s).to_doc()
+
+
+def _itl(res: SimResult) -> LatencyStats:
+    """Token-weighted ITL statistics: iteration steps weighted by the tokens they produced, plus entry gaps."""
+    itl_values = np.concatenate([res.step_s, res.entry_gap_s])
+    itl_weights = np.concatenate([res.step_weight, np.ones(res.entry_gap_s.size, dtype=np.int64)])
+    if itl_weights.sum() <= 0:
+        return _stats(np.array([]))
+    p50, p90, p99 = (rnd(weighted_percentile(itl_values, itl_weights, q), 5) for q in PERCENTILES)
+    mean = rnd(float((itl_values * itl_weights).sum() / itl_weights.sum()), 5)
+    return LatencyStats(mean=mean, p50=p50, p90=p90, p99=p99)
+
+
+def _classes(stream: RequestStream, o: Outcomes, per_s: Callable[[int], float]) -> list[ClassMetrics]:
+    """Per-class counts, SLOs, attainment and latencies."""
+    classes = []
+    for c, name in enumerate(stream.class_names):
+        m = stream.class_id == c
+        k = int(m.sum())
+        classes.append(
+            ClassMetrics(
+                name=name,
+                requests=k,
+                ttft_slo_s=rnd(float(stream.ttft_slo_s[m][0]), 5) if k else None,
+                tpot_slo_s=rnd(float(stream.tpot_slo_s[m][0]), 5) if k else None,
+                attainment=rnd(float(o.ok[m].mean()), 5) if k else None,
+                ttft_attainment=rnd(float(o.ok_ttft[m].mean()), 5) if k else None,
+                tpot_attainment=_share(o.ok_tpot, m & o.tpot_eligible),
+                goodput_req_per_s=rnd(per_s(int(o.ok[m].sum())), 5),
+                ttft_s=_stats(o.ttft_s[m]),
+                tpot_s=_stats(o.tpot_s[m]),
+            )
+        )
+    return classes
+
+
+def _windows(o: Outcomes, window_s: float, warnings: list[str]) -> tuple[float, list[TimeWindow]]:
+    """The time series by arrival window (only windows holding arrivals) and the window width used."""
+    arrivals = o.arrival_s
+    if not arrivals.size:
+        return window_s, []
+    first_arrival, last_arrival = float(arrivals.min()), float(arrivals.max())
+    arrival_span = last_arrival - first_arrival
+    if arrival_span / window_s > MAX_WINDOWS:
+        wider = float(np.ceil(arrival_span / MAX_WINDOWS))
+        warnings.append(
+            f"--window {window_s:g} s gives more than {MAX_WINDOWS:,} windows over {arrival_span:.6g} s of "
+            f"arrivals; using {wider:g} s windows"
+        )
+        window_s = wider
+    idx = ((arrivals - first_arrival) // window_s).astype(np.int64)
+    windows = []
+    for w in np.unique(idx).tolist():  # only windows holding arrivals: idle time costs nothing
+        m = idx == w
+        k = int(m.sum())
+        start = first_arrival + w * window_s
+        # the covered part of the window: a partial last window ends at the last arrival
+        covered = min(window_s, last_arrival - start)
+        width = covered if covered > 0 else window_s
+        ttft_w = o.ttft_s[m]
+        ttft_w = ttft_w[np.isfinite(ttft_w)]
+        windows.append(
+            TimeWindow(
+                start_s=rnd(float(start), 6),
+                width_s=rnd(float(width), 6),
+                requests=k,
+                arrival_rate_per_s=rnd(k / width, 5),
+                attainment=rnd(float(o.ok[m].mean()), 5),
+                goodput_req_per_s=rnd(float(o.ok[m].sum()) / width, 5),
+                ttft_p90_s=rnd(float(np.percentile(ttft_w, 90)), 5) if ttft_w.size else None,
+            )
+        )
+    return window_s, windows
+
+
+def measure(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> RunMetrics:
+    """The typed metrics of one run (rounded, deterministic).
 
     Args:
         stream: the (scaled) stream that was simulated. res: the run's raw result.
         window_s: width of the time-series windows, seconds (by arrival time).
     """
-    o = request_outcomes(stream, res)
+    o = outcomes(stream, res)
     n = stream.n
     warnings: list[str] = []
-    arrivals = o["arrival_s"]
-    first_arrival = float(arrivals.min()) if n else 0.0
-    last_arrival = float(arrivals.max()) if n else 0.0
+    first_arrival = float(o.arrival_s.min()) if n else 0.0
+    last_arrival = float(o.arrival_s.max()) if n else 0.0
     arrival_span = last_arrival - first_arrival
-    done = res.done_s[o["finished"]]
+    done = res.done_s[o.finished]
     serve_end = max(last_arrival, float(done.max()) if done.size else last_arrival)
     serve_span = serve_end - first_arrival
-    good = int(o["ok"].sum())
     goodput_note = None
     if serve_span <= 0:
         goodput_note = "serving span is 0 (one arrival and nothing finished): goodput is 0"
@@ -135,7 +242,7 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
         return 0.0 if serve_span <= 0 else count / serve_span
 
     over_ctx = res.over_context
-    unfinished = int((~o["finished"] & ~res.dropped).sum())
+    unfinished = int((~o.finished & ~res.dropped).sum())
     if res.cut_off and unfinished:
         warnings.append(
             f"{unfinished} request{'s' if unfinished != 1 else ''} still unfinished at the drain cut-off "
@@ -145,124 +252,82 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
     note = context_note(n_over, res.truncated, res.context_tokens, n)
     if note:
         warnings.append(note)
-    itl_values = np.concatenate([res.step_s, res.entry_gap_s])
-    itl_weights = np.concatenate([res.step_weight, np.ones(res.entry_gap_s.size, dtype=np.int64)])
-    itl: dict[str, float | None] = {}
-    if itl_weights.sum() > 0:
-        itl["mean"] = rnd(float((itl_values * itl_weights).sum() / itl_weights.sum()), 5)
-        for q in PERCENTILES:
-            itl[f"p{q:g}"] = rnd(weighted_percentile(itl_values, itl_weights, q), 5)
-    else:
-        itl = _stats(np.array([]))
-    classes = []
-    for c, name in enumerate(stream.class_names):
-        m = stream.class_id == c
-        k = int(m.sum())
-        classes.append(
-            {
-                "class": name,
-                "requests": k,
-                "ttft_slo_s": rnd(float(stream.ttft_slo_s[m][0]), 5) if k else None,
-                "tpot_slo_s": rnd(float(stream.tpot_slo_s[m][0]), 5) if k else None,
-                "attainment": rnd(float(o["ok"][m].mean()), 5) if k else None,
-                "ttft_attainment": rnd(float(o["ok_ttft"][m].mean()), 5) if k else None,
-                "tpot_attainment": _share(o["ok_tpot"], m & o["tpot_eligible"]),
-                "goodput_req_per_s": rnd(per_s(int(o["ok"][m].sum())), 5),
-                "ttft_s": _stats(o["ttft_s"][m]),
-                "tpot_s": _stats(o["tpot_s"][m]),
-            }
-        )
+    itl = _itl(res)
+    classes = _classes(stream, o, per_s)
     end = max(res.end_s, 1e-9)
     util = np.minimum(res.busy_s / end, 1.0)
     roles = sorted(set(res.instance_roles))
-    windows = []
-    if n:
-        if arrival_span / window_s > MAX_WINDOWS:
-            wider = float(np.ceil(arrival_span / MAX_WINDOWS))
-            warnings.append(
-                f"--window {window_s:g} s gives more than {MAX_WINDOWS:,} windows over {arrival_span:.6g} s of "
-                f"arrivals; using {wider:g} s windows"
-            )
-            window_s = wider
-        idx = ((arrivals - first_arrival) // window_s).astype(np.int64)
-        for w in np.unique(idx).tolist():  # only windows holding arrivals: idle time costs nothing
-            m = idx == w
-            k = int(m.sum())
-            start = first_arrival + w * window_s
-            # the covered part of the window: a partial last window ends at the last arrival
-            covered = min(window_s, last_arrival - start)
-            width = covered if covered > 0 else window_s
-            ttft_w = o["ttft_s"][m]
-            ttft_w = ttft_w[np.isfinite(ttft_w)]
-            windows.append(
-                {
-                    "start_s": rnd(float(start), 6),
-                    "width_s": rnd(float(width), 6),
-                    "requests": k,
-                    "arrival_rate_per_s": rnd(k / width, 5),
-                    "attainment": rnd(float(o["ok"][m].mean()), 5),
-                    "goodput_req_per_s": rnd(float(o["ok"][m].sum()) / width, 5),
-                    "ttft_p90_s": rnd(float(np.percentile(ttft_w, 90)), 5) if ttft_w.size else None,
-                }
-            )
-    att = [float(c["attainment"]) for c in classes if isinstance(c["attainment"], float)]
-    jain = jain_index(att)
-    return {
-        "requests": n,
-        "finished": int(o["finished"].sum()),
-        "dropped": int((res.dropped & ~over_ctx).sum()),
-        "dropped_over_context": n_over,
-        "truncated_at_context": res.truncated,
-        "unfinished": unfinished,
-        "tpot_ineligible": int((~o["tpot_eligible"]).sum()),
-        "duration_s": rnd(arrival_span, 6),
-        "serving_span_s": rnd(serve_span, 6),
-        "arrival_rate_per_s": rnd(n / arrival_span, 5) if arrival_span > 0 else None,
-        "attainment": {
-            "ttft": rnd(float(o["ok_ttft"].mean()), 5),
-            "tpot": _share(o["ok_tpot"], o["tpot_eligible"]),
-            "joint": rnd(float(o["ok"].mean()), 5),
-        },
-        "goodput_req_per_s": rnd(per_s(good), 5),
-        "goodput_definition": GOODPUT_DEFINITION,
-        "goodput_note": goodput_note,
-        "jain_index": None if jain is None else rnd(jain, 5),
-        "ttft_s": _stats(o["ttft_s"]),
-        "tpot_s": _stats(o["tpot_s"]),
-        "itl_s": itl,
-        "e2e_s": _stats(o["e2e_s"]),
-        "classes": classes,
-        "utilization": {
-            "by_role": {r: rnd(float(util[[x == r for x in res.instance_roles]].mean()), 4) for r in roles},
-            "by_instance": {name: rnd(float(u), 4) for name, u in zip(res.instance_names, util, strict=True)},
-        },
-        "counters": {k: rnd(float(v), 8) for k, v in sorted(res.counters.items())},
-        **_prefix_cache(res.counters),
-        "percentile_estimator": "numpy linear",
-        "window_s": window_s,
-        "time_series": windows,
-        "drain_s": res.drain_s,
-        "cut_off_reached": res.cut_off,
-        "warnings": warnings,
-    }
+    window_s, windows = _windows(o, window_s, warnings)
+    jain = jain_index([c.attainment for c in classes if isinstance(c.attainment, float)])
+    return RunMetrics(
+        requests=n,
+        finished=int(o.finished.sum()),
+        dropped=int((res.dropped & ~over_ctx).sum()),
+        dropped_over_context=n_over,
+        truncated_at_context=res.truncated,
+        unfinished=unfinished,
+        tpot_ineligible=int((~o.tpot_eligible).sum()),
+        duration_s=rnd(arrival_span, 6),
+        serving_span_s=rnd(serve_span, 6),
+        arrival_rate_per_s=rnd(n / arrival_span, 5) if arrival_span > 0 else None,
+        attainment=Attainment(
+            ttft=rnd(float(o.ok_ttft.mean()), 5),
+            tpot=_share(o.ok_tpot, o.tpot_eligible),
+            joint=rnd(float(o.ok.mean()), 5),
+        ),
+        goodput_req_per_s=rnd(per_s(int(o.ok.sum())), 5),
+        goodput_definition=GOODPUT_DEFINITION,
+        goodput_note=goodput_note,
+        jain_index=None if jain is None else rnd(jain, 5),
+        ttft_s=_stats(o.ttft_s),
+        tpot_s=_stats(o.tpot_s),
+        itl_s=itl,
+        e2e_s=_stats(o.e2e_s),
+        classes=classes,
+        utilization=Utilization(
+            by_role={r: rnd(float(util[[x == r for x in res.instance_roles]].mean()), 4) for r in roles},
+            by_instance={name: rnd(float(u), 4) for name, u in zip(res.instance_names, util, strict=True)},
+        ),
+        counters={k: rnd(float(v), 8) for k, v in sorted(res.counters.items())},
+        prefix_cache=_prefix_cache(res.counters),
+        percentile_estimator="numpy linear",
+        window_s=window_s,
+        time_series=windows,
+        drain_s=res.drain_s,
+        cut_off_reached=res.cut_off,
+        warnings=warnings,
+    )
 
 
-def _prefix_cache(counters: dict[str, float]) -> dict[str, Any]:
-    """``{"prefix_cache": {...}}`` when the run had prefix caching (:mod:`hetplan.sim.prefix`), else ``{}``:
-    hits, misses and evictions in blocks, the reused and looked-up prompt tokens and their ratio."""
-    if "prefix_hit_blocks" not in counters:
-        return {}
-    hit, looked = counters["prefix_hit_tokens"], counters["prefix_lookup_tokens"]
-    return {
-        "prefix_cache": {
-            "hit_blocks": int(counters["prefix_hit_blocks"]),
-            "miss_blocks": int(counters["prefix_miss_blocks"]),
-            "evicted_blocks": int(counters["prefix_evicted_blocks"]),
-            "hit_tokens": int(hit),
-            "lookup_tokens": int(looked),
-            "token_hit_rate": rnd(hit / looked, 5) if looked else 0.0,
-        }
-    }
+PREFIX_COUNTERS = ("prefix_hit_blocks", "prefix_miss_blocks", "prefix_evicted_blocks", "prefix_hit_tokens",
+                   "prefix_lookup_tokens")  # fmt: skip
+"""The counters :mod:`hetplan.sim.prefix` adds when prefix caching is on."""
 
 
-__all__ = ["GOODPUT_DEFINITION", "MAX_WINDOWS", "jain_index", "request_outcomes", "summarize", "weighted_percentile"]
+def _prefix_cache(counters: dict[str, float]) -> PrefixCacheStats | None:
+    """The prefix-cache totals when the run had prefix caching (:mod:`hetplan.sim.prefix`), else None: hits,
+    misses and evictions in blocks, the reused and looked-up prompt tokens and their ratio."""
+    if PREFIX_COUNTERS[0] not in counters:
+        return None
+    hit_blocks, miss_blocks, evicted_blocks, hit, looked = (counters[k] for k in PREFIX_COUNTERS)
+    return PrefixCacheStats(
+        hit_blocks=int(hit_blocks),
+        miss_blocks=int(miss_blocks),
+        evicted_blocks=int(evicted_blocks),
+        hit_tokens=int(hit),
+        lookup_tokens=int(looked),
+        token_hit_rate=rnd(hit / looked, 5) if looked else 0.0,
+    )
+
+
+__all__ = [
+    "GOODPUT_DEFINITION",
+    "MAX_WINDOWS",
+    "Outcomes",
+    "jain_index",
+    "measure",
+    "outcomes",
+    "request_outcomes",
+    "summarize",
+    "weighted_percentile",
+]

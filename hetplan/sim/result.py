@@ -1,4 +1,11 @@
-"""The raw outcome of one simulation run (what :mod:`hetplan.sim.metrics` summarises).
+"""The raw outcome of one simulation run (:class:`SimResult`) and the typed documents made from it: the metrics of
+a run (:class:`RunMetrics`, :mod:`hetplan.sim.metrics`), ``hetplan simulate``'s document (:class:`Simulation`), the
+capacity search's (:class:`Capacity`), the closed loop's (:class:`ClosedLoop`) and ``hetplan calibrate``'s block
+(:class:`CascadeCalibration`).
+
+Each document is read by attribute; ``to_doc()`` gives the JSON-friendly dict ``--json`` prints, the fields in
+their declaration order (optional blocks such as ``prefix_cache`` are left out when absent), and
+``model_validate(doc)`` reads such a dict back.
 
 Source: hetplan's own reconstruction.
 """
@@ -6,8 +13,10 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 
 @dataclass
@@ -60,4 +69,286 @@ class SimResult:
             self.over_context = np.zeros(self.dropped.shape, dtype=bool)
 
 
-__all__ = ["SimResult"]
+def _absent(value: object) -> bool:
+    """An optional block that is left out of the document when it is None."""
+    return value is None
+
+
+class Doc(BaseModel):
+    """A typed, immutable document; ``to_doc()`` is the dict ``--json`` prints (keys in field order)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
+
+    def to_doc(self) -> dict[str, Any]:
+        """The JSON-friendly dict of this document (aliases as keys, e.g. ``class``)."""
+        return self.model_dump(mode="python", by_alias=True)
+
+
+class LatencyStats(Doc):
+    """Mean and numpy-linear percentiles of one latency, seconds (None: no sample)."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class Attainment(Doc):
+    """Shares of requests that met the TTFT SLO, the TPOT SLO (of the eligible ones; None: none) and both."""
+
+    ttft: float
+    tpot: float | None
+    joint: float
+
+
+class ClassMetrics(Doc):
+    """One request class's count, SLOs (s), attainment shares, goodput (req/s) and latencies."""
+
+    name: str = Field(alias="class")
+    requests: int
+    ttft_slo_s: float | None
+    tpot_slo_s: float | None
+    attainment: float | None
+    ttft_attainment: float | None
+    tpot_attainment: float | None
+    goodput_req_per_s: float
+    ttft_s: LatencyStats
+    tpot_s: LatencyStats
+
+
+class Utilization(Doc):
+    """Share of the run each role and each instance spent in iterations (0..1)."""
+
+    by_role: dict[str, float]
+    by_instance: dict[str, float]
+
+
+class PrefixCacheStats(Doc):
+    """Prefix-cache totals of a run (:mod:`hetplan.sim.prefix`): blocks, prompt tokens and the token hit rate."""
+
+    hit_blocks: int
+    miss_blocks: int
+    evicted_blocks: int
+    hit_tokens: int
+    lookup_tokens: int
+    token_hit_rate: float
+
+
+class TimeWindow(Doc):
+    """One arrival window of the time series: start and covered width (s), rates per second, p90 TTFT (s)."""
+
+    start_s: float
+    width_s: float
+    requests: int
+    arrival_rate_per_s: float
+    attainment: float
+    goodput_req_per_s: float
+    ttft_p90_s: float | None
+
+
+class RunMetrics(Doc):
+    """The metrics of one run (:func:`hetplan.sim.metrics.measure`; the terms in that module's docstring)."""
+
+    requests: int
+    finished: int
+    dropped: int
+    dropped_over_context: int
+    truncated_at_context: int
+    unfinished: int
+    tpot_ineligible: int
+    duration_s: float
+    serving_span_s: float
+    arrival_rate_per_s: float | None
+    attainment: Attainment
+    goodput_req_per_s: float
+    goodput_definition: str
+    goodput_note: str | None
+    jain_index: float | None
+    ttft_s: LatencyStats
+    tpot_s: LatencyStats
+    itl_s: LatencyStats
+    e2e_s: LatencyStats
+    classes: list[ClassMetrics]
+    utilization: Utilization
+    counters: dict[str, float]
+    prefix_cache: PrefixCacheStats | None = Field(default=None, exclude_if=_absent)
+    percentile_estimator: str
+    window_s: float
+    time_series: list[TimeWindow]
+    drain_s: float
+    cut_off_reached: bool
+    warnings: list[str]
+
+
+class CascadeRunSettings(Doc):
+    """The CASCADE settings a run used (the document's ``cascade`` block)."""
+
+    kappa: float
+    q2: float
+
+
+class WindowRun(Doc):
+    """One window of a ``--windows`` run (:mod:`hetplan.sim.windows`); the renderer reads its wall time, s."""
+
+    wall_s: float
+
+
+class Windowed(Doc):
+    """The ``windowed`` block of a ``--windows`` run (:mod:`hetplan.sim.windows`)."""
+
+    windows: int
+    warmup_s: float
+    executor: str
+    per_window: list[WindowRun]
+    counters_note: str
+
+
+class Simulation(RunMetrics):
+    """``hetplan simulate``'s document: the run's settings, then its :class:`RunMetrics`."""
+
+    kind: str = "simulation"
+    policy: str
+    router: str
+    seed: int
+    chunked_prefill: bool
+    rate_scale: float
+    trace: str
+    instances: int
+    plan_strategy: str
+    plan_goodput_req_per_s: float
+    slo_percentile: float
+    cascade: CascadeRunSettings | None = Field(default=None, exclude_if=_absent)
+    windowed: Windowed | None = Field(default=None, exclude_if=_absent)
+
+    def to_doc(self) -> dict[str, Any]:
+        """The document: the settings first, then the metrics, then ``windowed`` (as ``--json`` prints it)."""
+        doc = super().to_doc()
+        head = list(Simulation.model_fields)[len(RunMetrics.model_fields) :]
+        first = [k for k in head if k in doc and k != "windowed"]
+        return {k: doc[k] for k in first} | {k: v for k, v in doc.items() if k not in first}
+
+
+class CapacityRun(Doc):
+    """One run of the capacity search: its rate scale, joint attainment and goodput (req/s)."""
+
+    rate_scale: float
+    attainment: float
+    goodput_req_per_s: float
+
+
+class Capacity(Doc):
+    """``hetplan simulate --find-capacity``'s document (:func:`hetplan.sim.run.find_capacity`)."""
+
+    kind: str = "capacity"
+    target: float
+    policy: str
+    rate_scale: float | None
+    capped: bool
+    failing_rate_scale: float | None
+    arrival_rate_per_s: float | None
+    goodput_capacity_req_per_s: float | None
+    goodput_req_per_s: float | None
+    runs: list[CapacityRun]
+    metrics: Simulation | None
+
+    def to_doc(self) -> dict[str, Any]:
+        """The document, the metrics at the capacity in ``hetplan simulate``'s key order."""
+        return super().to_doc() | {"metrics": None if self.metrics is None else self.metrics.to_doc()}
+
+
+class ClosedLoop(Doc):
+    """``hetplan simulate --concurrency``'s document (:func:`hetplan.sim.closed.closed_loop`)."""
+
+    kind: str = "closed-loop"
+    policy: str
+    router: str
+    instances: int
+    plan_strategy: str
+    concurrency: int
+    isl: int
+    osl: int
+    requests: int
+    finished: int
+    dropped: int
+    duration_s: float
+    throughput_req_per_s: float | None
+    output_tokens_per_s: float | None
+    total_tokens_per_s: float | None
+    littles_law_req_per_s: float | None
+    ttft_s: LatencyStats
+    tpot_s: LatencyStats
+    itl_s: LatencyStats
+    e2e_s: LatencyStats
+    attainment: Attainment
+    tpot_ineligible: int
+    utilization: dict[str, float]
+    counters: dict[str, float]
+    warnings: list[str]
+
+
+class Q2Point(Doc):
+    """One q₂ of ``hetplan calibrate``'s sweep: goodput (req/s), joint attainment, Jain's index, objective."""
+
+    q2: float
+    goodput_req_per_s: float
+    attainment: float
+    jain_index: float | None
+    objective: float | None = Field(default=None, exclude_if=_absent)
+
+
+class ClassCalibration(Doc):
+    """One class of the calibrated ``cascade`` block: SLOs, κ, median T̂ and TTFT budget (s)."""
+
+    ttft_slo_s: float
+    tpot_slo_s: float
+    kappa: float
+    median_estimate_s: float | None
+    median_budget_s: float | None
+
+
+class CalibratedOn(Doc):
+    """What the calibration ran on: the trace, the rate scale and the requests κ was fitted on."""
+
+    trace: str
+    rate_scale: float
+    requests: int
+
+
+class CascadeCalibration(Doc):
+    """``hetplan calibrate``'s ``cascade`` block (:func:`hetplan.sim.calibrate.calibrate`)."""
+
+    kappa: float
+    kappa_by_class: dict[str, float]
+    q2: float
+    q2_objective: str | None = Field(default=None, exclude_if=_absent)
+    tier2_order: str
+    quantile: float
+    coverage: float
+    calibrated_on: CalibratedOn
+    classes: dict[str, ClassCalibration]
+    q2_sweep: list[Q2Point]
+    warnings: list[str]
+
+
+__all__ = [
+    "Attainment",
+    "CalibratedOn",
+    "Capacity",
+    "CapacityRun",
+    "CascadeCalibration",
+    "CascadeRunSettings",
+    "ClassCalibration",
+    "ClassMetrics",
+    "ClosedLoop",
+    "Doc",
+    "LatencyStats",
+    "PrefixCacheStats",
+    "Q2Point",
+    "RunMetrics",
+    "SimResult",
+    "Simulation",
+    "TimeWindow",
+    "Utilization",
+    "WindowRun",
+    "Windowed",
+]

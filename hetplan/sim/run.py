@@ -24,9 +24,10 @@ from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
-from hetplan.sim.metrics import summarize
+from hetplan.sim.metrics import measure
 from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
+from hetplan.sim.result import Capacity, CapacityRun, CascadeRunSettings, RunMetrics, Simulation
 from hetplan.units import rnd
 from hetplan.workload.model import ClassSlo, RequestStream
 
@@ -116,6 +117,22 @@ def plan_cascade(plan: Plan) -> CascadeSettings:
     return CascadeSettings(kappa=block.kappa, q2=block.q2, kappa_by_class=by_class, tier2_order=block.tier2_order)
 
 
+class _ScenarioClasses(BaseModel):
+    """The plan's ``scenario.classes`` as written (:mod:`hetplan.workload.classes`)."""
+
+    model_config = ConfigDict(extra="ignore")
+    classes: Any = None
+
+
+class _PlanClass(BaseModel):
+    """One ``scenario.classes`` entry as written: its name and SLOs (s), converted where they are read."""
+
+    model_config = ConfigDict(extra="ignore")
+    name: Any
+    ttft_s: Any
+    tpot_s: Any
+
+
 def plan_classes(plan: Plan) -> list[tuple[str, float, float]]:
     """The plan's request classes (``scenario.classes``, :mod:`hetplan.workload.classes`): ``(name, ttft_s,
     tpot_s)`` each; empty for a one-class plan.
@@ -123,12 +140,13 @@ def plan_classes(plan: Plan) -> list[tuple[str, float, float]]:
     Raises:
         InputError: a malformed ``classes`` entry (a hand-edited plan).
     """
-    raw = plan.scenario_extra.get("classes") or []
+    raw = _ScenarioClasses.model_validate(plan.scenario_extra).classes or []
     out = []
     for row in raw if isinstance(raw, list) else [raw]:
         try:
-            name, ttft, tpot = str(row["name"]), float(row["ttft_s"]), float(row["tpot_s"])
-        except (TypeError, KeyError, ValueError):
+            c = _PlanClass.model_validate(row)
+            name, ttft, tpot = str(c.name), float(c.ttft_s), float(c.tpot_s)
+        except (TypeError, ValidationError, ValueError):
             raise InputError(
                 f"the plan's scenario.classes entry {row!r} is malformed",
                 fix="each class needs name, ttft_s and tpot_s (re-plan the scenario)",
@@ -160,52 +178,68 @@ def prepare_run(req: SimRequest) -> tuple[Deployment, RequestStream]:
     return dep, stream.scaled(req.rate_scale)
 
 
-def run_simulation(
+def run_measured(
     req: SimRequest, dep: Deployment, stream: RequestStream, record: bool = False
-) -> tuple[dict[str, Any], Simulator, SimResult]:
+) -> tuple[RunMetrics, Simulator, SimResult]:
     """One simulation of ``stream`` on ``dep`` under ``req``'s policy (its CASCADE settings, else the plan's):
-    (metrics document, the simulator, its raw result); ``record`` keeps each request's TTFT estimate."""
+    (typed metrics, the simulator, its raw result); ``record`` keeps each request's TTFT estimate."""
     cascade = req.cascade or plan_cascade(req.plan)
     sim = Simulator(
         dep, stream, get_scheduler(req.policy, cascade), req.config, record_estimates=record, predictor=req.predictor
     )
     res = sim.run()
-    return summarize(stream, res, req.window_s), sim, res
+    return measure(stream, res, req.window_s), sim, res
 
 
-def simulate(req: SimRequest) -> dict[str, Any]:
-    """Simulate ``req``; returns the metrics document with the run's settings (deterministic).
+def run_simulation(
+    req: SimRequest, dep: Deployment, stream: RequestStream, record: bool = False
+) -> tuple[dict[str, Any], Simulator, SimResult]:
+    """:func:`run_measured` with the metrics as their document (:meth:`RunMetrics.to_doc`)."""
+    metrics, sim, res = run_measured(req, dep, stream, record)
+    return metrics.to_doc(), sim, res
+
+
+def simulation(req: SimRequest) -> Simulation:
+    """Simulate ``req``: the typed metrics with the run's settings (deterministic).
 
     Raises:
         InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
     """
     dep, stream = prepare_run(req)
-    doc, sim, _ = run_simulation(req, dep, stream)
-    head = {
-        "kind": "simulation",
-        "policy": policy_label(req.policy),
-        "router": req.config.router,
-        "seed": req.config.seed,
-        "chunked_prefill": req.config.chunked_prefill,
-        "rate_scale": req.rate_scale,
-        "trace": stream.source,
-        "instances": len(dep.instances),
-        "plan_strategy": req.plan.strategy,
-        "plan_goodput_req_per_s": req.plan.goodput_req_per_s,
-        "slo_percentile": req.plan.slo.percentile,
-    }
+    metrics, sim, _ = run_measured(req, dep, stream)
     settings = sim.scheduler.settings()
-    if settings:
-        head[sim.scheduler.name] = settings
-    return head | doc
+    return Simulation(
+        policy=policy_label(req.policy),
+        router=req.config.router,
+        seed=req.config.seed,
+        chunked_prefill=req.config.chunked_prefill,
+        rate_scale=req.rate_scale,
+        trace=stream.source,
+        instances=len(dep.instances),
+        plan_strategy=req.plan.strategy,
+        plan_goodput_req_per_s=req.plan.goodput_req_per_s,
+        slo_percentile=req.plan.slo.percentile,
+        cascade=CascadeRunSettings.model_validate(settings) if settings else None,
+        **dict(metrics),
+    )
 
 
-def find_capacity(
+def simulate(req: SimRequest) -> dict[str, Any]:
+    """Simulate ``req``; returns the metrics document with the run's settings (:func:`simulation` as its
+    document, :meth:`Simulation.to_doc`; deterministic).
+
+    Raises:
+        InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
+    """
+    return simulation(req).to_doc()
+
+
+def capacity(
     req: SimRequest,
     target: float = 0.9,
     steps: int = 8,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> Capacity:
     """Highest rate scale with joint SLO attainment ≥ ``target`` (goodput capacity).
 
     Attainment on a finite trace is not strictly monotone in the rate, so the answer is a bracket: attainment ≥
@@ -215,9 +249,9 @@ def find_capacity(
     span (lower on a short trace, whose span is stretched by the last requests' decode tail).
 
     Returns:
-        ``{"target", "rate_scale", "failing_rate_scale", "capped", "goodput_capacity_req_per_s",
-        "arrival_rate_per_s", "goodput_req_per_s", "runs": [...], "metrics": <metrics at the capacity>}``;
-        ``rate_scale`` is None when even 1/64 of the rate misses, ``capped`` True when 64x still meets the target.
+        :class:`Capacity`: target, rate_scale, failing_rate_scale, capped, goodput_capacity_req_per_s,
+        arrival_rate_per_s, goodput_req_per_s, the runs and the metrics at the capacity; ``rate_scale`` is None
+        when even 1/64 of the rate misses, ``capped`` True when 64x still meets the target.
 
     Raises:
         InputError: ``target`` outside (0, 1], or a trace whose requests all arrive at one instant (no rate).
@@ -225,26 +259,24 @@ def find_capacity(
     if not 0 < target <= 1:
         raise InputError(f"--target must be in (0, 1], got {target}", fix="pass e.g. --target 0.9")
     step = progress or (lambda _: None)
-    runs: list[dict[str, Any]] = []
-    cache: dict[float, dict[str, Any]] = {}
+    runs: list[CapacityRun] = []
+    cache: dict[float, Simulation] = {}
 
     def attain(scale: float) -> float:
         if scale not in cache:
             step(f"rate scale {scale:.4g}")
-            cache[scale] = simulate(replace(req, rate_scale=scale))
-            m = cache[scale]
-            runs.append({"rate_scale": rnd(scale, 6), "attainment": m["attainment"]["joint"],
-                         "goodput_req_per_s": m["goodput_req_per_s"]})  # fmt: skip
-        return float(cache[scale]["attainment"]["joint"])
+            cache[scale] = m = simulation(replace(req, rate_scale=scale))
+            runs.append(CapacityRun(rate_scale=rnd(scale, 6), attainment=m.attainment.joint,
+                                    goodput_req_per_s=m.goodput_req_per_s))  # fmt: skip
+        return float(cache[scale].attainment.joint)
 
     lo, hi = None, None
     x = 1.0
     first = attain(x)
-    if cache[x].get("arrival_rate_per_s") is None:  # every request arrives at one instant: no rate to scale
+    if cache[x].arrival_rate_per_s is None:  # every request arrives at one instant: no rate to scale
         raise InputError(
             "--find-capacity needs a trace whose arrivals span some time",
-            f"its {cache[x].get('requests', 'few')} request(s) arrive at the same instant, so an arrival rate "
-            "(req/s) is not defined",
+            f"its {cache[x].requests} request(s) arrive at the same instant, so an arrival rate (req/s) is not defined",
             "give a trace with requests at two or more times, or simulate it without --find-capacity",
         )
     if first >= target:
@@ -271,19 +303,41 @@ def find_capacity(
             else:
                 hi = mid
     best = cache[lo] if lo is not None else None
-    return {
-        "kind": "capacity",
-        "target": target,
-        "policy": policy_label(req.policy),
-        "rate_scale": None if lo is None else rnd(lo, 6),
-        "capped": lo is not None and hi is None,
-        "failing_rate_scale": None if hi is None else rnd(hi, 6),
-        "arrival_rate_per_s": None if best is None else best["arrival_rate_per_s"],
-        "goodput_capacity_req_per_s": None if best is None else best["arrival_rate_per_s"],
-        "goodput_req_per_s": None if best is None else best["goodput_req_per_s"],
-        "runs": sorted(runs, key=lambda r: r["rate_scale"]),
-        "metrics": best,
-    }
+    return Capacity(
+        target=target,
+        policy=policy_label(req.policy),
+        rate_scale=None if lo is None else rnd(lo, 6),
+        capped=lo is not None and hi is None,
+        failing_rate_scale=None if hi is None else rnd(hi, 6),
+        arrival_rate_per_s=None if best is None else best.arrival_rate_per_s,
+        goodput_capacity_req_per_s=None if best is None else best.arrival_rate_per_s,
+        goodput_req_per_s=None if best is None else best.goodput_req_per_s,
+        runs=sorted(runs, key=lambda r: r.rate_scale),
+        metrics=best,
+    )
 
 
-__all__ = ["SimRequest", "cascade_block", "find_capacity", "plan_cascade", "prepare_run", "run_simulation", "simulate"]
+def find_capacity(
+    req: SimRequest,
+    target: float = 0.9,
+    steps: int = 8,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """:func:`capacity` as its document (:meth:`Capacity.to_doc`): ``{"kind": "capacity", "target", "policy",
+    "rate_scale", "capped", "failing_rate_scale", "arrival_rate_per_s", "goodput_capacity_req_per_s",
+    "goodput_req_per_s", "runs": [...], "metrics": <metrics at the capacity>}``. Same errors."""
+    return capacity(req, target, steps, progress).to_doc()
+
+
+__all__ = [
+    "SimRequest",
+    "capacity",
+    "cascade_block",
+    "find_capacity",
+    "plan_cascade",
+    "prepare_run",
+    "run_measured",
+    "run_simulation",
+    "simulate",
+    "simulation",
+]
