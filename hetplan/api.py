@@ -14,10 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hetplan.errors import InputError
 from hetplan.resources import Resources
 
 if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
     from hetplan.emit.settings import EmitSettings
     from hetplan.emit.writer import EmitResult
     from hetplan.perf.estimate import Estimate
@@ -47,60 +47,21 @@ def estimate(
     settings: PerfSettings | None = None,
     profiles: Sequence[Path] = (),
     engine: str = "vllm",
+    catalog: Catalog | None = None,
 ) -> Estimate:
-    """Latency, memory and throughput of one instance (``hetplan estimate``); ``profiles`` as in :func:`plan`;
-    ``engine`` picks the memory rule and fitted curves (``settings``, when given, carries its own engine).
+    """Latency, memory and throughput of one instance (``hetplan estimate``); ``profiles`` and ``catalog`` as in
+    :func:`plan`; ``engine`` picks the memory rule and fitted curves (``settings``, when given, carries its own
+    engine).
 
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
     """
-    from hetplan.scenario import MAX_TP
+    from hetplan.catalog.context import using
+    from hetplan.commands.estimate import estimate as _estimate
 
-    for field, value in (("batch", batch), ("prompt_tokens", prompt_tokens)):
-        if value < 1:
-            raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
-    if output_tokens is not None and output_tokens < 1:
-        raise InputError(f"output_tokens must be >= 1, got {output_tokens}", fix="pass --output-tokens 1 or more")
-    if tp > MAX_TP and tp > _scale_up(gpu, profiles):
-        raise InputError(
-            f"TP {tp} spans more than one {MAX_TP}-GPU node",
-            "hetplan models tensor parallelism inside one node",
-            f"use --tp {MAX_TP} or less (and --pp)",
-        )
-    from hetplan.catalog.loader import find_gpu, find_model, overlaid_gpus
-    from hetplan.catalog.profile import load_profiles, profile_notes
-    from hetplan.perf.arch import ModelArch
-    from hetplan.perf.estimate import estimate as _estimate
-    from hetplan.perf.latency import InstanceModel, compute_dtype
-    from hetplan.perf.measured import measured_notes
-    from hetplan.perf.settings import PerfSettings
-    from hetplan.planning.request import profile_records
-
-    arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
-    loaded = load_profiles(profiles) if profiles else None
-    spec = find_gpu(gpu, overlaid_gpus(loaded.specs if loaded else ()))
-    inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings.for_engine(engine))
-    ctx = prompt_tokens if context_tokens is None else context_tokens
-    if ctx < 1:
-        raise InputError(f"context_tokens must be >= 1, got {ctx}", fix="pass --context-tokens 1 or more")
-    est = _estimate(inst, batch, prompt_tokens, ctx, output_tokens)
-    # measured figures: say what each profile did, as plan does
-    notes = profile_notes(loaded, [spec.name]) if loaded else []
-    notes += measured_notes([spec], compute_dtype(arch.weight_dtype))
-    notes += inst.curve_notes
-    return replace(est, warnings=notes, profiles=profile_records(loaded))
-
-
-def _scale_up(gpu: str, profiles: Sequence[Path]) -> int:
-    """GPUs in ``gpu``'s NVLink scale-up domain (72 for GB200/GB300 NVL72), 8 when it cannot be looked up here."""
-    from hetplan.catalog.loader import find_gpu
-
-    if profiles:
-        return 8
-    try:
-        return find_gpu(gpu).scale_up_gpus
-    except InputError:
-        return 8
+    with using(catalog):
+        return _estimate(model, gpu, tp, pp, batch, prompt_tokens, context_tokens, output_tokens, weight_dtype,
+                         kv_dtype, settings, profiles, engine)  # fmt: skip
 
 
 def plan(
@@ -115,16 +76,20 @@ def plan(
     resources: Resources | None = None,
     solve: SolveSettings | None = None,
     price_factors: Mapping[str, float] | None = None,
+    catalog: Catalog | None = None,
 ) -> Plan:
     """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan` (``price_factors``: each
     GPU's prices times its factor, a what-if of ``hetplan explore``). ``to_doc`` of the result
     is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
     cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
-    (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults).
+    (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults); ``catalog``: the GPUs, models, prices and
+    fitted curves to plan with (:class:`hetplan.catalog.context.Catalog`; None: the one in use, the shipped
+    catalogs unless the CLI chose ``HETPLAN_CATALOG_DIR``); its hash is the plan's ``provenance.catalog_sha256``.
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning import pipeline
 
     kw: dict[str, Any] = {}
@@ -136,7 +101,8 @@ def plan(
         kw["solve"] = solve
     if price_factors:
         kw["price_factors"] = price_factors
-    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
+    with using(catalog):
+        return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
 
 
 def plan_verified(
@@ -148,38 +114,43 @@ def plan_verified(
     progress: Callable[[str], None] | None = None,
     confidence: str | None = "p80",
     confidence_gates: bool = False,
+    catalog: Catalog | None = None,
     **plan_kwargs: Any,
 ) -> Plan:
     """Plan ``scenario`` and check it in the simulator (``hetplan plan``'s default; ``--no-resize``,
     ``--confidence``, ``--size-for-confidence``): in sample, out of sample and against the model's own error at
     ``confidence``; ``resize`` re-plans until the simulation holds the SLOs (on by default in the CLI, off here);
     see :func:`hetplan.planning.verify.plan_verified`. ``plan_kwargs`` go to :func:`hetplan.planning.pipeline.plan`
-    (``resources``; ``solve``: :class:`hetplan.solvers.milp.SolveSettings`).
+    (``resources``; ``solve``: :class:`hetplan.solvers.milp.SolveSettings`); ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning.verify import plan_verified as _plan_verified
 
-    return _plan_verified(
-        scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, **plan_kwargs
-    )
+    with using(catalog):
+        return _plan_verified(
+            scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, **plan_kwargs
+        )
 
 
-def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs") -> Plan:
+def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalog | None = None) -> Plan:
     """``plan`` with its ``verification`` block: the simulation of ``scenario``'s workload through it at the
     plan's goodput target (:func:`hetplan.sim.verify.verify_plan`), in sample and out of sample
     (:func:`hetplan.planning.verify.verification_workloads`: the scenario's ``workload.holdout`` as set, 0 when unset,
-    as for a plan made with ``--no-verify``).
+    as for a plan made with ``--no-verify``); ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning.verify import verification_workloads
     from hetplan.sim.verify import verify_plan
 
-    _, workload, out_of_sample, split = verification_workloads(scenario)
-    block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
+    with using(catalog):
+        _, workload, out_of_sample, split = verification_workloads(scenario)
+        block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
     block["out_of_sample"]["split"] = split
     if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
         plan = replace(plan, extra={**plan.extra, "cascade": block["cascade"]})
@@ -193,17 +164,21 @@ def build_workload(scenario: Scenario) -> Workload:
     return _build_workload(scenario)
 
 
-def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float | None = None) -> dict[str, Any]:
+def fit_ce(
+    scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float | None = None, catalog: Catalog | None = None
+) -> dict[str, Any]:
     """Fit Cauchy's A1/A2 cost-efficiency model (``hetplan profile fit``); see
-    :func:`hetplan.planning.pipeline.fit_ce`.
+    :func:`hetplan.planning.pipeline.fit_ce`; ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
         fits the model or meets the SLOs.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning import pipeline
 
-    return pipeline.fit_ce(scenario, profiles, **({} if min_r2 is None else {"min_r2": min_r2}))
+    with using(catalog):
+        return pipeline.fit_ce(scenario, profiles, **({} if min_r2 is None else {"min_r2": min_r2}))
 
 
 def emit(
