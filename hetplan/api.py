@@ -1,8 +1,11 @@
 """Python API: one function per command, the CLI's twin. Returns typed results or plain data; never prints.
 
 A thin facade: the work is in :mod:`hetplan.planning` (scenario → request → solvers → :class:`~hetplan.plan.Plan`
-→ verification), :mod:`hetplan.emit`, :mod:`hetplan.sim` and :mod:`hetplan.report`. Heavy modules (the MILP
-solvers, pandas, the simulator) are imported inside the functions, so importing this module is cheap.
+→ verification), :mod:`hetplan.emit`, :mod:`hetplan.sim` and :mod:`hetplan.report`; the commands that orchestrate
+several of those (``estimate``, ``gate``, ``simulate``, ``calibrate``) in :mod:`hetplan.commands`. A function
+that reads the catalogs takes ``catalog``: a :class:`hetplan.catalog.context.Catalog` (None: the one in use).
+Heavy modules (the MILP solvers, pandas, the simulator) are imported inside the functions, so importing this
+module is cheap.
 
 Source: hetplan's own reconstruction (aiconfigurator-style CLI/API pairing).
 """
@@ -14,6 +17,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# gate and simulate orchestrate several library calls: their functions live in hetplan.commands (as light to
+# import as this module) and are this module's, re-exported
+from hetplan.commands.gate import gate, read_gate_baseline, update_gate_baseline
+from hetplan.commands.simulate import (
+    calibrate,
+    find_capacity,
+    sim_request,
+    simulate,
+    simulate_closed_loop,
+    simulate_windowed,
+)
 from hetplan.resources import Resources
 
 if TYPE_CHECKING:
@@ -23,9 +37,7 @@ if TYPE_CHECKING:
     from hetplan.perf.estimate import Estimate
     from hetplan.perf.settings import PerfSettings
     from hetplan.plan.types import Plan
-    from hetplan.report.gate import GateResult
     from hetplan.scenario import Scenario
-    from hetplan.sim.run import SimRequest
     from hetplan.solvers.milp import SolveSettings
     from hetplan.workload.model import Workload
 
@@ -242,65 +254,6 @@ def to_doc(plan: Plan) -> dict[str, Any]:
     return _to_doc(plan)
 
 
-def simulate(req: SimRequest) -> dict[str, Any]:
-    """Replay a request stream through a plan (``hetplan simulate``); see :func:`hetplan.sim.run.simulate`.
-
-    Raises:
-        InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
-    """
-    from hetplan.sim.run import simulate as _simulate
-
-    return _simulate(req)
-
-
-def simulate_windowed(
-    req: SimRequest,
-    windows: int,
-    warmup_s: float = 60.0,
-    executor: str = "local",
-    workers: int | None = None,
-    ray_address: str | None = None,
-) -> dict[str, Any]:
-    """``hetplan simulate --windows``: ``req`` as ``windows`` time windows (each with ``warmup_s`` seconds of
-    arrivals before it replayed and discarded) run as parallel tasks on ``executor``, merged into one metrics
-    document with a ``windowed`` block; see :mod:`hetplan.sim.windows` for the method and the tolerance.
-    Worker processes inherit this process's environment: the CLI runs this inside
-    :func:`hetplan.cli.app.worker_environment` (one BLAS/OpenMP thread per worker; a private Ray instance on the
-    loopback interface only); a Python caller wraps its call the same way, or sets those variables itself.
-
-    Raises:
-        InputError: bad settings. HetplanError: Ray missing or unreachable.
-    """
-    from hetplan.executors import make_executor
-    from hetplan.sim.windows import simulate_windowed as _simulate_windowed
-
-    with make_executor(executor, workers, ray_address) as ex:
-        return _simulate_windowed(req, windows, warmup_s, ex)
-
-
-def find_capacity(req: SimRequest, target: float, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The highest arrival-rate scale at which the plan still meets ``target`` joint SLO attainment
-    (``hetplan simulate --find-capacity``); see :func:`hetplan.sim.run.find_capacity`."""
-    from hetplan.sim.run import find_capacity as _find_capacity
-
-    return _find_capacity(req, target, progress=progress)
-
-
-def calibrate(
-    req: SimRequest, quantile: float = 0.95, progress: Callable[[str], None] | None = None
-) -> tuple[Plan, dict[str, Any]]:
-    """Fit CASCADE's κ and q₂ on ``req``'s trace and plan (``hetplan calibrate``); returns the plan with its
-    ``cascade`` block and the block itself (:func:`hetplan.sim.calibrate.calibrate`).
-
-    Raises:
-        InputError: ``quantile`` outside (0, 1), or no request reached its first token.
-    """
-    from hetplan.sim.calibrate import calibrate as _calibrate
-
-    block = _calibrate(req, quantile, progress)
-    return replace(req.plan, extra={**req.plan.extra, "cascade": block}), block
-
-
 def sweep(
     grid: str | Path,
     out: str | Path | None = None,
@@ -355,40 +308,6 @@ def explore(
     return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
 
 
-def gate(
-    current: dict[str, Plan],
-    baseline: dict[str, dict[str, Any]],
-    max_cost_increase: float,
-    min_tokens_per_usd_ratio: float | None = None,
-    max_cost_increase_usd_per_hour: float = 0.0,
-) -> list[GateResult]:
-    """Compare each scenario's fresh plan with its stored baseline document (``hetplan gate``): one result per
-    scenario, failing when the cost rose more than the larger of ``max_cost_increase`` (a fraction) and
-    ``max_cost_increase_usd_per_hour`` (the only allowance from a $0.00/h baseline), tokens/USD fell below
-    ``min_tokens_per_usd_ratio`` x the baseline's, or a scenario is missing on either side; see
-    :func:`hetplan.report.gate.compare`."""
-    from hetplan.report.gate import compare, failed
-
-    out = []
-    for name in sorted(set(current) | set(baseline)):
-        if name not in baseline:
-            out.append(failed(name, "not in the baseline; add it on purpose with --update-baseline"))
-        elif name not in current:
-            out.append(failed(name, "in the baseline but not re-planned"))
-        else:
-            out.append(
-                compare(
-                    current[name],
-                    baseline[name],
-                    max_cost_increase,
-                    min_tokens_per_usd_ratio,
-                    name,
-                    max_cost_increase_usd_per_hour,
-                )  # fmt: skip
-            )
-    return out
-
-
 def hetis(scenario: Scenario, pool: Path) -> dict[str, Any]:
     """Plan a fixed GPU pool with Hetis (``hetplan plan --strategy hetis --pool``): primaries, workers and the
     head-wise attention split; see :func:`hetplan.planning.hetis.hetis_plan`.
@@ -431,11 +350,15 @@ __all__ = [
     "find_capacity",
     "fit_ce",
     "gate",
+    "read_gate_baseline",
+    "update_gate_baseline",
     "hetis",
     "load_plan",
     "plan",
     "plan_verified",
+    "sim_request",
     "simulate",
+    "simulate_closed_loop",
     "simulate_windowed",
     "sweep",
     "to_doc",
