@@ -265,6 +265,7 @@ def sweep(
     force: bool = False,
     progress: Callable[[int, int, dict[str, Any] | None], None] | None = None,
     solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """Plan every case of the grid file ``grid`` (``hetplan sweep``) on ``executor`` (``local``: a pool of
     ``workers`` processes; ``ray``: Ray tasks at ``ray_address``) and write the table, plan files and report under
@@ -278,11 +279,13 @@ def sweep(
         InputError: a bad grid (naming the axis) or outputs that exist without ``force``/``resume`` (exit 2).
         HetplanError: Ray missing or unreachable (exit 1). SweepInterrupted: Ctrl-C, after writing (exit 130).
     """
+    from hetplan.catalog.context import using
     from hetplan.sweep.run import SweepSettings, run_sweep
 
     settings = SweepSettings(None if out is None else Path(out), executor, workers, ray_address, ray_files, resume,
                              force, solve)  # fmt: skip
-    return run_sweep(grid, settings, progress)
+    with using(catalog):  # the cases are planned with it (its folder goes to the workers)
+        return run_sweep(grid, settings, progress)
 
 
 def explore(
@@ -293,6 +296,7 @@ def explore(
     policy: str = "fcfs",
     progress: Callable[[int, int, str], None] | None = None,
     solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """What-ifs of ``scenario`` (``hetplan explore``): ``vary`` holds one or two axes as ``--vary`` writes them
     (``goodput=1x,1.5x``, ``ttft=1s,5s``, ``tpot=...``, ``price:L40S=-20%``, ``owned:H800=+16``); each point is
@@ -302,22 +306,26 @@ def explore(
     Raises:
         InputError: a bad axis or value (naming it) or scenario, before any point is planned.
     """
+    from hetplan.catalog.context import using
     from hetplan.explore import explore as _explore
     from hetplan.explore import parse_axes
 
-    return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
+    with using(catalog):
+        return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
 
 
-def hetis(scenario: Scenario, pool: Path) -> dict[str, Any]:
+def hetis(scenario: Scenario, pool: Path, catalog: Catalog | None = None) -> dict[str, Any]:
     """Plan a fixed GPU pool with Hetis (``hetplan plan --strategy hetis --pool``): primaries, workers and the
     head-wise attention split; see :func:`hetplan.planning.hetis.hetis_plan`.
 
     Raises:
         InputError: bad pool or scenario. InfeasibleError: the pool cannot serve the model.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning.hetis import hetis_plan
 
-    return hetis_plan(scenario, pool)
+    with using(catalog):
+        return hetis_plan(scenario, pool)
 
 
 def autoscale(
@@ -327,6 +335,7 @@ def autoscale(
     diurnal_text: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``); see
     :func:`hetplan.planning.autoscale.autoscale` (``progress(done, total)`` as its demand levels are solved;
@@ -335,9 +344,11 @@ def autoscale(
     Raises:
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning.autoscale import autoscale as _autoscale
 
-    return _autoscale(scenario, spec, curve_path, diurnal_text, progress, solve)
+    with using(catalog):
+        return _autoscale(scenario, spec, curve_path, diurnal_text, progress, solve)
 
 
 __all__ = [
