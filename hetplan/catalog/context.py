@@ -45,6 +45,8 @@ SHIPPED_FOLDERS = (
 class _Loaded:
     """A folder's files, loaded on first use; shared by a :class:`Catalog` and its overlays."""
 
+    __slots__ = ("files_hash", "gpus", "models", "perf", "prices")
+
     def __init__(self) -> None:
         self.gpus: GpuCatalog | None = None
         self.models: ModelCatalog | None = None
@@ -122,23 +124,26 @@ class Catalog:
             CatalogError / InputError: the file is unreadable or does not match its schema (see
                 :func:`hetplan.catalog.files.read_yaml_file`).
         """
-        if self._loaded.gpus is None:
-            self._loaded.gpus = read_yaml_file(self.folder / "gpus.yaml", GpuCatalog, "GPU catalog")
-        return self._loaded.gpus
+        gpus = self._loaded.gpus
+        if gpus is None:
+            gpus = self._loaded.gpus = read_yaml_file(self.folder / "gpus.yaml", GpuCatalog, "GPU catalog")
+        return gpus
 
     @property
     def models(self) -> ModelCatalog:
         """``models.yaml``, validated (raises as :attr:`gpu_catalog`)."""
-        if self._loaded.models is None:
-            self._loaded.models = read_yaml_file(self.folder / "models.yaml", ModelCatalog, "model catalog")
-        return self._loaded.models
+        models = self._loaded.models
+        if models is None:
+            models = self._loaded.models = read_yaml_file(self.folder / "models.yaml", ModelCatalog, "model catalog")
+        return models
 
     @property
     def prices(self) -> PriceCatalog:
         """``prices.yaml``, validated (raises as :attr:`gpu_catalog`)."""
-        if self._loaded.prices is None:
-            self._loaded.prices = read_yaml_file(self.folder / "prices.yaml", PriceCatalog, "price catalog")
-        return self._loaded.prices
+        prices = self._loaded.prices
+        if prices is None:
+            prices = self._loaded.prices = read_yaml_file(self.folder / "prices.yaml", PriceCatalog, "price catalog")
+        return prices
 
     @property
     def gpus(self) -> tuple[GpuSpec, ...]:
@@ -167,12 +172,14 @@ class Catalog:
         Raises:
             CatalogError: the file exists but is not a valid perf catalog.
         """
-        if engine not in self._loaded.perf:
+        try:
+            return self._loaded.perf[engine]
+        except KeyError:
             from hetplan.perf.calibration import read_perf_catalog
 
             path = self.perf_path(engine)
-            self._loaded.perf[engine] = read_perf_catalog(path) if path.is_file() else None
-        return self._loaded.perf[engine]
+            doc = self._loaded.perf[engine] = read_perf_catalog(path) if path.is_file() else None
+            return doc
 
     @property
     def sha256(self) -> str:
@@ -250,7 +257,9 @@ def perf_files(folder: Path) -> dict[str, Path]:
 def in_use() -> Catalog:
     """The catalog the code below the API reads: the one :func:`using` holds, else the one :func:`install` set,
     else :meth:`Catalog.shipped`."""
-    return _IN_USE[-1] if _IN_USE else Catalog.shipped()
+    if _IN_USE:
+        return _IN_USE[-1]
+    return _SHIPPED[0] if _SHIPPED else Catalog.shipped()
 
 
 def install(catalog: Catalog | None) -> None:

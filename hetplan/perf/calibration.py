@@ -50,6 +50,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from hetplan.catalog.context import in_use
 from hetplan.errors import CatalogError
 
 ARCH_ORDER = ("Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell")
@@ -106,8 +107,6 @@ def normalize_arch(arch: str) -> str:
 def perf_catalog_path(engine: str) -> Path:
     """Path of ``catalogs/perf/<engine>.yaml`` in the catalog in use (a user catalog folder first, then the shipped
     one; see :meth:`hetplan.catalog.context.Catalog.perf_path`); the user folder's path, absent, when none has it."""
-    from hetplan.catalog.context import in_use
-
     return in_use().perf_path(engine)
 
 
@@ -118,8 +117,6 @@ def load_perf_catalog(engine: str) -> dict[str, Any] | None:
     Raises:
         CatalogError: the file exists but is not a valid perf catalog.
     """
-    from hetplan.catalog.context import in_use
-
     return in_use().perf_doc(engine)
 
 
