@@ -129,3 +129,38 @@ def test_a_plan_with_a_profile_hashes_the_profiled_entry_and_uses_it(tmp_path):
     assert plan.provenance.catalog_sha256 == loader.catalog_sha256(specs) != loader.catalog_sha256()
     assert plan.gpu("H100-SXM") == specs[0]
     assert loader.find_gpu("H100").measured is None  # nothing of the profile stays behind
+
+
+def test_using_holds_a_catalog_for_the_block_only(small_catalog):
+    context.install(None)
+    small = Catalog.from_folder(small_catalog)
+    with context.using(small) as held:
+        assert held is small and loader.catalog_dir() == small_catalog
+        assert [g.name for g in loader.load_gpus().gpus] == [g.name for g in small.gpus]
+        with context.using(None) as same:
+            assert same is small
+    assert context.in_use() is Catalog.shipped()
+    assert len(loader.load_gpus().gpus) > len(small.gpus)
+
+
+def test_an_overlay_shares_the_loaded_files_and_changes_only_the_hash(tmp_path):
+    from tests.profiler.helpers import write_profile
+
+    specs = load_profiles([write_profile(tmp_path / "h100.yaml", gpu="H100", bf16_tflops=700.0)]).specs
+    base = Catalog.shipped()
+    profiled = base.with_overlay(specs)
+    assert profiled.gpu_catalog is base.gpu_catalog and profiled.prices is base.prices
+    assert profiled.find_gpu("H100") == specs[0] != base.find_gpu("H100")
+    assert profiled.sha256 == loader.catalog_sha256(specs) != base.sha256
+    assert base.with_overlay(()) is base
+
+
+def test_a_sweep_worker_builds_its_catalog_and_leaves_the_process_one_alone(small_catalog):
+    from hetplan.sweep.case import use_catalog
+
+    context.install(None)
+    chosen = use_catalog(None, None, str(small_catalog))
+    assert chosen is not None and chosen.folder == small_catalog
+    assert use_catalog(None, None, str(small_catalog)) is chosen  # the worker's cases share its loaded files
+    assert context.in_use() is Catalog.shipped()
+    assert use_catalog(None, None, str(Catalog.shipped().folder)) is None  # the one in use already
