@@ -334,8 +334,8 @@ def gate(
                 status.update(f"planning {escape(name)}")
 
             if stored is None:
-                doc = api.update_gate_baseline(scenarios, baseline, verify, resources, solve, progress)
-                return None, len(scenarios), len(doc["scenarios"]), allowed, allowed_usd
+                kept = api.update_gate_baseline(scenarios, baseline, verify, resources, solve, progress)
+                return None, len(scenarios), len(kept.scenarios), allowed, allowed_usd
             run = api.gate(scenarios, stored, allowed, min_ratio, allowed_usd, verify, resources, solve, progress)
         return run, 0, 0, allowed, allowed_usd
 

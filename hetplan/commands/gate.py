@@ -49,6 +49,21 @@ class GateRun:
 
 
 @dataclass(frozen=True)
+class GateBaseline:
+    """A gate baseline file: one plan document per scenario name (each checked as a plan when read)."""
+
+    scenarios: dict[str, dict[str, Any]]
+
+    def to_doc(self) -> dict[str, Any]:
+        """The file's document: schema version, kind and the scenarios sorted by name."""
+        return {
+            "schema_version": GATE_SCHEMA_VERSION,
+            "kind": GATE_KIND,
+            "scenarios": dict(sorted(self.scenarios.items())),
+        }
+
+
+@dataclass(frozen=True)
 class Replanned:
     """Scenarios re-planned: ``plans`` by scenario name, and ``broken``: name -> why it cannot be planned now."""
 
@@ -141,16 +156,16 @@ def compare_all(
     return GateRun(tuple(results), warnings)
 
 
-def baseline_doc(stored: Mapping[str, Any] | None, plans: Mapping[str, Plan]) -> dict[str, Any]:
-    """The gate baseline document: ``stored``'s scenarios (None: none) with ``plans`` added or replaced, sorted."""
+def with_plans(stored: GateBaseline | None, plans: Mapping[str, Plan]) -> GateBaseline:
+    """``stored``'s scenarios (None: none) with ``plans`` added or replaced."""
     from hetplan import api
 
-    kept = dict(stored["scenarios"]) if stored else {}
+    kept = dict(stored.scenarios) if stored else {}
     kept.update({name: api.to_doc(p) for name, p in plans.items()})
-    return {"schema_version": GATE_SCHEMA_VERSION, "kind": GATE_KIND, "scenarios": dict(sorted(kept.items()))}
+    return GateBaseline(kept)
 
 
-def read_gate_baseline(path: str | Path) -> dict[str, Any]:
+def read_gate_baseline(path: str | Path) -> GateBaseline:
     """The gate baseline file at ``path``, checked (kind, schema version, each plan).
 
     Raises:
@@ -170,14 +185,15 @@ def read_gate_baseline(path: str | Path) -> dict[str, Any]:
             "write one with hetplan gate SCENARIOS --baseline FILE --update-baseline",
         )
     check_schema_version(doc, str(path), "gate baseline", (GATE_SCHEMA_VERSION,))
-    for name, plan in doc["scenarios"].items():
+    scenarios = doc["scenarios"]
+    for name, plan in scenarios.items():
         check_plan(plan, f"{path}: scenario {name}")
-    return doc
+    return GateBaseline(scenarios)
 
 
 def gate(
     scenarios: Sequence[str | Path],
-    baseline: str | Path | Mapping[str, Any],
+    baseline: str | Path | GateBaseline,
     max_cost_increase: float = 0.02,
     min_tokens_per_usd_ratio: float | None = None,
     max_cost_increase_usd_per_hour: float = 0.0,
@@ -188,8 +204,8 @@ def gate(
     catalog: Catalog | None = None,
 ) -> GateRun:
     """Re-plan the scenario files ``scenarios`` as ``hetplan plan`` does (``verify``: simulated and re-sized on a
-    miss) and compare each with its plan in ``baseline`` (a gate baseline file, or its document as
-    :func:`read_gate_baseline` returns it) (``hetplan gate``): a scenario fails when its cost rose more than the
+    miss) and compare each with its plan in ``baseline`` (a gate baseline file, or what :func:`read_gate_baseline`
+    read from one) (``hetplan gate``): a scenario fails when its cost rose more than the
     larger of ``max_cost_increase`` (a fraction) and ``max_cost_increase_usd_per_hour`` (the only allowance from a
     $0.00/h baseline), its tokens/USD fell below ``min_tokens_per_usd_ratio`` x the baseline's, it is not in the
     baseline, or it cannot be planned now; a baseline scenario not given is a warning (see
@@ -201,10 +217,10 @@ def gate(
     """
     from hetplan.catalog.context import using
 
-    stored = baseline if isinstance(baseline, Mapping) else read_gate_baseline(baseline)
+    stored = baseline if isinstance(baseline, GateBaseline) else read_gate_baseline(baseline)
     with using(catalog):
         fresh = replan(load_scenarios([Path(p) for p in scenarios]), verify, resources, solve, False, progress)
-    return compare_all(fresh, stored["scenarios"], max_cost_increase, min_tokens_per_usd_ratio,
+    return compare_all(fresh, stored.scenarios, max_cost_increase, min_tokens_per_usd_ratio,
                        max_cost_increase_usd_per_hour)  # fmt: skip
 
 
@@ -216,10 +232,10 @@ def update_gate_baseline(
     solve: SolveSettings | None = None,
     progress: Callable[[str], None] | None = None,
     catalog: Catalog | None = None,
-) -> dict[str, Any]:
+) -> GateBaseline:
     """Re-plan ``scenarios`` as :func:`gate` does and add or replace their plans in the gate baseline file
     ``baseline`` (created when absent; written atomically) (``hetplan gate --update-baseline``); returns the
-    baseline document written.
+    baseline written.
 
     Raises:
         InputError: a bad scenario file or baseline, or a scenario that cannot be planned (naming it).
@@ -231,21 +247,22 @@ def update_gate_baseline(
     stored = read_gate_baseline(path) if path.exists() else None
     with using(catalog):
         fresh = replan(load_scenarios([Path(p) for p in scenarios]), verify, resources, solve, True, progress)
-    doc = baseline_doc(stored, fresh.plans)
-    write_atomic(path, dump_for_path(path, doc), force=True)
-    return doc
+    kept = with_plans(stored, fresh.plans)
+    write_atomic(path, dump_for_path(path, kept.to_doc()), force=True)
+    return kept
 
 
 __all__ = [
     "GATE_KIND",
     "GATE_SCHEMA_VERSION",
+    "GateBaseline",
     "GateRun",
     "Replanned",
-    "baseline_doc",
     "compare_all",
     "gate",
     "load_scenarios",
     "read_gate_baseline",
     "replan",
     "update_gate_baseline",
+    "with_plans",
 ]

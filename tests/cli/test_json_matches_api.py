@@ -105,7 +105,7 @@ def test_gate_json_is_the_api_gate():
     run = api.gate([scenario], baseline, 0.02, verify=False)
     assert res.stdout == to_json(run.to_doc())
     assert res.exit_code == (0 if run.passed else 1)
-    assert len(run.warnings) == len(api.read_gate_baseline(baseline)["scenarios"]) - 1
+    assert len(run.warnings) == len(api.read_gate_baseline(baseline).scenarios) - 1
 
 
 @pytest.mark.slow
