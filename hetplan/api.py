@@ -1,8 +1,11 @@
 """Python API: one function per command, the CLI's twin. Returns typed results or plain data; never prints.
 
 A thin facade: the work is in :mod:`hetplan.planning` (scenario → request → solvers → :class:`~hetplan.plan.Plan`
-→ verification), :mod:`hetplan.emit`, :mod:`hetplan.sim` and :mod:`hetplan.report`. Heavy modules (the MILP
-solvers, pandas, the simulator) are imported inside the functions, so importing this module is cheap.
+→ verification), :mod:`hetplan.emit`, :mod:`hetplan.sim` and :mod:`hetplan.report`; the commands that orchestrate
+several of those (``estimate``, ``gate``, ``simulate``, ``calibrate``) in :mod:`hetplan.commands`. A function
+that reads the catalogs takes ``catalog``: a :class:`hetplan.catalog.context.Catalog` (None: the one in use).
+Heavy modules (the MILP solvers, pandas, the simulator) are imported inside the functions, so importing this
+module is cheap.
 
 Source: hetplan's own reconstruction (aiconfigurator-style CLI/API pairing).
 """
@@ -14,18 +17,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hetplan.errors import InputError
+# gate and simulate orchestrate several library calls: their functions live in hetplan.commands (as light to
+# import as this module) and are this module's, re-exported
+from hetplan.commands.gate import gate, read_gate_baseline, update_gate_baseline
+from hetplan.commands.simulate import (
+    calibrate,
+    find_capacity,
+    sim_request,
+    simulate,
+    simulate_closed_loop,
+    simulate_windowed,
+)
 from hetplan.resources import Resources
 
 if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
     from hetplan.emit.settings import EmitSettings
     from hetplan.emit.writer import EmitResult
     from hetplan.perf.estimate import Estimate
     from hetplan.perf.settings import PerfSettings
     from hetplan.plan.types import Plan
-    from hetplan.report.gate import GateResult
     from hetplan.scenario import Scenario
-    from hetplan.sim.run import SimRequest
     from hetplan.solvers.milp import SolveSettings
     from hetplan.workload.model import Workload
 
@@ -47,60 +59,21 @@ def estimate(
     settings: PerfSettings | None = None,
     profiles: Sequence[Path] = (),
     engine: str = "vllm",
+    catalog: Catalog | None = None,
 ) -> Estimate:
-    """Latency, memory and throughput of one instance (``hetplan estimate``); ``profiles`` as in :func:`plan`;
-    ``engine`` picks the memory rule and fitted curves (``settings``, when given, carries its own engine).
+    """Latency, memory and throughput of one instance (``hetplan estimate``); ``profiles`` and ``catalog`` as in
+    :func:`plan`; ``engine`` picks the memory rule and fitted curves (``settings``, when given, carries its own
+    engine).
 
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
     """
-    from hetplan.scenario import MAX_TP
+    from hetplan.catalog.context import using
+    from hetplan.commands.estimate import estimate as _estimate
 
-    for field, value in (("batch", batch), ("prompt_tokens", prompt_tokens)):
-        if value < 1:
-            raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
-    if output_tokens is not None and output_tokens < 1:
-        raise InputError(f"output_tokens must be >= 1, got {output_tokens}", fix="pass --output-tokens 1 or more")
-    if tp > MAX_TP and tp > _scale_up(gpu, profiles):
-        raise InputError(
-            f"TP {tp} spans more than one {MAX_TP}-GPU node",
-            "hetplan models tensor parallelism inside one node",
-            f"use --tp {MAX_TP} or less (and --pp)",
-        )
-    from hetplan.catalog.loader import find_gpu, find_model, overlaid_gpus
-    from hetplan.catalog.profile import load_profiles, profile_notes
-    from hetplan.perf.arch import ModelArch
-    from hetplan.perf.estimate import estimate as _estimate
-    from hetplan.perf.latency import InstanceModel, compute_dtype
-    from hetplan.perf.measured import measured_notes
-    from hetplan.perf.settings import PerfSettings
-    from hetplan.planning.request import profile_records
-
-    arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
-    loaded = load_profiles(profiles) if profiles else None
-    spec = find_gpu(gpu, overlaid_gpus(loaded.specs if loaded else ()))
-    inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings.for_engine(engine))
-    ctx = prompt_tokens if context_tokens is None else context_tokens
-    if ctx < 1:
-        raise InputError(f"context_tokens must be >= 1, got {ctx}", fix="pass --context-tokens 1 or more")
-    est = _estimate(inst, batch, prompt_tokens, ctx, output_tokens)
-    # measured figures: say what each profile did, as plan does
-    notes = profile_notes(loaded, [spec.name]) if loaded else []
-    notes += measured_notes([spec], compute_dtype(arch.weight_dtype))
-    notes += inst.curve_notes
-    return replace(est, warnings=notes, profiles=profile_records(loaded))
-
-
-def _scale_up(gpu: str, profiles: Sequence[Path]) -> int:
-    """GPUs in ``gpu``'s NVLink scale-up domain (72 for GB200/GB300 NVL72), 8 when it cannot be looked up here."""
-    from hetplan.catalog.loader import find_gpu
-
-    if profiles:
-        return 8
-    try:
-        return find_gpu(gpu).scale_up_gpus
-    except InputError:
-        return 8
+    with using(catalog):
+        return _estimate(model, gpu, tp, pp, batch, prompt_tokens, context_tokens, output_tokens, weight_dtype,
+                         kv_dtype, settings, profiles, engine)  # fmt: skip
 
 
 def plan(
@@ -115,16 +88,20 @@ def plan(
     resources: Resources | None = None,
     solve: SolveSettings | None = None,
     price_factors: Mapping[str, float] | None = None,
+    catalog: Catalog | None = None,
 ) -> Plan:
     """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan` (``price_factors``: each
     GPU's prices times its factor, a what-if of ``hetplan explore``). ``to_doc`` of the result
     is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
     cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
-    (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults).
+    (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults); ``catalog``: the GPUs, models, prices and
+    fitted curves to plan with (:class:`hetplan.catalog.context.Catalog`; None: the one in use, the shipped
+    catalogs unless the CLI chose ``HETPLAN_CATALOG_DIR``); its hash is the plan's ``provenance.catalog_sha256``.
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning import pipeline
 
     kw: dict[str, Any] = {}
@@ -136,7 +113,8 @@ def plan(
         kw["solve"] = solve
     if price_factors:
         kw["price_factors"] = price_factors
-    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
+    with using(catalog):
+        return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
 
 
 def plan_verified(
@@ -148,38 +126,43 @@ def plan_verified(
     progress: Callable[[str], None] | None = None,
     confidence: str | None = "p80",
     confidence_gates: bool = False,
+    catalog: Catalog | None = None,
     **plan_kwargs: Any,
 ) -> Plan:
     """Plan ``scenario`` and check it in the simulator (``hetplan plan``'s default; ``--no-resize``,
     ``--confidence``, ``--size-for-confidence``): in sample, out of sample and against the model's own error at
     ``confidence``; ``resize`` re-plans until the simulation holds the SLOs (on by default in the CLI, off here);
     see :func:`hetplan.planning.verify.plan_verified`. ``plan_kwargs`` go to :func:`hetplan.planning.pipeline.plan`
-    (``resources``; ``solve``: :class:`hetplan.solvers.milp.SolveSettings`).
+    (``resources``; ``solve``: :class:`hetplan.solvers.milp.SolveSettings`); ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning.verify import plan_verified as _plan_verified
 
-    return _plan_verified(
-        scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, **plan_kwargs
-    )
+    with using(catalog):
+        return _plan_verified(
+            scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, **plan_kwargs
+        )
 
 
-def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs") -> Plan:
+def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalog | None = None) -> Plan:
     """``plan`` with its ``verification`` block: the simulation of ``scenario``'s workload through it at the
     plan's goodput target (:func:`hetplan.sim.verify.verify_plan`), in sample and out of sample
     (:func:`hetplan.planning.verify.verification_workloads`: the scenario's ``workload.holdout`` as set, 0 when unset,
-    as for a plan made with ``--no-verify``).
+    as for a plan made with ``--no-verify``); ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning.verify import verification_workloads
     from hetplan.sim.verify import verify_plan
 
-    _, workload, out_of_sample, split = verification_workloads(scenario)
-    block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
+    with using(catalog):
+        _, workload, out_of_sample, split = verification_workloads(scenario)
+        block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
     block["out_of_sample"]["split"] = split
     if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
         plan = replace(plan, extra={**plan.extra, "cascade": block["cascade"]})
@@ -193,17 +176,21 @@ def build_workload(scenario: Scenario) -> Workload:
     return _build_workload(scenario)
 
 
-def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float | None = None) -> dict[str, Any]:
+def fit_ce(
+    scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float | None = None, catalog: Catalog | None = None
+) -> dict[str, Any]:
     """Fit Cauchy's A1/A2 cost-efficiency model (``hetplan profile fit``); see
-    :func:`hetplan.planning.pipeline.fit_ce`.
+    :func:`hetplan.planning.pipeline.fit_ce`; ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
         fits the model or meets the SLOs.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning import pipeline
 
-    return pipeline.fit_ce(scenario, profiles, **({} if min_r2 is None else {"min_r2": min_r2}))
+    with using(catalog):
+        return pipeline.fit_ce(scenario, profiles, **({} if min_r2 is None else {"min_r2": min_r2}))
 
 
 def emit(
@@ -267,65 +254,6 @@ def to_doc(plan: Plan) -> dict[str, Any]:
     return _to_doc(plan)
 
 
-def simulate(req: SimRequest) -> dict[str, Any]:
-    """Replay a request stream through a plan (``hetplan simulate``); see :func:`hetplan.sim.run.simulate`.
-
-    Raises:
-        InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
-    """
-    from hetplan.sim.run import simulate as _simulate
-
-    return _simulate(req)
-
-
-def simulate_windowed(
-    req: SimRequest,
-    windows: int,
-    warmup_s: float = 60.0,
-    executor: str = "local",
-    workers: int | None = None,
-    ray_address: str | None = None,
-) -> dict[str, Any]:
-    """``hetplan simulate --windows``: ``req`` as ``windows`` time windows (each with ``warmup_s`` seconds of
-    arrivals before it replayed and discarded) run as parallel tasks on ``executor``, merged into one metrics
-    document with a ``windowed`` block; see :mod:`hetplan.sim.windows` for the method and the tolerance.
-    Worker processes inherit this process's environment: the CLI runs this inside
-    :func:`hetplan.cli.app.worker_environment` (one BLAS/OpenMP thread per worker; a private Ray instance on the
-    loopback interface only); a Python caller wraps its call the same way, or sets those variables itself.
-
-    Raises:
-        InputError: bad settings. HetplanError: Ray missing or unreachable.
-    """
-    from hetplan.executors import make_executor
-    from hetplan.sim.windows import simulate_windowed as _simulate_windowed
-
-    with make_executor(executor, workers, ray_address) as ex:
-        return _simulate_windowed(req, windows, warmup_s, ex)
-
-
-def find_capacity(req: SimRequest, target: float, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The highest arrival-rate scale at which the plan still meets ``target`` joint SLO attainment
-    (``hetplan simulate --find-capacity``); see :func:`hetplan.sim.run.find_capacity`."""
-    from hetplan.sim.run import find_capacity as _find_capacity
-
-    return _find_capacity(req, target, progress=progress)
-
-
-def calibrate(
-    req: SimRequest, quantile: float = 0.95, progress: Callable[[str], None] | None = None
-) -> tuple[Plan, dict[str, Any]]:
-    """Fit CASCADE's κ and q₂ on ``req``'s trace and plan (``hetplan calibrate``); returns the plan with its
-    ``cascade`` block and the block itself (:func:`hetplan.sim.calibrate.calibrate`).
-
-    Raises:
-        InputError: ``quantile`` outside (0, 1), or no request reached its first token.
-    """
-    from hetplan.sim.calibrate import calibrate as _calibrate
-
-    block = _calibrate(req, quantile, progress)
-    return replace(req.plan, extra={**req.plan.extra, "cascade": block}), block
-
-
 def sweep(
     grid: str | Path,
     out: str | Path | None = None,
@@ -337,6 +265,7 @@ def sweep(
     force: bool = False,
     progress: Callable[[int, int, dict[str, Any] | None], None] | None = None,
     solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """Plan every case of the grid file ``grid`` (``hetplan sweep``) on ``executor`` (``local``: a pool of
     ``workers`` processes; ``ray``: Ray tasks at ``ray_address``) and write the table, plan files and report under
@@ -350,11 +279,13 @@ def sweep(
         InputError: a bad grid (naming the axis) or outputs that exist without ``force``/``resume`` (exit 2).
         HetplanError: Ray missing or unreachable (exit 1). SweepInterrupted: Ctrl-C, after writing (exit 130).
     """
+    from hetplan.catalog.context import using
     from hetplan.sweep.run import SweepSettings, run_sweep
 
     settings = SweepSettings(None if out is None else Path(out), executor, workers, ray_address, ray_files, resume,
                              force, solve)  # fmt: skip
-    return run_sweep(grid, settings, progress)
+    with using(catalog):  # the cases are planned with it (its folder goes to the workers)
+        return run_sweep(grid, settings, progress)
 
 
 def explore(
@@ -365,6 +296,7 @@ def explore(
     policy: str = "fcfs",
     progress: Callable[[int, int, str], None] | None = None,
     solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """What-ifs of ``scenario`` (``hetplan explore``): ``vary`` holds one or two axes as ``--vary`` writes them
     (``goodput=1x,1.5x``, ``ttft=1s,5s``, ``tpot=...``, ``price:L40S=-20%``, ``owned:H800=+16``); each point is
@@ -374,56 +306,26 @@ def explore(
     Raises:
         InputError: a bad axis or value (naming it) or scenario, before any point is planned.
     """
+    from hetplan.catalog.context import using
     from hetplan.explore import explore as _explore
     from hetplan.explore import parse_axes
 
-    return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
+    with using(catalog):
+        return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
 
 
-def gate(
-    current: dict[str, Plan],
-    baseline: dict[str, dict[str, Any]],
-    max_cost_increase: float,
-    min_tokens_per_usd_ratio: float | None = None,
-    max_cost_increase_usd_per_hour: float = 0.0,
-) -> list[GateResult]:
-    """Compare each scenario's fresh plan with its stored baseline document (``hetplan gate``): one result per
-    scenario, failing when the cost rose more than the larger of ``max_cost_increase`` (a fraction) and
-    ``max_cost_increase_usd_per_hour`` (the only allowance from a $0.00/h baseline), tokens/USD fell below
-    ``min_tokens_per_usd_ratio`` x the baseline's, or a scenario is missing on either side; see
-    :func:`hetplan.report.gate.compare`."""
-    from hetplan.report.gate import compare, failed
-
-    out = []
-    for name in sorted(set(current) | set(baseline)):
-        if name not in baseline:
-            out.append(failed(name, "not in the baseline; add it on purpose with --update-baseline"))
-        elif name not in current:
-            out.append(failed(name, "in the baseline but not re-planned"))
-        else:
-            out.append(
-                compare(
-                    current[name],
-                    baseline[name],
-                    max_cost_increase,
-                    min_tokens_per_usd_ratio,
-                    name,
-                    max_cost_increase_usd_per_hour,
-                )  # fmt: skip
-            )
-    return out
-
-
-def hetis(scenario: Scenario, pool: Path) -> dict[str, Any]:
+def hetis(scenario: Scenario, pool: Path, catalog: Catalog | None = None) -> dict[str, Any]:
     """Plan a fixed GPU pool with Hetis (``hetplan plan --strategy hetis --pool``): primaries, workers and the
     head-wise attention split; see :func:`hetplan.planning.hetis.hetis_plan`.
 
     Raises:
         InputError: bad pool or scenario. InfeasibleError: the pool cannot serve the model.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning.hetis import hetis_plan
 
-    return hetis_plan(scenario, pool)
+    with using(catalog):
+        return hetis_plan(scenario, pool)
 
 
 def autoscale(
@@ -433,6 +335,7 @@ def autoscale(
     diurnal_text: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``); see
     :func:`hetplan.planning.autoscale.autoscale` (``progress(done, total)`` as its demand levels are solved;
@@ -441,9 +344,11 @@ def autoscale(
     Raises:
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
     """
+    from hetplan.catalog.context import using
     from hetplan.planning.autoscale import autoscale as _autoscale
 
-    return _autoscale(scenario, spec, curve_path, diurnal_text, progress, solve)
+    with using(catalog):
+        return _autoscale(scenario, spec, curve_path, diurnal_text, progress, solve)
 
 
 __all__ = [
@@ -456,11 +361,15 @@ __all__ = [
     "find_capacity",
     "fit_ce",
     "gate",
+    "read_gate_baseline",
+    "update_gate_baseline",
     "hetis",
     "load_plan",
     "plan",
     "plan_verified",
+    "sim_request",
     "simulate",
+    "simulate_closed_loop",
     "simulate_windowed",
     "sweep",
     "to_doc",

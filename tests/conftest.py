@@ -34,22 +34,22 @@ def examples() -> Path:
 def small_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A frozen three-GPU catalog (``tests/fixtures/catalog``: H100-SXM, A100-80GB-SXM, L4; Llama-3-8B/70B; AWS
     and Lambda prices), so a unit test does not change meaning when ``catalogs/`` is refreshed."""
-    from hetplan.catalog import loader
+    from hetplan.catalog.context import Catalog, install
 
     folder = FIXTURES / "catalog"
     monkeypatch.setenv("HETPLAN_CATALOG_DIR", str(folder))  # for the CLI, which reads it at every command
-    loader.use_catalog_dir(folder)  # for the library, which does not
+    install(Catalog.from_folder(folder))  # for the library calls the test makes without a catalog
     yield folder
-    loader.use_catalog_dir(None)
+    install(None)
 
 
 @pytest.fixture(autouse=True)
 def _shipped_catalog_after_each_test() -> Iterator[None]:
-    """Point the loader back at the shipped catalogs after a test that chose another folder (directly, or through
-    a CLI run with ``HETPLAN_CATALOG_DIR`` set): the choice is process-wide and must not leak into the next test."""
+    """Make the shipped catalogs the process's catalog again after a test that installed another one (directly, or
+    through a CLI run with ``HETPLAN_CATALOG_DIR`` set), so it does not leak into the next test."""
     yield
     import sys
 
-    loader = sys.modules.get("hetplan.catalog.loader")
-    if loader is not None:
-        loader.use_catalog_dir(None)
+    context = sys.modules.get("hetplan.catalog.context")
+    if context is not None:
+        context.install(None)

@@ -1,5 +1,6 @@
-"""Catalogs of GPUs, prices and models: schemas, loaders and name lookup."""
+"""Catalogs of GPUs, prices and models: the :class:`Catalog` value, schemas, loaders and name lookup."""
 
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import (
     catalog_dir,
     find_gpu,
@@ -10,11 +11,11 @@ from hetplan.catalog.loader import (
     load_user_prices,
     model_from_hf_config,
     overlaid_gpus,
-    use_catalog_dir,
 )
 from hetplan.catalog.schemas import GpuSpec, ModelSpec, PriceEntry
 
 __all__ = [
+    "Catalog",
     "GpuSpec",
     "ModelSpec",
     "PriceEntry",
@@ -27,5 +28,4 @@ __all__ = [
     "load_user_prices",
     "model_from_hf_config",
     "overlaid_gpus",
-    "use_catalog_dir",
 ]

@@ -162,17 +162,42 @@ def profile_schema_errors(doc: Any) -> list[str]:
     return [f"{'.'.join(str(p) for p in e.absolute_path) or '(document)'}: {e.message}" for e in errors]
 
 
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, protected_namespaces=())
+
+
+class _Device(_Part):
+    memory_gib: Any
+
+
+class _Shapes(_Part):
+    name: Any
+
+
+class _Version2(_Part):
+    """The parts of a version-2 document (checked against the JSON schema first) that :func:`_resolve` reads;
+    ``device`` and ``provenance`` stay mappings (their keys are copied into the profile's provenance in order)."""
+
+    measured: Any
+    device: dict[str, Any]
+    file_under: Any = None
+    provenance: dict[str, Any]
+    model_shapes: _Shapes
+    tables: Any
+    notes: list[Any]
+
+
 def _resolve(doc: dict[str, Any], what: str) -> ProfileFile:
     """A version-2 document (schema-checked) matched to the catalog: the catalog entry, the match, efficiency."""
+    v2 = _Version2.model_validate(doc)
     try:
-        measured = GpuMeasured.model_validate(doc["measured"])
+        measured = GpuMeasured.model_validate(v2.measured)
     except ValidationError as exc:
         lines = format_validation(exc).split("; ")
         raise CatalogError(
             f"{what} does not match its schema", "; ".join(f"measured.{x}" for x in lines), PROFILE_DOC
         ) from None
-    device = doc["device"]
-    gpu = doc.get("file_under")
+    gpu = v2.file_under
     try:
         matched, how = match_device(measured.device_kind, measured.device_name, gpu)
     except InputError as exc:
@@ -188,20 +213,20 @@ def _resolve(doc: dict[str, Any], what: str) -> ProfileFile:
         spec = new_device_spec(
             device_type_name(measured.device_kind, measured.device_name),
             measured.model_dump(),
-            float(device["memory_gib"]),
+            float(_Device.model_validate(v2.device).memory_gib),
             "new device type from hetplan profile: datasheet figures are the measured ones; interconnect and "
             "network figures are stand-ins, not measurements",
         )
-    provenance = {**doc["provenance"], "model_shapes": doc["model_shapes"]["name"], **device}
+    provenance = {**v2.provenance, "model_shapes": v2.model_shapes.name, **v2.device}
     return ProfileFile(
         schema_version=2,
         kind="gpu-profile",
         gpu=spec,
         match=ProfileMatch(catalog_gpu=matched.name if matched else None, how=how),
         efficiency_vs_datasheet=efficiency(spec, matched),
-        tables=doc["tables"],
+        tables=v2.tables,
         provenance=provenance,
-        notes=list(doc["notes"]),
+        notes=list(v2.notes),
     )
 
 

@@ -42,14 +42,47 @@ MAX_FILE_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
+class SkyOffer:
+    """One imported offer: an instance type in a region, its lowest on-demand (and spot) $/instance-hour over the
+    zone rows read (``zones`` of them), and the accelerator names it was listed under."""
+
+    provider: str
+    gpu: str
+    instance_type: str
+    region: str
+    gpus_per_instance: int
+    usd_per_instance_hour: float
+    spot_usd_per_instance_hour: float | None
+    zones: int
+    listed: set[str]
+
+    def to_doc(self) -> dict[str, Any]:
+        """The price file's ``offers:`` row (no spot price: the key is left out)."""
+        doc: dict[str, Any] = {"provider": self.provider, "gpu": self.gpu, "instance_type": self.instance_type,
+                               "region": self.region, "gpus_per_instance": self.gpus_per_instance,
+                               "usd_per_instance_hour": self.usd_per_instance_hour}  # fmt: skip
+        if self.spot_usd_per_instance_hour is not None:
+            doc["spot_usd_per_instance_hour"] = self.spot_usd_per_instance_hour
+        doc["notes"] = f"listed as {' / '.join(sorted(self.listed))}; " + (
+            f"lowest of {self.zones} zone rows" if self.zones > 1 else "one catalog row"
+        )
+        return doc
+
+
+@dataclass
 class ImportResult:
-    """What :func:`import_folder` found: the price file document, the files read, rows skipped by reason and
-    accelerator names that no catalog GPU matched (with their row counts)."""
+    """What :func:`import_folder` found: the price file document, its offers, the files read, rows skipped by
+    reason and accelerator names that no catalog GPU matched (with their row counts)."""
 
     doc: dict[str, Any]
     files: list[str]
     skipped: dict[str, int] = field(default_factory=dict)
     unknown: dict[str, int] = field(default_factory=dict)
+    offers: list[SkyOffer] = field(default_factory=list)
+
+    def skip(self, why: str) -> None:
+        """Count one row skipped for ``why``."""
+        self.skipped[why] = self.skipped.get(why, 0) + 1
 
 
 def vms_files(folder: Path, cloud: str | None = None) -> list[tuple[str, Path]]:
@@ -97,9 +130,9 @@ def _gpu_name(listed: str, mapping: Mapping[str, str], unknown: dict[str, int]) 
         return None
 
 
-def read_vms(path: Path, cloud: str, mapping: Mapping[str, str], result: ImportResult) -> list[dict[str, Any]]:
-    """The GPU offers of one ``vms.csv`` (module docstring), one per (instance type, region), as price-file
-    ``offers:`` rows sorted by GPU, instance type and region; skips and unknown names are added to ``result``.
+def read_vms(path: Path, cloud: str, mapping: Mapping[str, str], result: ImportResult) -> list[SkyOffer]:
+    """The GPU offers of one ``vms.csv`` (module docstring), one per (instance type, region), sorted by GPU,
+    instance type and region; skips and unknown names are added to ``result``.
 
     Raises:
         InputError: unreadable, larger than :data:`MAX_FILE_BYTES`, or a required column missing.
@@ -119,48 +152,37 @@ def read_vms(path: Path, cloud: str, mapping: Mapping[str, str], result: ImportR
             f"a SkyPilot vms.csv has {', '.join(REQUIRED_COLUMNS)}",
             "pass a vms.csv from skypilot-org/skypilot-catalog (catalogs/v7/<cloud>/vms.csv)",
         )
-    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    merged: dict[tuple[str, str], SkyOffer] = {}
     for row in reader:
-        listed = (row.get("AcceleratorName") or "").strip()
-        count = _number(row.get("AcceleratorCount") or "")
+        instance, listed, count_text, price_text, spot_text, region = (
+            (row.get(column) or "").strip() for column in REQUIRED_COLUMNS
+        )
+        count = _number(count_text)
         if not listed or count is None:
             continue  # not a GPU instance
         if count != int(count) or count < 1:
-            result.skipped["fractional GPU count"] = result.skipped.get("fractional GPU count", 0) + 1
+            result.skip("fractional GPU count")
             continue
         gpu = _gpu_name(listed, mapping, result.unknown)
         if gpu is None:
             continue
-        price, spot = _number(row.get("Price") or ""), _number(row.get("SpotPrice") or "")
+        price, spot = _number(price_text), _number(spot_text)
         if price is None:
-            result.skipped["no on-demand price"] = result.skipped.get("no on-demand price", 0) + 1
+            result.skip("no on-demand price")
             continue
-        instance, region = (row.get("InstanceType") or "").strip(), (row.get("Region") or "").strip()
         if not instance:
-            result.skipped["no instance type"] = result.skipped.get("no instance type", 0) + 1
+            result.skip("no instance type")
             continue
-        key = (instance, region)
-        old = merged.get(key)
+        old = merged.get((instance, region))
         if old is None:
-            merged[key] = {"provider": cloud, "gpu": gpu, "instance_type": instance, "region": region,
-                           "gpus_per_instance": int(count), "usd_per_instance_hour": price,
-                           "spot_usd_per_instance_hour": spot, "zones": 1, "listed": {listed}}  # fmt: skip
+            merged[(instance, region)] = SkyOffer(cloud, gpu, instance, region, int(count), price, spot, 1, {listed})
             continue
-        old["usd_per_instance_hour"] = min(old["usd_per_instance_hour"], price)
+        old.usd_per_instance_hour = min(old.usd_per_instance_hour, price)
         if spot is not None:
-            old["spot_usd_per_instance_hour"] = min(old["spot_usd_per_instance_hour"] or spot, spot)
-        old["zones"] += 1
-        old["listed"].add(listed)
-    out = []
-    for (_, _), o in sorted(merged.items(), key=lambda kv: (kv[1]["gpu"], kv[0])):
-        zones, listed = o.pop("zones"), sorted(o.pop("listed"))
-        o["notes"] = f"listed as {' / '.join(listed)}; " + (
-            f"lowest of {zones} zone rows" if zones > 1 else "one catalog row"
-        )
-        if o["spot_usd_per_instance_hour"] is None:
-            del o["spot_usd_per_instance_hour"]
-        out.append(o)
-    return out
+            old.spot_usd_per_instance_hour = min(old.spot_usd_per_instance_hour or spot, spot)
+        old.zones += 1
+        old.listed.add(listed)
+    return [o for _, o in sorted(merged.items(), key=lambda kv: (kv[1].gpu, kv[0]))]
 
 
 def import_folder(
@@ -182,12 +204,12 @@ def import_folder(
 
     files = vms_files(folder, cloud)
     result = ImportResult({}, [str(p) for _, p in files])
-    offers: list[dict[str, Any]] = []
+    offers: list[SkyOffer] = []
     for name, path in files:
         offers += read_vms(path, name, mapping or {}, result)
     if regions:
         wanted = {r.lower() for r in regions}
-        offers = [o for o in offers if o["region"].lower() in wanted]
+        offers = [o for o in offers if o.region.lower() in wanted]
     if not offers:
         raise InputError(
             f"no GPU offer read from {folder}" + (f" in {', '.join(regions)}" if regions else ""),
@@ -211,12 +233,13 @@ def import_folder(
         "vms.csv, imported by 'hetplan catalog import-prices'",
         "as_of": as_of,
         "illustrative": False,
-        "offers": offers,
+        "offers": [o.to_doc() for o in offers],
     }
+    result.offers = offers
     # the rule every price file is read under (a region or instance type of "1e+300" is text a schema would read
     # as a number): refused here, with the offer's field named, rather than written and refused when read
     check_document(result.doc, f"the price file read from {folder}")
     return result
 
 
-__all__ = ["REQUIRED_COLUMNS", "SKYPILOT_NAMES", "ImportResult", "import_folder", "read_vms", "vms_files"]
+__all__ = ["REQUIRED_COLUMNS", "SKYPILOT_NAMES", "ImportResult", "SkyOffer", "import_folder", "read_vms", "vms_files"]

@@ -109,20 +109,28 @@ CATALOG_ENV = "HETPLAN_CATALOG_DIR"
 
 
 def use_catalog_env() -> None:
-    """Point the catalog loader at ``HETPLAN_CATALOG_DIR`` (unset or empty: the shipped catalogs), every command.
+    """Build the :class:`~hetplan.catalog.context.Catalog` of ``HETPLAN_CATALOG_DIR`` (unset or empty: the shipped
+    catalogs) and make it this command's catalog (:func:`hetplan.catalog.context.install`), every command.
 
     A folder that does not exist or lacks a catalog file is an error naming the variable and the missing file
-    (exit 2), not a silent fall-back to the shipped catalogs. The loader is imported only when the variable is set
-    or it is already loaded (an in-process caller ran a command before), so ``--help`` stays light.
+    (exit 2), not a silent fall-back to the shipped catalogs. The same folder as the command before keeps its
+    loaded files. The catalog module is imported only when the variable is set or it is already loaded (an
+    in-process caller ran a command before), so ``--help`` stays light.
     """
     value = os.environ.get(CATALOG_ENV, "").strip()
-    if not value and "hetplan.catalog.loader" not in sys.modules:
+    if not value and "hetplan.catalog.context" not in sys.modules:
         return
     from pathlib import Path
 
-    from hetplan.catalog.loader import use_catalog_dir
+    from hetplan.catalog import context
 
-    run_guarded(lambda: use_catalog_dir(Path(value) if value else None, CATALOG_ENV))
+    if not value:
+        context.install(None)
+        return
+    current = context.in_use()
+    if current.folder == Path(value) and not current.overlay:
+        return
+    context.install(run_guarded(lambda: context.Catalog.from_folder(Path(value), CATALOG_ENV)))
 
 
 WORKERS_ENV = "HETPLAN_PLAN_WORKERS"

@@ -1,5 +1,6 @@
 """``hetplan catalog gpus|models|prices|import-prices``."""
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -85,20 +86,20 @@ def prices(
     """List $/GPU-hour per cloud and region, on-demand and spot, with each snapshot's date and source."""
     rows, snapshots, title = run_guarded(lambda: _price_rows(gpu, cloud, region, price_file))
     if json_out:
-        typer.echo(to_json(rows), nl=False)
+        typer.echo(to_json([p.doc for p in rows]), nl=False)
         return
     t = Table(title=title)
     for col in ("gpu", "cloud", "instance", "region", "GPUs", "on-demand", "spot"):
         t.add_column(col, justify="right" if col in ("GPUs", "on-demand", "spot") else "left", no_wrap=col == "gpu")
     for p in rows:
         t.add_row(
-            p["gpu"] + ("" if p.get("includes_host", True) else " (no host)"),
-            p["cloud"],
-            p["instance_type"][:40],
-            p["region"] or "-",
-            str(p["gpus_per_instance"]),
-            num(p["on_demand_usd_per_gpu_hour"]),
-            num(p["spot_usd_per_gpu_hour"]),
+            p.gpu + ("" if p.includes_host else " (no host)"),
+            p.cloud,
+            p.instance_type[:40],
+            p.region or "-",
+            str(p.gpus_per_instance),
+            num(p.on_demand_usd_per_gpu_hour),
+            num(p.spot_usd_per_gpu_hour),
         )
     console = Console()
     console.print(fit_numbers(t, console))
@@ -107,9 +108,35 @@ def prices(
         console.print(f"  {line}", highlight=False, markup=False)
 
 
+@dataclass(frozen=True)
+class _PriceRow:
+    """A row of ``catalog prices``: what the table shows, filters and sorts by, and ``doc``, its ``--json`` entry
+    (a catalog row's fields, or a price file offer's)."""
+
+    gpu: str
+    cloud: str
+    instance_type: str
+    region: str
+    gpus_per_instance: int
+    on_demand_usd_per_gpu_hour: float | None
+    spot_usd_per_gpu_hour: float | None
+    as_of: str | None
+    source: str
+    includes_host: bool
+    doc: dict[str, Any]
+
+
+def _file_row(gpu: str, cloud: str, instance_type: str, region: str, gpus_per_instance: int,
+              on_demand: float | None, spot: float | None, as_of: str | None, source: str) -> _PriceRow:  # fmt: skip
+    doc = {"gpu": gpu, "cloud": cloud, "instance_type": instance_type, "region": region,
+           "gpus_per_instance": gpus_per_instance, "on_demand_usd_per_gpu_hour": on_demand,
+           "spot_usd_per_gpu_hour": spot, "as_of": as_of, "source": source}  # fmt: skip
+    return _PriceRow(gpu, cloud, instance_type, region, gpus_per_instance, on_demand, spot, as_of, source, True, doc)
+
+
 def _price_rows(
     gpu: str | None, cloud: str | None, region: str | None, price_file: Path | None
-) -> tuple[list[dict[str, Any]], list[str], str]:
+) -> tuple[list[_PriceRow], list[str], str]:
     """The rows ``catalog prices`` shows (catalog rows, or a price file's offers), the snapshot lines (cloud: date,
     source) and the table title."""
     from hetplan.catalog.loader import find_gpu, load_prices, load_user_prices
@@ -117,26 +144,38 @@ def _price_rows(
 
     if price_file is not None:
         user = load_user_prices(price_file)
-        rows: list[dict[str, Any]] = []
+        rows: list[_PriceRow] = []
         for o in user.offers:
             price = o.usd_per_instance_hour
 
             def per(x: float | None, k: int = o.gpus_per_instance) -> float | None:
                 return None if x is None else float(x) / k
 
-            rows.append({"gpu": find_gpu(o.gpu).name, "cloud": o.provider, "instance_type": o.instance_type,
-                         "region": o.region, "gpus_per_instance": o.gpus_per_instance,
-                         "on_demand_usd_per_gpu_hour": per(price) if price is not None else o.usd_per_gpu_hour,
-                         "spot_usd_per_gpu_hour": per(o.spot_usd_per_instance_hour), "as_of": user.as_of,
-                         "source": user.source})  # fmt: skip
+            rows.append(_file_row(find_gpu(o.gpu).name, o.provider, o.instance_type, o.region, o.gpus_per_instance,
+                                  per(price) if price is not None else o.usd_per_gpu_hour,
+                                  per(o.spot_usd_per_instance_hour), user.as_of, user.source))  # fmt: skip
         for name, value in user.usd_per_gpu_hour.items():
-            rows.append({"gpu": find_gpu(name).name, "cloud": "price-file", "instance_type": "", "region": "",
-                         "gpus_per_instance": 1, "on_demand_usd_per_gpu_hour": float(value),
-                         "spot_usd_per_gpu_hour": None, "as_of": user.as_of, "source": user.source})  # fmt: skip
+            rows.append(_file_row(find_gpu(name).name, "price-file", "", "", 1, float(value), None, user.as_of,
+                                  user.source))  # fmt: skip
         title = f"Prices in {price_file}, $/GPU-hour (as of {user.as_of})"
     else:
         cat = load_prices()
-        rows = [{**p.model_dump(), "as_of": p.as_of or cat.as_of} for p in cat.prices]
+        rows = [
+            _PriceRow(
+                p.gpu,
+                p.cloud,
+                p.instance_type,
+                p.region,
+                p.gpus_per_instance,
+                p.on_demand_usd_per_gpu_hour,
+                p.spot_usd_per_gpu_hour,
+                p.as_of or cat.as_of,
+                p.source,
+                p.includes_host,
+                {**p.model_dump(), "as_of": p.as_of or cat.as_of},
+            )  # fmt: skip
+            for p in cat.prices
+        ]
         title = f"Prices, $/GPU-hour (catalog as of {cat.as_of})"
         if cloud:
             check_cloud(cloud.lower())
@@ -144,14 +183,14 @@ def _price_rows(
             check_region(region, cloud.lower() if cloud else None)
     if gpu:
         name = find_gpu(gpu).name
-        rows = [p for p in rows if p["gpu"] == name]
+        rows = [p for p in rows if p.gpu == name]
     if cloud:
-        rows = [p for p in rows if p["cloud"] == cloud.lower()]
+        rows = [p for p in rows if p.cloud == cloud.lower()]
     if region:
-        rows = [p for p in rows if p["region"].lower() == region.lower()]
-    first: dict[str, int] = {name: n for n, name in reversed(list(enumerate(p["gpu"] for p in rows)))}
-    rows.sort(key=lambda p: (first[p["gpu"]], p["cloud"], p["gpus_per_instance"], p["instance_type"], p["region"]))
-    snapshots = sorted({f"{p['cloud']}: {p['as_of']}, {p['source']}" for p in rows})
+        rows = [p for p in rows if p.region.lower() == region.lower()]
+    first: dict[str, int] = {name: n for n, name in reversed(list(enumerate(p.gpu for p in rows)))}
+    rows.sort(key=lambda p: (first[p.gpu], p.cloud, p.gpus_per_instance, p.instance_type, p.region))
+    snapshots = sorted({f"{p.cloud}: {p.as_of}, {p.source}" for p in rows})
     return rows, snapshots, title
 
 
@@ -196,15 +235,15 @@ def import_prices(
         return text, res
 
     text, res = run_guarded(work)
-    offers = res.doc["offers"]
+    offers = res.offers
     known = _catalog_sizes()
-    new = sorted({f"{o['provider']} {o['instance_type']} ({o['gpus_per_instance']}x {o['gpu']})" for o in offers
-                  if (o["provider"], o["instance_type"]) not in known})  # fmt: skip
+    new = sorted({f"{o.provider} {o.instance_type} ({o.gpus_per_instance}x {o.gpu})" for o in offers
+                  if (o.provider, o.instance_type) not in known})  # fmt: skip
     err = Console(stderr=True)
     if out is None:
         typer.echo(text, nl=False)
-    regions_read = sorted({o["region"] for o in offers})
-    err.print(f"{len(offers)} offers of {len({o['gpu'] for o in offers})} GPU types in {len(regions_read)} regions "
+    regions_read = sorted({o.region for o in offers})
+    err.print(f"{len(offers)} offers of {len({o.gpu for o in offers})} GPU types in {len(regions_read)} regions "
               f"from {', '.join(res.files)}" + (f"; written to {out}" if out else ""), highlight=False)  # fmt: skip
     if new:
         err.print(f"{len(new)} instance sizes the shipped catalog lacks: {', '.join(new[:8])}"

@@ -60,12 +60,15 @@ def _closed_loop_row(
     row = {"engine": engine, "model": model, "gpu": gpu, "tp": tp, "pp": pp, "ep": ep, "dp_attention": dp_attention,
            "weight_dtype": weight_dtype, "kv_dtype": kv_dtype or "", "concurrency": concurrency, "isl": isl,
            "osl": osl, **{k: v for k, v in knobs.items() if v is not None}}  # fmt: skip
+    from hetplan.cli.render.points import point_error
+
     out = _calibrated(estimate_points([row]), calibration)[0]
-    if "error" in out:
+    error = point_error(out)
+    if error is not None:
         fix = "check --model, --gpu, --tp/--ep/--dp-attention and the dtypes"
-        if "max_model_len" in out["error"] or "KV cache" in out["error"]:
+        if "max_model_len" in error or "KV cache" in error:
             fix = "change the engine knob or the lengths the message names"
-        raise InputError(out["error"], fix=fix)
+        raise InputError(error, fix=fix)
     return out
 
 
@@ -79,20 +82,9 @@ def _calibrated(rows: list[dict[str, Any]], calibration: Path | None) -> list[di
 
 
 def _print_points(doc: list[dict[str, Any]]) -> None:
-    table = Table(title="closed-loop estimates")
-    for col in ("row", "engine", "model", "gpu", "tp", "C", "ISL", "OSL", "TTFT ms", "TPOT ms", "out tok/s", "note"):
-        table.add_column(col)
-    for r in doc:
-        if "error" in r:
-            table.add_row(str(r.get("row", "")), *[str(r.get(k, "")) for k in ("engine", "model", "gpu", "tp",
-                          "concurrency", "isl", "osl")], "", "", "", "error: " + r["error"])  # fmt: skip
-            continue
-        table.add_row(
-            str(r["row"]), r["engine"], r["model"], r["gpu"], str(r["tp"]), str(r["concurrency"]), str(r["isl"]),
-            str(r["osl"]), f"{r['ttft_s'] * 1e3:,.1f}", f"{r['tpot_s'] * 1e3:,.2f}",
-            f"{r['output_tokens_per_s']:,.0f}", "; ".join(r["notes"]),
-        )  # fmt: skip
-    Console().print(fit_numbers(table))
+    from hetplan.cli.render.points import print_points
+
+    print_points(doc)
 
 
 def _point_row(p: "BudgetPoint") -> list[str]:

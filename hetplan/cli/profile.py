@@ -362,47 +362,8 @@ def fit(
     if json_out:
         typer.echo(to_json(doc), nl=False)
     else:
+        from hetplan.cli.render.fit import render_fit
+
         render_fit(doc, Console())
     if out is not None:
         err_console.print(f"wrote {escape(str(out))}; plan with it: hetplan plan ... --prune-with {escape(str(out))}")
-
-
-def render_fit(doc: dict[str, Any], console: Console) -> None:
-    """A1, A2, goodness of fit, the relative-advantage ranking and the pairs."""
-    ratio = doc["a1_over_a2"]
-    wl = doc["workload"]
-    console.print(
-        f"[bold]A1/A2 fit[/] for {escape(doc['model'])}, workload {escape(doc['workload']['name'])} "
-        f"(mean prompt {wl['prompt_tokens_mean']:,.0f}, output {wl['output_tokens_mean']:,.0f} "
-        f"tokens)\n  A1 = {doc['a1']:,.6g} ({doc['units']['a1']})\n  A2 = {doc['a2']:,.6g} ({doc['units']['a2']})\n"
-        f"  A1/A2 = {'-' if ratio is None else f'{ratio:,.4g}'}   R² = {doc['r2']:.4f}   "
-        f"Spearman (fitted vs full model) = {doc['spearman']:.4f}   pairs fitted: {len(doc['pairs'])}",
-        highlight=False,
-    )
-    rank = doc["ranking"]
-    table = Table(title="Relative advantage (best first)", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("#", "prefill GPU", "TFLOP/s per $/h", "decode GPU", "GB/s per $/h"):
-        table.add_column(col, justify="right" if "per" in col or col == "#" else "left")
-    for i, (p, d) in enumerate(zip(rank["prefill"], rank["decode"], strict=True), 1):
-        table.add_row(
-            str(i), p["gpu"], f"{p['tflops_per_usd_hour']:,.4g}", d["gpu"], f"{d['gb_per_s_per_usd_hour']:,.4g}"
-        )
-    console.print(fit_numbers(table, console))
-    pairs = Table(title="GPU pairs: full model vs fit (tokens/USD)", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("prefill -> decode", "full model", "fitted"):
-        pairs.add_column(col, justify="left" if col.startswith("prefill") else "right")
-    for row in doc["pairs"][:12]:
-        pairs.add_row(
-            f"{row['prefill_gpu']} -> {row['decode_gpu']}",
-            f"{row['tokens_per_usd']:,.0f}",
-            f"{row['fitted_tokens_per_usd']:,.0f}",
-        )
-    console.print(fit_numbers(pairs, console))
-    if len(doc["pairs"]) > 12:
-        console.print(f"... {len(doc['pairs']) - 12} more pairs (--json for all)")
-    if doc["left_out"]:
-        console.print(f"left out (no feasible combo): {escape(', '.join(doc['left_out']))}", highlight=False)
-    if doc.get("profiles"):
-        console.print("profiles: " + ", ".join(f"{p['file']} ({p['gpu']})" for p in doc["profiles"]), highlight=False)
-    for w in doc.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

@@ -10,7 +10,6 @@ import typer
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.budget import command_budget
 from hetplan.cli.app import err_console, resources_from_env, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
@@ -27,16 +26,15 @@ from hetplan.cli.options import (
 )
 from hetplan.cli.render.stdout import StdoutConsole, to_stdout
 from hetplan.cli.resources import solve_settings
-from hetplan.errors import HetplanError, InputError, OutputError
-from hetplan.io import check_output, dump_for_path, to_json, write_atomic
+from hetplan.errors import InputError, OutputError
+from hetplan.io import check_output, to_json, write_atomic
 
 if TYPE_CHECKING:
-    from hetplan.plan.types import Plan
-    from hetplan.report.types import GateResult, Report
+    from hetplan.report.gate import GateResult
+    from hetplan.report.gate_types import GateRun
+    from hetplan.report.types import Report
 
-GATE_KIND = "gate-baseline"
 SCHEDULE_SCHEMA_VERSION = 1  # of hetplan autoscale --out schedule.json
-GATE_SCHEMA_VERSION = 1  # of the gate baseline file (its plans carry their own)
 BASELINE_SUFFIXES = (".json", ".yaml", ".yml")
 USD_HELP = (
     "Allowed $/hour rise in dollars (default 0); the gate allows the larger of this and --max-cost-increase. "
@@ -277,11 +275,9 @@ def gate(
 ) -> None:
     """Re-plan SCENARIOS and compare each with the stored baseline, so a change to models, prices, SLOs or
     hetplan itself that makes serving dearer fails CI. Exit 0 when all pass, 1 when any fails or was not compared."""
-    from hetplan.report.gate import compare, failed, parse_fraction, parse_usd_per_hour
-    from hetplan.report.types import GateRun
-    from hetplan.scenario import load_scenario
+    from hetplan.report.gate import parse_fraction, parse_usd_per_hour
 
-    def work() -> tuple[dict[str, "Plan"], dict[str, str], dict[str, Any] | None, float, float]:
+    def work() -> tuple["GateRun | None", int, int, float, float]:
         allowed = parse_fraction(max_cost_increase, "--max-cost-increase")
         allowed_usd = parse_usd_per_hour(max_usd, "--max-cost-increase-usd-per-hour")
         _check_ratio(min_ratio)
@@ -295,76 +291,25 @@ def gate(
             )
         if update:
             _check_baseline_suffix(baseline)
-        stored = _read_gate_baseline(baseline) if (not update or baseline.exists()) else None
-        loaded: list[tuple[Path, Any]] = []
-        for path in scenarios:
-            scenario = load_scenario(path)
-            if any(scenario.name == s.name for _, s in loaded):
-                raise InputError(f"two scenarios are named {scenario.name!r}", fix="give each scenario a unique name")
-            loaded.append((path, scenario))
-        fresh: dict[str, Plan] = {}
-        broken: dict[str, str] = {}
+        stored = None if update else api.read_gate_baseline(baseline)
         resources = resources_from_env()
         solve = solve_settings()  # HETPLAN_SOLVE_THREADS, HETPLAN_SLICE_PRESOLVE
         with err_console.status("re-planning scenarios", spinner="dots") as status:
-            for path, scenario in loaded:
-                status.update(f"planning {escape(scenario.name)}")
-                try:
-                    if verify:  # as hetplan plan: simulated, re-sized on a miss, with the verdict; each scenario
-                        with command_budget():  # has the whole work budget of a plan command (hetplan.budget)
-                            fresh[scenario.name] = api.plan_verified(
-                                scenario, analysis=False, resize=True, resources=resources, solve=solve
-                            )
-                    else:
-                        fresh[scenario.name] = api.plan(scenario, analysis=False, resources=resources, solve=solve)
-                except HetplanError as exc:
-                    if update:
-                        raise InputError(
-                            f"scenario {scenario.name!r} ({path}) cannot be planned: {exc.what}", exc.why, exc.fix
-                        ) from None
-                    broken[scenario.name] = f"cannot be planned now ({path}): {exc.what}. {exc.why}".strip()
-        return fresh, broken, stored, allowed, allowed_usd
 
-    fresh, broken, stored, allowed, allowed_usd = run_guarded(lambda: run_with_timeout(timeout, work, "gate"))
-    if update:
-        kept = dict(stored["scenarios"]) if stored else {}
-        kept.update({name: api.to_doc(p) for name, p in fresh.items()})
-        doc = {"schema_version": GATE_SCHEMA_VERSION, "kind": GATE_KIND, "scenarios": dict(sorted(kept.items()))}
-        run_guarded(lambda: write_atomic(baseline, dump_for_path(baseline, doc), force=True))
-        err_console.print(f"updated {len(fresh)} scenario(s) in {escape(str(baseline))} ({len(kept)} in all)")
+            def progress(name: str) -> None:
+                status.update(f"planning {escape(name)}")
+
+            if stored is None:
+                kept = api.update_gate_baseline(scenarios, baseline, verify, resources, solve, progress)
+                return None, len(scenarios), len(kept.scenarios), allowed, allowed_usd
+            run = api.gate(scenarios, stored, allowed, min_ratio, allowed_usd, verify, resources, solve, progress)
+        return run, 0, 0, allowed, allowed_usd
+
+    run, planned, total, allowed, allowed_usd = run_guarded(lambda: run_with_timeout(timeout, work, "gate"))
+    if run is None:
+        err_console.print(f"updated {planned} scenario(s) in {escape(str(baseline))} ({total} in all)")
         return
-    assert stored is not None
-    results: list[GateResult] = []
-    for name, plan in fresh.items():
-        if name not in stored["scenarios"]:
-            results.append(failed(name, "not in the baseline; add it on purpose with --update-baseline"))
-        else:
-            results.append(compare(plan, stored["scenarios"][name], allowed, min_ratio, name, allowed_usd))
-    results += [failed(name, reason) for name, reason in broken.items()]
-    warnings = [
-        f"{name}: in the baseline but not re-planned (not among the scenarios given)"
-        for name in stored["scenarios"]
-        if name not in fresh and name not in broken
-    ]
     if json_out:
-        run = GateRun(bool(results) and all(r.passed for r in results), tuple(results), tuple(warnings))
         to_stdout(lambda: typer.echo(to_json(run.to_doc()), nl=False))
-    _finish_gate(results, allowed, github, summary, warnings, quiet=json_out, allowed_usd=allowed_usd)
-
-
-def _read_gate_baseline(path: Path) -> dict[str, Any]:
-    from hetplan.plan.doc import check_plan, check_schema_version
-
-    if not path.exists():
-        raise InputError(f"baseline {path} does not exist", fix="create it once with --update-baseline")
-    doc = _read_doc(path, "gate baseline")
-    if doc.get("kind") != GATE_KIND or not isinstance(doc.get("scenarios"), dict):
-        raise InputError(
-            f"{path} is not a gate baseline",
-            f"kind is {doc.get('kind')!r}",
-            "write one with hetplan gate SCENARIOS --baseline FILE --update-baseline",
-        )
-    check_schema_version(doc, str(path), "gate baseline", (GATE_SCHEMA_VERSION,))
-    for name, plan in doc["scenarios"].items():
-        check_plan(plan, f"{path}: scenario {name}")
-    return doc
+    _finish_gate(list(run.results), allowed, github, summary, list(run.warnings), quiet=json_out,
+                 allowed_usd=allowed_usd)  # fmt: skip

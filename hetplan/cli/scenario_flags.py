@@ -6,6 +6,7 @@ Pydantic, the catalogs and the emitters load inside the functions, when a comman
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,15 +86,37 @@ def parse_tp_list(text: str) -> list[int]:
     return [int(x) for x in items]
 
 
+@dataclass(frozen=True)
+class _WorkloadFlags:
+    """The flags of ``overrides`` that combine into the scenario's ``workload`` (each None when not given)."""
+
+    workload_path: Any = None
+    workload_format: Any = None
+    prefix_cache: Any = None
+    synthetic: Any = None
+    rate: Any = None
+    goodput_req_per_s: Any = None
+
+    @classmethod
+    def of(cls, overrides: dict[str, Any]) -> _WorkloadFlags:
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in overrides.items() if key in names})
+
+
 def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Scenario:
-    """Merge a scenario file (optional) with command-line overrides and validate the result.
+    """Merge a scenario file (optional) with command-line overrides (scenario field or flag name -> value, None:
+    not given) and validate the result.
 
     Paths given on the command line are made absolute (they are relative to the working directory, the
     scenario's own paths to its folder).
+
+    Raises:
+        InputError: flags that do not combine (named), no model or workload, or invalid values (naming the field
+            and its flag).
     """
     from pydantic import ValidationError
 
-    from hetplan.catalog.loader import format_validation
+    from hetplan.catalog.files import format_validation
     from hetplan.scenario import Scenario, load_scenario
 
     base: dict[str, Any] = {}
@@ -102,7 +125,8 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
         loaded = load_scenario(scenario_file)
         base = loaded.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
         base_dir = loaded.base_dir
-    if overrides.get("workload_path") is not None and overrides.get("synthetic") is not None:
+    flags = _WorkloadFlags.of(overrides)
+    if flags.workload_path is not None and flags.synthetic is not None:
         raise InputError("--workload and --synthetic both given", fix="pass one of them")
     for key, value in overrides.items():
         if value is None:
@@ -113,39 +137,8 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
 
                 check_slo_override(base.get("classes"), key, f"--{key}")
             base.setdefault("slo", {})[key] = value
-        elif key == "workload_path":
-            base["workload"] = {"path": str(Path(value).resolve())}
-            if overrides.get("workload_format") is not None:
-                base["workload"]["format"] = overrides["workload_format"]
-            if overrides.get("rate") is not None:
-                base["workload"]["rate_per_s"] = overrides["rate"]
-            if overrides.get("prefix_cache") is not None:
-                base["workload"]["prefix_cache"] = overrides["prefix_cache"]
-        elif key == "prefix_cache":
-            if overrides.get("workload_path") is None and overrides.get("synthetic") is None:
-                if base.get("workload") is None:
-                    raise InputError("--prefix-cache needs a workload", fix="pass --workload TRACE or a scenario file")
-                base["workload"]["prefix_cache"] = value  # else set with --workload or --synthetic
-        elif key == "synthetic":
-            rate = overrides["rate"] if overrides.get("rate") is not None else overrides.get("goodput_req_per_s")
-            if rate is None:
-                raise InputError(
-                    "--synthetic needs an arrival rate",
-                    "a synthetic workload has no timestamps",
-                    "pass --rate REQ_PER_S or --goodput REQ_PER_S",
-                )
-            if overrides.get("workload_format") is not None:
-                raise InputError("--workload-format applies to trace files, not --synthetic", fix="drop it")
-            base["workload"] = {"synthetic": {"class": value, "rate_per_s": rate}}
-            if overrides.get("prefix_cache") is not None:
-                base["workload"]["prefix_cache"] = overrides["prefix_cache"]
-        elif key in ("workload_format", "rate"):
-            if overrides.get("workload_path") is None and overrides.get("synthetic") is None:
-                workload = base.get("workload")
-                if workload is None or "synthetic" in workload:
-                    flag = "--workload-format" if key == "workload_format" else "--rate"
-                    raise InputError(f"{flag} needs a trace file", fix="pass --workload TRACE (or --synthetic)")
-                workload["format" if key == "workload_format" else "rate_per_s"] = value
+        elif key in ("workload_path", "synthetic", "prefix_cache", "workload_format", "rate"):
+            _workload_flag(base, flags, key, value)
         elif key == "perf_calibration":
             base.setdefault("perf", {})["calibration"] = str(Path(value).resolve())
         elif key in ("prices", "model") and (key == "prices" or Path(str(value)).exists()):
@@ -161,6 +154,52 @@ def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Sce
     except ValidationError as exc:
         raise InputError("invalid plan settings", with_flags(format_validation(exc)), "fix the named values") from None
     return scenario.with_base_dir(base_dir)
+
+
+def _workload_flag(base: dict[str, Any], flags: _WorkloadFlags, key: str, value: Any) -> None:
+    """Apply the workload flag ``key`` (given as ``value``) to the scenario fields ``base``: ``--workload`` and
+    ``--synthetic`` replace the scenario's workload (with ``--workload-format``, ``--rate`` and ``--prefix-cache``);
+    those three alone change the scenario file's workload.
+
+    Raises:
+        InputError: a flag that needs a trace file or a workload it does not have, or ``--synthetic`` without a rate.
+    """
+    alone = flags.workload_path is None and flags.synthetic is None
+    if key == "workload_path":
+        workload: dict[str, Any] = {"path": str(Path(value).resolve())}
+        if flags.workload_format is not None:
+            workload["format"] = flags.workload_format
+        if flags.rate is not None:
+            workload["rate_per_s"] = flags.rate
+        if flags.prefix_cache is not None:
+            workload["prefix_cache"] = flags.prefix_cache
+        base["workload"] = workload
+    elif key == "prefix_cache":
+        if alone:
+            current = base.get("workload")
+            if current is None:
+                raise InputError("--prefix-cache needs a workload", fix="pass --workload TRACE or a scenario file")
+            current["prefix_cache"] = value  # else set with --workload or --synthetic
+    elif key == "synthetic":
+        rate = flags.rate if flags.rate is not None else flags.goodput_req_per_s
+        if rate is None:
+            raise InputError(
+                "--synthetic needs an arrival rate",
+                "a synthetic workload has no timestamps",
+                "pass --rate REQ_PER_S or --goodput REQ_PER_S",
+            )
+        if flags.workload_format is not None:
+            raise InputError("--workload-format applies to trace files, not --synthetic", fix="drop it")
+        workload = {"synthetic": {"class": value, "rate_per_s": rate}}
+        if flags.prefix_cache is not None:
+            workload["prefix_cache"] = flags.prefix_cache
+        base["workload"] = workload
+    elif alone:  # --workload-format or --rate with the scenario file's workload
+        current = base.get("workload")
+        if current is None or "synthetic" in current:
+            flag = "--workload-format" if key == "workload_format" else "--rate"
+            raise InputError(f"{flag} needs a trace file", fix="pass --workload TRACE (or --synthetic)")
+        current["format" if key == "workload_format" else "rate_per_s"] = value
 
 
 def with_flags(text: str) -> str:

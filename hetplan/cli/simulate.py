@@ -1,7 +1,5 @@
 """``hetplan simulate`` and ``hetplan calibrate``: replay traces through a plan; fit CASCADE's coefficients."""
 
-import math
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -43,40 +41,7 @@ from hetplan.io import check_output, dump_for_path, to_json, write_atomic, write
 from hetplan.units import parse_duration_s
 
 if TYPE_CHECKING:
-    from hetplan.plan.types import Plan
-    from hetplan.sim.run import SimRequest
-    from hetplan.workload.model import ClassSlo, RequestStream
-
-
-def _slo_value(text: str, cls: str, which: str) -> float:
-    try:
-        return parse_duration_s(text, "slo")
-    except InputError as exc:
-        raise InputError(
-            f"--slo {cls}: {which} {exc.what.removeprefix('slo: ')}",
-            exc.why,
-            f"write e.g. --slo {cls}=1s,50ms",
-        ) from None
-
-
-def _class_slos(items: list[str] | None) -> dict[str, "ClassSlo"]:
-    from hetplan.workload.model import ClassSlo
-
-    slos: dict[str, ClassSlo] = {}
-    for item in items or []:
-        name, sep, rest = item.partition("=")
-        parts = [p.strip() for p in rest.split(",")]
-        if not sep or not name.strip() or not 1 <= len(parts) <= 2 or not parts[0]:
-            raise InputError(
-                f"--slo: cannot read {item!r}",
-                "expected CLASS=TTFT or CLASS=TTFT,TPOT with units",
-                "write e.g. --slo AzureLLMInferenceTrace_code=1s,50ms",
-            )
-        cls = name.strip()
-        ttft = _slo_value(parts[0], cls, "TTFT")
-        tpot = _slo_value(parts[1], cls, "TPOT") if len(parts) == 2 and parts[1] else None
-        slos[cls] = ClassSlo(ttft, tpot)
-    return slos
+    from hetplan.commands.simulate import SimOptions
 
 
 def parse_share(text: str, option: str, upper_open: bool = False) -> float:
@@ -91,122 +56,6 @@ def parse_share(text: str, option: str, upper_open: bool = False) -> float:
 
 def _target(text: str) -> float:
     return parse_share(text, "--target")
-
-
-_ENGINE_OVERRIDE: dict[str, str | None] = {"engine": None, "perf_calibration": None}
-"""``simulate --engine``: replay the plan's deployment with another engine's memory rule and fitted curves;
-``--perf-calibration``: with a calibration file's corrections in place of the plan's."""
-
-
-def _check_plan_path(plan_file: Path) -> "Plan":
-    """The plan at ``plan_file`` (its engine replaced by ``--engine``); a Hetis spec is refused with a message
-    about the simulator."""
-    from hetplan.catalog.loader import read_yaml_mapping
-    from hetplan.plan.doc import load_plan
-
-    if plan_file.is_file():
-        try:
-            raw = read_yaml_mapping(plan_file, "plan file")
-        except InputError:
-            raw = None  # load_plan below says what is wrong
-        if isinstance(raw, dict) and raw.get("kind") == "hetis-deployment":
-            raise InputError(
-                f"{plan_file} is a Hetis deployment spec, which the simulator cannot replay",
-                "the simulator rebuilds prefill/decode combos and aggregated instances, not head-wise splits",
-                "simulate a plan from 'hetplan plan --strategy cauchy|homogeneous|melange --out plan.json'",
-            )
-    plan = load_plan(plan_file)
-    engine = _ENGINE_OVERRIDE["engine"]
-    if engine is not None:
-        from dataclasses import replace
-
-        from hetplan.perf.engines import engine_rules
-
-        plan = replace(plan, settings=replace(plan.settings, engine=engine_rules(engine).name))
-    calibration = _ENGINE_OVERRIDE["perf_calibration"]
-    if calibration is not None:
-        from dataclasses import replace
-
-        from hetplan.perf.user_calibration import with_calibration
-
-        plan = replace(plan, settings=with_calibration(plan.settings, calibration))
-    return plan
-
-
-def _lower(name: str) -> str:
-    return name.strip().lower()
-
-
-def _request(
-    plan_file: Path,
-    trace: list[Path] | None,
-    class_column: str | None,
-    slo: list[str] | None,
-    policy: str,
-    rate_scale: float,
-    router: str,
-    seed: int,
-    chunked: bool,
-    kappa: float | None,
-    q2: float | None,
-    window: str,
-    max_requests: int | None,
-    drain: str = "3600s",
-    prefix_cache: bool = True,
-    reuse_sessions: float | None = None,
-    reuse_system_prompt: int | None = None,
-) -> "SimRequest":
-    from hetplan.sim.engine import SimConfig
-    from hetplan.sim.run import SimRequest, plan_cascade
-    from hetplan.workload.model import RequestStream
-    from hetplan.workload.readers import read_stream
-
-    plan = _check_plan_path(plan_file)
-    if not trace:
-        raise InputError("no trace given", fix="pass --trace FILE (repeat it to mix traces)")
-    stream: RequestStream = read_stream([str(t) for t in trace], class_column)
-    if max_requests is not None:
-        if max_requests < 1:
-            raise InputError(f"--max-requests must be >= 1, got {max_requests}", fix="pass e.g. --max-requests 1000")
-        stream = stream.head(max_requests)
-    stream = _declared_reuse(stream, reuse_sessions, reuse_system_prompt)
-    base = plan_cascade(plan)
-    for label, value in (("--kappa", kappa), ("--q2", q2)):
-        if value is not None and not math.isfinite(value):
-            raise InputError(f"{label} must be a finite number, got {value}", fix=f"pass e.g. {label} 1.2")
-    cascade = replace(base, kappa=base.kappa if kappa is None else kappa, q2=base.q2 if q2 is None else q2)
-    try:
-        window_s = parse_duration_s(window, "window", 1e-3, 1e6)
-    except InputError as exc:
-        raise InputError(exc.what, exc.why, "give a window between 1ms and 1e6 s, e.g. --window 60s") from None
-    drain_s = parse_duration_s(drain, "drain", 1.0, 1e9)
-    return SimRequest(
-        plan, stream, _class_slos(slo), _lower(policy), rate_scale, cascade,
-        SimConfig(_lower(router), seed, chunked, drain_s, prefix_cache=prefix_cache), window_s,
-    )  # fmt: skip
-
-
-def _declared_reuse(stream: "RequestStream", sessions: float | None, system_prompt: int | None) -> "RequestStream":
-    """``stream`` with block ids from the declared reuse model (:func:`hetplan.workload.prefix.declared_reuse`)
-    when ``--reuse-sessions`` or ``--reuse-system-prompt`` is given.
-
-    Raises:
-        InputError: a declared reuse for a trace with hash_ids, or a value out of range."""
-    if sessions is None and system_prompt is None:
-        return stream
-    from hetplan.workload.prefix import declared_reuse
-
-    if stream.prefix_blocks is not None:
-        raise InputError(
-            "--reuse-sessions/--reuse-system-prompt declare reuse for a trace without hash_ids",
-            "this trace has hash_ids: its own prefix blocks decide the hits",
-            "drop the --reuse-* options",
-        )
-    if sessions is not None and not (math.isfinite(sessions) and 0 <= sessions <= 1):
-        raise InputError(f"--reuse-sessions must be a share in [0, 1], got {sessions}", fix="pass e.g. 0.5")
-    if system_prompt is not None and not 0 <= system_prompt <= 10_000_000:
-        raise InputError(f"--reuse-system-prompt must be 0..10,000,000 tokens, got {system_prompt}", fix="e.g. 1024")
-    return stream.with_prefix_blocks(declared_reuse(stream.prompt_tokens, sessions or 0.0, system_prompt or 0))
 
 
 def _window_flags(
@@ -339,16 +188,20 @@ def simulate_cmd(
     Example: hetplan simulate plan.json --trace trace.csv --policy cascade --rate-scale 2
     Closed loop (as engines are benchmarked): hetplan simulate plan.json --concurrency 32 --isl 1000 --osl 200
     """
-    _ENGINE_OVERRIDE["engine"] = engine
-    _ENGINE_OVERRIDE["perf_calibration"] = str(perf_calibration) if perf_calibration is not None else None
+    from hetplan.commands.simulate import SimOptions
+
+    options = SimOptions(
+        tuple(str(t) for t in trace or ()), class_column, tuple(slo or ()), policy,
+        1.0 if rate_scale is None else rate_scale, router, seed, chunked, kappa, q2, window, max_requests, drain,
+        prefix_cache, reuse_sessions, reuse_system_prompt, engine,
+        str(perf_calibration) if perf_calibration is not None else None,
+    )  # fmt: skip
     if concurrency is not None or isl is not None or osl is not None or requests is not None:
-        _closed_loop_cmd(plan_file, trace, find_cap, rate_scale, concurrency, isl, osl, requests, policy, router,
-                         seed, chunked, json_out, out, force, timeout)  # fmt: skip
+        _closed_loop_cmd(plan_file, options, find_cap, rate_scale, concurrency, isl, osl, requests, json_out, out,
+                         force, timeout)  # fmt: skip
         return
 
     def work() -> dict[str, Any]:
-        from hetplan.sim.run import find_capacity, simulate
-
         if out is not None:
             check_output(out, force)
         windowed = _window_flags(windows, warmup, executor, workers, ray_address, find_cap)
@@ -359,13 +212,10 @@ def simulate_cmd(
                 "drop --rate-scale, or drop --find-capacity to simulate at that scale",
             )
         goal = _target(target) if find_cap else None
-        req = _request(
-            plan_file, trace, class_column, slo, policy, 1.0 if rate_scale is None else rate_scale, router, seed,
-            chunked, kappa, q2, window, max_requests, drain, prefix_cache, reuse_sessions, reuse_system_prompt,
-        )  # fmt: skip
+        req = api.sim_request(plan_file, options)
         if goal is not None:
             with capacity_progress(err_console, enabled=not json_out) as progress:
-                doc = find_capacity(req, goal, progress=progress)
+                doc = api.find_capacity(req, goal, progress=progress)
         elif windowed is not None:
             with progress_bar(err_console, "simulating", enabled=not json_out) as bar:
                 bar.text(f"{windowed[0]} windows")
@@ -373,7 +223,7 @@ def simulate_cmd(
                     doc = api.simulate_windowed(req, *windowed, executor=executor, workers=workers,
                                                 ray_address=ray_address)  # fmt: skip
         else:
-            doc = simulate(req)
+            doc = api.simulate(req)
         _write(out, force, doc)
         return doc
 
@@ -390,17 +240,13 @@ def simulate_cmd(
 
 def _closed_loop_cmd(
     plan_file: Path,
-    trace: list[Path] | None,
+    options: "SimOptions",
     find_cap: bool,
     rate_scale: float | None,
     concurrency: int | None,
     isl: int | None,
     osl: int | None,
     requests: int | None,
-    policy: str,
-    router: str,
-    seed: int,
-    chunked: bool,
     json_out: bool,
     out: Path | None,
     force: bool,
@@ -409,15 +255,12 @@ def _closed_loop_cmd(
     """``hetplan simulate PLAN --concurrency C --isl I --osl O`` (:mod:`hetplan.sim.closed`)."""
 
     def work() -> dict[str, Any]:
-        from hetplan.sim.closed import closed_loop
-        from hetplan.sim.engine import SimConfig
-
         if concurrency is None or isl is None or osl is None:
             raise InputError(
                 "a closed loop needs --concurrency, --isl and --osl",
                 fix="pass e.g. --concurrency 32 --isl 1000 --osl 200",
             )
-        if trace or find_cap or rate_scale is not None:
+        if options.trace or find_cap or rate_scale is not None:
             raise InputError(
                 "--concurrency runs a closed loop of synthetic requests",
                 "--trace, --find-capacity and --rate-scale are for open-loop replays of a trace",
@@ -425,10 +268,8 @@ def _closed_loop_cmd(
             )
         if out is not None:
             check_output(out, force)
-        plan = _check_plan_path(plan_file)
         with err_console.status("simulating the closed loop", spinner="dots"):
-            doc = closed_loop(plan, concurrency, isl, osl, requests, _lower(policy),
-                              SimConfig(_lower(router), seed, chunked))  # fmt: skip
+            doc = api.simulate_closed_loop(plan_file, concurrency, isl, osl, requests, options)
         _write(out, force, doc)
         return doc
 
@@ -467,10 +308,10 @@ def calibrate_cmd(
 
     Example: hetplan calibrate plan.json --trace trace.csv --out plan-cascade.json --router-config router.yaml
     """
-    _ENGINE_OVERRIDE.update(engine=None, perf_calibration=None)  # a simulate run earlier in this process set them
 
     def work() -> dict[str, Any]:
-        from hetplan.sim.calibrate import calibrate, router_config
+        from hetplan.commands.simulate import SimOptions
+        from hetplan.sim.calibrate import router_config
 
         if router_out is not None and router_out.resolve() == out.resolve():
             raise InputError(
@@ -488,11 +329,10 @@ def calibrate_cmd(
                     "pass --force, or choose another --router-config path",
                 ) from None  # fmt: skip
         q = parse_share(quantile, "--quantile", upper_open=True)
-        req = _request(plan_file, trace, class_column, slo, "cascade", rate_scale, "round-robin", 0, True,
-                       None, None, "60s", None)  # fmt: skip
+        options = SimOptions(tuple(str(t) for t in trace or ()), class_column, tuple(slo or ()), "cascade", rate_scale)
+        req = api.sim_request(plan_file, options)
         with err_console.status("calibrating", spinner="dots") as status:
-            block = calibrate(req, q, progress=lambda text: status.update(text))
-        plan = replace(req.plan, extra={**req.plan.extra, "cascade": block})
+            plan, block = api.calibrate(req, q, progress=lambda text: status.update(text))
         files = {out: dump_for_path(out, api.to_doc(plan))}
         if router_out is not None:
             files[router_out] = dump_for_path(router_out, router_config(plan, block))

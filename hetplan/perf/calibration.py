@@ -47,10 +47,10 @@ Source: hetplan's own reconstruction; the curve shapes follow the roofline of DE
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hetplan.catalog.context import in_use
 from hetplan.errors import CatalogError
 
 ARCH_ORDER = ("Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell")
@@ -105,23 +105,27 @@ def normalize_arch(arch: str) -> str:
 
 
 def perf_catalog_path(engine: str) -> Path:
-    """Path of ``catalogs/perf/<engine>.yaml`` (a user catalog folder first, then the shipped one; see
-    :func:`hetplan.catalog.loader.perf_files`); the user folder's path, absent, when none has the engine."""
-    from hetplan.catalog.loader import catalog_dir, perf_files
-
-    return perf_files().get(engine) or catalog_dir() / "perf" / f"{engine}.yaml"
+    """Path of ``catalogs/perf/<engine>.yaml`` in the catalog in use (a user catalog folder first, then the shipped
+    one; see :meth:`hetplan.catalog.context.Catalog.perf_path`); the user folder's path, absent, when none has it."""
+    return in_use().perf_path(engine)
 
 
-@lru_cache(maxsize=16)
 def load_perf_catalog(engine: str) -> dict[str, Any] | None:
-    """The fitted document of ``engine`` (None when none is shipped).
+    """The fitted document of ``engine`` in the catalog in use (None when none is shipped), read once per catalog
+    (:meth:`hetplan.catalog.context.Catalog.perf_doc`).
 
     Raises:
         CatalogError: the file exists but is not a valid perf catalog.
     """
-    path = perf_catalog_path(engine)
-    if not path.is_file():
-        return None
+    return in_use().perf_doc(engine)
+
+
+def read_perf_catalog(path: Path) -> dict[str, Any]:
+    """The fitted perf document at ``path``, checked (kind, curves, known fields).
+
+    Raises:
+        CatalogError: not a valid perf catalog.
+    """
     from hetplan.catalog.loader import read_yaml_mapping
     from hetplan.errors import InputError
 

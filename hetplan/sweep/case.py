@@ -30,6 +30,7 @@ from hetplan.errors import HetplanError, InfeasibleError, OutOfMemoryError
 from hetplan.io import write_atomic
 
 if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
     from hetplan.solvers.milp import SolveSettings
 
 
@@ -43,8 +44,8 @@ class CaseTask:
         strategy / analysis / verify / policy: plan options.
         files: absolute paths, in the order of the file contents passed to :func:`run_case` (empty: read locally).
         catalog_sha256: the driver's catalog hash, when a catalog is passed along.
-        catalog_dir: the driver's catalog folder (local workers read it: a worker process does not share the
-            driver's :func:`~hetplan.catalog.loader.use_catalog_dir`).
+        catalog_dir: the driver's catalog folder (local workers build their
+            :class:`~hetplan.catalog.context.Catalog` from it: a worker process does not share the driver's).
         driver_version: the driver's hetplan version (a worker with another version refuses the case).
         solve: how the case's MILPs run (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults).
     """
@@ -104,27 +105,33 @@ def _materialise(name: str, data: bytes) -> str:
     return str(path)
 
 
-def use_catalog(catalog: dict[str, bytes] | None, sha: str | None, folder: str | None = None) -> None:
-    """Plan with the driver's catalog: the files ``catalog`` (Ray; relative names, ``perf/<engine>.yaml``
-    included), written to a cached copy when this worker's catalog differs from ``sha``, or the driver's ``folder``
-    (local workers). The loader is pointed there (:func:`hetplan.catalog.loader.use_catalog_dir`, which drops
-    what it loaded from another folder); no environment variable is set.
+_CATALOGS: dict[str, Catalog] = {}  # a worker's catalogs by folder, so its cases share the loaded files
+
+
+def use_catalog(catalog: dict[str, bytes] | None, sha: str | None, folder: str | None = None) -> Catalog | None:
+    """The :class:`~hetplan.catalog.context.Catalog` a case is planned with: the driver's catalog files ``catalog``
+    (Ray; relative names, ``perf/<engine>.yaml`` included), written to a cached copy when this worker's catalog
+    differs from ``sha``, or the driver's ``folder`` (local workers); None when it is the one this worker already
+    uses. The case passes it to :mod:`hetplan.api` (``catalog=``); no environment variable is set and nothing
+    process-wide is changed.
 
     Raises:
         CatalogError: the folder is not a catalog folder (a driver's folder removed while the sweep ran).
     """
-    from hetplan.catalog import loader
+    from hetplan.catalog.context import Catalog, in_use
 
     if catalog and sha is not None:
-        if loader.catalog_sha256() == sha:
-            return
+        if in_use().sha256 == sha:
+            return None
         target = _cache_dir() / f"catalog-{sha}"
         for name, data in catalog.items():
             _write_once(target / name, data)
         folder = str(target)
-    if folder is None or Path(folder) == loader.catalog_dir():
-        return
-    loader.use_catalog_dir(Path(folder), "the sweep driver's catalog folder")
+    if folder is None or Path(folder) == in_use().folder:
+        return None
+    if folder not in _CATALOGS:
+        _CATALOGS[folder] = Catalog.from_folder(Path(folder), "the sweep driver's catalog folder")
+    return _CATALOGS[folder]
 
 
 def _relocate(scenario: dict[str, Any], moved: dict[str, str]) -> dict[str, Any]:
@@ -155,11 +162,12 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
                            f"{task.driver_version}: install the same version on every node", worker=worker)  # fmt: skip
     start = time.perf_counter()
     try:
-        use_catalog(catalog, task.catalog_sha256, task.catalog_dir)
+        chosen = use_catalog(catalog, task.catalog_sha256, task.catalog_dir)
         moved = {p: _materialise(Path(p).name, data) for p, data in zip(task.files, contents, strict=True)}
         scenario = Scenario.model_validate(_relocate(task.scenario, moved)).with_base_dir(task.base_dir)
         # the sweep already runs a case per core: no second level of processes
-        plan = api.plan(scenario, task.strategy, task.analysis, resources=Resources(plan_workers=1), solve=task.solve)
+        plan = api.plan(scenario, task.strategy, task.analysis, resources=Resources(plan_workers=1), solve=task.solve,
+                        catalog=chosen)  # fmt: skip
     except (InfeasibleError, OutOfMemoryError) as exc:
         return CaseOutcome(task.case_id, "infeasible", error=_one_line(exc),
                            plan_s=time.perf_counter() - start, worker=worker)  # fmt: skip
@@ -173,7 +181,7 @@ def run_case(task: CaseTask, catalog: dict[str, bytes] | None = None, *contents:
         start = time.perf_counter()
         try:
             with command_budget():  # each case's check has the whole budget of simulated work (hetplan.budget)
-                plan = api.verify(plan, scenario, task.policy)
+                plan = api.verify(plan, scenario, task.policy, catalog=chosen)
         except Exception as exc:  # the plan stands; the row says the check failed and why
             verify_error = _one_line(exc)
         verify_s = time.perf_counter() - start

@@ -68,6 +68,56 @@ def test_simulate_json_is_the_api_simulation(policy):
     assert json.loads(printed) == json.loads(to_json(api.simulate(req)))
 
 
+def test_simulate_with_options_is_the_api_sim_request():
+    """The flags become one SimOptions; the CLI's --json is api.simulate of api.sim_request's request."""
+    from hetplan.commands.simulate import SimOptions
+
+    plan_file = FIXTURES / "plan_example_a.json"
+    printed = cli_json("simulate", plan_file, "--trace", TRACE, "--policy", "sjf", "--router", "jsq", "--window",
+                       "30s", "--max-requests", "150", "--rate-scale", "1.5", "--json")  # fmt: skip
+    options = SimOptions((str(TRACE),), policy="sjf", router="jsq", window="30s", max_requests=150, rate_scale=1.5)
+    assert printed == to_json(api.simulate(api.sim_request(plan_file, options)))
+
+
+def test_find_capacity_json_is_the_api_find_capacity():
+    from hetplan.commands.simulate import SimOptions
+
+    plan_file = FIXTURES / "plan_example_a.json"
+    printed = cli_json("simulate", plan_file, "--trace", TRACE, "--find-capacity", "--target", "0.8", "--json")
+    req = api.sim_request(plan_file, SimOptions((str(TRACE),)))
+    assert printed == to_json(api.find_capacity(req, 0.8))
+
+
+def test_closed_loop_json_is_the_api_closed_loop():
+    plan_file = FIXTURES / "plan_example_a.json"
+    printed = cli_json("simulate", plan_file, "--concurrency", "4", "--isl", "256", "--osl", "32", "--requests",
+                       "100", "--json")  # fmt: skip
+    assert printed == to_json(api.simulate_closed_loop(plan_file, 4, 256, 32, 100))
+
+
+def test_gate_json_is_the_api_gate():
+    """Pass or fail (a fresh plan made with --no-verify against verified baselines fails), the CLI prints the
+    API's gate document; the baseline scenarios not given are warnings in both."""
+    scenario = EXAMPLES / "llama31-8b-mooncake.yaml"
+    baseline = EXAMPLES / "ci" / "baseline.json"
+    res = runner.invoke(app, ["gate", str(scenario), "--baseline", str(baseline), "--no-verify", "--json"], env=ENV)
+    assert res.exit_code in (0, 1), res.output
+    run = api.gate([scenario], baseline, 0.02, verify=False)
+    assert res.stdout == to_json(run.to_doc())
+    assert res.exit_code == (0 if run.passed else 1)
+    assert len(run.warnings) == len(api.read_gate_baseline(baseline).scenarios) - 1
+
+
+@pytest.mark.slow
+def test_gate_update_baseline_writes_what_the_api_writes(tmp_path):
+    scenario = EXAMPLES / "llama31-8b-mooncake.yaml"
+    res = runner.invoke(app, ["gate", str(scenario), "--baseline", str(tmp_path / "cli.json"), "--no-verify",
+                              "--update-baseline"], env=ENV)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    api.update_gate_baseline([scenario], tmp_path / "api.json", verify=False)
+    assert (tmp_path / "cli.json").read_bytes() == (tmp_path / "api.json").read_bytes()
+
+
 def test_emit_json_is_the_api_emit(tmp_path):
     plan_file = FIXTURES / "plan_example_a.json"
     printed = cli_json("emit", plan_file, "--out", tmp_path / "cli", "--json")

@@ -413,20 +413,15 @@ def test_hand_edited_hetis_pools(tmp_path_factory, edit):
 @given(name=st.sampled_from(CATALOG_FILES), data=st.data())
 def test_hand_edited_catalogs(tmp_path_factory, name, data):
     """A user's catalog folder (HETPLAN_CATALOG_DIR, as 'hetplan profile merge' writes) with one field edited."""
-    from hetplan.catalog import loader
-
     doc = CATALOG_DOCS[name]
     path, value, delete = data.draw(st.tuples(st.sampled_from(_paths(doc)), EDGE_VALUES, st.booleans()))
     folder = tmp_path_factory.mktemp("catalog")
     for other in CATALOG_FILES:
         shutil.copy(FIXTURES / "catalog" / other, folder / other)
     _write(folder / name, _mutate(doc, path, value, delete))
-    caches = (loader.load_gpus, loader.load_models, loader.load_prices)
     saved = os.environ.get("HETPLAN_CATALOG_DIR")
     os.environ["HETPLAN_CATALOG_DIR"] = str(folder)
     try:
-        for fn in caches:
-            fn.cache_clear()
         _check(["catalog", name.removesuffix(".yaml")])
         _check(["estimate", "--model", "Llama-3-8B", "--gpu", "H100"])
         _check(["plan", "--model", "Llama-3-8B", "--synthetic", "balanced", "--rate", "1", "--gpus", "H100,L4",
@@ -436,8 +431,6 @@ def test_hand_edited_catalogs(tmp_path_factory, name, data):
             os.environ.pop("HETPLAN_CATALOG_DIR", None)
         else:
             os.environ["HETPLAN_CATALOG_DIR"] = saved
-        for fn in caches:
-            fn.cache_clear()
 
 
 @FUZZ

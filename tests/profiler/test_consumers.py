@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from hetplan.catalog import loader
+from hetplan.catalog.context import install
 from hetplan.catalog.loader import find_gpu
 from hetplan.catalog.profile_match import new_device_spec
 from hetplan.catalog.schemas import GpuMeasured
@@ -43,8 +43,7 @@ def cpu_h100(tmp_path):
 
 
 def _clear_catalog_caches():
-    for fn in (loader.load_gpus, loader.load_prices, loader.load_models):
-        fn.cache_clear()
+    install(None)  # the CLI installs the folder of HETPLAN_CATALOG_DIR; the test puts the shipped one back
 
 
 def test_catalog_folder_with_cpu_figures_warns_in_plan(tmp_path, cpu_h100, monkeypatch):

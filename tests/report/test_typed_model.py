@@ -82,6 +82,7 @@ def test_gate_run_json_order():
 
 
 def test_golden_report_is_the_models_json():
-    rep = build_report([(PLAN.name, from_doc(read_plan_doc(PLAN)))])
-    golden = ROOT / "tests" / "golden" / "report_example_a.json"
+    plan = ROOT / "tests" / "fixtures" / "plan_report_golden.json"
+    rep = build_report([(plan.name, from_doc(read_plan_doc(plan)))])
+    golden = ROOT / "tests" / "golden" / "report_golden.json"
     assert render_json(rep) == golden.read_text()

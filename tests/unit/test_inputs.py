@@ -328,18 +328,15 @@ def test_gpu_figures_have_documented_bounds(small_catalog, tmp_path, monkeypatch
 
     import yaml
 
-    from hetplan.catalog import loader
+    from hetplan.catalog.context import Catalog
 
     folder = tmp_path / "catalog"
     shutil.copytree(small_catalog, folder)
     doc = yaml.safe_load((folder / "gpus.yaml").read_text())
     doc["gpus"][0][field] = value
     (folder / "gpus.yaml").write_text(yaml.safe_dump(doc))
-    loader.use_catalog_dir(folder)
-    loader.load_gpus.cache_clear()
     with pytest.raises(CatalogError):
-        loader.load_gpus()
-    loader.load_gpus.cache_clear()
+        Catalog.from_folder(folder).find_gpu("H100")
 
 
 @pytest.mark.parametrize("offer", [{"usd_per_instance_hour": 1e12}, {"count": 10**12}, {"gpus_per_instance": 10**9}])

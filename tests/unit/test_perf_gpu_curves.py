@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from hetplan.catalog import loader
+from hetplan.catalog.context import Catalog, install
 from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.errors import CatalogError
 from hetplan.perf.arch import ModelArch
@@ -25,9 +25,9 @@ from tests.conftest import ROOT
 def catalogs(tmp_path: Path):
     folder = tmp_path / "catalogs"
     shutil.copytree(ROOT / "catalogs", folder)
-    loader.use_catalog_dir(folder)
+    install(Catalog.from_folder(folder))
     yield folder
-    loader.use_catalog_dir(None)
+    install(None)
 
 
 def test_a_gpu_with_kernel_curves_takes_its_own() -> None:
@@ -56,8 +56,7 @@ def test_architecture_curves_without_kv_mbu_use_mbu(catalogs: Path) -> None:
     assert "kv_mbu" not in doc["curves"]["Hopper"]
     doc["curves"]["Hopper"]["mbu"] = 0.5
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    loader.use_catalog_dir(None)
-    loader.use_catalog_dir(catalogs)
+    install(Catalog.from_folder(catalogs))  # a new value reads the edited file
     curves, _ = curves_for("vllm", "Hopper")
     assert curves.kv_mbu == curves.mbu == 0.5
     assert curves.moe_efficiency == 1.0
@@ -68,8 +67,7 @@ def test_unknown_field_in_gpu_curves_is_a_catalog_error(catalogs: Path) -> None:
     doc = yaml.safe_load(path.read_text())
     doc["gpu_curves"]["H100-SXM"]["gemm_maxx"] = 0.5
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    loader.use_catalog_dir(None)
-    loader.use_catalog_dir(catalogs)
+    install(Catalog.from_folder(catalogs))
     with pytest.raises(CatalogError, match=r"gpu_curves\.H100-SXM has unknown fields \['gemm_maxx'\]"):
         curves_for("vllm", "Hopper", gpu="H100-SXM")
 

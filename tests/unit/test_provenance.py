@@ -1,6 +1,6 @@
 """The plan's provenance covers the whole model (issue 29): a refit of the fitted engine curves or a profile
-overlay changes ``provenance.catalog_sha256``; the catalog folder is chosen explicitly, and a bad
-``HETPLAN_CATALOG_DIR`` is an error, not a silent fall-back to the shipped catalogs (issue 35)."""
+overlay changes ``provenance.catalog_sha256``; the catalog is an explicit value (``Catalog``) the caller passes to
+the API, and a bad ``HETPLAN_CATALOG_DIR`` is an error, not a silent fall-back to the shipped catalogs (issue 35)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan import api
-from hetplan.catalog import loader
+from hetplan.catalog import context, loader
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.profile import load_profiles
 from hetplan.cli.main import app
 from hetplan.errors import CatalogError
@@ -40,26 +41,38 @@ def _refit_one_constant(folder: Path) -> None:
 
 
 def test_a_copy_of_the_shipped_catalogs_hashes_the_same(tmp_path):
-    shipped = loader.catalog_sha256()
-    loader.use_catalog_dir(_copy_catalogs(tmp_path))
-    assert loader.catalog_sha256() == shipped
+    assert Catalog.from_folder(_copy_catalogs(tmp_path)).sha256 == Catalog.shipped().sha256 == loader.catalog_sha256()
+
+
+def _scenario() -> Scenario:
+    return Scenario(
+        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
+        gpus=["H100", "L4"], cloud="aws", goodput_req_per_s=3.0,
+    )  # fmt: skip
 
 
 def test_a_refit_of_one_perf_constant_changes_the_plans_provenance(tmp_path):
     folder = _copy_catalogs(tmp_path)
-    loader.use_catalog_dir(folder)
-    before = loader.catalog_sha256()
-    hopper_mbu = curves_for("vllm", "Hopper")[0].mbu
+    before = Catalog.from_folder(folder)
+    before_sha = before.sha256
+    with context.using(before):
+        hopper_mbu = curves_for("vllm", "Hopper")[0].mbu
     _refit_one_constant(folder)
-    loader.use_catalog_dir(None)  # the refit is read afresh when the folder is chosen again
-    loader.use_catalog_dir(folder)
-    assert curves_for("vllm", "Hopper")[0].mbu != hopper_mbu  # the plan is made with the refit curves
-    scenario = Scenario(
-        model="Llama-3.1-8B", workload={"path": str(EXAMPLES / "data" / "azure_conv_15min.csv")},
-        gpus=["H100", "L4"], cloud="aws", goodput_req_per_s=3.0,
-    )  # fmt: skip
-    plan = api.plan(scenario, "cauchy", analysis=False)
-    assert plan.provenance.catalog_sha256 == loader.catalog_sha256() != before
+    refit = Catalog.from_folder(folder)  # a new value reads the folder afresh
+    with context.using(refit):
+        assert curves_for("vllm", "Hopper")[0].mbu != hopper_mbu  # the plan is made with the refit curves
+    plan = api.plan(_scenario(), "cauchy", analysis=False, catalog=refit)
+    assert plan.provenance.catalog_sha256 == refit.sha256 != before_sha
+    assert context.in_use() is Catalog.shipped()  # the API held the caller's catalog for the call only
+
+
+def test_the_api_plans_with_the_catalog_it_is_given(small_catalog):
+    """The catalog passed decides the plan and its hash, whatever catalog the process uses."""
+    context.install(None)
+    small = Catalog.from_folder(small_catalog)
+    plan = api.plan(_scenario().model_copy(update={"model": "Llama-3-8B"}), "cauchy", analysis=False, catalog=small)
+    assert plan.provenance.catalog_sha256 == small.sha256 != Catalog.shipped().sha256
+    assert loader.catalog_sha256() == Catalog.shipped().sha256
 
 
 def test_a_profile_overlay_changes_the_hash(tmp_path):
@@ -80,9 +93,9 @@ def test_a_profile_overlay_changes_the_hash(tmp_path):
 )
 def test_a_bad_catalog_folder_is_refused(tmp_path, make, why):
     with pytest.raises(CatalogError) as info:
-        loader.use_catalog_dir(make(tmp_path), "HETPLAN_CATALOG_DIR")
+        Catalog.from_folder(make(tmp_path), "HETPLAN_CATALOG_DIR")
     assert "HETPLAN_CATALOG_DIR" in info.value.what and info.value.why == why
-    assert loader.catalog_dir() in (loader._SHIPPED[0], loader._SHIPPED[1])  # nothing half-chosen
+    assert loader.catalog_dir() in context.SHIPPED_FOLDERS  # nothing half-chosen
 
 
 def test_the_cli_names_the_variable_and_the_missing_file(tmp_path):
@@ -116,3 +129,38 @@ def test_a_plan_with_a_profile_hashes_the_profiled_entry_and_uses_it(tmp_path):
     assert plan.provenance.catalog_sha256 == loader.catalog_sha256(specs) != loader.catalog_sha256()
     assert plan.gpu("H100-SXM") == specs[0]
     assert loader.find_gpu("H100").measured is None  # nothing of the profile stays behind
+
+
+def test_using_holds_a_catalog_for_the_block_only(small_catalog):
+    context.install(None)
+    small = Catalog.from_folder(small_catalog)
+    with context.using(small) as held:
+        assert held is small and loader.catalog_dir() == small_catalog
+        assert [g.name for g in loader.load_gpus().gpus] == [g.name for g in small.gpus]
+        with context.using(None) as same:
+            assert same is small
+    assert context.in_use() is Catalog.shipped()
+    assert len(loader.load_gpus().gpus) > len(small.gpus)
+
+
+def test_an_overlay_shares_the_loaded_files_and_changes_only_the_hash(tmp_path):
+    from tests.profiler.helpers import write_profile
+
+    specs = load_profiles([write_profile(tmp_path / "h100.yaml", gpu="H100", bf16_tflops=700.0)]).specs
+    base = Catalog.shipped()
+    profiled = base.with_overlay(specs)
+    assert profiled.gpu_catalog is base.gpu_catalog and profiled.prices is base.prices
+    assert profiled.find_gpu("H100") == specs[0] != base.find_gpu("H100")
+    assert profiled.sha256 == loader.catalog_sha256(specs) != base.sha256
+    assert base.with_overlay(()) is base
+
+
+def test_a_sweep_worker_builds_its_catalog_and_leaves_the_process_one_alone(small_catalog):
+    from hetplan.sweep.case import use_catalog
+
+    context.install(None)
+    chosen = use_catalog(None, None, str(small_catalog))
+    assert chosen is not None and chosen.folder == small_catalog
+    assert use_catalog(None, None, str(small_catalog)) is chosen  # the worker's cases share its loaded files
+    assert context.in_use() is Catalog.shipped()
+    assert use_catalog(None, None, str(Catalog.shipped().folder)) is None  # the one in use already

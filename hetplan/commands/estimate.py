@@ -1,0 +1,86 @@
+"""``hetplan estimate`` (:func:`hetplan.api.estimate`): latency, memory and throughput of one instance.
+
+Source: hetplan's own reconstruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hetplan.errors import InputError
+
+if TYPE_CHECKING:
+    from hetplan.perf.estimate import Estimate
+    from hetplan.perf.settings import PerfSettings
+
+
+def estimate(
+    model: str,
+    gpu: str,
+    tp: int,
+    pp: int,
+    batch: int,
+    prompt_tokens: int,
+    context_tokens: int | None,
+    output_tokens: int | None,
+    weight_dtype: str,
+    kv_dtype: str,
+    settings: PerfSettings | None,
+    profiles: Sequence[Path],
+    engine: str,
+) -> Estimate:
+    """See :func:`hetplan.api.estimate` (the catalog in use: the caller holds it).
+
+    Raises:
+        InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
+    """
+    from hetplan.scenario import MAX_TP
+
+    for field, value in (("batch", batch), ("prompt_tokens", prompt_tokens)):
+        if value < 1:
+            raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
+    if output_tokens is not None and output_tokens < 1:
+        raise InputError(f"output_tokens must be >= 1, got {output_tokens}", fix="pass --output-tokens 1 or more")
+    if tp > MAX_TP and tp > _scale_up(gpu, profiles):
+        raise InputError(
+            f"TP {tp} spans more than one {MAX_TP}-GPU node",
+            "hetplan models tensor parallelism inside one node",
+            f"use --tp {MAX_TP} or less (and --pp)",
+        )
+    from hetplan.catalog.loader import find_gpu, find_model, overlaid_gpus
+    from hetplan.catalog.profile import load_profiles, profile_notes
+    from hetplan.perf.arch import ModelArch
+    from hetplan.perf.estimate import estimate as _estimate
+    from hetplan.perf.latency import InstanceModel, compute_dtype
+    from hetplan.perf.measured import measured_notes
+    from hetplan.perf.settings import PerfSettings
+    from hetplan.planning.request import profile_records
+
+    arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
+    loaded = load_profiles(profiles) if profiles else None
+    spec = find_gpu(gpu, overlaid_gpus(loaded.specs if loaded else ()))
+    inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings.for_engine(engine))
+    ctx = prompt_tokens if context_tokens is None else context_tokens
+    if ctx < 1:
+        raise InputError(f"context_tokens must be >= 1, got {ctx}", fix="pass --context-tokens 1 or more")
+    est = _estimate(inst, batch, prompt_tokens, ctx, output_tokens)
+    # measured figures: say what each profile did, as plan does
+    notes = profile_notes(loaded, [spec.name]) if loaded else []
+    notes += measured_notes([spec], compute_dtype(arch.weight_dtype))
+    notes += inst.curve_notes
+    return replace(est, warnings=notes, profiles=profile_records(loaded))
+
+
+def _scale_up(gpu: str, profiles: Sequence[Path]) -> int:
+    """GPUs in ``gpu``'s NVLink scale-up domain (72 for GB200/GB300 NVL72), 8 when it cannot be looked up here."""
+    from hetplan.catalog.loader import find_gpu
+
+    if profiles:
+        return 8
+    try:
+        return find_gpu(gpu).scale_up_gpus
+    except InputError:
+        return 8
