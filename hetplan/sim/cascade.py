@@ -36,8 +36,10 @@ Choices the text leaves open, and which hetplan took (``docs/cascade.md`` shows 
   the most overdue first) by default; ``"largest-budget"`` serves the least overdue first (the ones closest to
   being saved);
 - the load definitions of T(current) and T(max), the output predictor and the running average of step times
-  in decode budgets are hetplan's own reconstruction; the simulator has no prefix cache, so T̂'s
-  prefix-cache hit is 0.
+  in decode budgets are hetplan's own reconstruction; T̂ prices the prompt's whole prefill (its prefix-cache
+  hit is not subtracted: conservative where prefixes are reused).
+- prefix blocks evicted from HBM spill to the same host tier as preempted sequences (:mod:`hetplan.sim.prefix`),
+  DRAM then SSD, and a later hit there is restored rather than recomputed.
 
 Source: DESIGN §3.4 (CASCADE, Microsoft/UBC/NVIDIA); the per-request estimator, the credit form of the reserved
 share, the decode budgets and the host tier model are hetplan's own reconstruction.
@@ -196,6 +198,11 @@ class CascadeScheduler(Scheduler):
 
     def _tier(self, sim: Simulator) -> hostkv.HostKvTier:
         return sim.cfg.host_kv or self.cfg.tier
+
+    def host_tier(self, sim: Simulator) -> hostkv.HostKvTier | None:
+        """The run's host tier, else this scheduler's own: its preempted sequences and the prefix blocks evicted
+        from HBM use the same one."""
+        return self._tier(sim)
 
     def on_preempt(self, sim: Simulator, inst: Instance, rid: int, ctx: int) -> None:
         hostkv.offload(sim, inst, self._tier(sim), rid, ctx)

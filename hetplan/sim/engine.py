@@ -63,7 +63,7 @@ from hetplan.sim.batching import start_iteration
 from hetplan.sim.deployment import Deployment
 from hetplan.sim.dispatch import make_pools, queue_in_pool
 from hetplan.sim.estimate import TtftEstimator
-from hetplan.sim.instance import ARRIVE, KV_DONE, STEP_END, Instance, Pool
+from hetplan.sim.instance import ARRIVE, KV_DONE, PREFIX_RESTORED, STEP_END, Instance, Pool
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.prefix import PrefixCaches
 from hetplan.sim.result import SimResult
@@ -167,7 +167,15 @@ class Simulator:
         self.router = Router(dep.routing_table(), self.cfg.router, self.cfg.seed)
         # prefix caching (hetplan.sim.prefix): with the stream's block ids, unless the settings switch it off
         blocks = stream.prefix_blocks
-        self.prefix = PrefixCaches(blocks, len(self.insts)) if blocks is not None and self.cfg.prefix_cache else None
+        # evicted blocks spill to the host tier the scheduler offloads to (none: dropped)
+        self.prefix = (
+            PrefixCaches(
+                blocks, len(self.insts), scheduler.host_tier(self), self.kv_bytes_per_token, self.cfg.prefix_hbm_blocks
+            )
+            if blocks is not None and self.cfg.prefix_cache
+            else None
+        )
+        self.restoring: set[int] = set()  # prompts whose prefix blocks are being restored from the host tier
         if self.cfg.router == "prefix" and self.prefix is None:
             raise InputError(
                 "the prefix router needs prefix caching",
@@ -431,6 +439,10 @@ class Simulator:
                 self._kv_done(inst, b, now)
             elif kind == ARRIVE:
                 self._arrive(b, now)
+            elif kind == PREFIX_RESTORED:  # the prompt's prefill continues from the next iteration
+                self.restoring.discard(b)
+                if not inst.busy:
+                    start_iteration(self, inst, now)
             else:  # KV restored from the host tier (reserved at admission): joins at the next iteration
                 inst.ready.append(b)
                 if not inst.busy:

@@ -249,7 +249,8 @@ def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> 
 
 def _prefix_cache(counters: dict[str, float]) -> dict[str, Any]:
     """``{"prefix_cache": {...}}`` when the run had prefix caching (:mod:`hetplan.sim.prefix`), else ``{}``:
-    hits, misses and evictions in blocks, the reused and looked-up prompt tokens and their ratio."""
+    hits, misses and evictions in blocks, the reused and looked-up prompt tokens and their ratio; with a host tier
+    also ``dram`` and ``ssd`` (hits, misses, evictions in blocks), ``host_hit_tokens`` and ``restore_s``."""
     if "prefix_hit_blocks" not in counters:
         return {}
     hit, looked = counters["prefix_hit_tokens"], counters["prefix_lookup_tokens"]
@@ -261,6 +262,18 @@ def _prefix_cache(counters: dict[str, float]) -> dict[str, Any]:
             "hit_tokens": int(hit),
             "lookup_tokens": int(looked),
             "token_hit_rate": rnd(hit / looked, 5) if looked else 0.0,
+            **(
+                {
+                    tier: {k: int(counters[f"prefix_{tier}_{k}_blocks"]) for k in ("hit", "miss", "evicted")}
+                    for tier in ("dram", "ssd")
+                }
+                | {
+                    "host_hit_tokens": int(counters["prefix_host_hit_tokens"]),
+                    "restore_s": rnd(counters["prefix_restore_s"], 6),
+                }
+                if "prefix_dram_hit_blocks" in counters
+                else {}
+            ),
         }
     }
 
