@@ -191,6 +191,8 @@ def _admit(
             inst.kv_used += need
             sim.restoring.add(rid)  # in ``prefilling`` (its slot taken), computed from the restore's end on
             sim.push(now + restore, PREFIX_RESTORED, inst.idx, rid)
+            if sim.pin[rid] >= 0:  # admitted where the prefix router bound it
+                sim.pinned_n[sim.pin[rid]] -= 1
             restoring.append(rid)
             state[1] -= 1
             taken.append(i)
@@ -213,6 +215,8 @@ def _admit(
             sim.scheduled_s[rid] = now
             sim.estimate_s[rid] = sched.estimate_s(sim, inst, rid, now)
         inst.kv_used += need
+        if sim.pin[rid] >= 0:  # admitted where the prefix router bound it
+            sim.pinned_n[sim.pin[rid]] -= 1
         pieces.append((rid, grant))
         state[0] -= grant
         state[1] -= 1

@@ -330,3 +330,27 @@ def test_cascade_spills_prefix_blocks_to_its_own_host_tier(tmp_path):
     c = res.counters  # CASCADE's default tier (256 GiB of DRAM) keeps every evicted block
     assert (c["prefix_hit_blocks"], c["prefix_dram_hit_blocks"], c["prefix_ssd_hit_blocks"]) == (2, 2 + 4, 0)
     assert c["prefix_ssd_miss_blocks"] == 8
+
+
+def test_the_prefix_router_spreads_requests_that_share_a_system_prompt(tmp_path):
+    # every request starts with the same two blocks (a system prompt), so every instance soon holds them and the
+    # router's choice is the load term: it must spread the requests (it sent them all to one instance when its
+    # load was a counter that only finishes moved)
+    rows = [(i * 20, 2000, [1, 2, 100 + i, 200 + i]) for i in range(60)]
+    path = tmp_path / "sys.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"timestamp": t, "input_length": p, "output_length": 200, "hash_ids": h}) + "\n"
+            for t, p, h in rows
+        ),
+        encoding="utf-8",
+    )
+    stream = read_stream([str(path)])
+    dep = simple_deployment(count=2)
+    px = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(router="prefix")).run()
+    shared = Simulator(dep, stream, get_scheduler("fcfs")).run()
+    busy = px.busy_s
+    assert busy.min() > 0.35 * busy.sum()  # both instances work
+    ttft_px = np.percentile(px.first_token_s - stream.arrival_s, 90)
+    ttft_shared = np.percentile(shared.first_token_s - stream.arrival_s, 90)
+    assert ttft_px < 2 * ttft_shared
