@@ -346,7 +346,7 @@ def main() -> int:
     print(f"{stream.n:,} requests over {stream.duration_s:,.0f} s ({stream.n / stream.duration_s:.2f} req/s); "
           f"{MODEL} on {INSTANCES}x {GPU} TP1, chunked prefill {CHUNK} tokens; "
           + (f"prefix reuse declared: session share {args.prefix_reuse[0]:g}, system prompt {args.prefix_reuse[1]} "
-             "tokens per class, prefix router, host tier for every policy" if args.prefix_reuse
+             "tokens per class, shared queue, host tier for every policy" if args.prefix_reuse
              else "prefix reuse off (every prompt token is computed)"))  # fmt: skip
     for c, name in enumerate(names):
         m = stream.class_id == c
