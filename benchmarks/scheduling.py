@@ -38,11 +38,23 @@ class's request count over the same span, lognormal prompts (median 512) and out
 cap 16k), seed 0. SLOs: chat TTFT 1 s / TPOT 100 ms, reasoning TTFT 2 s / TPOT 50 ms (its own TPOT; the rule
 above gives both classes 1 s / 100 ms). Same deployment, capacity search and calibration; no KV-pressure run.
 ``--seeds N`` repeats the mix for reasoning seeds 0..N-1 (each with its own capacity and calibration) and prints
-each seed's goodput and Jain for FCFS, SJF, EDF and calibrated CASCADE, and their means. Prefix reuse is off in both
-mixes (the simulator computes every prompt token).
+each seed's goodput and Jain for FCFS, SJF, EDF and calibrated CASCADE, and their means.
+
+``--prefix-reuse SHARE,SYSTEM_TOKENS`` (issue 32; off by default: every prompt token is computed) gives each class
+prefix blocks from the declared reuse model (:func:`hetplan.workload.prefix.declared_reuse`: a request continues
+one of its class's 8 latest sessions with probability SHARE, and every request of a class starts with its own
+SYSTEM_TOKENS-token system prompt; seed = the class's index), turns on each instance's prefix cache and gives every
+policy the host KV tier above (prefix blocks evicted from HBM spill to it); requests still go through the shared
+queue. The prefix counters (HBM, DRAM, SSD hits) are printed per run. Neither trace carries ``hash_ids``: the reuse
+is declared, not measured.
+
+CASCADE's q₂ is calibrated per class too (``q2_by_class``, kept only where it beats the single q₂). In the
+chat + reasoning mix the row ``cascade tuned`` scales the calibrated κ (every class's) by the factor of
+:data:`KAPPA_FACTORS` with the best goodput × Jain at 2× (the same objective and load q₂ is chosen at), with the
+calibrated q₂; ``--seeds`` applies seed 0's factor unchanged to the other seeds (out of sample for them).
 
 Usage: python benchmarks/scheduling.py [--minutes 10] [--scales 1,1.5,2,3] [--data ../shared/data]
-       [--mix three|chat-reasoning]
+       [--mix three|chat-reasoning] [--seeds N] [--prefix-reuse 0.5,1024]
 """
 
 from __future__ import annotations
@@ -65,6 +77,7 @@ from hetplan.sim.hostkv import HostKvTier
 from hetplan.sim.metrics import request_outcomes, summarize
 from hetplan.sim.policies import CascadeSettings, get_scheduler
 from hetplan.workload.model import ClassSlo, RequestStream, make_stream
+from hetplan.workload.prefix import concat_block_hashes, declared_reuse
 from hetplan.workload.readers import read_stream
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,6 +129,42 @@ def load_chat_reasoning(data: Path, minutes: float, seed: int = 0) -> RequestStr
     return make_stream(np.concatenate([a[keep], r_arr]), np.concatenate([s.prompt_tokens[keep], r_prompt]),
                        np.concatenate([s.output_tokens[keep], r_out]), ["chat"] * int(keep.sum()) + ["reasoning"] * n,
                        source="Azure conv + synthetic reasoning")  # fmt: skip
+
+
+def with_reuse(stream: RequestStream, share: float, system_tokens: int) -> RequestStream:
+    """``stream`` with prefix blocks from the declared reuse model, drawn per class (each class its own sessions and
+    system prompt, seed = class index; ids of different classes never match)."""
+    groups = [np.flatnonzero(stream.class_id == c) for c in range(len(stream.class_names))]
+    parts = [declared_reuse(stream.prompt_tokens[g], share, system_tokens, seed=c) for c, g in enumerate(groups)]
+    order = np.concatenate(groups)
+    return stream.with_prefix_blocks(concat_block_hashes(parts).take(np.argsort(order, kind="stable")))
+
+
+KAPPA_FACTORS = (1.0, 1.5, 2.0, 3.0)
+"""Multiples of the calibrated κ that ``cascade tuned`` chooses from (module docstring)."""
+
+
+def scaled_kappa(settings: CascadeSettings, factor: float) -> CascadeSettings:
+    """``settings`` with κ, overall and per class, times ``factor``."""
+    by = tuple((c, factor * k) for c, k in settings.kappa_by_class)
+    return replace(settings, kappa=factor * settings.kappa, kappa_by_class=by)
+
+
+def tune_kappa(dep: Deployment, stream: RequestStream, settings: CascadeSettings, sim_cfg: SimConfig,
+               scale: float) -> tuple[float, list[tuple[float, float]]]:  # fmt: skip
+    """The factor of :data:`KAPPA_FACTORS` with the best goodput × Jain at rate scale ``scale`` (ties: the smaller),
+    and each factor's objective."""
+    sweep = []
+    for f in KAPPA_FACTORS:
+        m = run(dep, stream, "cascade", scaled_kappa(settings, f), sim_cfg, scale)
+        sweep.append((f, float(m["goodput_req_per_s"]) * float(m["jain_index"] or 0.0)))
+    return max(sweep, key=lambda x: (x[1], -x[0]))[0], sweep
+
+
+def settings_from(block: dict[str, Any]) -> CascadeSettings:
+    """CASCADE's settings from a calibration block (κ and q₂, each overall and per class)."""
+    return CascadeSettings(kappa=block["kappa"], q2=block["q2"], kappa_by_class=tuple(block["kappa_by_class"].items()),
+                           q2_by_class=tuple(sorted(block.get("q2_by_class", {}).items())))  # fmt: skip
 
 
 def slo_rule(dep: Deployment, stream: RequestStream) -> dict[str, ClassSlo]:
@@ -202,40 +251,66 @@ def table(title: str, results: list[tuple[float, str, dict[str, Any]]], names: t
         print(f"{load:4g} {label:22} {m['goodput_req_per_s']:8.3f} {m['goodput_tokens_per_s']:10.0f} "
               f"{m['attainment']['joint']:6.1%} " + " ".join(f"{by[n]:6.1%}" for n in names) + f" | {bands} "
               f"{jain:>6} {cnt['preemptions']:5.0f} {cnt['restores']:5.0f} {cnt['recomputes']:5.0f} "
-              f"{m['unfinished']:5d} {m['seconds']:4.1f}")  # fmt: skip
+              f"{m['unfinished']:5d} {m['seconds']:4.1f}" + prefix_note(cnt))  # fmt: skip
 
 
-def seed_summary(args: argparse.Namespace, dep: Deployment, loads: list[float]) -> None:
+def prefix_note(cnt: dict[str, float]) -> str:
+    """The run's prefix-cache hits per tier, in blocks, of the blocks looked up ("" without prefix caching)."""
+    if "prefix_hit_blocks" not in cnt:
+        return ""
+    looked = cnt["prefix_hit_blocks"] + cnt["prefix_miss_blocks"]
+    return (f" prefix hits HBM {cnt['prefix_hit_blocks']:.0f} DRAM {cnt.get('prefix_dram_hit_blocks', 0):.0f} "
+            f"SSD {cnt.get('prefix_ssd_hit_blocks', 0):.0f} of {looked:.0f} blocks")  # fmt: skip
+
+
+def seed_summary(args: argparse.Namespace, dep: Deployment, loads: list[float], factor: float) -> None:
     """``--seeds``: the chat + reasoning mix for each reasoning seed (its own 1x capacity, κ at 1x, q₂ at 2x):
-    goodput (req/s) and Jain of FCFS, SJF, EDF and calibrated CASCADE per seed and load, then the means."""
-    sim_cfg = SimConfig()
-    labels = ("fcfs", "sjf", "edf", "cascade")
+    goodput (req/s) and Jain of FCFS, SJF, EDF, calibrated CASCADE and CASCADE with κ × ``factor`` (seed 0's tuned
+    factor) per seed and load, then the means."""
+    sim_cfg = sim_config(args)
+    labels = ("fcfs", "sjf", "edf", "cascade", "tuned")
     table_: dict[tuple[float, str], list[tuple[float, float]]] = {}
     print("\nper reasoning seed (goodput req/s / Jain); CASCADE with kappa per class at 1x, q2 at 2x")
-    print(f"{'seed':>4} {'load':>4} " + " ".join(f"{x:>15}" for x in labels) + f" {'cascade/sjf':>11}")
+    print(f"{'seed':>4} {'load':>4} " + " ".join(f"{x:>15}" for x in labels) + f" {'cascade/sjf':>11} {'tuned/sjf':>9}")
     for seed in range(args.seeds):
         stream = load_chat_reasoning(args.data, args.minutes, seed).with_slos(
             2.0, 0.1, {"chat": CHAT_SLO, "reasoning": REASONING_SLO}
         )
+        if args.prefix_reuse:
+            stream = with_reuse(stream, *args.prefix_reuse)
         cap = fcfs_capacity(dep, stream, sim_cfg)
-        block = calibrate_deployment(dep, stream.scaled(cap), quantile=0.95, rate_scale=cap,
+        block = calibrate_deployment(dep, stream.scaled(cap), config=sim_cfg, quantile=0.95, rate_scale=cap,
                                      q2_stream=stream.scaled(2 * cap))  # fmt: skip
-        kappa = CascadeSettings(kappa=block["kappa"], q2=block["q2"],
-                                kappa_by_class=tuple(block["kappa_by_class"].items()))  # fmt: skip
+        kappa = settings_from(block)
         for load in loads:
             cells = []
             for label in labels:
-                m = run(dep, stream, label, kappa if label == "cascade" else None, sim_cfg, load * cap)
+                cfg = {"cascade": kappa, "tuned": scaled_kappa(kappa, factor)}.get(label)
+                m = run(dep, stream, "cascade" if label == "tuned" else label, cfg, sim_cfg, load * cap)
                 got = (float(m["goodput_req_per_s"]), float(m["jain_index"] or 0.0))
                 table_.setdefault((load, label), []).append(got)
                 cells.append(got)
             ratio = cells[3][0] / cells[1][0] if cells[1][0] else float("nan")
-            print(f"{seed:4d} {load:4g} " + " ".join(f"{g:8.3f} / {j:.3f}" for g, j in cells) + f" {ratio:11.3f}")
+            tuned = cells[4][0] / cells[1][0] if cells[1][0] else float("nan")
+            print(f"{seed:4d} {load:4g} " + " ".join(f"{g:8.3f} / {j:.3f}" for g, j in cells)
+                  + f" {ratio:11.3f} {tuned:9.3f}")  # fmt: skip
     for load in loads:
         got = {x: table_[(load, x)] for x in labels}
         mean = {x: (float(np.mean([g for g, _ in v])), float(np.mean([j for _, j in v]))) for x, v in got.items()}
         print(f"mean {load:4g} " + " ".join(f"{mean[x][0]:8.3f} / {mean[x][1]:.3f}" for x in labels)
-              + f" {mean['cascade'][0] / mean['sjf'][0]:11.3f}")  # fmt: skip
+              + f" {mean['cascade'][0] / mean['sjf'][0]:11.3f} {mean['tuned'][0] / mean['sjf'][0]:9.3f}")  # fmt: skip
+
+
+def sim_config(args: argparse.Namespace) -> SimConfig:
+    """The runs' settings: with ``--prefix-reuse`` the host tier for every policy (the shared queue routes: here the
+    ``prefix`` router's affinity costs more than its few extra hits, docs/cascade.md)."""
+    return SimConfig(host_kv=HOST) if args.prefix_reuse else SimConfig()
+
+
+def reuse_arg(text: str) -> tuple[float, int]:
+    """``SHARE,SYSTEM_TOKENS`` of ``--prefix-reuse``."""
+    share, tokens = text.split(",")
+    return float(share), int(tokens)
 
 
 def main() -> int:
@@ -248,6 +323,8 @@ def main() -> int:
                     help="three: chat + code + long-context traces; chat-reasoning: chat trace + synthetic "
                     "long-output stream (no KV-pressure run)")  # fmt: skip
     ap.add_argument("--seeds", type=int, default=1, help="chat-reasoning: repeat for reasoning seeds 0..N-1")
+    ap.add_argument("--prefix-reuse", type=reuse_arg, default=None, metavar="SHARE,SYSTEM_TOKENS",
+                    help="declared prefix reuse per class, e.g. 0.5,1024")  # fmt: skip
     args = ap.parse_args()
     files: tuple[str, ...] = ("AzureLLMInferenceTrace_conv.csv",)
     if args.mix == "three":
@@ -263,36 +340,45 @@ def main() -> int:
     if args.mix == "chat-reasoning":  # the classes' own SLOs, as the issue's two-class scenario states them
         slos = {"chat": CHAT_SLO, "reasoning": REASONING_SLO}
     stream = raw.with_slos(2.0, 0.1, slos)
+    if args.prefix_reuse:
+        stream = with_reuse(stream, *args.prefix_reuse)
     names = stream.class_names
     print(f"{stream.n:,} requests over {stream.duration_s:,.0f} s ({stream.n / stream.duration_s:.2f} req/s); "
-          f"{MODEL} on {INSTANCES}x {GPU} TP1, chunked prefill {CHUNK} tokens; prefix reuse off (the simulator "
-          "has no prefix cache here: every prompt token is computed)")  # fmt: skip
+          f"{MODEL} on {INSTANCES}x {GPU} TP1, chunked prefill {CHUNK} tokens; "
+          + (f"prefix reuse declared: session share {args.prefix_reuse[0]:g}, system prompt {args.prefix_reuse[1]} "
+             "tokens per class, shared queue, host tier for every policy" if args.prefix_reuse
+             else "prefix reuse off (every prompt token is computed)"))  # fmt: skip
     for c, name in enumerate(names):
         m = stream.class_id == c
         p = stream.prompt_tokens[m]
         print(f"  {name:5} {int(m.sum()):5,} requests, prompt p50 {np.median(p):,.0f} p90 {np.percentile(p, 90):,.0f}, "
               f"output p50 {np.median(stream.output_tokens[m]):,.0f}; SLO TTFT {slos[name].ttft_s:g} s, "
               f"TPOT {slos[name].tpot_s * 1e3:g} ms")  # fmt: skip
-    sim_cfg = SimConfig()
+    sim_cfg = sim_config(args)
     cap = fcfs_capacity(dep, stream, sim_cfg)
     print(f"1x load = FCFS capacity at 90 % joint attainment: rate scale {cap:.3f} "
           f"({cap * stream.n / stream.duration_s:.2f} req/s)")  # fmt: skip
     start = time.perf_counter()
-    block = calibrate_deployment(dep, stream.scaled(cap), quantile=0.95, rate_scale=cap,
+    block = calibrate_deployment(dep, stream.scaled(cap), config=sim_cfg, quantile=0.95, rate_scale=cap,
                                  q2_stream=stream.scaled(2 * cap))  # fmt: skip
     by_class = block["kappa_by_class"]
-    kappa = CascadeSettings(kappa=block["kappa"], q2=block["q2"], kappa_by_class=tuple(by_class.items()))
+    kappa = settings_from(block)
     sweep = ", ".join(f"{r['q2']:g}: {r['objective']:.3f}" for r in block["q2_sweep"])
     print(
         f"calibrated kappa at 1x, q2 at 2x, in {time.perf_counter() - start:.1f} s: kappa {block['kappa']:.4g} "
         f"(coverage {block['coverage']:.1%}), per class "
         + ", ".join(f"{k} {v:.4g}" for k, v in by_class.items())
         + f"; q2 by goodput x Jain: {block['q2']:g} ({sweep})"
+        + f"; q2 per class: {block.get('q2_by_class') or 'none beats the single q2'}"
     )
     rows = policies(kappa)
-    if args.mix == "chat-reasoning":  # a κ chosen after the fact, on the stream it is measured on: not a calibration
-        k3 = replace(kappa, kappa=3 * kappa.kappa, kappa_by_class=tuple((c, 3 * k) for c, k in kappa.kappa_by_class))
-        rows.append(("cascade 3k (post hoc)", "cascade", k3))
+    rows.insert(4, ("cascade calibrated", "cascade", kappa))
+    factor = 1.0
+    if args.mix == "chat-reasoning":  # κ's factor chosen at 2x by goodput x Jain, as q2 is
+        factor, ksweep = tune_kappa(dep, stream, kappa, sim_cfg, 2 * cap)
+        print(f"kappa factor by goodput x Jain at 2x: {factor:g} (" + ", ".join(f"{f:g}: {o:.3f}" for f, o in ksweep)
+              + ")")  # fmt: skip
+        rows.insert(5, (f"cascade tuned k x{factor:g}", "cascade", scaled_kappa(kappa, factor)))
     results = []
     for load in (float(x) for x in args.scales.split(",")):
         for label, policy, cfg in rows:
@@ -300,7 +386,7 @@ def main() -> int:
     table("goodput = requests (tokens) meeting both SLOs / serving span; attainment per class | by prompt band",
           results, names)  # fmt: skip
     if args.mix != "three" and args.seeds > 1:
-        seed_summary(args, dep, [float(x) for x in args.scales.split(",")])
+        seed_summary(args, dep, [float(x) for x in args.scales.split(",")], factor)
     if args.mix != "three":  # the chat + reasoning mix: the load sweep only
         print(f"\ntotal {time.perf_counter() - t0:.0f} s")
         return 0

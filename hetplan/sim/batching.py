@@ -1,16 +1,17 @@
 """One engine iteration of an instance: batch formation, admission and preemption.
 
-:func:`start_iteration` builds the next iteration of an instance (vLLM-like continuous batching): the running
-decode sequences (one token each), then chunks of prompts already being prefilled, then waiting requests in the
-scheduler's order (:meth:`~hetplan.sim.scheduler.Scheduler.admit`), within ``max_num_batched_tokens`` (minus the
-decode tokens when chunked prefill is on), ``max_num_seqs`` and the KV cache. When the running sequences would
-outgrow the KV cache, the scheduler's victim is preempted first (:func:`preempt`). A waiting request whose KV is
-present (transferred, restored) joins decoding; one whose KV sits on a host tier is restored when the scheduler's
-``restore_ok`` says so (CASCADE: the transfer fits its budget), else recomputed; a prompt longer than the token cap
-runs alone without chunked prefill. The waiting queue is the instance's pool's, shared with the other instances of
-its role in its group (:mod:`hetplan.sim.dispatch`); a request whose KV sits on another instance's host tier is
-passed over. The engine (:mod:`hetplan.sim.engine`) calls these on arrivals and iteration ends; exactly one
-iteration of an instance is in flight at a time (:func:`start_iteration`).
+:func:`start_iteration` builds the next iteration of an instance (vLLM-like continuous batching): the running decode
+sequences (one token each), then chunks of prompts already being prefilled, then waiting requests in the scheduler's
+order (:meth:`~hetplan.sim.scheduler.Scheduler.admit`), within ``max_num_batched_tokens`` (minus the decode tokens
+when chunked prefill is on), ``max_num_seqs`` and the KV cache. When the running sequences would outgrow the KV
+cache, the scheduler's victim is preempted first (:func:`preempt`). A waiting request whose KV is present
+(transferred, restored) joins decoding; one whose KV sits on a host tier is restored when the scheduler's
+``restore_ok`` says so (CASCADE: the transfer fits its budget), else recomputed; a prompt whose prefix blocks sit on
+the host tier (:mod:`hetplan.sim.prefix`) takes its slot and KV and waits for their restore before its prefill
+continues; a prompt longer than the token cap runs alone without chunked prefill. The waiting queue is the
+instance's pool's, shared with the other instances of its role in its group (:mod:`hetplan.sim.dispatch`); a request
+whose KV sits on another instance's host tier is passed over. The engine (:mod:`hetplan.sim.engine`) calls these on
+arrivals and iteration ends; exactly one iteration of an instance is in flight at a time (:func:`start_iteration`).
 
 Source: engine behaviour after vLLM's scheduler; the details are hetplan's own reconstruction.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hetplan.sim.instance import RESTORED, STEP_END, Instance
+from hetplan.sim.instance import PREFIX_RESTORED, RESTORED, STEP_END, Instance
 from hetplan.units import GIB
 
 if TYPE_CHECKING:
@@ -78,10 +79,13 @@ def start_iteration(sim: Simulator, inst: Instance, now: float) -> None:
     pieces: list[tuple[int, int]] = []
     tokens = 0.0
     sq = 0.0
-    # partly prefilled prompts continue first
+    # partly prefilled prompts continue first (not those whose prefix is still being restored)
+    restoring = sim.restoring
     for rid in inst.prefilling:
         if budget <= 0:
             break
+        if restoring and rid in restoring:
+            continue
         left = sim.need[rid] - sim.done_pref[rid]
         take = left if left <= budget else budget
         k = sim.done_pref[rid]
@@ -127,6 +131,7 @@ def _admit(
     sched = sim.scheduler
     full = inst.tok_cap
     taken: list[int] = []  # indices into waiting
+    restoring: list[int] = []  # admitted with a prefix restore from the host tier (no piece this iteration)
     before = len(pieces)
     state: list[float] = [budget, slots]  # tokens left, slots left
 
@@ -169,8 +174,29 @@ def _admit(
             return False
         # prefix caching (hetplan.sim.prefix): the prompt's leading blocks cached here are not computed again
         prefix = sim.prefix
-        hit = prefix.match(inst, rid, sim.prompt[rid]) if prefix is not None and inst.role != "decode" else 0
+        hit, restore = (
+            prefix.match(inst, rid, sim.prompt[rid]) if prefix is not None and inst.role != "decode" else (0, 0.0)
+        )
         left = need - hit
+        if restore > 0.0:  # part of the prefix sits on the host tier: restored first, then the rest is prefilled
+            assert prefix is not None
+            if inst.kv_used + need + 1 > inst.cap:
+                return False
+            prefix.use(inst, rid, sim.prompt[rid], hit, restore)
+            sim.done_pref[rid] = hit
+            inst.pool.qtok -= hit
+            if sim.record and sim.first[rid] == _INF and sim.scheduled_s[rid] != sim.scheduled_s[rid]:
+                sim.scheduled_s[rid] = now
+                sim.estimate_s[rid] = sched.estimate_s(sim, inst, rid, now)
+            inst.kv_used += need
+            sim.restoring.add(rid)  # in ``prefilling`` (its slot taken), computed from the restore's end on
+            sim.push(now + restore, PREFIX_RESTORED, inst.idx, rid)
+            if sim.pin[rid] >= 0:  # admitted where the prefix router bound it
+                sim.pinned_n[sim.pin[rid]] -= 1
+            restoring.append(rid)
+            state[1] -= 1
+            taken.append(i)
+            return True
         if left <= limit_tokens:
             grant = left
         elif chunked and limit_tokens >= 1:
@@ -189,6 +215,8 @@ def _admit(
             sim.scheduled_s[rid] = now
             sim.estimate_s[rid] = sched.estimate_s(sim, inst, rid, now)
         inst.kv_used += need
+        if sim.pin[rid] >= 0:  # admitted where the prefix router bound it
+            sim.pinned_n[sim.pin[rid]] -= 1
         pieces.append((rid, grant))
         state[0] -= grant
         state[1] -= 1
@@ -206,6 +234,7 @@ def _admit(
     appended = len(pieces) - before
     for rid, _ in pieces[before:]:
         inst.prefilling.append(rid)
+    inst.prefilling.extend(restoring)
     return appended
 
 

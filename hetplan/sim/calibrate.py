@@ -14,6 +14,8 @@ q₂ is then chosen from :data:`Q2_CANDIDATES` under CASCADE with the fitted κ 
 goodput (requests meeting every SLO per second of the serving span) × Jain's index over the classes' joint
 attainment (ties: the smaller q₂): goodput alone favours q₂ = 0, which starves Tier 2 (DESIGN §4: "starves at
 q₂ = 0"); the product is hetplan's choice of a fairness-aware objective (the paper does not say how q₂ is chosen).
+With several classes q₂ is then chosen **per class** (``q2_by_class``, only when it beats the single q₂:
+:func:`hetplan.sim.cascade.choose_q2_by_class`, one coordinate pass over the same candidates and objective).
 The result goes into the plan (``cascade`` block) and into a small router config.
 
 Source: calibration procedure after DESIGN §3.4 (CASCADE calibrates κ on a trace so that P(TTFT ≤ T̂) ≥ q);
@@ -31,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hetplan.errors import InputError
 from hetplan.plan.types import Plan
-from hetplan.sim.cascade import CascadeSettings
+from hetplan.sim.cascade import CascadeSettings, choose_q2_by_class
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.metrics import measure
@@ -183,6 +185,14 @@ def calibrate_fit(
                              jain_index=m.jain_index,
                              objective=rnd(fairness_objective(m.goodput_req_per_s, m.jain_index), 6)))  # fmt: skip
     best = max(sweep, key=lambda r: (r.objective or 0.0, -r.q2))
+
+    def objective(settings: CascadeSettings) -> float:
+        m = run(settings, on=q2_stream)[0]
+        return fairness_objective(m.goodput_req_per_s, m.jain_index)
+
+    step("q2 per class")
+    base = replace(fitted_base, q2=best.q2)
+    q2_by_class = choose_q2_by_class(base, stream.class_names, Q2_CANDIDATES, objective, float(best.objective or 0.0))
     classes = {}
     for c, name in enumerate(stream.class_names):
         sel = (stream.class_id == c) & ok
@@ -199,6 +209,7 @@ def calibrate_fit(
         kappa=kappa,
         kappa_by_class=dict(sorted(by_class.items())),
         q2=best.q2,
+        q2_by_class=dict(q2_by_class) if q2_by_class else None,
         q2_objective="goodput x Jain index over the classes (ties: the smaller q2)",
         tier2_order=planned.tier2_order,
         quantile=quantile,
@@ -217,6 +228,7 @@ class _RouterInputs(BaseModel):
     kappa: Any
     kappa_by_class: Any = Field(default_factory=dict)
     q2: Any
+    q2_by_class: Any = None
     tier2_order: Any = "least-budget"
     quantile: Any = None
     classes: Any
@@ -233,6 +245,7 @@ def router_config(plan: Plan, cascade: Mapping[str, Any] | CascadeCalibration) -
         "kappa": c.kappa,
         "kappa_by_class": c.kappa_by_class,
         "q2": c.q2,
+        **({"q2_by_class": c.q2_by_class} if c.q2_by_class else {}),
         "tier2_order": c.tier2_order,
         "quantile": c.quantile,
         "estimator": (

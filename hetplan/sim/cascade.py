@@ -10,6 +10,10 @@ reference library, so the section cited is hetplan's summary of it):
   earlier in Tier 1 or demoted to Tier 2 earlier.
 - **κ per class** ("κ = safety coefficient, calibrated so that P(actual TTFT ≤ T̂) ≥ q on a trace"): ``kappa``
   for every request, overridden per class by ``kappa_by_class`` (``hetplan calibrate`` fits one per class).
+- **q₂ per class**: ``q2`` for every request, overridden per class by ``q2_by_class`` (``hetplan calibrate``
+  chooses one per class, :func:`choose_q2_by_class`). The reserved share belongs to an iteration, not a request:
+  hetplan's reconstruction takes the q₂ of the request first in line in Tier 2 (the one the reserve serves
+  first), so a class with a larger q₂ gets a larger reserve while one of its requests heads Tier 2.
 - **budget, re-computed every iteration** ("Budget = SLO − elapsed wait − T̂ ... re-tier as budgets change"): at
   every scheduling iteration of an instance the budget of each waiting request is ``arrival + TTFT SLO − now −
   T̂`` with T̂ at the instance's load now, so requests move between tiers as they wait and as the load changes.
@@ -36,8 +40,10 @@ Choices the text leaves open, and which hetplan took (``docs/cascade.md`` shows 
   the most overdue first) by default; ``"largest-budget"`` serves the least overdue first (the ones closest to
   being saved);
 - the load definitions of T(current) and T(max), the output predictor and the running average of step times
-  in decode budgets are hetplan's own reconstruction; the simulator has no prefix cache, so T̂'s
-  prefix-cache hit is 0.
+  in decode budgets are hetplan's own reconstruction; T̂ prices the prompt's whole prefill (its prefix-cache
+  hit is not subtracted: conservative where prefixes are reused).
+- prefix blocks evicted from HBM spill to the same host tier as preempted sequences (:mod:`hetplan.sim.prefix`),
+  DRAM then SSD, and a later hit there is restored rather than recomputed.
 
 Source: DESIGN §3.4 (CASCADE, Microsoft/UBC/NVIDIA); the per-request estimator, the credit form of the reserved
 share, the decode budgets and the host tier model are hetplan's own reconstruction.
@@ -46,7 +52,8 @@ share, the decode budgets and the host tier model are hetplan's own reconstructi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -72,6 +79,8 @@ class CascadeSettings:
         kappa: safety coefficient κ of the TTFT estimate (calibrate with ``hetplan calibrate``).
         q2: share of each batch reserved for Tier 2 (0..1).
         kappa_by_class: ``((class, κ), ...)``: κ of the requests of a class (others use ``kappa``).
+        q2_by_class: ``((class, q₂), ...)``: q₂ of the requests of a class (others use ``q2``); an iteration's
+            reserved share is the q₂ of the Tier-2 request first in line (module docstring).
         tier2_order: ``least-budget`` (default) or ``largest-budget`` first inside Tier 2.
         dram_gib: host DRAM for offloaded KV per instance, GiB (used when the run has no shared host tier).
         dram_gb_per_s / ssd_gb_per_s: restore bandwidth of each tier, bytes/s ÷ 1e9.
@@ -84,6 +93,7 @@ class CascadeSettings:
     kappa: float = 1.0
     q2: float = 0.1
     kappa_by_class: tuple[tuple[str, float], ...] = ()
+    q2_by_class: tuple[tuple[str, float], ...] = ()
     tier2_order: str = "least-budget"
     dram_gib: float = 256.0
     dram_gb_per_s: float = 25.0
@@ -98,6 +108,9 @@ class CascadeSettings:
                 raise InputError(f"CASCADE kappa of class {name!r} must be > 0, got {k}", fix="re-run calibrate")
         if not (0.0 <= self.q2 <= 1.0):
             raise InputError(f"CASCADE q2 must be in [0, 1], got {self.q2}", fix="pass e.g. --q2 0.1")
+        for name, q in self.q2_by_class:
+            if not (0.0 <= q <= 1.0):
+                raise InputError(f"CASCADE q2 of class {name!r} must be in [0, 1], got {q}", fix="re-run calibrate")
         if self.tier2_order not in TIER2_ORDERS:
             raise InputError(
                 f"CASCADE tier2_order must be one of {', '.join(TIER2_ORDERS)}, got {self.tier2_order!r}",
@@ -124,6 +137,7 @@ class CascadeScheduler(Scheduler):
         self.q2 = self.cfg.q2
         self.largest_first_t2 = self.cfg.tier2_order == "largest-budget"
         self.kappa_req = np.zeros(0)
+        self.q2_req = np.zeros(0)  # per request: its class's q₂
         self.deadline = np.zeros(0)  # per request: the static part of its budget (seconds from 0)
         self.remaining = np.zeros(0)  # per request: prompt tokens to prefill when it entered the queue
         self.t_static = np.zeros(0)  # per request: κ·(T(max load) + 2·transfer)/2, fixed while it waits
@@ -138,7 +152,11 @@ class CascadeScheduler(Scheduler):
         names = sim.stream.class_names
         by = dict(self.cfg.kappa_by_class)
         per_class = np.array([by.get(name, self.kappa) for name in names] or [self.kappa], dtype=float)
-        self.kappa_req = per_class[np.asarray(sim.stream.class_id, dtype=np.int64)] if n else np.zeros(0)
+        cid = np.asarray(sim.stream.class_id, dtype=np.int64)
+        self.kappa_req = per_class[cid] if n else np.zeros(0)
+        q2_by = dict(self.cfg.q2_by_class)
+        q2_class = np.array([q2_by.get(name, self.q2) for name in names] or [self.q2], dtype=float)
+        self.q2_req = q2_class[cid] if n else np.zeros(0)
         self.deadline = np.zeros(n)
         self.remaining = np.zeros(n)
         self.t_static = np.zeros(n)
@@ -197,6 +215,11 @@ class CascadeScheduler(Scheduler):
     def _tier(self, sim: Simulator) -> hostkv.HostKvTier:
         return sim.cfg.host_kv or self.cfg.tier
 
+    def host_tier(self, sim: Simulator) -> hostkv.HostKvTier | None:
+        """The run's host tier, else this scheduler's own: its preempted sequences and the prefix blocks evicted
+        from HBM use the same one."""
+        return self._tier(sim)
+
     def on_preempt(self, sim: Simulator, inst: Instance, rid: int, ctx: int) -> None:
         hostkv.offload(sim, inst, self._tier(sim), rid, ctx)
 
@@ -247,10 +270,12 @@ class CascadeScheduler(Scheduler):
         t2_tokens = 0.0
         has_t2 = bool(t2) or t2_cont > 0
         # Tier 2's reserved share: a credit of ceil(q2 x the iteration's token budget) per iteration, spent by
-        # Tier-2 work (including chunks of prompts already started), so the long-run share is at least q2
-        if self.q2 > 0 and has_t2:
-            credit = min(inst.t2_credit + math.ceil(self.q2 * total_budget), float(inst.tok_cap)) - t2_cont
-            s_lim = max(1, int(self.q2 * state[1] + 0.5))
+        # Tier-2 work (including chunks of prompts already started), so the long-run share is at least q2; q2 is
+        # the class q2 of the Tier-2 request first in line (the run's q2 when only started chunks are in Tier 2)
+        q2 = float(self.q2_req[rids[t2[0]]]) if t2 else self.q2
+        if q2 > 0 and has_t2:
+            credit = min(inst.t2_credit + math.ceil(q2 * total_budget), float(inst.tok_cap)) - t2_cont
+            s_lim = max(1, int(q2 * state[1] + 0.5))
             used_s = 0
             while nxt < len(t2) and used_s < s_lim and credit >= 1:
                 t0 = state[0]
@@ -276,4 +301,38 @@ class CascadeScheduler(Scheduler):
             sim.counters["tier2_tokens"] += t2_tokens + t2_cont
 
 
-__all__ = ["TIER2_ORDERS", "CascadeScheduler", "CascadeSettings"]
+def choose_q2_by_class(
+    settings: CascadeSettings,
+    class_names: Sequence[str],
+    candidates: Sequence[float],
+    objective: Callable[[CascadeSettings], float],
+    base_objective: float,
+) -> tuple[tuple[str, float], ...]:
+    """q₂ per class, chosen from ``settings`` (its ``q2`` already the best single value, ``base_objective`` its
+    objective): one coordinate pass, each class's q₂ over ``candidates`` with the other classes at ``q2`` (the
+    largest objective; ties: the smaller q₂), then the combination is run once and kept only when its objective is
+    at least ``base_objective`` (else ``()``: every class uses ``q2``). One class: ``()`` without a run.
+
+    Args:
+        objective: the calibration objective of a run with given settings (goodput × Jain in ``hetplan
+            calibrate``); runs ``len(class_names) · (len(candidates) − 1) + 1`` times at most.
+    """
+    if len(class_names) < 2:
+        return ()
+    chosen: list[tuple[str, float]] = []
+    for name in class_names:
+        best, best_q = base_objective, settings.q2
+        for q in candidates:
+            if q == settings.q2:
+                continue
+            val = objective(replace(settings, q2_by_class=((name, q),)))
+            if val > best or (val == best and q < best_q):
+                best, best_q = val, q
+        chosen.append((name, best_q))
+    per = tuple(sorted((n, q) for n, q in chosen if q != settings.q2))
+    if not per:
+        return ()
+    return per if objective(replace(settings, q2_by_class=per)) >= base_objective else ()
+
+
+__all__ = ["TIER2_ORDERS", "CascadeScheduler", "CascadeSettings", "choose_q2_by_class"]

@@ -63,7 +63,7 @@ from hetplan.sim.batching import start_iteration
 from hetplan.sim.deployment import Deployment
 from hetplan.sim.dispatch import make_pools, queue_in_pool
 from hetplan.sim.estimate import TtftEstimator
-from hetplan.sim.instance import ARRIVE, KV_DONE, STEP_END, Instance, Pool
+from hetplan.sim.instance import ARRIVE, KV_DONE, PREFIX_RESTORED, STEP_END, Instance, Pool
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.prefix import PrefixCaches
 from hetplan.sim.result import SimResult
@@ -145,6 +145,7 @@ class Simulator:
         self.offload = [0] * n  # KV kept by the scheduler on preemption: 0 none, 1 DRAM, 2 SSD
         self.home = [-1] * n  # the instance that preempted it last (holds an offloaded KV)
         self.pin = [-1] * n  # the prefix router's instance for the request's prefill (-1: any of its pool)
+        self.pinned_n = [0] * len(dep.instances)  # per instance: requests bound to it by ``pin``, not yet admitted
         self.first = [_INF] * n
         self.last = [0.0] * n
         self.done = [_INF] * n
@@ -167,7 +168,15 @@ class Simulator:
         self.router = Router(dep.routing_table(), self.cfg.router, self.cfg.seed)
         # prefix caching (hetplan.sim.prefix): with the stream's block ids, unless the settings switch it off
         blocks = stream.prefix_blocks
-        self.prefix = PrefixCaches(blocks, len(self.insts)) if blocks is not None and self.cfg.prefix_cache else None
+        # evicted blocks spill to the host tier the scheduler offloads to (none: dropped)
+        self.prefix = (
+            PrefixCaches(
+                blocks, len(self.insts), scheduler.host_tier(self), self.kv_bytes_per_token, self.cfg.prefix_hbm_blocks
+            )
+            if blocks is not None and self.cfg.prefix_cache
+            else None
+        )
+        self.restoring: set[int] = set()  # prompts whose prefix blocks are being restored from the host tier
         if self.cfg.router == "prefix" and self.prefix is None:
             raise InputError(
                 "the prefix router needs prefix caching",
@@ -259,9 +268,12 @@ class Simulator:
 
     def _pin(self, gi: int, rid: int, prompt: int) -> int:
         """The prefix router inside group ``gi``: the prefill instance with the best score ``cached share − load
-        share`` (load: its outstanding requests over the pool's most), when that instance holds part of the
-        prompt's prefix; -1 (the pool's shared queue) when none does. A request that groups could route anywhere
-        is so bound to the cache that holds its prefix, as llm-d's endpoint picker binds it to a pod."""
+        share`` (load: its running and prefilling requests plus those bound to it and still waiting, over the
+        pool's most), when that instance holds part of the prompt's prefix; -1 (the pool's shared queue) when none
+        does. A request that groups could route anywhere is so bound to the cache that holds its prefix, as llm-d's
+        endpoint picker binds it to a pod. (The load was ``Instance.outstanding``, which counts only preempted
+        sequences in and every finish out: it sent arrivals to the instance that had finished most, and a run
+        with a shared system prompt queued nearly everything on one instance.)"""
         assert self.prefix is not None
         members = self.pools[gi][0].members
         if len(members) < 2:
@@ -270,10 +282,14 @@ class Simulator:
         cached = [self.prefix.cached_blocks(rid, prompt, [m.idx]) for m in members]
         if not max(cached):
             return -1
-        top = max(max(m.outstanding for m in members), 1)
-        score = [c / max(whole, 1) - m.outstanding / top for c, m in zip(cached, members, strict=True)]
+        load = [len(m.running) + len(m.prefilling) + self.pinned_n[m.idx] for m in members]
+        top = max(max(load), 1)
+        score = [c / max(whole, 1) - x / top for c, x in zip(cached, load, strict=True)]
         best = max(range(len(members)), key=lambda k: (score[k], -k))
-        return members[best].idx if cached[best] else -1
+        if not cached[best]:
+            return -1
+        self.pinned_n[members[best].idx] += 1
+        return members[best].idx
 
     def start_decoding(self, inst: Instance, rid: int, now: float) -> None:
         """``rid`` (KV present, ``gen`` tokens so far) decodes from the next iteration on."""
@@ -431,6 +447,10 @@ class Simulator:
                 self._kv_done(inst, b, now)
             elif kind == ARRIVE:
                 self._arrive(b, now)
+            elif kind == PREFIX_RESTORED:  # the prompt's prefill continues from the next iteration
+                self.restoring.discard(b)
+                if not inst.busy:
+                    start_iteration(self, inst, now)
             else:  # KV restored from the host tier (reserved at admission): joins at the next iteration
                 inst.ready.append(b)
                 if not inst.busy:

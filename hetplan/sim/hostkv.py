@@ -8,6 +8,10 @@ than recomputing the prefill, CASCADE only when the transfer fits the request's 
 (the default) a victim's KV is dropped and recomputed, as vLLM V1 does, except under CASCADE, which then uses the
 tier of its own settings (``CascadeSettings``; its behaviour before the tier was shared).
 
+The same tier holds prefix blocks evicted from an instance's HBM prefix cache (:mod:`hetplan.sim.prefix`): they
+spill to DRAM (the room the instance's offloaded sequences leave), DRAM's least recent spill to SSD (``ssd_gib``),
+and a later lookup that finds them there restores them instead of recomputing them.
+
 Source: offload to host memory as vLLM V0's swap preemption and LMCache/Mooncake's KV stores do; the tier model
 (fixed bandwidth and latency, DRAM before SSD) is hetplan's own reconstruction. Calibrate the bandwidths with a
 host↔device copy benchmark (e.g. ``nvbandwidth``) and the SSD's sequential read figure.
@@ -15,6 +19,7 @@ host↔device copy benchmark (e.g. ``nvbandwidth``) and the SSD's sequential rea
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,21 +39,25 @@ class HostKvTier:
         dram_gib: host DRAM for offloaded KV per instance, GiB (0: SSD only).
         dram_gb_per_s / ssd_gb_per_s: restore bandwidth of each tier, bytes/s ÷ 1e9.
         restore_latency_s: fixed latency per restore, seconds.
+        ssd_gib: SSD room for spilled prefix blocks per instance, GiB (default unbounded; preempted sequences
+            offloaded to SSD are not limited by it).
 
     Raises:
-        InputError: a bandwidth ≤ 0, a negative DRAM size or latency.
+        InputError: a bandwidth ≤ 0, a negative DRAM or SSD size or latency.
     """
 
     dram_gib: float = 256.0
     dram_gb_per_s: float = 25.0
     ssd_gb_per_s: float = 5.0
     restore_latency_s: float = 0.001
+    ssd_gib: float = math.inf
 
     def __post_init__(self) -> None:
-        if self.dram_gb_per_s <= 0 or self.ssd_gb_per_s <= 0 or self.dram_gib < 0 or self.restore_latency_s < 0:
+        bad_size = self.dram_gib < 0 or not self.ssd_gib >= 0
+        if self.dram_gb_per_s <= 0 or self.ssd_gb_per_s <= 0 or bad_size or self.restore_latency_s < 0:
             raise InputError(
-                "host KV tier bandwidths must be > 0 and its DRAM size and latency >= 0",
-                fix="fix the host tier settings (dram_gib, dram_gb_per_s, ssd_gb_per_s, restore_latency_s)",
+                "host KV tier bandwidths must be > 0 and its DRAM and SSD sizes and latency >= 0",
+                fix="fix the host tier settings (dram_gib, ssd_gib, dram_gb_per_s, ssd_gb_per_s, restore_latency_s)",
             )
 
 

@@ -16,9 +16,10 @@ from hetplan.sim.deployment import StepCost
 if TYPE_CHECKING:
     from hetplan.sim.estimate import TtftEstimator
 
-STEP_END, KV_DONE, RESTORED, ARRIVE = 1, 2, 3, 4
+STEP_END, KV_DONE, RESTORED, ARRIVE, PREFIX_RESTORED = 1, 2, 3, 4, 5
 """Event kinds: an iteration ends; a prefill→decode KV transfer ends; a KV restore from a host tier ends; a
-closed-loop client sends its next request."""
+closed-loop client sends its next request; a prompt's prefix blocks are restored from the host tier
+(:mod:`hetplan.sim.prefix`)."""
 
 
 class Pool:
@@ -99,4 +100,4 @@ class Instance:
         self.est: TtftEstimator | None = None
 
 
-__all__ = ["ARRIVE", "KV_DONE", "RESTORED", "STEP_END", "Instance", "Pool"]
+__all__ = ["ARRIVE", "KV_DONE", "PREFIX_RESTORED", "RESTORED", "STEP_END", "Instance", "Pool"]

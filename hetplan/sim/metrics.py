@@ -37,6 +37,7 @@ from hetplan.sim.result import (
     ClassMetrics,
     LatencyStats,
     PrefixCacheStats,
+    PrefixTierStats,
     RunMetrics,
     SimResult,
     TimeWindow,
@@ -306,7 +307,8 @@ PREFIX_COUNTERS = ("prefix_hit_blocks", "prefix_miss_blocks", "prefix_evicted_bl
 
 def _prefix_cache(counters: dict[str, float]) -> PrefixCacheStats | None:
     """The prefix-cache totals when the run had prefix caching (:mod:`hetplan.sim.prefix`), else None: hits,
-    misses and evictions in blocks, the reused and looked-up prompt tokens and their ratio."""
+    misses and evictions in blocks, the reused and looked-up prompt tokens and their ratio; with a host tier also
+    each tier's blocks, the tokens restored from it and the restore time."""
     if PREFIX_COUNTERS[0] not in counters:
         return None
     hit_blocks, miss_blocks, evicted_blocks, hit, looked = (counters[k] for k in PREFIX_COUNTERS)
@@ -317,7 +319,21 @@ def _prefix_cache(counters: dict[str, float]) -> PrefixCacheStats | None:
         hit_tokens=int(hit),
         lookup_tokens=int(looked),
         token_hit_rate=rnd(hit / looked, 5) if looked else 0.0,
+        **(
+            {
+                "dram": _tier(counters, "dram"),
+                "ssd": _tier(counters, "ssd"),
+                "host_hit_tokens": int(counters["prefix_host_hit_tokens"]),
+                "restore_s": rnd(counters["prefix_restore_s"], 6),
+            }
+            if "prefix_dram_hit_blocks" in counters
+            else {}
+        ),
     )
+
+
+def _tier(counters: dict[str, float], tier: str) -> PrefixTierStats:
+    return PrefixTierStats(**{k: int(counters[f"prefix_{tier}_{k}_blocks"]) for k in ("hit", "miss", "evicted")})
 
 
 __all__ = [

@@ -123,8 +123,17 @@ class Utilization(Doc):
     by_instance: dict[str, float]
 
 
+class PrefixTierStats(Doc):
+    """One host tier's prefix blocks (DRAM or SSD): hits, misses and evictions, in blocks."""
+
+    hit: int
+    miss: int
+    evicted: int
+
+
 class PrefixCacheStats(Doc):
-    """Prefix-cache totals of a run (:mod:`hetplan.sim.prefix`): blocks, prompt tokens and the token hit rate."""
+    """Prefix-cache totals of a run (:mod:`hetplan.sim.prefix`): blocks, prompt tokens and the token hit rate; with
+    a host tier also each tier's blocks (``dram``, ``ssd``), the tokens restored from it and the restore time (s)."""
 
     hit_blocks: int
     miss_blocks: int
@@ -132,6 +141,10 @@ class PrefixCacheStats(Doc):
     hit_tokens: int
     lookup_tokens: int
     token_hit_rate: float
+    dram: PrefixTierStats | None = Field(default=None, exclude_if=_absent)
+    ssd: PrefixTierStats | None = Field(default=None, exclude_if=_absent)
+    host_hit_tokens: int | None = Field(default=None, exclude_if=_absent)
+    restore_s: float | None = Field(default=None, exclude_if=_absent)
 
 
 class TimeWindow(Doc):
@@ -320,6 +333,7 @@ class CascadeCalibration(Doc):
     kappa: float
     kappa_by_class: dict[str, float]
     q2: float
+    q2_by_class: dict[str, float] | None = Field(default=None, exclude_if=_absent)
     q2_objective: str | None = Field(default=None, exclude_if=_absent)
     tier2_order: str
     quantile: float
@@ -343,6 +357,7 @@ __all__ = [
     "Doc",
     "LatencyStats",
     "PrefixCacheStats",
+    "PrefixTierStats",
     "Q2Point",
     "RunMetrics",
     "SimResult",

@@ -50,7 +50,10 @@ class SimConfig:
         chunked_prefill: split long prompts across iterations (vLLM V1's default).
         drain_s: simulated seconds allowed after the last arrival; requests still unfinished then are misses.
         host_kv: a host KV tier every policy offloads preempted KV to (:mod:`hetplan.sim.hostkv`); None (the
-            default): preempted KV is dropped and recomputed (CASCADE then uses its own settings' tier).
+            default): preempted KV is dropped and recomputed (CASCADE then uses its own settings' tier). Prefix
+            blocks evicted from HBM spill to the same tier (:mod:`hetplan.sim.prefix`).
+        prefix_cache: prefix caching on (when the stream has prefix blocks).
+        prefix_hbm_blocks: cap on an instance's HBM prefix-cache blocks (None: the KV room left only).
     """
 
     router: str = "round-robin"
@@ -59,12 +62,15 @@ class SimConfig:
     drain_s: float = 3600.0
     host_kv: HostKvTier | None = None
     prefix_cache: bool = True
+    prefix_hbm_blocks: int | None = None
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
             raise InputError(f"unknown router {self.router!r}", f"known: {', '.join(ROUTERS)}", "pick one of them")
         if not self.drain_s > 0:
             raise InputError(f"drain_s must be > 0, got {self.drain_s}", fix="pass a positive drain time")
+        if self.prefix_hbm_blocks is not None and self.prefix_hbm_blocks < 0:
+            raise InputError(f"prefix_hbm_blocks must be >= 0, got {self.prefix_hbm_blocks}", fix="e.g. 1024 or None")
 
 
 class Router:

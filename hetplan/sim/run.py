@@ -72,6 +72,7 @@ class _CascadeBlock(BaseModel):
     kappa: float = Field(default=1.0, gt=0, allow_inf_nan=False, strict=True)
     q2: float = Field(default=0.1, ge=0, le=1, allow_inf_nan=False, strict=True)
     kappa_by_class: dict[str, float] = Field(default_factory=dict)
+    q2_by_class: dict[str, float] = Field(default_factory=dict)
     tier2_order: Literal["least-budget", "largest-budget"] = "least-budget"
     classes: dict[str, _CascadeClass] = Field(default_factory=dict)
 
@@ -81,6 +82,14 @@ class _CascadeBlock(BaseModel):
         for name, k in v.items():
             if not (isinstance(k, int | float) and math.isfinite(k) and k > 0):
                 raise ValueError(f"kappa of class {name!r} must be a finite number > 0")
+        return v
+
+    @field_validator("q2_by_class")
+    @classmethod
+    def _share(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, q in v.items():
+            if not (isinstance(q, int | float) and 0.0 <= q <= 1.0):
+                raise ValueError(f"q2 of class {name!r} must be a number in [0, 1]")
         return v
 
 
@@ -114,7 +123,10 @@ def plan_cascade(plan: Plan) -> CascadeSettings:
     """
     block = cascade_block(plan)
     by_class = tuple(sorted((str(k), float(v)) for k, v in block.kappa_by_class.items()))
-    return CascadeSettings(kappa=block.kappa, q2=block.q2, kappa_by_class=by_class, tier2_order=block.tier2_order)
+    q2_by = tuple(sorted((str(k), float(v)) for k, v in block.q2_by_class.items()))
+    return CascadeSettings(
+        kappa=block.kappa, q2=block.q2, kappa_by_class=by_class, q2_by_class=q2_by, tier2_order=block.tier2_order
+    )
 
 
 class _ScenarioClasses(BaseModel):

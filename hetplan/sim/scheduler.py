@@ -113,6 +113,11 @@ class Scheduler(ABC):
         if tier is not None:
             hostkv.offload(sim, inst, tier, rid, ctx)
 
+    def host_tier(self, sim: Simulator) -> hostkv.HostKvTier | None:
+        """The host tier this policy offloads to, which prefix blocks evicted from HBM spill to too
+        (:mod:`hetplan.sim.prefix`). Default: the run's (``SimConfig.host_kv``), None when it has none."""
+        return sim.cfg.host_kv
+
     def restore_s(self, sim: Simulator, rid: int) -> float:
         """Seconds to bring back the KV of ``rid`` from its host tier (only asked when ``on_preempt`` kept it);
         infinite when the run has no host tier."""

@@ -70,3 +70,53 @@ def test_sjf_still_wins_goodput_in_requests_here(overload):
     """What does not reproduce (docs/cascade.md): in requests per second SJF is ahead of CASCADE in this overload,
     by serving the short class and dropping the long one."""
     assert overload["sjf"]["goodput_req_per_s"] > overload["cascade"]["goodput_req_per_s"]
+
+
+def test_the_tier2_reserve_uses_the_q2_of_the_class_first_in_line():
+    # issue 32: q2 per class. Every class at q2 = 0.3 through q2_by_class is the run with q2 = 0.3; only the long
+    # class at 0.3 differs from both (the reserve follows the class of the Tier-2 request first in line)
+    dep = simple_deployment(model="Llama-3.1-8B", max_num_batched_tokens=2048)
+    stream = _mixed_stream(24.0, n=300)
+
+    def run(settings: CascadeSettings) -> dict:
+        res = Simulator(dep, stream, get_scheduler("cascade", settings), SimConfig()).run()
+        return {"done": res.done_s.tolist(), "tier2": res.counters["tier2_tokens"]}
+
+    zero, all_03 = run(CascadeSettings(q2=0.0)), run(CascadeSettings(q2=0.3))
+    assert zero != all_03  # premise: q2 matters in this overload
+    assert run(CascadeSettings(q2=0.0, q2_by_class=(("chat", 0.3), ("long", 0.3)))) == all_03
+    assert run(CascadeSettings(q2=0.3, q2_by_class=(("chat", 0.0), ("long", 0.0)))) == zero
+    long_only = run(CascadeSettings(q2=0.0, q2_by_class=(("long", 0.3),)))
+    assert long_only not in (zero, all_03)
+
+
+def test_q2_by_class_is_validated():
+    from hetplan.errors import InputError
+
+    with pytest.raises(InputError, match="q2 of class 'chat' must be in"):
+        CascadeSettings(q2_by_class=(("chat", 1.5),))
+
+
+def test_choose_q2_by_class_keeps_a_combination_only_when_it_beats_the_single_q2():
+    from hetplan.sim.cascade import choose_q2_by_class
+
+    base = CascadeSettings(q2=0.1)
+    # a made-up objective: class a is best at 0.3, class b at 0.0 (its value at 0.1 is what the base run scored)
+    best = {"a": 0.3, "b": 0.0}
+
+    def objective(st: CascadeSettings) -> float:
+        per = dict(st.q2_by_class)
+        return sum(1.0 - abs(per.get(c, st.q2) - q) for c, q in best.items())
+
+    calls: list[CascadeSettings] = []
+
+    def counted(st: CascadeSettings) -> float:
+        calls.append(st)
+        return objective(st)
+
+    got = choose_q2_by_class(base, ["a", "b"], (0.0, 0.1, 0.3), counted, objective(base))
+    assert got == (("a", 0.3), ("b", 0.0))
+    assert len(calls) == 2 * 2 + 1
+    assert choose_q2_by_class(base, ["a"], (0.0, 0.1, 0.3), counted, objective(base)) == ()
+    # a combination worse than the single q2 is dropped
+    assert choose_q2_by_class(base, ["a", "b"], (0.0, 0.1, 0.3), lambda st: 0.0 if st.q2_by_class else 1.0, 1.0) == ()

@@ -54,6 +54,9 @@ def test_calibrate_writes_per_class_kappa_and_the_router_config_carries_it(plan_
     plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
     rc = router_config(plan, block)
     assert rc["kappa_by_class"] == block["kappa_by_class"] and rc["q2"] == block["q2"]
+    # q2 per class (issue 32): present only where it beat the single q2; the settings and the router read it
+    assert plan_cascade(plan).q2_by_class == tuple(sorted(block.get("q2_by_class", {}).items()))
+    assert rc.get("q2_by_class") == block.get("q2_by_class")
     m = simulate(SimRequest(plan, stream, policy="cascade"))
     assert m["jain_index"] is not None and len(m["classes"]) == 2
 
@@ -65,3 +68,14 @@ def test_a_verification_with_classes_reports_per_class_attainment_and_jain():
     assert rep.attainment_by_class == {"chat": 1.0, "long": 0.5} and rep.jain_index == 0.9
     rows = dict(map(tuple, verification_rows(rep)))
     assert rows["attainment by class"] == "chat 100.0 %, long 50.0 %" and rows["Jain index (classes)"] == "0.900"
+
+
+def test_the_plans_cascade_block_carries_q2_per_class(plan_a):
+    from hetplan.errors import InputError
+
+    block = {"kappa": 1.2, "q2": 0.1, "q2_by_class": {"long": 0.3, "chat": 0.0}}
+    plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
+    assert plan_cascade(plan).q2_by_class == (("chat", 0.0), ("long", 0.3))
+    bad = replace(plan_a, extra={**plan_a.extra, "cascade": {"q2_by_class": {"long": 2.0}}})
+    with pytest.raises(InputError, match="cascade.q2_by_class"):
+        plan_cascade(bad)

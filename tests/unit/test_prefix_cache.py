@@ -271,3 +271,86 @@ def test_a_request_moved_to_a_roomier_group_is_not_bound_to_the_first_groups_cac
     sim.group_fit[0] = 3000  # group a holds the first prompt (and its blocks) but not the second
     res = sim.run()
     assert np.isfinite(res.done_s).all() and not res.dropped.any()  # the second went to group b and was served
+
+
+# Host tiers (issue 32: "CASCADE's host-DRAM/SSD tiers use the same blocks"). Llama-3-8B keeps 128 KiB of KV per
+# token: a 512-token block is 1/16 GiB, so HBM holds 2 blocks (prefix_hbm_blocks), DRAM 2 (0.125 GiB), SSD 2.
+# Four prompts of 2049 tokens (4 reusable blocks each), one a second, each over before the next:
+# R0 [1,2,3,4]: nothing cached, 4 recomputed; HBM keeps 1,2 (a prefix's head is the most recent), 3,4 spill to DRAM.
+# R1 [1,2,3,4]: 1,2 from HBM, 3,4 restored from DRAM; HBM again 1,2, DRAM 3,4.
+# R2 [10..13]: a new session, 4 recomputed; HBM keeps 10,11 and evicts 1,2,12,13 (in LRU order: 2,1,13,12) to
+#     DRAM, whose oldest (4,3,2,1) go to SSD, whose oldest (4,3) are dropped: DRAM 13,12, SSD 2,1.
+# R3 [1,2,3,4]: 1,2 restored from SSD, 3 is nowhere: the walk stops, 3,4 recomputed; its insert evicts 11,10,4,3
+#     from HBM to DRAM, which spills 13,12,11,10 to SSD, which drops 2,1,13,12.
+HOST_ROWS = [
+    (2049, [1, 2, 3, 4, 5]),
+    (2049, [1, 2, 3, 4, 6]),
+    (2049, [10, 11, 12, 13, 14]),
+    (2049, [1, 2, 3, 4, 7]),
+]
+
+
+def test_prefix_blocks_evicted_from_hbm_spill_to_dram_then_ssd_and_are_restored(tmp_path):
+    from hetplan.sim.hostkv import HostKvTier
+
+    stream = read_stream([str(_write(tmp_path / "host.jsonl", HOST_ROWS))])
+    dep = simple_deployment()
+    tier = HostKvTier(dram_gib=0.125, dram_gb_per_s=25.0, ssd_gb_per_s=5.0, restore_latency_s=0.001, ssd_gib=0.125)
+    cfg = SimConfig(host_kv=tier, prefix_hbm_blocks=2)
+    sim = Simulator(dep, stream, get_scheduler("fcfs"), cfg)
+    res = sim.run()
+    c = res.counters
+    assert (c["prefix_hit_blocks"], c["prefix_dram_hit_blocks"], c["prefix_ssd_hit_blocks"]) == (2, 2, 2)
+    assert c["prefix_ssd_miss_blocks"] == 4 + 0 + 4 + 2  # recomputed
+    assert c["prefix_miss_blocks"] == 16 - 2  # not in HBM
+    assert c["prefix_dram_miss_blocks"] == 16 - 2 - 2
+    assert c["prefix_evicted_blocks"] == 2 + 2 + 4 + 4  # R3's insert evicts 10, 11, 3, 4 (1, 2 are its head)
+    assert c["prefix_dram_evicted_blocks"] == 4 + 4 and c["prefix_ssd_evicted_blocks"] == 2 + 4
+    assert c["prefix_hit_tokens"] == 2 * 512 and c["prefix_host_hit_tokens"] == 4 * 512
+    # TTFT counts the restore: R1 restores 2 blocks from DRAM, then prefills its last token over 2048 cached ones
+    block = 512 * 131072.0
+    dram_s, ssd_s = 2 * block / 25e9 + 0.001, 2 * block / 5e9 + 0.001
+    assert c["prefix_restore_s"] == pytest.approx(dram_s + ssd_s)
+    cost = sim.insts[0].cost
+    ttft = res.first_token_s - stream.arrival_s
+    assert ttft[1] == pytest.approx(dram_s + cost.mixed_s(1, 2049**2 - 2048**2, 1, 0, 0.0))
+    assert ttft[3] == pytest.approx(ssd_s + cost.mixed_s(1025, 2049**2 - 1024**2, 1, 0, 0.0))
+    # without the host tier the evicted blocks are gone: R1 and R3 reuse HBM's 1,2 only (R2 evicted them: 0)
+    plain = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(prefix_hbm_blocks=2)).run().counters
+    assert plain["prefix_hit_blocks"] == 2 + 0 and "prefix_dram_hit_blocks" not in plain
+    # R1's DRAM restore (2 blocks at 25 GB/s) beats recomputing them; R3's SSD restore at 5 GB/s (38k tokens/s)
+    # does not beat an H100's prefill of this 8B model: restores are always taken, as LMCache loads what it holds
+    ttft_plain = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(prefix_hbm_blocks=2)).run().first_token_s
+    assert ttft[1] < (ttft_plain - stream.arrival_s)[1]
+
+
+def test_cascade_spills_prefix_blocks_to_its_own_host_tier(tmp_path):
+    stream = read_stream([str(_write(tmp_path / "host.jsonl", HOST_ROWS))])
+    res = Simulator(simple_deployment(), stream, get_scheduler("cascade"), SimConfig(prefix_hbm_blocks=2)).run()
+    c = res.counters  # CASCADE's default tier (256 GiB of DRAM) keeps every evicted block
+    assert (c["prefix_hit_blocks"], c["prefix_dram_hit_blocks"], c["prefix_ssd_hit_blocks"]) == (2, 2 + 4, 0)
+    assert c["prefix_ssd_miss_blocks"] == 8
+
+
+def test_the_prefix_router_spreads_requests_that_share_a_system_prompt(tmp_path):
+    # every request starts with the same two blocks (a system prompt), so every instance soon holds them and the
+    # router's choice is the load term: it must spread the requests (it sent them all to one instance when its
+    # load was a counter that only finishes moved)
+    rows = [(i * 20, 2000, [1, 2, 100 + i, 200 + i]) for i in range(60)]
+    path = tmp_path / "sys.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"timestamp": t, "input_length": p, "output_length": 200, "hash_ids": h}) + "\n"
+            for t, p, h in rows
+        ),
+        encoding="utf-8",
+    )
+    stream = read_stream([str(path)])
+    dep = simple_deployment(count=2)
+    px = Simulator(dep, stream, get_scheduler("fcfs"), SimConfig(router="prefix")).run()
+    shared = Simulator(dep, stream, get_scheduler("fcfs")).run()
+    busy = px.busy_s
+    assert busy.min() > 0.35 * busy.sum()  # both instances work
+    ttft_px = np.percentile(px.first_token_s - stream.arrival_s, 90)
+    ttft_shared = np.percentile(shared.first_token_s - stream.arrival_s, 90)
+    assert ttft_px < 2 * ttft_shared
