@@ -36,18 +36,12 @@ from hetplan.catalog.schemas import GpuSpec
 from hetplan.deploy_rules import Deployment, Finding, InstanceShape, instance_findings, kv_cache_dtype, pair_findings
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.perf.arch import ModelArch
-from hetplan.perf.capacity import (
-    ArrivalTrace,
-    DecodeCapacity,
-    LengthStats,
-    PrefillCapacity,
-    decode_capacities,
-    idle_ttft_points,
-    mgn_ttft_quantile_s,
-    prefill_capacities,
-    prefill_capacity,
-)
+from hetplan.perf.capacity import DecodeCapacity, PrefillCapacity, prefill_capacities, prefill_capacity
+from hetplan.perf.capacity_inputs import ArrivalTrace, LengthStats
+from hetplan.perf.decode_capacity import decode_capacities
 from hetplan.perf.latency import InstanceModel, kv_transfer_s, network_bytes_per_s
+from hetplan.perf.queueing import mgn_ttft_quantile_s
+from hetplan.perf.queueing_batch import idle_ttft_points
 from hetplan.perf.settings import PerfSettings
 from hetplan.plan.types import combo_label
 from hetplan.solvers.cauchy_infeasible import inventory_infeasible, slo_infeasible

@@ -35,14 +35,12 @@ import numpy as np
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.deploy_rules import instance_findings
 from hetplan.errors import InfeasibleError
-from hetplan.perf.capacity import (
-    BISECT_STEPS,
-    LengthStats,
-    decode_step_tables,
-    fluid_prefill_rates,
-    mg1_wait_quantile_s,
-)
+from hetplan.perf.batch_search import BISECT_STEPS
+from hetplan.perf.capacity import fluid_prefill_rates
+from hetplan.perf.capacity_inputs import LengthStats
+from hetplan.perf.decode_capacity import decode_step_tables
 from hetplan.perf.latency import InstanceModel
+from hetplan.perf.queueing import mg1_wait_quantile_s
 from hetplan.solvers.cauchy import PlanRequest, deployment_of, option_shape
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings, solve_slice_assignment
 from hetplan.solvers.packing import Purchased, solve_purchase

@@ -39,7 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hetplan.errors import InfeasibleError
-from hetplan.perf.capacity import PrefillCapacity, decode_capacities, prefill_capacities_by_stats
+from hetplan.perf.capacity import PrefillCapacity, prefill_capacities_by_stats
+from hetplan.perf.decode_capacity import decode_capacities
 from hetplan.solvers.cauchy import CandidateSet, Combo, PlanRequest
 from hetplan.solvers.melange import MIN_CAPACITY_REQ_PER_S, Bucket, InstanceType
 from hetplan.solvers.milp import MAX_SLICE_LOAD, solve_slice_assignment

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetplan.perf.capacity import erlang_c
+from hetplan.perf.queueing import erlang_c
 from hetplan.perf.settings import PerfSettings
 from hetplan.sim.deployment import StepCost, simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
