@@ -47,7 +47,7 @@ from hetplan.planning.request import build_request
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, enumerate_candidates, solve_allocation
 from hetplan.solvers.melange import instance_types, make_buckets, solve_melange
-from hetplan.solvers.milp import MAX_SLICE_LOAD
+from hetplan.solvers.milp_slices import MAX_SLICE_LOAD
 from hetplan.solvers.mixed import bucket_combos, combo_columns, mixed_size, solve_mixed
 from hetplan.solvers.packing import _undominated_columns
 

@@ -44,7 +44,8 @@ from hetplan.catalog.offers import Offer, owned_gpus
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.types import Purchase
 from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest, enumerate_candidates, solve_allocation
-from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings, solve_covering
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
+from hetplan.solvers.milp_covering import solve_covering
 from hetplan.solvers.packing import Purchased, solve_purchase
 
 

@@ -46,7 +46,8 @@ from hetplan.perf.settings import PerfSettings
 from hetplan.plan.types import combo_label
 from hetplan.solvers.cauchy_infeasible import inventory_infeasible, slo_infeasible
 from hetplan.solvers.cauchy_pruning import PairCombos, pareto_filter
-from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings, solve_covering
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
+from hetplan.solvers.milp_covering import solve_covering
 from hetplan.solvers.packing import CrossSiteNeed, Purchased, solve_purchase
 
 

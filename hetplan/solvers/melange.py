@@ -3,7 +3,7 @@
 Requests are bucketed by (prompt length, output length); each instance type g (GPU model and TP) has a
 capacity T_{g,b}, the highest rate of bucket-b requests one instance serves within the SLOs. Each bucket's traffic
 is cut into k equal slices and every slice is assigned to one type; the ILP (DESIGN §3.2, solved by
-:func:`hetplan.solvers.milp.solve_slice_assignment`) buys enough instances of each type for the slices it holds:
+:func:`hetplan.solvers.milp_slices.solve_slice_assignment`) buys enough instances of each type for the slices it holds:
 
     minimize Σ_g c_g·n_g  s.t.  Σ_g x_{s,g} = 1,  Σ_s (r_s / T_{g,b(s)})·x_{s,g} ≤ n_g,  inventory.
 
@@ -42,7 +42,8 @@ from hetplan.perf.decode_capacity import decode_step_tables
 from hetplan.perf.latency import InstanceModel
 from hetplan.perf.queueing import mg1_wait_quantile_s
 from hetplan.solvers.cauchy import PlanRequest, deployment_of, option_shape
-from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings, solve_slice_assignment
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
+from hetplan.solvers.milp_slices import solve_slice_assignment
 from hetplan.solvers.packing import Purchased, solve_purchase
 
 PROMPT_EDGES = (0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, math.inf)
