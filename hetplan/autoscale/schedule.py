@@ -43,7 +43,8 @@ from hetplan.budget import MAX_AUTOSCALE_LEVELS, check_fleet, fewest_gpus, refus
 from hetplan.catalog.offers import Offer, owned_gpus
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.types import Purchase
-from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest, enumerate_candidates, solve_allocation
+from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest, solve_allocation
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.solvers.milp_covering import solve_covering
 from hetplan.solvers.packing import Purchased, solve_purchase

@@ -25,7 +25,8 @@ from typing import Any
 from hetplan.catalog.offers import owned_gpus
 from hetplan.errors import InfeasibleError
 from hetplan.planning.solve import Planner, Solved
-from hetplan.solvers.cauchy import Combo, PlanRequest, enumerate_candidates
+from hetplan.solvers.cauchy import Combo, PlanRequest
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
 from hetplan.solvers.milp_covering import max_value
 from hetplan.units import format_duration, rnd
 
