@@ -46,7 +46,8 @@ def autoscale(
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
     """
     from hetplan.autoscale.curves import diurnal, load_curve
-    from hetplan.autoscale.schedule import ScheduleSettings, build_schedule, rows, summary
+    from hetplan.autoscale.schedule import ScheduleSettings, build_schedule
+    from hetplan.autoscale.schedule_summary import rows, summary
     from hetplan.planning.document import combo_doc, resolved_doc, scenario_doc
     from hetplan.planning.solve import Planner
     from hetplan.scenario import AutoscaleSpec
