@@ -50,7 +50,7 @@ def autoscale(
     from hetplan.autoscale.schedule_summary import rows, summary
     from hetplan.planning.document import combo_doc, resolved_doc, scenario_doc
     from hetplan.planning.solve import Planner
-    from hetplan.scenario import AutoscaleSpec
+    from hetplan.scenario_blocks import AutoscaleSpec
 
     try:
         parsed = AutoscaleSpec.model_validate(spec)

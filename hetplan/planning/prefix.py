@@ -37,7 +37,7 @@ from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel
 from hetplan.perf.settings import PerfSettings
-from hetplan.scenario import WorkloadSpec
+from hetplan.scenario_blocks import WorkloadSpec
 from hetplan.units import rnd
 from hetplan.workload.model import Workload
 from hetplan.workload.prefix import declared_reuse, hit_tokens_single_cache
