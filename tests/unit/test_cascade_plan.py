@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from hetplan.emit.ir import build_ir
+from hetplan.emit.ir_build import build_ir
 from hetplan.emit.vllm import emit_vllm
 from hetplan.plan.doc import load_plan
 from hetplan.report.model import verification_report
