@@ -15,7 +15,8 @@ from hetplan.perf.capacity_inputs import ArrivalTrace, LengthStats
 from hetplan.perf.latency import InstanceModel, kv_transfer_s
 from hetplan.perf.queueing import erlang_c, mgn_ttft_quantile_s
 from hetplan.perf.queueing_batch import QUANTILE_POINTS, erlang_c_batch, fluid_wait_batch_s, mgn_ttft_quantile_s_batch
-from hetplan.solvers.melange import aggregated_capacities, aggregated_capacity, make_buckets
+from hetplan.solvers.melange import make_buckets
+from hetplan.solvers.melange_capacity import aggregated_capacities, aggregated_capacity
 from tests.unit.capacity_reference import fluid_prefill_rate, fluid_wait_s, largest
 
 
