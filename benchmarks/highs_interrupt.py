@@ -26,11 +26,11 @@ CHILD = r"""
 import random, signal, sys, time
 import pulp
 from hetplan.cli import main as cli_main
-from hetplan.solvers import milp
+from hetplan.solvers import milp_covering
 if sys.argv[1] == "plain":
     def _plain(t, g, presolve="on", cutoff=None, settings=None):
         return pulp.HiGHS(msg=False, timeLimit=t, gapRel=g, threads=1)
-    milp._solver = _plain
+    milp_covering._solver = _plain  # solve_covering builds its solver through this name
 for sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(sig, cli_main._on_signal)
 rng = random.Random(0)
@@ -40,7 +40,7 @@ usage = [a[0], *a[1:], *[[-x for x in r] for r in a[1:]]]
 capacity = [h[0], *h[1:], *[-x for x in h[1:]]]
 print("solving", flush=True)
 try:
-    milp.solve_covering([1.0] * 30, a[0], h[0], usage, capacity, upper=[1] * 30, time_limit_s=10,
+    milp_covering.solve_covering([1.0] * 30, a[0], h[0], usage, capacity, upper=[1] * 30, time_limit_s=10,
                         second_stage_epsilon=None)
 except cli_main.Interrupted as exc:
     print(time.time(), flush=True)  # when the solve gave the main thread back

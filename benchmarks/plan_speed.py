@@ -45,9 +45,10 @@ from hetplan.errors import InfeasibleError
 from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import build_request
 from hetplan.scenario import Scenario
-from hetplan.solvers.cauchy import PlanRequest, enumerate_candidates, solve_allocation
+from hetplan.solvers.cauchy import PlanRequest, solve_allocation
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
 from hetplan.solvers.melange import instance_types, make_buckets, solve_melange
-from hetplan.solvers.milp import MAX_SLICE_LOAD
+from hetplan.solvers.milp_slices import MAX_SLICE_LOAD
 from hetplan.solvers.mixed import bucket_combos, combo_columns, mixed_size, solve_mixed
 from hetplan.solvers.packing import _undominated_columns
 

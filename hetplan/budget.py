@@ -20,7 +20,7 @@ The budgets, each checked before the work starts (and the simulator's also while
 - :data:`MAX_EMIT_UNITS` combos and instance types ``emit`` writes files for.
 - :data:`MAX_UNTIMED_CASES` cases of a sweep without ``--timeout`` (:func:`check_cases`).
 
-Elsewhere, with the same error: rows of an ``estimate --points`` file (:data:`hetplan.perf.points.MAX_POINTS`);
+Elsewhere, with the same error: rows of an ``estimate --points`` file (:data:`hetplan.perf.points_table.MAX_POINTS`);
 windows of a load curve (:data:`hetplan.autoscale.curves.MAX_WINDOWS`, an :class:`~hetplan.errors.InputError`).
 
 A refusal is a :class:`WorkBudgetError` (exit 2): its ``Error:`` line names the input, the estimated work and the

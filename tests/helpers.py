@@ -11,7 +11,7 @@ from hetplan.catalog.loader import find_model
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.perf.arch import ModelArch
-from hetplan.perf.capacity import LengthStats
+from hetplan.perf.capacity_inputs import LengthStats
 from hetplan.solvers.cauchy import PlanRequest
 
 

@@ -19,14 +19,14 @@ Method (Cauchy scales whole combos; the rest is hetplan's own reconstruction):
 6. **Availability**: removed combos stop at once; added ones count only after their start-up lag. A window is short
    when the available capacity is below its demand; the schedule lists how many and by how much.
 
-Costs are paid from the moment a combo is requested. Owned GPUs (the inventory, :mod:`hetplan.catalog.offers`) are
-paid whether they run or not: a schedule pays their amortised price in every window and rents GPUs only beyond
-them, so switching an owned GPU off is never counted as a saving; their idle GPU-hours are reported instead
-(:class:`OwnedCosting`). With offers (every plan built from a scenario has them), the rented part is priced in
-whole purchasable instances (:class:`InstancePricing`): each level's fleet is packed onto the owned nodes plus
-instances of the one rented site the peak fleet buys from, and the schedule pays those instances' hours.
-Static fleets sized for the peak and for the mean demand
-(their cost-optimal plans) are the comparisons; the mean fleet's short windows are reported too.
+Costs are paid from the moment a combo is requested. Owned GPUs (the inventory, :mod:`hetplan.catalog.offers`) are paid
+whether they run or not: a schedule pays their amortised price in every window and rents GPUs only beyond them, so
+switching an owned GPU off is never counted as a saving; their idle GPU-hours are reported instead
+(:class:`~hetplan.autoscale.fleet_cost.OwnedCosting`). With offers (every plan built from a scenario has them), the
+rented part is priced in whole purchasable instances (:class:`~hetplan.autoscale.fleet_cost.InstancePricing`): each
+level's fleet is packed onto the owned nodes plus instances of the one rented site the peak fleet buys from, and the
+schedule pays those instances' hours. Static fleets sized for the peak and for the mean demand (their cost-optimal
+plans) are the comparisons; the mean fleet's short windows are reported too (:mod:`hetplan.autoscale.schedule_summary`).
 """
 
 from __future__ import annotations
@@ -34,18 +34,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
 from hetplan.autoscale.curves import LoadCurve
+from hetplan.autoscale.fleet_cost import Fleet, InstancePricing, OwnedCosting, combo_counts, owned_costing, used_gpus
 from hetplan.budget import MAX_AUTOSCALE_LEVELS, check_fleet, fewest_gpus, refuse
-from hetplan.catalog.offers import Offer, owned_gpus
 from hetplan.errors import InfeasibleError, InputError
-from hetplan.plan.types import Purchase
-from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest, enumerate_candidates, solve_allocation
-from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings, solve_covering
-from hetplan.solvers.packing import Purchased, solve_purchase
+from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest, solve_allocation
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
+from hetplan.solvers.milp_covering import solve_covering
 
 
 @dataclass(frozen=True)
@@ -94,127 +92,6 @@ class ScheduleSettings:
                 str(self),
                 "use 0 <= hysteresis < 1, cooldown >= 0, max changes >= 1, 0 < level step <= 1, lags >= 0",
             )
-
-
-@dataclass(frozen=True)
-class Fleet:
-    """A set of combos with counts; ``capacity_req_per_s`` and ``usd_per_hour`` are totals."""
-
-    counts: tuple[int, ...]
-    capacity_req_per_s: float
-    usd_per_hour: float
-    purchase: tuple[Purchase, ...] = ()
-
-
-@dataclass(frozen=True)
-class OwnedCosting:
-    """Costs of a fleet beside owned GPUs: every owned GPU at its amortised price, always (``fixed_usd_per_hour``),
-    plus the GPUs used beyond the owned ones at the rented $/GPU-hour. Source: hetplan's own reconstruction."""
-
-    owned: tuple[tuple[str, int], ...]
-    fixed_usd_per_hour: float
-    rented_usd_per_gpu_hour: tuple[tuple[str, float], ...]
-
-    def usd_per_hour(self, used: dict[str, int]) -> float:
-        """$/hour of a fleet using ``used`` GPUs per type."""
-        owned, price = dict(self.owned), dict(self.rented_usd_per_gpu_hour)
-        return self.fixed_usd_per_hour + sum(max(0, n - owned.get(g, 0)) * price.get(g, 0.0) for g, n in used.items())
-
-    def idle(self, used: dict[str, int]) -> dict[str, int]:
-        """Owned GPUs per type a fleet using ``used`` leaves idle."""
-        return {g: max(0, n - used.get(g, 0)) for g, n in self.owned}
-
-
-def owned_costing(req: PlanRequest) -> OwnedCosting | None:
-    """The :class:`OwnedCosting` of a request with owned offers, else None."""
-    owned = owned_gpus(req.offers)
-    if not owned:
-        return None
-    fixed = sum(o.usd_per_instance_hour * (o.count or 0) for o in req.offers if o.owned)
-    rented: dict[str, float] = {}
-    for o in req.offers:
-        if not o.owned:
-            rented[o.gpu] = min(rented.get(o.gpu, math.inf), o.usd_per_gpu_hour)
-    return OwnedCosting(tuple(owned.items()), fixed, tuple(sorted(rented.items())))
-
-
-@dataclass(eq=False)
-class InstancePricing:
-    """Fleets priced in whole purchasable instances: every owned node always (``fixed_usd_per_hour``, as
-    :class:`OwnedCosting`), plus the rented instances that :func:`hetplan.solvers.packing.solve_purchase` buys
-    to host the serving instances the owned nodes cannot, from ``offers`` (the owned nodes and the rented site
-    ``site`` only, so every level of one schedule rents from one provider and region). Each copy of a combo runs
-    at one site. Source: hetplan's own reconstruction.
-    """
-
-    offers: tuple[Offer, ...]
-    tps: tuple[int, ...]
-    fixed_usd_per_hour: float
-    site: str
-    _cache: dict[tuple[int, ...], tuple[float, tuple[Purchase, ...]]] = field(default_factory=dict)
-    solve: SolveSettings = DEFAULT_SETTINGS  # how HiGHS runs (hetplan.solvers.milp.SolveSettings)
-
-    @classmethod
-    def for_peak(
-        cls,
-        offers: tuple[Offer, ...],
-        tps: tuple[int, ...],
-        fixed: float,
-        peak: Allocation,
-        solve: SolveSettings = DEFAULT_SETTINGS,
-    ) -> InstancePricing:
-        """The pricing whose rented site is the one the ``peak`` allocation (a purchased plan over every site)
-        buys from."""
-        site = peak.purchase.rented_site if peak.purchase is not None else ""
-        keep = tuple(o for o in offers if o.owned or (site and o.site == site))
-        return cls(keep, tps, fixed, site, solve=solve)
-
-    def bought(self, combos: list[Combo], alloc: Allocation) -> Fleet:
-        """The fleet of a purchased allocation (``alloc.purchase`` from these offers), at this pricing's cost."""
-        counts = _counts(combos, alloc)
-        cap = sum(c.goodput_req_per_s * n for c, n in zip(combos, counts, strict=True))
-        lines = alloc.purchase.lines if alloc.purchase is not None else ()
-        rented = sum(p.count * p.usd_per_hour_each for p in lines if not p.owned)
-        self._cache.setdefault(counts, (self.fixed_usd_per_hour + rented, lines))
-        cost, lines = self._cache[counts]
-        return Fleet(counts, cap, cost, lines)
-
-    def _solve(self, combos: list[Combo], counts: tuple[int, ...]) -> Purchased:
-        used = [(c, n) for c, n in zip(combos, counts, strict=True) if n]
-        needs = []
-        for c, _ in used:
-            need = {(c.prefill_gpu, c.prefill_tp): c.n_prefill}
-            need[(c.decode_gpu, c.decode_tp)] = need.get((c.decode_gpu, c.decode_tp), 0) + c.n_decode
-            needs.append(need)
-        # one "slice" per copy, assigned to a site's column of its combo: the copies' count is met exactly
-        rows = [[1.0 if j == i else None for j in range(len(used))] for i, (_, n) in enumerate(used) for _ in range(n)]
-        return solve_purchase(needs, self.offers, self.tps, "schedule's fleet", slice_load=rows, fewest_units=False,
-                              settings=self.solve)  # fmt: skip
-
-    def price(
-        self, combos: list[Combo] | tuple[Combo, ...], counts: tuple[int, ...]
-    ) -> tuple[float, tuple[Purchase, ...]]:
-        """$/hour of the fleet (owned nodes always, rented instances bought for it) and its purchase lines.
-
-        Raises:
-            InfeasibleError: the owned nodes and the site's offers cannot host the fleet.
-        """
-        if counts not in self._cache:
-            if not any(counts):
-                self._cache[counts] = (self.fixed_usd_per_hour, ())
-            else:
-                bought = self._solve(list(combos), counts)
-                rented = sum(p.count * p.usd_per_hour_each for p in bought.lines if not p.owned)
-                self._cache[counts] = (self.fixed_usd_per_hour + rented, bought.lines)
-        return self._cache[counts]
-
-
-def _used(combos: list[Combo] | tuple[Combo, ...], counts: tuple[int, ...]) -> dict[str, int]:
-    used: dict[str, int] = {}
-    for c, n in zip(combos, counts, strict=True):
-        for g, k in c.gpus_used().items():
-            used[g] = used.get(g, 0) + k * n
-    return used
 
 
 @dataclass(frozen=True, eq=False)
@@ -280,14 +157,6 @@ def _levels(demand: np.ndarray, step: float, floor: float) -> tuple[np.ndarray, 
     return np.array([remap[k] for k in idx.astype(np.int64).tolist()]), [base * (1 + step) ** k for k in used]
 
 
-def _counts(combos: list[Combo] | tuple[Combo, ...], alloc: Allocation) -> tuple[int, ...]:
-    index = {id(c): i for i, c in enumerate(combos)}
-    counts = [0] * len(combos)
-    for combo, n in alloc.combos:
-        counts[index[id(combo)]] += n
-    return tuple(counts)
-
-
 def _fleet(
     combos: list[Combo],
     counts: tuple[int, ...],
@@ -297,7 +166,7 @@ def _fleet(
     cap = sum(c.goodput_req_per_s * n for c, n in zip(combos, counts, strict=True))
     cost = sum(c.usd_per_hour * n for c, n in zip(combos, counts, strict=True))
     if costing is not None:
-        cost = costing.usd_per_hour(_used(combos, counts))
+        cost = costing.usd_per_hour(used_gpus(combos, counts))
     if pricing is not None:
         try:
             cost, lines = pricing.price(combos, counts)
@@ -433,7 +302,9 @@ def _nest_down(
     buy = req if pricing is None else replace(req, offers=pricing.offers)
     top = solve_allocation(replace(buy, goodput_req_per_s=levels[-1], headroom=0.0), combos, "peak of the load curve")
     fleets = [Fleet((), 0.0, 0.0)] * len(levels)
-    fleets[-1] = pricing.bought(combos, top) if pricing is not None else _fleet(combos, _counts(combos, top), costing)
+    fleets[-1] = (
+        pricing.bought(combos, top) if pricing is not None else _fleet(combos, combo_counts(combos, top), costing)
+    )
     for i in range(len(levels) - 2, -1, -1):
         parent = fleets[i + 1].counts
         cols = [k for k, n in enumerate(parent) if n]
@@ -450,10 +321,6 @@ def _nest_down(
             child[k] = n
         fleets[i] = _fleet(combos, tuple(child), costing, pricing) if res.status == "optimal" else fleets[i + 1]
     return fleets
-
-
-def _changes(a: Fleet, b: Fleet) -> int:
-    return sum(abs(x - y) for x, y in zip(a.counts, b.counts, strict=True))
 
 
 def _control(target: np.ndarray, fleets: list[Fleet], curve: LoadCurve, settings: ScheduleSettings) -> np.ndarray:
@@ -491,104 +358,3 @@ def _control(target: np.ndarray, fleets: list[Fleet], curve: LoadCurve, settings
             low_since = None
         requested[w] = current
     return requested
-
-
-def summary(s: Schedule) -> dict[str, Any]:
-    """Costs, short windows and GPU-hours of a schedule against static peak and mean fleets (JSON-friendly)."""
-    hours_per_window = s.curve.window_s / 3600.0
-    cost = float(s.cost_per_window().sum() * hours_per_window)
-    avail_cap = s.capacity(s.available_level)
-    short = avail_cap + 1e-9 < s.demand_req_per_s
-    peak_cost = s.static_usd_per_hour(s.static_peak) * s.hours if s.static_peak else None
-    mean_cap = s.static_mean.goodput_req_per_s if s.static_mean else 0.0
-    mean_short = s.demand_req_per_s > mean_cap + 1e-9
-    gpu_hours: dict[str, float] = {}
-    for w in range(s.curve.windows):
-        fleet = s.fleets[int(s.requested_level[w])]
-        for combo, n in zip(s.combos, fleet.counts, strict=True):
-            for gpu, k in combo.gpus_used().items():
-                gpu_hours[gpu] = gpu_hours.get(gpu, 0.0) + k * n * hours_per_window
-    changes = [
-        _changes(s.fleets[int(a)], s.fleets[int(b)])
-        for a, b in zip(s.requested_level[:-1], s.requested_level[1:], strict=True)
-    ]
-    deficit = np.where(short, s.demand_req_per_s - avail_cap, 0.0)
-    return {
-        "windows": s.curve.windows,
-        "window_s": s.curve.window_s,
-        "hours": round(s.hours, 4),
-        "levels": len(s.levels),
-        "startup_lag_windows": s.lag_windows,
-        "windows_with_capped_cv": s.capped_cv_windows,
-        "peak_demand_req_per_s": round(float(s.demand_req_per_s.max()), 6),
-        "mean_demand_req_per_s": round(float(s.demand_req_per_s.mean()), 6),
-        "schedule_usd": round(cost, 2),
-        "static_peak_usd": None if peak_cost is None else round(peak_cost, 2),
-        "static_mean_usd": None if s.static_mean is None else round(s.static_usd_per_hour(s.static_mean) * s.hours, 2),
-        "saving_vs_static_peak": None if not peak_cost else round(1 - cost / peak_cost, 4),
-        "nesting": s.nesting,
-        "per_window_optimum_usd": None
-        if s.per_window_optimum_usd_per_hour is None
-        else round(float(s.per_window_optimum_usd_per_hour.sum() * hours_per_window), 2),
-        "short_windows": int(short.sum()),
-        "largest_shortfall_req_per_s": round(float(deficit.max()), 6),
-        "static_mean_short_windows": int(mean_short.sum()),
-        "combo_changes": int(sum(changes)),
-        "windows_with_changes": int(sum(1 for c in changes if c)),
-        "gpu_hours": {g: round(v, 2) for g, v in sorted(gpu_hours.items())},
-        **({} if s.costing is None else _owned_summary(s, hours_per_window)),
-        **({} if s.pricing is None else _instance_summary(s, hours_per_window)),
-    }
-
-
-def _instance_summary(s: Schedule, hours_per_window: float) -> dict[str, Any]:
-    """Rented instance-hours per offer of a schedule priced in whole instances (:class:`InstancePricing`)."""
-    assert s.pricing is not None
-    hours: dict[str, float] = {}
-    for w in range(s.curve.windows):
-        for p in s.fleets[int(s.requested_level[w])].purchase:
-            if not p.owned:
-                key = f"{p.provider} {p.instance_type}" + (f" ({p.region})" if p.region else "")
-                hours[key] = hours.get(key, 0.0) + p.count * hours_per_window
-    return {
-        "pricing": "whole instances: owned nodes in every window, rented instances bought per window",
-        "rented_site": s.pricing.site or None,
-        "rented_instance_hours": {k: round(v, 2) for k, v in sorted(hours.items())},
-    }
-
-
-def _owned_summary(s: Schedule, hours_per_window: float) -> dict[str, Any]:
-    """Owned GPUs of a schedule: always paid (``owned_fixed_usd``), and their idle GPU-hours per type."""
-    assert s.costing is not None
-    idle: dict[str, float] = {}
-    for w in range(s.curve.windows):
-        fleet = s.fleets[int(s.requested_level[w])]
-        for g, n in s.costing.idle(_used(s.combos, fleet.counts)).items():
-            idle[g] = idle.get(g, 0.0) + n * hours_per_window
-    return {
-        "owned_gpus": dict(s.costing.owned),
-        "owned_fixed_usd": round(s.costing.fixed_usd_per_hour * s.hours, 2),
-        "owned_idle_gpu_hours": {g: round(v, 2) for g, v in sorted(idle.items())},
-        "owned_note": "owned GPUs are paid in every window (their amortised price); switching them off saves "
-        "nothing, so the schedule counts only rented GPUs as savings",
-    }
-
-
-def rows(s: Schedule) -> list[dict[str, Any]]:
-    """One row per window: demand, requested and available capacity, cost, fleet (for CSV/JSON output)."""
-    out = []
-    for w in range(s.curve.windows):
-        fleet = s.fleets[int(s.requested_level[w])]
-        mix = "; ".join(f"{n}x [{c.label}]" for c, n in zip(s.combos, fleet.counts, strict=True) if n)
-        out.append(
-            {
-                "window_start_s": float(s.curve.start_s[w]),
-                "rate_req_per_s": round(float(s.curve.rate_req_per_s[w]), 6),
-                "demand_req_per_s": round(float(s.demand_req_per_s[w]), 6),
-                "requested_capacity_req_per_s": round(fleet.capacity_req_per_s, 6),
-                "available_capacity_req_per_s": round(s.fleets[int(s.available_level[w])].capacity_req_per_s, 6),
-                "usd_per_hour": round(fleet.usd_per_hour, 4),
-                "combos": mix,
-            }
-        )
-    return out

@@ -225,7 +225,8 @@ def estimate(
     closed-loop steady state (mean TTFT, TPOT, throughput); with --points one estimate per CSV row; with --gpus N the
     search of every layout of N GPUs (Pareto front of tokens/s/GPU against tokens/s/user, best layout per SLO)."""
     if points is not None:
-        from hetplan.perf.points import estimate_points, read_points
+        from hetplan.perf.points import estimate_points
+        from hetplan.perf.points_table import read_points
 
         doc = run_guarded(lambda: run_with_timeout(
             timeout, lambda: _calibrated(estimate_points(read_points(points)), perf_calibration), "estimate"

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable
 
 from hetplan.emit.dynamo import emit_dynamo
 from hetplan.emit.engine_scripts import emit_sglang, emit_trtllm
-from hetplan.emit.ir import DeploymentIR, build_ir
+from hetplan.emit.ir import DeploymentIR
+from hetplan.emit.ir_build import build_ir
 from hetplan.emit.kubernetes import emit_kubernetes
 from hetplan.emit.llmd import emit_llmd, llmd_refusal
 from hetplan.emit.rules import check_rules

@@ -34,7 +34,7 @@ from hetplan.emit.common import (
     yaml_docs,
 )
 from hetplan.emit.ir import DeploymentIR, InstanceGroup, ServingUnit, apportion
-from hetplan.emit.kubernetes import engine_container, pod_spec, worker_container
+from hetplan.emit.k8s_pods import engine_container, pod_spec, worker_container
 from hetplan.errors import EmitRuleError
 from hetplan.io import to_yaml
 

@@ -271,9 +271,9 @@ def read_points_measured(path: Path, ctx: Context) -> list[MeasuredPoint]:
     """The points of an ``estimate --points`` CSV with the measured ``ttft_ms`` and ``tpot_ms`` columns.
 
     Raises:
-        InputError: as :func:`hetplan.perf.points.read_points`, a measured column missing, or a bad measured cell.
+        InputError: as :func:`hetplan.perf.points_table.read_points`, a measured column missing, or a bad measured cell.
     """
-    from hetplan.perf.points import read_points
+    from hetplan.perf.points_table import read_points
 
     rows = read_points(path, extra=MEASURED_COLUMNS)
     out = []

@@ -36,7 +36,7 @@ def autoscale(
     """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``); ``progress(done, total)``
     as the demand levels are solved; ``solve``: how its MILPs run (:class:`hetplan.solvers.milp.SolveSettings`).
 
-    ``spec`` holds :class:`hetplan.scenario.AutoscaleSpec` fields (durations as text); the curve comes from
+    ``spec`` holds :class:`hetplan.scenario_blocks.AutoscaleSpec` fields (durations as text); the curve comes from
     ``curve_path`` (ServeGen per-window CSV or a request trace) or ``diurnal_text`` ("DAYS,PEAK,TROUGH").
 
     Returns a document with ``summary`` (costs, short windows, GPU-hours), ``windows`` (one row each), ``curve`` and
@@ -46,10 +46,11 @@ def autoscale(
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
     """
     from hetplan.autoscale.curves import diurnal, load_curve
-    from hetplan.autoscale.schedule import ScheduleSettings, build_schedule, rows, summary
+    from hetplan.autoscale.schedule import ScheduleSettings, build_schedule
+    from hetplan.autoscale.schedule_summary import rows, summary
     from hetplan.planning.document import combo_doc, resolved_doc, scenario_doc
     from hetplan.planning.solve import Planner
-    from hetplan.scenario import AutoscaleSpec
+    from hetplan.scenario_blocks import AutoscaleSpec
 
     try:
         parsed = AutoscaleSpec.model_validate(spec)

@@ -25,8 +25,9 @@ from typing import Any
 from hetplan.catalog.offers import owned_gpus
 from hetplan.errors import InfeasibleError
 from hetplan.planning.solve import Planner, Solved
-from hetplan.solvers.cauchy import Combo, PlanRequest, enumerate_candidates
-from hetplan.solvers.milp import max_value
+from hetplan.solvers.cauchy import Combo, PlanRequest
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
+from hetplan.solvers.milp_covering import max_value
 from hetplan.units import format_duration, rnd
 
 #: SLO relaxations tried, as factors on the binding SLO's best achievable value (the first that puts the owned

@@ -18,7 +18,7 @@ with per-instance caches and the ``prefix`` router (:func:`hetplan.sim.verify.ve
 got and re-sizes a plan that misses. Cost: one replay per distinct cache size, O(blocks in the trace) each.
 
 **Effect on capacity**: each request's prefill is priced at the equal length of its remaining work
-(:func:`hetplan.perf.capacity.prefill_work_tokens`); KV sizes, KV transfers and decode contexts keep the whole
+(:func:`hetplan.perf.capacity_inputs.prefill_work_tokens`); KV sizes, KV transfers and decode contexts keep the whole
 prompt (the cached blocks are in the KV cache all the same). The plan records the assumed hit rate and, solved
 again without reuse, what the chosen strategy would cost then (``prefix_cache`` in the plan).
 
@@ -37,7 +37,7 @@ from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import InstanceModel
 from hetplan.perf.settings import PerfSettings
-from hetplan.scenario import WorkloadSpec
+from hetplan.scenario_blocks import WorkloadSpec
 from hetplan.units import rnd
 from hetplan.workload.model import Workload
 from hetplan.workload.prefix import declared_reuse, hit_tokens_single_cache

@@ -31,7 +31,7 @@ from hetplan.deploy_rules import Deployment, canonical_connector
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.calibration import curves_for
-from hetplan.perf.capacity import ArrivalTrace, LengthStats, PrefillReuse, prefill_work_tokens
+from hetplan.perf.capacity_inputs import ArrivalTrace, LengthStats, PrefillReuse, prefill_work_tokens
 from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings, engine_settings

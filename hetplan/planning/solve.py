@@ -23,9 +23,9 @@ from hetplan.solvers.cauchy import (
     CandidateSet,
     Combo,
     PlanRequest,
-    enumerate_candidates,
     solve_allocation,
 )
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
 from hetplan.solvers.melange import (
     Bucket,
     InstanceType,

@@ -1,6 +1,6 @@
 """``hetplan calibrate``: CASCADE's safety coefficients fitted on a trace, and the router config that carries them.
 
-Each request's unscaled TTFT estimate T̂₀ (:mod:`hetplan.sim.estimate`: its own remaining prefill work at its
+Each request's unscaled TTFT estimate T̂₀ (:mod:`hetplan.sim.ttft_estimate`: its own remaining prefill work at its
 instance's current and maximal load) is recorded when its prefill is first scheduled; since the budget subtracts
 the wait separately (budget = SLO − wait − T̂), T̂ predicts the TTFT *after* that wait, and κ is the smallest
 factor with ``P(TTFT − wait ≤ κ·T̂₀) ≥ q``, i.e. ``P(TTFT ≤ wait + κ·T̂₀) ≥ q`` (the q-quantile of the ratio,

@@ -5,7 +5,7 @@ reference library, so the section cited is hetplan's summary of it):
 
 - **T̂ per request** ("TTFT estimate T̂ = κ · (T(current load) + T(max load)) / 2"): this request's own remaining
   prefill work, chunked as the engine chunks it, at its instance's current and maximal load, plus the KV transfer
-  on a disaggregated prefill instance (:mod:`hetplan.sim.estimate`). Two waiting requests of different lengths
+  on a disaggregated prefill instance (:mod:`hetplan.sim.ttft_estimate`). Two waiting requests of different lengths
   have different T̂, so least-budget-first is not EDF: a long prompt's budget runs out sooner, and it is served
   earlier in Tier 1 or demoted to Tier 2 earlier.
 - **κ per class** ("κ = safety coefficient, calibrated so that P(actual TTFT ≤ T̂) ≥ q on a trace"): ``kappa``
@@ -60,9 +60,9 @@ import numpy as np
 
 from hetplan.errors import InputError
 from hetplan.sim import hostkv
-from hetplan.sim.estimate import estimator
 from hetplan.sim.instance import Instance
 from hetplan.sim.scheduler import Scheduler, Take
+from hetplan.sim.ttft_estimate import estimator
 
 if TYPE_CHECKING:
     from hetplan.sim.engine import Simulator

@@ -62,13 +62,13 @@ from hetplan.errors import InputError
 from hetplan.sim.batching import start_iteration
 from hetplan.sim.deployment import Deployment
 from hetplan.sim.dispatch import make_pools, queue_in_pool
-from hetplan.sim.estimate import TtftEstimator
 from hetplan.sim.instance import ARRIVE, KV_DONE, PREFIX_RESTORED, STEP_END, Instance, Pool
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.prefix import PrefixCaches
 from hetplan.sim.result import SimResult
 from hetplan.sim.router import ROUTERS, Router, SimConfig
 from hetplan.sim.scheduler import Scheduler
+from hetplan.sim.ttft_estimate import TtftEstimator
 from hetplan.workload.context import apply_context_window
 from hetplan.workload.model import RequestStream
 
@@ -190,7 +190,7 @@ class Simulator:
         # closed loop: ``clients`` requests start at 0; each completion sends the next one (ARRIVE events)
         self.clients = int(clients)
         self.next_rid = min(self.clients, n) if self.clients else n
-        # the per-request TTFT estimators (hetplan.sim.estimate), one per instance type, built on first use
+        # the per-request TTFT estimators (hetplan.sim.ttft_estimate), one per instance type, built on first use
         self.estimators: dict[tuple[int, str, int, int], TtftEstimator] = {}
         self.max_prompt_tokens = int(stream.prompt_tokens[served].max()) if served.any() else 1
         scheduler.bind(self)

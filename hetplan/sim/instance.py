@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hetplan.sim.deployment import StepCost
+from hetplan.sim.step_cost import StepCost
 
 if TYPE_CHECKING:
-    from hetplan.sim.estimate import TtftEstimator
+    from hetplan.sim.ttft_estimate import TtftEstimator
 
 STEP_END, KV_DONE, RESTORED, ARRIVE, PREFIX_RESTORED = 1, 2, 3, 4, 5
 """Event kinds: an iteration ends; a prefill→decode KV transfer ends; a KV restore from a host tier ends; a
@@ -59,7 +59,7 @@ class Instance:
             durations (the engine updates it, weight ``STEP_EWMA``), starting from the model's step at half the
             batch cap with 1k-token contexts; CASCADE's decode budgets use it.
         host_gib: KV offloaded to host DRAM. t2_credit: CASCADE's Tier-2 token credit.
-        est: the instance's per-request TTFT estimator (:mod:`hetplan.sim.estimate`, built on first use).
+        est: the instance's per-request TTFT estimator (:mod:`hetplan.sim.ttft_estimate`, built on first use).
     """
 
     __slots__ = (

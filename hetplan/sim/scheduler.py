@@ -15,7 +15,7 @@ policy decides goes through a :class:`Scheduler`, whose hooks the engine calls a
   recomputing the prefill on an idle instance).
 - ``bind``: called once by the simulator before the run (per-request state of a policy).
 - ``estimate_s``: the unscaled TTFT estimate T̂₀ of one request recorded for calibration (CASCADE's per-request
-  estimator, :mod:`hetplan.sim.estimate`, for every policy).
+  estimator, :mod:`hetplan.sim.ttft_estimate`, for every policy).
 - ``settings``: the policy's settings for the metrics document (none for the static policies).
 
 Static-key policies order the waiting queue by a key fixed at arrival and preempt the running sequence with the
@@ -31,7 +31,7 @@ largest key (ties: the higher request index):
 CASCADE is in :mod:`hetplan.sim.cascade`; the registry by name in :mod:`hetplan.sim.policies`.
 
 Source: FCFS/SJF/EDF are the baselines CASCADE compares against (DESIGN §3.4); the hook split follows Vidur's
-replaceable schedulers (Agrawal et al., MLSys 2024); the T̂ estimator is CASCADE's (:mod:`hetplan.sim.estimate`).
+replaceable schedulers (Agrawal et al., MLSys 2024); the T̂ estimator is CASCADE's (:mod:`hetplan.sim.ttft_estimate`).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from hetplan.sim import hostkv
-from hetplan.sim.estimate import request_t0_s
 from hetplan.sim.instance import Instance
+from hetplan.sim.ttft_estimate import request_t0_s
 
 if TYPE_CHECKING:
     from hetplan.sim.cascade import CascadeSettings
@@ -132,7 +132,7 @@ class Scheduler(ABC):
 
     def estimate_s(self, sim: Simulator, inst: Instance, rid: int, now: float) -> float:
         """The unscaled TTFT estimate T̂₀ of ``rid`` on ``inst`` at ``now`` (seconds), recorded for calibration
-        when a prompt is first scheduled (:func:`hetplan.sim.estimate.request_t0_s`)."""
+        when a prompt is first scheduled (:func:`hetplan.sim.ttft_estimate.request_t0_s`)."""
         return request_t0_s(sim, inst, rid, now)
 
     def settings(self) -> dict[str, float]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from hetplan.errors import InfeasibleError
 from hetplan.perf.capacity import PrefillCapacity
-from hetplan.solvers.milp import max_value, solve_covering
+from hetplan.solvers.milp_covering import max_value, solve_covering
 
 if TYPE_CHECKING:
     from hetplan.solvers.cauchy import Combo, InstanceOption, PlanRequest

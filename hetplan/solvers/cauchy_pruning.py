@@ -1,6 +1,6 @@
 """Exact pruning of Cauchy's candidate combos: a combo is dropped only when another one has at least its goodput
 and uses no more GPUs of any type (:func:`pareto_filter`), which cannot change the deployment ILP's optimum.
-:func:`hetplan.solvers.cauchy.enumerate_candidates` builds the :class:`PairCombos` and keeps what survives.
+:func:`hetplan.solvers.cauchy_candidates.enumerate_candidates` builds the :class:`PairCombos` and keeps what survives.
 
 Source: hetplan's own reconstruction (Cauchy, SoCC 2025, publishes no pruning rule and no code).
 """

@@ -3,7 +3,7 @@
 For a workload, every ordered pair of GPU types (prefill g_p, decode g_d, homogeneous pairs included) gets its
 cost efficiency from the full model: CE = tokens per USD (input + output) of the pair's best combo over TP degrees
 and n:m ratios, i.e. ``3600 · (goodput / $ per hour) · tokens per request`` with goodput from
-:func:`hetplan.solvers.cauchy.enumerate_candidates`. Cauchy's model explains it with two terms::
+:func:`hetplan.solvers.cauchy_candidates.enumerate_candidates`. Cauchy's model explains it with two terms::
 
     CE ≈ A1 · F(g_p) / π(g_p) + A2 · B(g_d) / π(g_d),        A1, A2 ≥ 0, no intercept
 
@@ -40,7 +40,8 @@ from hetplan import __version__
 from hetplan.catalog.loader import read_yaml_file
 from hetplan.errors import InputError
 from hetplan.perf.latency import InstanceModel
-from hetplan.solvers.cauchy import PlanRequest, enumerate_candidates
+from hetplan.solvers.cauchy import PlanRequest
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
 
 DEFAULT_TOP_K = 6
 DEFAULT_MIN_R2 = 0.5

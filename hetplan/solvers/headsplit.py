@@ -14,7 +14,7 @@ device covers, ``q_j`` the time to ship that head's queries in and outputs back 
 primary worker), ``f_j`` the fixed time a device pays when used: kernel launches, plus the link latency of one
 round trip per layer for an attention worker. A link with high latency therefore only pays off for long contexts.
 
-Two solvers: :func:`solve_milp` (exact, through :func:`hetplan.solvers.milp.solve_min_makespan`) and
+Two solvers: :func:`solve_milp` (exact, through :func:`hetplan.solvers.milp_slices.solve_min_makespan`) and
 :func:`solve_greedy` (water-filling: place one head at a time on the device whose finishing time grows least,
 largest work first, then move single heads off the slowest device while that helps). ``benchmarks``-free check:
 the tests hold greedy within 5 % of the MILP on small pools.
@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetplan.errors import InfeasibleError
-from hetplan.solvers.milp import solve_min_makespan
+from hetplan.solvers.milp_slices import solve_min_makespan
 
 EPS = 1e-12
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.perf.arch import KV_BYTES, ModelArch
-from hetplan.perf.capacity import LengthStats
+from hetplan.perf.capacity_inputs import LengthStats
 from hetplan.perf.latency import InstanceModel, compute_dtype
 from hetplan.perf.settings import PerfSettings
 from hetplan.pool import Device

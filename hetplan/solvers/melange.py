@@ -3,21 +3,16 @@
 Requests are bucketed by (prompt length, output length); each instance type g (GPU model and TP) has a
 capacity T_{g,b}, the highest rate of bucket-b requests one instance serves within the SLOs. Each bucket's traffic
 is cut into k equal slices and every slice is assigned to one type; the ILP (DESIGN §3.2, solved by
-:func:`hetplan.solvers.milp.solve_slice_assignment`) buys enough instances of each type for the slices it holds:
+:func:`hetplan.solvers.milp_slices.solve_slice_assignment`) buys enough instances of each type for the slices it holds:
 
     minimize Σ_g c_g·n_g  s.t.  Σ_g x_{s,g} = 1,  Σ_s (r_s / T_{g,b(s)})·x_{s,g} ≤ n_g,  inventory.
 
 Properties the tests check: cost(k·m) ≤ cost(k); cost ≥ Σ_b λ_b · min_g c_g / T_{g,b}.
 
-Aggregated capacity (hetplan's own reconstruction; Mélange profiles it on hardware): prefill runs first
-(vLLM's default), taking a share f = λ·E[T_prefill] of the GPU; TTFT is the M/G/1 wait of those prefills at
-utilisation f plus the prefill itself; decode steps run in the remaining 1 - f, so a request's TPOT is
-step(B, c)/(1 - f), with B the concurrency Little's law gives, ``B = λ·(E[O]-1)·step(B, c)/(1 - f)``; at the SLO
-percentile q the batch is ``B_q = B + z_q·√B`` (the number of decoding sequences is about Poisson around B), so
-the TPOT checked is the q-quantile ``step(B_q, c)/(1 - f)``, not the mean. T_{g,b} is the largest λ that keeps
-TTFT_q, TPOT_q, KV capacity and ``max_num_seqs``; found by bisection. For a trace, each type's bucket capacity is
-also capped by the fluid bound of its prefill work on the trace's bursts
-(:func:`hetplan.perf.capacity.fluid_prefill_rate`, scaled by the whole trace's mean prefill time over the
+Aggregated capacity T_{g,b} (prefill first, the M/G/1 wait of the prefills, decode steps in the GPU's remaining
+share, the SLO percentile of the batch): :mod:`hetplan.solvers.melange_capacity`. For a trace, each type's bucket
+capacity is also capped by the fluid bound of its prefill work on the trace's bursts
+(:func:`hetplan.perf.capacity.fluid_prefill_rates`, scaled by the whole trace's mean prefill time over the
 bucket's), the same burst rule as Cauchy's prefill instances.
 
 Source: Mélange (Griggs et al., "Mélange: Cost Efficient Large Language Model Serving by Exploiting GPU
@@ -28,23 +23,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from statistics import NormalDist
 
 import numpy as np
 
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.deploy_rules import instance_findings
 from hetplan.errors import InfeasibleError
-from hetplan.perf.capacity import (
-    BISECT_STEPS,
-    LengthStats,
-    decode_step_tables,
-    fluid_prefill_rates,
-    mg1_wait_quantile_s,
-)
+from hetplan.perf.capacity import fluid_prefill_rates
+from hetplan.perf.capacity_inputs import LengthStats
 from hetplan.perf.latency import InstanceModel
 from hetplan.solvers.cauchy import PlanRequest, deployment_of, option_shape
-from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings, solve_slice_assignment
+from hetplan.solvers.melange_capacity import aggregated_capacities_many, prefill_services
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
+from hetplan.solvers.milp_slices import solve_slice_assignment
 from hetplan.solvers.packing import Purchased, solve_purchase
 
 PROMPT_EDGES = (0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, math.inf)
@@ -98,142 +89,6 @@ def make_buckets(
                     )
                 )
     return buckets
-
-
-def aggregated_capacity(inst: InstanceModel, stats: LengthStats, ttft_slo_s: float, tpot_slo_s: float) -> float:
-    """Highest arrival rate (req/s) one aggregated instance serves within both SLOs (module docstring)."""
-    service = np.asarray(inst.prefill_latency_s(stats.prefill_tokens(inst)), dtype=float)
-    mean_s, second_s2 = float(service.mean()), float((service**2).mean())
-    prefill_q = float(np.percentile(service, stats.quantile * 100))
-    ctx = stats.decode_context
-    kv_limit = int(inst.max_batch_size(stats.prompt_tokens.max() + stats.output_tokens.max()))
-    kv_limit = min(kv_limit, int(inst.max_batch_size(ctx)), inst.settings.max_num_seqs)
-    if kv_limit < 1 or prefill_q > ttft_slo_s:
-        return 0.0
-    batches = np.arange(1, kv_limit + 1)
-    steps = np.asarray(inst.decode_step_latency_s(batches, ctx), dtype=float)
-    tokens_after_first = max(stats.mean_output - 1.0, 1.0)
-
-    z = NormalDist().inv_cdf(stats.quantile)
-
-    def ok(rate: float) -> bool:
-        busy = rate * mean_s
-        if busy >= 1.0:
-            return False
-        if mg1_wait_quantile_s(rate, mean_s, second_s2, stats.quantile) + prefill_q > ttft_slo_s:
-            return False
-        stretched = steps / (1.0 - busy)
-        enough = np.nonzero(batches >= rate * tokens_after_first * stretched)[0]
-        if not enough.size:
-            return False
-        # the SLO percentile of the batch, not its mean: the number of decoding sequences is about Poisson around
-        # Little's mean B (normal approximation), and the q-quantile request decodes in a batch of B_q
-        mean_b = float(batches[enough[0]])
-        b_q = min(int(math.ceil(mean_b + z * math.sqrt(mean_b))), kv_limit)
-        return bool(mean_b + z * math.sqrt(mean_b) <= kv_limit + 1e-9) and bool(stretched[b_q - 1] <= tpot_slo_s)
-
-    if not ok(1e-9):
-        return 0.0
-    lo, hi = 0.0, 1.0 / mean_s
-    for _ in range(BISECT_STEPS):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo
-
-
-def aggregated_capacities(
-    inst: InstanceModel, stats: list[LengthStats], ttft_slo_s: float, tpot_slo_s: float
-) -> list[float]:
-    """:func:`aggregated_capacity` of one instance for several length samples (the buckets); see
-    :func:`aggregated_capacities_many`."""
-    return aggregated_capacities_many([inst], stats, ttft_slo_s, tpot_slo_s)[0]
-
-
-def aggregated_capacities_many(
-    insts: list[InstanceModel], stats: list[LengthStats], ttft_slo_s: float, tpot_slo_s: float
-) -> list[list[float]]:
-    """:func:`aggregated_capacity` of every instance (rows of the result) for every length sample (the buckets,
-    columns), all bisections run side by side as arrays; each element goes through the one-sample function's
-    operations (``math.log`` for the M/G/1 tail included), so the capacities are bit-identical to it (a test
-    checks this)."""
-    rows = []
-    by_bucket = _prefill_services(insts, stats)
-    for st, services in zip(stats, by_bucket, strict=True):
-        # one percentile call per bucket over every instance (rows of equal length): the same order statistics
-        prefill_qs = np.percentile(np.asarray(services), st.quantile * 100, axis=1) if insts else []
-        ctx = st.decode_context
-        for inst, service, prefill_q in zip(insts, services, prefill_qs, strict=True):
-            kv_limit = int(inst.max_batch_size(st.prompt_tokens.max() + st.output_tokens.max()))
-            kv_limit = min(kv_limit, int(inst.max_batch_size(ctx)), inst.settings.max_num_seqs)
-            rows.append((float(service.mean()), float((service**2).mean()), float(prefill_q), ctx, kv_limit, st, inst))
-    n_b = len(stats)
-    out = [[0.0] * n_b for _ in insts]
-    # rows are bucket-major: row r is instance r % len(insts), bucket r // len(insts)
-    live = [i for i, r in enumerate(rows) if r[4] >= 1 and r[2] <= ttft_slo_s]
-    if not live:
-        return out
-    width = max(rows[i][4] for i in live)
-    batches = np.arange(1, width + 1)
-    steps = np.full((len(live), width), np.inf)
-    tables = decode_step_tables([(rows[i][6], rows[i][3], rows[i][4]) for i in live])  # one call per instance
-    for k, table in enumerate(tables):
-        steps[k, : table.size] = table
-    mean_arr = np.array([rows[i][0] for i in live])
-    second_arr = np.array([rows[i][1] for i in live])
-    prefill_arr = np.array([rows[i][2] for i in live])
-    limit_arr = np.array([rows[i][4] for i in live])
-    tokens = np.array([max(rows[i][5].mean_output - 1.0, 1.0) for i in live])
-    quantile = np.array([rows[i][5].quantile for i in live])
-    z = np.array([NormalDist().inv_cdf(float(q)) for q in quantile])
-    index = np.arange(len(live))
-
-    def ok(rate: np.ndarray) -> np.ndarray:
-        busy = rate * mean_arr
-        good = busy < 1.0
-        rho = rate * mean_arr
-        wait = np.zeros(rate.size)
-        tail = good & (rho > 1.0 - quantile) & (rate > 0)
-        for k in np.nonzero(tail)[0]:  # mg1_wait_quantile_s, with its math.log
-            mean_wait = rate[k] * second_arr[k] / (2.0 * (1.0 - rho[k]))
-            wait[k] = (mean_wait / rho[k]) * math.log(rho[k] / (1.0 - quantile[k]))
-        good &= ~(wait + prefill_arr > ttft_slo_s)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            stretched = steps / (1.0 - busy)[:, None]
-            need = (rate * tokens)[:, None] * stretched
-        enough = batches[None, :] >= need
-        has = enough.any(axis=1)
-        good &= has
-        mean_b = batches[np.argmax(enough, axis=1)].astype(float)
-        spread = mean_b + z * np.sqrt(mean_b)
-        b_q = np.minimum(np.ceil(spread).astype(int), limit_arr)
-        good &= spread <= limit_arr + 1e-9
-        at = stretched[index, np.clip(b_q - 1, 0, width - 1)]
-        return np.asarray(good & (at <= tpot_slo_s))
-
-    start = ok(np.full(len(live), 1e-9))
-    lo, hi = np.zeros(len(live)), 1.0 / mean_arr
-    for _ in range(BISECT_STEPS):
-        mid = (lo + hi) / 2
-        passes = ok(mid)
-        lo, hi = np.where(passes, mid, lo), np.where(passes, hi, mid)
-    for k, i in enumerate(live):
-        out[i % len(insts)][i // len(insts)] = float(lo[k]) if start[k] else 0.0
-    return out
-
-
-def _prefill_services(insts: list[InstanceModel], stats: list[LengthStats]) -> list[list[np.ndarray]]:
-    """Prefill seconds of every sample's prompts on every instance, shape [sample][instance] (arrays of the
-    sample's size): one latency-model call per instance over all samples' prompts, cut back per sample (the
-    model is element by element, so the values equal one call per sample; copies keep each array fresh)."""
-    if not stats:
-        return []
-    edges = np.cumsum([0] + [np.asarray(st.prompt_tokens).size for st in stats])
-    every = [
-        np.asarray(inst.prefill_latency_s(np.concatenate([np.asarray(st.prefill_tokens(inst)) for st in stats])),
-                   dtype=float)
-        for inst in insts
-    ]  # fmt: skip
-    return [[e[edges[b] : edges[b + 1]].copy() for e in every] for b in range(len(stats))]
 
 
 @dataclass(frozen=True)
@@ -337,7 +192,7 @@ def _burst_capped(
     zeros = [np.zeros_like(s) for s in services]
     bounds = fluid_prefill_rates(services, zeros, req.arrivals, req.ttft_slo_s, req.stats.quantile)
     out = []
-    per_bucket = _prefill_services(insts, [b.stats for b in buckets])
+    per_bucket = prefill_services(insts, [b.stats for b in buckets])
     for k, (service, bound, row) in enumerate(zip(services, bounds, caps, strict=True)):
         mean_all = float(service.mean())
         capped = []

@@ -10,8 +10,8 @@ with P_b(n) the per-instance prefill capacity of n pooled instances on bucket b'
 with a trace, capped by the combo's whole-trace prefill capacity scaled by the ratio of mean prefill times, the
 rule Mélange's types use), D_b the decode capacity on bucket b's outputs and context, KV_b the KV link's rate on
 bucket b's mean prompt KV. A combo may also serve a share f_c of *every* bucket at its whole-workload goodput
-G_c (Cauchy's capacity), so the MILP (:func:`hetplan.solvers.milp.solve_slice_assignment` with ``mix_load``,
-or :func:`hetplan.solvers.milp.solve_packed` when buying whole instances)::
+G_c (Cauchy's capacity), so the MILP (:func:`hetplan.solvers.milp_slices.solve_slice_assignment` with ``mix_load``,
+or :func:`hetplan.solvers.milp_packed.solve_packed` when buying whole instances)::
 
     minimize    Σ_u c_u · n_u
     subject to  Σ_u z_{b,u} + k · Σ_c f_c = k                               for every bucket b
@@ -39,10 +39,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hetplan.errors import InfeasibleError
-from hetplan.perf.capacity import PrefillCapacity, decode_capacities, prefill_capacities_by_stats
+from hetplan.perf.capacity import PrefillCapacity, prefill_capacities_by_stats
+from hetplan.perf.decode_capacity import decode_capacities
 from hetplan.solvers.cauchy import CandidateSet, Combo, PlanRequest
 from hetplan.solvers.melange import MIN_CAPACITY_REQ_PER_S, Bucket, InstanceType
-from hetplan.solvers.milp import MAX_SLICE_LOAD, solve_slice_assignment
+from hetplan.solvers.milp_slices import MAX_SLICE_LOAD, solve_slice_assignment
 from hetplan.solvers.packing import Purchased, solve_purchase
 
 POOL = 200
@@ -310,7 +311,7 @@ def mixed_size(
     """The mixed MILP's columns and size before the purchase layer: ``aggregated_columns``, ``combo_columns``,
     ``variables`` (copies per column, slice assignments z, mix shares f) and ``constraints`` (bucket and load rows,
     inventory rows); with offers, each column is repeated per site and the purchase variables and rows come on
-    top (:func:`hetplan.solvers.milp.solve_packed`)."""
+    top (:func:`hetplan.solvers.milp_packed.solve_packed`)."""
     demand = req.demand_req_per_s
     k = max(1, int(slices_per_bucket))
     caps = [t.capacity_req_per_s for t in types] + [bc.capacity_req_per_s for bc in combos]

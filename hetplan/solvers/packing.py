@@ -2,7 +2,7 @@
 
 Cauchy's combos and Mélange's aggregated instance types are sized in serving instances (a TP group of one GPU
 type); this module packs those serving instances onto purchasable offers (:mod:`hetplan.catalog.offers`) with
-:func:`hetplan.solvers.milp.solve_packed`, so the cost is Σ purchased instances × their price:
+:func:`hetplan.solvers.milp_packed.solve_packed`, so the cost is Σ purchased instances × their price:
 
 - a TP group stays inside one instance unless the offer's scale-up domain spans instances;
 - several serving instances share one purchased instance when it has the GPUs (prefill and decode of one combo
@@ -26,15 +26,9 @@ from dataclasses import dataclass, replace
 from hetplan.catalog.offers import Offer
 from hetplan.errors import InfeasibleError
 from hetplan.plan.types import Purchase
-from hetplan.solvers.milp import (
-    DEFAULT_SETTINGS,
-    PackedBin,
-    PackedResult,
-    PackedUnit,
-    SolveSettings,
-    solve_covering,
-    solve_packed,
-)
+from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
+from hetplan.solvers.milp_covering import solve_covering
+from hetplan.solvers.milp_packed import PackedBin, PackedResult, PackedUnit, solve_packed
 
 
 @dataclass(frozen=True)
@@ -145,7 +139,7 @@ def solve_purchase(
     only), shape (units,): one site group of every offer; unit ``i`` with ``cross[i]`` set is a cross-site
     variant, one column per pair of different sites hosting its prefill and decode roles, each copy paying
     ``cross[i].extra_usd_per_hour`` besides its instances. ``mix_load`` of shape (units,), for units that may also
-    serve a share of the whole mix (the mixed strategy; :func:`hetplan.solvers.milp.solve_packed`), slice mode
+    serve a share of the whole mix (the mixed strategy; :func:`hetplan.solvers.milp_packed.solve_packed`), slice mode
     only. ``cost_cap``: only purchases costing less are sought (none: :class:`InfeasibleError`). ``settings``: how
     HiGHS runs (:class:`hetplan.solvers.milp.SolveSettings`).
 

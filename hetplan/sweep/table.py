@@ -45,7 +45,7 @@ from hetplan.sweep.planfacts import Deployment, PlanFacts, units
 from hetplan.units import parse_duration_s, parse_percentile, rnd
 
 if TYPE_CHECKING:
-    from hetplan.scenario import WorkloadSpec
+    from hetplan.scenario_blocks import WorkloadSpec
 
 
 class SweepRow(BaseModel):

@@ -142,7 +142,7 @@ def test_a_read_only_folder_is_an_error_not_a_traceback(tmp_path, monkeypatch):
 HARD_SOLVE = """
 import random, sys
 import hetplan.planning.solve as solve
-from hetplan.solvers.milp import solve_covering
+from hetplan.solvers.milp_covering import solve_covering
 def hard(*a, **k):
     rng = random.Random(0)
     a = [[rng.randint(0, 99) for _ in range(30)] for _ in range(4)]  # market split: HiGHS runs to its time limit

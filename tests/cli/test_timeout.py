@@ -80,7 +80,7 @@ def test_timeouts_read_seconds_or_a_unit(text, seconds):
 def test_a_timeout_lands_inside_a_highs_solve_within_a_second():
     """A market-split MIP that HiGHS does not finish within its 30 s limit; the deadline at 0.4 s comes back
     within seconds of it (PuLP's plain ``Highs.run()`` would hold the main thread until the solve ends)."""
-    from hetplan.solvers.milp import solve_covering
+    from hetplan.solvers.milp_covering import solve_covering
 
     rng = random.Random(0)
     a = [[rng.randint(0, 99) for _ in range(30)] for _ in range(4)]  # market split: HiGHS runs to its time limit

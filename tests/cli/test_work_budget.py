@@ -144,9 +144,9 @@ def test_autoscale_refuses_a_tiny_level_step_without_building_its_grid(tmp_path)
 
 
 def test_points_files_over_the_row_budget_are_refused(monkeypatch, tmp_path):
-    from hetplan.perf import points
+    from hetplan.perf import points_table
 
-    monkeypatch.setattr(points, "MAX_POINTS", 3)
+    monkeypatch.setattr(points_table, "MAX_POINTS", 3)
     f = tmp_path / "p.csv"
     f.write_text("model,gpu,tp,concurrency,isl,osl\n" + "Llama-3.1-8B,H100-SXM,1,8,1024,128\n" * 4)
     _refused(["estimate", "--points", f, "--json"], "more than 3 rows")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hetplan import api
-from hetplan.emit.ir import build_ir
+from hetplan.emit.ir_build import build_ir
 from hetplan.emit.settings import EmitSettings
 from hetplan.scenario import Scenario
 

@@ -5,10 +5,12 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan.autoscale.curves import LoadCurve, diurnal, load_curve, read_servegen
-from hetplan.autoscale.schedule import ScheduleSettings, build_schedule, summary
+from hetplan.autoscale.schedule import ScheduleSettings, build_schedule
+from hetplan.autoscale.schedule_summary import summary
 from hetplan.cli.main import app
 from hetplan.errors import InputError
-from hetplan.solvers.cauchy import enumerate_candidates, solve_allocation
+from hetplan.solvers.cauchy import solve_allocation
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
 from tests.helpers import gpu, request
 
 X = gpu("X", tflops=1000, gb_per_s=2000)

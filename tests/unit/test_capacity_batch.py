@@ -9,26 +9,15 @@ import pytest
 
 from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.perf.arch import ModelArch
-from hetplan.perf.capacity import (
-    BISECT_STEPS,
-    CAPACITY_BISECT_STEPS,
-    QUANTILE_POINTS,
-    ArrivalTrace,
-    LengthStats,
-    _largest,
-    _largest_batch,
-    erlang_c,
-    erlang_c_batch,
-    fluid_prefill_rate,
-    fluid_prefill_rates,
-    fluid_wait_batch_s,
-    fluid_wait_s,
-    mgn_ttft_quantile_s,
-    mgn_ttft_quantile_s_batch,
-    prefill_capacities,
-)
+from hetplan.perf.batch_search import BISECT_STEPS, largest_batch
+from hetplan.perf.capacity import CAPACITY_BISECT_STEPS, fluid_prefill_rates, prefill_capacities
+from hetplan.perf.capacity_inputs import ArrivalTrace, LengthStats
 from hetplan.perf.latency import InstanceModel, kv_transfer_s
-from hetplan.solvers.melange import aggregated_capacities, aggregated_capacity, make_buckets
+from hetplan.perf.queueing import erlang_c, mgn_ttft_quantile_s
+from hetplan.perf.queueing_batch import QUANTILE_POINTS, erlang_c_batch, fluid_wait_batch_s, mgn_ttft_quantile_s_batch
+from hetplan.solvers.melange import make_buckets
+from hetplan.solvers.melange_capacity import aggregated_capacities, aggregated_capacity
+from tests.unit.capacity_reference import fluid_prefill_rate, fluid_wait_s, largest
 
 
 def test_erlang_c_and_fluid_wait_batches_are_bit_identical():
@@ -70,9 +59,9 @@ def test_largest_batch_replays_the_bisection():
     limits = (roots / (1 - roots)) ** powers
     for steps in (CAPACITY_BISECT_STEPS, BISECT_STEPS):
         for r in range(50):
-            got = _largest_batch(lambda x, rows, r=r: metric(x, np.full(x.size, r)), float(limits[r]),
+            got = largest_batch(lambda x, rows, r=r: metric(x, np.full(x.size, r)), float(limits[r]),
                                  np.ones(1), steps, 1)[0]  # fmt: skip
-            want = _largest(lambda x, r=r: bool(metric(np.array([x]), np.array([r]))[0] <= limits[r]), 1.0, steps)
+            want = largest(lambda x, r=r: bool(metric(np.array([x]), np.array([r]))[0] <= limits[r]), 1.0, steps)
             assert got == want
 
 
@@ -107,7 +96,7 @@ def _reference_prefill(inst, stats, slo, link, trace, pools):
         def ok(rate: float, n: int = n) -> bool:
             return mgn_ttft_quantile_s(rate * n, n, mean_s, second_s2, own, 0.9) <= slo
 
-        out.append(min(_largest(ok, 1.0 / mean_s, CAPACITY_BISECT_STEPS), fluid))
+        out.append(min(largest(ok, 1.0 / mean_s, CAPACITY_BISECT_STEPS), fluid))
     return tuple(out)
 
 

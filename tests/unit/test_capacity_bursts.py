@@ -11,23 +11,16 @@ import pytest
 from hetplan import api
 from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.perf.arch import ModelArch
-from hetplan.perf.capacity import (
-    ArrivalTrace,
-    LengthStats,
-    decode_capacities,
-    decode_capacity,
-    erlang_c,
-    fluid_wait_s,
-    mg1_wait_quantile_s,
-    mgn_ttft_quantile_s,
-    mgn_wait_quantile_s,
-    prefill_capacity,
-)
+from hetplan.perf.capacity import prefill_capacity
+from hetplan.perf.capacity_inputs import ArrivalTrace, LengthStats
+from hetplan.perf.decode_capacity import decode_capacities
 from hetplan.perf.latency import InstanceModel
+from hetplan.perf.queueing import erlang_c, mg1_wait_quantile_s, mgn_ttft_quantile_s
 from hetplan.perf.settings import PerfSettings
 from hetplan.scenario import load_scenario
 from hetplan.workload.readers import read_stream
 from tests.conftest import EXAMPLES
+from tests.unit.capacity_reference import decode_capacity, fluid_wait_s, mgn_wait_quantile_s
 
 
 def test_fluid_wait_is_lindleys_recursion():

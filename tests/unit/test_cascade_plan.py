@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from hetplan.emit.ir import build_ir
+from hetplan.emit.ir_build import build_ir
 from hetplan.emit.vllm import emit_vllm
 from hetplan.plan.doc import load_plan
 from hetplan.plan.types import Slo
@@ -17,7 +17,8 @@ from hetplan.report.render.common import verification_rows
 from hetplan.sim.calibrate import calibrate, router_config
 from hetplan.sim.run import SimRequest, plan_cascade, simulate
 from hetplan.sim.verify import verify_plan
-from hetplan.workload.readers import read_azure_csv, read_stream
+from hetplan.workload.formats import read_azure_csv
+from hetplan.workload.readers import read_stream
 from tests.conftest import FIXTURES
 
 

@@ -3,7 +3,8 @@ import math
 import pytest
 
 from hetplan.errors import InfeasibleError
-from hetplan.solvers.cauchy import enumerate_candidates, solve_allocation
+from hetplan.solvers.cauchy import solve_allocation
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
 from tests.helpers import gpu, request
 
 X = gpu("X", tflops=1000, gb_per_s=2000)

@@ -23,8 +23,8 @@ from hetplan.planning.request import build_request
 from hetplan.report.model import plan_report
 from hetplan.scenario import Scenario
 from hetplan.sim.deployment import deployment_from_plan
-from hetplan.solvers.cauchy import enumerate_candidates
-from hetplan.solvers.milp import PackedBin, PackedUnit, solve_packed
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
+from hetplan.solvers.milp_packed import PackedBin, PackedUnit, solve_packed
 from tests.helpers import cli
 
 runner = CliRunner()

@@ -16,7 +16,7 @@ from hetplan.errors import EmitRuleError, InfeasibleError
 from hetplan.perf.arch import ModelArch
 from hetplan.planning.request import build_request
 from hetplan.scenario import Scenario, load_scenario
-from hetplan.solvers.cauchy import enumerate_candidates
+from hetplan.solvers.cauchy_candidates import enumerate_candidates
 from hetplan.solvers.melange import instance_types, make_buckets
 from tests.conftest import EXAMPLES
 from tests.emit.helpers import combo, files_of, plan_doc

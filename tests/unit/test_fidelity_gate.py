@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hetplan.perf.points import COLUMNS, estimate_points
+from hetplan.perf.points import estimate_points
+from hetplan.perf.points_table import COLUMNS
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
 

@@ -20,7 +20,7 @@ from hetplan.solvers.hetis_baselines import hexgen, splitwise
 from hetplan.solvers.hetis_eval import attention_devices, dense_score, evaluate_layout
 from hetplan.solvers.hetis_layout import enumerate_layouts
 from hetplan.solvers.hetis_model import HetisSettings, Workload, group_gpu, instance, split_layers
-from hetplan.solvers.milp import solve_min_makespan
+from hetplan.solvers.milp_slices import solve_min_makespan
 from hetplan.solvers.redispatch import RunningRequest, imbalance, redispatch, step_times
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

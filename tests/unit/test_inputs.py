@@ -357,7 +357,7 @@ POINTS_HEADER = "model,gpu,concurrency,isl,osl"
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero", "folder"])
 def test_points_refuse_special_files(tmp_path, special):
     """``estimate --points`` on a FIFO blocked forever and on /dev/zero read until memory ran out."""
-    from hetplan.perf.points import read_points
+    from hetplan.perf.points_table import read_points
 
     path = tmp_path / special
     if special == "fifo":
@@ -380,7 +380,7 @@ def test_points_refuse_special_files(tmp_path, special):
 )
 def test_points_duplicate_columns_and_extra_cells_are_errors(tmp_path, text, needle):
     """A duplicated column silently took the last value and extra cells were dropped."""
-    from hetplan.perf.points import read_points
+    from hetplan.perf.points_table import read_points
 
     with pytest.raises(InputError, match=needle):
         read_points(write(tmp_path, "p.csv", text))
@@ -508,7 +508,7 @@ def test_every_document_reader_refuses_special_files(tmp_path, special):
     before reading (a FIFO blocks forever, /dev/zero never ends)."""
     from hetplan.catalog.loader import load_user_prices, model_from_hf_config, read_yaml_mapping
     from hetplan.catalog.profile import load_profile
-    from hetplan.perf.points import read_points
+    from hetplan.perf.points_table import read_points
     from hetplan.plan.doc import load_plan
 
     path = tmp_path / "x.json"

@@ -3,8 +3,9 @@ import math
 import numpy as np
 import pytest
 
-from hetplan.perf.capacity import LengthStats
-from hetplan.solvers.melange import Bucket, InstanceType, aggregated_capacity, make_buckets, solve_melange
+from hetplan.perf.capacity_inputs import LengthStats
+from hetplan.solvers.melange import Bucket, InstanceType, make_buckets, solve_melange
+from hetplan.solvers.melange_capacity import aggregated_capacity
 
 STATS = LengthStats(np.array([100]), np.array([10]), 0.9)
 

@@ -3,7 +3,7 @@ import itertools
 import numpy as np
 import pytest
 
-from hetplan.solvers.milp import max_value, solve_covering
+from hetplan.solvers.milp_covering import max_value, solve_covering
 
 
 def brute_force(cost, value, demand, usage, cap, bound=8):

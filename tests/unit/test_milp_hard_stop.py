@@ -14,7 +14,7 @@ from typing import Any
 import pulp
 import pytest
 
-from hetplan.solvers import milp
+from hetplan.solvers import milp, milp_covering
 from tests.conftest import ROOT
 
 GRACE_S = 0.5
@@ -76,7 +76,7 @@ def test_a_solve_that_ignores_its_time_limit_is_killed(monkeypatch: pytest.Monke
     capacity: list[float | None] = [h[0], *h[1:], *[-x for x in h[1:]]]
     start = time.perf_counter()
     settings = milp.SolveSettings(hard_stop_grace_s=GRACE_S, isolate_min_variables=0)
-    result = milp.solve_covering([1.0] * 30, a[0], h[0], usage, capacity, upper=[1] * 30, time_limit_s=LIMIT_S,
+    result = milp_covering.solve_covering([1.0] * 30, a[0], h[0], usage, capacity, upper=[1] * 30, time_limit_s=LIMIT_S,
                                  second_stage_epsilon=None, settings=settings)  # fmt: skip
     elapsed = time.perf_counter() - start
     # stopped at 1.5 s without a solution, then solved once more without presolve under the same hard stop
@@ -93,7 +93,7 @@ def test_a_stalled_solve_reports_its_incumbent_and_bound(monkeypatch: pytest.Mon
     usage = [[rng.randint(0, 3) for _ in range(n)] for _ in range(3)]
     start = time.perf_counter()
     settings = milp.SolveSettings(hard_stop_grace_s=GRACE_S, isolate_min_variables=0)
-    result = milp.solve_covering(cost, value, 30.5, usage, [40.0] * 3, second_stage_epsilon=None,
+    result = milp_covering.solve_covering(cost, value, 30.5, usage, [40.0] * 3, second_stage_epsilon=None,
                                  time_limit_s=LIMIT_S, settings=settings)  # fmt: skip
     elapsed = time.perf_counter() - start
     assert elapsed < LIMIT_S + GRACE_S + 2.0
@@ -112,7 +112,7 @@ def test_in_process_a_deaf_solve_is_cancelled_and_a_frozen_one_abandoned(monkeyp
     capacity: list[float | None] = [h[0], *h[1:], *[-x for x in h[1:]]]
     settings = milp.SolveSettings(hard_stop_grace_s=GRACE_S, isolate_min_variables=1000)
     start = time.perf_counter()
-    result = milp.solve_covering([1.0] * 30, a[0], h[0], usage, capacity, upper=[1] * 30, time_limit_s=LIMIT_S,
+    result = milp_covering.solve_covering([1.0] * 30, a[0], h[0], usage, capacity, upper=[1] * 30, time_limit_s=LIMIT_S,
                                  second_stage_epsilon=None, settings=settings)  # fmt: skip
     assert time.perf_counter() - start < LIMIT_S + GRACE_S + 2.0
     assert result.status == "not_solved" and sum(result.counts) == 0  # cancelled without a solution
@@ -123,7 +123,7 @@ def test_in_process_a_deaf_solve_is_cancelled_and_a_frozen_one_abandoned(monkeyp
     value = [rng.uniform(1.0, 2.0) for _ in range(n)]
     usage2 = [[rng.randint(0, 3) for _ in range(n)] for _ in range(3)]
     start = time.perf_counter()
-    frozen = milp.solve_covering(cost, value, 30.5, usage2, [40.0] * 3, second_stage_epsilon=None,
+    frozen = milp_covering.solve_covering(cost, value, 30.5, usage2, [40.0] * 3, second_stage_epsilon=None,
                                  time_limit_s=LIMIT_S, settings=settings)  # fmt: skip
     assert time.perf_counter() - start < LIMIT_S + GRACE_S + milp.ABANDON_AFTER_S + 2.0
     assert frozen.status == "not_solved"
@@ -138,7 +138,7 @@ def test_isolated_and_in_process_solves_give_the_same_answers() -> None:
         value = [round(rng.uniform(0.5, 3.0), 2) for _ in range(n)]
         usage = [[rng.randint(0, 2) for _ in range(n)] for _ in range(2)]
         runs = [
-            milp.solve_covering(
+            milp_covering.solve_covering(
                 cost, value, 11.7, usage, [9.0, 9.0], settings=milp.SolveSettings(isolate=iso, isolate_min_variables=0)
             )  # fmt: skip
             for iso in (True, False)

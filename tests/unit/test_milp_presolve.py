@@ -9,7 +9,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from hetplan.solvers.milp import PRESOLVE_MODES, SLICE_PRESOLVE, SolveSettings, solve_slice_assignment
+from hetplan.solvers.milp import PRESOLVE_MODES, SLICE_PRESOLVE, SolveSettings
+from hetplan.solvers.milp_slices import solve_slice_assignment
 from tests.conftest import ROOT
 
 STALLING = ROOT / "tests" / "fixtures" / "milp" / "stalling_slice_model.json"

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from hetplan.solvers import milp
+from hetplan.solvers import milp, milp_covering
 
 
 def _problems() -> list[tuple[list[float], list[float], float]]:
@@ -22,7 +22,7 @@ def _problems() -> list[tuple[list[float], list[float], float]]:
 
 
 def test_threads_give_the_sequential_answers_in_order() -> None:
-    tasks = [functools.partial(milp.solve_covering, c, v, d) for c, v, d in _problems()]
+    tasks = [functools.partial(milp_covering.solve_covering, c, v, d) for c, v, d in _problems()]
     sequential = [t() for t in tasks]
     threaded = milp.solve_in_threads(tasks, workers=3)
     assert [r.counts for r in threaded] == [r.counts for r in sequential]
@@ -31,10 +31,10 @@ def test_threads_give_the_sequential_answers_in_order() -> None:
 
 
 def test_an_error_in_a_task_reaches_the_caller() -> None:
-    def bad() -> milp.MilpResult:
+    def bad() -> milp_covering.MilpResult:
         raise ValueError("task failed")
 
-    ok = [lambda: milp.solve_covering([1.0], [1.0], 2.0)] * 3
+    ok = [lambda: milp_covering.solve_covering([1.0], [1.0], 2.0)] * 3
     with pytest.raises(ValueError, match="task failed"):
         milp.solve_in_threads([*ok, bad, *ok], workers=2)
     assert not milp._STOP.is_set()  # the next solves are not stopped
@@ -42,7 +42,7 @@ def test_an_error_in_a_task_reaches_the_caller() -> None:
 
 def test_stdout_is_restored_after_threaded_solves(capfd: pytest.CaptureFixture[str]) -> None:
     before = os.fstat(1)
-    milp.solve_in_threads([lambda: milp.solve_covering([1.0, 2.0], [1.0, 3.0], 4.0)] * 6, workers=4)
+    milp.solve_in_threads([lambda: milp_covering.solve_covering([1.0, 2.0], [1.0, 3.0], 4.0)] * 6, workers=4)
     after = os.fstat(1)
     assert (before.st_dev, before.st_ino) == (after.st_dev, after.st_ino)
     print("visible")

@@ -9,13 +9,9 @@ import numpy as np
 import pytest
 
 from hetplan import api
-from hetplan.perf.capacity import (
-    LengthStats,
-    decode_capacities,
-    decode_capacity,
-    prefill_capacities,
-    prefill_capacities_by_stats,
-)
+from hetplan.perf.capacity import prefill_capacities, prefill_capacities_by_stats
+from hetplan.perf.capacity_inputs import LengthStats
+from hetplan.perf.decode_capacity import decode_capacities
 from hetplan.plan.doc import from_doc, to_doc
 from hetplan.planning.request import build_request
 from hetplan.planning.solve import Planner
@@ -25,6 +21,7 @@ from hetplan.sim.router import Router
 from hetplan.solvers.cauchy import Combo, solve_allocation
 from hetplan.solvers.melange import Bucket, InstanceType, solve_melange
 from hetplan.solvers.mixed import BucketCombo, bucket_combos, combo_columns, solve_mixed
+from tests.unit.capacity_reference import decode_capacity
 
 ROOT = Path(__file__).resolve().parents[2]
 STATS = LengthStats(np.array([100]), np.array([10]), 0.9)

@@ -4,10 +4,13 @@ import pytest
 from hetplan.catalog import find_gpu, find_model
 from hetplan.errors import InputError, OutOfMemoryError
 from hetplan.perf.arch import ModelArch
-from hetplan.perf.capacity import LengthStats, decode_capacity, erlang_c, mg1_wait_quantile_s, prefill_capacity
+from hetplan.perf.capacity import prefill_capacity
+from hetplan.perf.capacity_inputs import LengthStats
 from hetplan.perf.estimate import max_output_tokens_per_s
 from hetplan.perf.latency import InstanceModel
+from hetplan.perf.queueing import erlang_c, mg1_wait_quantile_s
 from hetplan.perf.settings import PerfSettings
+from tests.unit.capacity_reference import decode_capacity
 
 KIB = 1024
 

@@ -184,7 +184,7 @@ def _scenario(
 def test_the_equal_prefill_work_length_is_exact_for_the_quadratic_flops():
     from hetplan.catalog.loader import find_model
     from hetplan.perf.arch import ModelArch
-    from hetplan.perf.capacity import prefill_work_tokens
+    from hetplan.perf.capacity_inputs import prefill_work_tokens
 
     arch = ModelArch(find_model("Llama-3.1-8B"))
     prompts, cached = np.array([8000.0, 8000.0, 300.0]), np.array([0.0, 6144.0, 0.0])

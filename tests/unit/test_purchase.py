@@ -21,7 +21,7 @@ from hetplan.errors import InfeasibleError
 from hetplan.plan.doc import from_doc, to_doc
 from hetplan.plan.types import Plan
 from hetplan.scenario import Scenario, load_scenario
-from hetplan.solvers.milp import PackedBin, PackedUnit, pack_instances, solve_packed
+from hetplan.solvers.milp_packed import PackedBin, PackedUnit, pack_instances, solve_packed
 from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]

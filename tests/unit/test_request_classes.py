@@ -17,8 +17,8 @@ from hetplan.planning.request import build_request, build_whole_workload, worklo
 from hetplan.scenario import Scenario
 from hetplan.sim.verify import verify_plan
 from hetplan.workload.classes import assign_classes, binding_slos, class_slos
+from hetplan.workload.formats import read_azure_csv
 from hetplan.workload.model import stream_from_workload
-from hetplan.workload.readers import read_azure_csv
 from hetplan.workload.split import time_split
 from tests.conftest import FIXTURES
 

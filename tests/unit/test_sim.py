@@ -14,12 +14,13 @@ from hetplan.perf.settings import PerfSettings
 from hetplan.plan.doc import from_doc, load_plan, read_plan_doc
 from hetplan.plan.doc import parse_bucket_label as parse_bucket
 from hetplan.sim.calibrate import calibrate, router_config
-from hetplan.sim.deployment import StepCost, deployment_from_plan, simple_deployment
+from hetplan.sim.deployment import deployment_from_plan, simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.metrics import jain_index, weighted_percentile
 from hetplan.sim.policies import SCHEDULERS, CascadeSettings, get_scheduler
 from hetplan.sim.run import SimRequest, find_capacity, simulate
 from hetplan.sim.scheduler import FcfsScheduler, cascade_estimate_s
+from hetplan.sim.step_cost import StepCost
 from hetplan.sim.verify import verify
 from hetplan.workload.model import ClassSlo, make_stream
 from hetplan.workload.readers import read_stream
@@ -164,7 +165,7 @@ def test_kappa_one_with_equal_loads_gives_the_model_latency():
     rest of the iteration is at its maximal load: T̂ of a 3,072-token prompt is the model's latency of one full
     8,192-token iteration plus the prompt's KV transfer."""
     from hetplan.perf.latency import kv_transfer_s
-    from hetplan.sim.estimate import estimator
+    from hetplan.sim.ttft_estimate import estimator
 
     dep = simple_deployment(model="Llama-3.1-8B", disaggregated=True)
     stream = make_stream([0.0, 0.0, 0.0], [3072, 6144, 8000], [2, 2, 2])
@@ -194,7 +195,7 @@ def test_kappa_one_at_maximal_load_gives_the_mixed_iteration_of_the_profile():
     """An aggregated instance at its maximal load (max_num_seqs decodes holding the whole KV cache, started prompts
     filling the chunk): T̂ of a prompt is one full mixed iteration: a full chunk's prefill + the decode step − one
     overhead; a class's κ scales it."""
-    from hetplan.sim.estimate import estimator
+    from hetplan.sim.ttft_estimate import estimator
 
     dep = simple_deployment(model="Llama-3.1-8B", max_num_seqs=128)
     stream = make_stream([0.0, 0.0], [3072, 100], [2, 2], ["x", "x"])

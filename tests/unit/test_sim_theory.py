@@ -13,12 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetplan.perf.capacity import erlang_c
+from hetplan.perf.queueing import erlang_c
 from hetplan.perf.settings import PerfSettings
-from hetplan.sim.deployment import StepCost, simple_deployment
+from hetplan.sim.deployment import simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.instance import STEP_END
 from hetplan.sim.policies import SCHEDULERS, get_scheduler
+from hetplan.sim.step_cost import StepCost
 from hetplan.workload.model import make_stream
 
 K = 4

@@ -10,7 +10,7 @@ recompute, minus a prefix-cache hit ``h``) on an instance with token cap ``C``:
   :mod:`hetplan.sim.batching`), so the request's first token comes after the ``o + r`` tokens are prefilled:
   ``T = P_c(o + r) + ⌈(o + r)/c⌉ · (decode_s(n, ctx) − overhead)``, where ``P_c(s)`` is the performance model's
   time of prefilling ``s`` tokens in chunks of ``c`` (each chunk with its attention over the tokens before it, as
-  :meth:`~hetplan.sim.deployment.StepCost.prefill_s` prices it), plus, on a prefill instance of a disaggregated
+  :meth:`~hetplan.sim.step_cost.StepCost.prefill_s` prices it), plus, on a prefill instance of a disaggregated
   deployment, the KV transfers still queued on its NIC.
 - **T(max load)**: every iteration full: the decode batch at ``max_num_seqs`` holding the whole KV cache (none on
   a prefill instance) and the prefill budget filled, so each of the request's ``⌈r/c⌉`` chunks costs a full
@@ -51,7 +51,7 @@ DECODE_BUCKET = 32
 
 
 class TtftEstimator:
-    """T(load) of :mod:`hetplan.sim.estimate` for one instance type of one run.
+    """T(load) of :mod:`hetplan.sim.ttft_estimate` for one instance type of one run.
 
     Args:
         sim: the run (its per-request ``need`` and ``done_pref`` give the tokens of started prompts).
