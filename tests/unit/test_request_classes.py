@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from hetplan.api import gate
+from hetplan.report.gate import compare
 from hetplan.errors import InputError
 from hetplan.plan.doc import load_plan, to_doc
 from hetplan.planning.request import build_request, build_whole_workload, workload_sha256
@@ -147,10 +147,10 @@ def test_the_gate_fails_when_either_class_stops_holding(checked, chat_ttft_s, lo
     assert v["status"] == "not verified"
     assert [c["class"] for c in v["classes"] if not c["holds"]] == [failing]
     assert all(m.split(": ")[1] == f"class {failing}" for m in v["misses"] if "class" in m)
-    (result,) = gate({"s": current}, {"s": to_doc(baseline)}, 0.05)
+    result = compare(current, to_doc(baseline), 0.05, name="s")
     assert not result.passed
     assert any(f.startswith(f"class {failing} held its SLOs in the baseline") for f in result.failures)
-    (same,) = gate({"s": baseline}, {"s": to_doc(baseline)}, 0.05)
+    same = compare(baseline, to_doc(baseline), 0.05, name="s")
     assert same.passed
 
 
