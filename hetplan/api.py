@@ -175,6 +175,7 @@ def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs") -> Plan:
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
+    from hetplan.plan.doc import verification_block
     from hetplan.planning.verify import verification_workloads
     from hetplan.sim.verify import verify_plan
 
@@ -182,8 +183,8 @@ def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs") -> Plan:
     block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
     block["out_of_sample"]["split"] = split
     if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
-        plan = replace(plan, extra={**plan.extra, "cascade": block["cascade"]})
-    return replace(plan, verification=block)
+        plan = replace(plan, cascade=block["cascade"])
+    return replace(plan, verification=verification_block(block))
 
 
 def build_workload(scenario: Scenario) -> Workload:
@@ -323,7 +324,7 @@ def calibrate(
     from hetplan.sim.calibrate import calibrate as _calibrate
 
     block = _calibrate(req, quantile, progress)
-    return replace(req.plan, extra={**req.plan.extra, "cascade": block}), block
+    return replace(req.plan, cascade=block), block
 
 
 def sweep(

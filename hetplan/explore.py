@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import HetplanError, InfeasibleError, InputError, OutOfMemoryError
+from hetplan.plan.doc import verification_block
 from hetplan.units import parse_duration_s, rnd
 from hetplan.workload.classes import check_slo_override
 
@@ -421,7 +422,7 @@ def explore(
                 with command_budget():  # each point's check has the whole budget of simulated work
                     block = verify_plan(plan, workload, policy, False, held_out)
                 block["out_of_sample"]["split"] = split
-                plan = replace(plan, verification=block)
+                plan = replace(plan, verification=verification_block(block))
             except HetplanError as exc:  # the plan stands; the row says the check failed and why
                 check_error = _one_line(exc)
         rows.append(point_row(point, "ok", api.to_doc(plan), check_error))

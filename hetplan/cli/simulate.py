@@ -492,7 +492,7 @@ def calibrate_cmd(
                        None, None, "60s", None)  # fmt: skip
         with err_console.status("calibrating", spinner="dots") as status:
             block = calibrate(req, q, progress=lambda text: status.update(text))
-        plan = replace(req.plan, extra={**req.plan.extra, "cascade": block})
+        plan = replace(req.plan, cascade=block)
         files = {out: dump_for_path(out, api.to_doc(plan))}
         if router_out is not None:
             files[router_out] = dump_for_path(router_out, router_config(plan, block))

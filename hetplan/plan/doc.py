@@ -19,6 +19,8 @@ from pydantic import ValidationError
 
 from hetplan.catalog.loader import format_validation, read_yaml_file
 from hetplan.errors import InputError
+from hetplan.plan.blocks import Verification
+from hetplan.plan.docblocks import _block, scenario_extra_doc, scenario_fields, top_extra_doc, top_fields
 from hetplan.plan.schema import FIX, SCHEMA_VERSION, BucketDoc, PlanDoc, PlanMapping, ProvenanceDoc, ResolvedDoc
 from hetplan.plan.settings_doc import settings_from_doc, settings_to_doc
 from hetplan.plan.types import (
@@ -49,9 +51,6 @@ _SCENARIO = (
     "name", "model", "weight_dtype", "kv_dtype", "goodput_target_req_per_s", "headroom", "demand_req_per_s", "slo",
     "workload", "gpus", "inventory", "prices", "tp_options", "max_ratio", "perf_settings",
 )  # fmt: skip
-_TYPED_TOP = set(_TOP) - {"gpu", "usd_per_million_tokens", "lower_bound_usd_per_hour", "tokens_per_usd_basis"}
-_TYPED_TOP |= {"warnings", "verification", "resolved", "provenance"}
-_TYPED_SCENARIO = set(_SCENARIO) - {"workload", "max_ratio"}
 _COMBO_FIELDS = (
     "prefill_gpu", "prefill_tp", "n_prefill", "decode_gpu", "decode_tp", "n_decode", "count", "usd_per_hour",
     "goodput_req_per_s", "tokens_per_usd", "bound_by", "prefill_capacity_req_per_s", "decode_capacity_req_per_s",
@@ -104,7 +103,7 @@ def to_doc(plan: Plan) -> dict[str, Any]:
 
     ``from_doc(to_doc(p)) == p`` for every plan ``p``.
     """
-    scenario: dict[str, Any] = dict(plan.scenario_extra)
+    scenario: dict[str, Any] = scenario_extra_doc(plan)
     scenario.update(
         {
             "name": plan.name,
@@ -122,7 +121,7 @@ def to_doc(plan: Plan) -> dict[str, Any]:
             "perf_settings": settings_to_doc(plan.settings),
         }
     )
-    top: dict[str, Any] = dict(plan.extra)
+    top: dict[str, Any] = top_extra_doc(plan)
     top.update(
         {
             "schema_version": SCHEMA_VERSION,
@@ -200,8 +199,23 @@ def to_doc(plan: Plan) -> dict[str, Any]:
         }
     )
     if plan.verification is not None:
-        top["verification"] = dict(plan.verification)
+        top["verification"] = plan.verification.to_doc()
     return _ordered(top, _TOP, _TAIL)
+
+
+def verification_block(block: Mapping[str, Any], where: str = "the plan's verification") -> Verification:
+    """The typed :class:`~hetplan.plan.blocks.Verification` of a verification block as
+    :func:`hetplan.sim.verify.verify_plan` returns it (document data).
+
+    Raises:
+        InputError: a field of the wrong type (named).
+    """
+    return _block(Verification, block, where)
+
+
+def verification_doc(plan: Plan) -> dict[str, Any]:
+    """The plan's verification block as document data (empty when it has none)."""
+    return plan.verification.to_doc() if plan.verification is not None else {}
 
 
 def check_plan(data: Any, where: str = "plan") -> None:
@@ -293,11 +307,10 @@ def from_doc(data: Any, where: str = "plan") -> Plan:
         purchase=tuple(_purchase(p, f"{where} purchase[{i}]") for i, p in enumerate(doc.get("purchase") or [])),
         instances=tuple(_instance(t, f"{where} instances[{i}]") for i, t in enumerate(doc.get("instances") or [])),
         baselines={str(k): _summary(v) for k, v in (doc.get("baselines") or {}).items()},
-        verification=doc.get("verification"),
         warnings=tuple(str(w) for w in doc.get("warnings") or ()),
         engine=str(doc.get("engine", DEFAULT_ENGINE)),
-        extra={k: v for k, v in doc.items() if k not in _TYPED_TOP},
-        scenario_extra={k: v for k, v in sc.items() if k not in _TYPED_SCENARIO},
+        **top_fields(doc, where),
+        **scenario_fields(sc, where),
     )
     unknown = sorted(set(plan.used_gpu_names()) - set(gpus))
     if unknown:
@@ -428,4 +441,6 @@ __all__ = [
     "read_plan_doc",
     "to_doc",
     "upgrade_v1",
+    "verification_block",
+    "verification_doc",
 ]

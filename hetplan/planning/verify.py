@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from hetplan.errors import InfeasibleError
 from hetplan.perf.error_bands import DEFAULT_CONFIDENCE
-from hetplan.plan.doc import from_doc, to_doc
+from hetplan.plan.doc import from_doc, to_doc, verification_block, verification_doc
 from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.planning.document import ALL
 from hetplan.planning.forked import Background, start_forked
@@ -80,10 +80,10 @@ def plan_verified(
     made = plan_verified_in_sample_and_out(
         scenario, strategy, analysis, policy, resize, progress, gate, None if gate else confidence, **plan_kwargs
     )
-    block = dict(made.verification or {})
+    block = verification_doc(made)
     if "model_error" in block:  # the block's last part, after the re-size and the cheaper search
         block["model_error"] = block.pop("model_error")
-        return replace(made, verification=block)
+        return replace(made, verification=verification_block(block))
     if confidence is None or block.get("status") != "verified":
         return made
     step("checking the plan against the model's own error")
@@ -93,7 +93,7 @@ def plan_verified(
         return made
     block["model_error"] = error
     block["verdict"] = f"{block['verdict']}; {error['summary']}"
-    return replace(made, verification=block)
+    return replace(made, verification=verification_block(block))
 
 
 def plan_verified_in_sample_and_out(
@@ -269,7 +269,7 @@ def plan_verified_in_sample_and_out(
             made = _final(first, lambda: v0, base, analysis, attempt, check, None, ahead, later[0] if later else None,
                           extra_check=with_error)  # fmt: skip
         if search["tried"]:
-            made = replace(made, verification={**(made.verification or {}), "cheaper_search": search})
+            made = replace(made, verification=verification_block({**verification_doc(made), "cheaper_search": search}))
         return made
     if v0["status"] == "verified" or not resize:
         if analysis and ahead is not None:  # its progress is not reported from the other process
@@ -695,8 +695,8 @@ def _final(
     if resized is not None:
         block["resized"] = resized
     if "cascade" in block:  # verified under CASCADE: the calibrated settings go into the plan (and its router config)
-        p = replace(p, extra={**p.extra, "cascade": block["cascade"]})
-    return replace(p, verification=block)
+        p = replace(p, cascade=block["cascade"])
+    return replace(p, verification=verification_block(block))
 
 
 def _signature(p: Plan) -> tuple[Any, ...]:

@@ -151,8 +151,8 @@ def plan_report(plan: Plan, source: str) -> dict[str, Any]:
         "cost_vs_goodput": analysis.get("cost_vs_goodput", []),
         "warnings": list(plan.warnings),
     }
-    if isinstance(plan.verification, dict):  # only then: reports of unverified plans stay as they were
-        out["verification"] = verification_report(plan.verification, slo)
+    if plan.verification is not None:  # only then: reports of unverified plans stay as they were
+        out["verification"] = verification_report(plan.verification.to_doc(), slo)
     out["decision"] = decision(plan, out)
     return out
 

@@ -303,7 +303,7 @@ class PlanCheck:
         self.cascade = None
         if policy.lower().strip() == "cascade":  # CASCADE is verified with its settings calibrated on this workload
             self.cascade = calibrate_for_plan(plan, stream, target / own)
-            plan = replace(plan, extra={**plan.extra, "cascade": self.cascade})
+            plan = replace(plan, cascade=self.cascade)
         # what policies may know of output lengths: the distribution of the workload the plan was sized on
         self.predictor = OutputPredictor(workload.prompt_tokens, workload.output_tokens)
         self.runner = Replayer(plan, stream, policy, self.predictor)

@@ -77,7 +77,7 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
     )  # fmt: skip
     out = verify.plan_verified(scenario, "all", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert out.strategy == "cauchy"  # mixed needs 2.5x its demand (>= $25/h); cauchy holds at ~1.05x (~$12.6/h)
-    resized = out.verification["resized"]
+    resized = out.verification.resized.to_doc()
     assert resized["strategy_before"] == "mixed"
     shapes = {row["strategy"]: row for row in resized["per_strategy"]}
     assert set(shapes) == set(SHAPES)
@@ -90,7 +90,7 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
     assert out.total_usd_per_hour == min(r["usd_per_hour"] for r in shapes.values() if "usd_per_hour" in r)
     # a restricted strategy still follows only itself
     only = verify.plan_verified(scenario, "mixed", analysis=False, confidence=None)  # type: ignore[arg-type]
-    assert only.strategy == "mixed" and "per_strategy" not in only.verification["resized"]
+    assert only.strategy == "mixed" and not only.verification.resized.per_strategy
 
 
 def test_the_verification_cache_keys_what_the_simulator_replays_not_the_strategy() -> None:
@@ -141,7 +141,7 @@ def test_a_shape_whose_first_plan_is_another_shapes_deployment_is_resized_last(m
     )  # fmt: skip
     out = verify.plan_verified(scenario, "all", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert out.strategy == "cauchy"
-    order = [row["strategy"] for row in out.verification["resized"]["per_strategy"]]
+    order = [row.strategy for row in out.verification.resized.per_strategy]
     assert order[-1] == "mixed" and order.index("cauchy") < order.index("mixed")  # the twin went last
-    twin = out.verification["resized"]["per_strategy"][-1]
+    twin = out.verification.resized.per_strategy[-1].to_doc()
     assert "no cheaper than the verified" in twin.get("skipped", "") and twin["plans_tried"] <= 2
