@@ -83,14 +83,17 @@ def build_plan(
     if lean:
         step(f"solving the {strategy} plan")
         solved = {strategy: planner.solve(strategy)}
-        by_gpu = planner.homogeneous_by_gpu or {}
     else:
         step("solving Cauchy, homogeneous, Mélange and mixed plans")
         solved = {name: planner.solve(name) for name in STRATEGIES}
-        if planner.homogeneous_by_gpu is not None:
-            by_gpu = planner.homogeneous_by_gpu
-        else:
-            _, by_gpu = planner._homogeneous(req)
+    homo_solved = solved.get("homogeneous")
+    by_gpu = (
+        homo_solved.by_gpu
+        if homo_solved is not None and homo_solved.by_gpu is not None
+        else {}
+        if lean
+        else planner._homogeneous(req)[1]
+    )
     requested = strategy
     if strategy == ALL:
         strategy = cheapest_strategy(solved)
