@@ -56,7 +56,12 @@ SCENARIO_KEYS = frozenset(
 )
 
 
-def _block(kind: type[T], raw: Any, where: str) -> T:
+def block_of(kind: type[T], raw: Any, where: str) -> T:
+    """The ``kind`` block of the mapping ``raw`` found at ``where``.
+
+    Raises:
+        InputError: ``raw`` is not a mapping, or a declared field has the wrong type (named, with the fix).
+    """
     if not isinstance(raw, Mapping):
         raise InputError(f"{where} is not a mapping", fix=FIX)
     try:
@@ -68,13 +73,13 @@ def _block(kind: type[T], raw: Any, where: str) -> T:
 def _rows(kind: type[T], raw: Any, where: str) -> tuple[T, ...]:
     if not isinstance(raw, list):
         raise InputError(f"{where} is not a list", fix=FIX)
-    return tuple(_block(kind, r, f"{where}[{i}]") for i, r in enumerate(raw))
+    return tuple(block_of(kind, r, f"{where}[{i}]") for i, r in enumerate(raw))
 
 
 def _by_name(kind: type[T], raw: Any, where: str) -> dict[str, T]:
     if not isinstance(raw, Mapping):
         raise InputError(f"{where} is not a mapping", fix=FIX)
-    return {str(k): _block(kind, v, f"{where}.{k}") for k, v in raw.items()}
+    return {str(k): block_of(kind, v, f"{where}.{k}") for k, v in raw.items()}
 
 
 def _num(raw: Any) -> float | None:
@@ -106,17 +111,17 @@ def top_fields(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
         "shape_won": _text(g("shape_won")),
         "homogeneous_baseline": None
         if g("homogeneous_baseline") is None
-        else _block(HomogeneousBaseline, g("homogeneous_baseline"), f"{where} homogeneous_baseline"),
+        else block_of(HomogeneousBaseline, g("homogeneous_baseline"), f"{where} homogeneous_baseline"),
         "homogeneous_by_gpu": None
         if g("homogeneous_by_gpu") is None
         else _by_name(GpuFleet, g("homogeneous_by_gpu"), f"{where} homogeneous_by_gpu"),
         "owned_gpus": None if g("owned_gpus") is None else _by_name(OwnedGpu, g("owned_gpus"), f"{where} owned_gpus"),
         "gains": {k.removeprefix(GAIN): _num(v) for k, v in doc.items() if k.startswith(GAIN)},
-        "solver": None if g("solver") is None else _block(SolverStats, g("solver"), f"{where} solver"),
+        "solver": None if g("solver") is None else block_of(SolverStats, g("solver"), f"{where} solver"),
         "prefix_cache": None
         if g("prefix_cache") is None
-        else _block(PrefixCache, g("prefix_cache"), f"{where} prefix_cache"),
-        "analysis": None if g("analysis") is None else _block(Analysis, g("analysis"), f"{where} analysis"),
+        else block_of(PrefixCache, g("prefix_cache"), f"{where} prefix_cache"),
+        "analysis": None if g("analysis") is None else block_of(Analysis, g("analysis"), f"{where} analysis"),
         "quality_note": _text(g("quality_note")),
         "dtype_search": None
         if g("dtype_search") is None
@@ -125,7 +130,7 @@ def top_fields(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
         "cascade": g("cascade"),  # checked where it is read (hetplan.sim.run.cascade_block), with its own messages
         "verification": None
         if g("verification") is None
-        else _block(Verification, g("verification"), f"{where} verification"),
+        else block_of(Verification, g("verification"), f"{where} verification"),
     }
 
 
@@ -137,22 +142,22 @@ def scenario_fields(sc: Mapping[str, Any], where: str) -> dict[str, Any]:
     """
     g = sc.get
     return {
-        "workload": None if g("workload") is None else _block(WorkloadSummary, g("workload"), f"{where} workload"),
+        "workload": None if g("workload") is None else block_of(WorkloadSummary, g("workload"), f"{where} workload"),
         "max_ratio": _num(g("max_ratio")),
         "deployment": None
         if g("deployment") is None
-        else _block(DeploymentRules, g("deployment"), f"{where} scenario.deployment"),
+        else block_of(DeploymentRules, g("deployment"), f"{where} scenario.deployment"),
         "classes": None if g("classes") is None else _rows(ClassSlo, g("classes"), f"{where} scenario.classes"),
         "cross_provider": None
         if g("cross_provider") is None
-        else _block(WanLink, g("cross_provider"), f"{where} scenario.cross_provider"),
+        else block_of(WanLink, g("cross_provider"), f"{where} scenario.cross_provider"),
         "model_config_path": _text(g("model_config")),
         "profiles": None
         if g("profiles") is None
         else _rows(ProfileRecord, g("profiles"), f"{where} scenario.profiles"),
         "prune_with": None
         if g("prune_with") is None
-        else _block(PruneWith, g("prune_with"), f"{where} scenario.prune_with"),
+        else block_of(PruneWith, g("prune_with"), f"{where} scenario.prune_with"),
     }
 
 
@@ -216,4 +221,13 @@ def scenario_extra_doc(plan: Plan) -> dict[str, Any]:
     return out
 
 
-__all__ = ["GAIN", "SCENARIO_KEYS", "TOP_KEYS", "scenario_extra_doc", "scenario_fields", "top_extra_doc", "top_fields"]
+__all__ = [
+    "GAIN",
+    "block_of",
+    "SCENARIO_KEYS",
+    "TOP_KEYS",
+    "scenario_extra_doc",
+    "scenario_fields",
+    "top_extra_doc",
+    "top_fields",
+]
