@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import hetplan.planning.resize as resize
 import hetplan.planning.verify as verify
 import hetplan.sim.verify as sim_verify
 from hetplan.scenario import Scenario
@@ -105,14 +106,14 @@ def test_the_verification_cache_keys_what_the_simulator_replays_not_the_strategy
 
     fixtures = ROOT / "tests" / "fixtures"
     mel = from_doc(json.loads((fixtures / "plan_example_a_melange.json").read_text()), "test")
-    assert mel.instances and verify._signature(replace(mel, strategy="mixed")) == verify._signature(mel)
+    assert mel.instances and resize.signature(replace(mel, strategy="mixed")) == resize.signature(mel)
     t0 = mel.instances[0]
     moved = replace(t0, buckets=(replace(t0.buckets[0], share=t0.buckets[0].share / 2), *t0.buckets[1:]))
-    assert verify._signature(replace(mel, instances=(moved, *mel.instances[1:]))) != verify._signature(mel)
+    assert resize.signature(replace(mel, instances=(moved, *mel.instances[1:]))) != resize.signature(mel)
     cau = from_doc(json.loads((fixtures / "plan_example_a.json").read_text()), "test")
     c0 = cau.combos[0]
     routed = replace(c0, buckets=(BucketShare(0.0, 512.0, 0.0, float("inf"), 0.5),))
-    assert verify._signature(replace(cau, combos=(routed, *cau.combos[1:]))) != verify._signature(cau)
+    assert resize.signature(replace(cau, combos=(routed, *cau.combos[1:]))) != resize.signature(cau)
 
 
 def test_a_shape_whose_first_plan_is_another_shapes_deployment_is_resized_last(monkeypatch: pytest.MonkeyPatch) -> None:
