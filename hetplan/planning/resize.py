@@ -10,10 +10,13 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from hetplan.errors import InfeasibleError
+from hetplan.plan.doc import from_doc, verification_block
 from hetplan.plan.types import Plan
+from hetplan.planning.forked import Background
 
 #: Simulated capacity aimed at, above the goodput target, when re-sizing.
 RESIZE_MARGIN = 0.05
@@ -298,6 +301,58 @@ def attempt_record(headroom: float, p: Plan, v: dict[str, Any]) -> dict[str, Any
     }
 
 
+def final_plan(
+    p: Plan,
+    v_of: Callable[[], dict[str, Any]],
+    headroom: float,
+    analysis: bool,
+    attempt: Attempt,
+    check: Callable[[Plan, str], dict[str, Any]],
+    resized: dict[str, Any] | None,
+    ahead: Background | None = None,
+    with_analysis: Callable[..., Plan] | None = None,
+    lean: bool = False,
+    start_ahead: Callable[[float], Background | None] | None = None,
+    extra_check: Callable[[Plan, dict[str, Any]], dict[str, Any]] | None = None,
+) -> Plan:
+    """The chosen plan with its analysis when asked (the same deployment: its verification, ``v_of()``, is kept):
+    ``ahead``, the plan with its analysis made in another process (:func:`hetplan.planning.forked.start_forked`),
+    else ``with_analysis`` (the analysis from the planner that made ``p``), else ``p`` planned again with it (a
+    re-sized plan): in another process (``start_ahead``) while this one finishes the verification (``v_of`` and
+    ``extra_check``, the model-error check), where the cores allow. Without the analysis, a ``lean`` plan (a
+    re-size attempt: no baselines) is planned again whole."""
+    if analysis and ahead is None and with_analysis is None and start_ahead is not None:
+        ahead = start_ahead(headroom)
+    try:
+        v = v_of()
+        if extra_check is not None:
+            v = extra_check(p, v)
+    except BaseException:
+        if ahead is not None:
+            ahead.cancel()
+        raise
+    if analysis or lean:
+        if not analysis:
+            full = attempt(headroom, False, False)
+        elif ahead is not None:
+            full = from_doc(ahead.result(), "the plan hetplan made")
+        elif with_analysis is not None:
+            full = with_analysis()
+        else:
+            full = attempt(headroom, True)
+        if signature(full) != signature(p):
+            v = check(full, "full")
+            if extra_check is not None:
+                v = extra_check(full, v)
+        p = full
+    block = dict(v)
+    if resized is not None:
+        block["resized"] = resized
+    if "cascade" in block:  # verified under CASCADE: the calibrated settings go into the plan (and its router config)
+        p = replace(p, cascade=block["cascade"])
+    return replace(p, verification=verification_block(block))
+
+
 __all__ = [
     "MAX_HEADROOM",
     "RESIZE_BISECT_STEPS",
@@ -313,6 +368,7 @@ __all__ = [
     "Stage",
     "attempt_record",
     "describe_deployment",
+    "final_plan",
     "resize_until_verified",
     "rnd_headroom",
     "shrink",

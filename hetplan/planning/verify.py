@@ -25,10 +25,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from hetplan.errors import InfeasibleError
 from hetplan.perf.error_bands import DEFAULT_CONFIDENCE
-from hetplan.plan.doc import from_doc, to_doc, verification_block, verification_doc
-from hetplan.plan.types import STRATEGIES, Plan
+from hetplan.plan.doc import to_doc, verification_block, verification_doc
+from hetplan.plan.types import Plan
 from hetplan.planning.document import ALL
 from hetplan.planning.forked import Background, start_forked
 from hetplan.planning.pipeline import plan
@@ -37,19 +36,18 @@ from hetplan.planning.resize import (
     MAX_HEADROOM,
     RESIZE_BISECT_STEPS,
     RESIZE_MARGIN,
-    RESIZE_METHOD,
     RESIZE_MIN_STEP,
     RESIZE_ROUNDS,
     SHRINK_FLOOR,
     SHRINK_STEPS,
     Attempt,
-    NoCheaper,
     Stage,
+    final_plan,
     resize_until_verified,
-    rnd_headroom,
     shrink,
     signature,
 )
+from hetplan.planning.shapes import resize_every_shape
 from hetplan.resources import Resources
 from hetplan.scenario import Scenario
 from hetplan.workload.classes import assign_classes
@@ -268,112 +266,33 @@ def plan_verified_in_sample_and_out(
             best_ahead = aheads.pop(id(best), None)
             if best_ahead is not None:
                 step("the plan's analysis (price sensitivity, cost versus goodput), in another process")
-            made = _final(best, lambda: check(best, "full"), hi, analysis, attempt, check, None, best_ahead, later_of,
-                          lean=strategy != ALL, start_ahead=start_ahead(strategy), extra_check=with_error)  # fmt: skip
+            made = final_plan(best, lambda: check(best, "full"), hi, analysis, attempt, check, None, best_ahead,
+                              later_of, lean=strategy != ALL, start_ahead=start_ahead(strategy),
+                              extra_check=with_error)  # fmt: skip
         else:
             for bg in aheads.values():
                 bg.cancel()
-            made = _final(first, lambda: v0, base, analysis, attempt, check, None, ahead, later[0] if later else None,
-                          extra_check=with_error)  # fmt: skip
+            made = final_plan(first, lambda: v0, base, analysis, attempt, check, None, ahead,
+                              later[0] if later else None, extra_check=with_error)  # fmt: skip
         if search["tried"]:
             made = replace(made, verification=verification_block({**verification_doc(made), "cheaper_search": search}))
         return made
     if v0["status"] == "verified" or not resize:
         if analysis and ahead is not None:  # its progress is not reported from the other process
             step("the plan's analysis (price sensitivity, cost versus goodput), in another process")
-        return _final(first, lambda: v0, base, analysis, attempt, check, None, ahead, later[0] if later else None,
-                      extra_check=with_error)  # fmt: skip
+        return final_plan(first, lambda: v0, base, analysis, attempt, check, None, ahead, later[0] if later else None,
+                          extra_check=with_error)  # fmt: skip
     if ahead is not None:
         ahead.cancel()
     if strategy != ALL:
         best, hi, resized = resize_until_verified(first, v0, base, attempt, check, stage=stage)
         stage.label = "the re-sized plan" + (" with its analysis" if analysis else "")
-        return _final(best, lambda: check(best, "full"), hi, analysis, attempt, check, resized,
-                      lean=best is not first, start_ahead=start_ahead(strategy), extra_check=with_error)  # fmt: skip
-    # --strategy all: the analytically cheapest shape missed. Each feasible shape is re-sized on its own, cheapest
-    # first, and the cheapest verified plan is kept: a shape the model over-promises more (aggregated instances on
-    # bursty traffic) may need more re-sizing than another that was dearer on paper. A shape whose unverified plan
-    # already costs more than a verified one is skipped (re-sizing only adds capacity).
-    shapes = sorted(
-        [(first.total_usd_per_hour, first.strategy)]
-        + [(float(b.total_usd_per_hour), name) for name, b in first.baselines.items()
-           if b.total_usd_per_hour is not None and name in STRATEGIES],
-        key=lambda x: (x[0], STRATEGIES.index(x[1]) if x[1] in STRATEGIES else 99),
-    )  # fmt: skip
-    found: list[tuple[Plan, float, dict[str, Any], str]] = []
-    per_shape: list[dict[str, Any]] = []
-    # a shape whose first plan is another shape's deployment (a mixed plan that found no cheaper mix is the Mélange
-    # plan) would re-size along the same plans: it waits until the others are done, when a verified plan's cost
-    # stops it as soon as it is no cheaper
-    queue: list[tuple[int, float, str, Plan | None]] = [
-        (n, cost, name, None) for n, (cost, name) in enumerate(shapes, 1)
-    ]
-    starts: dict[tuple[Any, ...], str] = {}
-    while queue:
-        n_shape, cost, name, start_made = queue.pop(0)
-        stage.shape = f"the {name} plan (shape {n_shape} of {len(shapes)})"
-        stage.label = stage.shape
-        if found and cost >= min(p.total_usd_per_hour for p, *_ in found) - 1e-9:
-            per_shape.append({"strategy": name, "skipped": f"its plan before re-sizing costs ${cost:,.2f}/h"})
-            continue
-        shape_attempt = planner_for(name)
-        start = start_made or (first if name == first.strategy else shape_attempt(base, False))
-        key = signature(start)
-        if start_made is None and key in starts and queue:
-            queue.append((n_shape, cost, name, start))
-            continue
-        starts.setdefault(key, name)
-        v_start = v0 if start is first else check(start, "steer")
-        log: list[dict[str, Any]] = []  # this shape's plans, as simulated (its first plan included)
-        cap = min((p.total_usd_per_hour for p, *_ in found), default=None)
-        try:
-            if v_start["status"] == "verified":
-                best, hi, resized = start, base, {}
-            else:
-                best, hi, resized = resize_until_verified(start, v_start, base, shape_attempt, check, log, stage, cap)
-        except InfeasibleError as exc:
-            per_shape.append({"strategy": name, "infeasible": exc.why or exc.what, "plans_tried": len(log)})
-            continue
-        except NoCheaper as exc:
-            per_shape.append({"strategy": name, "skipped": f"re-sized to ${exc.usd_per_hour:,.2f}/h, no cheaper than "
-                              f"the verified ${exc.cap:,.2f}/h", "plans_tried": len(log)})  # fmt: skip
-            continue
-        per_shape.append(
-            {
-                "strategy": name,
-                "usd_per_hour": best.total_usd_per_hour,
-                "headroom": rnd_headroom(hi),
-                "plans_tried": len(log),
-            }
-        )
-        found.append((best, hi, resized, name))
-    if not found:
-        raise InfeasibleError(
-            "no re-sized plan holds its SLOs in simulation, whichever shape (--strategy all re-sizes each)",
-            "; ".join(f"{s['strategy']}: {s.get('infeasible') or s.get('skipped')}" for s in per_shape),
-            "lower the goodput target or relax the SLOs, add inventory, or plan with --no-resize to keep the "
-            "unverified plan",
-        )
-    best, hi, resized, name = min(found, key=lambda x: (x[0].total_usd_per_hour, STRATEGIES.index(x[3])))
-    resized = {
-        # the shape kept may have verified without re-sizing (resized is then empty): the first plan's figures
-        "attempts": [],
-        "analytic_capacity_before_req_per_s": first.goodput_req_per_s,
-        "simulated_capacity_before_req_per_s": v0.get("simulated_capacity_req_per_s"),
-        "out_of_sample_capacity_before_req_per_s": v0.get("out_of_sample_capacity_req_per_s"),
-        **resized,
-        "headroom_asked": base,
-        "headroom_used": rnd_headroom(hi),
-        "usd_per_hour_before": first.total_usd_per_hour,
-        "usd_per_hour_after": best.total_usd_per_hour,
-        "strategy_before": first.strategy,
-        "strategy_after": name,
-        "per_strategy": per_shape,
-    }
-    resized["method"] = RESIZE_METHOD + "; with --strategy all every shape is re-sized and the cheapest verified kept"
+        return final_plan(best, lambda: check(best, "full"), hi, analysis, attempt, check, resized,
+                          lean=best is not first, start_ahead=start_ahead(strategy), extra_check=with_error)  # fmt: skip
+    best, hi, resized, name = resize_every_shape(first, v0, base, planner_for, check, stage)
     stage.shape, stage.label = "", f"the re-sized {name} plan" + (" with its analysis" if analysis else "")
-    return _final(best, lambda: check(best, "full"), hi, analysis, planner_for(name), check, resized,
-                  lean=best is not first, start_ahead=start_ahead(name), extra_check=with_error)  # fmt: skip
+    return final_plan(best, lambda: check(best, "full"), hi, analysis, planner_for(name), check, resized,
+                      lean=best is not first, start_ahead=start_ahead(name), extra_check=with_error)  # fmt: skip
 
 
 def verification_workloads(
@@ -424,58 +343,6 @@ def verification_workloads(
     else:
         split = f"sized on the whole of {whole.name} (holdout 0)"
     return scenario, sizing, runs, split
-
-
-def _final(
-    p: Plan,
-    v_of: Callable[[], dict[str, Any]],
-    headroom: float,
-    analysis: bool,
-    attempt: Attempt,
-    check: Callable[[Plan, str], dict[str, Any]],
-    resized: dict[str, Any] | None,
-    ahead: Background | None = None,
-    with_analysis: Callable[..., Plan] | None = None,
-    lean: bool = False,
-    start_ahead: Callable[[float], Background | None] | None = None,
-    extra_check: Callable[[Plan, dict[str, Any]], dict[str, Any]] | None = None,
-) -> Plan:
-    """The chosen plan with its analysis when asked (the same deployment: its verification, ``v_of()``, is kept):
-    ``ahead``, the plan with its analysis made in another process (:func:`hetplan.planning.forked.start_forked`),
-    else ``with_analysis`` (the analysis from the planner that made ``p``), else ``p`` planned again with it (a
-    re-sized plan): in another process (``start_ahead``) while this one finishes the verification (``v_of`` and
-    ``extra_check``, the model-error check), where the cores allow. Without the analysis, a ``lean`` plan (a
-    re-size attempt: no baselines) is planned again whole."""
-    if analysis and ahead is None and with_analysis is None and start_ahead is not None:
-        ahead = start_ahead(headroom)
-    try:
-        v = v_of()
-        if extra_check is not None:
-            v = extra_check(p, v)
-    except BaseException:
-        if ahead is not None:
-            ahead.cancel()
-        raise
-    if analysis or lean:
-        if not analysis:
-            full = attempt(headroom, False, False)
-        elif ahead is not None:
-            full = from_doc(ahead.result(), "the plan hetplan made")
-        elif with_analysis is not None:
-            full = with_analysis()
-        else:
-            full = attempt(headroom, True)
-        if signature(full) != signature(p):
-            v = check(full, "full")
-            if extra_check is not None:
-                v = extra_check(full, v)
-        p = full
-    block = dict(v)
-    if resized is not None:
-        block["resized"] = resized
-    if "cascade" in block:  # verified under CASCADE: the calibrated settings go into the plan (and its router config)
-        p = replace(p, cascade=block["cascade"])
-    return replace(p, verification=verification_block(block))
 
 
 __all__ = [
