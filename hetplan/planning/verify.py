@@ -288,7 +288,8 @@ def plan_verified_in_sample_and_out(
         best, hi, resized = resize_until_verified(first, v0, base, attempt, check, stage=stage)
         stage.label = "the re-sized plan" + (" with its analysis" if analysis else "")
         return final_plan(best, lambda: check(best, "full"), hi, analysis, attempt, check, resized,
-                          lean=best is not first, start_ahead=start_ahead(strategy), extra_check=with_error)  # fmt: skip
+                          lean=best is not first, start_ahead=start_ahead(strategy),
+                          extra_check=with_error)  # fmt: skip
     best, hi, resized, name = resize_every_shape(first, v0, base, planner_for, check, stage)
     stage.shape, stage.label = "", f"the re-sized {name} plan" + (" with its analysis" if analysis else "")
     return final_plan(best, lambda: check(best, "full"), hi, analysis, planner_for(name), check, resized,
