@@ -93,3 +93,15 @@ def test_a_block_set_later_is_written_after_the_keys_it_was_read_with():
     v = Verification.from_doc({"status": "verified", "misses": []})
     assert list(v.with_(verdict="ok").to_doc()) == ["status", "misses", "verdict"]
     assert Verification().to_doc() == {}
+
+
+def test_an_older_verification_block_with_an_attainment_map_still_reads():
+    """Plans written before ``attainment_by_slo`` hold the attainment map in ``attainment``; reports read them."""
+    doc = read_plan_doc(FIXTURE)
+    doc["verification"] = {"attainment": {"ttft": 0.97, "tpot": 0.99, "joint": 0.96}, "misses": []}
+    v = from_doc(doc).verification
+    assert v is not None and v.joint_attainment is None
+    assert to_doc(from_doc(doc))["verification"] == doc["verification"]
+    doc["verification"] = {"attainment": 0.96}
+    v = from_doc(doc).verification
+    assert v is not None and v.joint_attainment == 0.96

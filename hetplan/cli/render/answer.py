@@ -84,8 +84,8 @@ def verdict_line(plan: Plan) -> str:
     head = "VERIFIED" if v.verified else "NOT VERIFIED"
     q = v.percentile if v.percentile is not None else plan.slo.percentile
     text = f"{head} in simulation on the trace"
-    if v.attainment is not None:
-        text += f": {v.attainment * 100:.1f} % of requests meet both SLOs (needs {q:g} %)"
+    if v.joint_attainment is not None:
+        text += f": {v.joint_attainment * 100:.1f} % of requests meet both SLOs (needs {q:g} %)"
     if v.target_req_per_s is not None:
         text += f" at {v.target_req_per_s:.3g} req/s"
     if v.ttft_p_s is not None and v.tpot_p_s is not None:

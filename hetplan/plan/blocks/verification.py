@@ -196,7 +196,8 @@ class Verification(Block):
     arrivals: str = ""
     policy: str = ""
     percentile: Num | None = None
-    attainment: Num | None = None
+    #: the joint attainment (0-1); plans written before ``attainment_by_slo`` existed hold the map here
+    attainment: Num | Attainment | None = None
     attainment_by_slo: Attainment | None = None
     ttft_p_s: Num | None = None
     tpot_p_s: Num | None = None
@@ -227,6 +228,11 @@ class Verification(Block):
     def verified(self) -> bool:
         """True when the plan held its SLOs in simulation."""
         return self.status == "verified"
+
+    @property
+    def joint_attainment(self) -> float | None:
+        """The joint attainment (0-1) when the block records it as a number (None for an older block's map)."""
+        return self.attainment if isinstance(self.attainment, int | float) else None
 
 
 __all__ = [
