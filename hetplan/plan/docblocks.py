@@ -194,8 +194,8 @@ def top_extra_doc(plan: Plan) -> dict[str, Any]:
     if plan.dtype_search is not None:
         out["dtype_search"] = [d.to_doc() for d in plan.dtype_search]
     put("autoscaling", plan.autoscaling)
-    if plan.cascade is not None:
-        out["cascade"] = dict(plan.cascade)
+    if plan.cascade is not None:  # as written: a malformed block is refused where it is read, naming the field
+        out["cascade"] = dict(plan.cascade) if isinstance(plan.cascade, Mapping) else plan.cascade
     return out
 
 
