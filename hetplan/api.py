@@ -157,6 +157,7 @@ def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalo
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
     from hetplan.catalog.context import using
+    from hetplan.plan.doc import verification_block
     from hetplan.planning.verify import verification_workloads
     from hetplan.sim.verify import verify_plan
 
@@ -165,8 +166,8 @@ def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalo
         block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
     block["out_of_sample"]["split"] = split
     if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
-        plan = replace(plan, extra={**plan.extra, "cascade": block["cascade"]})
-    return replace(plan, verification=block)
+        plan = replace(plan, cascade=block["cascade"])
+    return replace(plan, verification=verification_block(block))
 
 
 def build_workload(scenario: Scenario) -> Workload:

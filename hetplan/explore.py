@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hetplan.errors import HetplanError, InfeasibleError, InputError, OutOfMemoryError
 from hetplan.explore_axes import AXES, MAX_AXES, MAX_POINTS, Axis, Point, Value, build_points, parse_axes, parse_axis
+from hetplan.plan.doc import verification_block
 from hetplan.units import parse_duration_s, rnd
 
 if TYPE_CHECKING:
@@ -300,7 +301,7 @@ def explore_points(
                 with command_budget():  # each point's check has the whole budget of simulated work
                     block = verify_plan(plan, workload, policy, False, held_out)
                 block["out_of_sample"]["split"] = split
-                plan = replace(plan, verification=block)
+                plan = replace(plan, verification=verification_block(block))
             except HetplanError as exc:  # the plan stands; the row says the check failed and why
                 check_error = _one_line(exc)
         rows.append(point_row(point, "ok", api.to_doc(plan), check_error))

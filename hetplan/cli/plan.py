@@ -65,6 +65,7 @@ from hetplan.io import check_output, dump_for_path, to_json, write_atomic
 from hetplan.units import parse_duration_s
 
 if TYPE_CHECKING:
+    from hetplan.plan.types import Plan
     from hetplan.scenario import Scenario
 
 
@@ -243,7 +244,7 @@ def plan(
     emitted: list[Any] = []
     steps = StepLog()  # the last progress step, named by --timeout
 
-    def work() -> tuple[dict[str, Any], float]:
+    def work() -> tuple[dict[str, Any], "Plan | None", float]:
         check_emit_flags(emit_dir, validate, router_image)
         overrides: dict[str, Any] = {
             "model": model,
@@ -349,31 +350,34 @@ def plan(
 
             settings = replace(emit_settings(router_image), kv_connector=canonical_connector(scenario.kv_connector))
             emitted.append(api.emit(made, emit_dir, ("all",), settings, validate=validate, force=force))
-        return doc, elapsed
+        return doc, made, elapsed
 
-    doc, elapsed = run_guarded(lambda: run_with_timeout(timeout, work, "plan", steps.describe))
+    doc, made, elapsed = run_guarded(lambda: run_with_timeout(timeout, work, "plan", steps.describe))
     if json_out:
         typer.echo(to_json(doc), nl=False)
-    elif doc.get("kind") == "hetis-deployment":  # a Hetis pool plan
-        render_hetis(doc, Console())
+    elif made is None:  # a Hetis pool plan
+        from hetplan.plan.blocks.hetis import HetisSpec
+
+        render_hetis(HetisSpec.from_doc(doc), Console())
     else:
-        render_plan(doc, Console(), verbose=verbose)
+        render_plan(made, Console(), verbose=verbose)
     err_console.print(f"planned in {elapsed:.2f} s" + (f"; wrote {escape(str(out))}" if out else ""))
-    if doc.get("kind") == "hetis-deployment":
+    if made is None:
         err_console.print(f"note: {doc['engine_note']}")
         return
-    if "verification" in doc:  # simulator check (hetplan.sim): the verdict is in the table's first block
-        render_verification(doc["verification"], err_console)
+    if made.verification is not None:  # simulator check (hetplan.sim): the verdict is in the table's first block
+        render_verification(made.verification, err_console)
     if emitted:
         err_console.print(render_result(emitted[0]), markup=False, highlight=False)
-    if verify_strict and doc.get("verification", {}).get("status") != "verified":  # outputs are written
+    if verify_strict and (made.verification is None or not made.verification.verified):  # outputs are written
         raise typer.Exit(1)
 
 
 def _hetis_work(
     scenario: "Scenario", strategy: str, pool: Path | None, out: Path | None, force: bool, emit_dir: Path | None
-) -> tuple[dict[str, Any], float]:
-    """Check the Hetis flags, plan with Hetis, write ``--out``; returns the document and the seconds it took.
+) -> tuple[dict[str, Any], None, float]:
+    """Check the Hetis flags, plan with Hetis, write ``--out``; returns the document, None (no typed plan: a Hetis
+    spec is its own kind) and the seconds it took.
 
     Raises:
         InputError: ``--pool`` without ``--strategy hetis`` or the reverse, or ``--emit`` (nothing to emit).
@@ -398,7 +402,7 @@ def _hetis_work(
     elapsed = time.perf_counter() - start
     if out is not None:
         write_atomic(out, dump_for_path(out, doc), force=force)
-    return doc, elapsed
+    return doc, None, elapsed
 
 
 def _engine_overrides(engine: str | None) -> dict[str, Any]:

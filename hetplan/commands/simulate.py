@@ -321,7 +321,7 @@ def calibrate(
 
     with using(catalog):
         block = _calibrate(req, quantile, progress)
-    return replace(req.plan, extra={**req.plan.extra, "cascade": block}), block
+    return replace(req.plan, cascade=block), block
 
 
 __all__ = [

@@ -10,7 +10,6 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,21 +18,28 @@ from pydantic import ValidationError
 
 from hetplan.catalog.loader import format_validation, read_yaml_file
 from hetplan.errors import InputError
-from hetplan.plan.schema import FIX, SCHEMA_VERSION, BucketDoc, PlanDoc, PlanMapping, ProvenanceDoc, ResolvedDoc
+from hetplan.plan.blocks import Verification
+from hetplan.plan.docblocks import block_of, scenario_extra_doc, scenario_fields, top_extra_doc, top_fields
+from hetplan.plan.docunits import (
+    combo_doc,
+    combo_of,
+    instance_doc,
+    instance_of,
+    purchase_doc,
+    purchase_of,
+    summary_doc,
+    summary_of,
+)
+from hetplan.plan.schema import FIX, SCHEMA_VERSION, PlanDoc, PlanMapping, ProvenanceDoc, ResolvedDoc
 from hetplan.plan.settings_doc import settings_from_doc, settings_to_doc
 from hetplan.plan.types import (
     DEFAULT_ENGINE,
-    AggregatedUnit,
-    BucketShare,
-    ComboUnit,
     Plan,
     Price,
     Provenance,
-    Purchase,
     ResolvedGpu,
     ResolvedModel,
     Slo,
-    StrategyResult,
 )
 from hetplan.plan.v1 import parse_bucket_label, upgrade_v1
 
@@ -49,25 +55,6 @@ _SCENARIO = (
     "name", "model", "weight_dtype", "kv_dtype", "goodput_target_req_per_s", "headroom", "demand_req_per_s", "slo",
     "workload", "gpus", "inventory", "prices", "tp_options", "max_ratio", "perf_settings",
 )  # fmt: skip
-_TYPED_TOP = set(_TOP) - {"gpu", "usd_per_million_tokens", "lower_bound_usd_per_hour", "tokens_per_usd_basis"}
-_TYPED_TOP |= {"warnings", "verification", "resolved", "provenance"}
-_TYPED_SCENARIO = set(_SCENARIO) - {"workload", "max_ratio"}
-_COMBO_FIELDS = (
-    "prefill_gpu", "prefill_tp", "n_prefill", "decode_gpu", "decode_tp", "n_decode", "count", "usd_per_hour",
-    "goodput_req_per_s", "tokens_per_usd", "bound_by", "prefill_capacity_req_per_s", "decode_capacity_req_per_s",
-    "kv_transfer_capacity_req_per_s", "decode_batch", "predicted_ttft_s", "predicted_tpot_s", "utilization",
-    "min_count", "prefill_pp", "decode_pp", "site", "prefill_instance_type", "decode_instance_type", "prefill_owned",
-    "decode_owned", "decode_site", "cross_site", "egress_usd_per_hour",
-)  # fmt: skip
-_COMBO_OPTIONAL = {
-    "min_count": None, "prefill_pp": 1, "decode_pp": 1, "site": "", "prefill_instance_type": "",
-    "decode_instance_type": "", "prefill_owned": False, "decode_owned": False, "decode_site": "",
-    "cross_site": False, "egress_usd_per_hour": 0.0,
-}  # fmt: skip  # written only when set
-_PURCHASE_FIELDS = (
-    "provider", "instance_type", "region", "gpu", "gpus_per_instance", "count", "owned", "usd_per_hour_each",
-    "gpus_used",
-)  # fmt: skip
 
 
 def _ordered(values: Mapping[str, Any], head: tuple[str, ...], tail: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -77,34 +64,12 @@ def _ordered(values: Mapping[str, Any], head: tuple[str, ...], tail: tuple[str, 
     return out
 
 
-def _hi(x: float) -> float | None:
-    return None if math.isinf(x) else x
-
-
-def _summary_doc(s: StrategyResult) -> dict[str, Any]:
-    if s.status == "infeasible":
-        return {"status": "infeasible", "reason": s.reason}
-    doc: dict[str, Any] = {
-        "status": s.status,
-        "total_usd_per_hour": s.total_usd_per_hour,
-        "goodput_req_per_s": s.goodput_req_per_s,
-        "tokens_per_usd": s.tokens_per_usd,
-        "output_tokens_per_usd": s.output_tokens_per_usd,
-        "gpus_used": dict(s.gpus_used or {}),
-    }
-    if s.gpu is not None:
-        doc["gpu"] = s.gpu
-    if s.lower_bound_usd_per_hour is not None:
-        doc["lower_bound_usd_per_hour"] = s.lower_bound_usd_per_hour
-    return doc
-
-
 def to_doc(plan: Plan) -> dict[str, Any]:
     """The plan as a version-2 document (what ``--json`` prints and ``--out`` writes); plain data, stable order.
 
     ``from_doc(to_doc(p)) == p`` for every plan ``p``.
     """
-    scenario: dict[str, Any] = dict(plan.scenario_extra)
+    scenario: dict[str, Any] = scenario_extra_doc(plan)
     scenario.update(
         {
             "name": plan.name,
@@ -122,7 +87,7 @@ def to_doc(plan: Plan) -> dict[str, Any]:
             "perf_settings": settings_to_doc(plan.settings),
         }
     )
-    top: dict[str, Any] = dict(plan.extra)
+    top: dict[str, Any] = top_extra_doc(plan)
     top.update(
         {
             "schema_version": SCHEMA_VERSION,
@@ -138,39 +103,10 @@ def to_doc(plan: Plan) -> dict[str, Any]:
             "tokens_per_usd": plan.tokens_per_usd,
             "output_tokens_per_usd": plan.output_tokens_per_usd,
             "gpus_used": dict(plan.gpus_used),
-            **(
-                {"purchase": [{k: getattr(p, k) for k in _PURCHASE_FIELDS} for p in plan.purchase]}
-                if plan.purchase
-                else {}
-            ),
-            "combos": [
-                {
-                    **{
-                        k: getattr(c, k)
-                        for k in _COMBO_FIELDS
-                        if k not in _COMBO_OPTIONAL or getattr(c, k) != _COMBO_OPTIONAL[k]
-                    },
-                    **({"traffic_share": c.traffic_share} if c.traffic_share is not None else {}),
-                    **({"buckets": [_bucket_doc(b) for b in c.buckets]} if c.buckets else {}),
-                }
-                for c in plan.combos
-            ],
-            "instances": [
-                {
-                    "role": t.role,
-                    "gpu": t.gpu,
-                    "tp": t.tp,
-                    "count": t.count,
-                    "usd_per_hour": t.usd_per_hour,
-                    "utilization": t.utilization,
-                    "traffic_share": t.traffic_share,
-                    **({"pp": t.pp} if t.pp != 1 else {}),
-                    **({"site": t.site, "instance_type": t.instance_type, "owned": t.owned} if t.site else {}),
-                    "buckets": [_bucket_doc(b) for b in t.buckets],
-                }
-                for t in plan.instances
-            ],
-            "baselines": {name: _summary_doc(s) for name, s in plan.baselines.items()},
+            **({"purchase": [purchase_doc(p) for p in plan.purchase]} if plan.purchase else {}),
+            "combos": [combo_doc(c) for c in plan.combos],
+            "instances": [instance_doc(t) for t in plan.instances],
+            "baselines": {name: summary_doc(s) for name, s in plan.baselines.items()},
             "warnings": list(plan.warnings),
             "resolved": {
                 "model": {
@@ -200,8 +136,23 @@ def to_doc(plan: Plan) -> dict[str, Any]:
         }
     )
     if plan.verification is not None:
-        top["verification"] = dict(plan.verification)
+        top["verification"] = plan.verification.to_doc()
     return _ordered(top, _TOP, _TAIL)
+
+
+def verification_block(block: Mapping[str, Any], where: str = "the plan's verification") -> Verification:
+    """The typed :class:`~hetplan.plan.blocks.Verification` of a verification block as
+    :func:`hetplan.sim.verify.verify_plan` returns it (document data).
+
+    Raises:
+        InputError: a field of the wrong type (named).
+    """
+    return block_of(Verification, block, where)
+
+
+def verification_doc(plan: Plan) -> dict[str, Any]:
+    """The plan's verification block as document data (empty when it has none)."""
+    return plan.verification.to_doc() if plan.verification is not None else {}
 
 
 def check_plan(data: Any, where: str = "plan") -> None:
@@ -289,15 +240,14 @@ def from_doc(data: Any, where: str = "plan") -> Plan:
         provenance=Provenance(
             prov.hetplan_version, prov.catalog_sha256, prov.workload_sha256, prov.perf_calibration_sha256
         ),
-        combos=tuple(_combo(c) for c in doc.get("combos") or []),
-        purchase=tuple(_purchase(p, f"{where} purchase[{i}]") for i, p in enumerate(doc.get("purchase") or [])),
-        instances=tuple(_instance(t, f"{where} instances[{i}]") for i, t in enumerate(doc.get("instances") or [])),
-        baselines={str(k): _summary(v) for k, v in (doc.get("baselines") or {}).items()},
-        verification=doc.get("verification"),
+        combos=tuple(combo_of(c) for c in doc.get("combos") or []),
+        purchase=tuple(purchase_of(p, f"{where} purchase[{i}]") for i, p in enumerate(doc.get("purchase") or [])),
+        instances=tuple(instance_of(t, f"{where} instances[{i}]") for i, t in enumerate(doc.get("instances") or [])),
+        baselines={str(k): summary_of(v) for k, v in (doc.get("baselines") or {}).items()},
         warnings=tuple(str(w) for w in doc.get("warnings") or ()),
         engine=str(doc.get("engine", DEFAULT_ENGINE)),
-        extra={k: v for k, v in doc.items() if k not in _TYPED_TOP},
-        scenario_extra={k: v for k, v in sc.items() if k not in _TYPED_SCENARIO},
+        **top_fields(doc, where),
+        **scenario_fields(sc, where),
     )
     unknown = sorted(set(plan.used_gpu_names()) - set(gpus))
     if unknown:
@@ -307,92 +257,6 @@ def from_doc(data: Any, where: str = "plan") -> Plan:
             "re-plan instead of editing GPU names by hand",
         )
     return plan
-
-
-def _bucket_doc(b: BucketShare) -> dict[str, Any]:
-    return {
-        "prompt_tokens": [b.prompt_lo_tokens, _hi(b.prompt_hi_tokens)],
-        "output_tokens": [b.output_lo_tokens, _hi(b.output_hi_tokens)],
-        "share": b.share,
-        "label": b.label,
-    }
-
-
-def _combo(c: Mapping[str, Any], where: str = "plan combos[]") -> ComboUnit:
-    kw: dict[str, Any] = {k: c[k] for k in _COMBO_FIELDS if k in c}
-    if c.get("buckets"):  # a mixed plan's combo: the request-size buckets it serves
-        kw["buckets"] = _buckets(c["buckets"], where)
-    if c.get("traffic_share") is not None:
-        kw["traffic_share"] = float(c["traffic_share"])
-    return ComboUnit(**kw)
-
-
-def _purchase(p: Any, where: str) -> Purchase:
-    try:
-        return Purchase(
-            str(p["provider"]), str(p["instance_type"]), str(p.get("region", "")), str(p["gpu"]),
-            int(p["gpus_per_instance"]), int(p["count"]), bool(p["owned"]), float(p["usd_per_hour_each"]),
-            int(p.get("gpus_used", 0)),
-        )  # fmt: skip
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(f"{where} is not a purchase line", f"{type(exc).__name__}: {exc}", FIX) from None
-
-
-def _instance(t: Mapping[str, Any], where: str) -> AggregatedUnit:
-    buckets = _buckets(t.get("buckets") or [], where)
-    return AggregatedUnit(
-        gpu=str(t["gpu"]),
-        tp=int(t["tp"]),
-        count=int(t["count"]),
-        usd_per_hour=float(t["usd_per_hour"]),
-        utilization=float(t["utilization"]),
-        traffic_share=float(t["traffic_share"]),
-        buckets=buckets,
-        role=str(t.get("role", "aggregated")),
-        pp=int(t.get("pp", 1)),
-        site=str(t.get("site", "")),
-        instance_type=str(t.get("instance_type", "")),
-        owned=bool(t.get("owned", False)),
-    )
-
-
-def _buckets(raw: Any, where: str) -> tuple[BucketShare, ...]:
-    """The ``buckets`` list of an instance type (or a mixed plan's combo), checked."""
-    if isinstance(raw, Mapping):  # written by a v1 plan: labels, parsed by upgrade_v1 already
-        raise InputError(f"{where}.buckets is a mapping of labels", fix=FIX)
-    buckets = []
-    for j, b in enumerate(raw):
-        try:
-            bd = BucketDoc.model_validate({k: v for k, v in b.items() if k != "label"})
-        except (ValidationError, AttributeError) as exc:
-            detail = format_validation(exc) if isinstance(exc, ValidationError) else "not a mapping"
-            raise InputError(f"{where}.buckets[{j}] is not a bucket", detail, FIX) from None
-        inf = math.inf
-        p_hi, o_hi = bd.prompt_tokens[1], bd.output_tokens[1]
-        buckets.append(
-            BucketShare(
-                float(bd.prompt_tokens[0]),
-                inf if p_hi is None else float(p_hi),
-                float(bd.output_tokens[0]),
-                inf if o_hi is None else float(o_hi),
-                float(bd.share),
-            )
-        )
-    return tuple(buckets)
-
-
-def _summary(v: Mapping[str, Any]) -> StrategyResult:
-    return StrategyResult(
-        status=str(v["status"]),
-        reason=v.get("reason"),
-        total_usd_per_hour=v.get("total_usd_per_hour"),
-        goodput_req_per_s=v.get("goodput_req_per_s"),
-        tokens_per_usd=v.get("tokens_per_usd"),
-        output_tokens_per_usd=v.get("output_tokens_per_usd"),
-        gpus_used=v.get("gpus_used"),
-        gpu=v.get("gpu"),
-        lower_bound_usd_per_hour=v.get("lower_bound_usd_per_hour"),
-    )
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -428,4 +292,6 @@ __all__ = [
     "read_plan_doc",
     "to_doc",
     "upgrade_v1",
+    "verification_block",
+    "verification_doc",
 ]

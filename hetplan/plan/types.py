@@ -8,9 +8,9 @@ block and provenance (hetplan version, catalog and workload SHA-256). No later s
 catalog again: a plan made for a profiled GPU the catalog lacks, or for a local ``config.json`` model, emits and
 simulates as it planned.
 
-Only the file edge (:mod:`hetplan.plan.doc`) is pydantic; these are plain frozen dataclasses. Fields the later
-stages do not decide on (the price-sensitivity analysis, solver statistics, per-GPU homogeneous results, ...) stay
-in :attr:`Plan.extra` and :attr:`Plan.scenario_extra` exactly as written, so a plan file round-trips.
+The plan itself is a plain frozen dataclass; the blocks the later stages do not decide on (the verification, the
+price-sensitivity analysis, solver statistics, per-GPU homogeneous results, owned GPUs, ...) are typed pydantic
+blocks (:mod:`hetplan.plan.blocks`), each written back exactly as read, so a plan file round-trips.
 
 Source: hetplan's own reconstruction.
 """
@@ -25,6 +25,22 @@ from typing import Any
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
 from hetplan.errors import InputError
 from hetplan.perf.settings import PerfSettings
+from hetplan.plan.blocks import (
+    Analysis,
+    ClassSlo,
+    DeploymentRules,
+    DtypeTry,
+    GpuFleet,
+    HomogeneousBaseline,
+    OwnedGpu,
+    PrefixCache,
+    ProfileRecord,
+    PruneWith,
+    SolverStats,
+    Verification,
+    WanLink,
+    WorkloadSummary,
+)
 
 #: Hours in the month that ``usd_per_month`` figures use (365 x 24 / 12, rounded).
 HOURS_PER_MONTH = 730.0
@@ -251,7 +267,18 @@ class Plan:
             tokens_per_usd / output_tokens_per_usd: its totals.
         baselines: the other strategies' optima. verification: the simulated check, when one ran.
         warnings: what the planner warned about. provenance: see :class:`Provenance`.
-        extra / scenario_extra: the document's other fields, kept as written.
+        gpu: the one GPU type of a homogeneous plan. usd_per_million_tokens / lower_bound_usd_per_hour (Mélange's
+            LP bound) / tokens_per_usd_basis: more totals. rented_site / sites_tried / egress_usd_per_hour: where
+            the purchase rents (``sites_tried`` None: no purchase layer). assignment: a mixed plan's routing by
+            request size, in words. strategy_requested / shape_won: ``--strategy all`` and why the shape won.
+        homogeneous_baseline / homogeneous_by_gpu / owned_gpus / gains (``gain_over_<strategy>``, 0-1, None where
+            not comparable) / solver / prefix_cache / analysis / quality_note / dtype_search / autoscaling:
+            the planner's other records (:mod:`hetplan.plan.blocks`); None (empty) where the plan has none.
+        cascade: CASCADE's calibrated settings (``hetplan calibrate``) as written (None: none), checked where
+            they are read (:func:`hetplan.sim.run.cascade_block`, whose messages name the bad field).
+        workload / max_ratio / deployment / classes / cross_provider / model_config_path / profiles / prune_with:
+            the scenario echo's other fields (the workload summary, the deployment rules, request classes, the WAN
+            link, a local ``config.json``'s path, ``--profile`` records, the A1/A2 pruning fit).
     """
 
     strategy: str
@@ -279,12 +306,54 @@ class Plan:
     combos: tuple[ComboUnit, ...] = ()
     instances: tuple[AggregatedUnit, ...] = ()
     baselines: Mapping[str, StrategyResult] = field(default_factory=dict)
-    verification: Mapping[str, Any] | None = None
+    verification: Verification | None = None
     warnings: tuple[str, ...] = ()
     engine: str = DEFAULT_ENGINE
     purchase: tuple[Purchase, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    scenario_extra: Mapping[str, Any] = field(default_factory=dict)
+    gpu_only: str | None = None
+    usd_per_million_tokens: float | None = None
+    lower_bound_usd_per_hour: float | None = None
+    tokens_per_usd_basis: str | None = None
+    rented_site: str | None = None
+    sites_tried: tuple[str, ...] | None = None
+    egress_usd_per_hour: float | None = None
+    assignment: str | None = None
+    strategy_requested: str | None = None
+    shape_won: str | None = None
+    homogeneous_baseline: HomogeneousBaseline | None = None
+    homogeneous_by_gpu: Mapping[str, GpuFleet] | None = None
+    owned_gpus: Mapping[str, OwnedGpu] | None = None
+    gains: Mapping[str, float | None] = field(default_factory=dict)
+    solver: SolverStats | None = None
+    prefix_cache: PrefixCache | None = None
+    analysis: Analysis | None = None
+    quality_note: str | None = None
+    dtype_search: tuple[DtypeTry, ...] | None = None
+    autoscaling: str | None = None
+    cascade: object = None
+    workload: WorkloadSummary | None = None
+    max_ratio: float | None = None
+    deployment: DeploymentRules | None = None
+    classes: tuple[ClassSlo, ...] | None = None
+    cross_provider: WanLink | None = None
+    model_config_path: str | None = None
+    profiles: tuple[ProfileRecord, ...] | None = None
+    prune_with: PruneWith | None = None
+
+    @property
+    def extra(self) -> Mapping[str, Any]:
+        """The document's top-level fields beyond the deployment, as plain data (a read-only view for modules not
+        yet reading the typed fields above; built from them, never stored)."""
+        from hetplan.plan.docblocks import top_extra_doc
+
+        return top_extra_doc(self)
+
+    @property
+    def scenario_extra(self) -> Mapping[str, Any]:
+        """The scenario echo's other fields, as plain data (a read-only view, like :attr:`extra`)."""
+        from hetplan.plan.docblocks import scenario_extra_doc
+
+        return scenario_extra_doc(self)
 
     @property
     def aggregated(self) -> bool:

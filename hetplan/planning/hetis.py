@@ -48,7 +48,8 @@ from hetplan.errors import InfeasibleError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import compute_dtype
 from hetplan.plan.types import HOURS_PER_MONTH
-from hetplan.planning.request import _model, _user_prices, build_workload
+from hetplan.planning.offers import user_prices as _user_prices
+from hetplan.planning.request import _model, build_workload
 from hetplan.pool import Pool, load_pool
 from hetplan.scenario import Scenario
 from hetplan.solvers.hetis import HetisPlan, plan_hetis

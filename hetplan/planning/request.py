@@ -20,13 +20,12 @@ import numpy as np
 from hetplan.catalog.loader import (
     find_gpu,
     find_model,
-    load_user_prices,
     overlaid_gpus,
 )
-from hetplan.catalog.offers import OWNED, PRICE_FILE, Offer, WanLink, catalog_offers, owned_nodes, user_offers
+from hetplan.catalog.offers import WanLink
 from hetplan.catalog.pricing import GpuPrice, check_cloud, check_region, resolve_price
 from hetplan.catalog.profile import LoadedProfiles
-from hetplan.catalog.schemas import GpuSpec, UserPriceFile
+from hetplan.catalog.schemas import GpuSpec
 from hetplan.deploy_rules import Deployment, canonical_connector
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
@@ -37,6 +36,8 @@ from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings, engine_settings
 from hetplan.perf.user_calibration import with_calibration
 from hetplan.planning.dtypes import AUTOS, has_fp8_cores, model_dtype
+from hetplan.planning.offers import build_offers, candidate_gpus, ranking_price
+from hetplan.planning.offers import user_prices as read_user_prices
 from hetplan.planning.prefix import apply_reuse, estimate_reuse, reuse_doc
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
@@ -157,125 +158,6 @@ def _inventory(scenario: Scenario, table: tuple[GpuSpec, ...]) -> dict[str, int]
     return inventory
 
 
-def _user_prices(scenario: Scenario, table: tuple[GpuSpec, ...]) -> UserPriceFile | None:
-    if not scenario.prices:
-        return None
-    path = scenario.resolve(scenario.prices) or ""
-    user = load_user_prices(Path(path))
-    seen: dict[str, str] = {}
-    for name in user.usd_per_gpu_hour:
-        try:
-            canonical = find_gpu(name, table).name
-        except InputError as exc:
-            raise InputError(
-                f"price file {path}: {exc.what}", exc.why, "fix the GPU name in usd_per_gpu_hour"
-            ) from None
-        if canonical in seen:
-            raise InputError(
-                f"price file {path} prices {canonical} twice ({seen[canonical]!r} and {name!r})",
-                fix="keep one entry per GPU",
-            )
-        seen[canonical] = name
-    return user
-
-
-PRICE_FILE_SIZES = (1, 2, 4, 8)
-"""Instance sizes (GPUs) offered for a GPU a price file prices per GPU-hour (``usd_per_gpu_hour``)."""
-
-
-def build_offers(
-    scenario: Scenario,
-    gpus: list[GpuSpec],
-    inventory: dict[str, int],
-    user: UserPriceFile | None,
-    warnings: list[str],
-    table: tuple[GpuSpec, ...] | None = None,
-) -> tuple[Offer, ...]:
-    """The offers a deployment may buy or use (:mod:`hetplan.catalog.offers`): owned nodes from the inventory and
-    the price file's owned rows, then (unless ``rent`` is off) the rented offers of every candidate GPU. ``table``:
-    the GPU table names are looked up in (default the catalog; :func:`~hetplan.catalog.loader.overlaid_gpus`).
-
-    Raises:
-        InputError: a bad ``offers:`` row in the price file (named with its field).
-    """
-    names = {g.name for g in gpus}
-    path = scenario.resolve(scenario.prices) or "" if scenario.prices else ""
-    from_file = user_offers(user, path, table, scenario.spot) if user is not None else []
-    per_gpu = {find_gpu(n, table).name: float(v) for n, v in (user.usd_per_gpu_hour if user else {}).items()}
-    label = f"price file: {user.source}, as of {user.as_of}" if user is not None else ""
-    illustrative = bool(user and user.illustrative)
-    owned: list[Offer] = [o for o in from_file if o.owned and o.gpu in names]
-    owned_by_file = {o.gpu for o in owned}
-    for name, count in sorted(inventory.items()):
-        if name not in names or name in owned_by_file or count <= 0:
-            continue
-        if name in per_gpu:
-            owned += owned_nodes(name, count, per_gpu[name], label, illustrative)
-        else:
-            owned += owned_nodes(name, count, 0.0, "owned (no amortised price given: $0/GPU-hour)")
-            warnings.append(
-                f"owned {name} priced at $0/GPU-hour (a sunk cost): give its amortised price in a price file "
-                "(usd_per_gpu_hour) to weigh it against renting"
-            )
-    if not scenario.rent:
-        return tuple(owned)
-    rented: list[Offer] = []
-    for gpu in gpus:
-        mine = [o for o in from_file if not o.owned and o.gpu == gpu.name]
-        if gpu.name in per_gpu and gpu.name not in inventory:
-            # a $/GPU-hour names no instance size: offer 1, 2, 4 and 8 GPUs at that price per GPU, so a TP group
-            # is bought whole and nothing more is charged than its GPUs (the per-GPU pricing such files meant)
-            mine += [
-                Offer(
-                    PRICE_FILE, f"{gpu.name}-x{k}", "", gpu.name, k, k * per_gpu[gpu.name], k, None, label, illustrative
-                )  # fmt: skip
-                for k in PRICE_FILE_SIZES
-            ]
-        if not mine and (gpu.name not in per_gpu or gpu.name in inventory):
-            # a price file's $/GPU-hour for an inventory GPU is the owned GPUs' amortised price: the cloud's
-            # offers of that GPU may still be rented beside them
-            mine = catalog_offers(gpu, scenario.cloud, scenario.spot)
-        if scenario.cloud:
-            mine = [o for o in mine if o.provider in (scenario.cloud, PRICE_FILE)]
-        if scenario.region:  # a pinned region: rent there only (a price file's $/GPU-hour names no region)
-            mine = [o for o in mine if o.provider == PRICE_FILE or o.region.lower() == scenario.region.lower()]
-        rented += mine
-    return tuple(owned) + tuple(rented)
-
-
-def _ranking_price(gpu: GpuSpec, offers: tuple[Offer, ...], fallback: GpuPrice | None) -> GpuPrice | None:
-    """The $/GPU-hour candidates are ranked by: the cheapest rented offer, else the owned price (floored at
-    $0.01 so tokens/USD stays finite), else the catalog's per-GPU price."""
-    mine = [o for o in offers if o.gpu == gpu.name]
-    rented = [o for o in mine if o.provider != OWNED]
-    pool = rented or mine
-    if not pool:
-        return fallback
-    best = min(pool, key=lambda o: (o.usd_per_gpu_hour, o.key))
-    return GpuPrice(gpu.name, max(best.usd_per_gpu_hour, 0.01), best.source, best.illustrative, best.unreliable)
-
-
-def _candidate_gpus(
-    scenario: Scenario,
-    inventory: dict[str, int],
-    warnings: list[str],
-    user: UserPriceFile | None,
-    table: tuple[GpuSpec, ...],
-) -> list[GpuSpec]:
-    """--gpus, else the inventory's types, else the GPUs a user price file prices, else every GPU of ``table``."""
-    if scenario.gpus:
-        gpus = list(dict.fromkeys(find_gpu(g, table) for g in scenario.gpus))
-        left_out = sorted(set(inventory) - {g.name for g in gpus})
-        if left_out:
-            warnings.append(f"inventory of {', '.join(left_out)} is ignored: not among the candidate --gpus")
-        return gpus
-    if inventory:
-        return [find_gpu(g, table) for g in inventory]
-    if user is not None:
-        return list(dict.fromkeys(find_gpu(g, table) for g in user.usd_per_gpu_hour))
-    return list(table)
-
-
 MAX_ARRIVALS = 200_000
 """Most requests of a trace the burst-aware capacities replay (the first ones; hetplan.perf.capacity)."""
 
@@ -326,7 +208,7 @@ def build_request(
     whole_rate = scenario.workload.holdout and scenario.goodput_req_per_s is None  # else not read: a hot path
     goodput = _goodput(scenario, build_whole_workload(scenario) if whole_rate else workload, warnings)
     table = overlaid_gpus(overlay)
-    user_prices = _user_prices(scenario, table)
+    user_prices = read_user_prices(scenario, table)
     inventory = _inventory(scenario, table)
     explicit = bool(scenario.gpus or inventory or user_prices)
     prices: dict[str, GpuPrice] = {}
@@ -336,7 +218,7 @@ def build_request(
     kind = "spot" if scenario.spot else "on-demand"
     where = f" on {scenario.cloud}" if scenario.cloud else ""
     where += f" in {scenario.region}" if scenario.region else ""
-    candidates = _candidate_gpus(scenario, inventory, warnings, user_prices, table)
+    candidates = candidate_gpus(scenario, inventory, warnings, user_prices, table)
     if fp8_cores_only:
         candidates = [g for g in candidates if has_fp8_cores(g)]
         if not candidates:
@@ -345,7 +227,7 @@ def build_request(
     offers = build_offers(scenario, candidates, inventory, user_prices, warnings, table)
     for gpu in candidates:
         fallback = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices, table, scenario.region)
-        price = _ranking_price(gpu, offers, fallback)
+        price = ranking_price(gpu, offers, fallback)
         if not any(o.gpu == gpu.name for o in offers):
             if not scenario.rent:
                 warnings.append(f"{gpu.name} skipped: none owned, and --no-rent forbids renting it")

@@ -64,6 +64,9 @@ class Solved:
     mixed: MixedPlan | None = None
     note: str | None = None
     milp_size: dict[str, int] | None = None
+    #: the homogeneous solve's outcome per GPU type (its cheapest single-type fleet, or why none holds the target):
+    #: set by that solve at the request's own prices and demand, None otherwise
+    by_gpu: dict[str, Any] | None = None
 
     @property
     def cost(self) -> float:
@@ -127,11 +130,8 @@ class Planner:
         )
         self.buckets: list[Bucket] = make_buckets(req.stats)
         self._types: list[InstanceType] | None = None
-        #: the homogeneous solve's per-GPU outcomes at the request's own prices and demand (set by that solve)
-        self.homogeneous_by_gpu: dict[str, Any] | None = None
         self._bucket_combos: list[BucketCombo] | None = None
         self._solved: dict[tuple[Any, ...], Solved] = {}
-        self._args: tuple[dict[str, GpuPrice] | None, float] = (None, 1.0)
 
     @property
     def types(self) -> list[InstanceType]:
@@ -173,9 +173,8 @@ class Planner:
                prices is None)  # fmt: skip
         if key in self._solved:
             return self._solved[key]
-        self._args = (prices, demand_scale)
         try:
-            out = solver(self, req, final)
+            out = solver(self, req, final, prices, demand_scale)
         except InfeasibleError as exc:
             out = Solved(strategy, error=exc)
         self._solved[key] = out
@@ -229,30 +228,57 @@ class Planner:
 
 class Solver(Protocol):
     """A strategy's solver: the cheapest deployment of ``req`` (its prices and demand) with the planner's
-    candidates; ``final`` is False for what-if solves, which may skip cost-neutral tie-breaks.
+    candidates; ``final`` is False for what-if solves, which may skip cost-neutral tie-breaks. ``prices`` and
+    ``demand_scale`` are the what-if arguments ``req`` was made with (:meth:`Planner.solve`), for a solver that
+    builds on other strategies' optima at the same prices and demand. A solver returns what it found and changes
+    nothing in the planner beyond its caches.
 
     Raises:
         InfeasibleError: no deployment of this shape meets the target (the message names the binding constraint).
     """
 
-    def __call__(self, planner: Planner, req: PlanRequest, final: bool) -> Solved: ...
+    def __call__(
+        self,
+        planner: Planner,
+        req: PlanRequest,
+        final: bool,
+        prices: dict[str, GpuPrice] | None = None,
+        demand_scale: float = 1.0,
+    ) -> Solved: ...
 
 
-def _solve_cauchy(planner: Planner, req: PlanRequest, final: bool) -> Solved:
+def _solve_cauchy(
+    planner: Planner,
+    req: PlanRequest,
+    final: bool,
+    prices: dict[str, GpuPrice] | None = None,
+    demand_scale: float = 1.0,
+) -> Solved:
     """Cauchy: prefill/decode combos over every GPU pair, one MILP (:func:`hetplan.solvers.cauchy.solve_allocation`)."""
     alloc = solve_allocation(req, planner._priced(req), "heterogeneous plan", fewest_combos=final)
     return Solved("cauchy", allocation=alloc)
 
 
-def _solve_homogeneous(planner: Planner, req: PlanRequest, final: bool) -> Solved:
-    """The cheapest single-GPU-type fleet of combos."""
+def _solve_homogeneous(
+    planner: Planner,
+    req: PlanRequest,
+    final: bool,
+    prices: dict[str, GpuPrice] | None = None,
+    demand_scale: float = 1.0,
+) -> Solved:
+    """The cheapest single-GPU-type fleet of combos; at the request's own prices and demand (``final``) with every
+    GPU type's outcome (``by_gpu``)."""
     best, by_gpu = planner._homogeneous(req, final)
-    if final:
-        planner.homogeneous_by_gpu = by_gpu
-    return best
+    return replace(best, by_gpu=by_gpu) if final else best
 
 
-def _solve_melange(planner: Planner, req: PlanRequest, final: bool) -> Solved:
+def _solve_melange(
+    planner: Planner,
+    req: PlanRequest,
+    final: bool,
+    prices: dict[str, GpuPrice] | None = None,
+    demand_scale: float = 1.0,
+) -> Solved:
     """Mélange: aggregated instances serving request-size bucket slices (see ``solvers.melange.solve_melange``)."""
     types = [replace(t, usd_per_hour=t.tp * req.prices[t.gpu].usd_per_gpu_hour) for t in planner.types]
     slo = f"TTFT {req.ttft_slo_s:g} s, TPOT {req.tpot_slo_s * 1e3:g} ms"
@@ -263,7 +289,13 @@ def _solve_melange(planner: Planner, req: PlanRequest, final: bool) -> Solved:
     return Solved("melange", melange=plan)
 
 
-def _solve_mixed(planner: Planner, req: PlanRequest, final: bool) -> Solved:
+def _solve_mixed(
+    planner: Planner,
+    req: PlanRequest,
+    final: bool,
+    prices: dict[str, GpuPrice] | None = None,
+    demand_scale: float = 1.0,
+) -> Solved:
     """Aggregated instances and combos in one MILP, requests assigned by size bucket
     (:func:`hetplan.solvers.mixed.solve_mixed`), over the Cauchy optimum's combos plus the restricted columns.
 
@@ -271,9 +303,8 @@ def _solve_mixed(planner: Planner, req: PlanRequest, final: bool) -> Solved:
     that bound makes the MILP fast (example (a): 0.08 s instead of 5 s when nothing is cheaper). When none is,
     the mixed optimum over its columns *is* the cheaper of the two (both are feasible mixed plans: Mélange's with
     no combo, Cauchy's with its combos serving the whole mix), and that plan is returned with a ``note``."""
-    prices, scale = planner._args
-    cauchy = planner.solve("cauchy", prices, scale)
-    melange = planner.solve("melange", prices, scale)
+    cauchy = planner.solve("cauchy", prices, demand_scale)
+    melange = planner.solve("melange", prices, demand_scale)
     price = {g: p.usd_per_gpu_hour for g, p in req.prices.items()}
     types = [replace(t, usd_per_hour=t.tp * price[t.gpu]) for t in planner.types]
     must = [c for c, _ in cauchy.allocation.combos] if cauchy.allocation is not None else []

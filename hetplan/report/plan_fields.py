@@ -1,6 +1,7 @@
-"""Every value the report reads from a plan's open blocks (``Plan.extra``, ``Plan.scenario_extra``,
-``Plan.verification``), one function each, typed on the way out. Nothing else in :mod:`hetplan.report` reads those
-blocks: when they become typed (issue 29), these functions are re-pointed and nothing else changes.
+"""Every value the report reads from a plan's optional blocks (the typed fields of :class:`~hetplan.plan.types.Plan`
+and its ``verification``), one function each. Nothing else in :mod:`hetplan.report` reads those blocks. The
+report repeats some blocks as written (its JSON form), so a few functions take the block's document form
+(``to_doc``) and keep it beside the typed values they read.
 
 Source: hetplan's own reconstruction.
 """
@@ -20,40 +21,38 @@ WORKLOAD_KEYS = ("name", "source", "requests", "prompt_tokens_mean", "output_tok
 
 def cross_provider(plan: Plan) -> bool:
     """True when the plan was made with ``--allow-cross-provider`` (each combo's site is then shown)."""
-    return "cross_provider" in plan.scenario_extra
+    return plan.cross_provider is not None
 
 
 def fleet_gpu(plan: Plan) -> str | None:
     """The one GPU type of a homogeneous plan (``gpu``), None when the plan file names none."""
-    return plan.extra["gpu"] if "gpu" in plan.extra else None
+    return plan.gpu_only
 
 
 def quality_note(plan: Plan) -> str | None:
     """The plan's sentence about quantized weights or KV cache (None when there is none)."""
-    note = plan.extra.get("quality_note")
-    return str(note) if note else None
+    return plan.quality_note or None
 
 
 def usd_per_million_tokens(plan: Plan) -> float | None:
     """$ per million input+output tokens at the plan's goodput (None when the plan file gives none)."""
-    value: float | None = plan.extra.get("usd_per_million_tokens")
-    return value
+    return plan.usd_per_million_tokens
 
 
 def tokens_per_usd_basis(plan: Plan) -> str:
     """The sentence saying what the tokens/USD figures count ("" when the plan file gives none)."""
-    return str(plan.extra.get("tokens_per_usd_basis", ""))
+    return plan.tokens_per_usd_basis or ""
 
 
 def assignment(plan: Plan) -> str | None:
     """A mixed plan's request routing in words (by request size), None when not given."""
-    value = plan.extra.get("assignment")
-    return str(value) if value else None
+    return plan.assignment or None
 
 
 def _analysis_rows(plan: Plan, key: str) -> list[Mapping[str, Any]]:
-    analysis = plan.extra.get("analysis") or {}
-    rows: list[Mapping[str, Any]] = analysis.get(key, [])
+    if plan.analysis is None:
+        return []
+    rows: list[Mapping[str, Any]] = plan.analysis.to_doc().get(key, [])
     return rows
 
 
@@ -89,7 +88,7 @@ def cost_vs_goodput(plan: Plan) -> tuple[CurvePoint, ...]:
 
 def workload(plan: Plan) -> WorkloadSummary:
     """The workload summary the plan file carries (name, source, requests, token means, traffic left out)."""
-    w: Mapping[str, Any] = plan.scenario_extra.get("workload") or {}
+    w: Mapping[str, Any] = plan.workload.to_doc() if plan.workload is not None else {}
     doc = {k: w[k] for k in WORKLOAD_KEYS if k in w}
     left = w.get("over_context") or {}
     over = None
@@ -106,12 +105,11 @@ def workload(plan: Plan) -> WorkloadSummary:
 def owned_gpus(plan: Plan) -> tuple[OwnedRow, ...] | None:
     """One row per owned GPU type (sorted by name) from the plan's ``owned_gpus`` block; None when the plan owns
     none (reports of plans without owned GPUs stay as they were)."""
-    owned = plan.extra.get("owned_gpus")
-    if not isinstance(owned, dict) or not owned:
+    if not plan.owned_gpus:
         return None
     rows = []
-    for g, row in sorted(owned.items()):
-        doc = {"gpu": str(g), **row}
+    for g, block in sorted(plan.owned_gpus.items()):
+        doc = {"gpu": str(g), **block.to_doc()}
         rows.append(
             OwnedRow(
                 gpu=str(doc["gpu"]),
@@ -127,26 +125,30 @@ def owned_gpus(plan: Plan) -> tuple[OwnedRow, ...] | None:
 
 def verification(plan: Plan) -> VerificationSummary | None:
     """The report's view of the plan's simulated check; None for a plan made with --no-verify."""
-    if not isinstance(plan.verification, dict):  # only then: reports of unverified plans stay as they were
+    if plan.verification is None:  # only then: reports of unverified plans stay as they were
         return None
-    return verification_report(plan.verification, plan.slo)
+    return verification_report(plan.verification.to_doc(), plan.slo)
 
 
 def workload_source(plan: Plan) -> Any:
     """The workload's ``source`` as the plan file writes it (None when not given), for the gate to compare."""
-    return (plan.scenario_extra.get("workload") or {}).get("source")
+    return plan.workload.to_doc().get("source") if plan.workload is not None else None
 
 
 def verification_status(plan: Plan) -> str | None:
     """The simulated check's status (``verified``, ...); None when the plan was not verified."""
-    return block_status(plan.verification)
+    return block_status(_verification_doc(plan))
 
 
 def verification_verdict(plan: Plan) -> Any:
     """The simulated check's verdict line; None when there is none."""
-    return block_verdict(plan.verification)
+    return block_verdict(_verification_doc(plan))
 
 
 def class_checks(plan: Plan) -> dict[str, ClassOutcome]:
     """Each request class's check in the plan's verification, by class (empty for one class or none)."""
-    return class_outcomes(plan.verification)
+    return class_outcomes(_verification_doc(plan))
+
+
+def _verification_doc(plan: Plan) -> dict[str, Any] | None:
+    return plan.verification.to_doc() if plan.verification is not None else None

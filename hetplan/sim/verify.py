@@ -3,7 +3,8 @@ the simulated capacity.
 
 :func:`verify_plan` replays the workload at the goodput target and (a trace) at its own rate, gives the verdict
 ("verified on …" or "NOT verified on …") and measures the simulated goodput capacity to print beside the
-analytic one; :func:`verify` is one run with its misses. Re-sizing a plan that misses is
+analytic one. One run with its misses, the replays and the capacity search are :mod:`hetplan.sim.replay`; the
+check against the model's own error is :mod:`hetplan.sim.model_error`; re-sizing a plan that misses is
 :mod:`hetplan.planning.verify`.
 
 Source: hetplan's own reconstruction (goodput capacity after DESIGN §1).
@@ -11,170 +12,33 @@ Source: hetplan's own reconstruction (goodput capacity after DESIGN §1).
 
 from __future__ import annotations
 
-import copy
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
-
-import numpy as np
 
 from hetplan.budget import SIM_FIX, events_left, refuse
 from hetplan.errors import InputError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
-from hetplan.sim.metrics import request_outcomes
+from hetplan.sim.model_error import MARGIN_BISECT, MARGIN_MAX, error_check
 from hetplan.sim.policies import get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
-from hetplan.sim.result import SimResult
-from hetplan.sim.router import SimConfig
-from hetplan.sim.run import SimRequest, plan_cascade, plan_classes, prepare_run, run_simulation
+from hetplan.sim.replay import (
+    CAPACITY_BISECT,
+    CAPACITY_STEP,
+    STEER_BISECT,
+    VERIFY_SEED,
+    Replayer,
+    fit_context,
+    plan_arrivals,
+    simulated_capacity,
+    verify,
+    verify_config,
+)
+from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
 from hetplan.units import format_duration, rnd
-from hetplan.workload.context import apply_context_window, context_note
-from hetplan.workload.model import RequestStream, Workload, make_stream, stream_from_workload
-
-VERIFY_SEED = 0  # Poisson arrivals for --verify on a workload without timestamps
-
-#: Bracketing factor and bisection steps of :func:`simulated_capacity` (a bracket within 1.25^(1/16) ≈ 1.4 %).
-CAPACITY_STEP = 1.25
-CAPACITY_BISECT = 4
-#: Bisection steps of a capacity measured only to steer a re-size (within 1.25^(1/4) ≈ 5.7 %; the re-size bisects
-#: its headroom after it anyway).
-STEER_BISECT = 2
-
-
-def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: float = 1.0) -> dict[str, Any]:
-    """Simulate a freshly planned deployment on its own workload (arrivals times ``rate_scale``) and list SLO
-    misses.
-
-    Returns:
-        ``{"metrics": ..., "ttft_q_s", "tpot_q_s", "misses": [text, ...]}`` where q is the plan's SLO percentile;
-        a miss is a q-percentile TTFT/TPOT above its SLO (unfinished and dropped requests count as infinite) or a
-        joint attainment below q.
-    """
-    req = SimRequest(plan, stream, policy=policy, rate_scale=rate_scale, config=verify_config(stream))
-    dep, scaled = prepare_run(req)
-    m, _, res = run_simulation(req, dep, scaled)
-    return _judge(plan, scaled, m, res)
-
-
-def _percentiles(
-    o: dict[str, np.ndarray], dropped: np.ndarray, q: float, among: np.ndarray | None = None
-) -> tuple[float, float]:
-    """The q-th percentile TTFT and TPOT (seconds; inf when too many are unserved) of the requests in ``among``
-    (a mask; None: all); dropped and unfinished requests count as infinite, TPOT only over requests served ≥ 2
-    output tokens (0.0 where no request qualifies)."""
-    sel = np.ones(dropped.shape, dtype=bool) if among is None else among
-    ttft = np.where(np.isfinite(o["ttft_s"]) & ~dropped, o["ttft_s"], np.inf)[sel]
-    keep = o["tpot_eligible"] & sel  # TPOT is defined for requests served >= 2 output tokens
-    tpot = np.where(np.isfinite(o["tpot_s"]) & ~dropped, o["tpot_s"], np.inf)[keep]
-    ttft_q = float(np.percentile(ttft, q, method="higher")) if ttft.size else 0.0
-    tpot_q = float(np.percentile(tpot, q, method="higher")) if tpot.size else 0.0
-    return ttft_q, tpot_q
-
-
-def _slo_misses(ttft_q: float, tpot_q: float, ttft_slo: float, tpot_slo: float, q: float, who: str) -> list[str]:
-    """The percentile misses of one run or one class (``who``: "" or "class NAME: ")."""
-    misses = []
-    unserved = f"more than {100 - q:g} % of the requests were dropped or never finished"
-    if ttft_q > ttft_slo:
-        what = f"{ttft_q:.4g} s" if math.isfinite(ttft_q) else f"unbounded ({unserved})"
-        misses.append(f"{who}simulated p{q:g} TTFT {what} exceeds the SLO {ttft_slo:g} s")
-    if tpot_q > tpot_slo:
-        what = f"{tpot_q * 1e3:.4g} ms" if math.isfinite(tpot_q) else f"unbounded ({unserved})"
-        misses.append(f"{who}simulated p{q:g} TPOT {what} exceeds the SLO {tpot_slo * 1e3:g} ms")
-    return misses
-
-
-def _judge(plan: Plan, scaled: RequestStream, m: dict[str, Any], res: SimResult) -> dict[str, Any]:
-    """The outcome of one run against the plan's SLOs (see :func:`verify`). A plan with request classes
-    (``scenario.classes``) is judged per class instead, each against its own SLOs (percentile TTFT and TPOT, and
-    attainment ≥ the percentile), and holds only if every class holds; its joint attainment (each request against
-    its class's SLOs) must still reach the percentile. ``class_checks`` then lists each class's figures."""
-    o = request_outcomes(scaled, res)
-    q = plan.slo.percentile
-    ttft_q, tpot_q = _percentiles(o, res.dropped, q)
-    classes = plan_classes(plan)
-    checks: list[dict[str, Any]] = []
-    if not classes:
-        misses = _slo_misses(ttft_q, tpot_q, plan.slo.ttft_s, plan.slo.tpot_s, q, "")
-    else:
-        misses = []
-        for name, ttft_slo, tpot_slo in classes:
-            if name not in scaled.class_names:
-                continue  # no request of this class in this stretch of the trace
-            among = scaled.class_id == scaled.class_names.index(name)
-            c_ttft, c_tpot = _percentiles(o, res.dropped, q, among)
-            att = float(o["ok"][among].mean())
-            found = _slo_misses(c_ttft, c_tpot, ttft_slo, tpot_slo, q, f"class {name}: ")
-            if att < q / 100:
-                found.append(f"class {name}: simulated SLO attainment {att:.1%} is below {q:g} %")
-            misses += found
-            checks.append(
-                {
-                    "class": name,
-                    "requests": int(among.sum()),
-                    "ttft_slo_s": ttft_slo,
-                    "tpot_slo_s": tpot_slo,
-                    "attainment": rnd(att, 5),
-                    "ttft_p_s": rnd(c_ttft, 5) if math.isfinite(c_ttft) else None,
-                    "tpot_p_s": rnd(c_tpot, 5) if math.isfinite(c_tpot) else None,
-                    "holds": not found,
-                }
-            )
-    if m["attainment"]["joint"] < q / 100:
-        misses.append(f"simulated joint SLO attainment {m['attainment']['joint']:.1%} is below {q:g} %")
-    # an unbounded percentile (too many requests unserved) is None in the document: JSON has no infinity
-    return {
-        "metrics": m,
-        "ttft_q_s": rnd(ttft_q, 5) if math.isfinite(ttft_q) else None,
-        "tpot_q_s": rnd(tpot_q, 5) if math.isfinite(tpot_q) else None,
-        "misses": misses,
-    } | ({"class_checks": checks} if classes else {})
-
-
-def verify_config(stream: RequestStream) -> SimConfig:
-    """The simulator settings a verification runs with: the defaults, and the ``prefix`` router (cache locality,
-    :mod:`hetplan.sim.router`) when the stream has prefix blocks: a plan sized with prefix reuse counts on a router
-    that keeps a session's turns on the instance holding its prefix, as its llm-d emission configures
-    (:mod:`hetplan.emit.llmd`)."""
-    return SimConfig(router="prefix") if stream.prefix_blocks is not None else SimConfig()
-
-
-def _arrivals(plan: Plan, workload: Workload, seed: int = VERIFY_SEED) -> tuple[RequestStream, float, str, bool]:
-    """The stream to replay, its own rate (req/s), how its arrivals were made, and whether it is a trace (real
-    timestamps) rather than Poisson arrivals made here (from ``seed``)."""
-    target = plan.goodput_target_req_per_s
-    if workload.arrival_s is None:  # a length-only file: Poisson arrivals at the target
-        rng = np.random.default_rng(seed)
-        arrival = np.cumsum(rng.exponential(1.0 / target, workload.n_requests))
-        labels = [workload.name] * workload.n_requests if workload.class_labels is None else workload.class_labels
-        stream = make_stream(arrival, workload.prompt_tokens, workload.output_tokens, labels, source=workload.source,
-                             prefix_blocks=workload.prefix_blocks)  # fmt: skip
-        own = stream.n / stream.duration_s if stream.n > 1 else target
-        return stream, own, f"Poisson arrivals at {target:g} req/s (seed {seed}; no timestamps)", False
-    stream = stream_from_workload(workload)
-    own = stream.n / stream.duration_s if stream.n > 1 and stream.duration_s > 0 else target
-    synthetic = workload.attribution == "" and workload.source.startswith("synthetic")
-    kind = "Poisson arrivals (synthetic)" if synthetic else "trace arrivals"
-    return stream, own, kind, not synthetic
-
-
-def _fitting(workload: Workload, window: int) -> tuple[Workload, Any]:
-    """The workload less the prompts over the context window (any deployment refuses them), and the window's
-    record (:func:`hetplan.workload.context.apply_context_window`)."""
-    ctx = apply_context_window(workload.prompt_tokens, workload.output_tokens, window)
-    if ctx.n_refused and ctx.n_refused < workload.n_requests:
-        fits = ~ctx.refused
-        workload = replace(
-            workload,
-            prompt_tokens=workload.prompt_tokens[fits],
-            output_tokens=workload.output_tokens[fits],
-            class_labels=workload.labels_at(fits),
-            arrival_s=None if workload.arrival_s is None else workload.arrival_s[fits],
-            prefix_blocks=None if workload.prefix_blocks is None else workload.prefix_blocks.take(np.nonzero(fits)[0]),
-        )
-    return workload, ctx
+from hetplan.workload.context import context_note
+from hetplan.workload.model import RequestStream, Workload
 
 
 def out_of_sample_runs(
@@ -204,10 +68,10 @@ def out_of_sample_runs(
     out = []
     lowest: float | None = None  # the lowest capacity found so far (req/s)
     for label, workload in workloads:
-        fitted, ctx = _fitting(workload, window)
+        fitted, ctx = fit_context(workload, window)
         if ctx.n_refused == workload.n_requests:
             continue
-        stream, own, kind, _ = _arrivals(plan, fitted, seed=VERIFY_SEED + 1)
+        stream, own, kind, _ = plan_arrivals(plan, fitted, seed=VERIFY_SEED + 1)
         runner = Replayer(plan, stream, policy, predictor)
         run = runner.run(label, target / own)
         found: dict[str, Any] = {}
@@ -293,17 +157,17 @@ class PlanCheck:
         # them out of its length distribution (hetplan.workload.context), so the check leaves them out too instead
         # of counting them as misses; outputs cut at the window are served cut (the simulator applies the same rule)
         window = deployment_from_plan(plan).arch.spec.max_position_embeddings
-        workload, ctx = _fitting(workload, window)
+        workload, ctx = fit_context(workload, window)
         if ctx.n_refused == workload.n_requests:
             raise InputError(
                 f"every request's prompt is longer than the model's {window:,}-token context window",
                 fix="use a model with a longer context or a trace of shorter prompts",
             )
-        stream, own, kind, is_trace = _arrivals(plan, workload)
+        stream, own, kind, is_trace = plan_arrivals(plan, workload)
         self.cascade = None
         if policy.lower().strip() == "cascade":  # CASCADE is verified with its settings calibrated on this workload
             self.cascade = calibrate_for_plan(plan, stream, target / own)
-            plan = replace(plan, extra={**plan.extra, "cascade": self.cascade})
+            plan = replace(plan, cascade=self.cascade)
         # what policies may know of output lengths: the distribution of the workload the plan was sized on
         self.predictor = OutputPredictor(workload.prompt_tokens, workload.output_tokens)
         self.runner = Replayer(plan, stream, policy, self.predictor)
@@ -509,167 +373,6 @@ def _with_out_of_sample(verdict: str, in_sample: bool, held: list[dict[str, Any]
     if in_sample and any(r["misses"] for r in held):
         return f"NOT verified {text}; in sample it holds on {verdict.removeprefix('verified on ')}"
     return f"{verdict}; {text}"
-
-
-#: Largest step slowdown the error margin searches (3: steps 4x the model's prediction).
-MARGIN_MAX = 3.0
-#: Bisection steps of the error margin after its bracket (doubling from 0.05).
-MARGIN_BISECT = 3
-
-
-def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) -> dict[str, Any] | None:
-    """The verdict's third part: the plan against the performance model's own measured error.
-
-    Replays ``workload`` at the goodput target (as :func:`verify_plan`'s main run) with every prefill and decode
-    step slower than the model predicts: (1) by the model's step slowdown at ``confidence`` for the plan's engine
-    and GPUs (:func:`hetplan.perf.error_bands.error_band`: prefill by the TTFT band, decode by the TPOT band);
-    (2) by a uniform slowdown found by doubling from 5 % and :data:`MARGIN_BISECT` bisections, the margin: the
-    largest slowdown at which the plan still holds (0 when it misses as predicted; capped at :data:`MARGIN_MAX`).
-
-    Returns:
-        ``{"confidence", "band_ttft", "band_tpot", "band_scope", "holds_at_confidence", "at_confidence"
-        (joint attainment, p TTFT/TPOT, misses), "margin_step_slowdown", "margin_capped", "summary"}``; None when
-        no error-band file is shipped.
-    """
-    from hetplan.perf.error_bands import error_band
-
-    gpus = sorted({c.prefill_gpu for c in plan.combos} | {c.decode_gpu for c in plan.combos}
-                  | {t.gpu for t in plan.instances})  # fmt: skip
-    layouts: dict[str, set[tuple[int, str]]] = {}
-    for c in plan.combos:
-        layouts.setdefault(c.prefill_gpu, set()).add((c.prefill_tp, plan.weight_dtype))
-        layouts.setdefault(c.decode_gpu, set()).add((c.decode_tp, plan.weight_dtype))
-    for t in plan.instances:
-        layouts.setdefault(t.gpu, set()).add((t.tp, plan.weight_dtype))
-    band = error_band(plan.engine, gpus, confidence, plan.settings.corrections, plan.model.spec.name, layouts)
-    if band is None:
-        return None
-    window = deployment_from_plan(plan).arch.spec.max_position_embeddings
-    fitted, _ = _fitting(workload, window)
-    stream, own, _, _ = _arrivals(plan, fitted)
-    base = Replayer(plan, stream, policy, OutputPredictor(fitted.prompt_tokens, fitted.output_tokens))
-    scale = plan.goodput_target_req_per_s / own
-
-    def run(prefill: float, decode: float) -> dict[str, Any]:  # the run as predicted needs no slowed copy
-        slowed = base if prefill == 0 and decode == 0 else base.slowed(1 + prefill, 1 + decode)
-        return slowed.run("goodput target", scale)
-
-    at = run(band.ttft, band.tpot)
-    holds = not at["misses"]
-    lo, hi = 0.0, None
-    if run(0.0, 0.0)["misses"]:
-        hi = 0.0
-    else:
-        x = 0.05
-        while x <= MARGIN_MAX:
-            if run(x, x)["misses"]:
-                hi = x
-                break
-            lo, x = x, x * 2
-        if hi is not None:
-            for _ in range(MARGIN_BISECT):
-                mid = (lo + hi) / 2
-                if run(mid, mid)["misses"]:
-                    hi = mid
-                else:
-                    lo = mid
-    capped = hi is None
-    names = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
-    eng = names.get(plan.engine, plan.engine)
-    if lo > 0:
-        margin = f"holds up to {lo * 100:.0f} % slower steps than predicted"
-    elif hi:  # holds as predicted, but not even at the smallest slowdown the search tried
-        margin = f"holds as predicted but misses at {hi * 100:.1f} % slower steps"
-    else:
-        margin = "misses at any slowdown"
-    if capped:
-        margin = f"holds even at {MARGIN_MAX * 100:.0f} % slower steps than predicted"
-    summary = (
-        f"model error: {margin}; at the model's {confidence} error for {eng} (steps +{band.ttft * 100:.0f} % "
-        f"prefill, +{band.tpot * 100:.0f} % decode; {band.scope}) it "
-        + ("holds" if holds else "misses")
-        + f" (joint {at['metrics']['attainment']['joint'] * 100:.1f} %)"
-    )
-    return {
-        "confidence": confidence,
-        "band_ttft": rnd(band.ttft, 4),
-        "band_tpot": rnd(band.tpot, 4),
-        "band_scope": band.scope,
-        "holds_at_confidence": holds,
-        "at_confidence": {
-            "attainment": at["metrics"]["attainment"]["joint"],
-            "ttft_p_s": at["ttft_q_s"],
-            "tpot_p_s": at["tpot_q_s"],
-            "misses": at["misses"],
-        },
-        "margin_step_slowdown": rnd(lo, 4),
-        "margin_capped": capped,
-        "summary": summary,
-    }
-
-
-class Replayer:
-    """Replays one stream through one plan at any rate scale, building the deployment once; ``predictor``: the
-    output predictor learnt from the sizing data (None: from ``stream``)."""
-
-    def __init__(
-        self, plan: Plan, stream: RequestStream, policy: str, predictor: OutputPredictor | None = None
-    ) -> None:
-        self.plan, self.policy = plan, policy
-        self.req = SimRequest(plan, stream, policy=policy, predictor=predictor, config=verify_config(stream))
-        self.dep, self.stream = prepare_run(self.req)
-        self.own = stream.n / stream.duration_s if stream.n > 1 else 1.0
-        self.cache: dict[float, dict[str, Any]] = {}
-
-    def slowed(self, prefill_scale: float, decode_scale: float) -> Replayer:
-        """This replayer with every prefill / decode step ``prefill_scale`` / ``decode_scale`` times the model's
-        (:meth:`hetplan.sim.deployment.Deployment.slowed`), with its own cache."""
-        other = copy.copy(self)
-        other.dep = self.dep.slowed(prefill_scale, decode_scale)
-        other.cache = {}
-        return other
-
-    def run(self, label: str, scale: float) -> dict[str, Any]:
-        """The outcome at ``scale`` x the stream's rate: metrics, percentile TTFT/TPOT, misses (see :func:`verify`)."""
-        if scale not in self.cache:
-            scaled = self.stream.scaled(scale)
-            m, _, res = run_simulation(replace(self.req, rate_scale=scale), self.dep, scaled)
-            self.cache[scale] = _judge(self.plan, scaled, m, res)
-        out = dict(self.cache[scale])
-        return {"label": label, "rate_scale": rnd(scale, 6), "rate_req_per_s": rnd(self.own * scale, 5),
-                "attainment": out["metrics"]["attainment"], **out}  # fmt: skip
-
-
-def simulated_capacity(
-    runner: Replayer, target: float, start: float, holds: bool, own: float, bisect: int = CAPACITY_BISECT
-) -> float | None:
-    """Goodput capacity in simulation (req/s): the highest rate whose joint SLO attainment is ≥ ``target``,
-    searched from ``start`` (a rate scale whose outcome ``holds`` is known) by factors of 1.25 up or down, then
-    ``bisect`` bisections (4: within 1.4 %; 2: within 5.7 %); None when even 1/64 of the start misses (capped at 64x
-    the start). Like ``simulate --find-capacity``, a bracket on a finite trace (attainment is not strictly monotone
-    in the rate)."""
-
-    def ok(scale: float) -> bool:
-        return float(runner.run("capacity", scale)["metrics"]["attainment"]["joint"]) >= target
-
-    lo, hi = (start, None) if holds else (None, start)
-    x = start
-    while (hi is None if holds else lo is None) and start / 64 < x < start * 64:
-        x = x * CAPACITY_STEP if holds else x / CAPACITY_STEP
-        if ok(x):
-            lo = x
-        else:
-            hi = x
-    if lo is None:
-        return None
-    if hi is not None:
-        for _ in range(bisect):
-            mid = (lo * hi) ** 0.5
-            if ok(mid):
-                lo = mid
-            else:
-                hi = mid
-    return rnd(lo * own, 5)
 
 
 __all__ = [

@@ -5,6 +5,7 @@ rule; solver internals only with --verbose; predicted latencies labelled as the 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +14,8 @@ from typer.testing import CliRunner
 
 from hetplan.cli.main import app
 from hetplan.cli.render.answer import comparison_line, cost_vs, decision_line, money_per_month
+from hetplan.plan.doc import load_plan
+from hetplan.plan.types import Purchase, StrategyResult
 from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,32 +41,34 @@ def test_money_per_month_reads_at_a_glance():
 
 
 def test_decision_names_instances_provider_region_and_both_costs():
-    doc = {
-        "total_usd_per_hour": 115.0,
-        "usd_per_month": 83950.0,
-        "gpus_used": {"H100-SXM": 8, "L40S": 8},
-        "purchase": [
-            {"provider": "aws", "instance_type": "p5.48xlarge", "region": "us-east-1", "gpu": "H100-SXM",
-             "gpus_per_instance": 8, "count": 1, "owned": False, "usd_per_hour_each": 98.32},
-            {"provider": "aws", "instance_type": "g6e.2xlarge", "region": "us-east-1", "gpu": "L40S",
-             "gpus_per_instance": 1, "count": 2, "owned": False, "usd_per_hour_each": 2.24},
-            {"provider": "owned", "instance_type": "owned-L40S-8gpu", "region": "", "gpu": "L40S",
-             "gpus_per_instance": 8, "count": 1, "owned": True, "usd_per_hour_each": 0.0},
-        ],
-    }  # fmt: skip
-    assert decision_line(doc) == (
+    plan = replace(
+        load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json"),
+        total_usd_per_hour=115.0,
+        usd_per_month=83950.0,
+        gpus_used={"H100-SXM": 8, "L40S": 8},
+        purchase=(
+            Purchase("aws", "p5.48xlarge", "us-east-1", "H100-SXM", 8, 1, False, 98.32),
+            Purchase("aws", "g6e.2xlarge", "us-east-1", "L40S", 1, 2, False, 2.24),
+            Purchase("owned", "owned-L40S-8gpu", "", "L40S", 8, 1, True, 0.0),
+        ),
+    )
+    assert decision_line(plan) == (
         "decision: rent 1 AWS p5.48xlarge and 2 AWS g6e.2xlarge in us-east-1; use 1 owned 8-GPU L40S node: "
         "$115.00/h, $84.0k/month"
     )
-    doc["purchase"] = []  # per-GPU prices only: the GPUs
-    assert decision_line(doc).startswith("decision: run 8x H100-SXM, 8x L40S: $115.00/h")
+    plan = replace(plan, purchase=())  # per-GPU prices only: the GPUs
+    assert decision_line(plan).startswith("decision: run 8x H100-SXM, 8x L40S: $115.00/h")
 
 
 def test_comparison_is_one_number_per_alternative():
-    doc = {"total_usd_per_hour": 100.0,
-           "baselines": {"homogeneous": {"total_usd_per_hour": 100.0}, "melange": {"total_usd_per_hour": 130.5},
-                         "mixed": {"status": "infeasible", "reason": "x"}}}  # fmt: skip
-    assert comparison_line(doc) == (
+    plan = replace(
+        load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json"),
+        total_usd_per_hour=100.0,
+        baselines={"homogeneous": StrategyResult("optimal", total_usd_per_hour=100.0),
+                   "melange": StrategyResult("optimal", total_usd_per_hour=130.5),
+                   "mixed": StrategyResult("infeasible", reason="x")},
+    )  # fmt: skip
+    assert comparison_line(plan) == (
         "other strategies cost (the model's figures): homogeneous the same, melange 30.5 % more, mixed infeasible"
     )
 

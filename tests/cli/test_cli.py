@@ -295,6 +295,7 @@ def test_owned_only_plan_renders_and_emits(tmp_path):
     from rich.console import Console
 
     from hetplan.cli.render.plan import render_plan
+    from hetplan.plan.doc import from_doc
 
     scenario = owned_only_scenario(tmp_path)
     out = tmp_path / "plan.json"
@@ -311,7 +312,7 @@ def test_owned_only_plan_renders_and_emits(tmp_path):
         assert part["total_usd_per_hour"] == 0.0
         for width in (60, 80, 140):  # narrow (tok/$ inside the $/h cell) and wide tables
             console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-            render_plan(part, console)
+            render_plan(from_doc(part), console)
             assert "$0.00/h" in console.export_text()
     res = invoke("emit", out, "--target", "all", "--out", tmp_path / "deploy")
     assert res.exit_code == 0, res.output

@@ -7,6 +7,8 @@ import json
 from rich.console import Console
 
 from hetplan.cli.render.plan import render_plan
+from hetplan.plan.blocks import Verification
+from hetplan.plan.doc import from_doc
 from tests.conftest import ROOT
 
 FIXTURE = ROOT / "tests" / "fixtures" / "plan_example_a.json"
@@ -14,7 +16,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "plan_example_a.json"
 
 def _text(doc):
     console = Console(width=200, record=True, force_terminal=False, color_system=None)
-    render_plan(doc, console)
+    render_plan(from_doc(doc), console)
     return console.export_text()
 
 
@@ -66,14 +68,18 @@ def test_the_resize_line_counts_the_plans_of_every_shape():
                "usd_per_hour_before": 80.0, "usd_per_hour_after": 88.8, "attempts": [],
                "per_strategy": shapes}  # fmt: skip
     console = Console(width=300, record=True, force_terminal=False, color_system=None)
-    render_verification({"verdict": "verified", "warnings": [], "misses": [], "resized": resized}, console)
+    render_verification(
+        Verification.from_doc({"verdict": "verified", "warnings": [], "misses": [], "resized": resized}), console
+    )
     assert "(11 plans tried over 3 shapes)" in console.export_text()
     # a plan file written before the count existed: the kept shape's attempts, as before
     for s in resized["per_strategy"]:
         del s["plans_tried"]
     resized["attempts"] = [{}, {}]
     console = Console(width=300, record=True, force_terminal=False, color_system=None)
-    render_verification({"verdict": "verified", "warnings": [], "misses": [], "resized": resized}, console)
+    render_verification(
+        Verification.from_doc({"verdict": "verified", "warnings": [], "misses": [], "resized": resized}), console
+    )
     assert "(2 re-sized plans tried)" in console.export_text()
 
 

@@ -8,6 +8,8 @@ import pytest
 from rich.console import Console
 
 from hetplan.cli.render.plan import capacity_line, render_plan
+from hetplan.plan.blocks import Verification
+from hetplan.plan.doc import from_doc
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -15,7 +17,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 def _text(doc, width):
     console = Console(width=width, record=True, force_terminal=False, color_system=None)
-    render_plan(doc, console)
+    render_plan(from_doc(doc), console)
     return console.export_text()
 
 
@@ -43,7 +45,7 @@ def test_plan_table_shows_every_column_at_any_width(name, width):
 def test_capacity_line_reads_as_capacity_against_target():
     v = {"analytic_capacity_req_per_s": 6.84, "simulated_capacity_req_per_s": 5.99, "target_req_per_s": 5.0,
          "percentile": 90, "arrivals": "trace arrivals"}  # fmt: skip
-    line = capacity_line(v)
+    line = capacity_line(Verification.from_doc(v))
     assert "simulated 5.99 req/s, 1.20x the 5 req/s target" in line and "analytic 6.84 req/s" in line
     assert "goodput" not in line  # the served goodput (below the offered rate over a serving span) is not shown here
 

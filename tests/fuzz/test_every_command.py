@@ -559,8 +559,9 @@ def test_generated_scenarios_plan_to_plans_that_hold_their_invariants(tmp_path_f
         from rich.console import Console
 
         from hetplan.cli.render.plan import render_plan
+        from hetplan.plan.doc import from_doc
 
-        render_plan(json.loads(stdout), Console(file=io.StringIO(), width=100))
+        render_plan(from_doc(json.loads(stdout)), Console(file=io.StringIO(), width=100))
         _check(["report", str(folder / "a.json"), "--format", "md", "--out", str(folder / "r.md")],
                [folder / "r.md"])  # fmt: skip
     else:  # infeasible: it says which constraint binds

@@ -159,7 +159,8 @@ def test_examples_are_verified_and_the_analytic_capacity_is_within_20_percent(ex
     # re-sized as hetplan plan does: example (b)'s first plan holds in sample but misses out of sample
     plan = api.plan_verified(load_scenario(EXAMPLES / f"{example}.yaml"), analysis=False, resize=True)
     v = plan.verification
-    assert v is not None and v["status"] == "verified", v and v["verdict"]
-    assert [r["misses"] for r in v["runs"]] == [[]] * len(v["runs"])  # at the goodput target and the trace's rate
-    ratio = v["simulated_capacity_req_per_s"] / v["analytic_capacity_req_per_s"]
+    assert v is not None and v.status == "verified", v and v.verdict
+    assert [r.misses for r in v.runs] == [[]] * len(v.runs)  # at the goodput target and the trace's rate
+    assert v.simulated_capacity_req_per_s is not None and v.analytic_capacity_req_per_s
+    ratio = v.simulated_capacity_req_per_s / v.analytic_capacity_req_per_s
     assert 0.8 <= ratio <= 1.2, ratio

@@ -10,7 +10,7 @@ import pytest
 
 from hetplan.emit.ir_build import build_ir
 from hetplan.emit.vllm import emit_vllm
-from hetplan.plan.doc import load_plan
+from hetplan.plan.doc import load_plan, verification_block
 from hetplan.plan.types import Slo
 from hetplan.report.model import verification_report
 from hetplan.report.render.common import verification_rows
@@ -33,7 +33,7 @@ def test_verify_policy_cascade_calibrates_and_the_plan_carries_the_settings(plan
     c = block["cascade"]
     assert c["kappa"] > 0 and set(c["kappa_by_class"]) == {workload.name} and 0 <= c["q2"] <= 1
     assert "attainment_by_class" not in block  # one class: the single-class report stays as it was
-    plan = replace(plan_a, extra={**plan_a.extra, "cascade": c}, verification=block)
+    plan = replace(plan_a, cascade=c, verification=verification_block(block))
     assert plan_cascade(plan).kappa_by_class == ((workload.name, c["kappa_by_class"][workload.name]),)
     files = emit_vllm(build_ir(plan))
     router = json.loads(files["vllm/cascade-router.json"])
@@ -52,7 +52,7 @@ def test_calibrate_writes_per_class_kappa_and_the_router_config_carries_it(plan_
     assert block["q2"] == best["q2"]
     for r in block["q2_sweep"]:
         assert r["objective"] == pytest.approx((r["goodput_req_per_s"] or 0) * (r["jain_index"] or 0), abs=1e-5)
-    plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
+    plan = replace(plan_a, cascade=block)
     rc = router_config(plan, block)
     assert rc["kappa_by_class"] == block["kappa_by_class"] and rc["q2"] == block["q2"]
     # q2 per class (issue 32): present only where it beat the single q2; the settings and the router read it

@@ -63,7 +63,7 @@ def test_a_cheaper_plan_that_holds_is_found_when_the_model_under_promises(monkey
     first = 10.0 * _units(1.1)  # the plan at the asked +10 % headroom: 5 units, $50/h
     assert out.total_usd_per_hour < first
     assert out.goodput_req_per_s * 1.6 >= 1.0  # it still holds the target in (fake) simulation
-    search = out.verification["cheaper_search"]
+    search = out.verification.cheaper_search.to_doc()
     assert search["from_usd_per_hour"] == first and search["usd_per_hour_kept"] == out.total_usd_per_hour
     assert any(t.get("status") == "verified" and t["usd_per_hour"] == out.total_usd_per_hour for t in search["tried"])
 
@@ -75,7 +75,7 @@ def test_below_a_plan_the_model_sized_right_one_plan_is_tried_and_not_simulated(
     )  # simulated = analytic: only whole-unit slack
     out = verify.plan_verified(scenario, "cauchy", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert out.total_usd_per_hour == 10.0 * _units(1.1)
-    tried = out.verification["cheaper_search"]["tried"]
+    tried = out.verification.cheaper_search.to_doc()["tried"]
     assert [t["status"] for t in tried] == ["not cheaper (not simulated)"]
 
 
@@ -93,6 +93,6 @@ def test_a_cheaper_plan_that_misses_is_reported_and_not_kept(monkeypatch, scenar
     monkeypatch.setattr(sim_verify, "PlanCheck", fake_plan_check(fake))
     out = verify.plan_verified(scenario, "cauchy", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert out.total_usd_per_hour == 50.0
-    tried = out.verification["cheaper_search"]["tried"]
+    tried = out.verification.cheaper_search.to_doc()["tried"]
     assert tried and all(t["status"] != "verified" for t in tried if "status" in t)
     assert len(calls) <= 1 + verify.SHRINK_STEPS + 2  # bounded: the first plan, the search, the final check

@@ -148,4 +148,4 @@ def test_a_verified_plan_with_analysis_is_solved_once(monkeypatch, tmp_path, wor
     monkeypatch.setattr(pipeline, "build_plan", counted)
     made = api.plan_verified(_small("bf16"), "cauchy", analysis=True, resources=Resources(plan_workers=workers))
     assert solves.read_text().count("solve") == 1
-    assert made.extra["analysis"]["price_sensitivity"] and made.verification["status"] in ("verified", "not verified")
+    assert made.extra["analysis"]["price_sensitivity"] and made.verification.status in ("verified", "not verified")

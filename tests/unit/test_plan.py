@@ -10,6 +10,7 @@ import pytest
 
 from hetplan import api
 from hetplan.errors import InputError
+from hetplan.plan.blocks import Verification
 from hetplan.plan.doc import SCHEMA_VERSION, from_doc, load_plan, read_plan_doc, to_doc
 from hetplan.plan.types import Plan
 from hetplan.scenario import load_scenario
@@ -109,7 +110,7 @@ def test_plans_are_frozen():
     plan = load_plan(FIXTURES / "plan_example_a.json")
     with pytest.raises(AttributeError):
         plan.strategy = "melange"  # type: ignore[misc]
-    assert isinstance(replace(plan, verification={"misses": []}), Plan)
+    assert isinstance(replace(plan, verification=Verification(misses=[])), Plan)
 
 
 def test_a_plan_on_the_fixture_catalog_adds_up(small_catalog):

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from hetplan.report.gate import compare
 from hetplan.errors import InputError
-from hetplan.plan.doc import load_plan, to_doc
+from hetplan.plan.blocks import ClassSlo
+from hetplan.plan.doc import load_plan, to_doc, verification_block
 from hetplan.planning.request import build_request, build_whole_workload, workload_sha256
+from hetplan.report.gate import compare
 from hetplan.scenario import Scenario
 from hetplan.sim.verify import verify_plan
 from hetplan.workload.classes import assign_classes, binding_slos, class_slos
@@ -124,9 +125,9 @@ def checked():
             {"name": "chat", "ttft_s": chat_ttft_s, "tpot_s": 0.1, "share": 0.7},
             {"name": "long-output", "ttft_s": 4.0, "tpot_s": long_tpot_s, "share": 0.3},
         ]
-        plan = replace(base, scenario_extra={**base.scenario_extra, "classes": classes})
+        plan = replace(base, classes=tuple(ClassSlo.from_doc(c) for c in classes))
         v = verify_plan(plan, wl, capacity=False)
-        return replace(plan, verification=v), v  # the typed field, as the planner sets it
+        return replace(plan, verification=verification_block(v)), v
 
     return plan_with
 

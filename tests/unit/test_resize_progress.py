@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from hetplan.planning import verify
+from hetplan.planning import resize
 
 
 def test_each_resize_attempt_and_bisection_step_is_named() -> None:
-    stage = verify._Stage()
+    stage = resize.Stage()
     seen: list[str] = []
 
     def attempt(headroom: float, with_analysis: bool, lean: bool = True) -> Any:
@@ -29,7 +29,9 @@ def test_each_resize_attempt_and_bisection_step_is_named() -> None:
 
     first = attempt(0.1, False)
     seen.clear()
-    best, headroom, resized = verify._resize(first, check(first, "steer"), 0.1, attempt, check, stage=stage)
+    best, headroom, resized = resize.resize_until_verified(
+        first, check(first, "steer"), 0.1, attempt, check, stage=stage
+    )
     assert seen[0].startswith("re-size attempt 1 of 5 (headroom ")
     assert seen[0].endswith(": enumerating combos")
     assert any(s.startswith("re-size bisection step 1 of 3") for s in seen)
@@ -56,7 +58,7 @@ def test_the_headroom_kept_is_the_one_that_made_the_plan_kept():
                 "dropped": 0, "misses": [] if ok else ["p90 TTFT"]}  # fmt: skip
 
     first = attempt(0.1, False)
-    best, headroom, resized = verify._resize(first, check(first, "steer"), 0.1, attempt, check)
+    best, headroom, resized = resize.resize_until_verified(first, check(first, "steer"), 0.1, attempt, check)
     assert best.total_usd_per_hour == 40.0
     assert headroom == best.made_at == pytest.approx(0.75)
     assert resized["headroom_used"] == pytest.approx(0.75)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import hetplan.planning.resize as resize
 import hetplan.planning.verify as verify
 import hetplan.sim.verify as sim_verify
 from hetplan.scenario import Scenario
@@ -77,7 +78,7 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
     )  # fmt: skip
     out = verify.plan_verified(scenario, "all", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert out.strategy == "cauchy"  # mixed needs 2.5x its demand (>= $25/h); cauchy holds at ~1.05x (~$12.6/h)
-    resized = out.verification["resized"]
+    resized = out.verification.resized.to_doc()
     assert resized["strategy_before"] == "mixed"
     shapes = {row["strategy"]: row for row in resized["per_strategy"]}
     assert set(shapes) == set(SHAPES)
@@ -90,7 +91,7 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
     assert out.total_usd_per_hour == min(r["usd_per_hour"] for r in shapes.values() if "usd_per_hour" in r)
     # a restricted strategy still follows only itself
     only = verify.plan_verified(scenario, "mixed", analysis=False, confidence=None)  # type: ignore[arg-type]
-    assert only.strategy == "mixed" and "per_strategy" not in only.verification["resized"]
+    assert only.strategy == "mixed" and not only.verification.resized.per_strategy
 
 
 def test_the_verification_cache_keys_what_the_simulator_replays_not_the_strategy() -> None:
@@ -105,14 +106,14 @@ def test_the_verification_cache_keys_what_the_simulator_replays_not_the_strategy
 
     fixtures = ROOT / "tests" / "fixtures"
     mel = from_doc(json.loads((fixtures / "plan_example_a_melange.json").read_text()), "test")
-    assert mel.instances and verify._signature(replace(mel, strategy="mixed")) == verify._signature(mel)
+    assert mel.instances and resize.signature(replace(mel, strategy="mixed")) == resize.signature(mel)
     t0 = mel.instances[0]
     moved = replace(t0, buckets=(replace(t0.buckets[0], share=t0.buckets[0].share / 2), *t0.buckets[1:]))
-    assert verify._signature(replace(mel, instances=(moved, *mel.instances[1:]))) != verify._signature(mel)
+    assert resize.signature(replace(mel, instances=(moved, *mel.instances[1:]))) != resize.signature(mel)
     cau = from_doc(json.loads((fixtures / "plan_example_a.json").read_text()), "test")
     c0 = cau.combos[0]
     routed = replace(c0, buckets=(BucketShare(0.0, 512.0, 0.0, float("inf"), 0.5),))
-    assert verify._signature(replace(cau, combos=(routed, *cau.combos[1:]))) != verify._signature(cau)
+    assert resize.signature(replace(cau, combos=(routed, *cau.combos[1:]))) != resize.signature(cau)
 
 
 def test_a_shape_whose_first_plan_is_another_shapes_deployment_is_resized_last(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,7 +142,7 @@ def test_a_shape_whose_first_plan_is_another_shapes_deployment_is_resized_last(m
     )  # fmt: skip
     out = verify.plan_verified(scenario, "all", analysis=False, confidence=None)  # type: ignore[arg-type]
     assert out.strategy == "cauchy"
-    order = [row["strategy"] for row in out.verification["resized"]["per_strategy"]]
+    order = [row.strategy for row in out.verification.resized.per_strategy]
     assert order[-1] == "mixed" and order.index("cauchy") < order.index("mixed")  # the twin went last
-    twin = out.verification["resized"]["per_strategy"][-1]
+    twin = out.verification.resized.per_strategy[-1].to_doc()
     assert "no cheaper than the verified" in twin.get("skipped", "") and twin["plans_tried"] <= 2

@@ -144,7 +144,16 @@ def test_no_policy_or_router_reads_the_true_output_length_except_labelled_oracle
     # the acceptance grep: routing and scheduling code reads no true output length, bar labelled oracles
     deciders = [ROOT / "hetplan" / "routing.py"] + [
         ROOT / "hetplan" / "sim" / f
-        for f in ("router.py", "scheduler.py", "cascade.py", "ttft_estimate.py", "step_cost.py", "batching.py", "dispatch.py", "hostkv.py")
+        for f in (
+            "router.py",
+            "scheduler.py",
+            "cascade.py",
+            "ttft_estimate.py",
+            "step_cost.py",
+            "batching.py",
+            "dispatch.py",
+            "hostkv.py",
+        )  # fmt: skip
     ]
     assert [hit for path in deciders for hit in _reads_of_true_output(path)] == []
     assert all(cls.name.startswith("oracle-") == cls.oracle for cls in SCHEDULERS.values())

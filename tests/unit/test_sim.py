@@ -356,7 +356,7 @@ def test_calibrate_covers_the_quantile(plan_a, conv):
     assert block["q2"] in [r["q2"] for r in block["q2_sweep"]]
     cfg = router_config(plan_a, block)
     assert cfg["kappa"] == block["kappa"] and len(cfg["groups"]) == 2
-    plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
+    plan = replace(plan_a, cascade=block)
     m = simulate(SimRequest(plan, conv, policy="cascade"))
     assert m["cascade"] == {"kappa": block["kappa"], "q2": block["q2"]}
     assert set(block["kappa_by_class"]) == {"azure_conv_200"} and block["q2_sweep"][0]["objective"] >= 0
@@ -474,7 +474,7 @@ def test_prompts_over_the_context_window_are_dropped_apart_from_kv_drops():
     ],
 )
 def test_malformed_cascade_block_is_an_input_error_even_under_fcfs(plan_a, conv, block, field):
-    plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
+    plan = replace(plan_a, cascade=block)
     with pytest.raises(InputError, match=field.replace(".", r"\.")):
         simulate(SimRequest(plan, conv, policy="fcfs"))
 
