@@ -22,7 +22,8 @@ thing in the planner as in the fit:
   ISL (ISL / 2) / (16-bit peak x attention_efficiency)`` (causal prefill);
 - ``allreduce_latency_s``, ``link_efficiency`` (the engine's ``custom_allreduce_perf``, its CUDA-graph variant
   where measured, else NCCL's ``all_reduce`` from ``nccl_perf``; 2 to 8 GPUs, 4 KiB to 256 MiB): ``t = latency +
-  2 (n - 1) / n x bytes / (link_efficiency x link)`` with ``link`` half the catalog's bidirectional figure;
+  2 (n - 1) / n x bytes / (link_efficiency x link)`` with ``link`` half the catalog's bidirectional figure and
+  ``bytes`` = ``message_size`` (elements in these tables) x the dtype's element size (:data:`ELEMENT_BYTES`);
 - ``moe_efficiency`` (``moe_perf``, balanced routing, MoE-TP 1, EP 1, bf16 and fp8): the median ratio of the
   routed-expert roofline with the GEMM curve above (``touched`` experts, ``tokens x k / touched`` rows each) to
   the measured latency.
@@ -283,6 +284,22 @@ def fit_prefill_attention(system: str, engine: str, gpu: Any, root: Path = KERNE
     }
 
 
+ELEMENT_BYTES = {"bfloat16": 2.0, "float16": 2.0, "half": 2.0, "float32": 4.0, "float": 4.0, "int8": 1.0, "fp8": 1.0}
+"""Bytes per element of the communication tables' dtypes: their ``message_size`` counts elements, not bytes (the
+NCCL table's ``int8`` rows of one ``message_size`` run 1.5x faster than its ``half`` rows, and 8-GPU H200 ``half``
+all-reduce reaches a bus bandwidth of about 460 GB/s read as elements, an implausible 230 GB/s read as bytes).
+Read as bytes, the fitted ``link_efficiency`` came out half the true one and a TP8 prefill step's all-reduces
+twice too slow."""
+
+
+def message_element_bytes(dtypes: pd.Series, engine: str) -> np.ndarray:
+    """Bytes per counted unit of ``message_size`` for each row: the element size of its dtype
+    (:data:`ELEMENT_BYTES`; 2 for an unknown dtype), except 1 for ``hetplan-profile`` tables, which count bytes."""
+    if engine == PROFILER:
+        return np.ones(len(dtypes))
+    return np.array([ELEMENT_BYTES.get(str(d).lower(), 2.0) for d in dtypes], dtype=float)
+
+
 def fit_allreduce(system: str, engine: str, gpu: Any, root: Path = KERNELS, lim: Limits = STRICT
                   ) -> dict[str, Any] | None:  # fmt: skip
     """``allreduce_latency_s``, ``link_efficiency`` (module docstring)."""
@@ -300,11 +317,13 @@ def fit_allreduce(system: str, engine: str, gpu: Any, root: Path = KERNELS, lim:
         df, version = got
         df = df[(df["op_name"] == "all_reduce") & (df["nccl_dtype"] == "half")]
         label = f"{system}/comm/nccl/{version}/nccl_perf (all_reduce)"
-    df = df[df["message_size"].between(*lim.allreduce_bytes) & df["num_gpus"].between(2, 8)]
+    dtype_col = "allreduce_dtype" if "allreduce_dtype" in df.columns else "nccl_dtype"
+    df = df.assign(bytes=df["message_size"].to_numpy(dtype=float) * message_element_bytes(df[dtype_col], engine))
+    df = df[df["bytes"].between(*lim.allreduce_bytes) & df["num_gpus"].between(2, 8)]
     if len(df) < lim.allreduce_rows:
         return None
     n = df["num_gpus"].to_numpy(dtype=float)
-    size = df["message_size"].to_numpy(dtype=float)
+    size = df["bytes"].to_numpy(dtype=float)
     meas = df["latency"].to_numpy() / 1e3
     link = gpu.interconnect_gb_per_s / 2.0 * 1e9
 

@@ -18,6 +18,11 @@ engine on one architecture:
   most rows are MoE, put that cost into ``step_overhead_s`` and predicted dense models too slow: TensorRT-LLM on
   Hopper, Llama-3.1-70B in-sample TPOT bias +21.3 % -> +10.5 % with it; validation TPOT median |error| 26.3 % ->
   22.0 %, TTFT 29.5 % -> 29.3 %; leave-one-model-out TTFT 37.2 % -> 37.4 %, TPOT 17.0 % -> 16.6 %;
+- ``prefill_mix``: 1 when prefill chunks run inside the steps that decode (vLLM V1's chunked prefill,
+  TensorRT-LLM's in-flight batching), 0 when prefill batches are steps of their own ahead of decoding (SGLang
+  without ``--enable-mixed-chunk``, its default): decodes stop while a prompt prefills (TPOT up) and the prompt's
+  step carries no decodes (TTFT down); set per engine by ``benchmarks/calibrate_perf.py`` (``PREFILL_MIX``), not
+  fitted; 1 for catalogs without the field;
 - all-reduce / all-to-all: ``allreduce_latency_s`` per collective (NCCL's small-message latency; one per call, not
   ``2(t-1)`` of them, so TP8 decode is not slower than TP4) plus bytes over ``link_efficiency`` x the link;
 - the closed loop's prefill queue: ``prefill_queue_factor`` scales the M/D/1 wait of a prompt behind others, and
@@ -82,6 +87,7 @@ class EfficiencyCurves:
     ttft_decode_steps: float = 2.0
     moe_efficiency: float = 1.0
     sync_half_clients: float = 1e9
+    prefill_mix: float = 1.0
 
 
 PRIOR = EfficiencyCurves()

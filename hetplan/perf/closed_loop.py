@@ -24,7 +24,10 @@ attention data parallelism; the MoE experts are spread over all of them, by EP o
 Little's law ``C = X (TTFT + (O-1) TPOT)``; ``b = X (O-1) TPOT`` sequences decode; prefill arrives at ``X I``
 tokens/s in chunks of ``min(I, budget)`` tokens (one prompt per step without chunked prefill). A share ``u`` of
 the steps carry a prefill chunk and are slower, so the mean TPOT is the harmonic mix ``1 / (u / T_mixed + (1 - u) /
-T_decode)``: TPOT grows with concurrency as in measured engines. TTFT = the prompt's chunks x T_mixed + the wait
+T_decode)``: TPOT grows with concurrency as in measured engines. An engine that runs prefill as steps of its own
+ahead of decoding (``prefill_mix`` 0, SGLang's default) stops its decodes for the share ``u`` of the time its
+prefill steps take: TPOT ``T_decode / (1 - u)``, and the prompt's steps carry no decodes (``prefill_mix`` between
+0 and 1 blends the two). TTFT = the prompt's chunks x T_mixed + the wait
 for the step in flight (``T_decode / 2``) + the time outside the prompt's own steps (``ttft_overhead_s +
 ttft_token_overhead_s x I + ttft_decode_steps x T_decode``) + an M/D/1 wait for other prompts (``u / (2 (1 - u))``
 chunks), and when prefill saturates the budget the wait follows from Little's law instead. A fixed-point
@@ -104,6 +107,7 @@ class Rows:
     ttft_decode_steps: np.ndarray
     moe_efficiency: np.ndarray
     sync_half_clients: np.ndarray
+    prefill_mix: np.ndarray
     budget_tokens: np.ndarray
     chunked: np.ndarray  # 1.0 when the engine splits prompts into chunks
     max_num_seqs: np.ndarray
@@ -135,6 +139,7 @@ CURVE_FIELDS = (
     "ttft_decode_steps",
     "moe_efficiency",
     "sync_half_clients",
+    "prefill_mix",
 )
 
 
@@ -300,17 +305,28 @@ def closed_loop(
         want = x * i * t_dec
         p_step = np.clip(want, chunk, room)
         p_step = np.where(r.chunked > 0, p_step, np.maximum(chunk, np.round(want / i) * i))
-        t_mix = step_s(r, b, ctx, p_step, i / 2.0, prefill_rank_tokens(r, p_step, chunk))
+        p_rank = prefill_rank_tokens(r, p_step, chunk)
         steps_per_req = i / p_step
-        u = np.clip(x * steps_per_req * t_mix, 0.0, 1.0)
-        tpot_new = 1.0 / (u / t_mix + (1.0 - u) / t_dec)
-        service = chunks * t_mix
+        # prefill chunks in the decode steps (mix 1): a share u of the steps carries a chunk and is slower
+        t_mix = step_s(r, b, ctx, p_step, i / 2.0, p_rank)
+        u_mix = np.clip(x * steps_per_req * t_mix, 0.0, 1.0)
+        tpot_mix = 1.0 / (u_mix / t_mix + (1.0 - u_mix) / t_dec)
+        # prefill steps of their own (mix 0, prefill first): decodes stop for a share u of the time
+        t_pre = step_s(r, zero, zero, p_step, i / 2.0, p_rank)
+        u_pre = np.clip(x * steps_per_req * t_pre, 0.0, 0.98)
+        tpot_pre = t_dec / (1.0 - u_pre)
+        mix = r.prefill_mix
+        u = mix * u_mix + (1.0 - mix) * u_pre
+        tpot_new = mix * tpot_mix + (1.0 - mix) * tpot_pre
+        service = chunks * (mix * t_mix + (1.0 - mix) * t_pre)
         busy = np.minimum(u, 0.98)
         ttft_open = service + t_dec / 2.0 + r.prefill_queue_factor * busy / (2.0 * (1.0 - busy)) * service
         # the closed loop bounds the wait: at worst all C prompts queue at once and drain a full budget per step
         # (the C prompts' tokens when they fill less than the budget; never less than a chunk, as c x i >= i)
         full = np.minimum(room, c * i)
-        t_full = step_s(r, b, ctx, full, i / 2.0, prefill_rank_tokens(r, full, chunk))
+        full_rank = prefill_rank_tokens(r, full, chunk)
+        t_full_mix = step_s(r, b, ctx, full, i / 2.0, full_rank)
+        t_full = mix * t_full_mix + (1.0 - mix) * step_s(r, zero, zero, full, i / 2.0, full_rank)
         ttft_wave = np.maximum(service, (np.ceil(c * i / room) + 1.0) / 2.0 * t_full)
         sync = r.sync_share + (1.0 - r.sync_share) * c / (c + r.sync_half_clients)
         ttft_new = (1.0 - sync) * np.minimum(ttft_open, ttft_wave) + sync * ttft_wave

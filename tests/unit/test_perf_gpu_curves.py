@@ -113,3 +113,20 @@ def test_a_plan_says_which_gpus_borrow_curves() -> None:
     per_gpu = build_request(scenario)[3]
     borrowed = {name for name, text in per_gpu if "no measured vllm data" in text}
     assert borrowed == {"L4"}, per_gpu
+
+
+def test_prefill_steps_of_their_own_stop_decoding_but_not_the_prompt() -> None:
+    """``prefill_mix`` 0 (SGLang's default scheduler: prefill batches as steps of their own, ahead of decoding):
+    the decodes stop while prompts prefill, so TPOT is higher, and a prompt's step carries no decodes, so TTFT is
+    lower, than with prefill mixed into the decode steps (vLLM, TensorRT-LLM)."""
+    c, isl, osl = np.array([64.0]), np.array([4000.0]), np.array([100.0])
+    mixed = closed_loop(_rows("Llama-3.1-70B", "fp8", prefill_mix=1.0), c, isl, osl)
+    apart = closed_loop(_rows("Llama-3.1-70B", "fp8", prefill_mix=0.0), c, isl, osl)
+    assert apart.tpot_s[0] > mixed.tpot_s[0] * 1.05
+    assert apart.ttft_s[0] < mixed.ttft_s[0]
+
+
+def test_shipped_prefill_mix_follows_each_engines_scheduler() -> None:
+    gpu = find_gpu("H200-SXM")
+    mix = {e: curves_for(e, gpu.arch, gpu.vendor, gpu.name)[0].prefill_mix for e in ("vllm", "sglang", "trtllm")}
+    assert mix == {"vllm": 1.0, "sglang": 0.0, "trtllm": 1.0}
