@@ -194,9 +194,10 @@ def test_a_run_uses_the_output_predictor_of_its_sizing_data():
 
 @pytest.mark.slow
 def _mixed_plan(made):
-    """A mixed plan: the fixture's plan with its last aggregated instance type served by a prefill/decode combo of
-    the same GPU instead, keeping that type's request-size buckets (a hand edit: since the kernel-fitted curves the
-    planner finds no mix cheaper than Mélange on this fixture, so the plan it makes is aggregated only)."""
+    """A mixed plan: the fixture's Mélange plan with its last aggregated instance type served by a prefill/decode
+    combo of the same GPU instead, keeping that type's request-size buckets (a hand edit: since the kernel-fitted
+    curves the planner finds no mix cheaper than Cauchy or Mélange on this fixture; ``made`` is planned with the
+    ``melange`` strategy, which always gives size-bucketed aggregated instance types)."""
     from hetplan.plan.doc import from_doc, to_doc
 
     doc = to_doc(made)
@@ -221,7 +222,7 @@ def test_the_emitted_rule_table_routes_a_mixed_plan_exactly_as_the_simulator_did
     from hetplan import api
     from hetplan.scenario import load_scenario
 
-    plan = _mixed_plan(api.plan(load_scenario(FIXTURES / "mixed_code_70b.yaml"), "all", analysis=False))
+    plan = _mixed_plan(api.plan(load_scenario(FIXTURES / "mixed_code_70b.yaml"), "melange", analysis=False))
     assert plan.combos and plan.instances and all(c.buckets for c in plan.combos)
     files = render(build_ir(plan), ["all"])
     docs = {path: text for path, (_, text) in files.items() if path.endswith("routing.json")}
