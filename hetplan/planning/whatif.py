@@ -1,6 +1,6 @@
 """The what-if solves of a plan's analysis: every strategy re-planned at each GPU's price x0.8 and x1.2
 (:func:`price_sensitivity`) and at multiples of the goodput target (:func:`cost_vs_goodput`), through one
-:class:`~hetplan.planning.solve.Planner` and :func:`hetplan.solvers.milp.solve_in_threads`.
+:class:`~hetplan.planning.solve.Planner` and :func:`hetplan.solvers.milp_threads.solve_in_threads`.
 
 Source: hetplan's own reconstruction.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.plan.types import STRATEGIES
 from hetplan.planning.solve import Planner, Solved
-from hetplan.solvers.milp import solve_in_threads
+from hetplan.solvers.milp_threads import solve_in_threads
 from hetplan.units import rnd
 
 PRICE_FACTORS = (0.8, 1.2)
@@ -119,7 +119,7 @@ def cost_vs_goodput(planner: Planner, solved: Mapping[str, Solved] | None = None
 def _task(
     planner: Planner, strategy: str, prices: dict[str, GpuPrice] | None, demand_scale: float = 1.0
 ) -> Callable[[], Solved]:
-    """One what-if solve, for :func:`hetplan.solvers.milp.solve_in_threads`."""
+    """One what-if solve, for :func:`hetplan.solvers.milp_threads.solve_in_threads`."""
     return lambda: planner.solve(strategy, prices, demand_scale)
 
 
