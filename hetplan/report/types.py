@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hetplan.plan.types import Purchase
+from hetplan.plan.deployment import Purchase
 from hetplan.report.check_types import (
     Attainment,
     CascadeSummary,
