@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from hetplan.errors import InputError
-from hetplan.io import MAX_SPAN_S, check_input_file, check_number
+from hetplan.input_checks import MAX_SPAN_S, check_input_file, check_number
 from hetplan.workload.readers import load_workload
 
 SERVEGEN_ATTRIBUTION = "ServeGen (alibaba/ServeGen), Apache-2.0"
@@ -102,7 +102,7 @@ def read_servegen(path: Path) -> LoadCurve:
                     raise InputError(
                         f"{path}:{lineno}: rate and cv must be finite and >= 0, got {row[1:3]}", fix="fix the row"
                     )
-                for name, value in (("window_start_s", start), ("cv", cv)):  # the numeric rule (hetplan.io)
+                for name, value in (("window_start_s", start), ("cv", cv)):  # the numeric rule (hetplan.input_checks)
                     check_number(value, f"{path}:{lineno}: {name}", "fix the row (seconds and a plain ratio)")
                 if rate > MAX_RATE_PER_S:
                     raise InputError(

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from hetplan.catalog.offers import Offer, owned_gpus
-from hetplan.plan.types import Purchase
+from hetplan.plan.deployment import Purchase
 from hetplan.solvers.cauchy import Allocation, Combo, PlanRequest
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.solvers.packing import Purchased, solve_purchase

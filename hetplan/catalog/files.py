@@ -2,7 +2,7 @@
 and word a pydantic validation error as one line per field.
 
 Duplicate keys are refused (the last one would silently win), JSON is read as JSON (YAML 1.1 would read 1e-05 as
-text), and every document passes :func:`hetplan.io.check_document` (aliases, depth, key types, numbers).
+text), and every document passes :func:`hetplan.input_checks.check_document` (aliases, depth, key types, numbers).
 
 Source: hetplan's own reconstruction (after SkyPilot's catalog loader: schema versioned, errors that end with how
 to fix them).
@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from hetplan.errors import CatalogError, InputError
-from hetplan.io import check_document, load_json, read_text_input
+from hetplan.input_checks import check_document, load_json, read_text_input
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -95,7 +95,7 @@ def read_yaml_mapping(path: Path, what: str, schema_doc: str = "see catalogs/REA
         data = _load_json(text, path, what)
     else:
         data = _load_yaml(text, path, what)
-    try:  # aliases, depth, key types, numbers (finite, at most hetplan.io.MAX_NUMBER)
+    try:  # aliases, depth, key types, numbers (finite, at most hetplan.input_checks.MAX_NUMBER)
         check_document(data, f"{what} {path}")
     except InputError as exc:
         raise CatalogError(exc.what, exc.why, exc.fix) from None
@@ -111,8 +111,8 @@ def read_yaml_mapping(path: Path, what: str, schema_doc: str = "see catalogs/REA
 
 
 def _load_json(text: str, path: Path, what: str) -> Any:
-    """JSON text read by :func:`hetplan.io.load_json` (depth checked before parsing, duplicate keys and
-    NaN/Infinity refused, numbers under :func:`hetplan.io.check_number`).
+    """JSON text read by :func:`hetplan.input_checks.load_json` (depth checked before parsing, duplicate keys and
+    NaN/Infinity refused, numbers under :func:`hetplan.input_checks.check_number`).
 
     Raises:
         CatalogError: invalid JSON (with line and column), too deep, a duplicate key or a bad number.

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hetplan.catalog.files import format_validation
 from hetplan.catalog.schemas import ModelSpec
 from hetplan.errors import InputError
-from hetplan.io import load_json, read_text_input
+from hetplan.input_checks import load_json, read_text_input
 
 
 class HfConfig(BaseModel):
@@ -72,7 +72,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         InputError: the file is missing, not JSON, or lacks a required key (named in the message).
     """
     file = path / "config.json" if path.is_dir() else path
-    try:  # a regular file (never a FIFO or /dev/zero), nesting and numbers checked (hetplan.io.load_json)
+    try:  # a regular file (never a FIFO or /dev/zero), nesting and numbers checked (hetplan.input_checks.load_json)
         raw = load_json(read_text_input(file, "model config"), f"model config {file}")
     except InputError as exc:
         raise InputError(

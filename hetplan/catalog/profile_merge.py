@@ -12,7 +12,8 @@ from hetplan.catalog.loader import catalog_dir, load_gpus, read_yaml_file, read_
 from hetplan.catalog.profile import load_profiles
 from hetplan.catalog.schemas import GpuCatalog
 from hetplan.errors import InputError
-from hetplan.io import load_json, read_text_input, to_json, to_yaml, write_files_atomic
+from hetplan.input_checks import load_json, read_text_input
+from hetplan.io import to_json, to_yaml, write_files_atomic
 
 MERGE_MANIFEST = "hetplan-merge.json"
 """What ``merge`` writes into its folder: the files it wrote, so that a later ``merge --force`` removes the stale

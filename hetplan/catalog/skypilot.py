@@ -8,8 +8,8 @@ ignored). A folder is either one cloud's folder (``FOLDER/vms.csv``; the cloud i
 ``cloud`` is given) or a catalog version folder holding one sub-folder per cloud (``FOLDER/aws/vms.csv``, ...).
 
 Rows without an accelerator, with a count below 1 or without an on-demand price are skipped (a spot-only row has
-nothing to rent on demand); a count or price that is not a positive number of at most :data:`hetplan.io.MAX_NUMBER`
-counts as missing (the price file written would be refused when read).
+nothing to rent on demand); a count or price that is not a positive number of at most
+:data:`hetplan.input_checks.MAX_NUMBER` counts as missing (the price file written would be refused when read).
 
 The zones of one (cloud, instance type, region) merge into one offer: on-demand is
 the lowest zone's listed price (the same in every zone in SkyPilot's data), spot the lowest zone's spot price.
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hetplan.errors import InputError
-from hetplan.io import MAX_NUMBER, check_document
+from hetplan.input_checks import MAX_NUMBER, check_document
 
 #: SkyPilot accelerator names whose plain reading through the GPU catalog's aliases would be wrong or missing.
 SKYPILOT_NAMES = {"A100": "A100-40GB-SXM", "A100-80GB": "A100-80GB-SXM", "V100-32GB": "V100-SXM2",
@@ -115,7 +115,8 @@ def _number(text: str) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    # beyond hetplan.io.MAX_NUMBER the price file written would be refused when read (no real price comes near it)
+    # beyond hetplan.input_checks.MAX_NUMBER the price file written would be refused when read (no real price comes
+    # near it)
     return value if math.isfinite(value) and 0 < value <= MAX_NUMBER else None
 
 

@@ -22,15 +22,15 @@ from hetplan.resources import Resources
 
 
 def check_flag_numbers(ctx: Any) -> None:
-    """The numeric rule (:func:`hetplan.io.check_number`: finite, at most 1e15) on every int and float flag and
-    argument of the command ``ctx`` runs, before the command starts: ``--rate-scale 1e308`` or a 30-digit
+    """The numeric rule (:func:`hetplan.input_checks.check_number`: finite, at most 1e15) on every int and float
+    flag and argument of the command ``ctx`` runs, before the command starts: ``--rate-scale 1e308`` or a 30-digit
     ``--batch`` would reach arithmetic otherwise. Each flag's own bounds are checked by the command.
 
     Raises:
         typer.BadParameter: naming the flag (exit 2 with an ``Error`` line, as any bad flag).
     """
     from hetplan.errors import InputError
-    from hetplan.io import check_number
+    from hetplan.input_checks import check_number
 
     for param in ctx.command.params:
         value = ctx.params.get(param.name or "")

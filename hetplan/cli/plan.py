@@ -54,7 +54,9 @@ from hetplan.cli.resources import solve_settings
 from hetplan.cli.scenario_flags import (
     build_scenario,
     check_emit_flags,
+    check_verify_flags,
     emit_settings,
+    engine_overrides,
     load_planner,
     parse_inventory,
     parse_tp_list,
@@ -274,7 +276,7 @@ def plan(
             "weight_dtype": weight_dtype,
             "kv_dtype": kv_dtype,
             "kv_connector": kv_connector.lower().strip() if kv_connector is not None else None,
-            **_engine_overrides(engine),
+            **engine_overrides(engine),
             "perf_calibration": perf_calibration,
         }
         if prune_top_k is not None and prune_with is None:  # profile options (docs/profile.md)
@@ -282,29 +284,7 @@ def plan(
         scenario = build_scenario(scenario_file, overrides)
         if out is not None:
             check_output(out, force)  # refuse before any work is done
-        from hetplan.perf.error_bands import parse_confidence
-
-        level = parse_confidence(confidence)
-        if size_for_confidence and level is None:
-            raise InputError("--size-for-confidence needs a --confidence", fix="pass --confidence p80 (or p50, p90)")
-        if verify:  # simulator check (hetplan.sim): refuse bad options before planning
-            from hetplan.sim.policies import ALIASES, POLICIES
-
-            if verify_policy.lower().strip() not in {*POLICIES, *ALIASES}:
-                raise InputError(
-                    f"unknown --verify-policy {verify_policy!r}",
-                    f"known: {', '.join(POLICIES)}",
-                    f"pass --verify-policy {'|'.join(POLICIES)}",
-                )
-        elif verify_strict or verify_policy.lower().strip() != "fcfs" or size_for_confidence:
-            flag = (
-                "--verify-strict"
-                if verify_strict
-                else "--size-for-confidence"
-                if size_for_confidence
-                else ("--verify-policy")
-            )
-            raise InputError(f"{flag} needs the verification", "--no-verify skips it", f"drop --no-verify or {flag}")
+        level = check_verify_flags(verify, verify_policy, verify_strict, confidence, size_for_confidence)
         if strategy.lower() == "hetis" or pool is not None:
             if profile_files or prune_with is not None:
                 raise InputError(
@@ -403,13 +383,3 @@ def _hetis_work(
     if out is not None:
         write_atomic(out, dump_for_path(out, doc), force=force)
     return doc, None, elapsed
-
-
-def _engine_overrides(engine: str | None) -> dict[str, Any]:
-    """``--engine E`` or ``--engine E1,E2``: the scenario's ``engine`` (the first) and, for a list, ``engines``."""
-    if engine is None:
-        return {"engine": None}
-    names = [e.strip().lower() for e in engine.split(",") if e.strip()]
-    if len(names) <= 1:
-        return {"engine": names[0] if names else engine.strip().lower()}
-    return {"engine": names[0], "engines": list(dict.fromkeys(names))}

@@ -1,5 +1,6 @@
-"""A scenario from a scenario file and command-line flags (plan, autoscale, profile fit), and the settings for
-emitting deployable files along with a plan (``--emit``, ``--validate``, ``--router-image``).
+"""A scenario from a scenario file and command-line flags (plan, autoscale, profile fit), the settings for
+emitting deployable files along with a plan (``--emit``, ``--validate``, ``--router-image``), and the check of
+``plan``'s verification flags.
 
 Pydantic, the catalogs and the emitters load inside the functions, when a command runs.
 """
@@ -101,6 +102,16 @@ class _WorkloadFlags:
     def of(cls, overrides: dict[str, Any]) -> _WorkloadFlags:
         names = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in overrides.items() if key in names})
+
+
+def engine_overrides(engine: str | None) -> dict[str, Any]:
+    """``--engine E`` or ``--engine E1,E2``: the scenario's ``engine`` (the first) and, for a list, ``engines``."""
+    if engine is None:
+        return {"engine": None}
+    names = [e.strip().lower() for e in engine.split(",") if e.strip()]
+    if len(names) <= 1:
+        return {"engine": names[0] if names else engine.strip().lower()}
+    return {"engine": names[0], "engines": list(dict.fromkeys(names))}
 
 
 def build_scenario(scenario_file: Path | None, overrides: dict[str, Any]) -> Scenario:
@@ -235,3 +246,42 @@ def emit_settings(router_image: str | None) -> EmitSettings:
     from hetplan.emit.settings import EmitSettings
 
     return EmitSettings() if router_image is None else EmitSettings(router_image=router_image)
+
+
+# --- the simulator check along with a plan ------------------------------------------------------------------------
+
+
+def check_verify_flags(
+    verify: bool, verify_policy: str, verify_strict: bool, confidence: str, size_for_confidence: bool
+) -> str | None:
+    """Refuse ``plan``'s verification flags that cannot apply, before any planning; returns the ``--confidence``
+    level (``"p80"``; None for ``none``).
+
+    Raises:
+        InputError: a bad ``--confidence``, ``--size-for-confidence`` without one, an unknown ``--verify-policy``,
+            or ``--verify-strict``, ``--size-for-confidence`` or a policy with ``--no-verify``.
+    """
+    from hetplan.perf.error_bands import parse_confidence
+
+    level = parse_confidence(confidence)
+    if size_for_confidence and level is None:
+        raise InputError("--size-for-confidence needs a --confidence", fix="pass --confidence p80 (or p50, p90)")
+    if verify:  # simulator check (hetplan.sim): refuse bad options before planning
+        from hetplan.sim.policies import ALIASES, POLICIES
+
+        if verify_policy.lower().strip() not in {*POLICIES, *ALIASES}:
+            raise InputError(
+                f"unknown --verify-policy {verify_policy!r}",
+                f"known: {', '.join(POLICIES)}",
+                f"pass --verify-policy {'|'.join(POLICIES)}",
+            )
+    elif verify_strict or verify_policy.lower().strip() != "fcfs" or size_for_confidence:
+        flag = (
+            "--verify-strict"
+            if verify_strict
+            else "--size-for-confidence"
+            if size_for_confidence
+            else ("--verify-policy")
+        )
+        raise InputError(f"{flag} needs the verification", "--no-verify skips it", f"drop --no-verify or {flag}")
+    return level

@@ -338,7 +338,7 @@ def read_benchmarks(paths: list[Path], ctx: Context) -> tuple[list[MeasuredPoint
     Raises:
         InputError: no file, an unreadable or unknown file, or a field the file and the flags both lack.
     """
-    from hetplan.io import read_text_input
+    from hetplan.input_checks import read_text_input
 
     if not paths:
         raise InputError(

@@ -76,7 +76,7 @@ class Point:
 
 def _fraction(name: str, value: Any) -> float:
     """``value`` as a fraction in (0, 1], or ValueError naming the column."""
-    from hetplan.io import parse_number
+    from hetplan.input_checks import parse_number
 
     text = str(value).strip()
     wrong = ValueError(f"{name} must be a fraction in (0, 1], got {text[:24]!r}{'...' * (len(text) > 24)}")
@@ -99,8 +99,9 @@ def _blank(value: Any) -> bool:
 
 def _integer(name: str, value: Any) -> int:
     """``value`` as a whole number in [1, :data:`MAX_CELL`], or ValueError naming the column (the numeric rule of
-    :func:`hetplan.io.parse_number` first: ASCII, finite, at most 1e15, so a 5,000-digit cell is never converted)."""
-    from hetplan.io import parse_number
+    :func:`hetplan.input_checks.parse_number` first: ASCII, finite, at most 1e15, so a 5,000-digit cell is never
+    converted)."""
+    from hetplan.input_checks import parse_number
 
     text = str(value).strip()
     wrong = ValueError(
@@ -164,7 +165,7 @@ def read_points(path: Path, extra: tuple[str, ...] = ()) -> list[dict[str, Any]]
     import csv
     import io as _io
 
-    from hetplan.io import read_text_input
+    from hetplan.input_checks import read_text_input
 
     try:
         text = read_text_input(path, "points file")

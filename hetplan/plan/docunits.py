@@ -15,8 +15,9 @@ from pydantic import ValidationError
 
 from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
+from hetplan.plan.deployment import AggregatedUnit, BucketShare, ComboUnit, Purchase
 from hetplan.plan.schema import FIX, BucketDoc
-from hetplan.plan.types import AggregatedUnit, BucketShare, ComboUnit, Purchase, StrategyResult
+from hetplan.plan.types import StrategyResult
 
 COMBO_FIELDS = (
     "prefill_gpu", "prefill_tp", "n_prefill", "decode_gpu", "decode_tp", "n_decode", "count", "usd_per_hour",

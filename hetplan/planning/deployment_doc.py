@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hetplan.plan.types import HOURS_PER_MONTH, bucket_label
+from hetplan.plan.deployment import bucket_label
+from hetplan.plan.types import HOURS_PER_MONTH
 from hetplan.planning.solve import Planner, Solved
 from hetplan.solvers.cauchy import CandidateSet, Combo, PlanRequest, predicted_latency
 from hetplan.solvers.melange import Bucket, MelangePlan

@@ -22,7 +22,8 @@ from hetplan.plan.doc import SCHEMA_VERSION
 from hetplan.plan.types import STRATEGIES
 from hetplan.planning.deployment_doc import combo_doc, mixed_solver_doc, solved_doc, summary_doc
 from hetplan.planning.owned import owned_doc
-from hetplan.planning.solve import Planner, Solved, cost_vs_goodput, price_sensitivity
+from hetplan.planning.solve import Planner, Solved
+from hetplan.planning.whatif import cost_vs_goodput, price_sensitivity
 from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import (
     CandidateSet,

@@ -36,8 +36,6 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +46,21 @@ from hetplan.errors import InfeasibleError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.latency import compute_dtype
 from hetplan.plan.types import HOURS_PER_MONTH
+from hetplan.planning.hetis_doc import (
+    baseline_doc,
+    finite_doc,
+    layout_doc,
+    pool_doc,
+    predicted_doc,
+    settings_doc,
+    split_doc,
+)
 from hetplan.planning.offers import user_prices as _user_prices
 from hetplan.planning.request import _model, build_workload
 from hetplan.pool import Pool, load_pool
 from hetplan.scenario import Scenario
 from hetplan.solvers.hetis import HetisPlan, plan_hetis
-from hetplan.solvers.hetis_baselines import BaselineResult, hexgen, splitwise
+from hetplan.solvers.hetis_baselines import hexgen, splitwise
 from hetplan.solvers.hetis_model import HetisSettings, Workload
 from hetplan.units import parse_duration_s, parse_percentile, rnd
 from hetplan.workload.context import served_workload
@@ -117,12 +124,12 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
             "workload": workload.summary(),
             "goodput_target_req_per_s": scenario.goodput_req_per_s,
         },
-        "pool": _pool_doc(pool, plan),
-        "layout": _layout_doc(plan),
-        "head_split": _split_doc(plan),
-        "predicted": _predicted(plan, work, ttft),
+        "pool": pool_doc(pool, plan),
+        "layout": layout_doc(plan),
+        "head_split": split_doc(plan),
+        "predicted": predicted_doc(plan, work, ttft),
     }
-    doc["baselines"] = {name: _baseline_doc(b) for name, b in base.items()}
+    doc["baselines"] = {name: baseline_doc(b) for name, b in base.items()}
     doc["throughput_ratio_over"] = {
         name: rnd(plan.req_per_s / b.req_per_s, 4) if b.req_per_s > 0 else None for name, b in base.items()
     }
@@ -135,8 +142,8 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     if lines:
         doc["purchase"] = lines
     doc["warnings"] = warnings
-    doc["settings"] = _settings_doc(settings)
-    finite: dict[str, Any] = _finite(doc)
+    doc["settings"] = settings_doc(settings)
+    finite: dict[str, Any] = finite_doc(doc)
     return finite
 
 
@@ -252,18 +259,6 @@ def _short_of_target(pool: Pool, plan: HetisPlan, target: float, tpot_slo_s: flo
     )
 
 
-def _finite(value: Any) -> Any:
-    """The document with every non-finite float (inf, NaN) replaced by None, so it is always valid JSON (an
-    infeasible replica's TPOT, for instance, is infinite in the solver)."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def _estimate_warnings(pool: Pool, arch: ModelArch) -> list[str]:
     """The catalog-estimate warnings a Cauchy plan gives (:mod:`hetplan.api`), for every GPU type of the pool whose
     dense TFLOPS in the model's dtype is an estimate and that the pool file gives no measured figure for."""
@@ -284,150 +279,3 @@ def _estimate_warnings(pool: Pool, arch: ModelArch) -> list[str]:
                 "measured_tflops in the pool file to replace it"
             )
     return out
-
-
-def _settings_doc(settings: HetisSettings) -> dict[str, Any]:
-    out = asdict(settings)
-    out["length_class_edges_tokens"] = list(settings.length_class_edges_tokens)
-    return out
-
-
-def _pool_doc(pool: Pool, plan: HetisPlan) -> dict[str, Any]:
-    roles: dict[str, dict[str, Any]] = {}
-    for r, rep in enumerate(plan.layout.replicas):
-        for s, st in enumerate(rep):
-            for k, d in enumerate(st.devices):
-                roles[d.name] = {"role": "primary", "replica": r, "stage": s, "tp_rank": k, "layers": st.layers}
-    for r, ws in enumerate(plan.workers):
-        for d in ws:
-            roles[d.name] = {"role": "attention", "replica": r}
-    for d, why in plan.excluded:
-        roles.setdefault(d.name, {"role": "attention"})["reason"] = why
-    for r, result in enumerate(plan.replicas):
-        listed = {a.name for a in result.attention}
-        for w in plan.workers[r] if r < len(plan.workers) else ():
-            if w.name not in listed:
-                idle = "no memory left for KV cache"
-            elif result.split is None:
-                idle = "its replica serves nothing"
-            else:
-                j = [a.name for a in result.attention].index(w.name)
-                if any(row[j] for row in result.split.heads):
-                    continue
-                idle = "holds no KV head in any length class: its link or memory makes every head slower there"
-            row = roles[w.name]
-            row["role"] = "unused"
-            row.pop("replica", None)
-            row["reason"] = f"{row['reason']}; {idle}" if row.get("reason") else idle
-    return {
-        "name": pool.name,
-        "gpus": pool.counts(),
-        "links": {
-            "intra_node": {
-                "gb_per_s": rnd(pool.intra_node.bytes_per_s / 1e9),
-                "latency_us": rnd(pool.intra_node.latency_s * 1e6),
-            },
-            "inter_node": {
-                "gb_per_s": rnd(pool.inter_node.bytes_per_s / 1e9),
-                "latency_us": rnd(pool.inter_node.latency_s * 1e6),
-            },
-            "overrides": [
-                {
-                    "between": list(pair),
-                    "gb_per_s": rnd(link.bytes_per_s / 1e9),
-                    "latency_us": rnd(link.latency_s * 1e6),
-                }
-                for pair, link in pool.overrides
-            ],
-        },
-        "tiers": [{"gpu": name, "tflops": rnd(speed), "devices": n} for name, speed, n in plan.tiers],
-        "devices": [
-            {
-                "name": d.name,
-                "gpu": d.gpu.name,
-                "node": d.node,
-                "domain": d.domain,
-                "measured": d.measured,
-                **roles[d.name],
-            }
-            for d in pool.devices
-        ],
-    }
-
-
-def _layout_doc(plan: HetisPlan) -> dict[str, Any]:
-    lay = plan.layout
-    return {
-        "dp": lay.dp,
-        "pp": lay.pp,
-        "tp": lay.tp,
-        "label": lay.label(),
-        "replicas": [
-            [{"devices": [d.name for d in st.devices], "gpu": st.label, "layers": st.layers} for st in rep]
-            for rep in lay.replicas
-        ],
-        "layouts_considered": len(plan.scores),
-        "layouts_evaluated_in_full": plan.evaluated_in_full,
-    }
-
-
-def _split_doc(plan: HetisPlan) -> list[dict[str, Any]]:
-    out = []
-    for r, rep in enumerate(plan.replicas):
-        if rep.split is None:
-            out.append({"replica": r, "status": "infeasible", "reason": rep.reason, "classes": []})
-            continue
-        names = [d.name for d in rep.attention]
-        out.append(
-            {
-                "replica": r,
-                "method": rep.split.method,
-                "status": rep.split.status,
-                "makespan_s": rnd(rep.split.makespan_s),
-                "reason": rep.reason,
-                "devices": [
-                    {"name": d.name, "role": d.role, "step_s": rnd(t)}
-                    for d, t in zip(rep.attention, rep.split.device_s, strict=True)
-                ],
-                "classes": [
-                    {
-                        "name": c.name,
-                        "requests": c.requests,
-                        # 0 requests in the expected batch: kv_heads places one representative request
-                        "representative": c.requests == 0,
-                        "context_tokens": rnd(c.context_tokens),
-                        "kv_heads": {n: h for n, h in zip(names, rep.split.heads[k], strict=True) if h},
-                    }
-                    for k, c in enumerate(rep.classes)
-                ],
-            }
-        )
-    return out
-
-
-def _predicted(plan: HetisPlan, work: Workload, ttft_slo_s: float) -> dict[str, Any]:
-    served = [r for r in plan.replicas if r.req_per_s > 0] or list(plan.replicas)
-    return {
-        "req_per_s": rnd(plan.req_per_s),
-        "output_tokens_per_s": rnd(plan.req_per_s * work.mean_output),
-        "tpot_s": rnd(max((r.tpot_s for r in served), default=0.0), 4),
-        "ttft_s": rnd(max((r.ttft_s for r in served), default=0.0), 4),
-        "ttft_within_slo": all(r.ttft_s <= ttft_slo_s for r in served),
-        "kv_capacity_tokens": rnd(plan.kv_capacity_tokens),
-        "decode_batch": sum(r.batch for r in plan.replicas),
-        "basis": "capacity at full utilisation, no queueing; TTFT = idle q-quantile prefill + one decode step",
-    }
-
-
-def _baseline_doc(b: BaselineResult) -> dict[str, Any]:
-    if b.reason:
-        return {"status": "infeasible", "reason": b.reason}
-    return {
-        "status": "solved",
-        "layout": b.layout,
-        "req_per_s": rnd(b.req_per_s),
-        "tpot_s": rnd(b.tpot_s, 4),
-        "ttft_s": rnd(b.ttft_s, 4),
-        "kv_capacity_tokens": rnd(b.kv_capacity_tokens),
-        "gpus_used": b.gpus_used,
-    }

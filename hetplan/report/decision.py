@@ -1,4 +1,4 @@
-"""The report's first block for each plan (:class:`~hetplan.report.types.Decision`): what to run, what it costs
+"""The report's first block for each plan (:class:`~hetplan.report.decision_types.Decision`): what to run, what it costs
 and saves against the best single-GPU-type fleet, whether the simulator verified it, what each GPU type does, where
 the prices come from, purchases, quality changes and the owned GPUs' use.
 
@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 from hetplan.plan.types import Plan
 from hetplan.report import plan_fields
-from hetplan.report.types import BestSingleType, Decision, GpuRole, OwnedRow, PriceRow, StrategyRow, VerificationSummary
+from hetplan.report.decision_types import BestSingleType, Decision, GpuRole, OwnedRow, PriceRow
+from hetplan.report.types import StrategyRow, VerificationSummary
 from hetplan.units import cost_vs
 
 #: Weight and KV-cache dtypes below 16 bits: they change the model's outputs, so the report lists them.

@@ -26,9 +26,9 @@ from pydantic import ValidationError
 
 from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
+from hetplan.plan.deployment import combo_label as _label
 from hetplan.plan.schema import FIX, PlanDoc
 from hetplan.plan.types import Plan
-from hetplan.plan.types import combo_label as _label
 from hetplan.report import plan_fields
 from hetplan.report.gate_types import GateResult as GateResult  # re-exported: callers import it from here
 from hetplan.report.render.gate import allowance_text as allowance_text  # re-exported: the CLI imports them here

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from hetplan.plan.types import Plan
-from hetplan.report.types import CurvePoint, OverContext, OwnedRow, SensitivityRow, VerificationSummary, WorkloadSummary
+from hetplan.report.decision_types import OwnedRow
+from hetplan.report.types import CurvePoint, OverContext, SensitivityRow, VerificationSummary, WorkloadSummary
 from hetplan.report.verification import ClassOutcome, block_status, block_verdict, class_outcomes, verification_report
 
 #: The workload summary's fields the report repeats, in this order.

@@ -17,15 +17,8 @@ Instances (vLLM-like engines, continuous batching):
   reserved when its prefill starts; a decoding sequence grows by one token per iteration. When the next iteration
   would not fit, the scheduler's victim is preempted by recompute (its prompt and generated tokens are
   prefilled again later; CASCADE may restore the KV from a host tier instead, see ``cascade``);
-- the over-context rule is the engine's (:mod:`hetplan.workload.context`, shared with the planner): a prompt longer
-  than the model's context window (``max_position_embeddings``, or the settings' ``max_model_len_tokens`` when
-  smaller) is refused on arrival (``over_context``, apart
-  from KV drops), any other output is cut at the window (``truncated``); the run stops ``drain_s`` after the last
-  arrival (``cut_off``), requests still in flight then are unfinished;
-- routing sees the prompt only (:mod:`hetplan.sim.router`): a prompt that does not fit the chosen group's KV cache
-  goes to the roomiest group that holds it (dropped when none does), and an output that would outgrow the KV
-  cache of its instance alone is cut there, as vLLM stops a sequence at ``max_model_len`` (which its start-up
-  check keeps within the KV cache); the counter ``cut_at_kv_capacity`` counts them (present only when nonzero);
+- arrivals (:mod:`hetplan.sim.arrival`): refused over the context window, routed to a group, output cut at the
+  window or the KV cache; the run stops ``drain_s`` after the last arrival (``cut_off``);
 - dispatch inside a routing group is work conserving (:mod:`hetplan.sim.dispatch`): each role's instances serve
   one shared queue, so a request waits only while no instance of its role can admit it (before, each request was
   bound to an instance on arrival and waited behind it while a peer stood idle: mean waits 1.2–2.3x Erlang C);
@@ -55,17 +48,16 @@ import bisect
 import heapq
 from array import array
 
-import numpy as np
-
 from hetplan.budget import charge_events, check_sim_start, events_exhausted, events_left
 from hetplan.errors import InputError
+from hetplan.sim.arrival import arrive
 from hetplan.sim.batching import start_iteration
 from hetplan.sim.deployment import Deployment
 from hetplan.sim.dispatch import make_pools, queue_in_pool
 from hetplan.sim.instance import ARRIVE, KV_DONE, PREFIX_RESTORED, STEP_END, Instance, Pool
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.prefix import PrefixCaches
-from hetplan.sim.result import SimResult
+from hetplan.sim.result import SimResult, raw_result
 from hetplan.sim.router import ROUTERS, Router, SimConfig
 from hetplan.sim.scheduler import Scheduler
 from hetplan.sim.ttft_estimate import TtftEstimator
@@ -221,7 +213,7 @@ class Simulator:
                 if not pool.queue:
                     break
 
-    def _client_next(self, now: float) -> None:
+    def client_next(self, now: float) -> None:
         """Closed loop: a client whose request ended sends the next one now."""
         if self.clients and self.next_rid < len(self.arr):
             rid = self.next_rid
@@ -231,65 +223,8 @@ class Simulator:
 
     # -- routing ---------------------------------------------------------------------------------------
     def _arrive(self, rid: int, now: float) -> None:
-        if self.refused[rid]:  # the engine refuses prompts longer than its context window
-            self.dropped[rid] = True
-            self.over_context[rid] = True
-            self._client_next(now)
-            return
-        prompt = self.prompt[rid]
-        locality = self.prefix is not None and self.cfg.router == "prefix"
-        if locality:  # the prompt's cached blocks (hetplan.sim.prefix)
-            assert self.prefix is not None
-            gi = self.router.pick_prefix(prompt, self._cached_blocks(rid, prompt), (prompt - 1) // self.prefix.bt)
-        else:
-            gi = self.router.pick(prompt)  # from the prompt length only: no router knows the output length
-        if prompt + 1 > self.group_fit[gi]:  # the prompt does not fit this group's KV: the roomiest that holds it
-            fits = [k for k, cap in enumerate(self.group_fit) if cap >= prompt + 1]
-            if not fits:
-                self.dropped[rid] = True  # fits no instance: counted as a miss
-                self._client_next(now)
-                return
-            gi = max(fits, key=lambda k: (self.group_fit[k], -k))
-        room = self.group_fit[gi] - prompt
-        if self.out[rid] > room:  # the engine stops a sequence that fills its KV alone (vLLM's max_model_len)
-            self.out[rid] = room
-            self.counters["cut_at_kv_capacity"] = self.counters.get("cut_at_kv_capacity", 0.0) + 1
-        self.grp[rid] = gi
-        self.router.outstanding[gi] += 1
-        self.need[rid] = self.prompt[rid]
-        if locality:  # bound to the instance of the group (as finally chosen) that holds its prefix, if one does
-            self.pin[rid] = self._pin(gi, rid, prompt)
-        self.dispatch(self.pools[gi][0], rid, now)
-
-    def _cached_blocks(self, rid: int, prompt: int) -> list[int]:
-        """Per group: the most leading blocks of ``rid``'s prompt cached on one of its prefill instances."""
-        assert self.prefix is not None
-        return [self.prefix.cached_blocks(rid, prompt, list(g.prefill)) for g in self.dep.groups]
-
-    def _pin(self, gi: int, rid: int, prompt: int) -> int:
-        """The prefix router inside group ``gi``: the prefill instance with the best score ``cached share − load
-        share`` (load: its running and prefilling requests plus those bound to it and still waiting, over the
-        pool's most), when that instance holds part of the prompt's prefix; -1 (the pool's shared queue) when none
-        does. A request that groups could route anywhere is so bound to the cache that holds its prefix, as llm-d's
-        endpoint picker binds it to a pod. (The load was ``Instance.outstanding``, which counts only preempted
-        sequences in and every finish out: it sent arrivals to the instance that had finished most, and a run
-        with a shared system prompt queued nearly everything on one instance.)"""
-        assert self.prefix is not None
-        members = self.pools[gi][0].members
-        if len(members) < 2:
-            return -1
-        whole = (prompt - 1) // self.prefix.bt
-        cached = [self.prefix.cached_blocks(rid, prompt, [m.idx]) for m in members]
-        if not max(cached):
-            return -1
-        load = [len(m.running) + len(m.prefilling) + self.pinned_n[m.idx] for m in members]
-        top = max(max(load), 1)
-        score = [c / max(whole, 1) - x / top for c, x in zip(cached, load, strict=True)]
-        best = max(range(len(members)), key=lambda k: (score[k], -k))
-        if not cached[best]:
-            return -1
-        self.pinned_n[members[best].idx] += 1
-        return members[best].idx
+        """Request ``rid`` arrives (:func:`hetplan.sim.arrival.arrive`); a hook subclasses extend."""
+        arrive(self, rid, now)
 
     def start_decoding(self, inst: Instance, rid: int, now: float) -> None:
         """``rid`` (KV present, ``gen`` tokens so far) decodes from the next iteration on."""
@@ -314,7 +249,7 @@ class Simulator:
         inst.outstanding -= 1
         self.router.outstanding[self.grp[rid]] -= 1
         if self.clients:
-            self._client_next(now)
+            self.client_next(now)
 
     def _step_end(self, inst: Instance, now: float) -> None:
         inst.step_idx += 1
@@ -404,7 +339,7 @@ class Simulator:
         if self.out[rid] <= 1:
             self.done[rid] = now
             self.router.outstanding[self.grp[rid]] -= 1
-            self._client_next(now)
+            self.client_next(now)
         else:  # the group's decode pool: the first decode instance that can admit it
             self.need[rid] = 0
             self.dispatch(self.pools[self.grp[rid]][1], rid, now)
@@ -459,27 +394,7 @@ class Simulator:
         if self.prefix is not None:
             self.counters.update(self.prefix.counters())
         charge_events(events)
-        return SimResult(
-            np.array(self.first),
-            np.array(self.done),
-            np.array(self.dropped),
-            np.array(self.step_s, dtype=float),
-            np.array(self.step_w, dtype=np.int64),
-            np.array(self.entry_gap, dtype=float),
-            np.array([x.busy_s for x in self.insts]),
-            min(now, horizon),
-            dict(self.counters),
-            tuple(s.name for s in self.dep.instances),
-            tuple(s.role for s in self.dep.instances),
-            tuple(self.preempted),
-            np.array(self.over_context, dtype=bool),
-            self.cut_off,
-            self.cfg.drain_s,
-            self.context_tokens,
-            np.array(self.out, dtype=np.int64),
-            np.array(self.arr, dtype=float),
-            self.truncated,
-        )
+        return raw_result(self, min(now, horizon))
 
 
 __all__ = ["ROUTERS", "SimConfig", "SimResult", "Simulator"]

@@ -13,10 +13,13 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from hetplan.sim.engine import Simulator
 
 
 @dataclass
@@ -67,6 +70,32 @@ class SimResult:
     def __post_init__(self) -> None:
         if self.over_context.shape != self.dropped.shape:
             self.over_context = np.zeros(self.dropped.shape, dtype=bool)
+
+
+def raw_result(sim: Simulator, end_s: float) -> SimResult:
+    """The :class:`SimResult` of a finished run of ``sim`` (:meth:`hetplan.sim.engine.Simulator.run`), read off
+    its per-request and per-instance state; ``end_s`` is the simulated time the run ended (at most its horizon)."""
+    return SimResult(
+        np.array(sim.first),
+        np.array(sim.done),
+        np.array(sim.dropped),
+        np.array(sim.step_s, dtype=float),
+        np.array(sim.step_w, dtype=np.int64),
+        np.array(sim.entry_gap, dtype=float),
+        np.array([x.busy_s for x in sim.insts]),
+        end_s,
+        dict(sim.counters),
+        tuple(s.name for s in sim.dep.instances),
+        tuple(s.role for s in sim.dep.instances),
+        tuple(sim.preempted),
+        np.array(sim.over_context, dtype=bool),
+        sim.cut_off,
+        sim.cfg.drain_s,
+        sim.context_tokens,
+        np.array(sim.out, dtype=np.int64),
+        np.array(sim.arr, dtype=float),
+        sim.truncated,
+    )
 
 
 def _absent(value: object) -> bool:

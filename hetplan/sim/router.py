@@ -18,8 +18,8 @@ go over all units, weighted by traffic share).
   outstanding requests per unit of weight, as ``jsq``), the highest wins (ties: the lower index). It sees the
   prompt's block ids and which are cached on each group's prefill instances, as a precise-prefix router does.
   Inside the group the same score picks the prefill instance and binds the request to it when that instance
-  holds part of the prefix (``Simulator._pin``); otherwise it waits in the group's shared queue as with the
-  other routers.
+  holds part of the prefix (:func:`hetplan.sim.arrival.pin_prefix`); otherwise it waits in the group's shared queue
+  as with the other routers.
 
 Inside a group dispatch is work conserving: each role's instances serve one shared queue, so a request starts on
 the first instance of its role that can admit it (:mod:`hetplan.sim.dispatch`); the router's choice only matters

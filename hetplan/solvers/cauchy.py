@@ -42,7 +42,7 @@ from hetplan.perf.latency import InstanceModel, kv_transfer_s
 from hetplan.perf.queueing import mgn_ttft_quantile_s
 from hetplan.perf.queueing_batch import idle_ttft_points
 from hetplan.perf.settings import PerfSettings
-from hetplan.plan.types import combo_label
+from hetplan.plan.deployment import combo_label
 from hetplan.solvers.cauchy_infeasible import inventory_infeasible
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.solvers.milp_covering import solve_covering
@@ -162,7 +162,7 @@ class Combo:
 
     @property
     def label(self) -> str:
-        """Human-readable ``n x GPU TP -> m x GPU TP`` (:func:`hetplan.plan.types.combo_label`)."""
+        """Human-readable ``n x GPU TP -> m x GPU TP`` (:func:`hetplan.plan.deployment.combo_label`)."""
         return combo_label(self.n_prefill, self.prefill_gpu, self.prefill_tp, self.n_decode, self.decode_gpu,
                            self.decode_tp)  # fmt: skip
 

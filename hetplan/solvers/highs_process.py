@@ -12,7 +12,7 @@ runs in a child process forked from this one (the model is already built: nothin
   with the dual bound at that moment), so a killed solve still has its incumbent and bound.
 - The parent waits on the pipe in 50 ms slices (Ctrl-C, SIGTERM and ``--timeout`` run their handlers between
   them), and kills the child with SIGKILL when the hard deadline passes, when its caller stops
-  (:func:`hetplan.solvers.milp.solve_in_threads`) or when a signal handler raises.
+  (:func:`hetplan.solvers.milp_threads.solve_in_threads`) or when a signal handler raises.
 
 A fork costs a few milliseconds (page tables of this process; measured in ``docs/speed.md``). Source: hetplan's own
 reconstruction.

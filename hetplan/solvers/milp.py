@@ -1,11 +1,11 @@
 """How hetplan runs PuLP and HiGHS: the one place it creates a solver.
 
 :class:`SolveSettings` says how MILPs run (threads, slice presolve, the hard stop, isolation in a child process);
-:func:`solve_in_threads` runs independent solves side by side; :func:`_solver` and :func:`_run` build and run an
-interruptible HiGHS (:class:`_InterruptibleHiGHS`: a stop request or the hard stop ends it within a fraction of a
-second; a solve that ignores it is abandoned). The formulations are in :mod:`hetplan.solvers.milp_covering`
-(Cauchy's covering ILP), :mod:`hetplan.solvers.milp_slices` (Mélange's slices, the head split) and
-:mod:`hetplan.solvers.milp_packed` (whole instances on bins).
+:func:`_solver` and :func:`_run` build and run an interruptible HiGHS (:class:`_InterruptibleHiGHS`: a stop
+request or the hard stop ends it within a fraction of a second; a solve that ignores it is abandoned); independent
+solves run side by side through :func:`hetplan.solvers.milp_threads.solve_in_threads`. The formulations are
+in :mod:`hetplan.solvers.milp_covering` (Cauchy's covering ILP), :mod:`hetplan.solvers.milp_slices` (Mélange's
+slices, the head split) and :mod:`hetplan.solvers.milp_packed` (whole instances on bins).
 
 HiGHS prints a banner on stdout the first time a solver is created in a process, even with ``msg=False``
 (DESIGN §3.5); stdout's file descriptor is pointed at /dev/null while HiGHS runs, so ``--json`` stays clean.
@@ -17,19 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-import multiprocessing
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pulp
 
 from hetplan.solvers.highs_process import ProcessOutcome, solve_in_child
+from hetplan.solvers.milp_threads import _STOP
 
 _QUIET_LOCK = threading.Lock()
 _quiet_depth = 0
@@ -65,56 +64,6 @@ def quiet_stdout() -> Iterator[None]:
                     os.dup2(_quiet_saved, 1)
                     os.close(_quiet_saved)
                 _quiet_saved = None
-
-
-#: Set while :func:`solve_in_threads` unwinds after an exception in the calling thread (Ctrl-C, ``--timeout``):
-#: HiGHS solves running in its worker threads stop within 50 ms.
-_STOP = threading.Event()
-
-T = TypeVar("T")
-
-
-def solve_threads(settings: SolveSettings | None = None) -> int:
-    """How many independent MILP solves :func:`solve_in_threads` runs at once: ``settings.threads`` when set (1
-    turns it off), else 1 in a worker process of a pool, else the CPUs this process may use, at most 4. HiGHS
-    itself always runs single-threaded, so every answer is the same whatever this is."""
-    if settings is not None and settings.threads is not None:
-        return settings.threads
-    if multiprocessing.parent_process() is not None:
-        return 1  # a sweep's or windowed simulation's worker process: the pool already uses the CPUs
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(4, cpus))
-
-
-def solve_in_threads(
-    tasks: Sequence[Callable[[], T]], workers: int | None = None, settings: SolveSettings | None = None
-) -> list[T]:
-    """Run independent solves side by side (HiGHS releases the GIL while it solves, or runs in its own process)
-    and return their results in the order of ``tasks``, so callers see the same answer as a sequential loop. An
-    exception in a task is re-raised here after the others finish; an exception in the calling thread (Ctrl-C,
-    ``--timeout``) stops the running HiGHS solves and is re-raised. ``workers``: threads (default
-    :func:`solve_threads` of ``settings``).
-
-    Source: hetplan's own reconstruction.
-    """
-    workers = solve_threads(settings) if workers is None else workers
-    if workers <= 1 or len(tasks) <= 1:
-        return [task() for task in tasks]
-    pool = ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="hetplan-milp")
-    futures = [pool.submit(task) for task in tasks]
-    try:
-        return [f.result() for f in futures]
-    except BaseException:
-        _STOP.set()
-        for f in futures:
-            f.cancel()
-        raise
-    finally:
-        pool.shutdown(wait=True)
-        _STOP.clear()
 
 
 SLICE_PRESOLVE = "light"

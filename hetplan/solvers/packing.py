@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from hetplan.catalog.offers import Offer
 from hetplan.errors import InfeasibleError
-from hetplan.plan.types import Purchase
+from hetplan.plan.deployment import Purchase
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.solvers.milp_covering import solve_covering
 from hetplan.solvers.milp_packed import PackedBin, PackedResult, PackedUnit, solve_packed

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hetplan.plan.types import combo_label
+from hetplan.plan.deployment import combo_label
 
 
 class _Model(BaseModel):

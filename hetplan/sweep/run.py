@@ -174,7 +174,7 @@ def _check_out(out: Path, settings: SweepSettings) -> None:
 
 def _reusable(case: Case, path: Path) -> PlanFacts | None:
     """What a row reads from the plan file at ``path`` when it was made for exactly ``case``'s inputs, else None."""
-    from hetplan.io import load_json, read_text_input
+    from hetplan.input_checks import load_json, read_text_input
 
     try:  # a hand-edited plan (100,000 levels deep, a FIFO, a field of the wrong kind) is not reused, never a crash
         facts = PlanFacts.model_validate(load_json(read_text_input(path, "plan file"), f"plan file {path}"))

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from hetplan.errors import InputError
-from hetplan.io import MAX_SPAN_S, load_json
+from hetplan.input_checks import MAX_SPAN_S, load_json
 from hetplan.workload.model import Workload, make_workload
 from hetplan.workload.prefix import MOONCAKE_BLOCK_TOKENS, BlockHashes
 
@@ -124,7 +124,7 @@ def read_azure_csv(path: Path, rate_per_s: float | None = None, display: str | N
 
 
 def check_span(what: object, span_s: float) -> None:
-    """Refuse timestamps more than a century apart (:data:`hetplan.io.MAX_SPAN_S`): a date or unit error, and
+    """Refuse timestamps more than a century apart (:data:`hetplan.input_checks.MAX_SPAN_S`): a date or unit error, and
     past about 292 years nanosecond clocks overflow int64.
 
     Raises:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hetplan.errors import InputError
-from hetplan.io import MAX_NUMBER, MAX_SPAN_S
+from hetplan.input_checks import MAX_NUMBER, MAX_SPAN_S
 from hetplan.workload.prefix import BlockHashes
 
 MAX_TOKENS = 10_000_000

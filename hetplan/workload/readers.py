@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hetplan.errors import InputError
-from hetplan.io import check_input_file
+from hetplan.input_checks import check_input_file
 from hetplan.workload.formats import (
     check_span,
     read_azure_csv,

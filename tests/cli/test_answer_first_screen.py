@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from hetplan.cli.main import app
 from hetplan.cli.render.answer import comparison_line, cost_vs, decision_line, money_per_month
+from hetplan.plan.deployment import Purchase
 from hetplan.plan.doc import load_plan
-from hetplan.plan.types import Purchase, StrategyResult
+from hetplan.plan.types import StrategyResult
 from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -138,8 +138,8 @@ def test_imported_file_is_a_valid_price_file(tmp_path: Path) -> None:
 
 def test_import_prices_never_writes_a_price_beyond_what_the_loader_reads(tmp_path: Path) -> None:
     """Found by the fuzz tests (tests/fuzz/test_every_command.py): a vms.csv price of 1e300 was written into the
-    price file, which ``--prices`` then refused (beyond hetplan.io.MAX_NUMBER); such a price now counts as missing
-    (the row is skipped as having no on-demand price, a spot price is left out)."""
+    price file, which ``--prices`` then refused (beyond hetplan.input_checks.MAX_NUMBER); such a price now counts as
+    missing (the row is skipped as having no on-demand price, a spot price is left out)."""
     text = (SKY / "aws" / "vms.csv").read_text()
     (tmp_path / "aws").mkdir()
     (tmp_path / "aws" / "vms.csv").write_text(text.replace("32.7726", "1e300").replace(",2.9,", ",1e16,"))

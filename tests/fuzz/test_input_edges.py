@@ -37,7 +37,7 @@ PRICES = {
     "usd_per_gpu_hour": {"H100": 2.0},
 }
 
-# Numbers past the rule (hetplan.io.check_number: finite, |x| <= 1e15), as the text a file holds.
+# Numbers past the rule (hetplan.input_checks.check_number: finite, |x| <= 1e15), as the text a file holds.
 EDGE_NUMBER_TEXT = st.one_of(
     st.integers(min_value=16, max_value=6000).map(lambda n: "9" * n),  # 16 to 6,000 digits
     st.sampled_from(["1e308", "-1e308", "1.7976931348623157e308", "1e16", "-1e300"]),

@@ -261,7 +261,7 @@ def test_deep_json_is_refused_before_parsing(tmp_path):
         find_model(str(cfg))
     with pytest.raises(CatalogError, match="more than 64 levels"):
         load_scenario(write(tmp_path, "s.json", "[" * 100_000 + "]" * 100_000))
-    from hetplan.io import json_depth
+    from hetplan.input_checks import json_depth
 
     assert json_depth('{"a": "[[[[", "b": [[1]], "c": "\\"{"}') == 3  # brackets inside strings do not count
 
@@ -287,7 +287,7 @@ def test_numbers_at_the_edges_in_config_json(tmp_path, value):
 
 
 def test_check_number_rule():
-    from hetplan.io import MAX_NUMBER, check_number, parse_number
+    from hetplan.input_checks import MAX_NUMBER, check_number, parse_number
 
     assert check_number(MAX_NUMBER, "x") == MAX_NUMBER and check_number(-3, "x") == -3
     for bad in (float("inf"), float("nan"), 10**5000, -(10**16), 1e308, True, "1"):

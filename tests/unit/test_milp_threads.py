@@ -1,4 +1,4 @@
-"""Independent MILP solves run side by side (:func:`hetplan.solvers.milp.solve_in_threads`): same answers, in
+"""Independent MILP solves run side by side (:func:`hetplan.solvers.milp_threads.solve_in_threads`): same answers, in
 order, as one after another; errors and stdout handled."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from hetplan.solvers import milp, milp_covering
+from hetplan.solvers import milp, milp_covering, milp_threads
 
 
 def _problems() -> list[tuple[list[float], list[float], float]]:
@@ -24,7 +24,7 @@ def _problems() -> list[tuple[list[float], list[float], float]]:
 def test_threads_give_the_sequential_answers_in_order() -> None:
     tasks = [functools.partial(milp_covering.solve_covering, c, v, d) for c, v, d in _problems()]
     sequential = [t() for t in tasks]
-    threaded = milp.solve_in_threads(tasks, workers=3)
+    threaded = milp_threads.solve_in_threads(tasks, workers=3)
     assert [r.counts for r in threaded] == [r.counts for r in sequential]
     assert [r.objective for r in threaded] == [r.objective for r in sequential]
     assert len({r.objective for r in sequential}) > 1  # the problems differ, so order matters
@@ -36,13 +36,13 @@ def test_an_error_in_a_task_reaches_the_caller() -> None:
 
     ok = [lambda: milp_covering.solve_covering([1.0], [1.0], 2.0)] * 3
     with pytest.raises(ValueError, match="task failed"):
-        milp.solve_in_threads([*ok, bad, *ok], workers=2)
-    assert not milp._STOP.is_set()  # the next solves are not stopped
+        milp_threads.solve_in_threads([*ok, bad, *ok], workers=2)
+    assert not milp_threads._STOP.is_set()  # the next solves are not stopped
 
 
 def test_stdout_is_restored_after_threaded_solves(capfd: pytest.CaptureFixture[str]) -> None:
     before = os.fstat(1)
-    milp.solve_in_threads([lambda: milp_covering.solve_covering([1.0, 2.0], [1.0, 3.0], 4.0)] * 6, workers=4)
+    milp_threads.solve_in_threads([lambda: milp_covering.solve_covering([1.0, 2.0], [1.0, 3.0], 4.0)] * 6, workers=4)
     after = os.fstat(1)
     assert (before.st_dev, before.st_ino) == (after.st_dev, after.st_ino)
     print("visible")
@@ -50,13 +50,13 @@ def test_stdout_is_restored_after_threaded_solves(capfd: pytest.CaptureFixture[s
 
 
 def test_thread_count_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert milp.solve_threads(milp.SolveSettings(threads=1)) == 1
-    assert milp.solve_threads(milp.SolveSettings(threads=3)) == 3
+    assert milp_threads.solve_threads(milp.SolveSettings(threads=1)) == 1
+    assert milp_threads.solve_threads(milp.SolveSettings(threads=3)) == 3
     monkeypatch.setenv("HETPLAN_SOLVE_THREADS", "1")  # the library reads no environment variable (the CLI does)
-    monkeypatch.setattr(milp.os, "sched_getaffinity", lambda _pid: set(range(8)), raising=False)
-    assert milp.solve_threads() == 4  # the CPUs this process may use, at most 4
-    assert milp.solve_threads(milp.SolveSettings()) == 4
-    monkeypatch.setattr(milp.os, "sched_getaffinity", lambda _pid: {0}, raising=False)
-    assert milp.solve_threads() == 1
+    monkeypatch.setattr(milp_threads.os, "sched_getaffinity", lambda _pid: set(range(8)), raising=False)
+    assert milp_threads.solve_threads() == 4  # the CPUs this process may use, at most 4
+    assert milp_threads.solve_threads(milp.SolveSettings()) == 4
+    monkeypatch.setattr(milp_threads.os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    assert milp_threads.solve_threads() == 1
     with pytest.raises(ValueError, match="threads"):
         milp.SolveSettings(threads=0)

@@ -100,8 +100,8 @@ def test_the_verification_cache_keys_what_the_simulator_replays_not_the_strategy
     import json
     from dataclasses import replace
 
+    from hetplan.plan.deployment import BucketShare
     from hetplan.plan.doc import from_doc
-    from hetplan.plan.types import BucketShare
     from tests.conftest import ROOT
 
     fixtures = ROOT / "tests" / "fixtures"

@@ -18,7 +18,8 @@ from hetplan.units import format_duration
 
 if TYPE_CHECKING:  # the CLI loads hetplan.plan only when a command runs (tests/cli/test_structure.py)
     from hetplan.plan.blocks import DtypeTry, PrefixCache, SolverStats
-    from hetplan.plan.types import ComboUnit, Plan
+    from hetplan.plan.deployment import ComboUnit
+    from hetplan.plan.types import Plan
 
 
 def _combo_rows(table: Table, combos: Sequence[ComboUnit], wide: bool) -> None:

@@ -5,7 +5,7 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from hetplan.plan.types import Purchase
+from hetplan.plan.deployment import Purchase
 from hetplan.report.decision import owned_text
 from hetplan.report.types import PlanSection
 
