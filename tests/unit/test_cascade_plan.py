@@ -75,8 +75,8 @@ def test_the_plans_cascade_block_carries_q2_per_class(plan_a):
     from hetplan.errors import InputError
 
     block = {"kappa": 1.2, "q2": 0.1, "q2_by_class": {"long": 0.3, "chat": 0.0}}
-    plan = replace(plan_a, extra={**plan_a.extra, "cascade": block})
+    plan = replace(plan_a, cascade=block)
     assert plan_cascade(plan).q2_by_class == (("chat", 0.0), ("long", 0.3))
-    bad = replace(plan_a, extra={**plan_a.extra, "cascade": {"q2_by_class": {"long": 2.0}}})
+    bad = replace(plan_a, cascade={"q2_by_class": {"long": 2.0}})
     with pytest.raises(InputError, match="cascade.q2_by_class"):
         plan_cascade(bad)

@@ -51,12 +51,18 @@ def test_capacity_and_closed_loop_documents_round_trip():
 
 
 def test_a_malformed_plan_class_is_an_input_error_naming_the_entry():
-    plan = load_plan(FIXTURES / "plan_two_combos.json")
-    good = replace(
-        plan, scenario_extra={**plan.scenario_extra, "classes": [{"name": "chat", "ttft_s": 1, "tpot_s": "0.1"}]}
-    )
-    assert plan_classes(good) == [("chat", 1.0, 0.1)]
-    for row in ({"name": "chat", "ttft_s": 1.0}, "chat", {"name": "chat", "ttft_s": "fast", "tpot_s": 0.1}):
-        bad = replace(plan, scenario_extra={**plan.scenario_extra, "classes": [row]})
-        with pytest.raises(InputError, match="scenario.classes entry .* is malformed"):
-            plan_classes(bad)
+    """A hand-edited plan's ``scenario.classes`` entry that is not a class (no SLO, not a mapping, a duration that
+    is not one) is refused with the entry named: when the plan is read, or when the simulator reads its classes."""
+    from hetplan.plan.doc import from_doc, to_doc
+
+    doc = to_doc(load_plan(FIXTURES / "plan_two_combos.json"))
+    doc["scenario"]["classes"] = [{"name": "chat", "ttft_s": 1, "tpot_s": "0.1"}]
+    assert plan_classes(from_doc(doc)) == [("chat", 1.0, 0.1)]
+    for row, named in (
+        ({"name": "chat", "ttft_s": 1.0}, "scenario.classes entry .* is malformed"),
+        ("chat", r"scenario.classes\[0\] is not a mapping"),
+        ({"name": "chat", "ttft_s": "fast", "tpot_s": 0.1}, r"scenario.classes\[0\] is not a usable"),
+    ):
+        doc["scenario"]["classes"] = [row]
+        with pytest.raises(InputError, match=named):
+            plan_classes(from_doc(doc))
