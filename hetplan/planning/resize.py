@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from hetplan.errors import InfeasibleError
-from hetplan.plan.blocks import CheaperSearch, CheaperTry, HeldOutHold, Resized, ResizeAttempt, Verification
+from hetplan.plan.blocks import CheaperSearch, CheaperTry, HeldOutHold, ResizeAttempt, Resized, Verification
 from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.forked import Background
@@ -112,8 +112,9 @@ def shrink(
             row = row.with_(
                 status=v.status,
                 joint_attainment=v.joint_attainment,
-                out_of_sample=[HeldOutHold(label=r.label, joint_attainment=r.attainment, holds=not r.misses)
-                               for r in held],  # fmt: skip
+                out_of_sample=[
+                    HeldOutHold(label=r.label, joint_attainment=r.attainment, holds=not r.misses) for r in held
+                ],  # fmt: skip
                 misses=v.misses[:3],
             )
             tried.append(row)
@@ -341,7 +342,7 @@ def final_plan(
         p = full
     if resized is not None:
         v = v.with_(resized=resized)
-    if v.cascade is not None:  # verified under CASCADE: the calibrated settings go into the plan (and its router config)
+    if v.cascade is not None:  # verified under CASCADE: the calibrated settings go into the plan (and its router)
         p = replace(p, cascade=v.cascade)
     return replace(p, verification=v)
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hetplan.errors import InfeasibleError
-from hetplan.plan.blocks import Resized, ResizeAttempt, ShapeResize, Verification
+from hetplan.plan.blocks import ResizeAttempt, Resized, ShapeResize, Verification
 from hetplan.plan.types import STRATEGIES, Plan
 from hetplan.planning.resize import (
     RESIZE_METHOD,
@@ -90,8 +90,9 @@ def resize_every_shape(
                                          f"than the verified ${exc.cap:,.2f}/h", plans_tried=len(log)))  # fmt: skip
             continue
         per_shape.append(
-            ShapeResize(strategy=name, usd_per_hour=best.total_usd_per_hour, headroom=rnd_headroom(hi),
-                        plans_tried=len(log))  # fmt: skip
+            ShapeResize(
+                strategy=name, usd_per_hour=best.total_usd_per_hour, headroom=rnd_headroom(hi), plans_tried=len(log)
+            )  # fmt: skip
         )
         found.append((best, hi, resized, name))
     if not found:

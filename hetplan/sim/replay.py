@@ -253,7 +253,8 @@ class Replayer:
             scaled = self.stream.scaled(scale)
             m, _, res = run_measured(replace(self.req, rate_scale=scale), self.dep, scaled)
             self.cache[scale] = judge(self.plan, scaled, m, res)
-        return replace(self.cache[scale], label=label, rate_scale=rnd(scale, 6), rate_req_per_s=rnd(self.own * scale, 5))
+        rate = rnd(self.own * scale, 5)
+        return replace(self.cache[scale], label=label, rate_scale=rnd(scale, 6), rate_req_per_s=rate)
 
 
 def simulated_capacity(

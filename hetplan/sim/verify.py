@@ -123,11 +123,11 @@ def verify_plan(
     :class:`PlanCheck` is the same check kept for more questions (the capacity later, reusing the runs).
 
     Returns:
-        The ``verification`` block as plan-document data (:meth:`PlanCheck.verdict`'s typed block, ``to_doc()``): ``status`` ("verified" or "not verified"), ``verdict``
-        (one line), ``trace``, ``requests``, ``attainment`` (joint, at the goodput target), ``ttft_p_s`` /
-        ``tpot_p_s`` (the SLO-percentile TTFT/TPOT there, seconds; None when unbounded),
-        ``analytic_capacity_req_per_s``, ``simulated_capacity_req_per_s``, ``runs`` (each run's figures), ``misses``
-        and the simulator's warnings.
+        The ``verification`` block as plan-document data (:meth:`PlanCheck.verdict`'s typed block, ``to_doc()``):
+        ``status`` ("verified" or "not verified"), ``verdict`` (one line), ``trace``, ``requests``, ``attainment``
+        (joint, at the goodput target), ``ttft_p_s`` / ``tpot_p_s`` (the SLO-percentile TTFT/TPOT there, seconds; None
+        when unbounded), ``analytic_capacity_req_per_s``, ``simulated_capacity_req_per_s``, ``runs`` (each run's
+        figures), ``misses`` and the simulator's warnings.
 
     Raises:
         InputError: unknown policy, a plan the simulator cannot rebuild, or every prompt over the context window.

@@ -34,9 +34,7 @@ class Block(BaseModel):
         made = handler(data)
         if isinstance(data, Mapping) and isinstance(made, Block):  # a field given by name is written by its alias
             fields = cls.model_fields
-            made._order = tuple(
-                (fields[k].alias or k) if isinstance(k, str) and k in fields else str(k) for k in data
-            )
+            made._order = tuple((fields[k].alias or k) if isinstance(k, str) and k in fields else str(k) for k in data)
         return made
 
     @classmethod
