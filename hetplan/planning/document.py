@@ -122,7 +122,7 @@ def build_plan(
     # why owned GPUs sit idle (an SLO search per idle type): for the plan shown, not a re-size attempt's
     owned = None if lean else owned_doc(req, chosen, planner)
     if owned is not None:
-        doc["owned_gpus"] = owned
+        doc["owned_gpus"] = {gpu: row.to_doc() for gpu, row in owned.items()}
     # every restricted optimum's gain with --strategy all; the two original fields otherwise
     for name in STRATEGIES if requested == ALL else ("homogeneous", "melange"):
         other = solved.get(name)

@@ -17,7 +17,7 @@ import numpy as np
 
 from hetplan.plan.blocks import Attainment, ClassCheck, Run
 from hetplan.plan.types import Plan
-from hetplan.sim.metrics import request_outcomes
+from hetplan.sim.metrics import Outcomes, outcomes
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.result import RunMetrics, SimResult
 from hetplan.sim.router import SimConfig
@@ -104,16 +104,15 @@ def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: 
     return judge(plan, scaled, m, res).to_doc()
 
 
-def percentiles(
-    o: dict[str, np.ndarray], dropped: np.ndarray, q: float, among: np.ndarray | None = None
-) -> tuple[float, float]:
-    """The q-th percentile TTFT and TPOT (seconds; inf when too many are unserved) of the requests in ``among``
+def percentiles(o: Outcomes, dropped: np.ndarray, q: float, among: np.ndarray | None = None) -> tuple[float, float]:
+    """The q-th percentile TTFT and TPOT (seconds; inf when too many are unserved) of a run's per-request ``o``
+    (:func:`hetplan.sim.metrics.outcomes`) over the requests in ``among``
     (a mask; None: all); dropped and unfinished requests count as infinite, TPOT only over requests served ≥ 2
     output tokens (0.0 where no request qualifies)."""
     sel = np.ones(dropped.shape, dtype=bool) if among is None else among
-    ttft = np.where(np.isfinite(o["ttft_s"]) & ~dropped, o["ttft_s"], np.inf)[sel]
-    keep = o["tpot_eligible"] & sel  # TPOT is defined for requests served >= 2 output tokens
-    tpot = np.where(np.isfinite(o["tpot_s"]) & ~dropped, o["tpot_s"], np.inf)[keep]
+    ttft = np.where(np.isfinite(o.ttft_s) & ~dropped, o.ttft_s, np.inf)[sel]
+    keep = o.tpot_eligible & sel  # TPOT is defined for requests served >= 2 output tokens
+    tpot = np.where(np.isfinite(o.tpot_s) & ~dropped, o.tpot_s, np.inf)[keep]
     ttft_q = float(np.percentile(ttft, q, method="higher")) if ttft.size else 0.0
     tpot_q = float(np.percentile(tpot, q, method="higher")) if tpot.size else 0.0
     return ttft_q, tpot_q
@@ -137,7 +136,7 @@ def judge(plan: Plan, scaled: RequestStream, m: RunMetrics, res: SimResult) -> O
     (``scenario.classes``) is judged per class instead, each against its own SLOs (percentile TTFT and TPOT, and
     attainment ≥ the percentile), and holds only if every class holds; its joint attainment (each request against
     its class's SLOs) must still reach the percentile. ``class_checks`` then lists each class's figures."""
-    o = request_outcomes(scaled, res)
+    o = outcomes(scaled, res)
     q = plan.slo.percentile
     ttft_q, tpot_q = percentiles(o, res.dropped, q)
     classes = plan_classes(plan)
@@ -151,7 +150,7 @@ def judge(plan: Plan, scaled: RequestStream, m: RunMetrics, res: SimResult) -> O
                 continue  # no request of this class in this stretch of the trace
             among = scaled.class_id == scaled.class_names.index(name)
             c_ttft, c_tpot = percentiles(o, res.dropped, q, among)
-            att = float(o["ok"][among].mean())
+            att = float(o.ok[among].mean())
             found = slo_misses(c_ttft, c_tpot, ttft_slo, tpot_slo, q, f"class {name}: ")
             if att < q / 100:
                 found.append(f"class {name}: simulated SLO attainment {att:.1%} is below {q:g} %")
