@@ -101,15 +101,18 @@ def owned_only_scenario(folder: Path, rented: bool = False) -> Path:
 
 
 def fake_plan_check(verify: Any) -> type:
-    """A stand-in for :class:`hetplan.sim.verify.PlanCheck` (monkeypatched over it) whose verdict is
-    ``verify(plan, workload, policy, capacity, out_of_sample)`` with ``capacity`` True unless the mode is "none"."""
+    """A stand-in for :class:`hetplan.sim.verify.PlanCheck` (monkeypatched over it) whose verdict is the typed block
+    of ``verify(plan, workload, policy, capacity, out_of_sample)`` (a document dict) with ``capacity`` True unless
+    the mode is "none"."""
 
     class _Check:
         def __init__(self, plan: Any, workload: Any, policy: str = "fcfs", out_of_sample: Any = ()) -> None:
             self.args = (plan, workload, policy, out_of_sample)
 
-        def verdict(self, capacity: str = "full") -> dict[str, Any]:
+        def verdict(self, capacity: str = "full") -> Any:
+            from hetplan.plan.blocks import Verification
+
             p, w, policy, oos = self.args
-            return dict(verify(p, w, policy, capacity != "none", oos))
+            return Verification.from_doc(dict(verify(p, w, policy, capacity != "none", oos)))
 
     return _Check

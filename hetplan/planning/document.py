@@ -18,6 +18,7 @@ from typing import Any
 from hetplan import __version__
 from hetplan.catalog.loader import catalog_sha256
 from hetplan.errors import InputError
+from hetplan.plan.blocks import PrefixCache, ReuseRate, WithoutReuse
 from hetplan.plan.doc import SCHEMA_VERSION
 from hetplan.plan.types import STRATEGIES
 from hetplan.planning.deployment_doc import combo_doc, mixed_solver_doc, solved_doc, summary_doc
@@ -123,7 +124,7 @@ def build_plan(
     # why owned GPUs sit idle (an SLO search per idle type): for the plan shown, not a re-size attempt's
     owned = None if lean else owned_doc(req, chosen, planner)
     if owned is not None:
-        doc["owned_gpus"] = owned
+        doc["owned_gpus"] = {gpu: row.to_doc() for gpu, row in owned.items()}
     # every restricted optimum's gain with --strategy all; the two original fields otherwise
     for name in STRATEGIES if requested == ALL else ("homogeneous", "melange"):
         other = solved.get(name)
@@ -155,7 +156,7 @@ def build_plan(
         doc["solver"]["mixed"] = mixed_solver_doc(solved["mixed"])
     if req.prefix_reuse is not None and not lean:  # a re-size attempt is only simulated: no comparison needed
         step("solving again without prefix reuse")
-        doc["prefix_cache"] = prefix_cache_doc(req, workload, strategy, chosen, doc)
+        doc["prefix_cache"] = prefix_cache_doc(req, workload, strategy, chosen, doc).to_doc()
     if analysis:
         doc["analysis"] = analysis_of(planner, strategy, chosen, solved, progress)
     elif deferred is not None:
@@ -174,8 +175,8 @@ def build_plan(
 
 def prefix_cache_doc(
     req: PlanRequest, workload: Workload, strategy: str, chosen: Solved, doc: dict[str, Any]
-) -> dict[str, Any]:
-    """The plan's ``prefix_cache`` record: the reuse sizing assumed (:mod:`hetplan.planning.prefix`), the token
+) -> PrefixCache:
+    """The plan's typed ``prefix_cache`` record: the reuse sizing assumed (:mod:`hetplan.planning.prefix`), the token
     hit rates of the instance types that prefill in the plan ``doc`` (``plan_token_hit_rate``: combos' prefill
     instances and aggregated instances), and ``strategy`` solved again with every prompt computed whole
     (``without_reuse``: its $/h, GPUs and how much more it costs; its error's reason when no plan meets the target
@@ -189,22 +190,22 @@ def prefix_cache_doc(
     )
     other = Planner(plain, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean()))).solve(strategy)
     if other.error is not None:
-        without: dict[str, Any] = {"status": "infeasible", "reason": other.error.why or other.error.what}
+        without = WithoutReuse(status="infeasible", reason=other.error.why or other.error.what)
     else:
-        without = {
-            "cost_per_hour": rnd(other.cost),
-            "gpus_used": dict(sorted(other.gpus_used().items())),
-            "extra_cost": rnd(other.cost / chosen.cost - 1.0, 4) if chosen.cost else None,
-        }
+        without = WithoutReuse(
+            cost_per_hour=rnd(other.cost),
+            gpus_used=dict(sorted(other.gpus_used().items())),
+            extra_cost=rnd(other.cost / chosen.cost - 1.0, 4) if chosen.cost else None,
+        )
     serving = {(c["prefill_gpu"], c["prefill_tp"]) for c in doc.get("combos") or []}
     serving |= {(i["gpu"], i["tp"]) for i in doc.get("instances") or []}
-    rates = [r for r in req.prefix_reuse["by_instance"] if (r["gpu"], r["tp"]) in serving]
-    return {
-        **req.prefix_reuse,
-        "plan_token_hit_rate": [{"gpu": r["gpu"], "tp": r["tp"], "token_hit_rate": r["token_hit_rate"]} for r in rates],
-        "with_reuse_cost_per_hour": rnd(chosen.cost),
-        "without_reuse": without,
-    }
+    reuse = PrefixCache.from_doc(req.prefix_reuse)  # the sizing assumed (hetplan.planning.prefix), as written
+    rates = [r for r in reuse.by_instance if (r.gpu, r.tp) in serving]
+    return reuse.with_(
+        plan_token_hit_rate=[ReuseRate(gpu=r.gpu, tp=r.tp, token_hit_rate=r.token_hit_rate) for r in rates],
+        with_reuse_cost_per_hour=rnd(chosen.cost),
+        without_reuse=without,
+    )
 
 
 AnalysisLater = Callable[..., dict[str, Any]]

@@ -24,6 +24,7 @@ from typing import Any
 
 from hetplan.catalog.offers import owned_gpus
 from hetplan.errors import InfeasibleError
+from hetplan.plan.blocks import OwnedGpu, RelaxedSlo, SloMiss
 from hetplan.planning.solve import Planner, Solved
 from hetplan.solvers.cauchy import Combo, PlanRequest
 from hetplan.solvers.cauchy_candidates import enumerate_candidates
@@ -56,8 +57,8 @@ def _alone(req: PlanRequest, combos: tuple[Combo, ...] | list[Combo], gpu: str, 
     return value, best.label
 
 
-def _binding(req: PlanRequest, planner: Planner, gpu: str, count: int) -> dict[str, Any] | None:
-    """The SLO ``count`` owned ``gpu`` miss even idle: ``{"slo": "ttft"|"tpot", "slo_s", "best_s", "layout"}``
+def _binding(req: PlanRequest, planner: Planner, gpu: str, count: int) -> SloMiss | None:
+    """The SLO ``count`` owned ``gpu`` miss even idle (``slo``: "ttft"|"tpot", ``slo_s``, ``best_s``, ``layout``)
     over the layouts that fit a 1:1 combo in ``count`` GPUs (a TP8 prefill beside a TP4 decode needs 12), the TTFT
     checked first (with the TPOT under ``also`` when both bind); None when some such layout meets both idle (or none
     fits)."""
@@ -71,58 +72,73 @@ def _binding(req: PlanRequest, planner: Planner, gpu: str, count: int) -> dict[s
     if ttfts:
         best_ttft, tp = min(ttfts)
         if best_ttft > req.ttft_slo_s:
-            ttft = {"slo": "ttft", "slo_s": req.ttft_slo_s, "best_s": best_ttft, "layout": f"TP{tp}"}
+            ttft = SloMiss(slo="ttft", slo_s=req.ttft_slo_s, best_s=best_ttft, layout=f"TP{tp}")
     opts = [o for o in cands.options if o.gpu.name == gpu and o.tp in fits]
     best = min(opts, key=lambda o: (o.decode.min_tpot_s, o.tp))
     tpot = None
     if best.decode.min_tpot_s > req.tpot_slo_s:
-        tpot = {"slo": "tpot", "slo_s": req.tpot_slo_s, "best_s": best.decode.min_tpot_s, "layout": f"TP{best.tp}"}
+        tpot = SloMiss(slo="tpot", slo_s=req.tpot_slo_s, best_s=best.decode.min_tpot_s, layout=f"TP{best.tp}")
     if ttft is not None:
-        return ttft | ({"also": tpot} if tpot else {})
+        return ttft.with_(also=tpot) if tpot is not None else ttft
     return tpot
 
 
-def _relaxed(req: PlanRequest, gpu: str, count: int, binding: dict[str, Any] | None) -> dict[str, Any] | None:
+def _best_s(b: SloMiss) -> float:
+    """The best value (seconds) a binding SLO reaches (always set by :func:`_binding`)."""
+    return float(b.best_s or 0.0)
+
+
+def _relaxed(req: PlanRequest, gpu: str, count: int, binding: SloMiss | None) -> RelaxedSlo | None:
     """The smallest relaxation of the binding SLOs (both when both bind; the TTFT when none binds idle: queueing
     leaves no room) by a factor of :data:`RELAX_FACTORS` at which ``count`` owned ``gpu`` hold some goodput alone:
-    ``{"ttft_s"|"tpot_s": ..., "goodput_req_per_s", "combo"}``; None when none does."""
+    ``ttft_s`` and/or ``tpot_s``, ``goodput_req_per_s`` and the ``combo`` that does; None when none does."""
     spec = next(g for g in req.gpus if g.name == gpu)
-    bases = {"ttft": req.ttft_slo_s}  # none binds idle: the TTFT, queueing leaves no room under it
-    if binding:
-        bases = {binding["slo"]: binding["best_s"]} | (
-            {"tpot": binding["also"]["best_s"]} if binding.get("also") else {}
-        )
+    ttft_base: float | None = req.ttft_slo_s  # none binds idle: the TTFT, queueing leaves no room under it
+    tpot_base: float | None = None
+    if binding is not None:  # the TTFT binds first (with the TPOT as ``also``), or the TPOT alone
+        ttft_base = _best_s(binding) if binding.slo == "ttft" else None
+        tpot_base = _best_s(binding) if binding.slo == "tpot" else _best_s(binding.also) if binding.also else None
     only = replace(req, gpus=(spec,), inventory={gpu: count}, offers=(), wan=None, keep_pairs=None)
     for factor in RELAX_FACTORS:
-        slos = {f"{which}_s": _round_up_2sig(base * factor) for which, base in bases.items()}
+        ttft_s = _round_up_2sig(ttft_base * factor) if ttft_base is not None else None
+        tpot_s = _round_up_2sig(tpot_base * factor) if tpot_base is not None else None
         trial = replace(
-            only, ttft_slo_s=slos.get("ttft_s", req.ttft_slo_s), tpot_slo_s=slos.get("tpot_s", req.tpot_slo_s)
+            only,
+            ttft_slo_s=req.ttft_slo_s if ttft_s is None else ttft_s,
+            tpot_slo_s=req.tpot_slo_s if tpot_s is None else tpot_s,
         )
         try:
             cands = enumerate_candidates(trial)
         except InfeasibleError:  # no layout meets the relaxed SLOs yet
             continue
         held, label = _alone(trial, cands.combos, gpu, count)
-        if held > 0:
-            return slos | {"goodput_req_per_s": rnd(held), "combo": label}
+        if held > 0:  # only the SLOs relaxed are written
+            slos = {
+                **({"ttft_s": ttft_s} if ttft_s is not None else {}),
+                **({"tpot_s": tpot_s} if tpot_s is not None else {}),
+            }
+            return RelaxedSlo(**slos, goodput_req_per_s=rnd(held), combo=label)
     return None
 
 
-def _missed(req: PlanRequest, b: dict[str, Any]) -> str:
+def _missed(req: PlanRequest, b: SloMiss) -> str:
     """``the 500 ms p90 TTFT (best 805 ms at TP4, 61 % over)``: one binding SLO in words."""
     q = round(req.stats.quantile * 100)
-    over = (b["best_s"] / b["slo_s"] - 1) * 100
+    slo_s, best_s = float(b.slo_s or 0.0), _best_s(b)
+    over = (best_s / slo_s - 1) * 100
     return (
-        f"the {format_duration(b['slo_s'])} p{q} {b['slo'].upper()} (best {format_duration(b['best_s'])} at "
-        f"{b['layout']}, {over:.0f} % over)"
+        f"the {format_duration(slo_s)} p{q} {b.slo.upper()} (best {format_duration(best_s)} at "
+        f"{b.layout}, {over:.0f} % over)"
     )
 
 
-def _rounded(b: dict[str, Any]) -> dict[str, Any]:
-    return {k: _rounded(v) if isinstance(v, dict) else rnd(v) if isinstance(v, float) else v for k, v in b.items()}
+def _rounded(b: SloMiss) -> SloMiss:
+    """``b`` with its seconds rounded for the document (:func:`hetplan.units.rnd`)."""
+    made = b.with_(slo_s=rnd(b.slo_s) if b.slo_s is not None else None, best_s=rnd(_best_s(b)))
+    return made.with_(also=_rounded(b.also)) if b.also is not None else made
 
 
-def owned_doc(req: PlanRequest, s: Solved, planner: Planner) -> dict[str, Any] | None:
+def owned_doc(req: PlanRequest, s: Solved, planner: Planner) -> dict[str, OwnedGpu] | None:
     """The plan's ``owned_gpus`` block: per owned GPU type, ``owned``, ``used`` and ``idle`` GPUs; for idle ones an
     ``idle_reason`` sentence with the binding constraint's numbers, ``alone_req_per_s`` (what that type's owned GPUs
     hold alone at the plan's SLOs, req/s; with ``alone_combo``, the combo that does), ``binding`` (the SLO the type
@@ -136,18 +152,16 @@ def owned_doc(req: PlanRequest, s: Solved, planner: Planner) -> dict[str, Any] |
     for p in bought.lines if bought is not None else ():
         if p.owned:
             used[p.gpu] = used.get(p.gpu, 0) + p.gpus_used
-    rows: dict[str, Any] = {}
+    rows: dict[str, OwnedGpu] = {}
     for gpu, n in owned.items():
         u = used.get(gpu, 0)
-        row: dict[str, Any] = {"owned": n, "used": u, "idle": n - u}
-        if n - u > 0:
-            row.update(_why_idle(req, s, planner, gpu, n, u))
-        rows[gpu] = row
+        rows[gpu] = OwnedGpu(owned=n, used=u, idle=n - u, **(_why_idle(req, s, planner, gpu, n, u) if n > u else {}))
     return rows
 
 
 def _why_idle(req: PlanRequest, s: Solved, planner: Planner, gpu: str, n: int, used: int) -> dict[str, Any]:
-    """The idle part of one owned type's row (see :func:`owned_doc`)."""
+    """The idle part of one owned type's row (see :func:`owned_doc`): the :class:`~hetplan.plan.blocks.OwnedGpu`
+    fields by name, in the order the document writes them."""
     tps = "/".join(map(str, req.tp_options))
     if not any(o.gpu.name == gpu for o in planner.cands.options):
         return {"idle_reason": f"{req.arch.spec.name} does not fit {gpu} at TP {tps} with the workload's context",
@@ -190,8 +204,8 @@ def _why_idle(req: PlanRequest, s: Solved, planner: Planner, gpu: str, n: int, u
     if binding is not None:
         out["binding"] = _rounded(binding)
         reason = f"no {gpu} layout that fits in the {n} owned meets {_missed(req, binding)}"
-        if binding.get("also"):
-            reason += f", nor {_missed(req, binding['also'])}"
+        if binding.also is not None:
+            reason += f", nor {_missed(req, binding.also)}"
     else:
         min_tp = min(o.tp for o in planner.cands.options if o.gpu.name == gpu)
         need = min(
@@ -211,9 +225,9 @@ def _why_idle(req: PlanRequest, s: Solved, planner: Planner, gpu: str, n: int, u
     relaxed = _relaxed(req, gpu, n, binding)
     if relaxed is not None:
         out["relaxed"] = relaxed
-        at = " and ".join(f"{k.removesuffix('_s').upper()} {format_duration(v)}" for k, v in relaxed.items()
-                          if k in ("ttft_s", "tpot_s"))  # fmt: skip
-        reason += f"; at {at} the {n} {gpu} would hold {relaxed['goodput_req_per_s']:.3g} req/s"
+        at = " and ".join(f"{which} {format_duration(v)}" for which, v in (("TTFT", relaxed.ttft_s),
+                          ("TPOT", relaxed.tpot_s)) if v is not None)  # fmt: skip
+        reason += f"; at {at} the {n} {gpu} would hold {relaxed.goodput_req_per_s:.3g} req/s"
     out["idle_reason"] = reason
     return out
 

@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from hetplan.errors import InfeasibleError
-from hetplan.plan.doc import from_doc, verification_block
+from hetplan.plan.blocks import CheaperSearch, CheaperTry, HeldOutHold, ResizeAttempt, Resized, Verification
+from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.forked import Background
 
@@ -55,14 +56,14 @@ def describe_deployment(p: Plan) -> str:
 
 def shrink(
     first: Plan,
-    v0: dict[str, Any],
+    v0: Verification,
     base: float,
     attempt: Attempt,
-    check: Callable[[Plan, str], dict[str, Any]],
+    check: Callable[[Plan, str], Verification],
     step: Callable[[str], None],
     simulating: Callable[[Plan], None] = lambda p: None,
     judged: Callable[[Plan, bool], None] = lambda p, verified: None,
-) -> tuple[Plan, float, dict[str, Any]]:
+) -> tuple[Plan, float, CheaperSearch]:
     """Look for a cheaper verified plan below a verified one whose simulated capacity is well above the target.
 
     The model may under-promise a deployment as it may over-promise one; re-sizing up only fixes the second. When
@@ -76,17 +77,17 @@ def shrink(
     prepare a candidate's analysis meanwhile).
     """
     target = first.goodput_target_req_per_s
-    cap, analytic = v0.get("simulated_capacity_req_per_s"), first.goodput_req_per_s
-    record: dict[str, Any] = {
-        "from_usd_per_hour": first.total_usd_per_hour,
-        "method": SHRINK_METHOD,
-        "tried": [],
-    }
+    cap, analytic = v0.simulated_capacity_req_per_s, first.goodput_req_per_s
+    tried: list[CheaperTry] = []
+
+    def record(kept: Plan) -> CheaperSearch:
+        return CheaperSearch(from_usd_per_hour=first.total_usd_per_hour, method=SHRINK_METHOD, tried=tried,
+                             usd_per_hour_kept=kept.total_usd_per_hour)  # fmt: skip
+
     best, hi = first, base
     best_h = hi  # the headroom that made ``best`` (hi may move below it: a plan no cheaper is not kept)
     if not cap or not analytic or cap <= target * (1 + RESIZE_MARGIN):
-        record["usd_per_hour_kept"] = first.total_usd_per_hour
-        return best, hi, record
+        return best, hi, record(first)
     low = max((1 + RESIZE_MARGIN) * analytic / cap - 1, SHRINK_FLOOR)
     h, fail = low, None
     for _ in range(SHRINK_STEPS + 1):
@@ -96,42 +97,35 @@ def shrink(
         try:
             p = attempt(h, False)
         except InfeasibleError as exc:
-            record["tried"].append({"headroom": rnd_headroom(h), "infeasible": exc.what})
+            tried.append(CheaperTry(headroom=rnd_headroom(h), infeasible=exc.what))
             fail, h = h, (h + hi) / 2
             continue
-        row: dict[str, Any] = {
-            "headroom": rnd_headroom(h),
-            "usd_per_hour": p.total_usd_per_hour,
-            "deployment": describe_deployment(p),
-        }
+        row = CheaperTry(headroom=rnd_headroom(h), usd_per_hour=p.total_usd_per_hour, deployment=describe_deployment(p))
         if p.total_usd_per_hour >= best.total_usd_per_hour - 1e-9:
-            row["status"] = "not cheaper (not simulated)"
-            record["tried"].append(row)
+            tried.append(row.with_(status="not cheaper (not simulated)"))
             hi = h  # the same or a dearer deployment at less demand: a cheaper one needs less still
         else:
             simulating(p)
             v = check(p, "none")
-            judged(p, v["status"] == "verified")
-            oos = v.get("out_of_sample") or {}
-            row |= {
-                "status": v["status"],
-                "joint_attainment": v["attainment"],
-                "out_of_sample": [
-                    {"label": r["label"], "joint_attainment": r["attainment"], "holds": not r["misses"]}
-                    for r in oos.get("runs") or []
-                ],
-                "misses": v["misses"][:3],
-            }
-            record["tried"].append(row)
-            if v["status"] == "verified":
+            judged(p, v.verified)
+            held = v.out_of_sample.runs if v.out_of_sample is not None else []
+            row = row.with_(
+                status=v.status,
+                joint_attainment=v.joint_attainment,
+                out_of_sample=[
+                    HeldOutHold(label=r.label, joint_attainment=r.attainment, holds=not r.misses) for r in held
+                ],  # fmt: skip
+                misses=v.misses[:3],
+            )
+            tried.append(row)
+            if v.verified:
                 best, hi, best_h = p, h, h
             else:
                 fail = h
         if fail is None:  # the lowest demand held (or was not cheaper): nothing below it is tried
             break
         h = (fail + hi) / 2
-    record["usd_per_hour_kept"] = best.total_usd_per_hour
-    return best, best_h, record
+    return best, best_h, record(best)
 
 
 SHRINK_METHOD = (
@@ -149,14 +143,14 @@ RESIZE_METHOD = "demand x target / simulated capacity until verified, then bisec
 
 def resize_until_verified(
     first: Plan,
-    v0: dict[str, Any],
+    v0: Verification,
     base: float,
     attempt: Attempt,
-    check: Callable[[Plan, str], dict[str, Any]],
-    log: list[dict[str, Any]] | None = None,
+    check: Callable[[Plan, str], Verification],
+    log: list[ResizeAttempt] | None = None,
     stage: Stage | None = None,
     cost_cap: float | None = None,
-) -> tuple[Plan, float, dict[str, Any]]:
+) -> tuple[Plan, float, Resized]:
     """Re-size ``first`` (which missed) until a plan is verified, then bisect (module docstring); returns the
     cheapest verified plan, its headroom and the ``resized`` record. ``log``, when given, receives every attempt
     record as it is made (``first`` included), also when no re-sized plan verifies; ``stage`` is set to the attempt
@@ -168,15 +162,15 @@ def resize_until_verified(
         NoCheaper: a re-sized plan costs ``cost_cap`` or more before one verifies.
     """
     target = first.goodput_target_req_per_s
-    tried: list[dict[str, Any]] = log if log is not None else []
+    tried: list[ResizeAttempt] = log if log is not None else []
     tried.append(attempt_record(base, first, v0))
     fail_h, fail_p, fail_v = base, first, v0
     ceiling = MAX_HEADROOM  # the lowest headroom found infeasible (inventory), or the scenario's limit
-    passing: tuple[float, Plan, dict[str, Any]] | None = None
+    passing: tuple[float, Plan, Verification] | None = None
     at = stage or Stage()
     for n_round in range(1, RESIZE_ROUNDS):
-        cap = fail_v.get("simulated_capacity_req_per_s")
-        held = fail_v.get("out_of_sample_capacity_req_per_s")
+        cap = fail_v.simulated_capacity_req_per_s
+        held = fail_v.out_of_sample_capacity_req_per_s
         if held is not None:  # it held in sample but not out of sample: size for the traffic it missed
             cap = min(cap, held) if cap else held
         analytic = fail_p.goodput_req_per_s
@@ -190,16 +184,16 @@ def resize_until_verified(
         try:
             p = attempt(headroom, False)
         except InfeasibleError as exc:  # inventory runs out before the SLOs hold
-            tried.append({"headroom": rnd_headroom(headroom), "infeasible": exc.what})
+            tried.append(ResizeAttempt(headroom=rnd_headroom(headroom), infeasible=exc.what))
             ceiling = headroom
             continue
         if cost_cap is not None and p.total_usd_per_hour >= cost_cap - 1e-9:
-            tried.append({"headroom": rnd_headroom(headroom), "usd_per_hour": p.total_usd_per_hour,
-                          "status": "no cheaper than a verified plan (not simulated)"})  # fmt: skip
+            tried.append(ResizeAttempt(headroom=rnd_headroom(headroom), usd_per_hour=p.total_usd_per_hour,
+                                       status="no cheaper than a verified plan (not simulated)"))  # fmt: skip
             raise NoCheaper(p.total_usd_per_hour, cost_cap)
         v = check(p, "steer")
         tried.append(attempt_record(headroom, p, v))
-        if v["status"] == "verified":
+        if v.verified:
             passing = (headroom, p, v)
             break
         fail_h, fail_p, fail_v = headroom, p, v
@@ -207,14 +201,14 @@ def resize_until_verified(
         last = tried[-1]
         raise InfeasibleError(
             "no re-sized plan holds its SLOs in simulation",
-            f"tried {len(tried)} plans up to headroom {max(t['headroom'] for t in tried):g}; the last: "
-            + (last.get("infeasible") or "; ".join(last.get("misses", []))),
+            f"tried {len(tried)} plans up to headroom {max(t.headroom or 0.0 for t in tried):g}; the last: "
+            + (last.infeasible or "; ".join(last.misses)),
             "lower the goodput target or relax the SLOs, add inventory, or plan with --no-resize to keep the "
             "unverified plan"
             + (
-                f"; {last['dropped']} request(s) were dropped because they fit no instance's KV cache, which more "
+                f"; {last.dropped} request(s) were dropped because they fit no instance's KV cache, which more "
                 "copies of the same instances do not change: a GPU with more memory or a higher TP would"
-                if last.get("dropped")
+                if last.dropped
                 else ""
             ),
         )
@@ -233,21 +227,21 @@ def resize_until_verified(
             continue
         v = check(p, "none")
         tried.append(attempt_record(mid, p, v))
-        if v["status"] == "verified" and p.total_usd_per_hour <= best.total_usd_per_hour:
+        if v.verified and p.total_usd_per_hour <= best.total_usd_per_hour:
             hi, best, best_h = mid, p, mid
         else:
             lo = mid
-    resized = {
-        "headroom_asked": base,
-        "headroom_used": rnd_headroom(best_h),
-        "usd_per_hour_before": first.total_usd_per_hour,
-        "usd_per_hour_after": best.total_usd_per_hour,
-        "analytic_capacity_before_req_per_s": first.goodput_req_per_s,
-        "simulated_capacity_before_req_per_s": v0.get("simulated_capacity_req_per_s"),
-        "out_of_sample_capacity_before_req_per_s": v0.get("out_of_sample_capacity_req_per_s"),
-        "attempts": tried,
-        "method": RESIZE_METHOD,
-    }
+    resized = Resized(
+        headroom_asked=base,
+        headroom_used=rnd_headroom(best_h),
+        usd_per_hour_before=first.total_usd_per_hour,
+        usd_per_hour_after=best.total_usd_per_hour,
+        analytic_capacity_before_req_per_s=first.goodput_req_per_s,
+        simulated_capacity_before_req_per_s=v0.simulated_capacity_req_per_s,
+        out_of_sample_capacity_before_req_per_s=v0.out_of_sample_capacity_req_per_s,
+        attempts=tried,
+        method=RESIZE_METHOD,
+    )
     return best, best_h, resized
 
 
@@ -287,33 +281,34 @@ def rnd_headroom(headroom: float) -> float:
     return round(headroom, 4)
 
 
-def attempt_record(headroom: float, p: Plan, v: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "headroom": rnd_headroom(headroom),
-        "usd_per_hour": p.total_usd_per_hour,
-        "analytic_capacity_req_per_s": p.goodput_req_per_s,
-        "simulated_capacity_req_per_s": v.get("simulated_capacity_req_per_s"),
-        "out_of_sample_capacity_req_per_s": v.get("out_of_sample_capacity_req_per_s"),
-        "status": v["status"],
-        "joint_attainment": v["attainment"],
-        "dropped": v["dropped"],
-        "misses": v["misses"],
-    }
+def attempt_record(headroom: float, p: Plan, v: Verification) -> ResizeAttempt:
+    """The ``resized.attempts`` record of plan ``p`` made at ``headroom``, with its verification ``v``."""
+    return ResizeAttempt(
+        headroom=rnd_headroom(headroom),
+        usd_per_hour=p.total_usd_per_hour,
+        analytic_capacity_req_per_s=p.goodput_req_per_s,
+        simulated_capacity_req_per_s=v.simulated_capacity_req_per_s,
+        out_of_sample_capacity_req_per_s=v.out_of_sample_capacity_req_per_s,
+        status=v.status,
+        joint_attainment=v.joint_attainment,
+        dropped=v.dropped,
+        misses=v.misses,
+    )
 
 
 def final_plan(
     p: Plan,
-    v_of: Callable[[], dict[str, Any]],
+    v_of: Callable[[], Verification],
     headroom: float,
     analysis: bool,
     attempt: Attempt,
-    check: Callable[[Plan, str], dict[str, Any]],
-    resized: dict[str, Any] | None,
+    check: Callable[[Plan, str], Verification],
+    resized: Resized | None,
     ahead: Background | None = None,
     with_analysis: Callable[..., Plan] | None = None,
     lean: bool = False,
     start_ahead: Callable[[float], Background | None] | None = None,
-    extra_check: Callable[[Plan, dict[str, Any]], dict[str, Any]] | None = None,
+    extra_check: Callable[[Plan, Verification], Verification] | None = None,
 ) -> Plan:
     """The chosen plan with its analysis when asked (the same deployment: its verification, ``v_of()``, is kept):
     ``ahead``, the plan with its analysis made in another process (:func:`hetplan.planning.forked.start_forked`),
@@ -345,12 +340,11 @@ def final_plan(
             if extra_check is not None:
                 v = extra_check(full, v)
         p = full
-    block = dict(v)
     if resized is not None:
-        block["resized"] = resized
-    if "cascade" in block:  # verified under CASCADE: the calibrated settings go into the plan (and its router config)
-        p = replace(p, cascade=block["cascade"])
-    return replace(p, verification=verification_block(block))
+        v = v.with_(resized=resized)
+    if v.cascade is not None:  # verified under CASCADE: the calibrated settings go into the plan (and its router)
+        p = replace(p, cascade=v.cascade)
+    return replace(p, verification=v)
 
 
 __all__ = [

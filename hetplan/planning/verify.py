@@ -26,7 +26,8 @@ from dataclasses import replace
 from typing import Any
 
 from hetplan.perf.error_bands import DEFAULT_CONFIDENCE
-from hetplan.plan.doc import to_doc, verification_block, verification_doc
+from hetplan.plan.blocks import ModelError, OutOfSample, Verification
+from hetplan.plan.doc import to_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.document import ALL
 from hetplan.planning.forked import Background, start_forked
@@ -85,20 +86,17 @@ def plan_verified(
     made = plan_verified_in_sample_and_out(
         scenario, strategy, analysis, policy, resize, progress, gate, None if gate else confidence, **plan_kwargs
     )
-    block = verification_doc(made)
-    if "model_error" in block:  # the block's last part, after the re-size and the cheaper search
-        block["model_error"] = block.pop("model_error")
-        return replace(made, verification=verification_block(block))
-    if confidence is None or block.get("status") != "verified":
+    v = made.verification
+    # a model_error already made is the block's last part, after the re-size and the cheaper search (its field
+    # comes last in the block, :class:`hetplan.plan.blocks.Verification`)
+    if v is None or v.model_error is not None or confidence is None or not v.verified:
         return made
     step("checking the plan against the model's own error")
     _, workload, _, _ = verification_workloads(scenario, DEFAULT_HOLDOUT)
     error = error_check(made, workload, policy, confidence)
     if error is None:
         return made
-    block["model_error"] = error
-    block["verdict"] = f"{block['verdict']}; {error['summary']}"
-    return replace(made, verification=verification_block(block))
+    return replace(made, verification=v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}"))
 
 
 def plan_verified_in_sample_and_out(
@@ -136,7 +134,7 @@ def plan_verified_in_sample_and_out(
             progress(stage.named(text))
 
     base = scenario.headroom
-    seen: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}  # each deployment's block, by how much it measured
+    seen: dict[tuple[Any, ...], tuple[int, Verification]] = {}  # each deployment's block, by how much it measured
     analyses: dict[int, tuple[Plan, Callable[..., Plan]]] = {}  # an attempt's analysis, from the planner that made it
 
     def planner_for(
@@ -158,9 +156,9 @@ def plan_verified_in_sample_and_out(
         return attempt
 
     checks: dict[tuple[Any, ...], PlanCheck] = {}  # each deployment simulated once, its runs kept
-    errors: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+    errors: dict[tuple[Any, ...], ModelError | None] = {}
 
-    def check(p: Plan, capacity: str) -> dict[str, Any]:
+    def check(p: Plan, capacity: str) -> Verification:
         """``p``'s verification block, measuring as much of the simulated capacity as ``capacity`` says
         (:data:`hetplan.sim.verify.CAPACITY_MODES`: re-size attempts measure only what steers them)."""
         key = signature(p)
@@ -175,17 +173,15 @@ def plan_verified_in_sample_and_out(
         elif capacity != "none":
             step(f"measuring the plan's simulated capacity (${p.total_usd_per_hour:,.2f}/h)")
         v = pc.verdict(capacity)
-        v["out_of_sample"]["split"] = split
-        if gate_confidence is not None and v["status"] == "verified":  # sized for the model's error too
+        v = v.with_(out_of_sample=(v.out_of_sample or OutOfSample()).with_(split=split))
+        if gate_confidence is not None and v.verified:  # sized for the model's error too
             if key not in errors:
                 errors[key] = error_check(p, workload, policy, gate_confidence)
             error = errors[key]
             if error is not None:
-                v["model_error"] = error
-                v["verdict"] = f"{v['verdict']}; {error['summary']}"
-                if not error["holds_at_confidence"]:
-                    v["status"] = "not verified"
-                    v["misses"] = [*v["misses"], error["summary"]]
+                v = v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}")
+                if not error.holds_at_confidence:
+                    v = v.with_(status="not verified", misses=[*v.misses, error.summary])
         seen[key] = (rank, v)
         return v
 
@@ -218,25 +214,25 @@ def plan_verified_in_sample_and_out(
 
         return start
 
-    def with_error(p: Plan, v: dict[str, Any]) -> dict[str, Any]:
+    def with_error(p: Plan, v: Verification) -> Verification:
         """The block with the model-error check (``report_confidence``), when the plan is verified."""
-        if report_confidence is None or "model_error" in v or v.get("status") != "verified":
+        if report_confidence is None or v.model_error is not None or not v.verified:
             return v
         step("checking the plan against the model's own error")
         error = error_check(p, workload, policy, report_confidence)
         if error is None:
             return v
-        return {**v, "model_error": error, "verdict": f"{v['verdict']}; {error['summary']}"}
+        return v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}")
 
     try:
         v0 = check(first, "steer" if resize else "full")
-        if v0["status"] == "verified":  # the cheaper search starts from its simulated capacity
+        if v0.verified:  # the cheaper search starts from its simulated capacity
             v0 = check(first, "full")
     except BaseException:
         if ahead is not None:
             ahead.cancel()
         raise
-    if v0["status"] == "verified" and resize:  # verified: is a cheaper deployment verified too?
+    if v0.verified and resize:  # verified: is a cheaper deployment verified too?
         aheads: dict[int, Background] = {}  # a candidate's analysis, in another process while it is simulated
 
         def simulating(p: Plan) -> None:
@@ -274,10 +270,10 @@ def plan_verified_in_sample_and_out(
                 bg.cancel()
             made = final_plan(first, lambda: v0, base, analysis, attempt, check, None, ahead,
                               later[0] if later else None, extra_check=with_error)  # fmt: skip
-        if search["tried"]:
-            made = replace(made, verification=verification_block({**verification_doc(made), "cheaper_search": search}))
+        if search.tried and made.verification is not None:
+            made = replace(made, verification=made.verification.with_(cheaper_search=search))
         return made
-    if v0["status"] == "verified" or not resize:
+    if v0.verified or not resize:
         if analysis and ahead is not None:  # its progress is not reported from the other process
             step("the plan's analysis (price sensitivity, cost versus goodput), in another process")
         return final_plan(first, lambda: v0, base, analysis, attempt, check, None, ahead, later[0] if later else None,

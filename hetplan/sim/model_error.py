@@ -7,12 +7,11 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from typing import Any
-
+from hetplan.plan.blocks import AtConfidence, ModelError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.predict import OutputPredictor
-from hetplan.sim.replay import Replayer, fit_context, plan_arrivals
+from hetplan.sim.replay import Outcome, Replayer, fit_context, plan_arrivals
 from hetplan.units import rnd
 from hetplan.workload.model import Workload
 
@@ -22,7 +21,7 @@ MARGIN_MAX = 3.0
 MARGIN_BISECT = 3
 
 
-def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) -> dict[str, Any] | None:
+def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) -> ModelError | None:
     """The verdict's third part: the plan against the performance model's own measured error.
 
     Replays ``workload`` at the goodput target (as :func:`verify_plan`'s main run) with every prefill and decode
@@ -32,9 +31,9 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
     largest slowdown at which the plan still holds (0 when it misses as predicted; capped at :data:`MARGIN_MAX`).
 
     Returns:
-        ``{"confidence", "band_ttft", "band_tpot", "band_scope", "holds_at_confidence", "at_confidence"
-        (joint attainment, p TTFT/TPOT, misses), "margin_step_slowdown", "margin_capped", "summary"}``; None when
-        no error-band file is shipped.
+        The :class:`~hetplan.plan.blocks.ModelError` block (the bands, whether it holds at them, the run there
+        (joint attainment, p TTFT/TPOT, misses), the margin, the summary); None when no error-band file is
+        shipped.
     """
     from hetplan.perf.error_bands import error_band
 
@@ -55,26 +54,26 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
     base = Replayer(plan, stream, policy, OutputPredictor(fitted.prompt_tokens, fitted.output_tokens))
     scale = plan.goodput_target_req_per_s / own
 
-    def run(prefill: float, decode: float) -> dict[str, Any]:  # the run as predicted needs no slowed copy
+    def run(prefill: float, decode: float) -> Outcome:  # the run as predicted needs no slowed copy
         slowed = base if prefill == 0 and decode == 0 else base.slowed(1 + prefill, 1 + decode)
         return slowed.run("goodput target", scale)
 
     at = run(band.ttft, band.tpot)
-    holds = not at["misses"]
+    holds = at.holds
     lo, hi = 0.0, None
-    if run(0.0, 0.0)["misses"]:
+    if run(0.0, 0.0).misses:
         hi = 0.0
     else:
         x = 0.05
         while x <= MARGIN_MAX:
-            if run(x, x)["misses"]:
+            if run(x, x).misses:
                 hi = x
                 break
             lo, x = x, x * 2
         if hi is not None:
             for _ in range(MARGIN_BISECT):
                 mid = (lo + hi) / 2
-                if run(mid, mid)["misses"]:
+                if run(mid, mid).misses:
                     hi = mid
                 else:
                     lo = mid
@@ -93,24 +92,24 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
         f"model error: {margin}; at the model's {confidence} error for {eng} (steps +{band.ttft * 100:.0f} % "
         f"prefill, +{band.tpot * 100:.0f} % decode; {band.scope}) it "
         + ("holds" if holds else "misses")
-        + f" (joint {at['metrics']['attainment']['joint'] * 100:.1f} %)"
+        + f" (joint {at.joint * 100:.1f} %)"
     )
-    return {
-        "confidence": confidence,
-        "band_ttft": rnd(band.ttft, 4),
-        "band_tpot": rnd(band.tpot, 4),
-        "band_scope": band.scope,
-        "holds_at_confidence": holds,
-        "at_confidence": {
-            "attainment": at["metrics"]["attainment"]["joint"],
-            "ttft_p_s": at["ttft_q_s"],
-            "tpot_p_s": at["tpot_q_s"],
-            "misses": at["misses"],
-        },
-        "margin_step_slowdown": rnd(lo, 4),
-        "margin_capped": capped,
-        "summary": summary,
-    }
+    return ModelError(
+        confidence=confidence,
+        band_ttft=rnd(band.ttft, 4),
+        band_tpot=rnd(band.tpot, 4),
+        band_scope=band.scope,
+        holds_at_confidence=holds,
+        at_confidence=AtConfidence(
+            attainment=at.joint,
+            ttft_p_s=at.ttft_q_s,
+            tpot_p_s=at.tpot_q_s,
+            misses=at.misses,
+        ),
+        margin_step_slowdown=rnd(lo, 4),
+        margin_capped=capped,
+        summary=summary,
+    )
 
 
 __all__ = ["MARGIN_BISECT", "MARGIN_MAX", "error_check"]

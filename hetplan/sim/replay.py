@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from hetplan.plan.blocks import Attainment, ClassCheck, Run
 from hetplan.plan.types import Plan
-from hetplan.sim.metrics import request_outcomes
+from hetplan.sim.metrics import Outcomes, outcomes
 from hetplan.sim.predict import OutputPredictor
-from hetplan.sim.result import SimResult
+from hetplan.sim.result import RunMetrics, SimResult
 from hetplan.sim.router import SimConfig
-from hetplan.sim.run import SimRequest, plan_classes, prepare_run, run_simulation
+from hetplan.sim.run import SimRequest, plan_classes, prepare_run, run_measured
 from hetplan.units import rnd
 from hetplan.workload.context import apply_context_window
 from hetplan.workload.model import RequestStream, Workload, make_stream, stream_from_workload
@@ -35,31 +36,83 @@ CAPACITY_BISECT = 4
 STEER_BISECT = 2
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One run judged against a plan's SLOs (:func:`judge`): the simulator's metrics, the q-percentile TTFT and
+    TPOT (seconds, q the plan's SLO percentile; None when unbounded: too many requests unserved), the misses (empty:
+    it holds) and, for a plan with request classes, each class's figures (None without classes). A run of a
+    :class:`Replayer` also carries its ``label``, rate scale and rate (req/s)."""
+
+    metrics: RunMetrics
+    ttft_q_s: float | None
+    tpot_q_s: float | None
+    misses: list[str]
+    class_checks: list[ClassCheck] | None = None
+    label: str = ""
+    rate_scale: float = 1.0
+    rate_req_per_s: float = 0.0
+
+    @property
+    def joint(self) -> float:
+        """The joint SLO attainment (0-1)."""
+        return self.metrics.attainment.joint
+
+    @property
+    def holds(self) -> bool:
+        """True when the run missed nothing."""
+        return not self.misses
+
+    def run_block(self) -> Run:
+        """The run as the verification block's ``runs`` records it (without the metrics)."""
+        a = self.metrics.attainment
+        return Run(
+            label=self.label,
+            rate_scale=self.rate_scale,
+            rate_req_per_s=self.rate_req_per_s,
+            attainment=Attainment(ttft=a.ttft, tpot=a.tpot, joint=a.joint),
+            ttft_q_s=self.ttft_q_s,
+            tpot_q_s=self.tpot_q_s,
+            misses=self.misses,
+            **({"class_checks": self.class_checks} if self.class_checks is not None else {}),
+        )
+
+    def to_doc(self) -> dict[str, Any]:
+        """The outcome as plain data: ``{"metrics", "ttft_q_s", "tpot_q_s", "misses"[, "class_checks"]}``."""
+        doc: dict[str, Any] = {
+            "metrics": self.metrics.to_doc(),
+            "ttft_q_s": self.ttft_q_s,
+            "tpot_q_s": self.tpot_q_s,
+            "misses": list(self.misses),
+        }
+        if self.class_checks is not None:
+            doc["class_checks"] = [c.to_doc() for c in self.class_checks]
+        return doc
+
+
 def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: float = 1.0) -> dict[str, Any]:
     """Simulate a freshly planned deployment on its own workload (arrivals times ``rate_scale``) and list SLO
     misses.
 
     Returns:
-        ``{"metrics": ..., "ttft_q_s", "tpot_q_s", "misses": [text, ...]}`` where q is the plan's SLO percentile;
-        a miss is a q-percentile TTFT/TPOT above its SLO (unfinished and dropped requests count as infinite) or a
-        joint attainment below q.
+        :meth:`Outcome.to_doc`: ``{"metrics": ..., "ttft_q_s", "tpot_q_s", "misses": [text, ...]}`` where q is the
+        plan's SLO percentile; a miss is a q-percentile TTFT/TPOT above its SLO (unfinished and dropped requests
+        count as infinite) or a joint attainment below q.
     """
     req = SimRequest(plan, stream, policy=policy, rate_scale=rate_scale, config=verify_config(stream))
     dep, scaled = prepare_run(req)
-    m, _, res = run_simulation(req, dep, scaled)
-    return judge(plan, scaled, m, res)
+    m, _, res = run_measured(req, dep, scaled)
+    return judge(plan, scaled, m, res).to_doc()
 
 
-def percentiles(
-    o: dict[str, np.ndarray], dropped: np.ndarray, q: float, among: np.ndarray | None = None
-) -> tuple[float, float]:
-    """The q-th percentile TTFT and TPOT (seconds; inf when too many are unserved) of the requests in ``among``
+def percentiles(o: Outcomes, dropped: np.ndarray, q: float, among: np.ndarray | None = None) -> tuple[float, float]:
+    """The q-th percentile TTFT and TPOT (seconds; inf when too many are unserved) of a run's per-request ``o``
+    (:func:`hetplan.sim.metrics.outcomes`) over the requests in ``among``
     (a mask; None: all); dropped and unfinished requests count as infinite, TPOT only over requests served ≥ 2
     output tokens (0.0 where no request qualifies)."""
     sel = np.ones(dropped.shape, dtype=bool) if among is None else among
-    ttft = np.where(np.isfinite(o["ttft_s"]) & ~dropped, o["ttft_s"], np.inf)[sel]
-    keep = o["tpot_eligible"] & sel  # TPOT is defined for requests served >= 2 output tokens
-    tpot = np.where(np.isfinite(o["tpot_s"]) & ~dropped, o["tpot_s"], np.inf)[keep]
+    ttft = np.where(np.isfinite(o.ttft_s) & ~dropped, o.ttft_s, np.inf)[sel]
+    keep = o.tpot_eligible & sel  # TPOT is defined for requests served >= 2 output tokens
+    tpot = np.where(np.isfinite(o.tpot_s) & ~dropped, o.tpot_s, np.inf)[keep]
     ttft_q = float(np.percentile(ttft, q, method="higher")) if ttft.size else 0.0
     tpot_q = float(np.percentile(tpot, q, method="higher")) if tpot.size else 0.0
     return ttft_q, tpot_q
@@ -78,16 +131,16 @@ def slo_misses(ttft_q: float, tpot_q: float, ttft_slo: float, tpot_slo: float, q
     return misses
 
 
-def judge(plan: Plan, scaled: RequestStream, m: dict[str, Any], res: SimResult) -> dict[str, Any]:
+def judge(plan: Plan, scaled: RequestStream, m: RunMetrics, res: SimResult) -> Outcome:
     """The outcome of one run against the plan's SLOs (see :func:`verify`). A plan with request classes
     (``scenario.classes``) is judged per class instead, each against its own SLOs (percentile TTFT and TPOT, and
     attainment ≥ the percentile), and holds only if every class holds; its joint attainment (each request against
     its class's SLOs) must still reach the percentile. ``class_checks`` then lists each class's figures."""
-    o = request_outcomes(scaled, res)
+    o = outcomes(scaled, res)
     q = plan.slo.percentile
     ttft_q, tpot_q = percentiles(o, res.dropped, q)
     classes = plan_classes(plan)
-    checks: list[dict[str, Any]] = []
+    checks: list[ClassCheck] = []
     if not classes:
         misses = slo_misses(ttft_q, tpot_q, plan.slo.ttft_s, plan.slo.tpot_s, q, "")
     else:
@@ -97,32 +150,34 @@ def judge(plan: Plan, scaled: RequestStream, m: dict[str, Any], res: SimResult) 
                 continue  # no request of this class in this stretch of the trace
             among = scaled.class_id == scaled.class_names.index(name)
             c_ttft, c_tpot = percentiles(o, res.dropped, q, among)
-            att = float(o["ok"][among].mean())
+            att = float(o.ok[among].mean())
             found = slo_misses(c_ttft, c_tpot, ttft_slo, tpot_slo, q, f"class {name}: ")
             if att < q / 100:
                 found.append(f"class {name}: simulated SLO attainment {att:.1%} is below {q:g} %")
             misses += found
             checks.append(
-                {
-                    "class": name,
-                    "requests": int(among.sum()),
-                    "ttft_slo_s": ttft_slo,
-                    "tpot_slo_s": tpot_slo,
-                    "attainment": rnd(att, 5),
-                    "ttft_p_s": rnd(c_ttft, 5) if math.isfinite(c_ttft) else None,
-                    "tpot_p_s": rnd(c_tpot, 5) if math.isfinite(c_tpot) else None,
-                    "holds": not found,
-                }
+                ClassCheck(
+                    class_=name,
+                    requests=int(among.sum()),
+                    ttft_slo_s=ttft_slo,
+                    tpot_slo_s=tpot_slo,
+                    attainment=rnd(att, 5),
+                    ttft_p_s=rnd(c_ttft, 5) if math.isfinite(c_ttft) else None,
+                    tpot_p_s=rnd(c_tpot, 5) if math.isfinite(c_tpot) else None,
+                    holds=not found,
+                )
             )
-    if m["attainment"]["joint"] < q / 100:
-        misses.append(f"simulated joint SLO attainment {m['attainment']['joint']:.1%} is below {q:g} %")
+    joint = m.attainment.joint
+    if joint < q / 100:
+        misses.append(f"simulated joint SLO attainment {joint:.1%} is below {q:g} %")
     # an unbounded percentile (too many requests unserved) is None in the document: JSON has no infinity
-    return {
-        "metrics": m,
-        "ttft_q_s": rnd(ttft_q, 5) if math.isfinite(ttft_q) else None,
-        "tpot_q_s": rnd(tpot_q, 5) if math.isfinite(tpot_q) else None,
-        "misses": misses,
-    } | ({"class_checks": checks} if classes else {})
+    return Outcome(
+        metrics=m,
+        ttft_q_s=rnd(ttft_q, 5) if math.isfinite(ttft_q) else None,
+        tpot_q_s=rnd(tpot_q, 5) if math.isfinite(tpot_q) else None,
+        misses=misses,
+        class_checks=checks if classes else None,
+    )
 
 
 def verify_config(stream: RequestStream) -> SimConfig:
@@ -180,7 +235,7 @@ class Replayer:
         self.req = SimRequest(plan, stream, policy=policy, predictor=predictor, config=verify_config(stream))
         self.dep, self.stream = prepare_run(self.req)
         self.own = stream.n / stream.duration_s if stream.n > 1 else 1.0
-        self.cache: dict[float, dict[str, Any]] = {}
+        self.cache: dict[float, Outcome] = {}
 
     def slowed(self, prefill_scale: float, decode_scale: float) -> Replayer:
         """This replayer with every prefill / decode step ``prefill_scale`` / ``decode_scale`` times the model's
@@ -190,15 +245,15 @@ class Replayer:
         other.cache = {}
         return other
 
-    def run(self, label: str, scale: float) -> dict[str, Any]:
-        """The outcome at ``scale`` x the stream's rate: metrics, percentile TTFT/TPOT, misses (see :func:`verify`)."""
+    def run(self, label: str, scale: float) -> Outcome:
+        """The outcome at ``scale`` x the stream's rate, labelled: metrics, percentile TTFT/TPOT, misses (see
+        :func:`judge`)."""
         if scale not in self.cache:
             scaled = self.stream.scaled(scale)
-            m, _, res = run_simulation(replace(self.req, rate_scale=scale), self.dep, scaled)
+            m, _, res = run_measured(replace(self.req, rate_scale=scale), self.dep, scaled)
             self.cache[scale] = judge(self.plan, scaled, m, res)
-        out = dict(self.cache[scale])
-        return {"label": label, "rate_scale": rnd(scale, 6), "rate_req_per_s": rnd(self.own * scale, 5),
-                "attainment": out["metrics"]["attainment"], **out}  # fmt: skip
+        rate = rnd(self.own * scale, 5)
+        return replace(self.cache[scale], label=label, rate_scale=rnd(scale, 6), rate_req_per_s=rate)
 
 
 def simulated_capacity(
@@ -211,7 +266,7 @@ def simulated_capacity(
     in the rate)."""
 
     def ok(scale: float) -> bool:
-        return float(runner.run("capacity", scale)["metrics"]["attainment"]["joint"]) >= target
+        return runner.run("capacity", scale).joint >= target
 
     lo, hi = (start, None) if holds else (None, start)
     x = start
@@ -237,6 +292,7 @@ __all__ = [
     "CAPACITY_BISECT",
     "CAPACITY_STEP",
     "STEER_BISECT",
+    "Outcome",
     "VERIFY_SEED",
     "Replayer",
     "fit_context",

@@ -18,6 +18,7 @@ from typing import Any
 
 from hetplan.budget import SIM_FIX, events_left, refuse
 from hetplan.errors import InputError
+from hetplan.plan.blocks import Attainment, HeldOutRun, OutOfSample, SimulatedPrefixCache, Verification
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.model_error import MARGIN_BISECT, MARGIN_MAX, error_check
@@ -28,6 +29,7 @@ from hetplan.sim.replay import (
     CAPACITY_STEP,
     STEER_BISECT,
     VERIFY_SEED,
+    Outcome,
     Replayer,
     fit_context,
     plan_arrivals,
@@ -48,7 +50,7 @@ def out_of_sample_runs(
     predictor: OutputPredictor | None = None,
     capacity: bool = False,
     bisect: int = CAPACITY_BISECT,
-) -> list[dict[str, Any]]:
+) -> list[HeldOutRun]:
     """Replay each labelled workload the plan was not sized on at the plan's goodput target (its arrivals
     compressed or stretched to the target's mean rate; Poisson arrivals from seed 1 where it has no timestamps),
     with ``predictor``, the output predictor learnt from the sizing workload (None: from each replayed stream).
@@ -74,30 +76,30 @@ def out_of_sample_runs(
         stream, own, kind, _ = plan_arrivals(plan, fitted, seed=VERIFY_SEED + 1)
         runner = Replayer(plan, stream, policy, predictor)
         run = runner.run(label, target / own)
-        found: dict[str, Any] = {}
-        if capacity and run["misses"]:  # how far it is from holding there: what a re-size must add
+        found: dict[str, float | None] = {}
+        if capacity and run.misses:  # how far it is from holding there: what a re-size must add
             at = lowest / own if lowest is not None else None
             if at == 0:  # another workload holds at no rate: the lowest is known
                 found = {"simulated_capacity_req_per_s": None, "capacity_at_least_req_per_s": 0.0}
-            elif at is not None and float(runner.run("capacity", at)["metrics"]["attainment"]["joint"]) >= q:
+            elif at is not None and runner.run("capacity", at).joint >= q:
                 found = {"simulated_capacity_req_per_s": None, "capacity_at_least_req_per_s": lowest}
             else:  # below the lowest so far (or the first): searched down from there
                 cap = simulated_capacity(runner, q, at or target / own, False, own, bisect)
                 found = {"simulated_capacity_req_per_s": cap}
                 lowest = cap if cap is not None else 0.0
         out.append(
-            {
-                "label": label,
-                "trace": fitted.name,
-                "requests": stream.n,
-                "arrivals": kind,
-                "rate_req_per_s": run["rate_req_per_s"],
-                "attainment": run["metrics"]["attainment"]["joint"],
-                "ttft_p_s": run["ttft_q_s"],
-                "tpot_p_s": run["tpot_q_s"],
-                "misses": run["misses"],
-            }
-            | found
+            HeldOutRun(
+                label=label,
+                trace=fitted.name,
+                requests=stream.n,
+                arrivals=kind,
+                rate_req_per_s=run.rate_req_per_s,
+                attainment=run.joint,
+                ttft_p_s=run.ttft_q_s,
+                tpot_p_s=run.tpot_q_s,
+                misses=run.misses,
+                **found,
+            )
         )
     return out
 
@@ -121,16 +123,16 @@ def verify_plan(
     :class:`PlanCheck` is the same check kept for more questions (the capacity later, reusing the runs).
 
     Returns:
-        The ``verification`` block of the plan document: ``status`` ("verified" or "not verified"), ``verdict``
-        (one line), ``trace``, ``requests``, ``attainment`` (joint, at the goodput target), ``ttft_p_s`` /
-        ``tpot_p_s`` (the SLO-percentile TTFT/TPOT there, seconds; None when unbounded),
-        ``analytic_capacity_req_per_s``, ``simulated_capacity_req_per_s``, ``runs`` (each run's figures), ``misses``
-        and the simulator's warnings.
+        The ``verification`` block as plan-document data (:meth:`PlanCheck.verdict`'s typed block, ``to_doc()``):
+        ``status`` ("verified" or "not verified"), ``verdict`` (one line), ``trace``, ``requests``, ``attainment``
+        (joint, at the goodput target), ``ttft_p_s`` / ``tpot_p_s`` (the SLO-percentile TTFT/TPOT there, seconds; None
+        when unbounded), ``analytic_capacity_req_per_s``, ``simulated_capacity_req_per_s``, ``runs`` (each run's
+        figures), ``misses`` and the simulator's warnings.
 
     Raises:
         InputError: unknown policy, a plan the simulator cannot rebuild, or every prompt over the context window.
     """
-    return PlanCheck(plan, workload, policy, out_of_sample).verdict("full" if capacity else "none")
+    return PlanCheck(plan, workload, policy, out_of_sample).verdict("full" if capacity else "none").to_doc()
 
 
 #: What :meth:`PlanCheck.verdict` measures of the simulated capacity, from least to most: none; only what a
@@ -177,16 +179,16 @@ class PlanCheck:
         self.scales = [("goodput target", target / own)]
         if is_trace and abs(own / target - 1) > 0.01:
             self.scales.append(("trace rate", 1.0))
-        self._held: list[dict[str, Any]] | None = None
+        self._held: list[HeldOutRun] | None = None
         self._held_capacity = False
         self._sim_cap: float | None = None
         self._sim_cap_bisect = -1  # the bisections of the in-sample capacity measured (-1: none)
         self._budget_checked = False
         self._more_checked = False
 
-    def verdict(self, capacity: str = "full") -> dict[str, Any]:
-        """The ``verification`` block (:func:`verify_plan`), measuring the simulated capacity as ``capacity`` says
-        (:data:`CAPACITY_MODES`; a capacity not measured is None). A new dict on every call.
+    def verdict(self, capacity: str = "full") -> Verification:
+        """The typed ``verification`` block (:func:`verify_plan`), measuring the simulated capacity as ``capacity``
+        says (:data:`CAPACITY_MODES`; a capacity not measured is None). A new block on every call.
 
         Raises:
             InputError: unknown mode. WorkBudgetError: the runs are over the command's simulator events.
@@ -201,14 +203,14 @@ class PlanCheck:
             _check_budget(stream.n, len(self.scales) + int(measure), not plan.instances and not runner.dep.aggregated)
         runs = [runner.run(label, scale) for label, scale in self.scales]
         main = runs[0]
-        in_sample = all(not r["misses"] for r in runs)
+        in_sample = all(not r.misses for r in runs)
         if measure and not self._more_checked:
             # the capacity search makes at least 1 + CAPACITY_BISECT more runs when the target holds (one step up,
             # then the bisection), at least one when it misses, and each out-of-sample workload one; runs cost
             # about what the first did (sparse arrivals a little less as the rate rises), so a search that cannot
             # fit is refused now, not after the budget
-            more = (1 + CAPACITY_BISECT if not main["misses"] else 1) + len(self.out_of_sample)
-            each = int(main["metrics"]["counters"].get("events", 0))
+            more = (1 + CAPACITY_BISECT if not main.misses else 1) + len(self.out_of_sample)
+            each = int(main.metrics.counters.get("events", 0))
             left = events_left()
             if left is not None and more * each > left:
                 raise refuse(f"the verification's capacity search and out-of-sample runs ({more} runs at least, of "
@@ -217,24 +219,24 @@ class PlanCheck:
             self._more_checked = True
         self._budget_checked = True
         # out of sample only where it can change the verdict (a plan that misses in sample is not verified anyway)
-        held: list[dict[str, Any]] = []
+        held: list[HeldOutRun] = []
         if in_sample:
-            if self._held is None or (measure and not self._held_capacity and any(r["misses"] for r in self._held)):
+            if self._held is None or (measure and not self._held_capacity and any(r.misses for r in self._held)):
                 self._held = out_of_sample_runs(plan, self.out_of_sample, self.policy, self.predictor, measure,
                                                 CAPACITY_BISECT if capacity == "full" else STEER_BISECT)  # fmt: skip
                 self._held_capacity = measure
-            cap_key = "simulated_capacity_req_per_s"
-            no_cap = (cap_key, "capacity_at_least_req_per_s")
-            held = self._held if measure else [{k: v for k, v in r.items() if k not in no_cap} for r in self._held]
+            no_cap = ("simulated_capacity_req_per_s", "capacity_at_least_req_per_s")
+            held = self._held if measure else [r.without(*no_cap) for r in self._held]
+        # the capacities searched (measured, a run that misses has one; one only bounded below has its at-least)
         oos_caps = [
-            r["simulated_capacity_req_per_s"]
+            r.simulated_capacity_req_per_s
             for r in held
-            if "simulated_capacity_req_per_s" in r and "capacity_at_least_req_per_s" not in r
+            if measure and r.misses and r.capacity_at_least_req_per_s is None
         ]
-        verified = in_sample and all(not r["misses"] for r in held)
+        verified = in_sample and all(not r.misses for r in held)
         bisect = CAPACITY_BISECT if capacity == "full" else STEER_BISECT if not in_sample else -1
         if bisect > self._sim_cap_bisect:  # searched again finer: the runs it made before are in the cache
-            self._sim_cap = simulated_capacity(runner, q / 100, target / own, not main["misses"], own, bisect)
+            self._sim_cap = simulated_capacity(runner, q / 100, target / own, not main.misses, own, bisect)
             self._sim_cap_bisect = bisect
         sim_cap = self._sim_cap if measure else None
         analytic = plan.goodput_req_per_s
@@ -246,57 +248,62 @@ class PlanCheck:
         verdict = _verdict(in_sample, name, main, runs, q, plan, kind)
         if held:
             verdict = _with_out_of_sample(verdict, in_sample, held)
-        m = main["metrics"]
-        misses = [f"{r['label']} ({r['rate_req_per_s']:.4g} req/s): {x}" for r in runs + held for x in r["misses"]]
-        extra: dict[str, Any] = {}
-        if len(m["classes"]) > 1:  # a workload with classes: per-class attainment and Jain's index over them
-            extra["attainment_by_class"] = {c["class"]: c["attainment"] for c in m["classes"]}
-            extra["jain_index"] = m["jain_index"]
-        if "class_checks" in main:  # the scenario's request classes, each against its own SLOs at the target
-            extra["classes"] = main["class_checks"]
+        m = main.metrics
+        misses = [f"{r.label} ({r.rate_req_per_s:.4g} req/s): {x}" for r in runs for x in r.misses]
+        misses += [f"{r.label} ({r.rate_req_per_s:.4g} req/s): {x}" for r in held for x in r.misses]
+        extra: dict[str, Any] = {}  # the optional leading fields, by name, in the block's order
+        if len(m.classes) > 1:  # a workload with classes: per-class attainment and Jain's index over them
+            extra.update(attainment_by_class={c.name: c.attainment for c in m.classes}, jain_index=m.jain_index)
+        if main.class_checks is not None:  # the scenario's request classes, each against its own SLOs at the target
+            extra.update(classes=main.class_checks)
         if self.cascade is not None:
-            extra["cascade"] = self.cascade
-        return extra | {
-            "status": "verified" if verified else "not verified",
-            "in_sample_status": "verified" if in_sample else "not verified",
-            "out_of_sample": {
-                "status": ("holds" if all(not r["misses"] for r in held) else "misses")
-                if held
-                else ("not run: it misses in sample" if not in_sample and self.out_of_sample else "not run"),
-                "runs": held,
-            },
-            "verdict": verdict,
-            "trace": name,
-            "requests": m["requests"],
-            "arrivals": kind,
-            "policy": policy_label(self.policy),
-            "percentile": q,
-            "attainment": m["attainment"]["joint"],
-            "attainment_by_slo": m["attainment"],
-            "ttft_p_s": main["ttft_q_s"],
-            "tpot_p_s": main["tpot_q_s"],
-            "analytic_capacity_req_per_s": analytic,
-            "simulated_capacity_req_per_s": sim_cap,
-            "capacity_ratio": rnd(sim_cap / analytic, 4) if sim_cap is not None and analytic else None,
+            extra.update(cascade=self.cascade)
+        if m.prefix_cache is not None:  # the simulated hits (hetplan.sim.prefix), under the router verify_config chose
+            prefix = {"prefix_cache": SimulatedPrefixCache.from_doc({**m.prefix_cache.to_doc(), "router": "prefix"})}
+        else:
+            prefix = {}
+        oos_status = (
+            ("holds" if all(not r.misses for r in held) else "misses")
+            if held
+            else ("not run: it misses in sample" if not in_sample and self.out_of_sample else "not run")
+        )
+        a = m.attainment
+        return Verification(
+            **extra,
+            status="verified" if verified else "not verified",
+            in_sample_status="verified" if in_sample else "not verified",
+            out_of_sample=OutOfSample(status=oos_status, runs=held),
+            verdict=verdict,
+            trace=name,
+            requests=m.requests,
+            arrivals=kind,
+            policy=policy_label(self.policy),
+            percentile=q,
+            attainment=a.joint,
+            attainment_by_slo=Attainment(ttft=a.ttft, tpot=a.tpot, joint=a.joint),
+            ttft_p_s=main.ttft_q_s,
+            tpot_p_s=main.tpot_q_s,
+            analytic_capacity_req_per_s=analytic,
+            simulated_capacity_req_per_s=sim_cap,
+            capacity_ratio=rnd(sim_cap / analytic, 4) if sim_cap is not None and analytic else None,
             # the lowest capacity among the out-of-sample workloads it misses (what a re-size must reach)
-            "out_of_sample_capacity_req_per_s": min((c or 0.0) for c in oos_caps) if oos_caps else None,
-            "target_req_per_s": target,
-            "trace_rate_req_per_s": rnd(own, 5),
-            "rate_scale": rnd(target / own, 6),
-            "runs": [{k: v for k, v in r.items() if k != "metrics"} for r in runs],
-            "unfinished": m["unfinished"],
-            "dropped": m["dropped"] + m["dropped_over_context"],
-            "left_out_over_context": left_out,
-            "truncated_at_context": ctx.n_truncated,
-            "tpot_ineligible": m["tpot_ineligible"],
-            "goodput_req_per_s": m["goodput_req_per_s"],
-            "goodput_definition": m["goodput_definition"],
-            "summary": verdict + (f"; {note} (refused ones left out)" if note else ""),
-            "misses": misses,
-            "warnings": m["warnings"],
-            # the simulated hits (hetplan.sim.prefix), under the router verify_config chose
-            **({"prefix_cache": {**m["prefix_cache"], "router": "prefix"}} if "prefix_cache" in m else {}),
-        }
+            out_of_sample_capacity_req_per_s=min((c or 0.0) for c in oos_caps) if oos_caps else None,
+            target_req_per_s=target,
+            trace_rate_req_per_s=rnd(own, 5),
+            rate_scale=rnd(target / own, 6),
+            runs=[r.run_block() for r in runs],
+            unfinished=m.unfinished,
+            dropped=m.dropped + m.dropped_over_context,
+            left_out_over_context=left_out,
+            truncated_at_context=ctx.n_truncated,
+            tpot_ineligible=m.tpot_ineligible,
+            goodput_req_per_s=m.goodput_req_per_s,
+            goodput_definition=m.goodput_definition,
+            summary=verdict + (f"; {note} (refused ones left out)" if note else ""),
+            misses=misses,
+            warnings=m.warnings,
+            **prefix,
+        )
 
 
 def _check_budget(n: int, runs: int, disaggregated: bool) -> None:
@@ -323,54 +330,49 @@ def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> 
     return calibrate_deployment(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale)
 
 
-def _verdict(
-    verified: bool, name: str, main: dict[str, Any], runs: list[dict[str, Any]], q: float, plan: Plan, kind: str
-) -> str:
+def _verdict(verified: bool, name: str, main: Outcome, runs: list[Outcome], q: float, plan: Plan, kind: str) -> str:
     """The verdict line, e.g. ``verified on azure_code_15min (2,598 requests): joint attainment 92.4 % ≥ 90 %,
     p90 TTFT 1.31 s ≤ 1.5 s, p90 TPOT 61 ms ≤ 80 ms at the goodput target 8 req/s (also at the trace's 2.89 req/s)``."""
-    worst = min(runs, key=lambda r: (not r["misses"], r["metrics"]["attainment"]["joint"]))
+    worst = min(runs, key=lambda r: (not r.misses, r.joint))
     shown = main if verified else worst
-    m = shown["metrics"]
 
-    def cmp(x: float | None, slo: float) -> str:
+    def cmp(x: float | None, slo_or_none: float | None) -> str:
+        slo = float(slo_or_none or 0.0)  # a class's SLOs are always set (hetplan.sim.replay.judge)
         if x is None:
             return "unbounded > " + format_duration(slo)
         return f"{format_duration(x)} {'≤' if x <= slo else '>'} {format_duration(slo)}"
 
-    att = m["attainment"]["joint"]
-    slos = (
-        f"p{q:g} TTFT {cmp(shown['ttft_q_s'], plan.slo.ttft_s)}, p{q:g} TPOT {cmp(shown['tpot_q_s'], plan.slo.tpot_s)}"
-    )
-    if "class_checks" in shown:  # request classes: each class against its own SLOs
+    att = shown.joint
+    slos = f"p{q:g} TTFT {cmp(shown.ttft_q_s, plan.slo.ttft_s)}, p{q:g} TPOT {cmp(shown.tpot_q_s, plan.slo.tpot_s)}"
+    if shown.class_checks is not None:  # request classes: each class against its own SLOs
         slos = ", ".join(
-            f"class {c['class']} {c['attainment'] * 100:.1f} % (p{q:g} TTFT {cmp(c['ttft_p_s'], c['ttft_slo_s'])}, "
-            f"TPOT {cmp(c['tpot_p_s'], c['tpot_slo_s'])})"
-            for c in shown["class_checks"]
+            f"class {c.class_} {(c.attainment or 0.0) * 100:.1f} % (p{q:g} TTFT {cmp(c.ttft_p_s, c.ttft_slo_s)}, "
+            f"TPOT {cmp(c.tpot_p_s, c.tpot_slo_s)})"
+            for c in shown.class_checks
         )
     body = (
         f"joint attainment {att * 100:.1f} % {'≥' if att >= q / 100 else '<'} {q:g} %, {slos}"
-        f" at the {shown['label']} {shown['rate_req_per_s']:.3g} req/s"
+        f" at the {shown.label} {shown.rate_req_per_s:.3g} req/s"
     )
     others = [r for r in runs if r is not shown]
     if others:
         body += "; " + "; ".join(
-            f"{'holds' if not r['misses'] else 'misses'} at the {r['label']} {r['rate_req_per_s']:.3g} req/s"
-            for r in others
+            f"{'holds' if not r.misses else 'misses'} at the {r.label} {r.rate_req_per_s:.3g} req/s" for r in others
         )
-    where = f"{name} ({m['requests']:,} requests, {kind})"
+    where = f"{name} ({shown.metrics.requests:,} requests, {kind})"
     return f"verified on {where}: {body}" if verified else f"NOT verified on {where}: {body}"
 
 
-def _with_out_of_sample(verdict: str, in_sample: bool, held: list[dict[str, Any]]) -> str:
+def _with_out_of_sample(verdict: str, in_sample: bool, held: list[HeldOutRun]) -> str:
     """The verdict with the out-of-sample runs: ``…; out of sample: holds on the held-out stretch (1,327
     requests): joint 93.1 %; …`` (a miss turns a verified verdict into "NOT verified out of sample")."""
     parts = []
     for r in held:
-        att = r["attainment"]
-        word = "holds" if not r["misses"] else "misses"
-        parts.append(f"{word} on the {r['label']} ({r['requests']:,} requests): joint {att * 100:.1f} %")
+        att = r.attainment or 0.0  # always set (out_of_sample_runs)
+        word = "holds" if not r.misses else "misses"
+        parts.append(f"{word} on the {r.label} ({r.requests:,} requests): joint {att * 100:.1f} %")
     text = "out of sample: " + "; ".join(parts)
-    if in_sample and any(r["misses"] for r in held):
+    if in_sample and any(r.misses for r in held):
         return f"NOT verified {text}; in sample it holds on {verdict.removeprefix('verified on ')}"
     return f"{verdict}; {text}"
 

@@ -57,7 +57,9 @@ def _check(monkeypatch, slowdown: float, target_req_per_s: float | None = ROOMY_
     if target_req_per_s is not None:
         plan = dataclasses.replace(plan, goodput_target_req_per_s=target_req_per_s)
     wl = load_workload(FIXTURES / "azure_conv_200.csv", "auto", None, "azure200")
-    return error_check(plan, wl, "fcfs", "p80")
+    error = error_check(plan, wl, "fcfs", "p80")
+    assert error is not None, "an error band was patched in"
+    return error.to_doc()
 
 
 def test_the_margin_brackets_the_slowdown_at_which_the_plan_starts_to_miss(monkeypatch):

@@ -121,7 +121,7 @@ def test_a_check_measures_only_the_capacity_that_steers_a_resize_and_reuses_its_
     heavier = replace(wl, name="heavier", prompt_tokens=wl.prompt_tokens * 6)
     lighter = replace(wl, name="a bit heavier", prompt_tokens=wl.prompt_tokens * 3)
     check = PlanCheck(plan, wl, "fcfs", [("heavier", heavier), ("a bit heavier", lighter)])
-    steer = check.verdict("steer")
+    steer = check.verdict("steer").to_doc()
     assert steer["in_sample_status"] == "verified" and steer["status"] == "not verified"
     assert steer["simulated_capacity_req_per_s"] is None  # held in sample: not needed to steer
     first, second = steer["out_of_sample"]["runs"]
@@ -131,16 +131,16 @@ def test_a_check_measures_only_the_capacity_that_steers_a_resize_and_reuses_its_
     assert second["capacity_at_least_req_per_s"] == first["simulated_capacity_req_per_s"]
     assert steer["out_of_sample_capacity_req_per_s"] == first["simulated_capacity_req_per_s"]
     # the other order: the heavier one misses at the lighter one's capacity and is searched below it
-    other = PlanCheck(plan, wl, "fcfs", [("a bit heavier", lighter), ("heavier", heavier)]).verdict("steer")
+    other = PlanCheck(plan, wl, "fcfs", [("a bit heavier", lighter), ("heavier", heavier)]).verdict("steer").to_doc()
     a, b = other["out_of_sample"]["runs"]
     assert b["simulated_capacity_req_per_s"] < a["simulated_capacity_req_per_s"]
     assert other["out_of_sample_capacity_req_per_s"] == pytest.approx(first["simulated_capacity_req_per_s"], rel=0.06)
     runs_before = len(check.runner.cache)
-    full = check.verdict("full")
+    full = check.verdict("full").to_doc()
     assert full["simulated_capacity_req_per_s"] is not None
     assert len(check.runner.cache) > runs_before  # the in-sample search ran now, on the same runner
     assert full["attainment"] == steer["attainment"]
-    none = check.verdict("none")
+    none = check.verdict("none").to_doc()
     assert none["simulated_capacity_req_per_s"] is None
     assert all("simulated_capacity_req_per_s" not in r for r in none["out_of_sample"]["runs"])
     same = verify_plan(plan, wl, "fcfs", True, [("heavier", heavier), ("a bit heavier", lighter)])

@@ -105,3 +105,24 @@ def test_an_older_verification_block_with_an_attainment_map_still_reads():
     doc["verification"] = {"attainment": 0.96}
     v = from_doc(doc).verification
     assert v is not None and v.joint_attainment == 0.96
+
+
+def test_a_block_built_by_field_name_writes_its_aliased_field_in_place():
+    """A producer builds a block by field name (``class_`` for the document's ``class``): the document keeps the
+    order it was given in, the aliased field included (it went last before, the verification's class checks
+    started with ``requests``)."""
+    from hetplan.plan.blocks import ClassCheck
+
+    made = ClassCheck(class_="chat", requests=3, holds=True)
+    assert list(made.to_doc()) == ["class", "requests", "holds"]
+    assert made.to_doc() == ClassCheck.from_doc({"class": "chat", "requests": 3, "holds": True}).to_doc()
+
+
+def test_without_unsets_fields_so_they_are_not_written():
+    """``Block.without``: the out-of-sample runs of a check that measured no capacity leave their capacity out."""
+    from hetplan.plan.blocks import HeldOutRun
+
+    run = HeldOutRun(label="held-out", misses=["x"], simulated_capacity_req_per_s=None, capacity_at_least_req_per_s=2.0)
+    bare = run.without("simulated_capacity_req_per_s", "capacity_at_least_req_per_s")
+    assert list(bare.to_doc()) == ["label", "misses"]
+    assert bare.capacity_at_least_req_per_s is None and run.capacity_at_least_req_per_s == 2.0

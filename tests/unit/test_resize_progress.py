@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from hetplan.plan.blocks import Verification
 from hetplan.planning import resize
 
 
@@ -21,11 +22,11 @@ def test_each_resize_attempt_and_bisection_step_is_named() -> None:
         return SimpleNamespace(goodput_target_req_per_s=5.0, goodput_req_per_s=5.0 * (1 + headroom),
                                total_usd_per_hour=10.0 * (1 + headroom))  # fmt: skip
 
-    def check(p: Any, capacity: str) -> dict[str, Any]:
+    def check(p: Any, capacity: str) -> Verification:
         ok = p.goodput_req_per_s >= 9.0
         status = "verified" if ok else "not verified"
-        return {"status": status, "simulated_capacity_req_per_s": p.goodput_req_per_s * 0.6, "attainment": 0.9,
-                "dropped": 0, "misses": [] if ok else ["p90 TTFT"]}  # fmt: skip
+        return Verification(status=status, simulated_capacity_req_per_s=p.goodput_req_per_s * 0.6, attainment=0.9,
+                            dropped=0, misses=[] if ok else ["p90 TTFT"])  # fmt: skip
 
     first = attempt(0.1, False)
     seen.clear()
@@ -51,14 +52,14 @@ def test_the_headroom_kept_is_the_one_that_made_the_plan_kept():
         return SimpleNamespace(goodput_target_req_per_s=5.0, goodput_req_per_s=2.5 * units,
                                total_usd_per_hour=10.0 * units, made_at=headroom)  # fmt: skip
 
-    def check(p: Any, capacity: str) -> dict[str, Any]:
+    def check(p: Any, capacity: str) -> Verification:
         ok = p.goodput_req_per_s >= 9.0
         status = "verified" if ok else "not verified"
-        return {"status": status, "simulated_capacity_req_per_s": p.goodput_req_per_s * 0.6, "attainment": 0.9,
-                "dropped": 0, "misses": [] if ok else ["p90 TTFT"]}  # fmt: skip
+        return Verification(status=status, simulated_capacity_req_per_s=p.goodput_req_per_s * 0.6, attainment=0.9,
+                            dropped=0, misses=[] if ok else ["p90 TTFT"])  # fmt: skip
 
     first = attempt(0.1, False)
     best, headroom, resized = resize.resize_until_verified(first, check(first, "steer"), 0.1, attempt, check)
     assert best.total_usd_per_hour == 40.0
     assert headroom == best.made_at == pytest.approx(0.75)
-    assert resized["headroom_used"] == pytest.approx(0.75)
+    assert resized.headroom_used == pytest.approx(0.75)

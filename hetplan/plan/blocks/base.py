@@ -32,8 +32,9 @@ class Block(BaseModel):
     @classmethod
     def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         made = handler(data)
-        if isinstance(data, Mapping) and isinstance(made, Block):
-            made._order = tuple(str(k) for k in data)
+        if isinstance(data, Mapping) and isinstance(made, Block):  # a field given by name is written by its alias
+            fields = cls.model_fields
+            made._order = tuple((fields[k].alias or k) if isinstance(k, str) and k in fields else str(k) for k in data)
         return made
 
     @classmethod
@@ -60,6 +61,13 @@ class Block(BaseModel):
         """A copy with ``changes`` (field names; each counts as set, so it is written)."""
         made = self.model_copy(update=changes)
         made.__pydantic_fields_set__ = set(self.model_fields_set) | set(changes)
+        return made
+
+    def without(self, *names: str) -> Self:
+        """A copy with the fields ``names`` unset (back to their defaults, and not written)."""
+        fields = type(self).model_fields
+        made = self.model_copy(update={n: fields[n].get_default(call_default_factory=True) for n in names})
+        made.__pydantic_fields_set__ = set(self.model_fields_set) - set(names)
         return made
 
 
