@@ -127,7 +127,7 @@ def verification(plan: Plan) -> VerificationSummary | None:
     """The report's view of the plan's simulated check; None for a plan made with --no-verify."""
     if plan.verification is None:  # only then: reports of unverified plans stay as they were
         return None
-    return verification_report(plan.verification.to_doc(), plan.slo)
+    return verification_report(plan.verification, plan.slo)
 
 
 def workload_source(plan: Plan) -> Any:
@@ -137,18 +137,14 @@ def workload_source(plan: Plan) -> Any:
 
 def verification_status(plan: Plan) -> str | None:
     """The simulated check's status (``verified``, ...); None when the plan was not verified."""
-    return block_status(_verification_doc(plan))
+    return block_status(plan.verification)
 
 
 def verification_verdict(plan: Plan) -> Any:
     """The simulated check's verdict line; None when there is none."""
-    return block_verdict(_verification_doc(plan))
+    return block_verdict(plan.verification)
 
 
 def class_checks(plan: Plan) -> dict[str, ClassOutcome]:
     """Each request class's check in the plan's verification, by class (empty for one class or none)."""
-    return class_outcomes(_verification_doc(plan))
-
-
-def _verification_doc(plan: Plan) -> dict[str, Any] | None:
-    return plan.verification.to_doc() if plan.verification is not None else None
+    return class_outcomes(plan.verification)
