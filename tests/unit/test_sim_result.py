@@ -11,7 +11,8 @@ import pytest
 
 from hetplan.errors import InputError
 from hetplan.io import to_json
-from hetplan.plan.doc import load_plan
+from hetplan.plan.blocks import ClassSlo
+from hetplan.plan.doc import from_doc, load_plan, read_plan_doc
 from hetplan.sim.closed import closed_loop_run
 from hetplan.sim.result import Capacity, ClosedLoop, Simulation
 from hetplan.sim.run import SimRequest, capacity, plan_classes, simulate, simulation
@@ -52,11 +53,13 @@ def test_capacity_and_closed_loop_documents_round_trip():
 
 def test_a_malformed_plan_class_is_an_input_error_naming_the_entry():
     plan = load_plan(FIXTURES / "plan_two_combos.json")
-    good = replace(
-        plan, scenario_extra={**plan.scenario_extra, "classes": [{"name": "chat", "ttft_s": 1, "tpot_s": "0.1"}]}
-    )
+    good = replace(plan, classes=(ClassSlo.from_doc({"name": "chat", "ttft_s": 1, "tpot_s": 0.1}),))
     assert plan_classes(good) == [("chat", 1.0, 0.1)]
-    for row in ({"name": "chat", "ttft_s": 1.0}, "chat", {"name": "chat", "ttft_s": "fast", "tpot_s": 0.1}):
-        bad = replace(plan, scenario_extra={**plan.scenario_extra, "classes": [row]})
-        with pytest.raises(InputError, match="scenario.classes entry .* is malformed"):
-            plan_classes(bad)
+    bad = replace(plan, classes=(ClassSlo.from_doc({"name": "chat", "ttft_s": 1.0}),))  # no TPOT SLO
+    with pytest.raises(InputError, match="scenario.classes entry .* is malformed"):
+        plan_classes(bad)
+    doc = read_plan_doc(FIXTURES / "plan_two_combos.json")
+    for row in ("chat", {"name": "chat", "ttft_s": "fast", "tpot_s": 0.1}):  # refused where the plan is read
+        doc["scenario"]["classes"] = [row]
+        with pytest.raises(InputError, match="classes"):
+            from_doc(doc, "plan.json")
