@@ -308,9 +308,7 @@ def _planned_deployment(plan: Plan) -> dict[str, int | str]:
         InputError: a hand-edited block with a non-positive or non-integer ``max_model_len_tokens`` or
             ``scale_up_gpus``.
     """
-    raw = plan.deployment.to_doc() if plan.deployment is not None else {}
-    if not isinstance(raw, dict):
-        raise InputError("plan scenario.deployment must be a mapping", fix="write the plan again with hetplan plan")
+    raw = plan.deployment.to_doc() if plan.deployment is not None else {}  # a mapping: checked when the plan was read
     out: dict[str, int | str] = {}
     for key in ("max_model_len_tokens", "scale_up_gpus"):
         if key in raw:
