@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 from hetplan.deploy_rules import DEFAULT_ENGINE_VERSION, DEFAULT_SCALE_UP_GPUS
@@ -273,7 +274,7 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
         from_schedule=any(c.min_count is not None for c in plan.combos),
         perf_settings=perf,
         cascade=_cascade_json(plan),
-        prefix_cache=isinstance(plan.extra.get("prefix_cache"), dict),
+        prefix_cache=plan.prefix_cache is not None,
         engine=engine_name,
         engine_version=engine_version,
         scale_up_gpus=int(planned.get("scale_up_gpus", DEFAULT_SCALE_UP_GPUS)),
@@ -287,8 +288,8 @@ CASCADE_ROUTER_KEYS = ("kappa", "kappa_by_class", "q2", "tier2_order", "quantile
 
 def _cascade_json(plan: Plan) -> str | None:
     """The router's view of the plan's ``cascade`` block (:data:`CASCADE_ROUTER_KEYS`), as sorted JSON."""
-    block = plan.extra.get("cascade")
-    if not isinstance(block, dict):
+    block = plan.cascade
+    if not isinstance(block, Mapping):
         return None
     doc = {"kind": "hetplan-cascade-router-config", "schema_version": 1, "policy": "cascade"}
     doc |= {k: block[k] for k in CASCADE_ROUTER_KEYS if k in block}
@@ -307,9 +308,7 @@ def _planned_deployment(plan: Plan) -> dict[str, int | str]:
         InputError: a hand-edited block with a non-positive or non-integer ``max_model_len_tokens`` or
             ``scale_up_gpus``.
     """
-    raw = plan.scenario_extra.get("deployment") or {}
-    if not isinstance(raw, dict):
-        raise InputError("plan scenario.deployment must be a mapping", fix="write the plan again with hetplan plan")
+    raw = plan.deployment.to_doc() if plan.deployment is not None else {}  # a mapping: checked when the plan was read
     out: dict[str, int | str] = {}
     for key in ("max_model_len_tokens", "scale_up_gpus"):
         if key in raw:

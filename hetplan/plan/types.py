@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from hetplan.catalog.schemas import GpuSpec, ModelSpec
 from hetplan.errors import InputError
@@ -212,21 +211,6 @@ class Plan:
     model_config_path: str | None = None
     profiles: tuple[ProfileRecord, ...] | None = None
     prune_with: PruneWith | None = None
-
-    @property
-    def extra(self) -> Mapping[str, Any]:
-        """The document's top-level fields beyond the deployment, as plain data (a read-only view for modules not
-        yet reading the typed fields above; built from them, never stored)."""
-        from hetplan.plan.docblocks import top_extra_doc
-
-        return top_extra_doc(self)
-
-    @property
-    def scenario_extra(self) -> Mapping[str, Any]:
-        """The scenario echo's other fields, as plain data (a read-only view, like :attr:`extra`)."""
-        from hetplan.plan.docblocks import scenario_extra_doc
-
-        return scenario_extra_doc(self)
 
     @property
     def aggregated(self) -> bool:

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
 from hetplan.plan.deployment import combo_label as _label
+from hetplan.plan.doc import verification_block
 from hetplan.plan.schema import FIX, PlanDoc
 from hetplan.plan.types import Plan
 from hetplan.report import plan_fields
@@ -182,6 +183,9 @@ def side_of_doc(doc: Mapping[str, Any]) -> GateSide:
     except ValidationError as exc:
         raise InputError("the baseline is not a usable hetplan plan", format_validation(exc), FIX) from None
     sc = base.scenario
+    # the simulated check, typed (a block that is no mapping says nothing, as before)
+    written = base.verification
+    checked = verification_block(written, "the baseline's verification") if isinstance(written, dict) else None
     units: Counter[str] = Counter()
     for c in base.combos:
         units[_label(c.n_prefill, c.prefill_gpu, c.prefill_tp, c.n_decode, c.decode_gpu, c.decode_tp)] += c.count
@@ -200,9 +204,9 @@ def side_of_doc(doc: Mapping[str, Any]) -> GateSide:
         goodput_req_per_s=base.goodput_req_per_s,
         total_usd_per_hour=base.total_usd_per_hour,
         tokens_per_usd=base.tokens_per_usd,
-        status=block_status(base.verification),
-        verdict=block_verdict(base.verification),
-        classes=class_outcomes(base.verification),
+        status=block_status(checked),
+        verdict=block_verdict(checked),
+        classes=class_outcomes(checked),
         hetplan_version=base.hetplan_version,
     )
 

@@ -8,7 +8,6 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from hetplan.plan.types import Plan
@@ -50,57 +49,53 @@ def assignment(plan: Plan) -> str | None:
     return plan.assignment or None
 
 
-def _analysis_rows(plan: Plan, key: str) -> list[Mapping[str, Any]]:
-    if plan.analysis is None:
-        return []
-    rows: list[Mapping[str, Any]] = plan.analysis.to_doc().get(key, [])
-    return rows
-
-
 def price_sensitivity(plan: Plan) -> tuple[SensitivityRow, ...]:
     """The analysis's price-sensitivity rows (empty when the plan was made without the analysis)."""
+    rows = plan.analysis.price_sensitivity if plan.analysis is not None else []
     return tuple(
         SensitivityRow(
-            gpu=r["gpu"],
-            price_factor=r["price_factor"],
-            plan_usd_per_hour=r["plan_usd_per_hour"],
-            replanned_usd_per_hour=r["replanned_usd_per_hour"],
-            best_alternative=r["best_alternative"],
-            best_alternative_usd_per_hour=r.get("best_alternative_usd_per_hour"),
-            doc=r,
+            gpu=r.gpu,
+            price_factor=r.price_factor,
+            plan_usd_per_hour=r.plan_usd_per_hour,
+            replanned_usd_per_hour=r.replanned_usd_per_hour,
+            best_alternative=r.best_alternative,
+            best_alternative_usd_per_hour=r.best_alternative_usd_per_hour,
+            doc=r.to_doc(),
         )
-        for r in _analysis_rows(plan, "price_sensitivity")
+        for r in rows
     )
 
 
 def cost_vs_goodput(plan: Plan) -> tuple[CurvePoint, ...]:
     """The analysis's cost-versus-goodput rows: each goodput target with every strategy's $/hour (the row's
-    ``<strategy>_usd_per_hour`` fields)."""
+    ``<strategy>_usd_per_hour`` fields, in the order written)."""
     suffix = "_usd_per_hour"
-    return tuple(
-        CurvePoint(
-            goodput_req_per_s=r["goodput_req_per_s"],
-            usd_per_hour={k.removesuffix(suffix): v for k, v in r.items() if k.endswith(suffix)},
-            doc=r,
-        )
-        for r in _analysis_rows(plan, "cost_vs_goodput")
-    )
+    points = []
+    for r in plan.analysis.cost_vs_goodput if plan.analysis is not None else []:
+        doc = r.to_doc()
+        by_strategy = {k.removesuffix(suffix): v for k, v in doc.items() if k.endswith(suffix)}
+        points.append(CurvePoint(goodput_req_per_s=r.goodput_req_per_s, usd_per_hour=by_strategy, doc=doc))
+    return tuple(points)
 
 
 def workload(plan: Plan) -> WorkloadSummary:
     """The workload summary the plan file carries (name, source, requests, token means, traffic left out)."""
-    w: Mapping[str, Any] = plan.workload.to_doc() if plan.workload is not None else {}
-    doc = {k: w[k] for k in WORKLOAD_KEYS if k in w}
-    left = w.get("over_context") or {}
+    w = plan.workload
+    if w is None:
+        return WorkloadSummary(source="", over_context=None, doc={})
+    written = w.to_doc()
+    doc = {k: written[k] for k in WORKLOAD_KEYS if k in written}
+    left = w.over_context
     over = None
-    if left.get("refused"):  # requests the plan was sized without (hetplan.workload.context)
+    # requests the plan was sized without (hetplan.workload.context)
+    if left is not None and left.refused and left.window_tokens is not None:
         over = OverContext(
-            refused=left["refused"],
-            requests_total=int(left["requests_total"]),
-            window_tokens=left["window_tokens"],
-            arrival_rate_per_s=left.get("arrival_rate_per_s"),
+            refused=left.refused,
+            requests_total=left.requests_total,
+            window_tokens=left.window_tokens,
+            arrival_rate_per_s=left.arrival_rate_per_s,
         )
-    return WorkloadSummary(source=str(w.get("source", "")), over_context=over, doc=doc)
+    return WorkloadSummary(source=w.source, over_context=over, doc=doc)
 
 
 def owned_gpus(plan: Plan) -> tuple[OwnedRow, ...] | None:
@@ -108,48 +103,41 @@ def owned_gpus(plan: Plan) -> tuple[OwnedRow, ...] | None:
     none (reports of plans without owned GPUs stay as they were)."""
     if not plan.owned_gpus:
         return None
-    rows = []
-    for g, block in sorted(plan.owned_gpus.items()):
-        doc = {"gpu": str(g), **block.to_doc()}
-        rows.append(
-            OwnedRow(
-                gpu=str(doc["gpu"]),
-                owned=doc.get("owned", 0),
-                used=doc.get("used", 0),
-                idle=doc.get("idle"),
-                idle_reason=doc.get("idle_reason"),
-                doc=doc,
-            )
+    return tuple(
+        OwnedRow(
+            gpu=str(g),
+            owned=block.owned,
+            used=block.used,
+            idle=block.idle,
+            idle_reason=block.idle_reason,
+            doc={"gpu": str(g), **block.to_doc()},
         )
-    return tuple(rows)
+        for g, block in sorted(plan.owned_gpus.items())
+    )
 
 
 def verification(plan: Plan) -> VerificationSummary | None:
     """The report's view of the plan's simulated check; None for a plan made with --no-verify."""
     if plan.verification is None:  # only then: reports of unverified plans stay as they were
         return None
-    return verification_report(plan.verification.to_doc(), plan.slo)
+    return verification_report(plan.verification, plan.slo)
 
 
 def workload_source(plan: Plan) -> Any:
     """The workload's ``source`` as the plan file writes it (None when not given), for the gate to compare."""
-    return plan.workload.to_doc().get("source") if plan.workload is not None else None
+    return plan.workload.source if plan.workload is not None else None
 
 
 def verification_status(plan: Plan) -> str | None:
     """The simulated check's status (``verified``, ...); None when the plan was not verified."""
-    return block_status(_verification_doc(plan))
+    return block_status(plan.verification)
 
 
 def verification_verdict(plan: Plan) -> Any:
     """The simulated check's verdict line; None when there is none."""
-    return block_verdict(_verification_doc(plan))
+    return block_verdict(plan.verification)
 
 
 def class_checks(plan: Plan) -> dict[str, ClassOutcome]:
     """Each request class's check in the plan's verification, by class (empty for one class or none)."""
-    return class_outcomes(_verification_doc(plan))
-
-
-def _verification_doc(plan: Plan) -> dict[str, Any] | None:
-    return plan.verification.to_doc() if plan.verification is not None else None
+    return class_outcomes(plan.verification)

@@ -1,16 +1,18 @@
-"""The report's view of a plan's ``verification`` block: :func:`verification_report` reads the block as the plan
-file writes it into a :class:`~hetplan.report.types.VerificationSummary`. The only reader of that block in the
-report (through :func:`hetplan.report.plan_fields.verification`).
+"""The report's view of a plan's ``verification`` block: :func:`verification_report` reads the typed block
+(:class:`hetplan.plan.blocks.Verification`) into a :class:`~hetplan.report.types.VerificationSummary`. The only
+reader of that block in the report (through :func:`hetplan.report.plan_fields.verification`) and the gate's
+(:func:`block_status`, :func:`block_verdict`, :func:`class_outcomes`).
 
 Source: hetplan's own reconstruction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hetplan.plan import blocks
+from hetplan.plan.blocks.verification import CascadeSettings
 from hetplan.plan.types import Slo
 from hetplan.report.types import (
     Attainment,
@@ -26,7 +28,7 @@ from hetplan.report.types import (
 )
 
 
-def verification_report(v: Mapping[str, Any], slo: Slo) -> VerificationSummary:
+def verification_report(v: blocks.Verification, slo: Slo) -> VerificationSummary:
     """The report's view of a plan's ``verification`` block (``hetplan plan``'s simulated check, see
     :func:`hetplan.sim.verify.verify_plan`; ``resized`` after a re-size, see :func:`hetplan.api.plan_verified`):
     the status and verdict line, the analytic and simulated capacities, the figures behind them.
@@ -36,137 +38,129 @@ def verification_report(v: Mapping[str, Any], slo: Slo) -> VerificationSummary:
     seconds; ``slo_held`` is False when the simulation recorded any miss, None when the block says nothing.
     """
     q = slo.percentile
-    raw = v.get("attainment_by_slo", v.get("attainment"))  # blocks before the verdict: attainment was the dict
-    att: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
-    misses = tuple(str(m) for m in v.get("misses") or [])
-    by_class = v.get("attainment_by_class")
-    by_class = {str(k): by_class[k] for k in sorted(by_class)} if isinstance(by_class, dict) else None
-    checks = v.get("classes")
-    cascade = v.get("cascade")
-    oos = v.get("out_of_sample")
-    error = v.get("model_error")
-    search = v.get("cheaper_search")
-    resized = v.get("resized")
+    att = v.attainment_shares or blocks.Attainment()  # blocks before the verdict: attainment was the map
+    by_class = v.attainment_by_class
+    oos = v.out_of_sample
+    search = v.cheaper_search
+    cascade = v.cascade_settings
     return VerificationSummary(
-        status=v.get("status"),
-        verdict=v.get("verdict"),
-        analytic_capacity_req_per_s=v.get("analytic_capacity_req_per_s"),
-        simulated_capacity_req_per_s=v.get("simulated_capacity_req_per_s"),
-        policy=v.get("policy"),
-        target_req_per_s=v.get("target_req_per_s"),
-        rate_scale=v.get("rate_scale"),
-        arrivals=v.get("arrivals"),
-        requests=v.get("requests"),
-        unfinished=v.get("unfinished"),
-        dropped=v.get("dropped"),
-        attainment=Attainment(att.get("joint"), att.get("ttft"), att.get("tpot")),
+        status=v.status,
+        verdict=v.verdict,
+        analytic_capacity_req_per_s=v.analytic_capacity_req_per_s,
+        simulated_capacity_req_per_s=v.simulated_capacity_req_per_s,
+        policy=v.policy,
+        target_req_per_s=v.target_req_per_s,
+        rate_scale=v.rate_scale,
+        arrivals=v.arrivals,
+        requests=v.requests,
+        unfinished=v.unfinished,
+        dropped=v.dropped,
+        attainment=Attainment(att.joint, att.ttft, att.tpot),
         percentile=q,
-        ttft_q_s=v.get("ttft_p_s", v.get(f"ttft_p{q:g}_s")),
-        tpot_q_s=v.get("tpot_p_s", v.get(f"tpot_p{q:g}_s")),
+        ttft_q_s=v.ttft_q_s(q),
+        tpot_q_s=v.tpot_q_s(q),
         slo_ttft_s=slo.ttft_s,
         slo_tpot_s=slo.tpot_s,
-        goodput_req_per_s=v.get("goodput_req_per_s"),
-        goodput_definition=v.get("goodput_definition"),
-        misses=misses,
-        slo_held=(not misses) if "misses" in v else None,
-        summary=v.get("summary"),
-        warnings=tuple(str(w) for w in v.get("warnings") or []),
+        goodput_req_per_s=v.goodput_req_per_s,
+        goodput_definition=v.goodput_definition,
+        misses=tuple(v.misses),
+        slo_held=v.slo_held,
+        summary=v.summary,
+        warnings=tuple(v.warnings),
         # a workload with classes (only then: single-class reports stay as they were)
-        attainment_by_class=by_class,
-        jain_index=v.get("jain_index") if by_class is not None else None,
+        attainment_by_class={k: by_class[k] for k in sorted(by_class)} if by_class is not None else None,
+        jain_index=v.jain_index if by_class is not None else None,
         # the scenario's request classes, each against its own SLOs
-        classes=tuple(_class_check(c) for c in checks if isinstance(c, dict)) if isinstance(checks, list) else None,
+        classes=tuple(_class_check(c) for c in v.classes) if v.classes is not None else None,
         # verified under CASCADE with its calibrated settings
-        cascade=_cascade(cascade) if isinstance(cascade, dict) else None,
+        cascade=_cascade(cascade) if cascade is not None else None,
         # verified out of sample too (only then: older plans' reports stay as they were)
-        in_sample_status=v.get("in_sample_status") if isinstance(oos, dict) else None,
-        out_of_sample=_out_of_sample(oos) if isinstance(oos, dict) else None,
+        in_sample_status=v.in_sample_status if oos is not None else None,
+        out_of_sample=_out_of_sample(oos) if oos is not None else None,
         # checked against the model's own error (only then: older reports stay as they were)
-        model_error=_model_error(error) if isinstance(error, dict) else None,
+        model_error=_model_error(v.model_error) if v.model_error is not None else None,
         # searched below a verified plan
-        cheaper_search=_cheaper(search) if isinstance(search, dict) and search.get("tried") else None,
-        resized=_resized(resized) if isinstance(resized, dict) else None,
+        cheaper_search=_cheaper(search) if search is not None and search.tried else None,
+        resized=_resized(v.resized) if v.resized is not None else None,
     )
 
 
-def _class_check(c: Mapping[str, Any]) -> ClassCheck:
+def _class_check(c: blocks.ClassCheck) -> ClassCheck:
     return ClassCheck(
-        class_=c.get("class"),
-        requests=c.get("requests"),
-        attainment=c.get("attainment"),
-        ttft_p_s=c.get("ttft_p_s"),
-        tpot_p_s=c.get("tpot_p_s"),
-        ttft_slo_s=c.get("ttft_slo_s"),  # type: ignore[arg-type]  # as written; the renderer needs it
-        tpot_slo_s=c.get("tpot_slo_s"),  # type: ignore[arg-type]
-        holds=c.get("holds"),
+        class_=c.class_,
+        requests=c.requests,
+        attainment=c.attainment,
+        ttft_p_s=c.ttft_p_s,
+        tpot_p_s=c.tpot_p_s,
+        ttft_slo_s=c.ttft_slo_s,  # type: ignore[arg-type]  # as written; the renderer needs it
+        tpot_slo_s=c.tpot_slo_s,  # type: ignore[arg-type]
+        holds=c.holds,
     )
 
 
-def _cascade(c: Mapping[str, Any]) -> CascadeSummary:
+def _cascade(c: CascadeSettings) -> CascadeSummary:
     return CascadeSummary(
-        kappa=c.get("kappa"),
-        kappa_by_class=c.get("kappa_by_class"),
-        q2=c.get("q2"),
-        tier2_order=c.get("tier2_order"),
-        quantile=c.get("quantile"),
+        kappa=c.kappa,
+        kappa_by_class=c.kappa_by_class,
+        q2=c.q2,
+        tier2_order=c.tier2_order,
+        quantile=c.quantile,
     )
 
 
-def _out_of_sample(oos: Mapping[str, Any]) -> OutOfSample:
+def _out_of_sample(oos: blocks.OutOfSample) -> OutOfSample:
     runs = tuple(
         OutOfSampleRun(
-            label=r.get("label"),
-            requests=r.get("requests"),
-            attainment=r.get("attainment"),
-            ttft_p_s=r.get("ttft_p_s"),
-            tpot_p_s=r.get("tpot_p_s"),
-            holds=not r.get("misses"),
+            label=r.label,
+            requests=r.requests,
+            attainment=r.attainment,
+            ttft_p_s=r.ttft_p_s,
+            tpot_p_s=r.tpot_p_s,
+            holds=not r.misses,
         )
-        for r in oos.get("runs") or []
-        if isinstance(r, dict)
+        for r in oos.runs
     )
-    return OutOfSample(status=oos.get("status"), split=oos.get("split"), runs=runs)
+    return OutOfSample(status=oos.status, split=oos.split, runs=runs)
 
 
-def _model_error(e: Mapping[str, Any]) -> ModelErrorSummary:
+def _model_error(e: blocks.ModelError) -> ModelErrorSummary:
     return ModelErrorSummary(
-        confidence=e.get("confidence"),
-        band_ttft=e.get("band_ttft"),
-        band_tpot=e.get("band_tpot"),
-        band_scope=e.get("band_scope"),
-        holds_at_confidence=e.get("holds_at_confidence"),
-        margin_step_slowdown=e.get("margin_step_slowdown"),
-        margin_capped=e.get("margin_capped"),
-        summary=e.get("summary"),
+        confidence=e.confidence,  # type: ignore[arg-type]  # as written (a confidence level's name)
+        band_ttft=e.band_ttft,
+        band_tpot=e.band_tpot,
+        band_scope=e.band_scope,
+        holds_at_confidence=e.holds_at_confidence,
+        margin_step_slowdown=e.margin_step_slowdown,
+        margin_capped=e.margin_capped,
+        summary=e.summary,
     )
 
 
-def _cheaper(search: Mapping[str, Any]) -> CheaperSearch:
+def _cheaper(search: blocks.CheaperSearch) -> CheaperSearch:
     tried = tuple(
         CheaperTry(
-            usd_per_hour=t.get("usd_per_hour"),
-            deployment=t.get("deployment"),
-            status=t.get("status"),
-            joint_attainment=t.get("joint_attainment"),
-            infeasible=t.get("infeasible"),
+            usd_per_hour=t.usd_per_hour,
+            deployment=t.deployment,
+            status=t.status,
+            joint_attainment=t.joint_attainment,
+            infeasible=t.infeasible,
         )
-        for t in search["tried"]
-        if isinstance(t, dict)
+        for t in search.tried
     )
     return CheaperSearch(
-        from_usd_per_hour=search.get("from_usd_per_hour"),
-        usd_per_hour_kept=search.get("usd_per_hour_kept"),
+        from_usd_per_hour=search.from_usd_per_hour,
+        usd_per_hour_kept=search.usd_per_hour_kept,
         tried=tried,
     )
 
 
-def _resized(r: Mapping[str, Any]) -> Resized:
+def _resized(r: blocks.Resized) -> Resized:
     return Resized(
-        headroom_asked=r.get("headroom_asked"),
-        headroom_used=r.get("headroom_used"),
-        usd_per_hour_before=r.get("usd_per_hour_before"),
-        usd_per_hour_after=r.get("usd_per_hour_after"),
-        attempts=len(r.get("attempts") or []),
+        headroom_asked=r.headroom_asked,
+        headroom_used=r.headroom_used,
+        usd_per_hour_before=r.usd_per_hour_before,
+        usd_per_hour_after=r.usd_per_hour_after,
+        attempts=len(r.attempts),
     )
 
 
@@ -181,23 +175,22 @@ class ClassOutcome:
     tpot_slo_s: Any
 
 
-def block_status(v: Any) -> str | None:
+def block_status(v: blocks.Verification | None) -> str | None:
     """The ``status`` of a verification block (None when there is no block or no verdict)."""
-    return v.get("status") if isinstance(v, dict) else None
+    return v.status if v is not None else None
 
 
-def block_verdict(v: Any) -> Any:
+def block_verdict(v: blocks.Verification | None) -> Any:
     """The ``verdict`` line of a verification block (None when there is none)."""
-    return v.get("verdict") if isinstance(v, dict) else None
+    return v.verdict if v is not None else None
 
 
-def class_outcomes(v: Any) -> dict[str, ClassOutcome]:
+def class_outcomes(v: blocks.Verification | None) -> dict[str, ClassOutcome]:
     """The per-class checks of a verification block by class name (request classes; empty for one class)."""
-    rows = v.get("classes") if isinstance(v, dict) else None
-    if not isinstance(rows, list):
+    if v is None or v.classes is None:
         return {}
     return {
-        str(r["class"]): ClassOutcome(r.get("attainment"), r.get("holds"), r.get("ttft_slo_s"), r.get("tpot_slo_s"))
-        for r in rows
-        if isinstance(r, dict) and "class" in r
+        str(r.class_): ClassOutcome(r.attainment, r.holds, r.ttft_slo_s, r.tpot_slo_s)
+        for r in v.classes
+        if r.class_ is not None
     }

@@ -214,10 +214,10 @@ def deployment_from_plan(plan: Plan) -> Deployment:
         )
         link = min(instances[pre[0]].network_bytes_per_s, instances[dec[0]].network_bytes_per_s)
         extra = 0.0
-        wan = plan.scenario_extra.get("cross_provider")
-        if c.cross_site and isinstance(wan, dict):  # its KV crosses the WAN link the plan was priced with
-            link = min(link, float(wan.get("wan_gb_per_s", 0.0)) * 1e9 or link)
-            extra = float(wan.get("wan_latency_s", 0.0))
+        wan = plan.cross_provider
+        if c.cross_site and wan is not None:  # its KV crosses the WAN link the plan was priced with
+            link = min(link, float(wan.wan_gb_per_s) * 1e9 or link)
+            extra = float(wan.wan_latency_s)
         label = f"{c.label} x{c.count}" if c.count > 1 else c.label
         # a mixed plan's combo serves its request-size buckets (routed by size, as aggregated types are)
         sizes = tuple(

@@ -14,7 +14,7 @@ Source: hetplan's own reconstruction (the capacity search after DESIGN §1).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -100,7 +100,7 @@ def cascade_block(plan: Plan) -> _CascadeBlock:
         InputError: the block is not a mapping, or a field has the wrong type or range (the message names it,
             e.g. ``cascade.classes.code.ttft_slo_s``).
     """
-    block = plan.extra.get("cascade")
+    block = dict(plan.cascade) if isinstance(plan.cascade, Mapping) else plan.cascade  # as written
     if block is None:
         return _CascadeBlock()
     try:
@@ -129,20 +129,8 @@ def plan_cascade(plan: Plan) -> CascadeSettings:
     )
 
 
-class _ScenarioClasses(BaseModel):
-    """The plan's ``scenario.classes`` as written (:mod:`hetplan.workload.classes`)."""
-
-    model_config = ConfigDict(extra="ignore")
-    classes: Any = None
-
-
-class _PlanClass(BaseModel):
-    """One ``scenario.classes`` entry as written: its name and SLOs (s), converted where they are read."""
-
-    model_config = ConfigDict(extra="ignore")
-    name: Any
-    ttft_s: Any
-    tpot_s: Any
+#: The fields every ``scenario.classes`` entry must write (:func:`plan_classes`).
+_CLASS_FIELDS = frozenset({"name", "ttft_s", "tpot_s"})
 
 
 def plan_classes(plan: Plan) -> list[tuple[str, float, float]]:
@@ -152,17 +140,14 @@ def plan_classes(plan: Plan) -> list[tuple[str, float, float]]:
     Raises:
         InputError: a malformed ``classes`` entry (a hand-edited plan).
     """
-    raw = _ScenarioClasses.model_validate(plan.scenario_extra).classes or []
     out = []
-    for row in raw if isinstance(raw, list) else [raw]:
-        try:
-            c = _PlanClass.model_validate(row)
-            name, ttft, tpot = str(c.name), float(c.ttft_s), float(c.tpot_s)
-        except (TypeError, ValidationError, ValueError):
+    for c in plan.classes or ():
+        if not _CLASS_FIELDS <= c.model_fields_set:  # the typed block reads a missing field as its default
             raise InputError(
-                f"the plan's scenario.classes entry {row!r} is malformed",
+                f"the plan's scenario.classes entry {c.to_doc()!r} is malformed",
                 fix="each class needs name, ttft_s and tpot_s (re-plan the scenario)",
-            ) from None
+            )
+        name, ttft, tpot = c.name, float(c.ttft_s), float(c.tpot_s)
         if not (ttft > 0 and tpot > 0):
             raise InputError(f"the plan's class {name!r} has a non-positive SLO", fix="re-plan the scenario")
         out.append((name, ttft, tpot))

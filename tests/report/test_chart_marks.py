@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hetplan.plan.doc import load_plan
+from hetplan.plan.doc import load_plan, verification_block
 from hetplan.plan.types import Slo
 from hetplan.report.charts import OTHER_COLOR, PLAN_COLOR, cost_by_strategy, cost_vs_goodput, latency_vs_slo
 from hetplan.report.model import plan_report
@@ -42,7 +42,7 @@ def _plan(strategy: str = "melange") -> PlanSection:
         ),
         slo=SloDoc(2.0, 0.1, 90.0),
         deployment=(ComboRow("a", 1, 1.0, 1.0, 0.5, 0.05, True, True, 0.5, "decode"),),
-        verification=verification_report({"ttft_p_s": 0.7, "tpot_p_s": 0.03, "misses": []}, SLO),
+        verification=verification_report(verification_block({"ttft_p_s": 0.7, "tpot_p_s": 0.03, "misses": []}), SLO),
     )
 
 
@@ -73,5 +73,5 @@ def test_report_tables_name_whose_latency_it_is():
     block = {"attainment_by_slo": {"joint": 1.0, "ttft": 1.0, "tpot": 1.0}, "misses": [], "policy": "fcfs",
              "target_req_per_s": 5.0, "rate_scale": 1.0, "arrivals": "trace arrivals", "requests": 10,
              "unfinished": 0, "dropped": 0, "ttft_p_s": 0.7, "tpot_p_s": 0.03, "goodput_req_per_s": 4.9}  # fmt: skip
-    keys = [row[0] for row in verification_rows(verification_report(block, SLO))]
+    keys = [row[0] for row in verification_rows(verification_report(verification_block(block), SLO))]
     assert "simulated p90 TTFT" in keys and "simulated p90 TPOT" in keys

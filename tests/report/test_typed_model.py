@@ -44,7 +44,7 @@ def test_verification_keys_keep_their_order_and_their_nulls():
         "misses": [],
         "attainment_by_class": {"b": 0.5, "a": 1.0},
         "out_of_sample": {"status": "holds", "runs": [{"label": "x", "misses": ["m"]}]},
-        "resized": {"attempts": [{}, {}]},
+        "resized": {"attempts": [{"headroom": 0.1}, {"headroom": 0.2}]},
     }
     v = json.loads(render_json(_report_of(doc)))["plans"][0]["verification"]
     assert list(v)[-6:] == ["warnings", "attainment_by_class", "jain_index", "in_sample_status", "out_of_sample",

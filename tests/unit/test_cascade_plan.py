@@ -40,7 +40,14 @@ def test_verify_policy_cascade_calibrates_and_the_plan_carries_the_settings(plan
     assert router["policy"] == "cascade" and router["kappa_by_class"] == c["kappa_by_class"]
     assert router["q2"] == c["q2"] and router["tier2_order"] == "least-budget"
     assert "vllm/cascade-router.json" not in emit_vllm(build_ir(plan_a))  # uncalibrated plans emit as before
-    rows = dict(map(tuple, verification_rows(verification_report(block, Slo(ttft_s=2.0, tpot_s=0.1, percentile=90)))))
+    rows = dict(
+        map(
+            tuple,
+            verification_rows(
+                verification_report(verification_block(block), Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))
+            ),
+        )
+    )
     assert rows["CASCADE settings"].startswith(f"kappa {c['kappa']:.4g}")
 
 
@@ -65,7 +72,7 @@ def test_calibrate_writes_per_class_kappa_and_the_router_config_carries_it(plan_
 def test_a_verification_with_classes_reports_per_class_attainment_and_jain():
     v = {"status": "verified", "verdict": "verified", "attainment_by_class": {"long": 0.5, "chat": 1.0},
          "jain_index": 0.9, "misses": [], "warnings": [], "attainment_by_slo": {"joint": 0.75}}  # fmt: skip
-    rep = verification_report(v, Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))
+    rep = verification_report(verification_block(v), Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))
     assert rep.attainment_by_class == {"chat": 1.0, "long": 0.5} and rep.jain_index == 0.9
     rows = dict(map(tuple, verification_rows(rep)))
     assert rows["attainment by class"] == "chat 100.0 %, long 50.0 %" and rows["Jain index (classes)"] == "0.900"

@@ -60,7 +60,7 @@ def _scenario(tmp_path: Path, **extra: object) -> Scenario:
 
 def _cost_adds_up(plan: Plan) -> None:
     lines = sum(p.count * p.usd_per_hour_each for p in plan.purchase)
-    egress = float(plan.extra.get("egress_usd_per_hour") or 0.0)
+    egress = float(plan.egress_usd_per_hour or 0.0)
     assert plan.total_usd_per_hour == pytest.approx(lines + egress, rel=1e-4, abs=1e-6)
 
 
@@ -68,7 +68,7 @@ def test_a_cross_site_combo_is_strictly_cheaper_with_the_flag_and_never_chosen_w
     without = api.plan(_scenario(tmp_path, egress_usd_per_gb=0.0), "cauchy", analysis=False)
     assert not any(c.cross_site for c in without.combos)
     assert len({(p.provider, p.region) for p in without.purchase}) == 1, "one rented site by default"
-    assert "cross_provider" not in without.scenario_extra and "egress_usd_per_hour" not in without.extra
+    assert without.cross_provider is None and without.egress_usd_per_hour is None
     with_flag = api.plan(_scenario(tmp_path, egress_usd_per_gb=0.0, allow_cross_provider=True), "cauchy",
                          analysis=False)  # fmt: skip
     cross = [c for c in with_flag.combos if c.cross_site]
@@ -79,7 +79,8 @@ def test_a_cross_site_combo_is_strictly_cheaper_with_the_flag_and_never_chosen_w
         assert (c.prefill_gpu, c.decode_gpu) == ("L40S", "H100-SXM")
         assert c.egress_usd_per_hour == 0.0
     _cost_adds_up(with_flag)
-    assert with_flag.scenario_extra["cross_provider"] == {
+    assert with_flag.cross_provider is not None
+    assert with_flag.cross_provider.to_doc() == {
         "wan_gb_per_s": 10.0, "wan_latency_s": 0.03, "egress_usd_per_gb": 0.0
     }  # fmt: skip
     assert from_doc(to_doc(with_flag)) == with_flag  # the role sites survive the plan file
@@ -93,9 +94,10 @@ def test_egress_makes_the_cross_site_combo_costlier(tmp_path):
     assert any(c.cross_site for c in free.combos)
     assert not any(c.cross_site for c in paid.combos), "egress on ~0.15 GB of KV per request outweighs the GPUs"
     assert paid.total_usd_per_hour > free.total_usd_per_hour
-    assert paid.extra["egress_usd_per_hour"] == 0.0
-    assert "heuristic with egress > 0" in paid.extra["solver"]["pruning"]
-    assert "heuristic" not in free.extra["solver"]["pruning"], "with no egress the dominance pruning stays exact"
+    assert paid.egress_usd_per_hour == 0.0
+    assert paid.solver is not None and free.solver is not None
+    assert "heuristic with egress > 0" in paid.solver.pruning
+    assert "heuristic" not in free.solver.pruning, "with no egress the dominance pruning stays exact"
     _cost_adds_up(paid)
     # each cross-site candidate's egress: $/GB x mean prompt KV bytes x its goodput x 3600 s/h
     req = build_request(_scenario(tmp_path, allow_cross_provider=True))[0]

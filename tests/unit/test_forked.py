@@ -54,7 +54,7 @@ def test_the_planner_reads_no_environment_variable(monkeypatch):
     """HETPLAN_PLAN_WORKERS is the CLI's: a library caller's plan_workers is what counts."""
     monkeypatch.setenv(WORKERS_ENV, "two")  # would be an error if the library read it
     plan = api.plan(_small("auto-quantized"), strategy="cauchy", analysis=False, resources=Resources(plan_workers=1))
-    assert len(plan.extra["dtype_search"]) == 2
+    assert len(plan.dtype_search or ()) == 2
 
 
 def _small(weight_dtype: str) -> Scenario:
@@ -148,4 +148,5 @@ def test_a_verified_plan_with_analysis_is_solved_once(monkeypatch, tmp_path, wor
     monkeypatch.setattr(pipeline, "build_plan", counted)
     made = api.plan_verified(_small("bf16"), "cauchy", analysis=True, resources=Resources(plan_workers=workers))
     assert solves.read_text().count("solve") == 1
-    assert made.extra["analysis"]["price_sensitivity"] and made.verification.status in ("verified", "not verified")
+    assert made.analysis is not None and made.analysis.price_sensitivity
+    assert made.verification is not None and made.verification.status in ("verified", "not verified")

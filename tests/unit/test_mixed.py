@@ -150,10 +150,11 @@ def test_the_default_plan_mixes_shapes_where_that_is_cheapest(mixed_plan):
     assert plan.strategy == "mixed" and plan.combos and plan.instances
     for name, b in plan.baselines.items():
         assert b.total_usd_per_hour is not None and plan.total_usd_per_hour < b.total_usd_per_hour - 1e-6, name
-    words = plan.extra["assignment"]
+    words = plan.assignment or ""
     assert "aggregated H100-SXM" in words and "-> " in words and "L40S" in words
-    assert "aggregated instances and prefill/decode combos" in plan.extra["shape_won"]
-    block = plan.extra["solver"]["mixed"]
+    assert "aggregated instances and prefill/decode combos" in (plan.shape_won or "")
+    assert plan.solver is not None and plan.solver.mixed is not None
+    block = plan.solver.mixed.to_doc()
     assert block["status"] == "optimal" and block["variables"] > 0 and "heuristic" in block["columns"]
     # every request size bucket's traffic is given out whole across the units
     total = sum(c.traffic_share or 0.0 for c in plan.combos) + sum(t.traffic_share for t in plan.instances)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from hetplan import api
 from hetplan.cli.main import app
 from hetplan.errors import InfeasibleError
+from hetplan.plan.types import Plan
 from hetplan.planning.owned import _round_up_2sig
 from hetplan.scenario import Scenario, load_scenario
 from hetplan.units import format_duration
@@ -33,9 +34,15 @@ def _scenario(**changes: object) -> Scenario:
     return Scenario.model_validate(fields)
 
 
+def _owned_row(plan: Plan) -> dict:
+    """The plan's owned L40S row as the plan file writes it."""
+    assert plan.owned_gpus is not None
+    return plan.owned_gpus["L40S"].to_doc()
+
+
 @pytest.fixture(scope="module")
 def tight() -> dict:
-    return api.plan(load_scenario(FIXTURE), analysis=False).extra["owned_gpus"]["L40S"]
+    return _owned_row(api.plan(load_scenario(FIXTURE), analysis=False))
 
 
 def test_round_up_two_significant_digits():
@@ -72,7 +79,7 @@ def test_the_relaxed_ttft_puts_the_owned_l40s_to_work_on_their_own(tight):
 def test_owned_l40s_that_meet_the_slos_say_what_they_hold_alone():
     # an SLO the owned L40S meet (their best p90 TTFT at TP4 is about 5 s here, with the kernel-fitted curves)
     scenario = _scenario(slo={"ttft": "8s", "tpot": "100ms", "percentile": "p90"})
-    row = api.plan(scenario, analysis=False).extra["owned_gpus"]["L40S"]
+    row = _owned_row(api.plan(scenario, analysis=False))
     if row["idle"] == 0:  # a plan that uses them all has nothing to explain
         assert "idle_reason" not in row
         return
@@ -108,7 +115,7 @@ def test_every_report_form_lists_the_owned_gpus_and_why_idle(tmp_path, fmt):
 
 def test_both_slos_binding_are_named_and_both_relaxed():
     slo = {"ttft": "500ms", "tpot": "35ms", "percentile": "p90"}
-    row = api.plan(_scenario(slo=slo), analysis=False).extra["owned_gpus"]["L40S"]
+    row = _owned_row(api.plan(_scenario(slo=slo), analysis=False))
     b = row["binding"]
     assert b["slo"] == "ttft" and b["also"]["slo"] == "tpot" and b["also"]["best_s"] > 0.035
     assert "nor the 35 ms p90 TPOT" in row["idle_reason"]

@@ -126,3 +126,26 @@ def test_without_unsets_fields_so_they_are_not_written():
     bare = run.without("simulated_capacity_req_per_s", "capacity_at_least_req_per_s")
     assert list(bare.to_doc()) == ["label", "misses"]
     assert bare.capacity_at_least_req_per_s is None and run.capacity_at_least_req_per_s == 2.0
+
+
+def test_a_verification_block_tells_a_missing_field_from_a_written_one():
+    """The report renders an older block's missing fields as "-" (None), its ``ttft_p90_s``-style quantiles and its
+    attainment map as before: the typed block keeps "not written" apart from a written value."""
+    old = Verification.from_doc({"ttft_p90_s": 0.5, "tpot_p90_s": None, "attainment": {"joint": 0.9}})
+    assert old.status is None and old.requests is None and old.summary is None and old.classes is None
+    assert old.slo_held is None and old.cascade_settings is None
+    assert old.ttft_q_s(90) == 0.5 and old.tpot_q_s(90) is None and old.ttft_q_s(99) is None
+    shares = old.attainment_shares
+    assert shares is not None and shares.joint == 0.9 and shares.ttft is None
+    new = Verification.from_doc({"misses": [], "ttft_p_s": None, "ttft_p90_s": 0.5, "attainment": 0.9,
+                                 "cascade": {"kappa": 1.5, "q2": 0.2}})  # fmt: skip
+    assert new.slo_held is True and new.ttft_q_s(90) is None  # a written ttft_p_s wins, null included
+    assert new.attainment_shares is None and new.cascade_settings is not None and new.cascade_settings.kappa == 1.5
+    assert Verification.from_doc({"misses": ["TTFT"]}).slo_held is False
+    assert Verification.from_doc({"classes": []}).classes == []
+
+
+def test_the_plan_has_no_untyped_views_left():
+    """Plan.extra and Plan.scenario_extra (plain-data views kept while readers moved to the typed fields) are gone."""
+    plan = from_doc(read_plan_doc(ROOT / "tests" / "fixtures" / "plan_example_a.json"))
+    assert not hasattr(plan, "extra") and not hasattr(plan, "scenario_extra")

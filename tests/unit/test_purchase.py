@@ -74,7 +74,7 @@ def test_example_b_uses_owned_nodes_only():
     plan = api.plan(scenario, analysis=False)
     _check_purchase(plan)
     assert all(p.owned for p in plan.purchase)
-    owned = plan.extra["owned_gpus"]
+    owned = {g: row.to_doc() for g, row in (plan.owned_gpus or {}).items()}
     assert set(owned) == {"H800-SXM", "A800-80GB-SXM", "H20"}  # every inventory type, used or not
     for row in owned.values():
         assert row["used"] + row["idle"] == row["owned"] == 32
@@ -254,8 +254,8 @@ def test_strategy_all_is_never_dearer_than_any_restricted_optimum(which):
     it says which shape won."""
     plan = api.plan(_scenario(which), "all", analysis=False)
     _check_purchase(plan)
-    assert plan.extra["strategy_requested"] == "all"
-    assert WORDS[plan.strategy] in plan.extra["shape_won"]
+    assert plan.strategy_requested == "all"
+    assert WORDS[plan.strategy] in (plan.shape_won or "")
     assert set(plan.baselines) == {"cauchy", "homogeneous", "melange", "mixed"} - {plan.strategy}
     for b in plan.baselines.values():
         if b.status != "infeasible":
@@ -279,7 +279,7 @@ def test_strategy_all_against_independent_restricted_plans(which):
 def test_owned_plus_rented_from_a_scenario_file_uses_owned_first():
     plan = api.plan(load_scenario(ROOT / "tests" / "fixtures" / "owned_plus_rented.yaml"), analysis=False)
     _check_purchase(plan)
-    owned = plan.extra["owned_gpus"]
+    owned = {g: row.to_doc() for g, row in (plan.owned_gpus or {}).items()}
     assert set(owned) == {"H100-SXM", "L40S"}
     rented = sum(p.gpus_used for p in plan.purchase if not p.owned)
     if rented:  # renting only once the owned GPUs (at $0) of the rented types are all in use

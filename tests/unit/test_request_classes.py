@@ -156,12 +156,13 @@ def test_the_gate_fails_when_either_class_stops_holding(checked, chat_ttft_s, lo
 
 
 def test_the_report_shows_each_class_against_its_own_slos(checked):
+    from hetplan.plan.doc import verification_block
     from hetplan.plan.types import Slo
     from hetplan.report.model import verification_report
     from hetplan.report.render.common import verification_rows
 
     _, v = checked(1e-4, 0.08)
-    rep = verification_report(v, Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))
+    rep = verification_report(verification_block(v), Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))
     assert [c.class_ for c in rep.classes or ()] == ["chat", "long-output"]
     rows = dict(map(tuple, verification_rows(rep)))
     assert rows["class chat"].startswith("misses: attainment ") and "TTFT" in rows["class chat"]

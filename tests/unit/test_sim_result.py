@@ -11,7 +11,7 @@ import pytest
 
 from hetplan.errors import InputError
 from hetplan.io import to_json
-from hetplan.plan.doc import load_plan
+from hetplan.plan.doc import from_doc, load_plan
 from hetplan.sim.closed import closed_loop_run
 from hetplan.sim.result import Capacity, ClosedLoop, Simulation
 from hetplan.sim.run import SimRequest, capacity, plan_classes, simulate, simulation
@@ -53,7 +53,7 @@ def test_capacity_and_closed_loop_documents_round_trip():
 def test_a_malformed_plan_class_is_an_input_error_naming_the_entry():
     """A hand-edited plan's ``scenario.classes`` entry that is not a class (no SLO, not a mapping, a duration that
     is not one) is refused with the entry named: when the plan is read, or when the simulator reads its classes."""
-    from hetplan.plan.doc import from_doc, to_doc
+    from hetplan.plan.doc import to_doc
 
     doc = to_doc(load_plan(FIXTURES / "plan_two_combos.json"))
     doc["scenario"]["classes"] = [{"name": "chat", "ttft_s": 1, "tpot_s": "0.1"}]

@@ -22,16 +22,16 @@ class Attainment(Block):
 
 
 class ClassCheck(Block):
-    """One request class at the target rate, against its own SLOs (seconds)."""
+    """One request class at the target rate, against its own SLOs (seconds); None where the block lacks a field."""
 
-    class_: str = Field(default="", alias="class")
-    requests: int = 0
+    class_: str | None = Field(default=None, alias="class")
+    requests: int | None = None
     ttft_slo_s: Num | None = None
     tpot_slo_s: Num | None = None
     attainment: Num | None = None
     ttft_p_s: Num | None = None
     tpot_p_s: Num | None = None
-    holds: bool = False
+    holds: bool | None = None
 
 
 class Run(Block):
@@ -49,11 +49,12 @@ class Run(Block):
 
 
 class HeldOutRun(Block):
-    """One out-of-sample run: another workload (``trace``) at a rate; its joint attainment and latencies."""
+    """One out-of-sample run: another workload (``trace``) at a rate; its joint attainment and latencies (None
+    where the block lacks a field)."""
 
-    label: str = ""
+    label: str | None = None
     trace: str = ""
-    requests: int = 0
+    requests: int | None = None
     arrivals: str = ""
     rate_req_per_s: Num | None = None
     attainment: Num | None = None
@@ -65,9 +66,10 @@ class HeldOutRun(Block):
 
 
 class OutOfSample(Block):
-    """The out-of-sample check: ``holds``, ``misses`` or why it did not run; its runs and how the trace was split."""
+    """The out-of-sample check: ``holds``, ``misses`` or why it did not run (None: not written); its runs and how
+    the trace was split."""
 
-    status: str = ""
+    status: str | None = None
     runs: list[HeldOutRun] = Field(default_factory=list)
     split: str | None = None
 
@@ -82,17 +84,18 @@ class AtConfidence(Block):
 
 
 class ModelError(Block):
-    """The check against the performance model's own error at ``confidence``."""
+    """The check against the performance model's own error at ``confidence`` (None where the block lacks a
+    field)."""
 
-    confidence: str = ""
+    confidence: str | None = None
     band_ttft: Num | None = None
     band_tpot: Num | None = None
-    band_scope: str = ""
+    band_scope: str | None = None
     holds_at_confidence: bool | None = None
     at_confidence: AtConfidence | None = None
     margin_step_slowdown: Num | None = None
-    margin_capped: bool = False
-    summary: str = ""
+    margin_capped: bool | None = None
+    summary: str | None = None
 
 
 class SimulatedPrefixCache(Block):
@@ -180,21 +183,35 @@ class Resized(Block):
     method: str = ""
 
 
-class Verification(Block):
-    """The simulated check of a plan (see the module docstring). ``status``: ``verified`` or ``not verified``."""
+class CascadeSettings(Block):
+    """The CASCADE settings a plan was verified with (:mod:`hetplan.sim.calibrate`): ``kappa`` (and per class),
+    ``q2``, Tier 2's order and the quantile they were fitted at; None where the block lacks a field."""
 
-    attainment_by_class: dict[str, Num] | None = None
+    kappa: Num | None = None
+    kappa_by_class: dict[str, Num] | None = None
+    q2: Num | None = None
+    tier2_order: str | None = None
+    quantile: Num | None = None
+
+
+class Verification(Block):
+    """The simulated check of a plan (see the module docstring). ``status``: ``verified`` or ``not verified``.
+
+    A field the block does not carry reads as None (lists as empty; ``classes`` as None) so readers can tell
+    "not written" (a block from an older hetplan) from a written value."""
+
+    attainment_by_class: dict[str, Num | None] | None = None
     jain_index: Num | None = None
-    classes: list[ClassCheck] = Field(default_factory=list)
+    classes: list[ClassCheck] | None = None
     cascade: dict[str, object] | None = None
-    status: str = ""
-    in_sample_status: str = ""
+    status: str | None = None
+    in_sample_status: str | None = None
     out_of_sample: OutOfSample | None = None
-    verdict: str = ""
+    verdict: str | None = None
     trace: str = ""
-    requests: int = 0
-    arrivals: str = ""
-    policy: str = ""
+    requests: int | None = None
+    arrivals: str | None = None
+    policy: str | None = None
     percentile: Num | None = None
     #: the joint attainment (0-1); plans written before ``attainment_by_slo`` existed hold the map here
     attainment: Num | Attainment | None = None
@@ -209,14 +226,14 @@ class Verification(Block):
     trace_rate_req_per_s: Num | None = None
     rate_scale: Num | None = None
     runs: list[Run] = Field(default_factory=list)
-    unfinished: int = 0
-    dropped: int = 0
+    unfinished: int | None = None
+    dropped: int | None = None
     left_out_over_context: int = 0
     truncated_at_context: int = 0
     tpot_ineligible: int = 0
     goodput_req_per_s: Num | None = None
-    goodput_definition: str = ""
-    summary: str = ""
+    goodput_definition: str | None = None
+    summary: str | None = None
     misses: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     prefix_cache: SimulatedPrefixCache | None = None
@@ -234,10 +251,45 @@ class Verification(Block):
         """The joint attainment (0-1) when the block records it as a number (None for an older block's map)."""
         return self.attainment if isinstance(self.attainment, int | float) else None
 
+    @property
+    def attainment_shares(self) -> Attainment | None:
+        """The TTFT, TPOT and joint attainment (0-1): ``attainment_by_slo``, or an older block's ``attainment``
+        map (written before the verdict existed); None when the block has neither."""
+        if "attainment_by_slo" in self.model_fields_set:
+            return self.attainment_by_slo
+        return self.attainment if isinstance(self.attainment, Attainment) else None
+
+    @property
+    def slo_held(self) -> bool | None:
+        """False when the simulation recorded an SLO miss, True when it recorded none, None when the block has no
+        ``misses`` list (it says nothing)."""
+        return not self.misses if "misses" in self.model_fields_set else None
+
+    @property
+    def cascade_settings(self) -> CascadeSettings | None:
+        """The ``cascade`` block typed (None when the plan was not verified under CASCADE's settings)."""
+        return CascadeSettings.from_doc(self.cascade) if isinstance(self.cascade, dict) else None
+
+    def ttft_q_s(self, percentile: float) -> float | None:
+        """The simulated p-``percentile`` TTFT in seconds: ``ttft_p_s``, or an older block's ``ttft_p90_s``-style
+        field (written before the field named no percentile); None when neither is there (or it was null)."""
+        return self._quantile_s("ttft", self.ttft_p_s, percentile)
+
+    def tpot_q_s(self, percentile: float) -> float | None:
+        """The simulated p-``percentile`` TPOT in seconds, like :meth:`ttft_q_s`."""
+        return self._quantile_s("tpot", self.tpot_p_s, percentile)
+
+    def _quantile_s(self, kind: str, value: float | None, percentile: float) -> float | None:
+        if f"{kind}_p_s" in self.model_fields_set:
+            return value
+        older = (self.model_extra or {}).get(f"{kind}_p{percentile:g}_s")  # kept as written (extra="allow")
+        return older if isinstance(older, int | float) or older is None else None
+
 
 __all__ = [
     "AtConfidence",
     "Attainment",
+    "CascadeSettings",
     "CheaperSearch",
     "CheaperTry",
     "ClassCheck",
