@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 GATE_KIND = "gate-baseline"
 GATE_SCHEMA_VERSION = 1  # of the gate baseline file (its plans carry their own)
+#: The strategy the gate re-plans with: ``hetplan plan``'s default (the cheapest of all), so the gated plan is the
+#: one a user gets (the API's own default, ``cauchy``, gated the Cauchy plan even where Mélange was cheaper).
+GATE_STRATEGY = "all"
 
 
 @dataclass(frozen=True)
@@ -94,10 +97,12 @@ def replan(
             if verify:
                 with command_budget():
                     plans[scenario.name] = api.plan_verified(
-                        scenario, analysis=False, resize=True, resources=resources, solve=solve
+                        scenario, GATE_STRATEGY, analysis=False, resize=True, resources=resources, solve=solve
                     )
             else:
-                plans[scenario.name] = api.plan(scenario, analysis=False, resources=resources, solve=solve)
+                plans[scenario.name] = api.plan(
+                    scenario, GATE_STRATEGY, analysis=False, resources=resources, solve=solve
+                )
         except HetplanError as exc:
             if strict:
                 raise InputError(

@@ -205,3 +205,18 @@ def test_the_gate_fails_when_a_verified_plan_stops_verifying():
     assert "verification: verified -> not verified" in failed_gate.changes
     assert compare(from_doc(base), base, 0.02, None).passed  # still verified
     assert compare(from_doc(plan), base, 0.02, None).passed  # gate run with --no-verify: nothing to compare
+
+
+def test_the_gate_re_plans_with_the_plan_commands_default_strategy(monkeypatch):
+    """The gate gates the plan a user gets from ``hetplan plan`` (strategy ``all``, the cheapest), not the API's
+    default Cauchy plan: example (a) is a Mélange plan since the all-reduce refit, and its baseline was Cauchy's."""
+    from hetplan import api
+    from hetplan.commands.gate import load_scenarios, replan
+
+    seen = []
+    monkeypatch.setattr(api, "plan", lambda scenario, strategy, **kw: seen.append(strategy))
+    monkeypatch.setattr(api, "plan_verified", lambda scenario, strategy, **kw: seen.append(strategy))
+    scenarios = load_scenarios([EXAMPLES / "llama3-70b-azure-conv.yaml"])
+    replan(scenarios, False, None, None, strict=False, progress=None)
+    replan(scenarios, True, None, None, strict=False, progress=None)
+    assert seen == ["all", "all"]
