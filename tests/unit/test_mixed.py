@@ -165,10 +165,11 @@ def test_the_default_plan_mixes_shapes_where_that_is_cheapest(mixed_plan):
 
 
 @pytest.mark.slow
-def test_a_mixed_plan_simulates_with_size_routing_to_combos_and_instances(mixed_plan):
+def test_a_mixed_plan_simulates_with_size_routing_to_combos_and_instances():
     from tests.unit.test_routing import _mixed_plan
 
-    dep = deployment_from_plan(_mixed_plan(mixed_plan))  # a hand-made mix: the planner makes none here (above)
+    melange = api.plan(load_scenario(ROOT / "tests" / "fixtures" / "mixed_code_70b.yaml"), "melange", analysis=False)
+    dep = deployment_from_plan(_mixed_plan(melange))  # a hand-made mix: the planner makes none here (above)
     combo_groups = [g for g in dep.groups if g.prefill != g.decode]
     agg_groups = [g for g in dep.groups if g.prefill == g.decode]
     assert combo_groups and agg_groups and all(g.buckets for g in dep.groups)
