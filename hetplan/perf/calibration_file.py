@@ -182,7 +182,7 @@ def _regenerate() -> str:
 
 
 def corrections_from_doc(doc: Any, where: str) -> tuple[PerfCorrection, ...]:
-    """The corrections of a calibration document (:func:`hetplan.perf.user_calibration.calibration_doc`), checked.
+    """The corrections of a calibration document (:meth:`CalibrationFile.to_doc`), checked.
 
     Raises:
         InputError: not a calibration file, a newer schema, or a field missing, of the wrong type or out of range

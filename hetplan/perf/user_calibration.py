@@ -52,7 +52,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -276,11 +275,6 @@ def calibration_file(pred: Predicted, fits: list[GroupFit], sources: list[str]) 
     )
 
 
-def calibration_doc(pred: Predicted, fits: list[GroupFit], sources: list[str]) -> dict[str, Any]:
-    """:func:`calibration_file` as the document ``--out`` writes (:meth:`CalibrationFile.to_doc`)."""
-    return calibration_file(pred, fits, sources).to_doc()
-
-
 def _overall(fits: list[GroupFit]) -> Overall:
     """Every point's error before and after (leave-one-out within its engine x GPU x model x layout), pooled."""
 
@@ -300,7 +294,6 @@ __all__ = [
     "GroupFit",
     "MeasuredPoint",
     "Predicted",
-    "calibration_doc",
     "calibration_file",
     "error_summary",
     "corrected",
