@@ -4,12 +4,13 @@
     python benchmarks/user_calibration.py --spread   # also the shrinkage constants' measurement (tau, sigma)
 
 The aggregated rows of ``../shared/data/measured/engine_silicon_calibration.csv`` (``silicon.load``, both splits;
-not ``silicon.MULTI_NODE_SPLIT``) stand in for user benchmark points. For every group (engine x GPU x model, and the same with the engine version,
-as one user's runs share it; and engine x GPU over its models) and every point j of it, the correction fitted on j
-alone (:func:`hetplan.perf.user_calibration.shrunk_factor`, as calibrate-perf fits it) predicts every other point
-of the group: "one user benchmark point per group, the rest held out". The median |error| over all such pairs,
-before (shipped curves) and after, is printed, and the leave-one-out error with every other point of the group
-(what calibrate-perf prints). Acceptance (issue 30): TTFT <= 8 %, TPOT <= 5 % with one point per engine x GPU.
+not ``silicon.MULTI_NODE_SPLIT``) stand in for user benchmark points. For every group (engine x GPU x model, and the
+same with the engine version, as one user's runs share it; and engine x GPU over its models) and every point j of
+it, the correction fitted on j alone (:func:`hetplan.perf.user_calibration.shrunk_factor`, as calibrate-perf fits
+it) predicts every other point of the group: "one user benchmark point per group, the rest held out". The median
+|error| over all such pairs, before (shipped curves) and after, is printed, and the leave-one-out error with every
+other point of the group (what calibrate-perf prints). Acceptance (issue 30): TTFT <= 8 %, TPOT <= 5 % with one
+point per engine x GPU.
 
 ``--spread``: tau (spread of the groups' median ln(measured/predicted)) and sigma (median absolute deviation of
 the points from their group's median, x 1.4826) per metric, the figures behind ``SHRINKAGE``.
