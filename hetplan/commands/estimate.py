@@ -51,10 +51,11 @@ def estimate(
     from hetplan.perf.estimate import estimate as _estimate
     from hetplan.perf.latency import InstanceModel, compute_dtype
     from hetplan.perf.measured import measured_notes
-    from hetplan.perf.points import nodes_note
+    from hetplan.perf.points import check_instance_gpus, nodes_note
     from hetplan.perf.settings import PerfSettings
     from hetplan.planning.request import profile_records
 
+    check_instance_gpus(tp, 1, pp)
     arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
     loaded = load_profiles(profiles) if profiles else None
     spec = find_gpu(gpu, overlaid_gpus(loaded.specs if loaded else ()))

@@ -230,6 +230,23 @@ def check_parallelism(arch: Any, gpu: Any, tp: int, pp: int, ep: int, dp: int) -
                          fix=f"use an ep of {spec.num_experts} or less")  # fmt: skip
     if pp > arch.layers:
         raise InputError(f"pp {pp} exceeds the {arch.layers} layers", fix=f"use a pp of {arch.layers} or less")
+    check_instance_gpus(tp, dp, pp)
+
+
+MAX_INSTANCE_GPUS = 1024
+"""Most GPUs in one instance (``tp x dp_attention x pp``) hetplan estimates: wide expert-parallel deployments run a
+few hundred GPUs (DeepSeek-V3's serving: 320 per decode instance); beyond this a layout is a typo, not a plan."""
+
+
+def check_instance_gpus(tp: int, dp: int, pp: int) -> None:
+    """Refuse an instance of more than :data:`MAX_INSTANCE_GPUS` GPUs (:class:`InputError` naming the fields)."""
+    gpus = tp * dp * pp
+    if gpus > MAX_INSTANCE_GPUS:
+        raise InputError(
+            f"tp {tp} x dp_attention {dp} x pp {pp} = {gpus:,} GPUs in one instance exceed the "
+            f"{MAX_INSTANCE_GPUS:,} hetplan estimates",
+            fix="lower tp, dp_attention or pp (an instance spans at most a few hundred GPUs)",
+        )
 
 
 def nodes_note(gpu: Any, tp: int, dp: int, pp: int, moe: bool = False) -> str | None:
@@ -259,6 +276,8 @@ def nodes_note(gpu: Any, tp: int, dp: int, pp: int, moe: bool = False) -> str | 
 
 __all__ = [
     "Prepared",
+    "MAX_INSTANCE_GPUS",
+    "check_instance_gpus",
     "check_parallelism",
     "check_request_fits",
     "estimate_points",

@@ -149,6 +149,7 @@ def test_instance_model_uses_the_network_across_nodes() -> None:
         ({"tp": "16", "ep": "3"}, "ep 3 does not divide"),
         ({"tp": "1", "dp_attention": "512", "ep": "512"}, "ep 512 exceeds the 256 experts"),
         ({"tp": "8", "pp": "100"}, "pp 100 exceeds"),
+        ({"tp": "1", "dp_attention": "10000000", "ep": "8"}, "10,000,000 GPUs in one instance exceed the 1,024"),
     ],
 )
 def test_bad_multi_node_layouts_are_refused_naming_the_field(fields: dict[str, str], needle: str) -> None:
@@ -166,6 +167,8 @@ def test_cli_estimates_sixteen_gpus_and_refuses_bad_layouts() -> None:
     res = runner.invoke(app, [*base, "--tp", "1", "--dp-attention", "16", "--ep", "16", *loop], env=ENV)
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["tpot_s"] > 0
+    res = runner.invoke(app, [*base, "--tp", "16", "--pp", "128"], env=ENV)
+    assert res.exit_code == 2 and "2,048 GPUs in one instance" in res.output and "Traceback" not in res.output
     res = runner.invoke(app, [*base, "--tp", "12"], env=ENV)
     assert res.exit_code == 2 and "TP 12 does not divide" in res.output and "Traceback" not in res.output
     res = runner.invoke(app, [*base, "--tp", "16", "--ep", "3", *loop], env=ENV)
