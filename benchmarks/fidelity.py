@@ -13,7 +13,10 @@
    overall, per engine x GPU (the bias check: no group of 20 rows or more beyond +-10 %) and per engine x GPU x
    model, and the ranking agreement of option pairs (two GPUs, layouts, dtypes or engines at one model, ISL, OSL
    and concurrency whose measured times differ by more than 10 %: ordered right by the predictions?). The fit
-   split is printed too (in-sample). ``--hold-out``: whole measurement campaigns held out of a refit instead.
+   split is printed too (in-sample), and the rows labelled with layouts over several nodes
+   (``silicon.MULTI_NODE_SPLIT``, in neither split: their labels do not hold up), with the share that repeat a
+   single-node run. H100 against H200 option pairs are broken down by layout (EP / attention DP, MoE TP, dense).
+   ``--hold-out``: whole measurement campaigns held out of a refit instead.
 2. Measured DGX-A100 Llama-2-70B prefill and decode iteration times (Splitwise's data, MIT) with the vLLM rules
    (A100 has no fitted curves: the nearest architecture's stand in, as the model says).
 3. Published throughputs (MLPerf v4.x Offline, TensorRT-LLM tables; ``published_perf.csv``) with the TensorRT-LLM
@@ -107,6 +110,57 @@ def rank_text(df: pd.DataFrame, same_engine: bool = False) -> str:
     return "  ".join(parts)
 
 
+GPU_PAIR = ("H100-SXM", "H200-SXM")
+"""The two GPUs whose options :func:`gpu_pair_ranking` compares (issue 30: MoE layouts with EP or attention DP
+ranked H100 against H200 the wrong way round)."""
+
+
+def layout_class(model: str, ep: int, dp: int) -> str:
+    """``EP / attention DP`` (a mixture-of-experts layout with expert or attention-data parallelism), ``MoE TP``
+    (a MoE model on TP alone) or ``dense``."""
+    from hetplan.catalog import find_model
+
+    if ep > 1 or dp > 1:
+        return "EP / attention DP"
+    return "MoE TP" if find_model(model).is_moe else "dense"
+
+
+def gpu_pair_ranking(df: pd.DataFrame, metric: str, same_engine: bool = False) -> dict[str, tuple[int, int]]:
+    """(pairs ordered right, pairs) per :func:`layout_class` of the option pairs (:data:`OPTION_KEY`) with one row
+    on each GPU of :data:`GPU_PAIR` whose measured ``metric`` (``ttft`` or ``tpot``) differs by more than
+    :data:`RANK_MIN_GAP`; a pair's class is ``EP / attention DP`` when either row has EP or attention DP.
+    ``same_engine``: only pairs on one engine."""
+    out: dict[str, list[int]] = {}
+    keys = [*OPTION_KEY, "engine"] if same_engine else list(OPTION_KEY)
+    for _, g in df[df["gpu"].isin(GPU_PAIR)].groupby(keys):
+        first, second = g[g["gpu"] == GPU_PAIR[0]], g[g["gpu"] == GPU_PAIR[1]]
+        for a in first.itertuples(index=False):
+            for b in second.itertuples(index=False):
+                ma, mb = getattr(a, f"{metric}_ms"), getattr(b, f"{metric}_ms")
+                if max(ma, mb) <= (1 + RANK_MIN_GAP) * min(ma, mb):
+                    continue
+                ca, cb = layout_class(a.model, a.ep, a.dp_attention), layout_class(b.model, b.ep, b.dp_attention)
+                cls = "EP / attention DP" if "EP / attention DP" in (ca, cb) else ca
+                pa, pb = getattr(a, f"p_{metric}_ms"), getattr(b, f"p_{metric}_ms")
+                tally = out.setdefault(cls, [0, 0])
+                tally[0] += int((ma < mb) == (pa < pb))
+                tally[1] += 1
+    return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+
+def gpu_pair_text(df: pd.DataFrame, same_engine: bool = False) -> list[str]:
+    """One line per layout class: ``class: TTFT r/n (x %)  TPOT r/n (x %)`` (:func:`gpu_pair_ranking`)."""
+    per = {m: gpu_pair_ranking(df, m, same_engine) for m in ("ttft", "tpot")}
+    lines = []
+    for cls in sorted(set(per["ttft"]) | set(per["tpot"])):
+        parts = []
+        for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT")):
+            right, total = per[metric].get(cls, (0, 0))
+            parts.append(f"{label} {right}/{total} ({right / total * 100:.1f} %)" if total else f"{label} -")
+        lines.append(f"{cls:18s} {'  '.join(parts)}")
+    return lines or ["no pairs"]
+
+
 def report_split(df: pd.DataFrame, name: str, groups: bool) -> dict[str, float]:
     """Print the figures of one split; return its overall medians."""
     ok = df[df["error"] == ""]
@@ -115,6 +169,10 @@ def report_split(df: pd.DataFrame, name: str, groups: bool) -> dict[str, float]:
     print(f"  TPOT  {stats(ok['e_tpot'].to_numpy())}")
     print(f"  ranking of option pairs differing > 10 %: {rank_text(ok)}")
     print(f"    pairs on one engine (GPUs, layouts, dtypes): {rank_text(ok, same_engine=True)}")
+    for same, what in ((False, "any engines"), (True, "one engine")):
+        print(f"    {GPU_PAIR[0]} vs {GPU_PAIR[1]} option pairs ({what}) by layout:")
+        for line in gpu_pair_text(ok, same):
+            print(f"      {line}")
     biased = []
     print(f"  per engine x GPU (the check: no group of >= {BIAS_GROUP_MIN_ROWS} rows with |bias| > 10 %)")
     for (eng, gpu), g in ok.groupby(["engine", "gpu"]):
@@ -348,6 +406,18 @@ def main(argv: list[str] | None = None) -> int:
     pred = predict(frame)
     report_split(pred[pred["split"] == "validation"], "validation split (models the fit never saw)", args.groups)
     report_split(pred[pred["split"] == "fit"], "fit split (in-sample)", False)
+    multi = pred[pred["split"] == silicon.MULTI_NODE_SPLIT]
+    report_split(multi, "layouts labelled over more than one node (silicon.MULTI_NODE_SPLIT: in no fit or validation)",
+                 False)  # fmt: skip
+    ok = multi[multi["error"] == ""]
+    read = predict(silicon.single_node_reading(pred))
+    read = read[read["error"] == ""]
+    print("  as labelled (over nodes) against read as the single-node runs (silicon.single_node_reading):")
+    for twin, what in ((True, "repeating a single-node run to 0.2 %"), (False, "without such a twin")):
+        for label, part in (("labelled", ok), ("single-node", read)):
+            rows = part[part["single_node_twin"] == twin]
+            print(f"    {len(rows):4d} rows {what:37s} {label:11s} TTFT {stats(rows['e_ttft'].to_numpy())}")
+            print(f"    {'':4s} {'':42s} {'':11s} TPOT {stats(rows['e_tpot'].to_numpy())}")
     if args.levels:
         report_levels(pred[pred["split"] == "validation"], "validation split")
         report_levels(pred[pred["split"] == "fit"], "fit split")

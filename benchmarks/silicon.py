@@ -125,7 +125,68 @@ def load(csv: Path = CSV) -> tuple[pd.DataFrame, int]:
     order = out.sort_values("campaign", kind="stable").index
     keep = ~_repeated_runs(out, same_arch, order)
     out = out.loc[order[keep.loc[order].to_numpy()]].sort_index().drop(columns="architecture").reset_index(drop=True)
+    # layouts labelled larger than one node: a split of their own, out of the fit and the validation (MULTI_NODE)
+    node = out["gpu"].map(_node_gpus)
+    multi = out["tp"] * out["dp_attention"] * out["pp"] > node
+    out.loc[multi, "split"] = MULTI_NODE_SPLIT
+    out["single_node_twin"] = _single_node_twins(out, multi)
     return out, int((df["mode"] != "agg").sum())
+
+
+MULTI_NODE_SPLIT = "multi-node"
+"""The split of the rows whose labelled layout (``tp_size`` x attention DP x PP) is larger than the GPU's NVLink
+domain (``scale_up_gpus``): 248 rows, every one in the fit models (sglang/TensorRT-LLM DeepSeek-R1/V3, gpt-oss-120b,
+Qwen3.5-397B-A17B on B200/B300/H200, vLLM Kimi-K2.5 on B200). Kept out of the fit and of the validation because
+the labels do not hold up: 104 of them (``single_node_twin``) repeat, to :data:`SAME_RUN_REL_TOL` in both mean TTFT
+and mean TPOT, a run of the same engine, GPU, model, dtype, ISL, OSL and concurrency labelled with a 4- or 8-GPU
+layout with the labelled GPUs divided by ``moe_ep_size`` (sglang "TP 16, EP 4" is "TP 4, EP 4" to every digit;
+TensorRT-LLM "DP 64, EP 8" is "DP 8, EP 8"), or by the DP size (vLLM Kimi-K2.5 "TP 4 x DP 4, EP 16" is "TP 4,
+EP 4"), and 15
+label sglang Qwen3.5-397B-A17B "TP 64", which its 32 attention heads do not allow. The rest come from the same
+configurations (config ids, files) as the twins. ``benchmarks/fidelity.py`` reports the split apart (hetplan's
+reading of the data)."""
+
+
+def single_node_reading(frame: pd.DataFrame) -> pd.DataFrame:
+    """The :data:`MULTI_NODE_SPLIT` rows of ``frame`` read as the single-node runs their twins show: the labelled
+    GPUs divided by ``ep`` (attention DP when the row has it, else TP), and vLLM's TP 4 x DP 4, EP 16 as TP 4, EP 4.
+    What ``benchmarks/fidelity.py`` compares the labelled layouts with (hetplan's reading, not a fact of the
+    file: rows without a twin follow the rule by analogy)."""
+    out = frame[frame["split"] == MULTI_NODE_SPLIT].copy()
+    vllm = out["engine"] == "vllm"
+    dp = out["dp_attention"] > 1
+    out.loc[dp & ~vllm, "dp_attention"] = out["dp_attention"] // out["ep"]
+    out.loc[~dp & ~vllm, "tp"] = out["tp"] // out["ep"]
+    out.loc[vllm, "ep"] = out["ep"] // out["dp_attention"]
+    out.loc[vllm, "dp_attention"] = 1
+    return out
+
+
+def _node_gpus(gpu: str) -> int:
+    """GPUs in one NVLink domain of catalog GPU ``gpu`` (``scale_up_gpus``)."""
+    from hetplan.catalog import find_gpu
+
+    return int(find_gpu(gpu).scale_up_gpus)
+
+
+def _single_node_twins(frame: pd.DataFrame, multi: pd.Series) -> pd.Series:
+    """Rows of ``multi`` whose mean TTFT and TPOT repeat, within :data:`SAME_RUN_REL_TOL`, a row that is not
+    ``multi`` with the same engine, GPU, model, dtypes, ISL, OSL and concurrency (the same run under a second,
+    larger layout label)."""
+    key = ["engine", "gpu", "model", "weight_dtype", "kv_dtype", "isl", "osl", "concurrency"]
+    small = frame[~multi].groupby(key)
+    out = pd.Series(False, index=frame.index)
+    for idx in frame.index[multi]:
+        row = frame.loc[idx]
+        try:
+            g = small.get_group(tuple(row[k] for k in key))
+        except KeyError:
+            continue
+        same = ((g["ttft_ms"] / row["ttft_ms"] - 1.0).abs() < SAME_RUN_REL_TOL) & (
+            (g["tpot_ms"] / row["tpot_ms"] - 1.0).abs() < SAME_RUN_REL_TOL
+        )
+        out.at[idx] = bool(same.any())
+    return out
 
 
 SAME_RUN_REL_TOL = 2e-3

@@ -36,29 +36,26 @@ def estimate(
 
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
-    """
-    from hetplan.scenario import MAX_TP
 
+    TP or PP beyond the GPU's NVLink domain (``scale_up_gpus``) spans several nodes: the collectives that cross them
+    run over the catalog's scale-out network (``network_gbit_per_s``; a warning says so).
+    """
     for field, value in (("batch", batch), ("prompt_tokens", prompt_tokens)):
         if value < 1:
             raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
     if output_tokens is not None and output_tokens < 1:
         raise InputError(f"output_tokens must be >= 1, got {output_tokens}", fix="pass --output-tokens 1 or more")
-    if tp > MAX_TP and tp > _scale_up(gpu, profiles):
-        raise InputError(
-            f"TP {tp} spans more than one {MAX_TP}-GPU node",
-            "hetplan models tensor parallelism inside one node",
-            f"use --tp {MAX_TP} or less (and --pp)",
-        )
     from hetplan.catalog.loader import find_gpu, find_model, overlaid_gpus
     from hetplan.catalog.profile import load_profiles, profile_notes
     from hetplan.perf.arch import ModelArch
     from hetplan.perf.estimate import estimate as _estimate
     from hetplan.perf.latency import InstanceModel, compute_dtype
     from hetplan.perf.measured import measured_notes
+    from hetplan.perf.points import check_instance_gpus, nodes_note
     from hetplan.perf.settings import PerfSettings
     from hetplan.planning.request import profile_records
 
+    check_instance_gpus(tp, 1, pp)
     arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
     loaded = load_profiles(profiles) if profiles else None
     spec = find_gpu(gpu, overlaid_gpus(loaded.specs if loaded else ()))
@@ -71,16 +68,7 @@ def estimate(
     notes = profile_notes(loaded, [spec.name]) if loaded else []
     notes += measured_notes([spec], compute_dtype(arch.weight_dtype))
     notes += inst.curve_notes
+    span = nodes_note(spec, tp, 1, pp)  # TP or PP beyond one node: the scale-out link the collectives cross
+    if span:
+        notes.append(span)
     return replace(est, warnings=notes, profiles=profile_records(loaded))
-
-
-def _scale_up(gpu: str, profiles: Sequence[Path]) -> int:
-    """GPUs in ``gpu``'s NVLink scale-up domain (72 for GB200/GB300 NVL72), 8 when it cannot be looked up here."""
-    from hetplan.catalog.loader import find_gpu
-
-    if profiles:
-        return 8
-    try:
-        return find_gpu(gpu).scale_up_gpus
-    except InputError:
-        return 8

@@ -16,7 +16,13 @@ attention data parallelism; the MoE experts are spread over all of them, by EP o
   ``4 L_kv w p p_ctx`` FLOPs at ``attention_efficiency`` of the 16-bit peak (``w = d_q``; MLA attends in its
   latent space, ``w = n_q (2 r + rope) / 2``);
 - communication: two TP all-reduces per layer, and for MoE across GPUs a dispatch and a combine per MoE layer, each
-  ``allreduce_latency_s + bytes / (link_efficiency x link)``;
+  ``allreduce_latency_s + bytes / (link_efficiency x link)``; PP ``p``: ``p - 1`` activation hand-offs per step;
+- layouts over several nodes (:func:`node_layout`; a node is the GPU's NVLink domain, ``scale_up_gpus``): a TP group
+  larger than a node runs its ring all-reduce at the slower of NVLink and the scale-out network (the catalog's
+  ``network_gbit_per_s`` per GPU, at :data:`NETWORK_EFFICIENCY`), plus :data:`INTER_NODE_LATENCY_S` per node hop of
+  the ring (``2 (nodes - 1)``); the MoE all-to-all of ``tp x dp`` GPUs over several nodes sends the share of tokens
+  bound off the node over the network while the on-node share goes over NVLink (the slower of the two sets the
+  time); PP hand-offs between stages on different nodes cross the network;
 - ``step_overhead_s + layer_overhead_s x layers + moe_layer_overhead_s x MoE layers + seq_overhead_s x b``.
 
 **Closed loop.** C clients each send an I-token prompt and wait for O output tokens, then send the next at once
@@ -49,6 +55,34 @@ from hetplan.units import GB, TERA
 
 FIXED_POINT_STEPS = 25
 DAMPING = 0.5
+NETWORK_EFFICIENCY = 0.7
+"""Achieved share of the scale-out NIC bandwidth (``network_gbit_per_s``) in collectives across nodes: the default
+of :attr:`hetplan.perf.settings.PerfSettings.network_efficiency` (NCCL's multi-node all-reduce bus bandwidth on
+400 Gbit/s InfiniBand per GPU is about 40-45 of the 50 GB/s; hetplan's assumption, not fitted: the kernel tables
+hold no multi-node collective)."""
+INTER_NODE_LATENCY_S = 1e-5
+"""One-way latency of one inter-node hop of a collective or hand-off, seconds (the ``p2p_latency`` of AIConfigurator's
+system files, ``shared/data/measured/kernels/systems/*.yaml``: 10 us)."""
+PP_LINK_LATENCY_S = 5e-5
+"""Latency of one pipeline-stage hand-off inside a node, seconds (the default of
+:attr:`hetplan.perf.settings.PerfSettings.pp_link_latency_s`)."""
+
+
+def node_layout(tp: int, dp: int, pp: int, node_gpus: int) -> tuple[int, int, int]:
+    """(nodes the whole instance spans, nodes one TP group spans, PP hand-offs that cross nodes) of an instance of
+    ``tp x dp x pp`` GPUs placed in order (TP innermost, then DP, then PP stages) on nodes of ``node_gpus`` GPUs.
+
+    A stage of ``tp x dp`` GPUs larger than a node starts on a fresh node, so every hand-off between such stages
+    crosses; smaller stages pack ``node_gpus // (tp x dp)`` to a node and only the hand-offs between nodes cross."""
+    stage = tp * dp
+    per_node = max(node_gpus, 1)
+    nodes = -(-stage * pp // per_node)
+    tp_nodes = -(-tp // per_node)
+    if stage >= per_node:
+        crossing = pp - 1
+    else:
+        crossing = -(-pp // (per_node // stage)) - 1
+    return int(nodes), int(tp_nodes), int(crossing)
 
 
 def _peak_flops(gpu: GpuSpec, weight_dtype: str) -> tuple[float, float]:
@@ -89,6 +123,11 @@ class Rows:
     half_flops: np.ndarray
     mem_bytes_per_s: np.ndarray
     link_bytes_per_s: np.ndarray
+    net_bytes_per_s: np.ndarray  # achieved scale-out bandwidth per GPU (NETWORK_EFFICIENCY applied), one direction
+    node_gpus: np.ndarray  # GPUs of one node (the NVLink domain)
+    tp_nodes: np.ndarray  # nodes one TP group spans
+    pp: np.ndarray
+    pp_cross: np.ndarray  # PP hand-offs that cross nodes
     gemm_max: np.ndarray
     gemm_half_tokens: np.ndarray
     mbu: np.ndarray
@@ -154,9 +193,11 @@ def _attention_width(arch: ModelArch) -> float:
 
 
 def row_constants(
-    arch: ModelArch, gpu: GpuSpec, tp: int, dp: int, curves: EfficiencyCurves, budget: int, chunked: bool, seqs: int
-) -> dict[str, float]:
-    """The :class:`Rows` fields of one configuration (``tp`` x ``dp`` GPUs of type ``gpu``)."""
+    arch: ModelArch, gpu: GpuSpec, tp: int, dp: int, curves: EfficiencyCurves, budget: int, chunked: bool, seqs: int,
+    pp: int = 1,
+) -> dict[str, float]:  # fmt: skip
+    """The :class:`Rows` fields of one configuration (``tp`` x ``dp`` GPUs of type ``gpu`` per stage, ``pp`` stages;
+    nodes of ``gpu.scale_up_gpus`` GPUs joined by ``gpu.network_gbit_per_s`` per GPU, :func:`node_layout`)."""
     s = arch.spec
     layers = float(arch.layers)
     moe_layers = float(arch.moe_layers)
@@ -166,6 +207,7 @@ def row_constants(
     dense = max(arch.matmul_params_active - routed_active, 0.0) + lm_head
     gemm, half = _peak_flops(gpu, arch.weight_dtype)
     gpus = tp * dp
+    _, tp_nodes, pp_cross = node_layout(tp, dp, pp, gpu.scale_up_gpus)
     row = {
         "layers": layers,
         "kv_layers": float(arch.kv_layers),
@@ -186,6 +228,11 @@ def row_constants(
         "half_flops": half,
         "mem_bytes_per_s": gpu.hbm_gb_per_s * GB,
         "link_bytes_per_s": gpu.interconnect_gb_per_s / 2.0 * GB,
+        "net_bytes_per_s": gpu.network_gbit_per_s * 1e9 / 8.0 * NETWORK_EFFICIENCY,
+        "node_gpus": float(gpu.scale_up_gpus),
+        "tp_nodes": float(tp_nodes),
+        "pp": float(pp),
+        "pp_cross": float(pp_cross),
         "budget_tokens": float(budget),
         "chunked": 1.0 if chunked else 0.0,
         "max_num_seqs": float(seqs),
@@ -247,21 +294,43 @@ def step_s(
     t = t + np.maximum(dec_flops / (r.half_flops * r.attention_efficiency), kv_read / (r.mem_bytes_per_s * r.kv_mbu))
     pre_flops = 4.0 * r.kv_layers * r.d_q * p_rank * p_ctx / r.tp
     t = t + pre_flops / (r.half_flops * r.attention_efficiency)
-    # communication
-    link = r.link_bytes_per_s * r.link_efficiency
-    ar = np.where(
-        r.tp > 1,
-        2.0 * r.layers * (r.allreduce_latency_s + 2.0 * (r.tp - 1) / r.tp * per_rank * r.d_model * 2.0 / link),
-        0.0,
-    )
-    a2a = np.where(
-        moe & (r.gpus > r.tp),
-        2.0 * r.moe_layers * (r.allreduce_latency_s + per_rank * k * r.d_model * (r.gpus - 1) / r.gpus / link),
-        0.0,
-    )
-    total: np.ndarray = t + ar + a2a + r.step_overhead_s + r.layer_overhead_s * r.layers
+    ar, a2a, handoff = communication_s(r, per_rank, k, moe)
+    total: np.ndarray = t + ar + a2a + handoff + r.step_overhead_s + r.layer_overhead_s * r.layers
     total = total + r.moe_layer_overhead_s * r.moe_layers + r.seq_overhead_s * b
     return total
+
+
+def communication_s(
+    r: Rows, per_rank: np.ndarray, k: np.ndarray, moe: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds of one step's collectives (module docstring), as (TP all-reduces, MoE all-to-all, PP hand-offs): the
+    TP all-reduces (two per layer), the MoE dispatch and combine across the ``tp x dp`` GPUs (two per MoE layer) and
+    the PP hand-offs, for ``per_rank`` tokens on the busiest attention-DP rank and ``k`` experts per token (0 for
+    dense rows, ``moe`` False); arrays broadcast over rows. Links that cross nodes run at the scale-out network's
+    ``net_bytes_per_s`` and add :data:`INTER_NODE_LATENCY_S` per hop; inside one node the figures are the
+    single-node model's, to the bit."""
+    link = r.link_bytes_per_s * r.link_efficiency
+    net = r.net_bytes_per_s
+    # the TP ring: at the slowest link it crosses, one inter-node hop per node boundary in each of its two phases
+    tp_link = np.where(r.tp_nodes > 1, np.minimum(link, net), link)
+    tp_hops = 2.0 * (r.tp_nodes - 1.0) * INTER_NODE_LATENCY_S
+    ar_one = r.allreduce_latency_s + tp_hops + 2.0 * (r.tp - 1) / r.tp * per_rank * r.d_model * 2.0 / tp_link
+    ar = np.where(r.tp > 1, 2.0 * r.layers * ar_one, 0.0)
+    # the all-to-all: each rank sends its tokens' k copies to the other GPUs, those on its node over NVLink, the
+    # others over the network, at once
+    one_node = r.allreduce_latency_s + per_rank * k * r.d_model * (r.gpus - 1) / r.gpus / link
+    sent = per_rank * k * r.d_model / r.gpus
+    off_node = np.maximum(r.gpus - r.node_gpus, 0.0)
+    on_node = np.minimum(r.gpus, r.node_gpus) - 1.0
+    nodes = r.allreduce_latency_s + INTER_NODE_LATENCY_S + np.maximum(sent * on_node / link, sent * off_node / net)
+    a2a_one = np.where(off_node > 0, nodes, one_node)
+    a2a = np.where(moe & (r.gpus > r.tp), 2.0 * r.moe_layers * a2a_one, 0.0)
+    # PP: the busiest rank's activations (16-bit) pass to the next stage, over the network where stages change node
+    act = per_rank * r.d_model * 2.0
+    inside = np.maximum(r.pp - 1.0 - r.pp_cross, 0.0) * (PP_LINK_LATENCY_S + act / link)
+    across = r.pp_cross * (PP_LINK_LATENCY_S + INTER_NODE_LATENCY_S + act / net)
+    handoff: np.ndarray = inside + across
+    return ar, a2a, handoff
 
 
 @dataclass(frozen=True)
@@ -347,6 +416,8 @@ __all__ = [
     "SteadyState",
     "build_rows",
     "closed_loop",
+    "communication_s",
+    "node_layout",
     "prefill_rank_tokens",
     "row_constants",
     "step_s",

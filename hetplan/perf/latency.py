@@ -35,7 +35,7 @@ from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError, OutOfMemoryError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.calibration import EfficiencyCurves, curves_for
-from hetplan.perf.closed_loop import Rows, build_rows, row_constants, step_s
+from hetplan.perf.closed_loop import INTER_NODE_LATENCY_S, Rows, build_rows, node_layout, row_constants, step_s
 from hetplan.perf.engines import (
     EngineRules,
     activation_gib,
@@ -181,6 +181,18 @@ class InstanceModel:
         return self.gpu.interconnect_gb_per_s / 2.0 * GB * self.eff.link_efficiency
 
     @cached_property
+    def nodes(self) -> tuple[int, int, int]:
+        """(nodes the instance spans, nodes its TP group spans, PP hand-offs that cross nodes) on nodes of the GPU's
+        NVLink domain (``scale_up_gpus``; :func:`hetplan.perf.closed_loop.node_layout`)."""
+        return node_layout(self.tp, 1, self.pp, self.gpu.scale_up_gpus)
+
+    @cached_property
+    def network_bytes_per_s(self) -> float:
+        """Achieved one-direction scale-out bandwidth per GPU between nodes, bytes/s: the catalog's
+        ``network_gbit_per_s`` x ``settings.network_efficiency``."""
+        return self.gpu.network_gbit_per_s * 1e9 / 8.0 * self.settings.network_efficiency
+
+    @cached_property
     def overhead_s(self) -> float:
         """Fixed framework time per iteration, seconds (never zero): the fitted ``step_overhead_s +
         layer_overhead_s x layers + moe_layer_overhead_s x MoE layers`` of the engine on this architecture, or
@@ -277,20 +289,36 @@ class InstanceModel:
 
     # -- time -----------------------------------------------------------------------------------------
     def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
-        """All-reduce time of one iteration over ``tokens`` tokens: 2 per layer, ring algorithm."""
+        """All-reduce time of one iteration over ``tokens`` tokens: 2 per layer, ring algorithm; a TP group over
+        several nodes runs at the slower of the GPU link and the scale-out network (:attr:`network_bytes_per_s`)
+        with :data:`~hetplan.perf.closed_loop.INTER_NODE_LATENCY_S` per node hop."""
         t = self.tp
         if t == 1:
             return np.zeros_like(np.asarray(tokens, dtype=float))
         message = np.asarray(tokens, dtype=float) * self.arch.d_model * 2.0
+        tp_nodes = self.nodes[1]
+        if tp_nodes > 1:
+            link = min(self.link_bytes_per_s, self.network_bytes_per_s)
+            alpha = 2 * (t - 1) * self.eff.allreduce_latency_s + 2 * (tp_nodes - 1) * INTER_NODE_LATENCY_S
+            return 2 * self.arch.layers * (alpha + 2 * (t - 1) / t * message / link)
         one = 2 * (t - 1) * self.eff.allreduce_latency_s + 2 * (t - 1) / t * message / self.link_bytes_per_s
         return 2 * self.arch.layers * one
 
     def pp_handoff_s(self, tokens: ArrayLike) -> np.ndarray:
-        """Pipeline hand-offs: p-1 activation transfers of ``tokens * hidden * 2`` bytes."""
+        """Pipeline hand-offs: p-1 activation transfers of ``tokens * hidden * 2`` bytes, those between stages on
+        different nodes (:attr:`nodes`) over the scale-out network (:attr:`network_bytes_per_s`, plus
+        :data:`~hetplan.perf.closed_loop.INTER_NODE_LATENCY_S`)."""
         if self.pp == 1:
             return np.zeros_like(np.asarray(tokens, dtype=float))
         message = np.asarray(tokens, dtype=float) * self.arch.d_model * 2.0
-        return (self.pp - 1) * (self.settings.pp_link_latency_s + message / self.link_bytes_per_s)
+        crossing = self.nodes[2]
+        inside = (self.pp - 1 - crossing) * (self.settings.pp_link_latency_s + message / self.link_bytes_per_s)
+        if crossing == 0:
+            return inside
+        hop = self.settings.pp_link_latency_s + INTER_NODE_LATENCY_S
+        across = crossing * (hop + message / self.network_bytes_per_s)
+        out: np.ndarray = inside + across
+        return out
 
     def prefill_latency_s(self, prompt_tokens: ArrayLike, batch: ArrayLike = 1) -> np.ndarray:
         """Seconds for one prefill iteration over ``batch`` prompts of ``prompt_tokens`` tokens each (times the

@@ -139,9 +139,14 @@ def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
         notes = [note] if note else []
         if pt.pp > 1:
             notes.append("PP > 1: stages run one after another for latency; the closed loop keeps one micro-batch")
-        ckey2 = ("const", key, gkey, pt.engine, pt.tp, pt.dp_attention, budget, seqs)
+        span = nodes_note(gpu, pt.tp, pt.dp_attention, pt.pp, bool(arch.spec.is_moe))
+        if span:
+            notes.append(span)
+        ckey2 = ("const", key, gkey, pt.engine, pt.tp, pt.dp_attention, pt.pp, budget, seqs)
         if ckey2 not in cache:
-            cache[ckey2] = row_constants(arch, gpu, pt.tp, pt.dp_attention, curves, budget, rules.chunked_prefill, seqs)
+            cache[ckey2] = row_constants(
+                arch, gpu, pt.tp, pt.dp_attention, curves, budget, rules.chunked_prefill, seqs, pt.pp
+            )
         consts.append(cache[ckey2])
         index.append(n)
         points.append(pt)
@@ -197,32 +202,86 @@ def estimate_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def check_parallelism(arch: Any, gpu: Any, tp: int, pp: int, ep: int, dp: int) -> None:
-    """Refuse a layout the engines refuse (:class:`InputError`): TP that neither divides the KV heads nor is a
-    multiple of them (GQA), TP not dividing the query heads, EP not dividing the GPUs or beyond the experts, or more
-    GPUs in one TP x DP group than the GPU's NVLink scale-up domain (``scale_up_gpus``)."""
+    """Refuse a layout the engines refuse (:class:`InputError`, naming the column): TP that neither divides the KV
+    heads nor is a multiple of them (GQA), TP not dividing the query heads, EP not dividing the GPUs or beyond the
+    experts, PP beyond the layers. A layout larger than the GPU's NVLink domain (``scale_up_gpus``) is not refused:
+    it spans several nodes joined by the scale-out network (:func:`nodes_note`, :func:`hetplan.perf.closed_loop.
+    node_layout`)."""
     spec = arch.spec
     if spec.num_attention_heads % tp:
-        raise InputError(f"TP {tp} does not divide the {spec.num_attention_heads} attention heads of {spec.name}")
+        raise InputError(
+            f"tp {tp} does not divide the {spec.num_attention_heads} attention heads of {spec.name}",
+            fix="choose a tp that divides the attention heads (attention DP, dp_attention, spreads GPUs otherwise)",
+        )
     kv = spec.num_key_value_heads
     if not spec.kv_lora_rank and kv % tp and tp % kv:
         raise InputError(
-            f"TP {tp} neither divides the {kv} KV heads of {spec.name} nor is a multiple of them",
-            fix="choose a TP that divides the KV heads or a multiple of them",
+            f"tp {tp} neither divides the {kv} KV heads of {spec.name} nor is a multiple of them",
+            fix="choose a tp that divides the KV heads or a multiple of them",
         )
     gpus = tp * dp
     if gpus % ep:
-        raise InputError(f"EP {ep} does not divide the {gpus} GPUs (TP {tp} x DP {dp})")
+        raise InputError(f"ep {ep} does not divide the {gpus} GPUs (tp {tp} x dp_attention {dp})",
+                         fix="choose an ep that divides tp x dp_attention")  # fmt: skip
     if ep > 1 and not spec.is_moe:
-        raise InputError(f"EP {ep} needs a mixture-of-experts model; {spec.name} is dense", fix="use ep 1")
+        raise InputError(f"ep {ep} needs a mixture-of-experts model; {spec.name} is dense", fix="use ep 1")
     if spec.is_moe and spec.num_experts and ep > spec.num_experts:
-        raise InputError(f"EP {ep} exceeds the {spec.num_experts} experts of {spec.name}")
-    if gpus > gpu.scale_up_gpus:
-        raise InputError(
-            f"TP {tp} x DP {dp} = {gpus} GPUs exceed {gpu.name}'s NVLink domain of {gpu.scale_up_gpus}",
-            fix="lower TP/DP or use a GPU in a larger scale-up domain (GB200/GB300 NVL72)",
-        )
+        raise InputError(f"ep {ep} exceeds the {spec.num_experts} experts of {spec.name}",
+                         fix=f"use an ep of {spec.num_experts} or less")  # fmt: skip
     if pp > arch.layers:
-        raise InputError(f"PP {pp} exceeds the {arch.layers} layers")
+        raise InputError(f"pp {pp} exceeds the {arch.layers} layers", fix=f"use a pp of {arch.layers} or less")
+    check_instance_gpus(tp, dp, pp)
 
 
-__all__ = ["Prepared", "check_parallelism", "check_request_fits", "estimate_points", "prepare_points", "steady_state"]
+MAX_INSTANCE_GPUS = 1024
+"""Most GPUs in one instance (``tp x dp_attention x pp``) hetplan estimates: wide expert-parallel deployments run a
+few hundred GPUs (DeepSeek-V3's serving: 320 per decode instance); beyond this a layout is a typo, not a plan."""
+
+
+def check_instance_gpus(tp: int, dp: int, pp: int) -> None:
+    """Refuse an instance of more than :data:`MAX_INSTANCE_GPUS` GPUs (:class:`InputError` naming the fields)."""
+    gpus = tp * dp * pp
+    if gpus > MAX_INSTANCE_GPUS:
+        raise InputError(
+            f"tp {tp} x dp_attention {dp} x pp {pp} = {gpus:,} GPUs in one instance exceed the "
+            f"{MAX_INSTANCE_GPUS:,} hetplan estimates",
+            fix="lower tp, dp_attention or pp (an instance spans at most a few hundred GPUs)",
+        )
+
+
+def nodes_note(gpu: Any, tp: int, dp: int, pp: int, moe: bool = False) -> str | None:
+    """A sentence for a layout of ``tp x dp x pp`` GPUs that spans more than one node of ``gpu`` (its NVLink domain,
+    ``scale_up_gpus``): how many nodes, and the scale-out link the collectives that cross them use (the catalog's
+    ``network_gbit_per_s`` per GPU at :data:`hetplan.perf.closed_loop.NETWORK_EFFICIENCY`); None inside one node.
+    ``moe``: a mixture-of-experts model, whose all-to-all spans the ``tp x dp`` GPUs."""
+    from hetplan.perf.closed_loop import NETWORK_EFFICIENCY, node_layout
+
+    nodes, tp_nodes, crossing = node_layout(tp, dp, pp, gpu.scale_up_gpus)
+    if nodes <= 1:
+        return None
+    what = []
+    if tp_nodes > 1:
+        what.append(f"TP all-reduce over {tp_nodes} nodes")
+    if moe and tp * dp > gpu.scale_up_gpus and dp > 1:
+        what.append("MoE all-to-all")
+    if crossing:
+        what.append(f"{crossing} PP hand-off{'s' if crossing > 1 else ''}")
+    if not what:
+        return f"{tp * dp * pp} GPUs span {nodes} nodes of {gpu.scale_up_gpus}: no collective crosses them"
+    return (
+        f"{tp * dp * pp} GPUs span {nodes} nodes of {gpu.scale_up_gpus}: {', '.join(what)} over the network at "
+        f"{gpu.network_gbit_per_s / 8.0:g} GB/s per GPU x {NETWORK_EFFICIENCY:g} (catalog network_gbit_per_s)"
+    )
+
+
+__all__ = [
+    "Prepared",
+    "MAX_INSTANCE_GPUS",
+    "check_instance_gpus",
+    "check_parallelism",
+    "check_request_fits",
+    "estimate_points",
+    "nodes_note",
+    "prepare_points",
+    "steady_state",
+]
