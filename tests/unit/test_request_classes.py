@@ -1,6 +1,7 @@
 """Request classes (issue 32 item 3): a scenario's ``classes`` split the workload (by share or a trace column), the
-planner sizes against the tightest TTFT and TPOT among them, the verification judges each class against its own
-SLOs, and the gate fails when a class that held stops holding."""
+planner holds each class to its own TTFT in the combos' prefill capacities (decode to the tightest TPOT) and says
+what the tightest-SLO sizing would cost, the verification judges each class against its own SLOs, and the gate
+fails when a class that held stops holding."""
 
 from __future__ import annotations
 
@@ -256,3 +257,16 @@ def test_the_planner_sizes_combos_per_class():
 
     assert got == class_prefill_capacities(items, req.stats, [("chat", 1.0), ("long-output", 4.0)], req.arrivals,
                                            req.max_ratio)  # fmt: skip
+
+
+def test_the_plan_says_what_the_tightest_slo_sizing_would_cost():
+    from hetplan.planning.classes import tightest_sizing_note
+    from hetplan.planning.solve import Planner
+
+    req, workload, _, _ = build_request(_scenario([CHAT, LONG]))
+    assert tightest_sizing_note(replace(req, class_slos=()), workload, "cauchy", 10.0) is None  # one class
+    assert tightest_sizing_note(req, workload, "melange", 10.0) is None  # sized on the tightest SLOs anyway
+    tight = Planner(replace(req, class_slos=())).solve("cauchy")
+    note = tightest_sizing_note(req, workload, "cauchy", 10.0)
+    assert note is not None and note.startswith("request classes sized per class")
+    assert f"held to the tightest SLOs (TTFT 1 s, TPOT 80 ms) the cauchy plan would cost ${tight.cost:.2f}/h" in note
