@@ -27,7 +27,7 @@ from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import measure
 from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
-from hetplan.sim.result import Capacity, CapacityRun, CascadeRunSettings, RunMetrics, Simulation
+from hetplan.sim.result import Capacity, CapacityRun, CascadeRunSettings, HostKvRun, RunMetrics, Simulation
 from hetplan.units import rnd
 from hetplan.workload.model import ClassSlo, RequestStream
 
@@ -217,8 +217,20 @@ def simulation(req: SimRequest) -> Simulation:
         plan_goodput_req_per_s=req.plan.goodput_req_per_s,
         slo_percentile=req.plan.slo.percentile,
         cascade=CascadeRunSettings.model_validate(settings) if settings else None,
+        host_kv=host_kv_run(req.config),
         **dict(metrics),
     )
+
+
+def host_kv_run(config: SimConfig) -> HostKvRun | None:
+    """The document's record of ``config``'s host KV tier (``--host-kv``); None without one."""
+    tier = config.host_kv
+    if tier is None:
+        return None
+    return HostKvRun(
+        dram_gib=rnd(tier.dram_gib), ssd_gib=rnd(tier.ssd_gib) if math.isfinite(tier.ssd_gib) else None,
+        dram_gb_per_s=tier.dram_gb_per_s, ssd_gb_per_s=tier.ssd_gb_per_s, restore_latency_s=tier.restore_latency_s,
+    )  # fmt: skip
 
 
 def simulate(req: SimRequest) -> dict[str, Any]:

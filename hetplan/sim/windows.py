@@ -56,7 +56,7 @@ from hetplan.sim.metrics import summarize
 from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.router import Router
-from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
+from hetplan.sim.run import SimRequest, host_kv_run, plan_cascade, prepare_run
 from hetplan.units import rnd
 from hetplan.workload.model import RequestStream
 
@@ -289,6 +289,9 @@ def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: 
     scheduler = get_scheduler(req.policy, cascade)
     if scheduler.settings():
         head[scheduler.name] = scheduler.settings()
+    tier = host_kv_run(req.config)
+    if tier is not None:  # --host-kv, as simulate records it
+        head["host_kv"] = tier.to_doc()
     windowed = {
         "windows": len(wins),
         "warmup_s": warmup_s,
