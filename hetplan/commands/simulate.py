@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from hetplan.catalog.context import Catalog
     from hetplan.plan.types import Plan
     from hetplan.sim.hostkv import HostKvTier
+    from hetplan.sim.predict import OutputPredictor
     from hetplan.sim.run import SimRequest
     from hetplan.workload.model import ClassSlo, RequestStream
 
@@ -41,6 +42,8 @@ class SimOptions:
             trace without hash_ids. engine / perf_calibration: replay with another engine's rules and curves, or a
             calibration file's corrections (None: the plan's). host_kv: the host KV tier's sizes per instance,
             ``dram=SIZE[,ssd=SIZE]`` (``--host-kv``, :func:`parse_host_kv`; None: no host tier).
+        sizing_trace: the traces the plan was sized on (``--sizing-trace``): CASCADE's output predictor learns
+            from them (:func:`sizing_predictor`; empty: the plan's own sizing part of a replayed trace it names).
     """
 
     trace: tuple[str, ...] = ()
@@ -62,6 +65,7 @@ class SimOptions:
     engine: str | None = None
     perf_calibration: str | None = None
     host_kv: str | None = None
+    sizing_trace: tuple[str, ...] = ()
 
 
 #: Byte units ``--host-kv`` sizes take, in bytes.
@@ -113,6 +117,52 @@ def _size_gib(value: str, key: str, fix: str) -> float:
     if not unit and number != 0:
         raise InputError(f"--host-kv {key}={value!r} has no unit", "only 0 may go without one", fix)
     return number * SIZE_UNITS.get(unit, 1.0) / 2**30
+
+
+def sizing_predictor(
+    plan: Plan, sizing_trace: Sequence[str], traces: Sequence[str]
+) -> tuple[OutputPredictor | None, str | None]:
+    """The output predictor a replay of ``plan`` gives CASCADE's decode budgets (:mod:`hetplan.sim.predict`), learnt
+    from the sizing data as the plan's own verification does (:class:`hetplan.sim.verify.PlanCheck`), and what it
+    was learnt from, in words:
+
+    - ``sizing_trace`` (``--sizing-trace``, mixed as ``--trace`` mixes): every request of those files;
+    - else, when a replayed trace in ``traces`` is the file the plan was sized on (its name and SHA-256 prefix as
+      the plan's ``scenario.workload.source`` records them): the plan's sizing part of it, its first
+      ``scenario.workload.requests`` requests in arrival order (a plan with ``workload.holdout`` was sized on the
+      first part of the trace's span, so the held-out rest stays out of sample);
+    - else ``(None, None)``: the run learns from the replayed trace itself (in-sample,
+      :func:`hetplan.sim.run.default_predictor`).
+
+    Raises:
+        InputError: a sizing trace that cannot be read (as ``--trace``).
+    """
+    import hashlib
+
+    from hetplan.sim.predict import OutputPredictor
+    from hetplan.workload.readers import read_stream
+
+    if sizing_trace:
+        s = read_stream([str(t) for t in sizing_trace], None)
+        names = ", ".join(Path(t).name for t in sizing_trace)
+        return OutputPredictor(s.prompt_tokens, s.output_tokens), f"--sizing-trace {names} ({s.n:,} requests)"
+    summary = plan.workload
+    if summary is None or not summary.requests:
+        return None, None
+    for t in traces:
+        path = Path(t)
+        if not path.is_file():
+            continue
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        if summary.source != f"{path.name} (sha256 {sha})":
+            continue
+        s = read_stream([str(path)], None)
+        n = min(int(summary.requests), s.n)
+        return (
+            OutputPredictor(s.prompt_tokens[:n], s.output_tokens[:n]),
+            f"the plan's sizing data: the first {n:,} requests of {path.name}",
+        )
+    return None, None
 
 
 def load_sim_plan(plan_file: Path, engine: str | None = None, perf_calibration: str | None = None) -> Plan:
@@ -183,6 +233,7 @@ def build_request(plan_file: Path, options: SimOptions) -> SimRequest:
         plan, stream, class_slos(o.slo), _lower(o.policy), o.rate_scale, cascade,
         SimConfig(_lower(o.router), o.seed, o.chunked, drain_s, prefix_cache=o.prefix_cache,
                   host_kv=None if o.host_kv is None else parse_host_kv(o.host_kv)), window_s,
+        *sizing_predictor(plan, o.sizing_trace, o.trace),
     )  # fmt: skip
 
 

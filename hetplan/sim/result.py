@@ -271,6 +271,7 @@ class Simulation(RunMetrics):
     plan_goodput_req_per_s: float
     slo_percentile: float
     cascade: CascadeRunSettings | None = Field(default=None, exclude_if=_absent)
+    output_predictor: str | None = Field(default=None, exclude_if=_absent)
     host_kv: HostKvRun | None = Field(default=None, exclude_if=_absent)
     windowed: Windowed | None = Field(default=None, exclude_if=_absent)
 
