@@ -27,12 +27,15 @@ from hetplan.perf.queueing_batch import QUANTILE_POINTS, fluid_wait_batch_s, idl
 class PrefillCapacity:
     """Capacity of one prefill instance: ``rate_per_s`` (req/s, 0 if the SLO cannot be met; alone in its queue),
     the q-quantile TTFT of an idle instance (``min_ttft_s``, prefill plus KV transfer), and ``rate_by_n``: the
-    per-instance rate when n = 1, 2, … instances share one queue (M/G/n; empty: only n = 1 computed)."""
+    per-instance rate when n = 1, 2, … instances share one queue (M/G/n; empty: only n = 1 computed);
+    ``binding_class``: with request classes, the class whose TTFT binds (:func:`class_prefill_capacities`; its
+    ``min_ttft_s`` is that class's), else None."""
 
     rate_per_s: float
     min_ttft_s: float
     mean_service_s: float
     rate_by_n: tuple[float, ...] = ()
+    binding_class: str | None = None
 
     def per_instance(self, n: int) -> float:
         """Per-instance rate (req/s) of a pool of ``n`` instances sharing one queue."""
@@ -221,10 +224,12 @@ def class_prefill_capacities(
     if stats.class_labels is None or (trace is not None and trace.class_labels is None):
         raise ValueError("class_prefill_capacities needs the requests' class labels (LengthStats/ArrivalTrace)")
     per_class: list[list[PrefillCapacity]] = []
+    names: list[str] = []
     for name, ttft_s in class_ttft_s:
         judged = np.asarray(stats.class_labels == name)
         if not judged.any():
             continue
+        names.append(name)
         t_judged = None if trace is None else np.asarray(trace.class_labels == name)
         if t_judged is not None and not t_judged.any():
             t_judged = None  # the class is in the sample but not the replayed arrivals: Poisson for it
@@ -235,9 +240,9 @@ def class_prefill_capacities(
         raise ValueError("class_prefill_capacities: no class has a request in the length sample")
     out = []
     for caps in zip(*per_class, strict=True):
-        binding = min(caps, key=lambda c: c.rate_per_s)  # the first minimum: the scenario's class order
+        k = min(range(len(caps)), key=lambda i: caps[i].rate_per_s)  # the first minimum: the scenario's order
         rates = tuple(float(min(c.per_instance(n) for c in caps)) for n in range(1, max(1, max_instances) + 1))
-        out.append(PrefillCapacity(rates[0], binding.min_ttft_s, binding.mean_service_s, rates))
+        out.append(PrefillCapacity(rates[0], caps[k].min_ttft_s, caps[k].mean_service_s, rates, names[k]))
     return out
 
 

@@ -234,9 +234,9 @@ def test_per_class_prefill_capacity_holds_each_class_to_its_own_ttft(with_trace)
     every = np.full(stats.prompt_tokens.size, "all")
     one = replace(stats, class_labels=every)
     one_trace = None if trace is None else replace(trace, class_labels=every)
-    assert class_prefill_capacities(items, one, [("all", 4.0)], one_trace, 4) == prefill_capacities(
-        items, stats, 4.0, trace, 4
-    )
+    alone = class_prefill_capacities(items, one, [("all", 4.0)], one_trace, 4)
+    assert [replace(c, binding_class=None) for c in alone] == prefill_capacities(items, stats, 4.0, trace, 4)
+    assert {c.binding_class for c in alone} == {"all"}
 
 
 def test_the_planner_sizes_combos_per_class():
@@ -270,3 +270,15 @@ def test_the_plan_says_what_the_tightest_slo_sizing_would_cost():
     note = tightest_sizing_note(req, workload, "cauchy", 10.0)
     assert note is not None and note.startswith("request classes sized per class")
     assert f"held to the tightest SLOs (TTFT 1 s, TPOT 80 ms) the cauchy plan would cost ${tight.cost:.2f}/h" in note
+
+
+def test_a_class_no_instance_serves_in_time_is_named_with_its_own_ttft():
+    from hetplan.errors import InfeasibleError
+    from hetplan.solvers.cauchy_candidates import enumerate_candidates
+
+    tight_long = {"name": "long-output", "share": "30%", "slo": {"ttft": "5ms", "tpot_s": 0.08}}
+    req = build_request(_scenario([CHAT, tight_long]))[0]
+    with pytest.raises(InfeasibleError) as err:
+        enumerate_candidates(req)
+    assert err.value.why.startswith("class long-output's TTFT SLO 0.005 s binds: the fastest idle p90 TTFT")
+    assert "over its requests" in err.value.why and "slo.ttft" in err.value.fix
