@@ -127,10 +127,11 @@ def sizing_predictor(
     was learnt from, in words:
 
     - ``sizing_trace`` (``--sizing-trace``, mixed as ``--trace`` mixes): every request of those files;
-    - else, when a replayed trace in ``traces`` is the file the plan was sized on (its name and SHA-256 prefix as
-      the plan's ``scenario.workload.source`` records them): the plan's sizing part of it, its first
+    - else, when the replay is one trace (``traces``) and it is the file the plan was sized on (its name and SHA-256
+      prefix as the plan's ``scenario.workload.source`` records them): the plan's sizing part of it, its first
       ``scenario.workload.requests`` requests in arrival order (a plan with ``workload.holdout`` was sized on the
-      first part of the trace's span, so the held-out rest stays out of sample);
+      first part of the trace's span, so the held-out rest stays out of sample); a replay that mixes in other
+      traces is not the traffic the plan was sized on, and gets no sizing data from one of its files;
     - else ``(None, None)``: the run learns from the replayed trace itself (in-sample,
       :func:`hetplan.sim.run.default_predictor`).
 
@@ -147,7 +148,7 @@ def sizing_predictor(
         names = ", ".join(Path(t).name for t in sizing_trace)
         return OutputPredictor(s.prompt_tokens, s.output_tokens), f"--sizing-trace {names} ({s.n:,} requests)"
     summary = plan.workload
-    if summary is None or not summary.requests:
+    if summary is None or not summary.requests or len(traces) != 1:
         return None, None
     for t in traces:
         path = Path(t)

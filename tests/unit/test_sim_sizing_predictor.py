@@ -82,3 +82,9 @@ def test_a_windowed_run_takes_the_sizing_datas_predictor(tmp_path, monkeypatch):
 def test_no_sizing_data_is_found_in_a_trace_the_plan_does_not_name(tmp_path):
     plan = load_plan(FIXTURES / "plan_two_combos.json")
     assert sizing_predictor(plan, (), [str(FIXTURES / "azure_conv_200.csv")]) == (None, None)
+
+
+def test_a_replay_mixing_in_other_traces_gets_no_sizing_data_from_one_of_them(tmp_path):
+    plan_file, trace = _plan_sized_on(tmp_path)
+    mixed = build_request(plan_file, SimOptions(trace=(str(trace), str(FIXTURES / "mooncake_300.jsonl"))))
+    assert mixed.predictor is None and mixed.predictor_source is None
