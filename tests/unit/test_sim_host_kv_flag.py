@@ -68,3 +68,12 @@ def test_the_flag_reaches_the_run_config():
     req = build_request(PLAN, SimOptions(trace=(str(TRACE),), host_kv="dram=64GiB"))
     assert req.config.host_kv is not None and req.config.host_kv.dram_gib == 64.0
     assert build_request(PLAN, SimOptions(trace=(str(TRACE),))).config.host_kv is None
+
+
+def test_the_printed_run_names_the_tier():
+    res = CliRunner().invoke(
+        app, ["simulate", str(PLAN), "--trace", str(TRACE), "--max-requests", "60", "--host-kv", "dram=64GiB"],
+        env={"NO_COLOR": "1", "COLUMNS": "200"},
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "host KV tier per instance: DRAM 64 GiB, SSD unbounded" in res.output
