@@ -144,7 +144,12 @@ def sizing_predictor(
     from hetplan.workload.readers import read_stream
 
     if sizing_trace:
-        s = read_stream([str(t) for t in sizing_trace], None)
+        try:
+            s = read_stream([str(t) for t in sizing_trace], None)
+        except InputError as exc:  # read as --trace is; the message names this flag
+            raise type(exc)(
+                f"--sizing-trace: {exc.what}", exc.why, exc.fix.replace("--trace", "--sizing-trace")
+            ) from None
         names = ", ".join(Path(t).name for t in sizing_trace)
         return OutputPredictor(s.prompt_tokens, s.output_tokens), f"--sizing-trace {names} ({s.n:,} requests)"
     summary = plan.workload

@@ -231,8 +231,7 @@ def class_prefill_capacities(
             continue
         names.append(name)
         t_judged = None if trace is None else np.asarray(trace.class_labels == name)
-        if t_judged is not None and not t_judged.any():
-            t_judged = None  # the class is in the sample but not the replayed arrivals: Poisson for it
+        if t_judged is not None and not t_judged.any():  # in the sample, not in the replayed arrivals: Poisson
             per_class.append(prefill_capacities(items, stats, ttft_s, None, max_instances, judged))
             continue
         per_class.append(prefill_capacities(items, stats, ttft_s, trace, max_instances, judged, t_judged))

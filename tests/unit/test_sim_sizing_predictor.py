@@ -88,3 +88,14 @@ def test_a_replay_mixing_in_other_traces_gets_no_sizing_data_from_one_of_them(tm
     plan_file, trace = _plan_sized_on(tmp_path)
     mixed = build_request(plan_file, SimOptions(trace=(str(trace), str(FIXTURES / "mooncake_300.jsonl"))))
     assert mixed.predictor is None and mixed.predictor_source is None
+
+
+def test_an_unreadable_sizing_trace_is_refused_naming_the_flag(tmp_path):
+    from typer.testing import CliRunner
+
+    from hetplan.cli.main import app
+
+    plan, trace = str(FIXTURES / "plan_two_combos.json"), str(FIXTURES / "azure_conv_200.csv")
+    res = CliRunner().invoke(app, ["simulate", plan, "--trace", trace, "--sizing-trace", str(tmp_path / "nope.csv")])
+    assert res.exit_code == 2 and "Error: --sizing-trace: trace file" in res.output and "Traceback" not in res.output
+    assert "check the --sizing-trace path" in res.output
