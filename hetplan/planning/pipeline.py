@@ -249,7 +249,7 @@ def _plan_doc(
         catalog_sha=catalog_sha256(overlay), lean=lean,
     )  # fmt: skip
     if req.class_slos and not lean:  # request classes: what sizing on the tightest SLOs would have cost
-        from hetplan.planning.classes import tightest_sizing_note
+        from hetplan.planning.whatif import tightest_sizing_note
 
         said = tightest_sizing_note(req, workload, str(doc.get("strategy")), float(doc.get("total_usd_per_hour") or 0))
         doc["warnings"] = [*doc.get("warnings", []), *([said] if said else [])]

@@ -260,8 +260,8 @@ def test_the_planner_sizes_combos_per_class():
 
 
 def test_the_plan_says_what_the_tightest_slo_sizing_would_cost():
-    from hetplan.planning.classes import tightest_sizing_note
     from hetplan.planning.solve import Planner
+    from hetplan.planning.whatif import tightest_sizing_note
 
     req, workload, _, _ = build_request(_scenario([CHAT, LONG]))
     assert tightest_sizing_note(replace(req, class_slos=()), workload, "cauchy", 10.0) is None  # one class
