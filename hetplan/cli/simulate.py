@@ -130,6 +130,22 @@ def simulate_cmd(
         int | None,
         typer.Option("--reuse-system-prompt", help="For a trace without hash_ids: system-prompt tokens all share."),
     ] = None,
+    sizing_trace: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--sizing-trace",
+            help="Trace the plan was sized on (repeat to mix): CASCADE's output predictor learns from it (default: "
+            "the plan's sizing part of a --trace it was planned on, else the replayed trace itself).",
+        ),
+    ] = None,
+    host_kv: Annotated[
+        str | None,
+        typer.Option(
+            "--host-kv",
+            help="Host KV tier per instance for preempted KV and evicted prefix blocks, e.g. dram=256GiB,ssd=2TiB "
+            "(a key left out: DRAM 256 GiB, SSD unbounded).",
+        ),
+    ] = None,
     kappa: Annotated[
         float | None, typer.Option("--kappa", help="CASCADE safety coefficient (default: the plan's, else 1).")
     ] = None,
@@ -194,7 +210,8 @@ def simulate_cmd(
         tuple(str(t) for t in trace or ()), class_column, tuple(slo or ()), policy,
         1.0 if rate_scale is None else rate_scale, router, seed, chunked, kappa, q2, window, max_requests, drain,
         prefix_cache, reuse_sessions, reuse_system_prompt, engine,
-        str(perf_calibration) if perf_calibration is not None else None,
+        str(perf_calibration) if perf_calibration is not None else None, host_kv,
+        tuple(str(t) for t in sizing_trace or ()),
     )  # fmt: skip
     if concurrency is not None or isl is not None or osl is not None or requests is not None:
         _closed_loop_cmd(plan_file, options, find_cap, rate_scale, concurrency, isl, osl, requests, json_out, out,

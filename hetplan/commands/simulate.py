@@ -10,6 +10,7 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,6 +22,8 @@ from hetplan.units import parse_duration_s
 if TYPE_CHECKING:
     from hetplan.catalog.context import Catalog
     from hetplan.plan.types import Plan
+    from hetplan.sim.hostkv import HostKvTier
+    from hetplan.sim.predict import OutputPredictor
     from hetplan.sim.run import SimRequest
     from hetplan.workload.model import ClassSlo, RequestStream
 
@@ -37,7 +40,10 @@ class SimOptions:
         kappa / q2: CASCADE's settings (None: the plan's). window / drain: durations with a unit (``60s``).
         max_requests: replay only the first N. reuse_sessions / reuse_system_prompt: declared prefix reuse for a
             trace without hash_ids. engine / perf_calibration: replay with another engine's rules and curves, or a
-            calibration file's corrections (None: the plan's).
+            calibration file's corrections (None: the plan's). host_kv: the host KV tier's sizes per instance,
+            ``dram=SIZE[,ssd=SIZE]`` (``--host-kv``, :func:`parse_host_kv`; None: no host tier).
+        sizing_trace: the traces the plan was sized on (``--sizing-trace``): CASCADE's output predictor learns
+            from them (:func:`sizing_predictor`; empty: the plan's own sizing part of a replayed trace it names).
     """
 
     trace: tuple[str, ...] = ()
@@ -58,6 +64,111 @@ class SimOptions:
     reuse_system_prompt: int | None = None
     engine: str | None = None
     perf_calibration: str | None = None
+    host_kv: str | None = None
+    sizing_trace: tuple[str, ...] = ()
+
+
+#: Byte units ``--host-kv`` sizes take, in bytes.
+SIZE_UNITS = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e([+-]?[0-9]+))?\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_host_kv(text: str) -> HostKvTier:
+    """``--host-kv``: a host KV tier (:class:`hetplan.sim.hostkv.HostKvTier`) from ``dram=SIZE[,ssd=SIZE]`` (either
+    key may be left out: DRAM then takes the tier's default 256 GiB, SSD is unbounded; ``dram=0`` puts everything
+    on SSD), sizes per instance with a unit (KiB, MiB, GiB, TiB or KB, MB, GB, TB; ``0`` needs none). Restore
+    bandwidths and latency are the tier's defaults (DRAM 25 GB/s, SSD 5 GB/s, 1 ms).
+
+    Raises:
+        InputError: an empty value, an item without ``=``, an unknown or repeated key, or a size that is not a
+            finite number ≥ 0 with a known unit.
+    """
+    from hetplan.sim.hostkv import HostKvTier
+
+    fix = "write e.g. --host-kv dram=256GiB,ssd=2TiB"
+    sizes: dict[str, float] = {}
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise InputError(f"--host-kv {text!r}: an empty item", "it takes dram=SIZE and/or ssd=SIZE", fix)
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = key.strip().lower()
+        if not eq:
+            raise InputError(f"--host-kv {item!r} has no '='", "each item is KEY=SIZE (keys: dram, ssd)", fix)
+        if key not in ("dram", "ssd"):
+            raise InputError(f"--host-kv: unknown key {key!r}", "the keys are dram and ssd", fix)
+        if key in sizes:
+            raise InputError(f"--host-kv gives {key} twice", fix="give each of dram and ssd once")
+        sizes[key] = _size_gib(value, key, fix)
+    return HostKvTier(dram_gib=sizes.get("dram", HostKvTier.dram_gib), ssd_gib=sizes.get("ssd", math.inf))
+
+
+def _size_gib(value: str, key: str, fix: str) -> float:
+    """A ``--host-kv`` size in GiB (:func:`parse_host_kv`'s rule)."""
+    m = _SIZE.match(value)
+    unit = (m.group(3) if m else "").lower()
+    if m is None or (unit and unit not in SIZE_UNITS):
+        raise InputError(f"--host-kv {key}={value!r} is not a size",
+                         "sizes are a number ≥ 0 with a unit: KiB, MiB, GiB, TiB, KB, MB, GB or TB", fix)  # fmt: skip
+    number = float(m.group(1) + (f"e{m.group(2)}" if m.group(2) else ""))
+    if not math.isfinite(number):
+        raise InputError(f"--host-kv {key}={value!r} is not a finite size", fix=fix)
+    if not unit and number != 0:
+        raise InputError(f"--host-kv {key}={value!r} has no unit", "only 0 may go without one", fix)
+    return number * SIZE_UNITS.get(unit, 1.0) / 2**30
+
+
+def sizing_predictor(
+    plan: Plan, sizing_trace: Sequence[str], traces: Sequence[str]
+) -> tuple[OutputPredictor | None, str | None]:
+    """The output predictor a replay of ``plan`` gives CASCADE's decode budgets (:mod:`hetplan.sim.predict`), learnt
+    from the sizing data as the plan's own verification does (:class:`hetplan.sim.verify.PlanCheck`), and what it
+    was learnt from, in words:
+
+    - ``sizing_trace`` (``--sizing-trace``, mixed as ``--trace`` mixes): every request of those files;
+    - else, when the replay is one trace (``traces``) and it is the file the plan was sized on (its name and SHA-256
+      prefix as the plan's ``scenario.workload.source`` records them): the plan's sizing part of it, its first
+      ``scenario.workload.requests`` requests in arrival order (a plan with ``workload.holdout`` was sized on the
+      first part of the trace's span, so the held-out rest stays out of sample); a replay that mixes in other
+      traces is not the traffic the plan was sized on, and gets no sizing data from one of its files;
+    - else ``(None, None)``: the run learns from the replayed trace itself (in-sample,
+      :func:`hetplan.sim.run.default_predictor`).
+
+    Raises:
+        InputError: a sizing trace that cannot be read (as ``--trace``).
+    """
+    import hashlib
+
+    from hetplan.sim.predict import OutputPredictor
+    from hetplan.workload.readers import read_stream
+
+    if sizing_trace:
+        try:
+            s = read_stream([str(t) for t in sizing_trace], None)
+        except InputError as exc:  # read as --trace is; the message names this flag
+            raise type(exc)(
+                f"--sizing-trace: {exc.what}", exc.why, exc.fix.replace("--trace", "--sizing-trace")
+            ) from None
+        names = ", ".join(Path(t).name for t in sizing_trace)
+        return OutputPredictor(s.prompt_tokens, s.output_tokens), f"--sizing-trace {names} ({s.n:,} requests)"
+    summary = plan.workload
+    if summary is None or not summary.requests or len(traces) != 1:
+        return None, None
+    for t in traces:
+        path = Path(t)
+        if not path.is_file():
+            continue
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        if summary.source != f"{path.name} (sha256 {sha})":
+            continue
+        s = read_stream([str(path)], None)
+        n = min(int(summary.requests), s.n)
+        return (
+            OutputPredictor(s.prompt_tokens[:n], s.output_tokens[:n]),
+            f"the plan's sizing data: the first {n:,} requests of {path.name}",
+        )
+    return None, None
 
 
 def load_sim_plan(plan_file: Path, engine: str | None = None, perf_calibration: str | None = None) -> Plan:
@@ -126,7 +237,9 @@ def build_request(plan_file: Path, options: SimOptions) -> SimRequest:
     drain_s = parse_duration_s(o.drain, "drain", 1.0, 1e9)
     return SimRequest(
         plan, stream, class_slos(o.slo), _lower(o.policy), o.rate_scale, cascade,
-        SimConfig(_lower(o.router), o.seed, o.chunked, drain_s, prefix_cache=o.prefix_cache), window_s,
+        SimConfig(_lower(o.router), o.seed, o.chunked, drain_s, prefix_cache=o.prefix_cache,
+                  host_kv=None if o.host_kv is None else parse_host_kv(o.host_kv)), window_s,
+        *sizing_predictor(plan, o.sizing_trace, o.trace),
     )  # fmt: skip
 
 
@@ -149,8 +262,9 @@ def closed_loop(
 
     o = options
     plan = load_sim_plan(plan_file, o.engine, o.perf_calibration)
+    host_kv = None if o.host_kv is None else parse_host_kv(o.host_kv)
     return _closed_loop(plan, concurrency, isl, osl, requests, _lower(o.policy),
-                        SimConfig(_lower(o.router), o.seed, o.chunked))  # fmt: skip
+                        SimConfig(_lower(o.router), o.seed, o.chunked, host_kv=host_kv))  # fmt: skip
 
 
 def _lower(name: str) -> str:
@@ -326,6 +440,7 @@ def calibrate(
 
 __all__ = [
     "SimOptions",
+    "parse_host_kv",
     "build_request",
     "calibrate",
     "class_slos",

@@ -282,8 +282,12 @@ def build_ir(plan: Plan, settings: EmitSettings | None = None) -> DeploymentIR:
     )
 
 
-CASCADE_ROUTER_KEYS = ("kappa", "kappa_by_class", "q2", "tier2_order", "quantile", "coverage", "classes")
-"""The fields of a plan's ``cascade`` block a router needs (the sweep and the calibration run are left out)."""
+CASCADE_ROUTER_KEYS = (
+    "kappa", "kappa_by_class", "q2", "q2_by_class", "tier2_order", "quantile", "coverage", "classes",
+)  # fmt: skip
+"""The fields of a plan's ``cascade`` block a router needs (the sweep and the calibration run are left out);
+``q2_by_class`` only where ``hetplan calibrate`` chose one per class (:func:`hetplan.sim.cascade.choose_q2_by_class`:
+the q₂ of an iteration is then that of the Tier-2 request first in line, ``q2`` for the other classes)."""
 
 
 def _cascade_json(plan: Plan) -> str | None:
@@ -295,7 +299,8 @@ def _cascade_json(plan: Plan) -> str | None:
     doc |= {k: block[k] for k in CASCADE_ROUTER_KEYS if k in block}
     doc["budget"] = (
         "T_hat(request) = kappa[class] * (T(current load) + T(max load)) / 2 over its remaining prefill chunks; "
-        "budget = TTFT SLO - wait - T_hat, re-computed every iteration; Tier 2 (budget <= 0) keeps a share q2"
+        "budget = TTFT SLO - wait - T_hat, re-computed every iteration; Tier 2 (budget <= 0) keeps a share q2 "
+        "(q2_by_class[class] of the Tier-2 request first in line, where given)"
     )
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 

@@ -27,12 +27,15 @@ from hetplan.perf.queueing_batch import QUANTILE_POINTS, fluid_wait_batch_s, idl
 class PrefillCapacity:
     """Capacity of one prefill instance: ``rate_per_s`` (req/s, 0 if the SLO cannot be met; alone in its queue),
     the q-quantile TTFT of an idle instance (``min_ttft_s``, prefill plus KV transfer), and ``rate_by_n``: the
-    per-instance rate when n = 1, 2, … instances share one queue (M/G/n; empty: only n = 1 computed)."""
+    per-instance rate when n = 1, 2, … instances share one queue (M/G/n; empty: only n = 1 computed);
+    ``binding_class``: with request classes, the class whose TTFT binds (:func:`class_prefill_capacities`; its
+    ``min_ttft_s`` is that class's), else None."""
 
     rate_per_s: float
     min_ttft_s: float
     mean_service_s: float
     rate_by_n: tuple[float, ...] = ()
+    binding_class: str | None = None
 
     def per_instance(self, n: int) -> float:
         """Per-instance rate (req/s) of a pool of ``n`` instances sharing one queue."""
@@ -98,8 +101,15 @@ def prefill_capacities(
     ttft_slo_s: float,
     trace: ArrivalTrace | None = None,
     max_instances: int = 1,
+    judged: np.ndarray | None = None,
+    trace_judged: np.ndarray | None = None,
 ) -> list[PrefillCapacity]:
     """:func:`prefill_capacity` of every ``(instance, link bytes/s)`` in ``items``, in their order.
+
+    ``judged`` / ``trace_judged``: boolean masks over ``stats``'s and ``trace``'s requests whose TTFT the quantile
+    is taken over (one request class, :func:`class_prefill_capacities`): every request still queues and is
+    served (the wait's moments and the fluid bound's backlog are the whole mix's), but only these requests'
+    idle TTFTs are convolved with the wait and only their fluid TTFTs count in its quantile. None: every request.
 
     The bisections of all items (and, for M/G/n, of every pool size 1..``max_instances``) run side by side as numpy
     arrays: each element goes through exactly the floating-point operations of the one-item computation
@@ -119,6 +129,8 @@ def prefill_capacities(
     out: list[PrefillCapacity | None] = [None] * len(items)
     live: list[int] = []  # items whose idle TTFT meets the SLO
     totals, moments = _idle_totals(items, stats.prompt_tokens, stats.prefill_reuse)
+    if judged is not None:  # one class's TTFTs; the moments above stay the mix's (every request queues)
+        totals = totals[:, judged]
     idle_all = np.percentile(totals, q * 100, axis=1) if items else np.zeros(0)
     for i, (mean_s, _) in enumerate(moments):
         if float(idle_all[i]) > ttft_slo_s:
@@ -144,7 +156,7 @@ def prefill_capacities(
                 trace_service_by_inst[id(inst)] = t_all
             works.append(t_all)
             extras.append(np.asarray(kv_transfer_s(inst.arch, trace.prompt_tokens, link, inst.settings), dtype=float))
-        fluid = fluid_prefill_rates(works, extras, trace, ttft_slo_s, q)
+        fluid = fluid_prefill_rates(works, extras, trace, ttft_slo_s, q, trace_judged)
     n_live = len(live)
     servers = np.tile(np.arange(1, pools + 1), n_live)
     row_item = np.repeat(np.arange(n_live), pools)
@@ -178,6 +190,59 @@ def prefill_capacities(
         rates = tuple(float(r) for r in by_n[k])
         out[i] = PrefillCapacity(rates[0], idles[k], means[k], rates)
     return [c for c in out if c is not None]
+
+
+def class_prefill_capacities(
+    items: Sequence[tuple[InstanceModel, float]],
+    stats: LengthStats,
+    class_ttft_s: Sequence[tuple[str, float]],
+    trace: ArrivalTrace | None = None,
+    max_instances: int = 1,
+) -> list[PrefillCapacity]:
+    """Per-class prefill capacity of every item (request classes, a scenario's ``classes:``): the largest
+    per-instance rate of the **whole mix** at which **every** class's q-quantile TTFT, taken over that class's own
+    requests, is within that class's own TTFT SLO (``class_ttft_s``: ``(class, ttft_s)`` pairs).
+
+    Method: the classes share one FCFS prefill queue, so a class's request waits behind the whole mix (the M/G/n
+    wait from the mix's service moments; with a trace, the fluid bound's backlog of every request at the sized
+    rate) and is then served at its own prompt length. For each class, :func:`prefill_capacities` runs with the
+    quantile over that class's requests only (``judged``: ``stats.class_labels`` / ``trace.class_labels`` equal
+    to the class) against that class's SLO; the item's capacity for each pool size n is the minimum over the
+    classes. A class with no request in ``stats`` is left out (nothing of it to size). With one class this is
+    :func:`prefill_capacities` against its SLO over every request. Against the single tightest TTFT over the
+    whole mix (the rule before) it differs where a class's prompts differ from the mix's: a tight-TTFT class of
+    short prompts no longer waits on the mix's long ones in the sizing, and a loose class is held only to its own
+    SLO. Source: hetplan's own reconstruction (no paper sizes per class).
+
+    Returns:
+        one :class:`PrefillCapacity` per item; ``min_ttft_s`` is that of the class with the smallest rate (the
+        binding class).
+
+    Raises:
+        ValueError: ``stats`` without ``class_labels``, or a trace without them.
+    """
+    if stats.class_labels is None or (trace is not None and trace.class_labels is None):
+        raise ValueError("class_prefill_capacities needs the requests' class labels (LengthStats/ArrivalTrace)")
+    per_class: list[list[PrefillCapacity]] = []
+    names: list[str] = []
+    for name, ttft_s in class_ttft_s:
+        judged = np.asarray(stats.class_labels == name)
+        if not judged.any():
+            continue
+        names.append(name)
+        t_judged = None if trace is None else np.asarray(trace.class_labels == name)
+        if t_judged is not None and not t_judged.any():  # in the sample, not in the replayed arrivals: Poisson
+            per_class.append(prefill_capacities(items, stats, ttft_s, None, max_instances, judged))
+            continue
+        per_class.append(prefill_capacities(items, stats, ttft_s, trace, max_instances, judged, t_judged))
+    if not per_class:
+        raise ValueError("class_prefill_capacities: no class has a request in the length sample")
+    out = []
+    for caps in zip(*per_class, strict=True):
+        k = min(range(len(caps)), key=lambda i: caps[i].rate_per_s)  # the first minimum: the scenario's order
+        rates = tuple(float(min(c.per_instance(n) for c in caps)) for n in range(1, max(1, max_instances) + 1))
+        out.append(PrefillCapacity(rates[0], caps[k].min_ttft_s, caps[k].mean_service_s, rates, names[k]))
+    return out
 
 
 def prefill_capacities_by_stats(
@@ -253,7 +318,12 @@ def prefill_capacities_by_stats(
 
 
 def fluid_prefill_rates(
-    works: list[np.ndarray], extras: list[np.ndarray], trace: ArrivalTrace, slo_s: float, quantile: float
+    works: list[np.ndarray],
+    extras: list[np.ndarray],
+    trace: ArrivalTrace,
+    slo_s: float,
+    quantile: float,
+    judged: np.ndarray | None = None,
 ) -> np.ndarray:
     """The fluid burst bound of every ``(service_s, extra_s)`` pair (shape (n,) each, per request of the trace, in
     its order), found side by side (:func:`~hetplan.perf.batch_search.largest_batch`); shape (len(works),), req/s
@@ -261,7 +331,9 @@ def fluid_prefill_rates(
     ``slo_s`` on ``trace`` at its sized rate Λ, where an instance carrying rate r holds the share u = r / Λ of every
     burst and the waits W_i follow Lindley's recursion over the trace's gaps (:mod:`hetplan.perf.queueing`).
     Searched on [0, 1 / mean(service_s)]; each row bit-identical to the one-row reference (``fluid_prefill_rate``,
-    ``tests/unit/capacity_reference.py``). Source: hetplan's own reconstruction (Lindley 1952)."""
+    ``tests/unit/capacity_reference.py``). ``judged``: a boolean mask of the requests whose TTFT the quantile is
+    taken over (one request class; every request still adds to the backlog); None: all. Source: hetplan's own
+    reconstruction (Lindley 1952)."""
     lam = trace.sized_rate_per_s
     gaps = trace.gaps_s
     service = np.asarray(works)
@@ -269,7 +341,10 @@ def fluid_prefill_rates(
 
     def ttft(rate: np.ndarray, rows: np.ndarray) -> np.ndarray:
         wait = fluid_wait_batch_s(service[rows] * (rate / lam)[:, None], gaps)
-        return np.asarray(np.percentile(wait + own[rows], quantile * 100, axis=1))
+        total = wait + own[rows]
+        if judged is not None:
+            total = total[:, judged]
+        return np.asarray(np.percentile(total, quantile * 100, axis=1))
 
     hi = np.array([1.0 / float(w.mean()) for w in works])
     return largest_batch(ttft, slo_s, hi, BISECT_STEPS, service.shape[1])

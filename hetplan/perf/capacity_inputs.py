@@ -64,12 +64,15 @@ class LengthStats:
         prefill_reuse: prefix-cache reuse (:class:`PrefillReuse`): each instance's prefill is priced at the
             prompt lengths of the work its own cache leaves; None: every prompt computed whole. Only prefill
             service times read it; KV sizes, transfers and decode contexts use ``prompt_tokens``.
+        class_labels: shape (n,), each request's class (a scenario's ``classes:``), for the per-class prefill
+            capacities (:func:`hetplan.perf.capacity.class_prefill_capacities`); None: one class.
     """
 
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     quantile: float
     prefill_reuse: PrefillReuse | None = None
+    class_labels: np.ndarray | None = None
 
     def prefill_tokens(self, inst: InstanceModel) -> np.ndarray:
         """Shape (n,): the prompt lengths ``inst``'s prefill service times are priced at (its prefix reuse)."""
@@ -113,6 +116,7 @@ class ArrivalTrace:
             (:func:`~hetplan.perf.decode_capacity.fluid_decode_rates`); None: every request is taken to have the
             length sample's mean output.
         prefill_reuse: as :attr:`LengthStats.prefill_reuse`, for these requests (None: no reuse).
+        class_labels: as :attr:`LengthStats.class_labels`, for these requests (None: one class).
     """
 
     arrival_s: np.ndarray
@@ -121,6 +125,7 @@ class ArrivalTrace:
     sized_rate_per_s: float
     output_tokens: np.ndarray | None = None
     prefill_reuse: PrefillReuse | None = None
+    class_labels: np.ndarray | None = None
 
     def prefill_tokens(self, inst: InstanceModel) -> np.ndarray:
         """Shape (n,): the prompt lengths ``inst``'s prefill service times are priced at (its prefix reuse)."""

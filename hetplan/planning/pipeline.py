@@ -248,6 +248,11 @@ def _plan_doc(
         profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=deferred,
         catalog_sha=catalog_sha256(overlay), lean=lean,
     )  # fmt: skip
+    if req.class_slos and not lean:  # request classes: what sizing on the tightest SLOs would have cost
+        from hetplan.planning.whatif import tightest_sizing_note
+
+        said = tightest_sizing_note(req, workload, str(doc.get("strategy")), float(doc.get("total_usd_per_hour") or 0))
+        doc["warnings"] = [*doc.get("warnings", []), *([said] if said else [])]
     note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
     if note is not None:
         doc["quality_note"] = note

@@ -43,7 +43,7 @@ from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import PlanRequest, check_request
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.units import parse_duration_s, parse_percentile
-from hetplan.workload.classes import assign_classes, binding_slos
+from hetplan.workload.classes import assign_classes, binding_slos, class_slos
 from hetplan.workload.context import served_workload
 from hetplan.workload.model import Workload
 from hetplan.workload.readers import load_workload
@@ -174,7 +174,8 @@ def _arrivals(workload: Workload, sized_rate: float, work: PrefillReuse | None =
     if span <= 0:
         return None
     w = None if work is None else work.take(order)
-    return ArrivalTrace(a, p, a.size / span, sized_rate, o, w)  # the rate the verification scales from
+    labels = workload.labels_at(order)
+    return ArrivalTrace(a, p, a.size / span, sized_rate, o, w, labels)  # the rate the verification scales from
 
 
 def build_request(
@@ -201,8 +202,8 @@ def build_request(
     ttft = parse_duration_s(scenario.slo.ttft, "ttft")
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
     binding = binding_slos(scenario)
-    if binding is not None:  # request classes: sized against the tightest TTFT and TPOT among them (docs/search.md)
-        ttft, tpot = binding
+    if binding is not None:  # request classes: the tightest TTFT and TPOT among them (docs/methods.md); Cauchy's
+        ttft, tpot = binding  # prefill capacities judge each class on its own TTFT (PlanRequest.class_slos)
     workload = build_workload(scenario)
     # the default target is the whole trace's mean rate: a requirement, whatever part of the trace sizing sees
     whole_rate = scenario.workload.holdout and scenario.goodput_req_per_s is None  # else not read: a hot path
@@ -340,9 +341,10 @@ def build_request(
         if scenario.max_model_len_tokens is None
         else min(scenario.max_model_len_tokens, arch.spec.max_position_embeddings),
     )
+    labels = workload.class_labels if index is None else workload.labels_at(index)
     req = PlanRequest(
         arch,
-        LengthStats(prompt, output, quantile, work_sample),
+        LengthStats(prompt, output, quantile, work_sample, labels),
         float(goodput),
         ttft,
         tpot,
@@ -362,6 +364,7 @@ def build_request(
         else None,
         solve=solve,
         prefix_reuse=None if reuse is None else reuse_doc(reuse),
+        class_slos=tuple((name, t, p) for name, (t, p) in class_slos(scenario).items()),
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

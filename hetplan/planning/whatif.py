@@ -1,6 +1,8 @@
 """The what-if solves of a plan's analysis: every strategy re-planned at each GPU's price x0.8 and x1.2
 (:func:`price_sensitivity`) and at multiples of the goodput target (:func:`cost_vs_goodput`), through one
-:class:`~hetplan.planning.solve.Planner` and :func:`hetplan.solvers.milp_threads.solve_in_threads`.
+:class:`~hetplan.planning.solve.Planner` and :func:`hetplan.solvers.milp_threads.solve_in_threads`; and, for a
+scenario with request classes, what the plan's strategy would cost with every request held to the tightest SLOs
+(:func:`tightest_sizing_note`).
 
 Source: hetplan's own reconstruction.
 """
@@ -12,10 +14,13 @@ from dataclasses import replace
 from typing import Any
 
 from hetplan.catalog.pricing import GpuPrice
+from hetplan.errors import HetplanError
 from hetplan.plan.types import STRATEGIES
 from hetplan.planning.solve import Planner, Solved
+from hetplan.solvers.cauchy import PlanRequest
 from hetplan.solvers.milp_threads import solve_in_threads
 from hetplan.units import rnd
+from hetplan.workload.model import Workload
 
 PRICE_FACTORS = (0.8, 1.2)
 GOODPUT_FACTORS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
@@ -123,4 +128,38 @@ def _task(
     return lambda: planner.solve(strategy, prices, demand_scale)
 
 
-__all__ = ["GOODPUT_FACTORS", "PRICE_FACTORS", "cost_vs_goodput", "price_sensitivity"]
+#: The strategies whose combos are sized per class (the others have nothing to compare).
+PER_CLASS_STRATEGIES = ("cauchy", "homogeneous", "mixed")
+
+
+def tightest_sizing_note(req: PlanRequest, workload: Workload, strategy: str, cost_usd_per_hour: float) -> str | None:
+    """One sentence for the plan's warnings: what ``strategy`` costs ($/h) when every request is held to the
+    tightest SLOs among the classes (``PlanRequest.class_slos`` empty, the rule before per-class sizing), beside the
+    per-class plan's ``cost_usd_per_hour``; None without classes, for a strategy whose instances are not sized per
+    class (Mélange's buckets use the tightest SLOs either way), or for a plan without a cost. Costs one more solve of
+    ``strategy`` (candidate enumeration and MILP). Source: hetplan's own reconstruction."""
+    if not req.class_slos or strategy not in PER_CLASS_STRATEGIES or not cost_usd_per_hour > 0:
+        return None
+    tight = replace(req, class_slos=())
+    slos = f"TTFT {req.ttft_slo_s:g} s, TPOT {req.tpot_slo_s * 1e3:g} ms"
+    means = (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean()))
+    head = f"request classes sized per class (each class's own TTFT over its own requests): ${cost_usd_per_hour:.2f}/h"
+    try:
+        other = Planner(tight, means).solve(strategy)
+    except HetplanError as exc:  # a what-if: its failure is reported, never fatal to the plan
+        return f"{head}; held to the tightest SLOs ({slos}) no {strategy} plan was found ({exc.what})"
+    if other.error is not None:
+        return f"{head}; held to the tightest SLOs ({slos}) no {strategy} plan meets the target ({other.error.what})"
+    diff = other.cost / cost_usd_per_hour - 1.0
+    change = "the same" if abs(diff) < 5e-5 else f"{diff:+.1%}"
+    return f"{head}; held to the tightest SLOs ({slos}) the {strategy} plan would cost ${other.cost:.2f}/h ({change})"
+
+
+__all__ = [
+    "GOODPUT_FACTORS",
+    "PER_CLASS_STRATEGIES",
+    "PRICE_FACTORS",
+    "cost_vs_goodput",
+    "price_sensitivity",
+    "tightest_sizing_note",
+]

@@ -229,6 +229,17 @@ class CascadeRunSettings(Doc):
     q2: float
 
 
+class HostKvRun(Doc):
+    """The host KV tier a run used (``--host-kv``, :class:`hetplan.sim.hostkv.HostKvTier`): per instance, DRAM and
+    SSD room (GiB; ``ssd_gib`` None: unbounded), the restore bandwidths (GB/s) and the latency per restore (s)."""
+
+    dram_gib: float
+    ssd_gib: float | None
+    dram_gb_per_s: float
+    ssd_gb_per_s: float
+    restore_latency_s: float
+
+
 class WindowRun(Doc):
     """One window of a ``--windows`` run (:mod:`hetplan.sim.windows`); the renderer reads its wall time, s."""
 
@@ -260,6 +271,8 @@ class Simulation(RunMetrics):
     plan_goodput_req_per_s: float
     slo_percentile: float
     cascade: CascadeRunSettings | None = Field(default=None, exclude_if=_absent)
+    output_predictor: str | None = Field(default=None, exclude_if=_absent)
+    host_kv: HostKvRun | None = Field(default=None, exclude_if=_absent)
     windowed: Windowed | None = Field(default=None, exclude_if=_absent)
 
     def to_doc(self) -> dict[str, Any]:

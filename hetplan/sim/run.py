@@ -27,7 +27,7 @@ from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.metrics import measure
 from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
-from hetplan.sim.result import Capacity, CapacityRun, CascadeRunSettings, RunMetrics, Simulation
+from hetplan.sim.result import Capacity, CapacityRun, CascadeRunSettings, HostKvRun, RunMetrics, Simulation
 from hetplan.units import rnd
 from hetplan.workload.model import ClassSlo, RequestStream
 
@@ -43,7 +43,9 @@ class SimRequest:
         cascade: CASCADE settings (default: the plan's calibrated κ and q₂, if any, else the defaults).
         config: router, seed, chunked prefill, drain time. window_s: time-series window, seconds.
         predictor: what policies may know of output lengths (:mod:`hetplan.sim.predict`), learnt from the sizing
-            data; None: from ``stream``'s own length distribution.
+            data; None: from ``stream``'s own length distribution (in-sample, :func:`default_predictor`).
+        predictor_source: what ``predictor`` was learnt from, in words, for the run's document
+            (``output_predictor``; None: the in-sample default's own wording).
     """
 
     plan: Plan
@@ -55,6 +57,7 @@ class SimRequest:
     config: SimConfig = SimConfig()
     window_s: float = 60.0
     predictor: OutputPredictor | None = None
+    predictor_source: str | None = None
 
 
 class _CascadeClass(BaseModel):
@@ -175,14 +178,28 @@ def prepare_run(req: SimRequest) -> tuple[Deployment, RequestStream]:
     return dep, stream.scaled(req.rate_scale)
 
 
+IN_SAMPLE = "the replayed trace's own outputs (in-sample: no sizing data; pass --sizing-trace)"
+"""``output_predictor`` of a run without sizing data (:func:`default_predictor`)."""
+
+
+def default_predictor(req: SimRequest, stream: RequestStream) -> tuple[OutputPredictor, str]:
+    """The output predictor of a run of ``req`` on ``stream`` and what it was learnt from: ``req.predictor`` (the
+    sizing data's), else ``stream``'s own outputs (in-sample to the replay: :data:`IN_SAMPLE`). One run and a
+    windowed run (:mod:`hetplan.sim.windows`) take the same."""
+    if req.predictor is not None:
+        return req.predictor, req.predictor_source or "the sizing data"
+    return OutputPredictor(stream.prompt_tokens, stream.output_tokens), IN_SAMPLE
+
+
 def run_measured(
     req: SimRequest, dep: Deployment, stream: RequestStream, record: bool = False
 ) -> tuple[RunMetrics, Simulator, SimResult]:
     """One simulation of ``stream`` on ``dep`` under ``req``'s policy (its CASCADE settings, else the plan's):
     (typed metrics, the simulator, its raw result); ``record`` keeps each request's TTFT estimate."""
     cascade = req.cascade or plan_cascade(req.plan)
+    predictor, _ = default_predictor(req, stream)
     sim = Simulator(
-        dep, stream, get_scheduler(req.policy, cascade), req.config, record_estimates=record, predictor=req.predictor
+        dep, stream, get_scheduler(req.policy, cascade), req.config, record_estimates=record, predictor=predictor
     )
     res = sim.run()
     return measure(stream, res, req.window_s), sim, res
@@ -217,8 +234,21 @@ def simulation(req: SimRequest) -> Simulation:
         plan_goodput_req_per_s=req.plan.goodput_req_per_s,
         slo_percentile=req.plan.slo.percentile,
         cascade=CascadeRunSettings.model_validate(settings) if settings else None,
+        output_predictor=default_predictor(req, stream)[1] if settings else None,  # CASCADE's decode budgets
+        host_kv=host_kv_run(req.config),
         **dict(metrics),
     )
+
+
+def host_kv_run(config: SimConfig) -> HostKvRun | None:
+    """The document's record of ``config``'s host KV tier (``--host-kv``); None without one."""
+    tier = config.host_kv
+    if tier is None:
+        return None
+    return HostKvRun(
+        dram_gib=rnd(tier.dram_gib), ssd_gib=rnd(tier.ssd_gib) if math.isfinite(tier.ssd_gib) else None,
+        dram_gb_per_s=tier.dram_gb_per_s, ssd_gb_per_s=tier.ssd_gb_per_s, restore_latency_s=tier.restore_latency_s,
+    )  # fmt: skip
 
 
 def simulate(req: SimRequest) -> dict[str, Any]:

@@ -56,7 +56,7 @@ from hetplan.sim.metrics import summarize
 from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.router import Router
-from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
+from hetplan.sim.run import SimRequest, default_predictor, host_kv_run, plan_cascade, prepare_run
 from hetplan.units import rnd
 from hetplan.workload.model import RequestStream
 
@@ -179,7 +179,8 @@ def run_window(
     router_state: RouterState | None = None, predictor: OutputPredictor | None = None,
 ) -> WindowResult:  # fmt: skip
     """Simulate ``stream`` (the window's requests, warm-up first, SLOs set) from ``router_state`` and keep what
-    ``window`` owns; ``predictor``: the whole run's output predictor (default: the window's own lengths)."""
+    ``window`` owns; ``predictor``: the whole run's output predictor (:func:`simulate_windowed` passes the sizing
+    data's, else the whole stream's: :func:`hetplan.sim.run.default_predictor`; None here: the window's own)."""
     start = time.perf_counter()
     dep = deployment_from_plan(plan)
     sim = _TimedSimulator(dep, stream, get_scheduler(policy, cascade), config, predictor=predictor)
@@ -250,8 +251,8 @@ def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: 
     states: list[RouterState | None] = [None] * len(wins)
     if req.config.router in ("round-robin", "random"):  # jsq follows the load: each window starts it afresh
         states = list(router_states(dep, stream, req.config, [w.run_from for w in wins]))
-    # one long run's predictor in every window
-    predictor = req.predictor or OutputPredictor(stream.prompt_tokens, stream.output_tokens)
+    # one long run's predictor in every window: the sizing data's (req.predictor), else the whole stream's
+    predictor, learnt_from = default_predictor(req, stream)
     tasks = [(req.plan, _slice(stream, w.run_from, w.own_to), w, req.policy, cascade, req.config, st, predictor)
              for w, st in zip(wins, states, strict=True)]  # fmt: skip
     ex.run(run_window, tasks, lambda i, r: results.__setitem__(i, r),
@@ -289,6 +290,10 @@ def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: 
     scheduler = get_scheduler(req.policy, cascade)
     if scheduler.settings():
         head[scheduler.name] = scheduler.settings()
+        head["output_predictor"] = learnt_from
+    tier = host_kv_run(req.config)
+    if tier is not None:  # --host-kv, as simulate records it
+        head["host_kv"] = tier.to_doc()
     windowed = {
         "windows": len(wins),
         "warmup_s": warmup_s,

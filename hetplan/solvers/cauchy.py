@@ -81,6 +81,11 @@ class PlanRequest:
             sites, their KV transfer over this link (:func:`cross_site_combos`); None: every combo in one site.
         prefix_reuse: the prefix reuse ``stats``/``arrivals`` assume (their ``prefill_reuse``), as the plan's
             ``prefix_cache`` record (:func:`hetplan.planning.prefix.reuse_doc`); None: no reuse.
+        class_slos: the scenario's request classes, ``(name, ttft_s, tpot_s)`` each (empty: one class, the SLOs
+            above). With classes, ``ttft_slo_s``/``tpot_slo_s`` are the tightest among them, and the combos'
+            prefill capacities judge each class on its own TTFT over its own requests (``stats.class_labels``,
+            :func:`hetplan.perf.capacity.class_prefill_capacities`); decode is held to the tightest TPOT, since
+            every class's requests share each decode step.
     """
 
     arch: ModelArch
@@ -104,6 +109,7 @@ class PlanRequest:
     offers: tuple[Offer, ...] = ()
     wan: WanLink | None = None
     prefix_reuse: dict[str, Any] | None = None
+    class_slos: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def demand_req_per_s(self) -> float:

@@ -24,7 +24,7 @@ import numpy as np
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.deploy_rules import Deployment, Finding, instance_findings, pair_findings
 from hetplan.errors import InfeasibleError
-from hetplan.perf.capacity import PrefillCapacity, prefill_capacities, prefill_capacity
+from hetplan.perf.capacity import PrefillCapacity, class_prefill_capacities, prefill_capacities
 from hetplan.perf.decode_capacity import decode_capacities
 from hetplan.perf.latency import InstanceModel, network_bytes_per_s
 from hetplan.solvers.cauchy import (
@@ -64,6 +64,18 @@ def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]
     return options, skipped
 
 
+def combo_prefill_capacities(req: PlanRequest, items: list[tuple[InstanceModel, float]]) -> list[PrefillCapacity]:
+    """The prefill capacity of every ``(instance, link bytes/s)`` for ``req``'s combos: under the TTFT SLO over
+    every request (:func:`~hetplan.perf.capacity.prefill_capacities`), or, with request classes
+    (``req.class_slos``), the rate at which every class holds its own TTFT over its own requests
+    (:func:`~hetplan.perf.capacity.class_prefill_capacities`)."""
+    labelled = req.stats.class_labels is not None and (req.arrivals is None or req.arrivals.class_labels is not None)
+    if req.class_slos and labelled:
+        slos = [(name, ttft) for name, ttft, _ in req.class_slos]
+        return class_prefill_capacities(items, req.stats, slos, req.arrivals, req.max_ratio)
+    return prefill_capacities(items, req.stats, req.ttft_slo_s, req.arrivals, req.max_ratio)
+
+
 def _pair_findings(req: PlanRequest, dep: Deployment, p: InstanceOption, d: InstanceOption) -> list[Finding]:
     """The deployment rules' pair checks that prefill option ``p`` and decode option ``d`` break."""
     unit = f"{p.gpu.name} TP{p.tp} -> {d.gpu.name} TP{d.tp}"
@@ -92,7 +104,7 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     def pcap(p: InstanceOption, link: float) -> PrefillCapacity:
         key = (p.gpu.name, p.tp, link)
         if key not in caps:
-            caps[key] = prefill_capacity(p.model, req.stats, req.ttft_slo_s, link, req.arrivals, req.max_ratio)
+            caps[key] = combo_prefill_capacities(req, [(p.model, link)])[0]
         return caps[key]
 
     ratios = [(n, m) for n in range(1, req.max_ratio + 1) for m in range(1, req.max_ratio + 1) if math.gcd(n, m) == 1]
@@ -131,9 +143,7 @@ def enumerate_candidates(req: PlanRequest, prune: bool = True) -> CandidateSet:
     wanted: dict[tuple[str, int, float], tuple[InstanceOption, float]] = {}
     for p, _, link in pairs:
         wanted.setdefault((p.gpu.name, p.tp, link), (p, link))
-    batch = prefill_capacities(
-        [(p.model, link) for p, link in wanted.values()], req.stats, req.ttft_slo_s, req.arrivals, req.max_ratio
-    )
+    batch = combo_prefill_capacities(req, [(p.model, link) for p, link in wanted.values()])
     caps.update(zip(wanted, batch, strict=True))
     per_inst_by_key = {
         key: np.array([pc.per_instance(n) for n in range(1, req.max_ratio + 1)]) for key, pc in caps.items()
@@ -206,7 +216,7 @@ def cross_site_combos(
     wanted: dict[tuple[str, int, float], tuple[InstanceModel, float]] = {}
     for (p, _), link in zip(pairs, links, strict=True):
         wanted.setdefault((p.gpu.name, p.tp, link), (models[p.key], link))
-    batch = prefill_capacities(list(wanted.values()), req.stats, req.ttft_slo_s, req.arrivals, req.max_ratio)
+    batch = combo_prefill_capacities(req, list(wanted.values()))
     caps = dict(zip(wanted, batch, strict=True))
     rn = np.array([r[0] for r in ratios], dtype=float)
     rm = np.array([r[1] for r in ratios], dtype=float)

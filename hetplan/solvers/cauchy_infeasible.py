@@ -34,12 +34,19 @@ def slo_infeasible(
             "relax --tpot, allow higher TP, or add faster-memory GPUs",
         )
     fastest = min(((pcap(o, o.network_bytes_per_s), o) for o in options), key=lambda x: x[0].min_ttft_s)
+    slo, whose, over = req.ttft_slo_s, "", ""
+    name = fastest[0].binding_class
+    if name is not None:  # request classes: the class whose own TTFT no instance meets, over its own requests
+        slo = next((t for n, t, _ in req.class_slos if n == name), slo)
+        whose, over = f"class {name}'s ", " over its requests"
     return InfeasibleError(
         "the TTFT SLO cannot be met by any candidate prefill instance",
-        f"TTFT SLO {req.ttft_slo_s:.3g} s binds: the fastest idle p{q} TTFT (prefill + KV transfer) is "
+        f"{whose}TTFT SLO {slo:.3g} s binds: the fastest idle p{q} TTFT (prefill + KV transfer){over} is "
         f"{fastest[0].min_ttft_s:.3g} s ({fastest[1].gpu.name} TP{fastest[1].tp}), "
-        f"{(fastest[0].min_ttft_s / req.ttft_slo_s - 1) * 100:.0f} % over",
-        "relax --ttft, allow higher TP, or add GPUs with more TFLOPS",
+        f"{(fastest[0].min_ttft_s / slo - 1) * 100:.0f} % over",
+        "relax --ttft (or the class's slo.ttft), allow higher TP, or add GPUs with more TFLOPS"
+        if name is not None
+        else "relax --ttft, allow higher TP, or add GPUs with more TFLOPS",
     )
 
 

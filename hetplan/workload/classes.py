@@ -6,10 +6,11 @@ gives the same split every time, and a request keeps its class whichever part of
 workload's requests by arrival, each trace on its own clock from 0). Each class has its own TTFT/TPOT SLO (the
 scenario's ``slo`` where it leaves one out); the percentile is shared.
 
-Sizing (docs/search.md, "Request classes"): the planner sizes against the **binding SLOs**, the tightest TTFT and
-the tightest TPOT among the classes (:func:`binding_slos`). A plan whose every request meets the tightest SLOs
-meets every class's own, so this is sound; it over-provisions when the tight class is a small share of the
-traffic. The verification then judges each class against its own SLOs (:mod:`hetplan.sim.verify`).
+Sizing (docs/methods.md, "Request classes"): :func:`binding_slos` gives the tightest TTFT and the tightest TPOT
+among the classes, which decode is held to (every class's requests share each decode step) and Mélange's buckets
+use; the Cauchy combos' prefill capacities hold each class to its own TTFT over its own requests
+(:func:`hetplan.perf.capacity.class_prefill_capacities`, fed :func:`class_slos`). The verification then judges
+each class against its own SLOs (:mod:`hetplan.sim.verify`).
 
 Source: hetplan's own reconstruction.
 """
@@ -48,8 +49,9 @@ def class_slos(scenario: Scenario) -> dict[str, tuple[float, float]]:
 
 
 def binding_slos(scenario: Scenario) -> tuple[float, float] | None:
-    """The SLOs the plan is sized against, ``(ttft_s, tpot_s)``: the tightest TTFT and the tightest TPOT among the
-    classes (possibly of two different classes); None without classes (the scenario's ``slo`` applies)."""
+    """The tightest TTFT and the tightest TPOT among the classes, ``(ttft_s, tpot_s)`` (possibly of two different
+    classes): decode capacities and Mélange are sized against them (prefill per class, module docstring); None
+    without classes (the scenario's ``slo`` applies)."""
     slos = class_slos(scenario)
     if not slos:
         return None

@@ -87,3 +87,14 @@ def test_the_plans_cascade_block_carries_q2_per_class(plan_a):
     bad = replace(plan_a, cascade={"q2_by_class": {"long": 2.0}})
     with pytest.raises(InputError, match="cascade.q2_by_class"):
         plan_cascade(bad)
+
+
+def test_the_emitted_router_config_carries_q2_per_class(plan_a):
+    block = {"kappa": 1.2, "kappa_by_class": {"chat": 1.1, "long": 1.4}, "q2": 0.1,
+             "q2_by_class": {"chat": 0.05, "long": 0.3}, "tier2_order": "least-budget"}  # fmt: skip
+    router = json.loads(emit_vllm(build_ir(replace(plan_a, cascade=block)))["vllm/cascade-router.json"])
+    assert router["q2_by_class"] == {"chat": 0.05, "long": 0.3} and router["q2"] == 0.1
+    single = {k: v for k, v in block.items() if k != "q2_by_class"}  # none chosen: no key, as calibrate writes it
+    assert "q2_by_class" not in json.loads(
+        emit_vllm(build_ir(replace(plan_a, cascade=single)))["vllm/cascade-router.json"]
+    )

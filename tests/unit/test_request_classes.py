@@ -1,6 +1,7 @@
 """Request classes (issue 32 item 3): a scenario's ``classes`` split the workload (by share or a trace column), the
-planner sizes against the tightest TTFT and TPOT among them, the verification judges each class against its own
-SLOs, and the gate fails when a class that held stops holding."""
+planner holds each class to its own TTFT in the combos' prefill capacities (decode to the tightest TPOT) and says
+what the tightest-SLO sizing would cost, the verification judges each class against its own SLOs, and the gate
+fails when a class that held stops holding."""
 
 from __future__ import annotations
 
@@ -186,3 +187,98 @@ def test_an_slo_flag_no_class_would_see_is_refused_not_ignored():
         app, ["plan", str(EXAMPLES / "two-class.yaml"), "--ttft", "500ms", "--no-verify"], env={"NO_COLOR": "1"}
     )
     assert res.exit_code == 2 and "--ttft changes slo.ttft" in res.output and "Traceback" not in res.output
+
+
+def _two_class_inputs(with_trace: bool):
+    """Length stats of two classes: ``short`` (prompts ~300 tokens, 70 %) and ``long`` (~6,000 tokens, 30 %),
+    in a random order, and optionally their arrivals; one H100 TP2 and one A100 TP4 prefill instance."""
+    from hetplan.catalog.loader import find_gpu, find_model
+    from hetplan.perf.arch import ModelArch
+    from hetplan.perf.capacity_inputs import ArrivalTrace, LengthStats
+    from hetplan.perf.latency import InstanceModel
+
+    rng = np.random.default_rng(3)
+    n = 600
+    labels = np.where(rng.random(n) < 0.7, "short", "long")
+    prompts = np.where(labels == "short", rng.integers(200, 400, n), rng.integers(5000, 7000, n))
+    outputs = rng.integers(50, 300, n)
+    stats = LengthStats(prompts, outputs, 0.9, class_labels=labels)
+    trace = None
+    if with_trace:
+        arrivals = np.sort(rng.uniform(0, 300, n))
+        trace = ArrivalTrace(arrivals, prompts, n / float(arrivals[-1]), 3.0, outputs, class_labels=labels)
+    arch = ModelArch(find_model("Llama-3-70B"))
+    items = [(InstanceModel(arch, find_gpu(g), tp), 50e9) for g, tp in (("H100", 2), ("A100-80GB", 4))]
+    return items, stats, trace
+
+
+@pytest.mark.parametrize("with_trace", [False, True])
+def test_per_class_prefill_capacity_holds_each_class_to_its_own_ttft(with_trace):
+    from hetplan.perf.capacity import class_prefill_capacities, prefill_capacities
+
+    items, stats, trace = _two_class_inputs(with_trace)
+    short, long_ = stats.class_labels == "short", stats.class_labels == "long"
+    t_short = None if trace is None else trace.class_labels == "short"
+    t_long = None if trace is None else trace.class_labels == "long"
+    per_class = class_prefill_capacities(items, stats, [("short", 0.5), ("long", 4.0)], trace, 4)
+    own_short = prefill_capacities(items, stats, 0.5, trace, 4, short, t_short)
+    own_long = prefill_capacities(items, stats, 4.0, trace, 4, long_, t_long)
+    tightest = prefill_capacities(items, stats, 0.5, trace, 4)  # every request held to the tightest TTFT
+    for got, a, b, tight in zip(per_class, own_short, own_long, tightest, strict=True):
+        # the combo's capacity: the rate at which both classes hold, each judged on its own requests
+        assert got.rate_by_n == tuple(min(x, y) for x, y in zip(a.rate_by_n, b.rate_by_n, strict=True))
+        # the long prompts alone cannot reach a 0.5 s TTFT: held to the tightest SLO, the mix is unplannable
+        # (or nearly so); per class, the short class's 0.5 s and the long class's 4 s are both met
+        assert got.rate_per_s > 0 and got.rate_per_s > 2 * tight.rate_per_s
+    # one class over every request is the single-SLO capacity, bit for bit
+    every = np.full(stats.prompt_tokens.size, "all")
+    one = replace(stats, class_labels=every)
+    one_trace = None if trace is None else replace(trace, class_labels=every)
+    alone = class_prefill_capacities(items, one, [("all", 4.0)], one_trace, 4)
+    assert [replace(c, binding_class=None) for c in alone] == prefill_capacities(items, stats, 4.0, trace, 4)
+    assert {c.binding_class for c in alone} == {"all"}
+
+
+def test_the_planner_sizes_combos_per_class():
+    from hetplan.solvers.cauchy_candidates import combo_prefill_capacities
+
+    req = build_request(_scenario([CHAT, LONG]))[0]
+    assert req.class_slos == (("chat", 1.0, 0.1), ("long-output", 4.0, 0.08))
+    assert req.stats.class_labels is not None and req.arrivals is not None and req.arrivals.class_labels is not None
+    assert set(req.stats.class_labels.tolist()) == {"chat", "long-output"}
+    from hetplan.catalog.loader import find_gpu
+    from hetplan.perf.latency import InstanceModel
+
+    items = [(InstanceModel(req.arch, find_gpu("H100"), 4, 1, req.settings), 50e9)]
+    got = combo_prefill_capacities(req, items)
+    tight = combo_prefill_capacities(replace(req, class_slos=()), items)  # the rule before: 1 s over every request
+    assert got != tight
+    from hetplan.perf.capacity import class_prefill_capacities
+
+    assert got == class_prefill_capacities(items, req.stats, [("chat", 1.0), ("long-output", 4.0)], req.arrivals,
+                                           req.max_ratio)  # fmt: skip
+
+
+def test_the_plan_says_what_the_tightest_slo_sizing_would_cost():
+    from hetplan.planning.solve import Planner
+    from hetplan.planning.whatif import tightest_sizing_note
+
+    req, workload, _, _ = build_request(_scenario([CHAT, LONG]))
+    assert tightest_sizing_note(replace(req, class_slos=()), workload, "cauchy", 10.0) is None  # one class
+    assert tightest_sizing_note(req, workload, "melange", 10.0) is None  # sized on the tightest SLOs anyway
+    tight = Planner(replace(req, class_slos=())).solve("cauchy")
+    note = tightest_sizing_note(req, workload, "cauchy", 10.0)
+    assert note is not None and note.startswith("request classes sized per class")
+    assert f"held to the tightest SLOs (TTFT 1 s, TPOT 80 ms) the cauchy plan would cost ${tight.cost:.2f}/h" in note
+
+
+def test_a_class_no_instance_serves_in_time_is_named_with_its_own_ttft():
+    from hetplan.errors import InfeasibleError
+    from hetplan.solvers.cauchy_candidates import enumerate_candidates
+
+    tight_long = {"name": "long-output", "share": "30%", "slo": {"ttft": "5ms", "tpot_s": 0.08}}
+    req = build_request(_scenario([CHAT, tight_long]))[0]
+    with pytest.raises(InfeasibleError) as err:
+        enumerate_candidates(req)
+    assert err.value.why.startswith("class long-output's TTFT SLO 0.005 s binds: the fastest idle p90 TTFT")
+    assert "over its requests" in err.value.why and "slo.ttft" in err.value.fix

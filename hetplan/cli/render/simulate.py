@@ -53,6 +53,11 @@ def render_metrics(doc: Simulation | Mapping[str, Any], console: Console) -> Non
         f"window), {m.truncated_at_context} cut at the window",
         highlight=False,
     )
+    if m.host_kv is not None:
+        ssd = "unbounded" if m.host_kv.ssd_gib is None else f"{m.host_kv.ssd_gib:g} GiB"
+        console.print(f"host KV tier per instance: DRAM {m.host_kv.dram_gib:g} GiB, SSD {ssd}", highlight=False)
+    if m.output_predictor is not None:
+        console.print(f"output predictor (CASCADE's decode budgets): {escape(m.output_predictor)}", highlight=False)
     att = m.attainment
     jain = "-" if m.jain_index is None else f"{m.jain_index:.3f}"
     console.print(
