@@ -92,6 +92,9 @@ PRIOR_WEIGHT = 0.01
 """Ridge on the bounded parameters' distance from the prior (per parameter, relative to one row's loss): keeps
 parameters the group's rows cannot identify near :data:`hetplan.perf.calibration.PRIOR`."""
 LM_ITERATIONS = 60
+OUTLIER_FACTOR = 3.0
+"""A fit row whose mean TTFT or TPOT the first fit misses by more than this factor (either way) is a broken run,
+not a shape to follow: the group is fitted again without such rows (when at least 80 % of them remain)."""
 
 
 def _bounded(z: np.ndarray, names: tuple[str, ...] = ARCH_FIELDS) -> dict[str, float]:
@@ -192,7 +195,7 @@ def _arch_params(params: dict[str, float]) -> dict[str, float]:
 
 def fit_group(
     prep: Prepared, rows: Rows, sel: np.ndarray, ttft: np.ndarray, tpot: np.ndarray,
-    names: tuple[str, ...] = ARCH_FIELDS,
+    names: tuple[str, ...] = ARCH_FIELDS, outliers: bool = True,
 ) -> EfficiencyCurves:  # fmt: skip
     """Curves minimising the robust log error on the selected rows (module docstring): the fields ``names``
     (architecture curves: :data:`ARCH_FIELDS`, :func:`_arch_params`; per-GPU curves: :data:`OVERHEAD_FIELDS`, the
@@ -210,6 +213,14 @@ def fit_group(
         return np.where(np.isfinite(out), out, 1e3)
 
     best = levenberg_marquardt(residuals, z_prior)
+    # second pass without the broken runs: rows the first fit misses by more than OUTLIER_FACTOR in TTFT or TPOT
+    r = _rows_with(rows, sel, complete(_bounded(best, names)))
+    e1, e2 = log_errors(sub, r, ttft[sel], tpot[sel])
+    keep = (np.abs(e1) <= np.log(OUTLIER_FACTOR)) & (np.abs(e2) <= np.log(OUTLIER_FACTOR))
+    if outliers and keep.sum() >= max(10, int(0.8 * n)) and not keep.all():
+        inner = sel.copy()
+        inner[np.nonzero(sel)[0][~keep]] = False
+        return fit_group(prep, rows, inner, ttft, tpot, names, outliers=False)
     return EfficiencyCurves(**complete(_bounded(best, names)))
 
 
