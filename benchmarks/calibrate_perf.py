@@ -22,7 +22,10 @@ Method: for each engine x architecture group, the curve parameters of
 :class:`hetplan.perf.calibration.EfficiencyCurves` minimise the soft-L1 loss (scale :data:`LOSS_SCALE`) of
 ``log(predicted / measured)`` mean TTFT and TPOT over the group's fit rows (TPOT weighted 1.5), plus a light ridge
 towards the prior (:data:`PRIOR_WEIGHT`), by Levenberg-Marquardt on the square-root residuals, in coordinates that
-keep each parameter inside its physical range (:data:`BOUNDS`). Deterministic: same data, same catalogs.
+keep each parameter inside its physical range (:data:`BOUNDS`). Each group is fitted a second time without the rows
+the first fit misses by more than :data:`OUTLIER_FACTOR` (broken runs); a group with fewer than
+:data:`SMALL_GROUP_ROWS` rows centres its ridge on the engine's largest group's curves instead of the prior
+(:data:`SMALL_GROUP_WEIGHT`). Deterministic: same data, same catalogs.
 Source: hetplan's own reconstruction.
 """
 
