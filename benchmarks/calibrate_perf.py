@@ -22,7 +22,10 @@ Method: for each engine x architecture group, the curve parameters of
 :class:`hetplan.perf.calibration.EfficiencyCurves` minimise the soft-L1 loss (scale :data:`LOSS_SCALE`) of
 ``log(predicted / measured)`` mean TTFT and TPOT over the group's fit rows (TPOT weighted 1.5), plus a light ridge
 towards the prior (:data:`PRIOR_WEIGHT`), by Levenberg-Marquardt on the square-root residuals, in coordinates that
-keep each parameter inside its physical range (:data:`BOUNDS`). Deterministic: same data, same catalogs.
+keep each parameter inside its physical range (:data:`BOUNDS`). Each group is fitted a second time without the rows
+the first fit misses by more than :data:`OUTLIER_FACTOR` (broken runs); a group with fewer than
+:data:`SMALL_GROUP_ROWS` rows centres its ridge on the engine's largest group's curves instead of the prior
+(:data:`SMALL_GROUP_WEIGHT`). Deterministic: same data, same catalogs.
 Source: hetplan's own reconstruction.
 """
 
@@ -92,6 +95,15 @@ PRIOR_WEIGHT = 0.01
 """Ridge on the bounded parameters' distance from the prior (per parameter, relative to one row's loss): keeps
 parameters the group's rows cannot identify near :data:`hetplan.perf.calibration.PRIOR`."""
 LM_ITERATIONS = 60
+SMALL_GROUP_ROWS = 60
+SMALL_GROUP_WEIGHT = 0.3
+"""An engine x architecture group with fewer fit rows than :data:`SMALL_GROUP_ROWS` cannot identify its 17 curve
+fields (SGLang Hopper: 31 rows of two models; leaving either out, the other was predicted 40-50 % off): its fit is
+drawn towards the engine's largest group's curves (ridge weight :data:`SMALL_GROUP_WEIGHT` per parameter, relative to
+one row's loss) instead of the prior's."""
+OUTLIER_FACTOR = 3.0
+"""A fit row whose mean TTFT or TPOT the first fit misses by more than this factor (either way) is a broken run,
+not a shape to follow: the group is fitted again without such rows (when at least 80 % of them remain)."""
 
 
 def _bounded(z: np.ndarray, names: tuple[str, ...] = ARCH_FIELDS) -> dict[str, float]:
@@ -192,15 +204,15 @@ def _arch_params(params: dict[str, float]) -> dict[str, float]:
 
 def fit_group(
     prep: Prepared, rows: Rows, sel: np.ndarray, ttft: np.ndarray, tpot: np.ndarray,
-    names: tuple[str, ...] = ARCH_FIELDS,
+    names: tuple[str, ...] = ARCH_FIELDS, outliers: bool = True, centre: EfficiencyCurves | None = None,
 ) -> EfficiencyCurves:  # fmt: skip
     """Curves minimising the robust log error on the selected rows (module docstring): the fields ``names``
     (architecture curves: :data:`ARCH_FIELDS`, :func:`_arch_params`; per-GPU curves: :data:`OVERHEAD_FIELDS`, the
     other fields kept as ``rows`` carries them)."""
     sub = _sub(prep, sel)
     n = int(sel.sum())
-    z_prior = _unbounded({name: getattr(PRIOR, name) for name in names}, names)
-    ridge = np.sqrt(PRIOR_WEIGHT * n)
+    z_prior = _unbounded({name: getattr(centre or PRIOR, name) for name in names}, names)
+    ridge = np.sqrt((PRIOR_WEIGHT if centre is None else SMALL_GROUP_WEIGHT) * n)
     complete = _arch_params if names == ARCH_FIELDS else (lambda p: p)
 
     def residuals(z: np.ndarray) -> np.ndarray:
@@ -210,6 +222,14 @@ def fit_group(
         return np.where(np.isfinite(out), out, 1e3)
 
     best = levenberg_marquardt(residuals, z_prior)
+    # second pass without the broken runs: rows the first fit misses by more than OUTLIER_FACTOR in TTFT or TPOT
+    r = _rows_with(rows, sel, complete(_bounded(best, names)))
+    e1, e2 = log_errors(sub, r, ttft[sel], tpot[sel])
+    keep = (np.abs(e1) <= np.log(OUTLIER_FACTOR)) & (np.abs(e2) <= np.log(OUTLIER_FACTOR))
+    if outliers and keep.sum() >= max(10, int(0.8 * n)) and not keep.all():
+        inner = sel.copy()
+        inner[np.nonzero(sel)[0][~keep]] = False
+        return fit_group(prep, rows, inner, ttft, tpot, names, outliers=False, centre=centre)
     return EfficiencyCurves(**complete(_bounded(best, names)))
 
 
@@ -222,6 +242,12 @@ def summary(e: np.ndarray) -> dict[str, float]:
         "median_signed": round(float(np.median(rel)), 4),
         "rows": int(e.size),
     }
+
+
+def _largest_group(engine: np.ndarray, arch: np.ndarray, fit_mask: np.ndarray, eng: str) -> str | None:
+    """The architecture with the most fit rows of engine ``eng`` (the centre of its small groups' fits)."""
+    names, counts = np.unique(arch[(engine == eng) & fit_mask], return_counts=True)
+    return str(names[int(np.argmax(counts))]) if names.size else None
 
 
 def leave_one_model_out(
@@ -249,7 +275,13 @@ def leave_one_model_out(
                 test = group & (models == m)
                 if train.sum() < 10 or len(names) < 2:
                     continue
-                c = fit_group(prep, prep.rows, train, ttft, tpot)
+                centre = None
+                if group.sum() < SMALL_GROUP_ROWS:  # drawn to the engine's largest group, fitted without m too
+                    big = _largest_group(engine, arch, split == "fit", eng)
+                    if big is not None and big != a:
+                        own = (engine == eng) & (arch == big) & (split == "fit") & (models != m)
+                        centre = fit_group(prep, prep.rows, own, ttft, tpot)
+                c = fit_group(prep, prep.rows, train, ttft, tpot, centre=centre)
                 r = _rows_with(prep.rows, test, {n: getattr(c, n) for n in CURVE_FIELDS})
                 e1, e2 = log_errors(_sub(prep, test), r, ttft[test], tpot[test])
                 e_ttft.append(e1)
@@ -333,13 +365,21 @@ def fit_engine(
     gpu_overheads: dict[str, dict[str, float]] = {}
     kernels = kernel_values(eng)
     prep.rows.prefill_mix[engine == eng] = PREFILL_MIX[eng]
-    for a in sorted({str(x) for x in arch[engine == eng]}):
+    big = _largest_group(engine, arch, fit_mask, eng)
+    order = sorted({str(x) for x in arch[engine == eng]}, key=lambda a: (a != big, a))
+    centre: EfficiencyCurves | None = None
+    centre_k: EfficiencyCurves | None = None
+    for a in order:
         sel = (engine == eng) & (arch == a) & fit_mask
         if sel.sum() < 10:
             if log:
                 print(f"{eng:7s} {a:10s} only {int(sel.sum())} fit rows: not fitted")
             continue
-        c = replace(fit_group(prep, prep.rows, sel, ttft, tpot), prefill_mix=PREFILL_MIX[eng])
+        small = a != big and sel.sum() < SMALL_GROUP_ROWS
+        c = fit_group(prep, prep.rows, sel, ttft, tpot, centre=centre if small else None)
+        c = replace(c, prefill_mix=PREFILL_MIX[eng])
+        if a == big:
+            centre = c
         curves[a] = {**{n: float(f"{getattr(c, n):.6g}") for n in ARCH_FIELDS}, "prefill_mix": PREFILL_MIX[eng]}
         r = _rows_with(prep.rows, sel, {n: getattr(c, n) for n in CURVE_FIELDS})
         e1, e2 = log_errors(_sub(prep, sel), r, ttft[sel], tpot[sel])
@@ -350,6 +390,8 @@ def fit_engine(
             "engine_versions": sorted({str(v) for v in versions[sel]}),
             "fit_residuals": {"ttft": summary(e1), "tpot": summary(e2)},
         }
+        if small and centre is not None:
+            provenance[a]["drawn_towards"] = f"{eng} {big} curves (fewer than {SMALL_GROUP_ROWS} fit rows)"
         if log:
             print(f"{eng:7s} {a:10s} {int(sel.sum()):4d} fit rows  TTFT median |err| "
                   f"{summary(e1)['median_abs']:.1%}  TPOT median |err| {summary(e2)['median_abs']:.1%}  "
@@ -362,7 +404,9 @@ def fit_engine(
             for n in CURVE_FIELDS:
                 cols[n][i] = vals[n]
         rows_k = Rows(**cols)
-        ck = fit_group(prep, rows_k, sel, ttft, tpot, OVERHEAD_FIELDS)
+        ck = fit_group(prep, rows_k, sel, ttft, tpot, OVERHEAD_FIELDS, centre=centre_k if small else None)
+        if a == big:
+            centre_k = ck
         overheads[a] = {n: float(f"{getattr(ck, n):.6g}") for n in OVERHEAD_FIELDS}
         r = _rows_with(rows_k, sel, overheads[a])
         e1, e2 = log_errors(_sub(prep, sel), r, ttft[sel], tpot[sel])

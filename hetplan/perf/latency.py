@@ -107,6 +107,14 @@ class InstanceModel:
         return curves_for(self.settings.engine, self.gpu.arch, self.gpu.vendor, self.gpu.name)
 
     @cached_property
+    def prefill_separate(self) -> bool:
+        """True when the engine runs prompts in prefill steps of their own, ahead of decoding (the fitted curves'
+        ``prefill_mix`` below one half: SGLang's default, ``--enable-mixed-chunk`` off); False when it puts prompt
+        chunks into the steps that decode (vLLM V1, TensorRT-LLM in-flight batching) and under pinned efficiency
+        priors (the legacy roofline)."""
+        return self.calibrated and self._curves[0].prefill_mix < 0.5
+
+    @cached_property
     def correction(self) -> tuple[float, float]:
         """(prefill, decode) step-time factors of the user's calibration for this engine, GPU, model, TP and weight
         dtype (``settings.corrections``; :func:`hetplan.perf.settings.find_correction`); (1, 1) without one."""

@@ -8,10 +8,13 @@ cache, the scheduler's victim is preempted first (:func:`preempt`). A waiting re
 (transferred, restored) joins decoding; one whose KV sits on a host tier is restored when the scheduler's
 ``restore_ok`` says so (CASCADE: the transfer fits its budget), else recomputed; a prompt whose prefix blocks sit on
 the host tier (:mod:`hetplan.sim.prefix`) takes its slot and KV and waits for their restore before its prefill
-continues; a prompt longer than the token cap runs alone without chunked prefill. The waiting queue is the
-instance's pool's, shared with the other instances of its role in its group (:mod:`hetplan.sim.dispatch`); a request
-whose KV sits on another instance's host tier is passed over. The engine (:mod:`hetplan.sim.engine`) calls these on
-arrivals and iteration ends; exactly one iteration of an instance is in flight at a time (:func:`start_iteration`).
+continues; a prompt longer than the token cap runs alone without chunked prefill. An engine that prefills in steps
+of its own (SGLang; :attr:`~hetplan.sim.step_cost.StepCost.separate_prefill`) runs an iteration with prompt pieces
+as a prefill-only step, within the whole token budget, while its decoding sequences wait (no token for them). The
+waiting queue is the instance's pool's, shared with the other instances of its role in its group
+(:mod:`hetplan.sim.dispatch`); a request whose KV sits on another instance's host tier is passed over. The engine
+(:mod:`hetplan.sim.engine`) calls these on arrivals and iteration ends; exactly one iteration of an instance is in
+flight at a time (:func:`start_iteration`).
 
 Source: engine behaviour after vLLM's scheduler; the details are hetplan's own reconstruction.
 """
@@ -74,7 +77,9 @@ def start_iteration(sim: Simulator, inst: Instance, now: float) -> None:
                 start_iteration(sim, peer, now)
     n_dec = len(run)
     chunked = sim.cfg.chunked_prefill
-    budget = inst.tok_cap - (n_dec if chunked else 0)
+    # an engine that prefills in steps of its own (SGLang) gives a prompt step the whole token budget
+    separate = inst.cost.separate_prefill
+    budget = inst.tok_cap - (n_dec if chunked and not separate else 0)
     slots = inst.seqs_cap - n_dec - len(inst.prefilling)
     pieces: list[tuple[int, int]] = []
     tokens = 0.0
@@ -95,7 +100,7 @@ def start_iteration(sim: Simulator, inst: Instance, now: float) -> None:
         budget -= take
     waiting = inst.waiting
     if waiting and (slots > 0):
-        total = inst.tok_cap - (n_dec if chunked else 0)
+        total = inst.tok_cap - (n_dec if chunked and not separate else 0)
         chosen = _admit(sim, inst, now, budget, slots, n_dec, pieces, total)
         for rid, take in pieces[len(pieces) - chosen :]:
             k = sim.done_pref[rid]
@@ -105,10 +110,15 @@ def start_iteration(sim: Simulator, inst: Instance, now: float) -> None:
     if not pieces and not n_dec:
         inst.busy = False
         return
+    if separate and pieces:
+        n_dec = 0  # a prefill step of its own: the running sequences wait for the next decode step
     dur = inst.cost.mixed_s(tokens, sq, len(pieces), n_dec, inst.ctx_sum)
     inst.pieces = pieces
     inst.n_dec = n_dec
-    inst.new, inst.joiners = inst.joiners, []
+    if n_dec:  # sequences that joined since the last decode step produce their first decode token in this one
+        inst.new, inst.joiners = inst.joiners, []
+    else:
+        inst.new = []
     inst.step_start = now
     inst.busy_s += dur
     sim.push(now + dur, STEP_END, inst.idx)

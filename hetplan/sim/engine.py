@@ -252,11 +252,12 @@ class Simulator:
             self.client_next(now)
 
     def _step_end(self, inst: Instance, now: float) -> None:
-        inst.step_idx += 1
         inst.last_end = now
         self.counters["iterations"] += 1
         n_dec = inst.n_dec
         run = inst.running
+        if n_dec or not inst.cost.separate_prefill:  # a prefill step of its own (SGLang) advances no sequence
+            inst.step_idx += 1
         if n_dec:
             new = inst.new
             nw = 0

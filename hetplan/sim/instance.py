@@ -54,7 +54,8 @@ class Instance:
             running: decoding sequences (insertion-ordered); ready: sequences whose KV restore ended during an
             iteration, joining decoding at the next one. pool: the shared queue this instance pulls from.
         ctx_sum / kv_used: context tokens of the running sequences, KV tokens held.
-        step_idx / finish_at: iterations done; iteration index → sequences that finish then.
+        step_idx / finish_at: decode iterations done (every iteration but a prefill step of its own while
+            sequences are running, :mod:`hetplan.sim.batching`); iteration index → sequences that finish then.
         step_est_s: the instance's measured time per output token: a running average of its decode iterations'
             durations (the engine updates it, weight ``STEP_EWMA``), starting from the model's step at half the
             batch cap with 1k-token contexts; CASCADE's decode budgets use it.

@@ -13,7 +13,10 @@ Step times are *derived from* the performance model, never re-implemented:
   ``prefill_latency_s(s_eq, n)`` with ``s_eq`` the equal prompt length of the same FLOPs. Memoised.
 - a mixed step (prefill pieces plus decoding sequences, as vLLM runs them) costs ``prefill + decode − overhead``:
   one framework overhead per iteration. This mixing rule is hetplan's own reconstruction; the perf model prices
-  pure prefill and pure decode iterations only.
+  pure prefill and pure decode iterations only. An engine that prefills in steps of its own
+  (``separate_prefill``, from :attr:`InstanceModel.prefill_separate`: SGLang) never runs a mixed step: the batching
+  (:mod:`hetplan.sim.batching`) gives it a prefill-only step while its decodes wait, as the closed loop's
+  ``prefill_mix`` 0 does.
 - prefill→decode KV transfer: ``kv_transfer_s`` of the perf model over ``min(prefill NIC, decode NIC)``, the link
   the planner used; transfers from one prefill instance queue on its NIC (priced per routing group by
   :meth:`hetplan.sim.deployment.Deployment.kv_transfer_coeffs`).
@@ -66,6 +69,7 @@ class StepCost:
         self.model = model
         self.prefill_scale, self.decode_scale = float(prefill_scale), float(decode_scale)
         self.overhead_s = float(model.overhead_s)
+        self.separate_prefill = bool(model.prefill_separate)
         arch = model.arch
         f0, f1, f2 = (float(arch.prefill_flops(float(s), 1.0)) for s in (0, 1, 2))
         self._quad = (f2 - 2 * f1 + f0) / 2.0

@@ -266,6 +266,26 @@ def test_step_cost_follows_the_perf_model():
     assert min(cost.decode_s(1, 1), cost.prefill_s(1, 1, 1)) >= model.overhead_s > 0
 
 
+def test_sglang_prefills_in_steps_of_its_own_while_its_decodes_wait():
+    """r0 decodes 40 tokens; r1's 2,000-token prompt arrives while it does. vLLM puts r1's prompt into one of r0's
+    decode steps; SGLang (fitted ``prefill_mix`` 0) runs it as a prefill-only step: one more iteration, in which r0
+    gets no token, priced as a prefill step (cheaper than the mixed one, so r1's first token comes sooner)."""
+    out = {}
+    for engine in ("vllm", "sglang"):
+        dep = simple_deployment(settings=PerfSettings.for_engine(engine))
+        assert dep.model("H100-SXM", 1).prefill_separate == (engine == "sglang")
+        stream = make_stream([0.0, 0.05], [100, 2000], [40, 1], ["x", "x"])
+        out[engine] = _run(dep, stream, "fcfs")
+    vllm, sglang = out["vllm"], out["sglang"]
+    assert np.isfinite(sglang.done_s).all() and np.isfinite(vllm.done_s).all()
+    assert sglang.counters["iterations"] == vllm.counters["iterations"] + 1
+    cost = StepCost(simple_deployment(settings=PerfSettings.for_engine("sglang")).model("H100-SXM", 1), 256, 16384)
+    assert cost.separate_prefill
+    ttft = {e: float(r.first_token_s[1] - 0.05) for e, r in out.items()}
+    # r1 waits at most for r0's step in flight, then its own prefill step
+    assert ttft["sglang"] <= cost.decode_s(1, 200) + cost.prefill_s(2000, 2000 * 2000, 1) + 1e-9
+
+
 def test_weighted_percentile_equals_numpy_on_the_repeat():
     rng = np.random.default_rng(1)
     v, w = rng.random(50), rng.integers(0, 9, 50)

@@ -1,0 +1,61 @@
+"""``benchmarks/calibrate_perf.py`` fits each group a second time without its broken runs: rows the first fit misses
+by more than ``OUTLIER_FACTOR`` in TTFT or TPOT (issue 30: 19 SGLang B200 DeepSeek-R1 fit rows with a mean TTFT of
+5-9 s at every concurrency moved SGLang Blackwell's TTFT overheads). The points are made here from hetplan's own
+step model (known curves), a few with a TTFT ten times too long; no test reads ../shared."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from hetplan.perf.points import prepare_points, steady_state
+from tests.conftest import ROOT
+
+BROKEN = (1, 6, 11, 16, 21, 26)
+"""Rows whose measured TTFT is made ten times the true one (broken runs)."""
+
+
+@pytest.fixture
+def cp(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    module = importlib.import_module("calibrate_perf")
+    yield module
+    for name in ("calibrate_perf", "kernel_curves", "silicon"):
+        sys.modules.pop(name, None)
+
+
+def _points() -> list[dict[str, str]]:
+    rows = []
+    for tp in (2, 4):
+        for isl, osl in ((1024, 1024), (8192, 1024), (1024, 256), (4096, 512)):
+            for conc in (4, 16, 64, 128):
+                rows.append({"engine": "vllm", "model": "Llama-3.1-70B", "gpu": "H200-SXM", "tp": str(tp), "pp": "1",
+                             "ep": "1", "dp_attention": "1", "weight_dtype": "fp8", "kv_dtype": "fp8",
+                             "concurrency": str(conc), "isl": str(isl), "osl": str(osl), "max_num_seqs": str(conc),
+                             "max_num_batched_tokens": ""})  # fmt: skip
+    return rows
+
+
+def test_broken_runs_do_not_steer_the_fit(cp: ModuleType) -> None:
+    prep = prepare_points(_points())
+    assert prep.rows is not None and len(prep.points) == 32
+    truth = steady_state(prep)
+    ttft, tpot = truth.ttft_s.copy(), truth.tpot_s.copy()
+    ttft[list(BROKEN)] *= 10.0
+    sel = np.ones(len(ttft), dtype=bool)
+    clean = np.ones(len(ttft), dtype=bool)
+    clean[list(BROKEN)] = False
+    names = ("ttft_overhead_s", "ttft_decode_steps", "prefill_queue_factor")
+    errors = {}
+    for outliers in (True, False):
+        curves = cp.fit_group(prep, prep.rows, sel, ttft, tpot, names, outliers=outliers)
+        rows = cp._rows_with(prep.rows, sel, {n: getattr(curves, n) for n in names})
+        e_ttft, _ = cp.log_errors(prep, rows, truth.ttft_s, truth.tpot_s)
+        errors[outliers] = float(np.median(np.abs(e_ttft[clean])))
+    # without the second pass the broken rows pull every TTFT up; with it the clean rows are met closely
+    assert errors[True] < 0.03 < errors[False]
