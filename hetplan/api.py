@@ -68,12 +68,10 @@ def estimate(
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
     """
-    from hetplan.catalog.context import using
     from hetplan.commands.estimate import estimate as _estimate
 
-    with using(catalog):
-        return _estimate(model, gpu, tp, pp, batch, prompt_tokens, context_tokens, output_tokens, weight_dtype,
-                         kv_dtype, settings, profiles, engine)  # fmt: skip
+    return _estimate(model, gpu, tp, pp, batch, prompt_tokens, context_tokens, output_tokens, weight_dtype,
+                     kv_dtype, settings, profiles, engine, catalog)  # fmt: skip
 
 
 def plan(
@@ -95,13 +93,13 @@ def plan(
     is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
     cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
     (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults); ``catalog``: the GPUs, models, prices and
-    fitted curves to plan with (:class:`hetplan.catalog.context.Catalog`; None: the one in use, the shipped
-    catalogs unless the CLI chose ``HETPLAN_CATALOG_DIR``); its hash is the plan's ``provenance.catalog_sha256``.
+    fitted curves to plan with (:class:`hetplan.catalog.context.Catalog`, passed down to everything that looks a
+    name up or reads a curve; None: the shipped catalogs; the CLI passes the one ``HETPLAN_CATALOG_DIR`` names);
+    its hash is the plan's ``provenance.catalog_sha256``.
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning import pipeline
 
     kw: dict[str, Any] = {}
@@ -113,8 +111,8 @@ def plan(
         kw["solve"] = solve
     if price_factors:
         kw["price_factors"] = price_factors
-    with using(catalog):
-        return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
+    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources,
+                         catalog=catalog, **kw)  # fmt: skip
 
 
 def plan_verified(
@@ -138,13 +136,12 @@ def plan_verified(
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning.verify import plan_verified as _plan_verified
 
-    with using(catalog):
-        return _plan_verified(
-            scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, **plan_kwargs
-        )
+    return _plan_verified(
+        scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, catalog=catalog,
+        **plan_kwargs,
+    )  # fmt: skip
 
 
 def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalog | None = None) -> Plan:
@@ -156,14 +153,12 @@ def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalo
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
-    from hetplan.catalog.context import using
     from hetplan.plan.doc import verification_block
     from hetplan.planning.verify import verification_workloads
     from hetplan.sim.verify import verify_plan
 
-    with using(catalog):
-        _, workload, out_of_sample, split = verification_workloads(scenario)
-        block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
+    _, workload, out_of_sample, split = verification_workloads(scenario)
+    block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample, catalog=catalog)
     block["out_of_sample"]["split"] = split
     if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
         plan = replace(plan, cascade=block["cascade"])
@@ -187,11 +182,9 @@ def fit_ce(
         InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
         fits the model or meets the SLOs.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning import pipeline
 
-    with using(catalog):
-        return pipeline.fit_ce(scenario, profiles, **({} if min_r2 is None else {"min_r2": min_r2}))
+    return pipeline.fit_ce(scenario, profiles, **({} if min_r2 is None else {"min_r2": min_r2}), catalog=catalog)
 
 
 def emit(
@@ -221,8 +214,9 @@ def emit(
     return emit_plan(as_plan(plan), out_dir, targets, settings, validate, force)
 
 
-def as_plan(plan: Plan | dict[str, Any] | str | Path, where: str = "plan") -> Plan:
-    """A :class:`Plan` from a plan, a plan document (version 1 or 2) or a plan file's path.
+def as_plan(plan: Plan | dict[str, Any] | str | Path, where: str = "plan", catalog: Catalog | None = None) -> Plan:
+    """A :class:`Plan` from a plan, a plan document (version 1 or 2) or a plan file's path (``catalog``: what a
+    version-1 plan's names are resolved in; None: the shipped catalogs).
 
     Raises:
         InputError: not a usable plan (see :func:`hetplan.plan.doc.from_doc`).
@@ -233,19 +227,20 @@ def as_plan(plan: Plan | dict[str, Any] | str | Path, where: str = "plan") -> Pl
     if isinstance(plan, Plan):
         return plan
     if isinstance(plan, dict):
-        return from_doc(plan, where)
-    return load_plan(plan)
+        return from_doc(plan, where, catalog)
+    return load_plan(plan, catalog)
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Read a plan file (YAML or JSON, version 1 or 2) into the typed :class:`~hetplan.plan.types.Plan`.
+def load_plan(path: str | Path, catalog: Catalog | None = None) -> Plan:
+    """Read a plan file (YAML or JSON, version 1 or 2) into the typed :class:`~hetplan.plan.types.Plan`
+    (``catalog``: as :func:`as_plan`).
 
     Raises:
         InputError: the file is missing, unreadable, not a plan, or lacks a field that later stages need.
     """
     from hetplan.plan.doc import load_plan as _load_plan
 
-    return _load_plan(path)
+    return _load_plan(path, catalog)
 
 
 def to_doc(plan: Plan) -> dict[str, Any]:
@@ -280,13 +275,12 @@ def sweep(
         InputError: a bad grid (naming the axis) or outputs that exist without ``force``/``resume`` (exit 2).
         HetplanError: Ray missing or unreachable (exit 1). SweepInterrupted: Ctrl-C, after writing (exit 130).
     """
-    from hetplan.catalog.context import using
     from hetplan.sweep.run import SweepSettings, run_sweep
 
+    # the cases are planned with the catalog (its folder goes to local workers, its files to Ray workers)
     settings = SweepSettings(None if out is None else Path(out), executor, workers, ray_address, ray_files, resume,
-                             force, solve)  # fmt: skip
-    with using(catalog):  # the cases are planned with it (its folder goes to the workers)
-        return run_sweep(grid, settings, progress)
+                             force, solve, catalog)  # fmt: skip
+    return run_sweep(grid, settings, progress)
 
 
 def explore(
@@ -307,12 +301,10 @@ def explore(
     Raises:
         InputError: a bad axis or value (naming it) or scenario, before any point is planned.
     """
-    from hetplan.catalog.context import using
     from hetplan.explore import explore as _explore
     from hetplan.explore import parse_axes
 
-    with using(catalog):
-        return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
+    return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve, catalog)
 
 
 def hetis(scenario: Scenario, pool: Path, catalog: Catalog | None = None) -> dict[str, Any]:
@@ -322,11 +314,9 @@ def hetis(scenario: Scenario, pool: Path, catalog: Catalog | None = None) -> dic
     Raises:
         InputError: bad pool or scenario. InfeasibleError: the pool cannot serve the model.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning.hetis import hetis_plan
 
-    with using(catalog):
-        return hetis_plan(scenario, pool)
+    return hetis_plan(scenario, pool, catalog=catalog)
 
 
 def autoscale(
@@ -345,11 +335,9 @@ def autoscale(
     Raises:
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning.autoscale import autoscale as _autoscale
 
-    with using(catalog):
-        return _autoscale(scenario, spec, curve_path, diurnal_text, progress, solve)
+    return _autoscale(scenario, spec, curve_path, diurnal_text, progress, solve, catalog)
 
 
 __all__ = [

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.cli.app import err_console, resources_from_env, run_guarded
+from hetplan.cli.app import catalog_from_env, err_console, resources_from_env, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
@@ -309,6 +309,7 @@ def plan(
             "prune_top_k": 6 if prune_top_k is None else prune_top_k,
             "resources": resources_from_env(),
             "solve": solve_settings(),  # HETPLAN_SOLVE_THREADS, HETPLAN_SLICE_PRESOLVE
+            "catalog": catalog_from_env(),  # HETPLAN_CATALOG_DIR
         }
         # progress on stderr (a bar on a terminal, else status lines): planning, each simulated check and re-size
         # attempt, the analysis
@@ -378,7 +379,7 @@ def _hetis_work(
         )
     start = time.perf_counter()
     with err_console.status("planning Hetis primaries and head split", spinner="dots"):
-        doc = hetis_plan(scenario, pool)
+        doc = hetis_plan(scenario, pool, catalog_from_env())
     elapsed = time.perf_counter() - start
     if out is not None:
         write_atomic(out, dump_for_path(out, doc), force=force)

@@ -93,7 +93,7 @@ def plan_verified(
         return made
     step("checking the plan against the model's own error")
     _, workload, _, _ = verification_workloads(scenario, DEFAULT_HOLDOUT)
-    error = error_check(made, workload, policy, confidence)
+    error = error_check(made, workload, policy, confidence, plan_kwargs.get("catalog"))
     if error is None:
         return made
     return replace(made, verification=v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}"))
@@ -169,14 +169,14 @@ def plan_verified_in_sample_and_out(
         pc = checks.get(key)
         if pc is None:
             step(f"simulating the plan (${p.total_usd_per_hour:,.2f}/h)")
-            pc = checks[key] = PlanCheck(p, workload, policy, out_of_sample)
+            pc = checks[key] = PlanCheck(p, workload, policy, out_of_sample, plan_kwargs.get("catalog"))
         elif capacity != "none":
             step(f"measuring the plan's simulated capacity (${p.total_usd_per_hour:,.2f}/h)")
         v = pc.verdict(capacity)
         v = v.with_(out_of_sample=(v.out_of_sample or OutOfSample()).with_(split=split))
         if gate_confidence is not None and v.verified:  # sized for the model's error too
             if key not in errors:
-                errors[key] = error_check(p, workload, policy, gate_confidence)
+                errors[key] = error_check(p, workload, policy, gate_confidence, plan_kwargs.get("catalog"))
             error = errors[key]
             if error is not None:
                 v = v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}")
@@ -219,7 +219,7 @@ def plan_verified_in_sample_and_out(
         if report_confidence is None or v.model_error is not None or not v.verified:
             return v
         step("checking the plan against the model's own error")
-        error = error_check(p, workload, policy, report_confidence)
+        error = error_check(p, workload, policy, report_confidence, plan_kwargs.get("catalog"))
         if error is None:
             return v
         return v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from hetplan.solvers.cauchy_infeasible import inventory_infeasible
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.solvers.milp_covering import solve_covering
 from hetplan.solvers.packing import CrossSiteNeed, Purchased, solve_purchase
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ class PlanRequest:
             sites, their KV transfer over this link (:func:`cross_site_combos`); None: every combo in one site.
         prefix_reuse: the prefix reuse ``stats``/``arrivals`` assume (their ``prefill_reuse``), as the plan's
             ``prefix_cache`` record (:func:`hetplan.planning.prefix.reuse_doc`); None: no reuse.
+        catalog: the catalog the request's names were resolved in (profiled GPUs included), whose fitted engine
+            curves its instances use (:class:`hetplan.perf.latency.InstanceModel`); None: the shipped catalogs.
     """
 
     arch: ModelArch
@@ -104,6 +109,7 @@ class PlanRequest:
     offers: tuple[Offer, ...] = ()
     wan: WanLink | None = None
     prefix_reuse: dict[str, Any] | None = None
+    catalog: Catalog | None = None
 
     @property
     def demand_req_per_s(self) -> float:
