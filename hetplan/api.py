@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from hetplan.perf.estimate import Estimate
     from hetplan.perf.settings import PerfSettings
     from hetplan.plan.types import Plan
+    from hetplan.planning.options import PlanOptions
     from hetplan.scenario import Scenario
     from hetplan.solvers.milp import SolveSettings
     from hetplan.workload.model import Workload
@@ -142,6 +143,30 @@ def plan_verified(
         scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, catalog=catalog,
         **plan_kwargs,
     )  # fmt: skip
+
+
+def plan_with(
+    scenario: Scenario,
+    options: PlanOptions,
+    progress: Callable[[str], None] | None = None,
+    resources: Resources | None = None,
+    solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
+) -> Plan:
+    """Plan ``scenario`` as ``options`` ask (``hetplan plan``: the CLI builds them from its flags;
+    :class:`hetplan.planning.options.PlanOptions`): :func:`plan_verified` when ``options.verify``, else
+    :func:`plan`; ``resources``, ``solve`` and ``catalog`` as in :func:`plan`.
+
+    Raises:
+        As :func:`plan` and :func:`plan_verified`.
+    """
+    kw: dict[str, Any] = {**options.pipeline_kwargs(), "resources": resources, "catalog": catalog}
+    if solve is not None:
+        kw["solve"] = solve
+    if options.verify:
+        return plan_verified(scenario, options.strategy, options.analysis, options.policy, options.resize, progress,
+                             options.confidence, options.confidence_gates, **kw)  # fmt: skip
+    return plan(scenario, options.strategy, options.analysis, progress, **kw)
 
 
 def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalog | None = None) -> Plan:
@@ -356,6 +381,7 @@ __all__ = [
     "load_plan",
     "plan",
     "plan_verified",
+    "plan_with",
     "sim_request",
     "simulate",
     "simulate_closed_loop",

@@ -50,7 +50,7 @@ from hetplan.sweep.axes import (
     ENGINES,
     QUESTION_AXES,
     SERVED_AXES,
-    PlanOptions,
+    CaseOptions,
     apply,
     axis_values,
     check_axis_name,
@@ -158,7 +158,7 @@ def _hashed(scenario: Scenario, files: dict[str, str], shas: dict[str, str]) -> 
     return scenario.model_copy(update=update).model_dump(by_alias=True, exclude_none=True)
 
 
-def _check_options(options: PlanOptions, source: Callable[[str], str]) -> None:
+def _check_options(options: CaseOptions, source: Callable[[str], str]) -> None:
     """Refuse an unknown strategy, engine or policy; ``source(option)`` names the axis or grid key it came from."""
     from hetplan.plan.types import STRATEGIES
     from hetplan.sim.policies import ALIASES, POLICIES
@@ -311,7 +311,7 @@ def _case(
         raise InputError(f"axis 'scenarios': {base_value!r} is not a file path", fix="give scenario file paths")
     base_path = str((folder / base_value).resolve()) if not Path(base_value).is_absolute() else base_value
     doc, base_dir = _base_doc(base_path, bases, "axis 'scenarios'" if grid.base is None else "base")
-    options = PlanOptions(strategy=grid.strategy.lower(), engine="vllm", policy=grid.policy.lower())
+    options = CaseOptions(strategy=grid.strategy.lower(), engine="vllm", policy=grid.policy.lower())
     for name, _, value in values:
         if name != "scenarios":
             apply(name, value, doc, options, folder)
