@@ -33,7 +33,7 @@ def finite_doc(value: Any) -> Any:
 def settings_doc(settings: HetisSettings) -> dict[str, Any]:
     """The solver settings the plan used, as written under ``settings``."""
     out = asdict(replace(settings, catalog=None))  # the catalog is recorded by its hash, not here
-    del out["catalog"]
+    out.pop("catalog")
     out["length_class_edges_tokens"] = list(settings.length_class_edges_tokens)
     return out
 

@@ -66,4 +66,6 @@ class PlanOptions:
         return kw
 
 
-__all__ = ["PlanOptions"]
+__all__ = [
+    "PlanOptions",
+]
