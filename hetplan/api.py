@@ -219,6 +219,7 @@ def emit(
     settings: EmitSettings | None = None,
     validate: bool = False,
     force: bool = False,
+    catalog: Catalog | None = None,
 ) -> EmitResult:
     """Write deployable files for a plan (``hetplan emit``): launch scripts for the plan's engine (vLLM, SGLang or
     TensorRT-LLM), Kubernetes, llm-d and/or Dynamo manifests under ``out_dir/<target>/``, plus
@@ -228,7 +229,7 @@ def emit(
     ``sglang`` or ``trtllm`` (the plan's engine only), ``kubernetes``, ``llmd``, ``dynamo`` or ``all``. With
     ``validate`` the files are checked offline before anything is written (see :mod:`hetplan.emit.validate`).
     Files are written atomically; existing ones are replaced only with ``force``. Same inputs -> byte-identical
-    files.
+    files. ``catalog``: what a version-1 plan's names are resolved in (:func:`as_plan`).
 
     Raises:
         InputError: bad plan, settings or targets, or an output exists without ``force`` (exit 2).
@@ -236,7 +237,7 @@ def emit(
     """
     from hetplan.emit.writer import emit_plan
 
-    return emit_plan(as_plan(plan), out_dir, targets, settings, validate, force)
+    return emit_plan(as_plan(plan, catalog=catalog), out_dir, targets, settings, validate, force)
 
 
 def as_plan(plan: Plan | dict[str, Any] | str | Path, where: str = "plan", catalog: Catalog | None = None) -> Plan:

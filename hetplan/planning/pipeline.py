@@ -267,7 +267,7 @@ def fit_ce(
 ) -> dict[str, Any]:
     """Fit Cauchy's A1/A2 cost-efficiency model for ``scenario``'s workload and GPUs (``hetplan profile fit``);
     returns the fit document (:func:`hetplan.solvers.ce_fit.fit_doc`), whose ``warnings`` hold the scenario's
-    warnings, what each profile did and a low-R² warning (below ``min_r2``).
+    warnings, what each profile did and a low-R² warning (below ``min_r2``); ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
