@@ -9,9 +9,12 @@ the environment.
 
 How it reaches the code below the API: as an argument. :func:`hetplan.planning.request.build_request` takes it
 and the :class:`~hetplan.solvers.cauchy.PlanRequest` it builds carries it (``req.catalog``) to the solvers and the
-performance model (:class:`hetplan.perf.latency.InstanceModel`'s ``catalog``); the simulator's deployment
-(:func:`hetplan.sim.deployment.build_deployment`), the emitters, ``estimate``, the calibration readers and the
-sweep's workers take it the same way. There is no process-wide "catalog in use". Each value loads its files once,
+performance model (:class:`hetplan.perf.latency.InstanceModel`'s ``catalog``); the simulator
+(:class:`hetplan.sim.run.SimRequest`'s ``catalog``, :func:`hetplan.sim.deployment.deployment_from_plan`),
+``estimate``, the calibration readers, profile matching, pool files, a version-1 plan's upgrade and the sweep's
+workers (:class:`hetplan.sweep.run.SweepSettings`) take it the same way; where such a parameter is left at None
+the shipped catalogs are meant. There is no process-wide "catalog in use". A value pickles as its folder and
+overlay (a worker process reads the files again). Each value loads its files once,
 on first use, and keeps them (a new value reads them afresh: an edited or refitted folder is read again when a new
 :class:`Catalog` is built from it).
 
