@@ -38,6 +38,7 @@ import numpy as np
 import yaml
 
 from hetplan import api
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import load_gpus
 from hetplan.catalog.pricing import resolve_price
 from hetplan.cli.app import resources_from_env
@@ -84,7 +85,7 @@ def main() -> int:
     prices: dict[str, float] = {}
     placeholder = []
     for g in gpus:
-        p = resolve_price(g)
+        p = resolve_price(g, Catalog.shipped())
         if p is None:
             # a placeholder price that grows with compute (Volta/Turing/Pascal have fp16 tensor cores only)
             tflops = g.bf16_dense_tflops or g.fp16_dense_tflops or g.fp16_dense_tflops_estimate or 0.0

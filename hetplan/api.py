@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from hetplan.perf.estimate import Estimate
     from hetplan.perf.settings import PerfSettings
     from hetplan.plan.types import Plan
+    from hetplan.planning.options import PlanOptions
     from hetplan.scenario import Scenario
     from hetplan.solvers.milp import SolveSettings
     from hetplan.workload.model import Workload
@@ -68,12 +69,10 @@ def estimate(
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
     """
-    from hetplan.catalog.context import using
     from hetplan.commands.estimate import estimate as _estimate
 
-    with using(catalog):
-        return _estimate(model, gpu, tp, pp, batch, prompt_tokens, context_tokens, output_tokens, weight_dtype,
-                         kv_dtype, settings, profiles, engine)  # fmt: skip
+    return _estimate(model, gpu, tp, pp, batch, prompt_tokens, context_tokens, output_tokens, weight_dtype,
+                     kv_dtype, settings, profiles, engine, catalog)  # fmt: skip
 
 
 def plan(
@@ -95,13 +94,13 @@ def plan(
     is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
     cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
     (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults); ``catalog``: the GPUs, models, prices and
-    fitted curves to plan with (:class:`hetplan.catalog.context.Catalog`; None: the one in use, the shipped
-    catalogs unless the CLI chose ``HETPLAN_CATALOG_DIR``); its hash is the plan's ``provenance.catalog_sha256``.
+    fitted curves to plan with (:class:`hetplan.catalog.context.Catalog`, passed down to everything that looks a
+    name up or reads a curve; None: the shipped catalogs; the CLI passes the one ``HETPLAN_CATALOG_DIR`` names);
+    its hash is the plan's ``provenance.catalog_sha256``.
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning import pipeline
 
     kw: dict[str, Any] = {}
@@ -113,8 +112,8 @@ def plan(
         kw["solve"] = solve
     if price_factors:
         kw["price_factors"] = price_factors
-    with using(catalog):
-        return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources, **kw)
+    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources,
+                         catalog=catalog, **kw)  # fmt: skip
 
 
 def plan_verified(
@@ -138,13 +137,36 @@ def plan_verified(
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning.verify import plan_verified as _plan_verified
 
-    with using(catalog):
-        return _plan_verified(
-            scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, **plan_kwargs
-        )
+    return _plan_verified(
+        scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, catalog=catalog,
+        **plan_kwargs,
+    )  # fmt: skip
+
+
+def plan_with(
+    scenario: Scenario,
+    options: PlanOptions,
+    progress: Callable[[str], None] | None = None,
+    resources: Resources | None = None,
+    solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
+) -> Plan:
+    """Plan ``scenario`` as ``options`` ask (``hetplan plan``: the CLI builds them from its flags;
+    :class:`hetplan.planning.options.PlanOptions`): :func:`plan_verified` when ``options.verify``, else
+    :func:`plan`; ``resources``, ``solve`` and ``catalog`` as in :func:`plan`.
+
+    Raises:
+        As :func:`plan` and :func:`plan_verified`.
+    """
+    kw: dict[str, Any] = {**options.pipeline_kwargs(), "resources": resources, "catalog": catalog}
+    if solve is not None:
+        kw["solve"] = solve
+    if options.verify:
+        return plan_verified(scenario, options.strategy, options.analysis, options.policy, options.resize, progress,
+                             options.confidence, options.confidence_gates, **kw)  # fmt: skip
+    return plan(scenario, options.strategy, options.analysis, progress, **kw)
 
 
 def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalog | None = None) -> Plan:
@@ -156,14 +178,12 @@ def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalo
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
-    from hetplan.catalog.context import using
     from hetplan.plan.doc import verification_block
     from hetplan.planning.verify import verification_workloads
     from hetplan.sim.verify import verify_plan
 
-    with using(catalog):
-        _, workload, out_of_sample, split = verification_workloads(scenario)
-        block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
+    _, workload, out_of_sample, split = verification_workloads(scenario)
+    block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample, catalog=catalog)
     block["out_of_sample"]["split"] = split
     if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
         plan = replace(plan, cascade=block["cascade"])
@@ -187,11 +207,9 @@ def fit_ce(
         InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
         fits the model or meets the SLOs.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning import pipeline
 
-    with using(catalog):
-        return pipeline.fit_ce(scenario, profiles, **({} if min_r2 is None else {"min_r2": min_r2}))
+    return pipeline.fit_ce(scenario, profiles, **({} if min_r2 is None else {"min_r2": min_r2}), catalog=catalog)
 
 
 def emit(
@@ -201,6 +219,7 @@ def emit(
     settings: EmitSettings | None = None,
     validate: bool = False,
     force: bool = False,
+    catalog: Catalog | None = None,
 ) -> EmitResult:
     """Write deployable files for a plan (``hetplan emit``): launch scripts for the plan's engine (vLLM, SGLang or
     TensorRT-LLM), Kubernetes, llm-d and/or Dynamo manifests under ``out_dir/<target>/``, plus
@@ -210,7 +229,7 @@ def emit(
     ``sglang`` or ``trtllm`` (the plan's engine only), ``kubernetes``, ``llmd``, ``dynamo`` or ``all``. With
     ``validate`` the files are checked offline before anything is written (see :mod:`hetplan.emit.validate`).
     Files are written atomically; existing ones are replaced only with ``force``. Same inputs -> byte-identical
-    files.
+    files. ``catalog``: what a version-1 plan's names are resolved in (:func:`as_plan`).
 
     Raises:
         InputError: bad plan, settings or targets, or an output exists without ``force`` (exit 2).
@@ -218,11 +237,12 @@ def emit(
     """
     from hetplan.emit.writer import emit_plan
 
-    return emit_plan(as_plan(plan), out_dir, targets, settings, validate, force)
+    return emit_plan(as_plan(plan, catalog=catalog), out_dir, targets, settings, validate, force)
 
 
-def as_plan(plan: Plan | dict[str, Any] | str | Path, where: str = "plan") -> Plan:
-    """A :class:`Plan` from a plan, a plan document (version 1 or 2) or a plan file's path.
+def as_plan(plan: Plan | dict[str, Any] | str | Path, where: str = "plan", catalog: Catalog | None = None) -> Plan:
+    """A :class:`Plan` from a plan, a plan document (version 1 or 2) or a plan file's path (``catalog``: what a
+    version-1 plan's names are resolved in; None: the shipped catalogs).
 
     Raises:
         InputError: not a usable plan (see :func:`hetplan.plan.doc.from_doc`).
@@ -233,19 +253,20 @@ def as_plan(plan: Plan | dict[str, Any] | str | Path, where: str = "plan") -> Pl
     if isinstance(plan, Plan):
         return plan
     if isinstance(plan, dict):
-        return from_doc(plan, where)
-    return load_plan(plan)
+        return from_doc(plan, where, catalog)
+    return load_plan(plan, catalog)
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Read a plan file (YAML or JSON, version 1 or 2) into the typed :class:`~hetplan.plan.types.Plan`.
+def load_plan(path: str | Path, catalog: Catalog | None = None) -> Plan:
+    """Read a plan file (YAML or JSON, version 1 or 2) into the typed :class:`~hetplan.plan.types.Plan`
+    (``catalog``: as :func:`as_plan`).
 
     Raises:
         InputError: the file is missing, unreadable, not a plan, or lacks a field that later stages need.
     """
     from hetplan.plan.doc import load_plan as _load_plan
 
-    return _load_plan(path)
+    return _load_plan(path, catalog)
 
 
 def to_doc(plan: Plan) -> dict[str, Any]:
@@ -280,13 +301,12 @@ def sweep(
         InputError: a bad grid (naming the axis) or outputs that exist without ``force``/``resume`` (exit 2).
         HetplanError: Ray missing or unreachable (exit 1). SweepInterrupted: Ctrl-C, after writing (exit 130).
     """
-    from hetplan.catalog.context import using
     from hetplan.sweep.run import SweepSettings, run_sweep
 
+    # the cases are planned with the catalog (its folder goes to local workers, its files to Ray workers)
     settings = SweepSettings(None if out is None else Path(out), executor, workers, ray_address, ray_files, resume,
-                             force, solve)  # fmt: skip
-    with using(catalog):  # the cases are planned with it (its folder goes to the workers)
-        return run_sweep(grid, settings, progress)
+                             force, solve, catalog)  # fmt: skip
+    return run_sweep(grid, settings, progress)
 
 
 def explore(
@@ -307,12 +327,10 @@ def explore(
     Raises:
         InputError: a bad axis or value (naming it) or scenario, before any point is planned.
     """
-    from hetplan.catalog.context import using
     from hetplan.explore import explore as _explore
     from hetplan.explore import parse_axes
 
-    with using(catalog):
-        return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
+    return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve, catalog)
 
 
 def hetis(scenario: Scenario, pool: Path, catalog: Catalog | None = None) -> dict[str, Any]:
@@ -322,11 +340,9 @@ def hetis(scenario: Scenario, pool: Path, catalog: Catalog | None = None) -> dic
     Raises:
         InputError: bad pool or scenario. InfeasibleError: the pool cannot serve the model.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning.hetis import hetis_plan
 
-    with using(catalog):
-        return hetis_plan(scenario, pool)
+    return hetis_plan(scenario, pool, catalog=catalog)
 
 
 def autoscale(
@@ -345,11 +361,9 @@ def autoscale(
     Raises:
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
     """
-    from hetplan.catalog.context import using
     from hetplan.planning.autoscale import autoscale as _autoscale
 
-    with using(catalog):
-        return _autoscale(scenario, spec, curve_path, diurnal_text, progress, solve)
+    return _autoscale(scenario, spec, curve_path, diurnal_text, progress, solve, catalog)
 
 
 __all__ = [
@@ -368,6 +382,7 @@ __all__ = [
     "load_plan",
     "plan",
     "plan_verified",
+    "plan_with",
     "sim_request",
     "simulate",
     "simulate_closed_loop",

@@ -53,6 +53,7 @@ from hetplan.plan.doc import verification_block
 from hetplan.units import parse_duration_s, rnd
 
 if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
     from hetplan.scenario import Scenario
     from hetplan.solvers.milp import SolveSettings
     from hetplan.workload.model import Workload
@@ -241,10 +242,11 @@ def explore(
     policy: str = "fcfs",
     progress: Callable[[int, int, str], None] | None = None,
     solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """:func:`explore_points` as its document (:meth:`ExploreDoc.to_doc`, what ``--json`` prints). Same
     arguments and errors."""
-    return explore_points(base, axes, strategy, verify, policy, progress, solve).to_doc()
+    return explore_points(base, axes, strategy, verify, policy, progress, solve, catalog).to_doc()
 
 
 def explore_points(
@@ -255,11 +257,12 @@ def explore_points(
     policy: str = "fcfs",
     progress: Callable[[int, int, str], None] | None = None,
     solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
 ) -> ExploreDoc:
     """Plan (and by default simulate) every point of ``axes`` over ``base``; returns the typed explore document
     (:class:`ExploreDoc`): the axes, how points were checked, one row per point (:func:`point_row`), the cheapest
     point and the cheapest that held. ``progress(done, total, point)`` is called before each point and at the end.
-    Deterministic: no timings in the document (the caller measures).
+    Deterministic: no timings in the document (the caller measures). ``catalog``: as :func:`hetplan.api.plan`.
 
     Raises:
         InputError: a bad axis value or scenario (before any point is planned). A point's own infeasibility or
@@ -273,7 +276,7 @@ def explore_points(
     from hetplan.resources import Resources
     from hetplan.sim.verify import verify_plan
 
-    points, target = build_points(base, axes)
+    points, target = build_points(base, axes, catalog)
     rows = []
     for i, point in enumerate(points):
         if progress is not None:
@@ -284,7 +287,7 @@ def explore_points(
             scenario, workload, held_out, split = verification_workloads(scenario, DEFAULT_HOLDOUT)
         try:
             plan = api.plan(scenario, strategy, False, resources=Resources(plan_workers=1), solve=solve,
-                            price_factors=dict(point.price_factors))  # fmt: skip
+                            price_factors=dict(point.price_factors), catalog=catalog)  # fmt: skip
         except (InfeasibleError, OutOfMemoryError) as exc:
             rows.append(point_row(point, "infeasible", None, _one_line(exc)))
             continue
@@ -299,7 +302,7 @@ def explore_points(
                 progress(i, len(points), f"{point.shown}: simulating ${plan.total_usd_per_hour:,.2f}/h")
             try:
                 with command_budget():  # each point's check has the whole budget of simulated work
-                    block = verify_plan(plan, workload, policy, False, held_out)
+                    block = verify_plan(plan, workload, policy, False, held_out, catalog)
                 block["out_of_sample"]["split"] = split
                 plan = replace(plan, verification=verification_block(block))
             except HetplanError as exc:  # the plan stands; the row says the check failed and why

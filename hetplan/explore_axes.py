@@ -17,6 +17,7 @@ from hetplan.units import parse_duration_s
 from hetplan.workload.classes import check_slo_override
 
 if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
     from hetplan.scenario import Scenario
 
 #: The axes and what they accept (for messages).
@@ -191,18 +192,17 @@ class Point:
     shown: str
 
 
-def _canonical(gpu: str, axis: str) -> str:
-    from hetplan.catalog.loader import find_gpu
-
+def _canonical(gpu: str, axis: str, catalog: Catalog) -> str:
     try:
-        return find_gpu(gpu).name
+        return catalog.find_gpu(gpu).name
     except InputError as exc:
         raise InputError(f"--vary {axis}:{gpu}: {exc.what}", exc.why, exc.fix) from None
 
 
-def build_points(base: Scenario, axes: list[Axis]) -> tuple[list[Point], float]:
+def build_points(base: Scenario, axes: list[Axis], catalog: Catalog | None = None) -> tuple[list[Point], float]:
     """The points of ``axes`` over ``base``, each validated (a product, the first axis varying slowest), and the
-    goodput target ``goodput=1x`` means (the scenario's, else the workload's mean rate; req/s).
+    goodput target ``goodput=1x`` means (the scenario's, else the workload's mean rate; req/s); GPU names are
+    looked up in ``catalog`` (None: the shipped catalogs).
 
     Builds ``base``'s request once (:func:`hetplan.planning.request.build_request`) for the goodput target and
     the candidate GPUs.
@@ -213,18 +213,20 @@ def build_points(base: Scenario, axes: list[Axis]) -> tuple[list[Point], float]:
     """
     from pydantic import ValidationError
 
+    from hetplan.catalog.context import Catalog
     from hetplan.catalog.loader import format_validation
     from hetplan.planning.request import build_request
     from hetplan.scenario import Scenario
 
-    req, _, _, _ = build_request(base)
+    catalog = catalog or Catalog.shipped()
+    req, _, _, _ = build_request(base, catalog=catalog)
     target = req.goodput_req_per_s
     owned_now: dict[str, int] = {}
     for name, n in base.inventory.items():
-        owned_now[_canonical(name, "owned")] = int(n)
+        owned_now[_canonical(name, "owned", catalog)] = int(n)
     for a in axes:
         if a.gpu is not None:
-            gpu = _canonical(a.gpu, a.name)
+            gpu = _canonical(a.gpu, a.name, catalog)
             if gpu not in req.prices:
                 raise InputError(
                     f"--vary {a.name}:{a.gpu}: {gpu} is not a candidate GPU of {base.name}",
@@ -247,10 +249,10 @@ def build_points(base: Scenario, axes: list[Axis]) -> tuple[list[Point], float]:
                 check_slo_override(doc.get("classes"), a.name, f"--vary {a.name}")
                 doc["slo"][a.name] = v.label
             elif a.name == "price":
-                factors[_canonical(a.gpu or "", a.name)] = v.number
+                factors[_canonical(a.gpu or "", a.name, catalog)] = v.number
             else:
-                gpu = _canonical(a.gpu or "", a.name)
-                inv = {_canonical(k, "owned"): int(n) for k, n in doc.get("inventory", {}).items()}
+                gpu = _canonical(a.gpu or "", a.name, catalog)
+                inv = {_canonical(k, "owned", catalog): int(n) for k, n in doc.get("inventory", {}).items()}
                 count = int(v.number) if v.kind == "absolute" else owned_now.get(gpu, 0) + int(v.number)
                 if count < 0:
                     raise InputError(

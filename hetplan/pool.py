@@ -47,7 +47,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hetplan.catalog.loader import find_gpu, read_yaml_file, read_yaml_mapping
+from hetplan.catalog.context import Catalog
+from hetplan.catalog.loader import read_yaml_file, read_yaml_mapping
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import CatalogError, InputError
 from hetplan.units import GB
@@ -241,12 +242,14 @@ def _apply_measured(spec: GpuSpec, entry: GpuEntry, domain: DomainEntry) -> GpuS
     return spec.model_copy(update=update) if update else spec
 
 
-def resolve_pool(doc: PoolFile) -> Pool:
-    """Turn a validated pool file into devices and links (GPU names resolved through the catalog).
+def resolve_pool(doc: PoolFile, catalog: Catalog | None = None) -> Pool:
+    """Turn a validated pool file into devices and links (GPU names resolved through ``catalog``; None: the
+    shipped catalogs).
 
     Raises:
         InputError: a GPU type is not in the catalog (with suggestions; the field path is named).
     """
+    cat = Catalog.shipped() if catalog is None else catalog
     devices: list[Device] = []
     domain = 0
     for n, node in enumerate(doc.nodes):
@@ -254,7 +257,7 @@ def resolve_pool(doc: PoolFile) -> Pool:
         for d, dom in enumerate(node.domains):
             for g, entry in enumerate(dom.gpus):
                 try:
-                    spec = find_gpu(entry.type)
+                    spec = cat.find_gpu(entry.type)
                 except InputError as exc:
                     raise InputError(
                         f"pool: nodes.{n}.domains.{d}.gpus.{g}.type: {exc.what}", exc.why, exc.fix
@@ -274,7 +277,7 @@ def resolve_pool(doc: PoolFile) -> Pool:
     present = {d.gpu.name for d in devices}
     for name, value in doc.usd_per_gpu_hour.items():
         try:
-            canonical = find_gpu(name).name
+            canonical = cat.find_gpu(name).name
         except InputError as exc:
             raise InputError(f"pool: usd_per_gpu_hour.{name}: {exc.what}", exc.why, exc.fix) from None
         if canonical not in present:
@@ -290,8 +293,9 @@ def resolve_pool(doc: PoolFile) -> Pool:
                 usd_per_gpu_hour=tuple(sorted(prices.items())))  # fmt: skip
 
 
-def load_pool(path: str | Path) -> Pool:
-    """Read, validate and resolve a ``POOL.yaml`` file.
+def load_pool(path: str | Path, catalog: Catalog | None = None) -> Pool:
+    """Read, validate and resolve a ``POOL.yaml`` file (GPU names looked up in ``catalog``; None: the shipped
+    catalogs).
 
     Raises:
         InputError / CatalogError: unreadable file, unknown keys, bad values or unknown GPU types (the message
@@ -299,7 +303,7 @@ def load_pool(path: str | Path) -> Pool:
     """
     path = Path(path)
     try:
-        return resolve_pool(read_yaml_file(path, PoolFile, "pool file", POOL_DOC))
+        return resolve_pool(read_yaml_file(path, PoolFile, "pool file", POOL_DOC), catalog)
     except CatalogError:
         kind = _kind_of(path)
         if kind not in (None, "pool"):
@@ -326,11 +330,17 @@ def _kind_of(path: Path) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def pool_from_counts(name: str, groups: list[tuple[str, int]], links: LinksEntry | None = None) -> Pool:
+def pool_from_counts(
+    name: str, groups: list[tuple[str, int]], links: LinksEntry | None = None, catalog: Catalog | None = None
+) -> Pool:
     """A pool with one node (and one domain) per ``(gpu type, count)`` group: the quick way tests and callers
-    describe "4 x A100 + 4 x RTX-3090" without a file."""
+    describe "4 x A100 + 4 x RTX-3090" without a file (GPU names looked up in ``catalog``; None: the shipped
+    catalogs)."""
+    cat = Catalog.shipped() if catalog is None else catalog
     nodes = [
-        NodeEntry(name=f"{find_gpu(g).name.lower()}-node{k}", domains=[DomainEntry(gpus=[GpuEntry(type=g, count=c)])])
+        NodeEntry(
+            name=f"{cat.find_gpu(g).name.lower()}-node{k}", domains=[DomainEntry(gpus=[GpuEntry(type=g, count=c)])]
+        )
         for k, (g, c) in enumerate(groups)
     ]
-    return resolve_pool(PoolFile(name=name, nodes=nodes, links=links or LinksEntry()))
+    return resolve_pool(PoolFile(name=name, nodes=nodes, links=links or LinksEntry()), cat)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 # Property-based tests: a fixed seed and few examples in CI (the default); --hypothesis-profile=fuzz for the long run.
 settings.register_profile("ci", derandomize=True, max_examples=25, deadline=None, print_blob=True)
@@ -33,23 +37,16 @@ def examples() -> Path:
 @pytest.fixture
 def small_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A frozen three-GPU catalog (``tests/fixtures/catalog``: H100-SXM, A100-80GB-SXM, L4; Llama-3-8B/70B; AWS
-    and Lambda prices), so a unit test does not change meaning when ``catalogs/`` is refreshed."""
-    from hetplan.catalog.context import Catalog, install
-
+    and Lambda prices), so a unit test does not change meaning when ``catalogs/`` is refreshed: its folder, set as
+    ``HETPLAN_CATALOG_DIR`` for the CLI; library calls take ``small`` (the :class:`Catalog` value) as ``catalog=``."""
     folder = FIXTURES / "catalog"
     monkeypatch.setenv("HETPLAN_CATALOG_DIR", str(folder))  # for the CLI, which reads it at every command
-    install(Catalog.from_folder(folder))  # for the library calls the test makes without a catalog
     yield folder
-    install(None)
 
 
-@pytest.fixture(autouse=True)
-def _shipped_catalog_after_each_test() -> Iterator[None]:
-    """Make the shipped catalogs the process's catalog again after a test that installed another one (directly, or
-    through a CLI run with ``HETPLAN_CATALOG_DIR`` set), so it does not leak into the next test."""
-    yield
-    import sys
+@pytest.fixture
+def small(small_catalog: Path) -> Catalog:
+    """:func:`small_catalog` as the value library calls take (``catalog=``)."""
+    from hetplan.catalog.context import Catalog
 
-    context = sys.modules.get("hetplan.catalog.context")
-    if context is not None:
-        context.install(None)
+    return Catalog.from_folder(small_catalog)

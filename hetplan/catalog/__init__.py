@@ -1,4 +1,5 @@
-"""Catalogs of GPUs, prices and models: the :class:`Catalog` value, schemas, loaders and name lookup."""
+"""Catalogs of GPUs, prices and models: the :class:`Catalog` value library code is passed, schemas, and the
+shipped-catalog shortcuts of :mod:`hetplan.catalog.loader` (for tests, benchmarks and scripts)."""
 
 from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import (

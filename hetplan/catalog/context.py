@@ -7,22 +7,26 @@ the variable), a sweep worker from the folder the driver gives it (:mod:`hetplan
 own (:meth:`Catalog.from_folder`); each passes it to :mod:`hetplan.api` (``catalog=``). Library code never reads
 the environment.
 
-How it reaches the code below the API: the API's entry points hold the caller's catalog for the call
-(:func:`using`), and the name lookups of :mod:`hetplan.catalog.loader` (``find_gpu``, ``load_prices``, the
-fitted curves of :mod:`hetplan.perf.calibration`) read :func:`in_use`. The CLI sets the process's catalog once per
-command (:func:`install`). Each value loads its files once, on first use, and keeps them (a new value reads them
-afresh: an edited or refitted folder is read again when a new :class:`Catalog` is built from it).
+How it reaches the code below the API: as an argument. :func:`hetplan.planning.request.build_request` takes it
+and the :class:`~hetplan.solvers.cauchy.PlanRequest` it builds carries it (``req.catalog``) to the solvers and the
+performance model (:class:`hetplan.perf.latency.InstanceModel`'s ``catalog``); the simulator
+(:class:`hetplan.sim.run.SimRequest`'s ``catalog``, :func:`hetplan.sim.deployment.deployment_from_plan`),
+``estimate``, the calibration readers, profile matching, pool files, a version-1 plan's upgrade and the sweep's
+workers (:class:`hetplan.sweep.run.SweepSettings`) take it the same way; where such a parameter is left at None
+the shipped catalogs are meant. There is no process-wide "catalog in use". A value pickles as its folder and
+overlay (a worker process reads the files again). Each value loads its files once,
+on first use, and keeps them (a new value reads them afresh: an edited or refitted folder is read again when a new
+:class:`Catalog` is built from it).
 
 Source: hetplan's own reconstruction.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,6 +113,11 @@ class Catalog:
                 "writes one), or leave it unset for the shipped catalogs",
             )
         return cls(folder)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its folder and overlay: a worker process (a sweep case, a simulation window) reads the files
+        again, on first use."""
+        return (Catalog, (self.folder, self.overlay))
 
     def with_overlay(self, overlay: Sequence[GpuSpec]) -> Catalog:
         """This catalog with ``overlay``'s GPU entries (a ``--profile`` file's measured GPUs) in place of its own
@@ -240,7 +249,6 @@ class Catalog:
 
 
 _SHIPPED: list[Catalog] = []  # Catalog.shipped()'s value, made on first use
-_IN_USE: list[Catalog] = []  # install() sets the first, using() stacks the rest; empty: the shipped catalogs
 
 
 def perf_files(folder: Path) -> dict[str, Path]:
@@ -252,37 +260,6 @@ def perf_files(folder: Path) -> dict[str, Path]:
         if perf.is_dir():
             found.update({p.stem: p for p in perf.glob("*.yaml") if p.is_file()})
     return dict(sorted(found.items()))
-
-
-def in_use() -> Catalog:
-    """The catalog the code below the API reads: the one :func:`using` holds, else the one :func:`install` set,
-    else :meth:`Catalog.shipped`."""
-    if _IN_USE:
-        return _IN_USE[-1]
-    return _SHIPPED[0] if _SHIPPED else Catalog.shipped()
-
-
-def install(catalog: Catalog | None) -> None:
-    """Make ``catalog`` (None: the shipped one) this process's catalog: the CLI does, once per command, with the
-    one it built from ``HETPLAN_CATALOG_DIR``; library code passes catalogs to the API instead."""
-    if catalog is None:
-        _IN_USE.clear()
-    elif not _IN_USE or _IN_USE[0] is not catalog:
-        _IN_USE[:] = [catalog]
-
-
-@contextlib.contextmanager
-def using(catalog: Catalog | None) -> Iterator[Catalog]:
-    """Hold ``catalog`` as :func:`in_use` for the block (None: keep the one in use); what the API's entry points
-    do with the ``catalog`` their caller passes. Yields the catalog in use."""
-    if catalog is None:
-        yield in_use()
-        return
-    _IN_USE.append(catalog)
-    try:
-        yield catalog
-    finally:
-        _IN_USE.pop()
 
 
 def _norm(name: str) -> str:
@@ -316,4 +293,4 @@ def lookup_gpu(name: str, gpus: Sequence[GpuSpec]) -> GpuSpec:
     )
 
 
-__all__ = ["CATALOG_FILES", "SHIPPED_FOLDERS", "Catalog", "in_use", "install", "lookup_gpu", "perf_files", "using"]
+__all__ = ["CATALOG_FILES", "SHIPPED_FOLDERS", "Catalog", "lookup_gpu", "perf_files"]

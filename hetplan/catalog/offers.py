@@ -24,10 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from hetplan.catalog.loader import find_gpu, load_prices
 from hetplan.catalog.schemas import MAX_USD_PER_HOUR, GpuSpec, UserOffer, UserPriceFile
 from hetplan.errors import InputError
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 OWNED = "owned"
 #: Most GPUs (or nodes) one offer row may give: above any fleet; bigger is a typo that would size the MILP.
@@ -136,9 +139,9 @@ class Offer:
         return tp <= self.scale_up_domain_gpus and tp % k == 0
 
 
-def catalog_offers(gpu: GpuSpec, cloud: str | None, spot: bool) -> list[Offer]:
-    """The price catalog's offers of ``gpu`` (module docstring's rules), sorted by provider, region, size."""
-    rows = [p for p in load_prices().prices if p.gpu == gpu.name]
+def catalog_offers(catalog: Catalog, gpu: GpuSpec, cloud: str | None, spot: bool) -> list[Offer]:
+    """``catalog``'s price offers of ``gpu`` (module docstring's rules), sorted by provider, region, size."""
+    rows = catalog.price_rows(gpu)
     rows = [p for p in rows if p.cloud == cloud] if cloud else [p for p in rows if p.includes_host]
     rows = [p for p in rows if not p.unreliable] or rows
     kind = "spot" if spot else "on-demand"
@@ -165,10 +168,9 @@ def catalog_offers(gpu: GpuSpec, cloud: str | None, spot: bool) -> list[Offer]:
     return sorted(out, key=lambda o: (o.provider, o.region, o.gpus_per_instance, o.instance_type))
 
 
-def user_offers(
-    user: UserPriceFile, path: str, gpus: tuple[GpuSpec, ...] | None = None, spot: bool = False
-) -> list[Offer]:
-    """The ``offers:`` rows of a user price file, checked; with ``spot`` a rented row's
+def user_offers(user: UserPriceFile, path: str, catalog: Catalog, spot: bool = False) -> list[Offer]:
+    """The ``offers:`` rows of a user price file, checked, their GPU names looked up in ``catalog`` (profiled GPUs
+    included); with ``spot`` a rented row's
     ``spot_usd_per_instance_hour`` is its price where given (its on-demand price otherwise).
 
     Raises:
@@ -179,7 +181,7 @@ def user_offers(
     out: list[Offer] = []
     seen: dict[tuple[str, str, str], int] = {}
     for i, row in enumerate(user.offers):
-        out.append(_user_offer(row, i, path, user, gpus, spot))
+        out.append(_user_offer(row, i, path, user, catalog, spot))
         key = out[-1].key
         if key in seen:
             raise InputError(
@@ -191,16 +193,14 @@ def user_offers(
     return out
 
 
-def _user_offer(
-    row: UserOffer, i: int, path: str, user: UserPriceFile, gpus: tuple[GpuSpec, ...] | None, spot: bool = False
-) -> Offer:
+def _user_offer(row: UserOffer, i: int, path: str, user: UserPriceFile, catalog: Catalog, spot: bool = False) -> Offer:
     where = f"price file {path}: offers[{i}]"
 
     def bad(field: str, why: str, fix: str) -> InputError:
         return InputError(f"{where}.{field} {why}", fix=fix)
 
     try:
-        gpu = find_gpu(row.gpu, gpus)
+        gpu = catalog.find_gpu(row.gpu)
     except InputError as exc:
         raise InputError(f"{where}.gpu: {exc.what}", exc.why, "fix the GPU name (hetplan catalog gpus)") from None
     if not 1 <= row.gpus_per_instance <= MAX_GPUS:

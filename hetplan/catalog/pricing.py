@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from hetplan.catalog.loader import find_gpu, load_prices, price_rows
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.errors import InputError
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 
 @dataclass(frozen=True)
@@ -33,21 +36,21 @@ class GpuPrice:
 
 def resolve_price(
     gpu: GpuSpec,
+    catalog: Catalog,
     cloud: str | None = None,
     spot: bool = False,
     user: UserPriceFile | None = None,
-    gpus: tuple[GpuSpec, ...] | None = None,
     region: str | None = None,
 ) -> GpuPrice | None:
-    """The price of ``gpu`` under the rules above, or None when no source prices it (``gpus``: the GPU table the
-    price file's names are looked up in, default the catalog; see :func:`hetplan.catalog.loader.find_gpu`;
-    ``region``: only catalog rows of that region, compared without case)."""
+    """The price of ``gpu`` under the rules above, or None when no source prices it (``catalog``: its price rows,
+    and the GPU table, profiled GPUs included, the price file's names are looked up in; ``region``: only catalog
+    rows of that region, compared without case)."""
     if user is not None:
         for name, value in user.usd_per_gpu_hour.items():
-            if find_gpu(name, gpus).name == gpu.name:
+            if catalog.find_gpu(name).name == gpu.name:
                 label = f"price file: {user.source}, as of {user.as_of}"
                 return GpuPrice(gpu.name, float(value), label, user.illustrative)
-    rows = price_rows(gpu)
+    rows = catalog.price_rows(gpu)
     if cloud:
         rows = [p for p in rows if p.cloud == cloud]
     else:
@@ -74,22 +77,22 @@ def resolve_price(
     )
 
 
-def known_clouds() -> list[str]:
-    """Clouds present in the price catalog, sorted."""
-    return sorted({p.cloud for p in load_prices().prices})
+def known_clouds(catalog: Catalog) -> list[str]:
+    """Clouds present in ``catalog``'s prices, sorted."""
+    return sorted({p.cloud for p in catalog.prices.prices})
 
 
-def known_regions(cloud: str | None = None) -> list[str]:
-    """Regions of the price catalog's rows (of ``cloud`` when given), sorted."""
-    return sorted({p.region for p in load_prices().prices if p.region and (cloud is None or p.cloud == cloud)})
+def known_regions(catalog: Catalog, cloud: str | None = None) -> list[str]:
+    """Regions of ``catalog``'s price rows (of ``cloud`` when given), sorted."""
+    return sorted({p.region for p in catalog.prices.prices if p.region and (cloud is None or p.cloud == cloud)})
 
 
-def check_region(region: str | None, cloud: str | None = None, extra: Sequence[str] = ()) -> None:
-    """Raise :class:`InputError` for a ``region`` that neither the catalog (for ``cloud`` when given) nor ``extra``
-    (the regions of a price file's offers) lists; regions compare without case."""
+def check_region(catalog: Catalog, region: str | None, cloud: str | None = None, extra: Sequence[str] = ()) -> None:
+    """Raise :class:`InputError` for a ``region`` that neither ``catalog``'s prices (for ``cloud`` when given) nor
+    ``extra`` (the regions of a price file's offers) lists; regions compare without case."""
     if region is None:
         return
-    known = sorted({*known_regions(cloud), *(r for r in extra if r)})
+    known = sorted({*known_regions(catalog, cloud), *(r for r in extra if r)})
     if region.lower() not in {r.lower() for r in known}:
         where = f" for {cloud}" if cloud else ""
         raise InputError(
@@ -99,11 +102,11 @@ def check_region(region: str | None, cloud: str | None = None, extra: Sequence[s
         )
 
 
-def check_cloud(cloud: str | None) -> None:
-    """Raise :class:`InputError` for a cloud the catalog does not list."""
-    if cloud is not None and cloud not in known_clouds():
+def check_cloud(catalog: Catalog, cloud: str | None) -> None:
+    """Raise :class:`InputError` for a cloud ``catalog``'s prices do not list."""
+    if cloud is not None and cloud not in known_clouds(catalog):
         raise InputError(
             f"unknown cloud {cloud!r}",
-            f"the price catalog lists {', '.join(known_clouds())}",
+            f"the price catalog lists {', '.join(known_clouds(catalog))}",
             "pick one of them, or pass --prices FILE with your own prices",
         )

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -59,6 +59,9 @@ from hetplan.catalog.profile_match import device_type_name, efficiency, match_de
 from hetplan.catalog.schemas import GpuMeasured, GpuSpec
 from hetplan.errors import CatalogError, InputError
 from hetplan.io import to_yaml
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 PROFILE_DOC = "see docs/profile.md"
 PROFILE_SCHEMA = Path(__file__).with_name("profile.schema.json")
@@ -98,22 +101,24 @@ class ProfileFile(BaseModel):
         return self.gpu.measured is not None and self.gpu.measured.device_kind == "cpu"
 
 
-def load_profile(path: str | Path) -> ProfileFile:
-    """Read and validate a profile file (version 1 or 2; see the module docstring).
+def load_profile(path: str | Path, catalog: Catalog | None = None) -> ProfileFile:
+    """Read and validate a profile file (version 1 or 2; see the module docstring), its device matched to
+    ``catalog``'s GPUs (None: the shipped catalogs).
 
     Raises:
         InputError / CatalogError: unreadable file, an unknown version, fields that do not match the schema
             (named), or a ``file_under`` GPU the catalog lacks.
     """
     doc = read_yaml_mapping(Path(path), "profile", PROFILE_DOC)
-    prof = profile_from_doc(doc, f"profile {path}")
+    prof = profile_from_doc(doc, f"profile {path}", catalog)
     if prof.gpu.measured is None:
         raise InputError(f"profile {path} has no gpu.measured block", fix="write it with 'hetplan profile'")
     return prof
 
 
-def profile_from_doc(doc: dict[str, Any], what: str = "profile") -> ProfileFile:
-    """A profile document (a parsed file, or what the profiler just returned) in its resolved form.
+def profile_from_doc(doc: dict[str, Any], what: str = "profile", catalog: Catalog | None = None) -> ProfileFile:
+    """A profile document (a parsed file, or what the profiler just returned) in its resolved form, matched to
+    ``catalog``'s GPUs (None: the shipped catalogs).
 
     Raises:
         CatalogError: an unknown ``schema_version`` or fields that do not match the schema. InputError: a
@@ -141,7 +146,11 @@ def profile_from_doc(doc: dict[str, Any], what: str = "profile") -> ProfileFile:
             "; ".join(errors[:8]),
             f"fix the named fields ({PROFILE_DOC}; schema: hetplan/catalog/profile.schema.json)",
         )
-    return _resolve(doc, what)
+    if catalog is None:
+        from hetplan.catalog.context import Catalog
+
+        catalog = Catalog.shipped()
+    return _resolve(doc, what, catalog)
 
 
 @cache
@@ -187,7 +196,7 @@ class _Version2(_Part):
     notes: list[Any]
 
 
-def _resolve(doc: dict[str, Any], what: str) -> ProfileFile:
+def _resolve(doc: dict[str, Any], what: str, catalog: Catalog) -> ProfileFile:
     """A version-2 document (schema-checked) matched to the catalog: the catalog entry, the match, efficiency."""
     v2 = _Version2.model_validate(doc)
     try:
@@ -199,7 +208,7 @@ def _resolve(doc: dict[str, Any], what: str) -> ProfileFile:
         ) from None
     gpu = v2.file_under
     try:
-        matched, how = match_device(measured.device_kind, measured.device_name, gpu)
+        matched, how = match_device(measured.device_kind, measured.device_name, gpu, catalog)
     except InputError as exc:
         raise InputError(
             f"{what} is filed under {gpu!r} (file_under, from --gpu), which is no catalog GPU",
@@ -247,8 +256,9 @@ class LoadedProfiles:
     files: tuple[tuple[str, ProfileFile], ...]
 
 
-def load_profiles(paths: Sequence[Path]) -> LoadedProfiles:
-    """Read ``--profile`` files; two files for the same GPU are refused.
+def load_profiles(paths: Sequence[Path], catalog: Catalog | None = None) -> LoadedProfiles:
+    """Read ``--profile`` files, matched to ``catalog``'s GPUs (None: the shipped catalogs); two files for the same
+    GPU are refused.
 
     Raises:
         InputError: unreadable or invalid file, or two profiles of one GPU type.
@@ -257,7 +267,7 @@ def load_profiles(paths: Sequence[Path]) -> LoadedProfiles:
     specs: list[GpuSpec] = []
     files: list[tuple[str, ProfileFile]] = []
     for path in paths:
-        prof = load_profile(path)
+        prof = load_profile(path, catalog)
         name = prof.gpu.name
         if name in seen:
             raise InputError(

@@ -9,15 +9,17 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hetplan.catalog.loader import find_gpu
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError
 
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
-def match_device(kind: str, name: str, gpu: str | None) -> tuple[GpuSpec | None, str]:
-    """The catalog GPU a device's figures belong to, and how it was found.
+
+def match_device(kind: str, name: str, gpu: str | None, catalog: Catalog) -> tuple[GpuSpec | None, str]:
+    """The GPU of ``catalog`` a device's figures belong to, and how it was found.
 
     ``--gpu NAME`` (``file_under``) wins. A CUDA device name becomes the NVIDIA GPU feature discovery label
     (``NVIDIA H100 80GB HBM3`` -> ``NVIDIA-H100-80GB-HBM3``) looked up in hetplan's label table, then the name
@@ -27,7 +29,7 @@ def match_device(kind: str, name: str, gpu: str | None) -> tuple[GpuSpec | None,
         InputError: ``gpu`` names no catalog GPU.
     """
     if gpu:
-        return find_gpu(gpu), f"--gpu {gpu}"
+        return catalog.find_gpu(gpu), f"--gpu {gpu}"
     if kind == "cpu":
         return None, "a CPU matches no catalog GPU (pass --gpu NAME to file its figures under one)"
     from hetplan.emit.settings import DEFAULT_GPU_LABELS
@@ -35,13 +37,13 @@ def match_device(kind: str, name: str, gpu: str | None) -> tuple[GpuSpec | None,
     label = re.sub(r"\s+", "-", name.strip())
     for catalog_name, value in sorted(DEFAULT_GPU_LABELS.items()):
         if value.lower() == label.lower():
-            return find_gpu(catalog_name), f"device name {name!r} -> node label {value}"
+            return catalog.find_gpu(catalog_name), f"device name {name!r} -> node label {value}"
     stripped = re.sub(r"^(nvidia|tesla)\s+", "", name.strip(), flags=re.I)
     for candidate in (stripped, stripped.split()[0] if stripped else ""):
         if not candidate:
             continue
         try:
-            return find_gpu(candidate), f"device name {name!r} -> catalog name {candidate!r}"
+            return catalog.find_gpu(candidate), f"device name {name!r} -> catalog name {candidate!r}"
         except InputError:
             continue
     return None, f"device name {name!r} matches no catalog GPU (pass --gpu NAME to name it)"

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.catalog.profile import ProfileFile, profile_from_doc
 from hetplan.catalog.schemas import ModelSpec
 from hetplan.errors import HetplanError, InputError
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 PROFILER_INSTALL = (
     "from a hetplan clone: pip install ./profiler (it needs torch >= 2.3 and pulls it in when missing; an "
@@ -44,10 +46,11 @@ def measure(
     model: str,
     gpu: str | None,
     command: str,
+    catalog: Catalog,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> tuple[dict[str, Any], ProfileFile]:
     """``hetplan profile``: measure ``device`` with the installed profiler package (``hetplan_profiler``, imported
-    here only) using catalog model ``model``'s shapes; returns the profile document as the profiler writes it and
+    here only) using ``catalog``'s model ``model``'s shapes; returns the profile document as the profiler writes it and
     its resolved form (matched to the catalog, for the summary).
 
     Raises:
@@ -69,15 +72,15 @@ def measure(
             "without it",
             PROFILER_INSTALL,
         ) from None
-    spec = find_model(model)
+    spec = catalog.find_model(model)
     if gpu:
-        find_gpu(gpu)  # an unknown --gpu is refused before minutes of measuring
+        catalog.find_gpu(gpu)  # an unknown --gpu is refused before minutes of measuring
     try:
         shape = ModelShape(**model_shape_fields(spec))
         doc = run_profile(ProfileRequest(device, quick, shape, gpu, command, tool="hetplan profile"), progress)
     except ProfilerError as exc:
         raise InputError(exc.what, exc.why, exc.fix) from None
-    return doc, profile_from_doc(doc, "the profile just measured")
+    return doc, profile_from_doc(doc, "the profile just measured", catalog)
 
 
 def save_kernel_tables(doc: dict[str, Any], root: Path, force: bool, check_only: bool = False) -> list[Path]:

@@ -7,36 +7,40 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hetplan.catalog.loader import catalog_dir, load_gpus, read_yaml_file, read_yaml_mapping
+from hetplan.catalog.loader import read_yaml_file, read_yaml_mapping
 from hetplan.catalog.profile import load_profiles
 from hetplan.catalog.schemas import GpuCatalog
 from hetplan.errors import InputError
 from hetplan.input_checks import load_json, read_text_input
 from hetplan.io import to_json, to_yaml, write_files_atomic
 
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
+
 MERGE_MANIFEST = "hetplan-merge.json"
 """What ``merge`` writes into its folder: the files it wrote, so that a later ``merge --force`` removes the stale
 ones (and only those)."""
 
 
-def merge_profiles(paths: list[Path], out_dir: Path, force: bool = False) -> list[Path]:
-    """Write a catalog folder: the shipped ``gpus.yaml`` with each profiled GPU's entry replaced (or added, for
-    new device types), the shipped ``prices.yaml`` and ``models.yaml``, and the profiles under ``profiles/``.
+def merge_profiles(paths: list[Path], out_dir: Path, catalog: Catalog, force: bool = False) -> list[Path]:
+    """Write a catalog folder: ``catalog``'s ``gpus.yaml`` with each profiled GPU's entry replaced (or added, for
+    new device types), its ``prices.yaml`` and ``models.yaml``, and the profiles under ``profiles/``.
     Point ``HETPLAN_CATALOG_DIR`` at it and every command uses the measured figures.
 
     Returns the files written (sorted). Raises:
         InputError: bad profiles, two profiles of one GPU, or existing files without ``force``.
     """
-    loaded = load_profiles(paths)
+    loaded = load_profiles(paths, catalog)
     if not loaded.specs:
         raise InputError("no profiles to merge", fix="pass one or more profile files")
-    base = load_gpus()
+    base = catalog.gpu_catalog
     overlay = {g.name: g for g in loaded.specs}
     known = {g.name for g in base.gpus}
     gpus = [overlay.get(g.name, g) for g in base.gpus] + [g for g in loaded.specs if g.name not in known]
     sources = ", ".join(f"{name} ({p.gpu.name})" for name, p in loaded.files)
-    catalog = GpuCatalog(
+    merged = GpuCatalog(
         schema_version=1,
         kind="gpus",
         source=f"{base.source} Measured figures (gpu.measured) from hetplan profile: {sources}.",
@@ -44,10 +48,10 @@ def merge_profiles(paths: list[Path], out_dir: Path, force: bool = False) -> lis
         or base.as_of,
         gpus=tuple(gpus),
     )
-    doc = catalog.model_dump(mode="json")
-    doc["gpus"] = [g.model_dump(mode="json", exclude_none=True) for g in catalog.gpus]
+    doc = merged.model_dump(mode="json")
+    doc["gpus"] = [g.model_dump(mode="json", exclude_none=True) for g in merged.gpus]
     texts = {"gpus.yaml": to_yaml(doc)}
-    src = catalog_dir()
+    src = catalog.folder
     for name in ("prices.yaml", "models.yaml"):
         texts[name] = (src / name).read_text(encoding="utf-8")
     for (name, _), path in zip(loaded.files, paths, strict=True):

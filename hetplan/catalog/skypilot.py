@@ -28,10 +28,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import InputError
 from hetplan.input_checks import MAX_NUMBER, check_document
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 #: SkyPilot accelerator names whose plain reading through the GPU catalog's aliases would be wrong or missing.
 SKYPILOT_NAMES = {"A100": "A100-40GB-SXM", "A100-80GB": "A100-80GB-SXM", "V100-32GB": "V100-SXM2",
@@ -120,18 +123,18 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) and 0 < value <= MAX_NUMBER else None
 
 
-def _gpu_name(listed: str, mapping: Mapping[str, str], unknown: dict[str, int]) -> str | None:
-    from hetplan.catalog.loader import find_gpu
-
+def _gpu_name(listed: str, mapping: Mapping[str, str], unknown: dict[str, int], catalog: Catalog) -> str | None:
     name = mapping.get(listed) or SKYPILOT_NAMES.get(listed) or listed
     try:
-        return find_gpu(name).name
+        return catalog.find_gpu(name).name
     except InputError:
         unknown[listed] = unknown.get(listed, 0) + 1
         return None
 
 
-def read_vms(path: Path, cloud: str, mapping: Mapping[str, str], result: ImportResult) -> list[SkyOffer]:
+def read_vms(
+    path: Path, cloud: str, mapping: Mapping[str, str], result: ImportResult, catalog: Catalog
+) -> list[SkyOffer]:
     """The GPU offers of one ``vms.csv`` (module docstring), one per (instance type, region), sorted by GPU,
     instance type and region; skips and unknown names are added to ``result``.
 
@@ -164,7 +167,7 @@ def read_vms(path: Path, cloud: str, mapping: Mapping[str, str], result: ImportR
         if count != int(count) or count < 1:
             result.skip("fractional GPU count")
             continue
-        gpu = _gpu_name(listed, mapping, result.unknown)
+        gpu = _gpu_name(listed, mapping, result.unknown, catalog)
         if gpu is None:
             continue
         price, spot = _number(price_text), _number(spot_text)
@@ -188,14 +191,16 @@ def read_vms(path: Path, cloud: str, mapping: Mapping[str, str], result: ImportR
 
 def import_folder(
     folder: Path,
+    catalog: Catalog,
     cloud: str | None = None,
     regions: Sequence[str] = (),
     mapping: Mapping[str, str] | None = None,
     as_of: str | None = None,
 ) -> ImportResult:
     """Read every ``vms.csv`` of ``folder`` (module docstring) into a user price file document (``offers:``), only
-    the ``regions`` given (all when empty, compared without case). ``as_of``: the snapshot date written, YYYY-MM-DD
-    (default: the newest file's modification date, UTC, so the same files give the same document).
+    the ``regions`` given (all when empty, compared without case), GPU names looked up in ``catalog``. ``as_of``:
+    the snapshot date written, YYYY-MM-DD (default: the newest file's modification date, UTC, so the same files give
+    the same document).
 
     Raises:
         InputError: as :func:`vms_files` and :func:`read_vms`, no GPU offer at all in what was read, an
@@ -207,7 +212,7 @@ def import_folder(
     result = ImportResult({}, [str(p) for _, p in files])
     offers: list[SkyOffer] = []
     for name, path in files:
-        offers += read_vms(path, name, mapping or {}, result)
+        offers += read_vms(path, name, mapping or {}, result, catalog)
     if regions:
         wanted = {r.lower() for r in regions}
         offers = [o for o in offers if o.region.lower() in wanted]

@@ -10,7 +10,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,6 +19,9 @@ from typer.core import TyperCommand, TyperGroup
 from hetplan import __version__
 from hetplan.errors import HetplanError, InputError
 from hetplan.resources import Resources
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 
 def check_flag_numbers(ctx: Any) -> None:
@@ -108,29 +111,36 @@ CATALOG_ENV = "HETPLAN_CATALOG_DIR"
 """The environment variable naming a user catalog folder (read here only: the library takes the folder)."""
 
 
-def use_catalog_env() -> None:
-    """Build the :class:`~hetplan.catalog.context.Catalog` of ``HETPLAN_CATALOG_DIR`` (unset or empty: the shipped
-    catalogs) and make it this command's catalog (:func:`hetplan.catalog.context.install`), every command.
+_CATALOG: "list[Catalog]" = []  # the last folder's catalog (a command run in-process after another reuses its files)
 
-    A folder that does not exist or lacks a catalog file is an error naming the variable and the missing file
-    (exit 2), not a silent fall-back to the shipped catalogs. The same folder as the command before keeps its
-    loaded files. The catalog module is imported only when the variable is set or it is already loaded (an
-    in-process caller ran a command before), so ``--help`` stays light.
+
+def use_catalog_env() -> None:
+    """Check ``HETPLAN_CATALOG_DIR`` before any command runs (:func:`catalog_from_env`): a folder that does not
+    exist or lacks a catalog file is an error naming the variable and the missing file (exit 2), not a silent
+    fall-back to the shipped catalogs. Nothing is read when the variable is unset, so ``--help`` stays light."""
+    if os.environ.get(CATALOG_ENV, "").strip():
+        catalog_from_env()
+
+
+def catalog_from_env() -> "Catalog":
+    """The :class:`~hetplan.catalog.context.Catalog` of ``HETPLAN_CATALOG_DIR`` (unset or empty: the shipped
+    catalogs): what every command builds here and passes down (``catalog=`` to :mod:`hetplan.api`). The same
+    folder as the command before keeps its loaded files.
+
+    Raises:
+        typer.Exit(2): the folder is not a catalog folder (the message names the variable and the missing file).
     """
-    value = os.environ.get(CATALOG_ENV, "").strip()
-    if not value and "hetplan.catalog.context" not in sys.modules:
-        return
     from pathlib import Path
 
-    from hetplan.catalog import context
+    from hetplan.catalog.context import Catalog
 
+    value = os.environ.get(CATALOG_ENV, "").strip()
     if not value:
-        context.install(None)
-        return
-    current = context.in_use()
-    if current.folder == Path(value) and not current.overlay:
-        return
-    context.install(run_guarded(lambda: context.Catalog.from_folder(Path(value), CATALOG_ENV)))
+        return Catalog.shipped()
+    if _CATALOG and _CATALOG[0].folder == Path(value):
+        return _CATALOG[0]
+    _CATALOG[:] = [run_guarded(lambda: Catalog.from_folder(Path(value), CATALOG_ENV))]
+    return _CATALOG[0]
 
 
 WORKERS_ENV = "HETPLAN_PLAN_WORKERS"

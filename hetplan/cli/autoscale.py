@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.app import catalog_from_env, err_console, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
@@ -135,7 +135,8 @@ def autoscale(
         start = time.perf_counter()
         with progress_bar(err_console, "planning the schedule", 1, enabled=not json_out) as bar:
             bar.text("demand levels")
-            doc = api.autoscale(scenario, spec, curve_path, diurnal, progress=bar.count, solve=solve_settings())
+            doc = api.autoscale(scenario, spec, curve_path, diurnal, progress=bar.count, solve=solve_settings(),
+                                 catalog=catalog_from_env())  # fmt: skip
         elapsed = time.perf_counter() - start
         if out is not None:
             text = schedule_csv(doc["windows"]) if out.suffix.lower() == ".csv" else to_json(doc)

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.app import catalog_from_env, err_console, run_guarded
 from hetplan.cli.options import (
     ForceFlag,
     JsonFlag,
@@ -107,11 +107,13 @@ def calibrate_perf(
 
         if out is not None:
             check_output(out, force)  # refuse before any work is done
-        ctx = uc.Context(engine, gpu, model, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl)
+        catalog = catalog_from_env()
+        ctx = uc.Context(engine, gpu, model, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl,
+                         catalog)  # fmt: skip
         points, notes = uc.read_benchmarks(list(files), ctx)
         for note in notes:
             err_console.print(f"[yellow]note:[/] {note}")
-        pred = uc.predict(points)
+        pred = uc.predict(points, catalog)
         doc = uc.calibration_file(pred, uc.fit(pred), [str(f) for f in files])
         if out is not None:
             write_atomic(out, to_yaml(doc.to_doc()), force=force)

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hetplan.cli.app import run_guarded
+from hetplan.cli.app import catalog_from_env, run_guarded
 from hetplan.cli.options import JsonFlag, cloud_option, force_option, out_option, prices_option, region_option
 from hetplan.cli.render.format import fit_numbers, num
 from hetplan.io import to_json
@@ -16,9 +16,7 @@ from hetplan.io import to_json
 
 def gpus(json_out: JsonFlag = False) -> None:
     """List GPUs: dense TFLOPS, memory, bandwidth, links."""
-    from hetplan.catalog.loader import load_gpus
-
-    cat = run_guarded(load_gpus)
+    cat = run_guarded(lambda: catalog_from_env().gpu_catalog)
     if json_out:
         typer.echo(to_json([g.model_dump() for g in cat.gpus]), nl=False)
         return
@@ -51,9 +49,7 @@ def gpus(json_out: JsonFlag = False) -> None:
 
 def models(json_out: JsonFlag = False) -> None:
     """List models: layers, heads, KV heads, parameters."""
-    from hetplan.catalog.loader import load_models
-
-    cat = run_guarded(load_models)
+    cat = run_guarded(lambda: catalog_from_env().models)
     if json_out:
         typer.echo(to_json([m.model_dump() for m in cat.models]), nl=False)
         return
@@ -139,9 +135,10 @@ def _price_rows(
 ) -> tuple[list[_PriceRow], list[str], str]:
     """The rows ``catalog prices`` shows (catalog rows, or a price file's offers), the snapshot lines (cloud: date,
     source) and the table title."""
-    from hetplan.catalog.loader import find_gpu, load_prices, load_user_prices
+    from hetplan.catalog.loader import load_user_prices
     from hetplan.catalog.pricing import check_cloud, check_region
 
+    catalog = catalog_from_env()
     if price_file is not None:
         user = load_user_prices(price_file)
         rows: list[_PriceRow] = []
@@ -151,15 +148,15 @@ def _price_rows(
             def per(x: float | None, k: int = o.gpus_per_instance) -> float | None:
                 return None if x is None else float(x) / k
 
-            rows.append(_file_row(find_gpu(o.gpu).name, o.provider, o.instance_type, o.region, o.gpus_per_instance,
-                                  per(price) if price is not None else o.usd_per_gpu_hour,
+            rows.append(_file_row(catalog.find_gpu(o.gpu).name, o.provider, o.instance_type, o.region,
+                                  o.gpus_per_instance, per(price) if price is not None else o.usd_per_gpu_hour,
                                   per(o.spot_usd_per_instance_hour), user.as_of, user.source))  # fmt: skip
         for name, value in user.usd_per_gpu_hour.items():
-            rows.append(_file_row(find_gpu(name).name, "price-file", "", "", 1, float(value), None, user.as_of,
+            rows.append(_file_row(catalog.find_gpu(name).name, "price-file", "", "", 1, float(value), None, user.as_of,
                                   user.source))  # fmt: skip
         title = f"Prices in {price_file}, $/GPU-hour (as of {user.as_of})"
     else:
-        cat = load_prices()
+        cat = catalog.prices
         rows = [
             _PriceRow(
                 p.gpu,
@@ -178,11 +175,11 @@ def _price_rows(
         ]
         title = f"Prices, $/GPU-hour (catalog as of {cat.as_of})"
         if cloud:
-            check_cloud(cloud.lower())
+            check_cloud(catalog, cloud.lower())
         if region:
-            check_region(region, cloud.lower() if cloud else None)
+            check_region(catalog, region, cloud.lower() if cloud else None)
     if gpu:
-        name = find_gpu(gpu).name
+        name = catalog.find_gpu(gpu).name
         rows = [p for p in rows if p.gpu == name]
     if cloud:
         rows = [p for p in rows if p.cloud == cloud.lower()]
@@ -228,7 +225,7 @@ def import_prices(
                 raise InputError(f"--map {item!r} is not NAME=GPU", fix="pass e.g. --map A100-80GB=A100-80GB-PCIe")
             pairs[name.strip()] = gpu.strip()
         regions = split_list(region, "--region", "us-east-1,us-west-2") if region else []
-        res = import_folder(folder, cloud, regions, pairs, as_of)
+        res = import_folder(folder, catalog_from_env(), cloud, regions, pairs, as_of)
         text = yaml.safe_dump(res.doc, sort_keys=False, width=120, allow_unicode=True)
         if out is not None:
             write_atomic(out, text, force)
@@ -257,6 +254,4 @@ def import_prices(
 
 
 def _catalog_sizes() -> set[tuple[str, str]]:
-    from hetplan.catalog.loader import load_prices
-
-    return {(p.cloud, p.instance_type) for p in load_prices().prices}
+    return {(p.cloud, p.instance_type) for p in catalog_from_env().prices.prices}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from hetplan import api
-from hetplan.cli.app import run_guarded
+from hetplan.cli.app import catalog_from_env, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     TimeoutOpt,
@@ -54,8 +54,8 @@ def _choice(value: str, table: Mapping[str, T], flag: str) -> T:
 
 def _gpu_labels(items: list[str], plan_gpus: "tuple[GpuSpec, ...]" = ()) -> tuple[tuple[str, str], ...]:
     """``--gpu-label GPU=VALUE`` pairs, GPU names resolved against the plan's own GPU entries first (a profiled
-    GPU the catalog lacks), then the catalog."""
-    from hetplan.catalog.loader import find_gpu, load_gpus
+    GPU the catalog lacks), then the catalog (``HETPLAN_CATALOG_DIR``'s)."""
+    from hetplan.catalog.context import lookup_gpu
 
     labels: dict[str, str] = {}
     for item in items:
@@ -64,7 +64,8 @@ def _gpu_labels(items: list[str], plan_gpus: "tuple[GpuSpec, ...]" = ()) -> tupl
             raise InputError(
                 f"--gpu-label: cannot read {item!r}", "expected GPU=VALUE", "write e.g. --gpu-label H20=NVIDIA-H20"
             )
-        gpu = find_gpu(name.strip(), plan_gpus + tuple(g for g in load_gpus().gpus if g not in plan_gpus)).name
+        known = catalog_from_env().gpu_catalog.gpus
+        gpu = lookup_gpu(name.strip(), plan_gpus + tuple(g for g in known if g not in plan_gpus)).name
         if gpu in labels:
             raise InputError(f"--gpu-label names {gpu} twice", fix="give each GPU type once")
         labels[gpu] = value.strip()
@@ -134,7 +135,7 @@ def emit(
     Dynamo manifests for a plan."""
 
     def run() -> "EmitResult":
-        typed = api.as_plan(plan)
+        typed = api.as_plan(plan, catalog=catalog_from_env())
         from hetplan.emit.settings import EmitSettings
 
         settings = EmitSettings(

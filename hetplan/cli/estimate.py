@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hetplan import api
-from hetplan.cli.app import run_guarded
+from hetplan.cli.app import catalog_from_env, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     JsonFlag,
@@ -34,6 +34,7 @@ from hetplan.io import to_json
 from hetplan.units import parse_duration_s
 
 if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
     from hetplan.perf.search import BudgetPoint, BudgetSearch
 
 
@@ -62,7 +63,8 @@ def _closed_loop_row(
            "osl": osl, **{k: v for k, v in knobs.items() if v is not None}}  # fmt: skip
     from hetplan.cli.render.points import point_error
 
-    out = _calibrated(estimate_points([row]), calibration)[0]
+    catalog = catalog_from_env()
+    out = _calibrated(estimate_points([row], catalog), calibration, catalog)[0]
     error = point_error(out)
     if error is not None:
         fix = "check --model, --gpu, --tp/--ep/--dp-attention and the dtypes"
@@ -72,13 +74,14 @@ def _closed_loop_row(
     return out
 
 
-def _calibrated(rows: list[dict[str, Any]], calibration: Path | None) -> list[dict[str, Any]]:
-    """Closed-loop rows with ``--perf-calibration``'s corrections applied (unchanged without one)."""
+def _calibrated(rows: list[dict[str, Any]], calibration: Path | None, catalog: "Catalog") -> list[dict[str, Any]]:
+    """Closed-loop rows with ``--perf-calibration``'s corrections applied (unchanged without one; names looked up
+    in ``catalog``)."""
     if calibration is None:
         return rows
     from hetplan.perf.user_calibration import corrected, load_calibration
 
-    return corrected(rows, load_calibration(calibration)[0])
+    return corrected(rows, load_calibration(calibration)[0], catalog)
 
 
 def _print_points(doc: list[dict[str, Any]]) -> None:
@@ -138,7 +141,8 @@ def _search(
         raise InputError("--gpus needs --isl and --osl", fix="pass e.g. --gpus 8 --isl 2048 --osl 512")
     ttft_s = parse_duration_s(ttft, "ttft") if ttft else 2.0
     tpot_s = parse_duration_s(tpot, "tpot") if tpot else 0.1
-    return search_budget(model, gpu, gpus, isl, osl, engine, weight_dtype, kv_dtype, ttft_s, tpot_s, disagg)
+    return search_budget(model, gpu, gpus, isl, osl, engine, weight_dtype, kv_dtype, ttft_s, tpot_s, disagg,
+                         catalog_from_env())  # fmt: skip
 
 
 def estimate(
@@ -228,8 +232,10 @@ def estimate(
         from hetplan.perf.points import estimate_points
         from hetplan.perf.points_table import read_points
 
+        catalog = catalog_from_env()
         doc = run_guarded(lambda: run_with_timeout(
-            timeout, lambda: _calibrated(estimate_points(read_points(points)), perf_calibration), "estimate"
+            timeout, lambda: _calibrated(estimate_points(read_points(points), catalog), perf_calibration, catalog),
+            "estimate",
         ))  # fmt: skip
         if json_out:
             typer.echo(to_json(doc), nl=False)
@@ -285,6 +291,7 @@ def estimate(
                 profiles=list(profile_files or []),
                 settings=_settings(settings, perf_calibration),
                 engine=engine,
+                catalog=catalog_from_env(),
             ),
             "estimate",
         )

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from hetplan import api
-from hetplan.cli.app import err_console, run_guarded
+from hetplan.cli.app import catalog_from_env, err_console, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import TimeoutOpt, json_option
 from hetplan.cli.render.explore import render_explore
@@ -82,7 +82,8 @@ def explore(
                 bar.count(done, total)
                 bar.text(f"point {min(done + 1, total)} of {total}: {point}" if done < total else "done")
 
-            doc = api.explore(scenario, list(vary or []), name, verify, policy, progress=step, solve=solve_settings())
+            doc = api.explore(scenario, list(vary or []), name, verify, policy, progress=step, solve=solve_settings(),
+                              catalog=catalog_from_env())  # fmt: skip
         return doc, time.perf_counter() - start
 
     doc, elapsed = run_guarded(lambda: run_with_timeout(timeout, work, "explore", steps.describe))

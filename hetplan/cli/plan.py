@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.cli.app import err_console, resources_from_env, run_guarded
+from hetplan.cli.app import catalog_from_env, err_console, resources_from_env, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
@@ -302,24 +302,22 @@ def plan(
                 "pass --force, or choose another --emit folder",
             )
         load_planner()
+        from hetplan.planning.options import PlanOptions
+
         start = time.perf_counter()
-        plan_kwargs: dict[str, Any] = {
-            "profiles": list(profile_files or []),
-            "prune_with": prune_with,
-            "prune_top_k": 6 if prune_top_k is None else prune_top_k,
-            "resources": resources_from_env(),
-            "solve": solve_settings(),  # HETPLAN_SOLVE_THREADS, HETPLAN_SLICE_PRESOLVE
-        }
+        # what was asked; verified: plan, simulate, and re-size until the simulation verifies the plan
+        options = PlanOptions(
+            strategy.lower(), analysis, verify, verify_policy, resize, level, size_for_confidence,
+            tuple(profile_files or ()), prune_with, 6 if prune_top_k is None else prune_top_k,
+        )  # fmt: skip
         # progress on stderr (a bar on a terminal, else status lines): planning, each simulated check and re-size
         # attempt, the analysis
         with progress_bar(err_console, "planning", enabled=not json_out, log=steps) as bar:
-            if verify:  # plan, simulate, and re-size until the simulation verifies the plan
-                made = api.plan_verified(
-                    scenario, strategy.lower(), analysis, verify_policy, resize=resize, progress=bar.text,
-                    confidence=level, confidence_gates=size_for_confidence, **plan_kwargs,
-                )  # fmt: skip
-            else:
-                made = api.plan(scenario, strategy.lower(), analysis, progress=bar.text, **plan_kwargs)
+            made = api.plan_with(
+                scenario, options, bar.text, resources_from_env(),  # HETPLAN_PLAN_WORKERS
+                solve_settings(),  # HETPLAN_SOLVE_THREADS, HETPLAN_SLICE_PRESOLVE
+                catalog_from_env(),  # HETPLAN_CATALOG_DIR
+            )  # fmt: skip
         elapsed = time.perf_counter() - start
         doc = api.to_doc(made)
         if out is not None:
@@ -378,7 +376,7 @@ def _hetis_work(
         )
     start = time.perf_counter()
     with err_console.status("planning Hetis primaries and head split", spinner="dots"):
-        doc = hetis_plan(scenario, pool)
+        doc = hetis_plan(scenario, pool, catalog_from_env())
     elapsed = time.perf_counter() - start
     if out is not None:
         write_atomic(out, dump_for_path(out, doc), force=force)

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from hetplan import api
-from hetplan.cli.app import CheckedCommand, CheckedGroup, err_console, run_guarded
+from hetplan.cli.app import CheckedCommand, CheckedGroup, catalog_from_env, err_console, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
@@ -168,7 +168,8 @@ def profile(
             def tell(name: str, done: int, total: int) -> None:
                 bar.update(task, description=f"profiling: {name}", completed=done, total=total)
 
-            doc, prof = measure(device, quick, model, gpu, command + (f" --gpu {gpu}" if gpu else ""), tell)
+            asked = command + (f" --gpu {gpu}" if gpu else "")
+            doc, prof = measure(device, quick, model, gpu, asked, catalog_from_env(), tell)
         if kernel_tables is not None:  # refused before --out is written: nothing partial
             save_kernel_tables(doc, kernel_tables, force, check_only=True)
         if out is not None:
@@ -258,6 +259,7 @@ def _emit_jobs(
 ) -> None:
     from hetplan.emit.profile_job import DEFAULT_IMAGE, DEFAULT_INSTALL, JobSettings, build_jobs, job_model
 
+    catalog = catalog_from_env()
     settings = run_guarded(
         lambda: JobSettings(
             label_key or "nvidia.com/gpu.product",
@@ -266,13 +268,13 @@ def _emit_jobs(
             namespace or "default",
             1 if gpus_per_job is None else gpus_per_job,
             quick,
-            job_model(model),
+            job_model(model, catalog),
             pvc=pvc,
         )
     )
 
     def work() -> dict[str, str]:
-        files = build_jobs(labels, settings)
+        files = build_jobs(labels, settings, catalog)
         if out is not None and not json_out:
             if out.exists() and not out.is_dir():
                 raise InputError(f"--out {out} is a file", fix="with --emit-job, --out is a folder")
@@ -283,7 +285,7 @@ def _emit_jobs(
     if json_out:
         from hetplan.emit.profile_job import build_job
 
-        typer.echo(to_json(dict(build_job(label, settings) for label in labels)), nl=False)
+        typer.echo(to_json(dict(build_job(label, settings, catalog) for label in labels)), nl=False)
         return
     if out is None:
         typer.echo("\n---\n".join(files.values()), nl=False)
@@ -304,7 +306,7 @@ def merge(
     """Combine profiles into a catalog folder; use it with HETPLAN_CATALOG_DIR=FOLDER hetplan plan ..."""
     from hetplan.catalog.profile_merge import merge_profiles
 
-    written = run_guarded(lambda: merge_profiles(list(profiles), out, force))
+    written = run_guarded(lambda: merge_profiles(list(profiles), out, catalog_from_env(), force))
     err_console.print(
         f"wrote {len(written)} files to {escape(str(out))}; plan with it: HETPLAN_CATALOG_DIR={escape(str(out))} "
         "hetplan plan ..."
@@ -353,7 +355,7 @@ def fit(
         if out is not None:
             check_output(out, force)
         with err_console.status("fitting A1/A2 over every GPU pair", spinner="dots"):
-            doc = api.fit_ce(scenario, list(profile_files or []))
+            doc = api.fit_ce(scenario, list(profile_files or []), catalog=catalog_from_env())
         if out is not None:
             write_atomic(out, dump_for_path(out, doc), force=force)
         return doc

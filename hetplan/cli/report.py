@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.cli.app import err_console, resources_from_env, run_guarded
+from hetplan.cli.app import catalog_from_env, err_console, resources_from_env, run_guarded
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ForceFlag,
@@ -155,7 +155,7 @@ def report(
             if kind_of == "autoscale-schedule":
                 schedules.append((p.name, _load_schedule(p)))
             else:
-                docs.append((p.name, load_plan(p)))
+                docs.append((p.name, load_plan(p, catalog_from_env())))
         if baseline is not None and schedules:
             raise InputError("--baseline gates plans, not schedules", fix="pass plan files with --baseline")
         rep = build_report(docs, schedules)
@@ -294,15 +294,17 @@ def gate(
         stored = None if update else api.read_gate_baseline(baseline)
         resources = resources_from_env()
         solve = solve_settings()  # HETPLAN_SOLVE_THREADS, HETPLAN_SLICE_PRESOLVE
+        catalog = catalog_from_env()  # HETPLAN_CATALOG_DIR
         with err_console.status("re-planning scenarios", spinner="dots") as status:
 
             def progress(name: str) -> None:
                 status.update(f"planning {escape(name)}")
 
             if stored is None:
-                kept = api.update_gate_baseline(scenarios, baseline, verify, resources, solve, progress)
+                kept = api.update_gate_baseline(scenarios, baseline, verify, resources, solve, progress, catalog)
                 return None, len(scenarios), len(kept.scenarios), allowed, allowed_usd
-            run = api.gate(scenarios, stored, allowed, min_ratio, allowed_usd, verify, resources, solve, progress)
+            run = api.gate(scenarios, stored, allowed, min_ratio, allowed_usd, verify, resources, solve, progress,
+                       catalog)  # fmt: skip
         return run, 0, 0, allowed, allowed_usd
 
     run, planned, total, allowed, allowed_usd = run_guarded(lambda: run_with_timeout(timeout, work, "gate"))

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hetplan import api, units
-from hetplan.cli.app import err_console, run_guarded, worker_environment
+from hetplan.cli.app import catalog_from_env, err_console, run_guarded, worker_environment
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ClassColumnOpt,
@@ -229,7 +229,7 @@ def simulate_cmd(
                 "drop --rate-scale, or drop --find-capacity to simulate at that scale",
             )
         goal = _target(target) if find_cap else None
-        req = api.sim_request(plan_file, options)
+        req = api.sim_request(plan_file, options, catalog_from_env())
         if goal is not None:
             with capacity_progress(err_console, enabled=not json_out) as progress:
                 doc = api.find_capacity(req, goal, progress=progress)
@@ -286,7 +286,7 @@ def _closed_loop_cmd(
         if out is not None:
             check_output(out, force)
         with err_console.status("simulating the closed loop", spinner="dots"):
-            doc = api.simulate_closed_loop(plan_file, concurrency, isl, osl, requests, options)
+            doc = api.simulate_closed_loop(plan_file, concurrency, isl, osl, requests, options, catalog_from_env())
         _write(out, force, doc)
         return doc
 
@@ -347,12 +347,12 @@ def calibrate_cmd(
                 ) from None  # fmt: skip
         q = parse_share(quantile, "--quantile", upper_open=True)
         options = SimOptions(tuple(str(t) for t in trace or ()), class_column, tuple(slo or ()), "cascade", rate_scale)
-        req = api.sim_request(plan_file, options)
+        req = api.sim_request(plan_file, options, catalog_from_env())
         with err_console.status("calibrating", spinner="dots") as status:
             plan, block = api.calibrate(req, q, progress=lambda text: status.update(text))
         files = {out: dump_for_path(out, api.to_doc(plan))}
         if router_out is not None:
-            files[router_out] = dump_for_path(router_out, router_config(plan, block))
+            files[router_out] = dump_for_path(router_out, router_config(plan, block, req.catalog))
         write_files_atomic(files, force=force)  # both or neither
         return block
 

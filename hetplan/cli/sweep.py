@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hetplan import api
-from hetplan.cli.app import err_console, run_guarded, worker_environment
+from hetplan.cli.app import catalog_from_env, err_console, run_guarded, worker_environment
 from hetplan.cli.deadline import run_with_timeout
 from hetplan.cli.options import (
     ExecutorOpt,
@@ -78,7 +78,7 @@ def sweep(
         try:
             with worker_environment(executor, ray_address):
                 return api.sweep(grid_file, out, executor, workers, ray_address, ray_files, resume, force,
-                                 progress=step, solve=solve_settings())  # fmt: skip
+                                 progress=step, solve=solve_settings(), catalog=catalog_from_env())  # fmt: skip
         finally:
             if bar.live.is_started:
                 bar.stop()

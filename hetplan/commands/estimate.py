@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from hetplan.errors import InputError
 
 if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
     from hetplan.perf.estimate import Estimate
     from hetplan.perf.settings import PerfSettings
 
@@ -31,8 +32,10 @@ def estimate(
     settings: PerfSettings | None,
     profiles: Sequence[Path],
     engine: str,
+    catalog: Catalog | None = None,
 ) -> Estimate:
-    """See :func:`hetplan.api.estimate` (the catalog in use: the caller holds it).
+    """See :func:`hetplan.api.estimate` (``catalog``: its models, GPUs and fitted curves; None: the shipped
+    catalogs).
 
     Raises:
         InputError: unknown model/GPU, bad TP/PP or sizes. OutOfMemoryError: weights do not fit.
@@ -45,7 +48,7 @@ def estimate(
             raise InputError(f"{field} must be >= 1, got {value}", fix=f"pass --{field.replace('_', '-')} 1 or more")
     if output_tokens is not None and output_tokens < 1:
         raise InputError(f"output_tokens must be >= 1, got {output_tokens}", fix="pass --output-tokens 1 or more")
-    from hetplan.catalog.loader import find_gpu, find_model, overlaid_gpus
+    from hetplan.catalog.context import Catalog
     from hetplan.catalog.profile import load_profiles, profile_notes
     from hetplan.perf.arch import ModelArch
     from hetplan.perf.estimate import estimate as _estimate
@@ -55,11 +58,13 @@ def estimate(
     from hetplan.perf.settings import PerfSettings
     from hetplan.planning.request import profile_records
 
+    catalog = catalog or Catalog.shipped()
     check_instance_gpus(tp, 1, pp)
-    arch = ModelArch(find_model(model), weight_dtype, kv_dtype)
-    loaded = load_profiles(profiles) if profiles else None
-    spec = find_gpu(gpu, overlaid_gpus(loaded.specs if loaded else ()))
-    inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings.for_engine(engine))
+    arch = ModelArch(catalog.find_model(model), weight_dtype, kv_dtype)
+    loaded = load_profiles(profiles, catalog) if profiles else None
+    catalog = catalog.with_overlay(loaded.specs if loaded else ())
+    spec = catalog.find_gpu(gpu)
+    inst = InstanceModel(arch, spec, tp, pp, settings or PerfSettings.for_engine(engine), catalog)
     ctx = prompt_tokens if context_tokens is None else context_tokens
     if ctx < 1:
         raise InputError(f"context_tokens must be >= 1, got {ctx}", fix="pass --context-tokens 1 or more")

@@ -77,10 +77,12 @@ def replan(
     solve: SolveSettings | None,
     strict: bool,
     progress: Callable[[str], None] | None,
+    catalog: Catalog | None = None,
 ) -> Replanned:
     """Plan each scenario as ``hetplan plan`` does (``verify``: simulated and re-sized on a miss, each scenario
-    with the whole work budget of a plan command, :mod:`hetplan.budget`), without the analysis. A scenario that
-    cannot be planned is ``broken`` (its reason names the file), or an error with ``strict``.
+    with the whole work budget of a plan command, :mod:`hetplan.budget`), without the analysis, with ``catalog``
+    (as in :func:`hetplan.api.plan`). A scenario that cannot be planned is ``broken`` (its reason names the file),
+    or an error with ``strict``.
 
     Raises:
         InputError: with ``strict``, the first scenario that cannot be planned (naming it and its file).
@@ -97,11 +99,17 @@ def replan(
             if verify:
                 with command_budget():
                     plans[scenario.name] = api.plan_verified(
-                        scenario, GATE_STRATEGY, analysis=False, resize=True, resources=resources, solve=solve
+                        scenario,
+                        GATE_STRATEGY,
+                        analysis=False,
+                        resize=True,
+                        resources=resources,
+                        solve=solve,
+                        catalog=catalog,
                     )
             else:
                 plans[scenario.name] = api.plan(
-                    scenario, GATE_STRATEGY, analysis=False, resources=resources, solve=solve
+                    scenario, GATE_STRATEGY, analysis=False, resources=resources, solve=solve, catalog=catalog
                 )
         except HetplanError as exc:
             if strict:
@@ -200,11 +208,8 @@ def gate(
     Raises:
         InputError: a bad scenario file, two scenarios with one name, or a bad baseline.
     """
-    from hetplan.catalog.context import using
-
     stored = baseline if isinstance(baseline, GateBaseline) else read_gate_baseline(baseline)
-    with using(catalog):
-        fresh = replan(load_scenarios([Path(p) for p in scenarios]), verify, resources, solve, False, progress)
+    fresh = replan(load_scenarios([Path(p) for p in scenarios]), verify, resources, solve, False, progress, catalog)
     return compare_all(fresh, stored.scenarios, max_cost_increase, min_tokens_per_usd_ratio,
                        max_cost_increase_usd_per_hour)  # fmt: skip
 
@@ -225,13 +230,11 @@ def update_gate_baseline(
     Raises:
         InputError: a bad scenario file or baseline, or a scenario that cannot be planned (naming it).
     """
-    from hetplan.catalog.context import using
     from hetplan.io import dump_for_path, write_atomic
 
     path = Path(baseline)
     stored = read_gate_baseline(path) if path.exists() else None
-    with using(catalog):
-        fresh = replan(load_scenarios([Path(p) for p in scenarios]), verify, resources, solve, True, progress)
+    fresh = replan(load_scenarios([Path(p) for p in scenarios]), verify, resources, solve, True, progress, catalog)
     kept = with_plans(stored, fresh.plans)
     write_atomic(path, dump_for_path(path, kept.to_doc()), force=True)
     return kept

@@ -171,9 +171,12 @@ def sizing_predictor(
     return None, None
 
 
-def load_sim_plan(plan_file: Path, engine: str | None = None, perf_calibration: str | None = None) -> Plan:
+def load_sim_plan(
+    plan_file: Path, engine: str | None = None, perf_calibration: str | None = None, catalog: Catalog | None = None
+) -> Plan:
     """The plan at ``plan_file`` for the simulator, its engine replaced by ``engine`` and its calibration by the
-    file ``perf_calibration`` when given; a Hetis spec is refused with a message about the simulator.
+    file ``perf_calibration`` when given; a Hetis spec is refused with a message about the simulator (``catalog``:
+    what a version-1 plan's names are resolved in; None: the shipped catalogs).
 
     Raises:
         InputError: not a plan the simulator can replay, or a bad engine or calibration file.
@@ -192,7 +195,7 @@ def load_sim_plan(plan_file: Path, engine: str | None = None, perf_calibration: 
                 "the simulator rebuilds prefill/decode combos and aggregated instances, not head-wise splits",
                 "simulate a plan from 'hetplan plan --strategy cauchy|homogeneous|melange --out plan.json'",
             )
-    plan = load_plan(plan_file)
+    plan = load_plan(plan_file, catalog)
     if engine is not None:
         from hetplan.perf.engines import engine_rules
 
@@ -204,9 +207,10 @@ def load_sim_plan(plan_file: Path, engine: str | None = None, perf_calibration: 
     return plan
 
 
-def build_request(plan_file: Path, options: SimOptions) -> SimRequest:
+def build_request(plan_file: Path, options: SimOptions, catalog: Catalog | None = None) -> SimRequest:
     """The simulator's request: the plan (:func:`load_sim_plan`), the trace stream (the first ``max_requests``,
-    with declared reuse), the class SLOs and the settings of ``options``.
+    with declared reuse), the class SLOs and the settings of ``options``; ``catalog``: whose fitted curves time the
+    steps (None: the shipped catalogs).
 
     Raises:
         InputError: no trace, or a bad plan, trace, SLO, CASCADE setting, window or drain (naming the flag).
@@ -216,7 +220,7 @@ def build_request(plan_file: Path, options: SimOptions) -> SimRequest:
     from hetplan.workload.readers import read_stream
 
     o = options
-    plan = load_sim_plan(plan_file, o.engine, o.perf_calibration)
+    plan = load_sim_plan(plan_file, o.engine, o.perf_calibration, catalog)
     if not o.trace:
         raise InputError("no trace given", fix="pass --trace FILE (repeat it to mix traces)")
     stream: RequestStream = read_stream([str(t) for t in o.trace], o.class_column)
@@ -240,6 +244,7 @@ def build_request(plan_file: Path, options: SimOptions) -> SimRequest:
         SimConfig(_lower(o.router), o.seed, o.chunked, drain_s, prefix_cache=o.prefix_cache,
                   host_kv=None if o.host_kv is None else parse_host_kv(o.host_kv)), window_s,
         *sizing_predictor(plan, o.sizing_trace, o.trace),
+        catalog=catalog,
     )  # fmt: skip
 
 
@@ -250,9 +255,11 @@ def closed_loop(
     osl: int,
     requests: int | None,
     options: SimOptions,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """``hetplan simulate PLAN --concurrency C --isl I --osl O`` (:func:`hetplan.sim.closed.closed_loop`) with the
-    policy, router, seed, chunked prefill, engine and calibration of ``options``.
+    policy, router, seed, chunked prefill, engine and calibration of ``options`` (``catalog``: whose fitted curves
+    time the steps; None: the shipped catalogs).
 
     Raises:
         InputError: a bad plan or setting.
@@ -261,10 +268,10 @@ def closed_loop(
     from hetplan.sim.engine import SimConfig
 
     o = options
-    plan = load_sim_plan(plan_file, o.engine, o.perf_calibration)
+    plan = load_sim_plan(plan_file, o.engine, o.perf_calibration, catalog)
     host_kv = None if o.host_kv is None else parse_host_kv(o.host_kv)
     return _closed_loop(plan, concurrency, isl, osl, requests, _lower(o.policy),
-                        SimConfig(_lower(o.router), o.seed, o.chunked, host_kv=host_kv))  # fmt: skip
+                        SimConfig(_lower(o.router), o.seed, o.chunked, host_kv=host_kv), catalog)  # fmt: skip
 
 
 def _lower(name: str) -> str:
@@ -339,24 +346,20 @@ def sim_request(plan_file: str | Path, options: SimOptions | None = None, catalo
     Raises:
         InputError: no trace, or a bad plan, trace, SLO, CASCADE setting, window or drain (naming the flag).
     """
-    from hetplan.catalog.context import using
-
-    with using(catalog):
-        return build_request(Path(plan_file), options or SimOptions())
+    return build_request(Path(plan_file), options or SimOptions(), catalog)
 
 
 def simulate(req: SimRequest, catalog: Catalog | None = None) -> dict[str, Any]:
     """Replay a request stream through a plan (``hetplan simulate``; :func:`sim_request` builds ``req`` from the
-    command's inputs); see :func:`hetplan.sim.run.simulate`. ``catalog`` as in :func:`hetplan.api.plan`.
+    command's inputs); see :func:`hetplan.sim.run.simulate`. ``catalog`` as in :func:`hetplan.api.plan` (None: the
+    request's own, ``req.catalog``).
 
     Raises:
         InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
     """
-    from hetplan.catalog.context import using
     from hetplan.sim.run import simulate as _simulate
 
-    with using(catalog):
-        return _simulate(req)
+    return _simulate(_with_catalog(req, catalog))
 
 
 def simulate_closed_loop(
@@ -375,10 +378,7 @@ def simulate_closed_loop(
     Raises:
         InputError: a bad plan or setting.
     """
-    from hetplan.catalog.context import using
-
-    with using(catalog):
-        return closed_loop(Path(plan_file), concurrency, isl, osl, requests, options or SimOptions())
+    return closed_loop(Path(plan_file), concurrency, isl, osl, requests, options or SimOptions(), catalog)
 
 
 def simulate_windowed(
@@ -406,16 +406,20 @@ def simulate_windowed(
         return _simulate_windowed(req, windows, warmup_s, ex)
 
 
+def _with_catalog(req: SimRequest, catalog: Catalog | None) -> SimRequest:
+    """``req`` simulated with ``catalog``'s curves (None: its own)."""
+    return req if catalog is None else replace(req, catalog=catalog)
+
+
 def find_capacity(
     req: SimRequest, target: float, progress: Callable[[str], None] | None = None, catalog: Catalog | None = None
 ) -> dict[str, Any]:
     """The highest arrival-rate scale at which the plan still meets ``target`` joint SLO attainment
-    (``hetplan simulate --find-capacity``); see :func:`hetplan.sim.run.find_capacity`."""
-    from hetplan.catalog.context import using
+    (``hetplan simulate --find-capacity``); see :func:`hetplan.sim.run.find_capacity` (``catalog``: as
+    :func:`simulate`)."""
     from hetplan.sim.run import find_capacity as _find_capacity
 
-    with using(catalog):
-        return _find_capacity(req, target, progress=progress)
+    return _find_capacity(_with_catalog(req, catalog), target, progress=progress)
 
 
 def calibrate(
@@ -425,16 +429,15 @@ def calibrate(
     catalog: Catalog | None = None,
 ) -> tuple[Plan, dict[str, Any]]:
     """Fit CASCADE's κ and q₂ on ``req``'s trace and plan (``hetplan calibrate``); returns the plan with its
-    ``cascade`` block and the block itself (:func:`hetplan.sim.calibrate.calibrate`).
+    ``cascade`` block and the block itself (:func:`hetplan.sim.calibrate.calibrate`; ``catalog``: as
+    :func:`simulate`).
 
     Raises:
         InputError: ``quantile`` outside (0, 1), or no request reached its first token.
     """
-    from hetplan.catalog.context import using
     from hetplan.sim.calibrate import calibrate as _calibrate
 
-    with using(catalog):
-        block = _calibrate(req, quantile, progress)
+    block = _calibrate(_with_catalog(req, catalog), quantile, progress)
     return replace(req.plan, cascade=block), block
 
 

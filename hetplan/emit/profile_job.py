@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetplan.emit.names import MAX_LABEL, dns_name, is_dns_label, is_dns_subdomain
 from hetplan.emit.settings import DEFAULT_GPU_LABELS, check_label_value
 from hetplan.emit.validate import check_kubernetes_version, validate_files
 from hetplan.errors import InputError
 from hetplan.io import to_yaml
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 DEFAULT_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 DEFAULT_INSTALL = "hetplan-profiler"
@@ -76,13 +79,14 @@ def catalog_name_for(label_value: str) -> str | None:
     return None
 
 
-def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
-    """(file name, Job object) for one GPU label value."""
+def build_job(label_value: str, s: JobSettings, catalog: Catalog | None = None) -> tuple[str, dict[str, Any]]:
+    """(file name, Job object) for one GPU label value (the model's shapes from ``catalog``; None: the shipped
+    catalogs)."""
     gpu = catalog_name_for(label_value)
     stem = dns_name(gpu or label_value, 40, fallback="gpu")
     name = dns_name(f"hetplan-profile-{label_value}", MAX_LABEL)
     out = f"/profiles/{stem}.yaml"
-    cmd = ["hetplan-profile", "--device", "cuda:0", "--model", s.model, *shape_args(s.model)]
+    cmd = ["hetplan-profile", "--device", "cuda:0", "--model", s.model, *shape_args(s.model, catalog)]
     cmd += ["--out", out, "--force"]
     if s.quick:
         cmd.append("--quick")
@@ -141,27 +145,29 @@ def build_job(label_value: str, s: JobSettings) -> tuple[str, dict[str, Any]]:
     return f"{name}.yaml", job
 
 
-def shape_args(model: str) -> list[str]:
-    """``hetplan-profile`` flags giving catalog model ``model``'s shapes (the pod has no catalog)."""
-    from hetplan.catalog.loader import find_model
+def shape_args(model: str, catalog: Catalog | None = None) -> list[str]:
+    """``hetplan-profile`` flags giving ``catalog``'s model ``model``'s shapes (the pod has no catalog; None: the
+    shipped catalogs)."""
+    from hetplan.catalog.context import Catalog
     from hetplan.catalog.profile_measure import model_shape_fields
 
-    f = model_shape_fields(find_model(model))
+    f = model_shape_fields((catalog or Catalog.shipped()).find_model(model))
     args = ["--hidden-size", f["hidden_size"], "--heads", f["num_attention_heads"], "--kv-heads"]
     args += [f["num_key_value_heads"], "--head-dim", f["head_dim"], "--ffn-size", f["ffn_size"]]
     args.append("--gated-mlp" if f["gated_mlp"] else "--no-gated-mlp")
     return [str(a) for a in args]
 
 
-def job_model(model: str | None) -> str:
-    """The catalog name of ``--model`` for a Job's command (default Llama-3-8B).
+def job_model(model: str | None, catalog: Catalog | None = None) -> str:
+    """The name in ``catalog`` (None: the shipped catalogs) of ``--model`` for a Job's command (default
+    Llama-3-8B).
 
     Raises:
         InputError: unknown model, or a local config.json (the pod cannot read this machine's files).
     """
     import os
 
-    from hetplan.catalog.loader import find_model
+    from hetplan.catalog.context import Catalog
 
     if model is None:
         return JobSettings.model
@@ -171,11 +177,11 @@ def job_model(model: str | None) -> str:
             "a Job runs on a cluster node and cannot read this machine's files",
             "pass a catalog model name (hetplan catalog models)",
         )
-    return find_model(model).name
+    return (catalog or Catalog.shipped()).find_model(model).name
 
 
-def build_jobs(label_values: list[str], s: JobSettings) -> dict[str, str]:
-    """File name -> YAML text of one Job per label value, validated offline.
+def build_jobs(label_values: list[str], s: JobSettings, catalog: Catalog | None = None) -> dict[str, str]:
+    """File name -> YAML text of one Job per label value, validated offline (``catalog``: as :func:`build_job`).
 
     Raises:
         InputError: no label, a bad label value, namespace, claim name (``pvc``) or GPU count, duplicate labels,
@@ -198,7 +204,7 @@ def build_jobs(label_values: list[str], s: JobSettings) -> dict[str, str]:
     files: dict[str, str] = {}
     for value in label_values:
         check_label_value(value, "--gpu-label")
-        fname, job = build_job(value, s)
+        fname, job = build_job(value, s, catalog)
         if fname in files:
             raise InputError(f"--gpu-label {value} given twice", fix="give each GPU label once")
         files[fname] = to_yaml(job)

@@ -157,7 +157,7 @@ def _shape(ir: DeploymentIR, g: InstanceGroup, arch: ModelArch) -> InstanceShape
         activation_reserve_gib=ir.activation_reserve_gib,
         block_size_tokens=e.block_size_tokens,
     )
-    try:
+    try:  # memory only: the rules read no fitted curve, so no catalog is needed (the plan records the GPU entries)
         inst: InstanceModel | None = InstanceModel(arch, g.gpu_spec, g.tp, g.pp, settings)
     except InputError:
         inst = None  # TP not dividing the heads or PP beyond the layers: reported by the rules

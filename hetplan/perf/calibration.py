@@ -53,10 +53,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hetplan.catalog.context import in_use
 from hetplan.errors import CatalogError
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 ARCH_ORDER = ("Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell")
 """NVIDIA generations in order; the nearest fitted one stands in for a GPU without curves."""
@@ -110,20 +112,20 @@ def normalize_arch(arch: str) -> str:
     return base
 
 
-def perf_catalog_path(engine: str) -> Path:
-    """Path of ``catalogs/perf/<engine>.yaml`` in the catalog in use (a user catalog folder first, then the shipped
-    one; see :meth:`hetplan.catalog.context.Catalog.perf_path`); the user folder's path, absent, when none has it."""
-    return in_use().perf_path(engine)
+def perf_catalog_path(engine: str, catalog: Catalog) -> Path:
+    """Path of ``perf/<engine>.yaml`` in ``catalog`` (its folder first, then the shipped one; see
+    :meth:`hetplan.catalog.context.Catalog.perf_path`); the folder's own path, absent, when none has it."""
+    return catalog.perf_path(engine)
 
 
-def load_perf_catalog(engine: str) -> dict[str, Any] | None:
-    """The fitted document of ``engine`` in the catalog in use (None when none is shipped), read once per catalog
+def load_perf_catalog(engine: str, catalog: Catalog) -> dict[str, Any] | None:
+    """The fitted document of ``engine`` in ``catalog`` (None when none is shipped), read once per catalog value
     (:meth:`hetplan.catalog.context.Catalog.perf_doc`).
 
     Raises:
         CatalogError: the file exists but is not a valid perf catalog.
     """
-    return in_use().perf_doc(engine)
+    return catalog.perf_doc(engine)
 
 
 def read_perf_catalog(path: Path) -> dict[str, Any]:
@@ -155,9 +157,10 @@ def read_perf_catalog(path: Path) -> dict[str, Any]:
 
 
 def curves_for(
-    engine: str, arch: str, vendor: str = "NVIDIA", gpu: str | None = None
+    engine: str, arch: str, vendor: str = "NVIDIA", gpu: str | None = None, *, catalog: Catalog
 ) -> tuple[EfficiencyCurves, str | None]:
-    """The curves of ``engine`` on GPU ``gpu`` (architecture ``arch``) and a note when they are not fitted on it.
+    """The curves of ``engine`` on GPU ``gpu`` (architecture ``arch``) in ``catalog``'s fitted files and a note when
+    they are not fitted on it.
 
     A GPU with curves of its own (``gpu_curves``: the kernel-level fields fitted on that GPU's measured kernel
     latencies, the overheads on the engine's end-to-end points) takes them; any other GPU the curves of its
@@ -167,7 +170,7 @@ def curves_for(
         (curves, note): ``note`` is None when the GPU or its architecture has its own fitted curves, else a
         sentence saying which architecture's curves (or the prior) stand in.
     """
-    doc = load_perf_catalog(engine)
+    doc = catalog.perf_doc(engine)
     if doc is None:
         return PRIOR, f"no fitted {engine} curves are shipped; the roofline uses hetplan's prior efficiencies"
     per_gpu: dict[str, dict[str, float]] = doc.get("gpu_curves", {})

@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetplan.errors import InputError
 from hetplan.perf.settings import PerfCorrection, PerfSettings, find_correction
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 SCHEMA_VERSION = 1
 KIND = "perf-calibration"
@@ -284,19 +287,20 @@ def with_calibration(settings: PerfSettings, path: str | Path | None) -> PerfSet
     return replace(settings, corrections=corrections, calibration_sha256=sha)
 
 
-def corrected(rows: list[dict[str, Any]], corrections: tuple[PerfCorrection, ...]) -> list[dict[str, Any]]:
+def corrected(
+    rows: list[dict[str, Any]], corrections: tuple[PerfCorrection, ...], catalog: Catalog
+) -> list[dict[str, Any]]:
     """Closed-loop estimates (:func:`hetplan.perf.points.estimate_points` output) with each row's correction
     applied to ``ttft_s``, ``tpot_s`` and ``itl_s`` (throughput follows Little's law with the corrected times) and
-    a note naming it; rows without one (or with an error) unchanged."""
-    from hetplan.catalog.loader import find_gpu, find_model
+    a note naming it; rows without one (or with an error) unchanged. Names are looked up in ``catalog``."""
 
     out = []
     for r in rows:
         c = None
         e = EstimateRow.model_validate(r)
         if "error" not in r and corrections:
-            c = find_correction(corrections, str(e.engine), find_gpu(str(e.gpu)).name,
-                                find_model(str(e.model)).name, int(e.tp), str(e.weight_dtype))  # fmt: skip
+            c = find_correction(corrections, str(e.engine), catalog.find_gpu(str(e.gpu)).name,
+                                catalog.find_model(str(e.model)).name, int(e.tp), str(e.weight_dtype))  # fmt: skip
         if c is None:
             out.append(r)
             continue

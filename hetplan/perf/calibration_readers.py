@@ -14,7 +14,7 @@ import io as _io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import InputError
 from hetplan.perf.benchmark_files import (
@@ -38,10 +38,14 @@ POINT_FIELDS = ("engine", "model", "gpu", "tp", "pp", "ep", "dp_attention", "wei
                 "concurrency", "isl", "osl")  # fmt: skip
 MEASURED_COLUMNS = ("ttft_ms", "tpot_ms")
 
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
+
 
 @dataclass(frozen=True)
 class Context:
-    """Point fields the command's flags give (None: not given): they fill in what a file does not say."""
+    """Point fields the command's flags give (None: not given): they fill in what a file does not say; ``catalog``
+    knows the model names (None: the shipped catalogs)."""
 
     engine: str | None = None
     gpu: str | None = None
@@ -55,6 +59,7 @@ class Context:
     concurrency: int | None = None
     isl: int | None = None
     osl: int | None = None
+    catalog: Catalog | None = None
 
     def given(self) -> dict[str, Any]:
         """The fields that were given."""
@@ -107,10 +112,10 @@ def _point(found: dict[str, Any], ctx: Context, ttft: float, tpot: float, source
     """
     vals = {**ctx.given(), **{k: v for k, v in found.items() if v is not None and v != ""}}
     if ctx.model is not None and str(vals["model"]) != ctx.model:
-        from hetplan.catalog.loader import find_model
+        from hetplan.catalog.context import Catalog
 
         try:  # a served-model name the catalog does not know: --model says which model it is
-            find_model(str(vals["model"]))
+            (ctx.catalog or Catalog.shipped()).find_model(str(vals["model"]))
         except InputError:
             vals["model"] = ctx.model
     for name, flag in (("gpu", "--gpu"), ("model", "--model"), ("concurrency", "--concurrency"),

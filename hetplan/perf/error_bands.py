@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from hetplan.errors import CatalogError, InputError
 from hetplan.perf.calibration import perf_catalog_path
 from hetplan.perf.settings import PerfCorrection, find_correction
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 #: Quantiles a ``confidence`` may name.
 CONFIDENCES = ("p50", "p80", "p90")
@@ -65,13 +68,14 @@ def parse_confidence(text: str | None) -> str | None:
 
 
 @lru_cache(maxsize=4)
-def load_error_bands() -> dict[str, Any] | None:
-    """The shipped ``catalogs/perf/error_bands.yaml`` (None when there is none).
+def load_error_bands(catalog: Catalog) -> dict[str, Any] | None:
+    """``perf/error_bands.yaml`` of ``catalog`` (its folder's, else the shipped one; None when there is none), read
+    once per catalog value.
 
     Raises:
         CatalogError: the file exists but is not an error-band document.
     """
-    path = perf_catalog_path("error_bands")
+    path = perf_catalog_path("error_bands", catalog)
     if not path.is_file():
         return None
     try:
@@ -90,6 +94,7 @@ def error_band(
     corrections: tuple[PerfCorrection, ...] = (),
     model: str = "",
     layouts: dict[str, set[tuple[int, str]]] | None = None,
+    catalog: Catalog | None = None,
 ) -> ErrorBand | None:
     """The largest slowdown at ``confidence`` among ``gpus`` for ``engine``: each GPU's own group when it has one,
     else the engine's, else the overall figure; negative slowdowns (the model pessimistic there) count as 0.
@@ -99,10 +104,14 @@ def error_band(
     ``model`` with a band (leave-one-out residuals of at least 3 of the user's points), the widest of those bands'
     TTFT and TPOT slowdowns replace the shipped ones, each never wider than the shipped figure.
 
+    The bands are ``catalog``'s (None: the shipped catalogs).
+
     Returns:
         The band, or None when no error-band file is shipped.
     """
-    doc = load_error_bands()
+    from hetplan.catalog.context import Catalog
+
+    doc = load_error_bands(catalog or Catalog.shipped())
     if doc is None:
         return None
     groups = [g for g in doc["groups"] if isinstance(g, dict)]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -48,6 +49,9 @@ from hetplan.perf.measured import measured_efficiency
 from hetplan.perf.settings import GpuEfficiency, PerfSettings
 from hetplan.units import GB, GIB, TERA
 
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
+
 ArrayLike = float | np.ndarray
 
 
@@ -59,7 +63,8 @@ def compute_dtype(weight_dtype: str) -> str:
 
 @dataclass(frozen=True)
 class InstanceModel:
-    """Latency and memory of one model instance on ``tp * pp`` GPUs of one type.
+    """Latency and memory of one model instance on ``tp * pp`` GPUs of one type, with the fitted engine curves of
+    ``catalog`` (None: the shipped catalogs; a plan's instances take the request's, ``PlanRequest.catalog``).
 
     Raises (on construction):
         InputError: TP or PP is not a positive integer, or TP does not divide the attention heads.
@@ -70,6 +75,7 @@ class InstanceModel:
     tp: int = 1
     pp: int = 1
     settings: PerfSettings = PerfSettings()
+    catalog: Catalog | None = None
 
     def __post_init__(self) -> None:
         if self.tp < 1 or self.pp < 1:
@@ -104,7 +110,10 @@ class InstanceModel:
 
     @cached_property
     def _curves(self) -> tuple[EfficiencyCurves, str | None]:
-        return curves_for(self.settings.engine, self.gpu.arch, self.gpu.vendor, self.gpu.name)
+        from hetplan.catalog.context import Catalog
+
+        catalog = self.catalog or Catalog.shipped()
+        return curves_for(self.settings.engine, self.gpu.arch, self.gpu.vendor, self.gpu.name, catalog=catalog)
 
     @cached_property
     def prefill_separate(self) -> bool:

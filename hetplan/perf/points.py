@@ -17,7 +17,7 @@ hetplan's own reconstruction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from hetplan.perf.points_table import (
     Point,
     parse_point,
 )
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 
 @dataclass
@@ -70,9 +73,10 @@ def check_request_fits(
         )
 
 
-def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
-    """Validate every row and build the constants of those that can be estimated (see :func:`estimate_points`)."""
-    from hetplan.catalog.loader import find_gpu, find_model
+def prepare_points(rows: list[dict[str, Any]], catalog: Catalog | None = None) -> Prepared:
+    """Validate every row and build the constants of those that can be estimated (see :func:`estimate_points`;
+    models, GPUs and fitted curves from ``catalog``, None: the shipped catalogs)."""
+    from hetplan.catalog.context import Catalog
     from hetplan.perf.arch import ModelArch
     from hetplan.perf.calibration import curves_for, normalize_arch
     from hetplan.perf.engines import engine_rules, memory_budget
@@ -86,6 +90,7 @@ def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
     notes_all: list[list[str]] = []
     archs: list[str] = []
     cache: dict[tuple[Any, ...], Any] = {}
+    cat = catalog or Catalog.shipped()
     for n, raw in enumerate(rows):
         try:
             pt = parse_point(raw)
@@ -96,18 +101,18 @@ def prepare_points(rows: list[dict[str, Any]]) -> Prepared:
         try:
             key = (pt.model, pt.weight_dtype, pt.kv_dtype)
             if key not in cache:
-                cache[key] = ModelArch(find_model(pt.model), pt.weight_dtype, pt.kv_dtype)
+                cache[key] = ModelArch(cat.find_model(pt.model), pt.weight_dtype, pt.kv_dtype)
             arch = cache[key]
             gkey = ("gpu", pt.gpu)
             if gkey not in cache:
-                cache[gkey] = find_gpu(pt.gpu)
+                cache[gkey] = cat.find_gpu(pt.gpu)
             gpu = cache[gkey]
             check_parallelism(arch, gpu, pt.tp, pt.pp, pt.ep, pt.dp_attention)
             check_gpu_runs(gpu, pt.weight_dtype)  # what 'hetplan estimate' refuses (bf16 on Volta)
             rules = engine_rules(pt.engine)
             ckey = ("curves", pt.engine, gpu.name, gpu.arch, gpu.vendor)
             if ckey not in cache:
-                cache[ckey] = curves_for(pt.engine, gpu.arch, gpu.vendor, gpu.name)
+                cache[ckey] = curves_for(pt.engine, gpu.arch, gpu.vendor, gpu.name, catalog=cat)
             curves, note = cache[ckey]
             seqs = pt.max_num_seqs or rules.max_num_seqs
             budget = pt.max_num_batched_tokens or rules.max_num_batched_tokens
@@ -168,8 +173,9 @@ def steady_state(prep: Prepared, rows: Rows | None = None) -> SteadyState:
     return closed_loop(r, conc, isl, osl, np.floor(prep.kv_tokens / (isl + osl)))
 
 
-def estimate_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Closed-loop estimate of every row (module docstring), in input order.
+def estimate_points(rows: list[dict[str, Any]], catalog: Catalog | None = None) -> list[dict[str, Any]]:
+    """Closed-loop estimate of every row (module docstring), in input order, with ``catalog``'s models, GPUs and
+    fitted curves (None: the shipped catalogs).
 
     Returns:
         One dict per row: ``row`` (1-based), the point's fields and ``ttft_s``, ``tpot_s``, ``itl_s`` (the mean
@@ -177,7 +183,7 @@ def estimate_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         (whole instance), ``kv_capacity_tokens``, ``fits`` (all C clients' KV fits at once) and ``notes``; or the
         row's fields and ``error``.
     """
-    prep = prepare_points(rows)
+    prep = prepare_points(rows, catalog)
     out = prep.out
     if prep.rows is None:
         return out

@@ -27,11 +27,14 @@ disaggregated Pareto of tokens/s/GPU against tokens/s/user), on hetplan's step m
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hetplan.errors import InputError
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 #: Closed-loop concurrencies tried per aggregated instance and decode batches per decode instance.
 CONCURRENCY = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -168,15 +171,17 @@ def search_budget(
     ttft_slo_s: float = 2.0,
     tpot_slo_s: float = 0.1,
     disaggregated: bool = True,
+    catalog: Catalog | None = None,
 ) -> BudgetSearch:
     """Estimate every aggregated and disaggregated layout of ``n_gpus`` GPUs of ``gpu`` serving ``model`` at
-    ``isl`` input and ``osl`` output tokens per request (module docstring).
+    ``isl`` input and ``osl`` output tokens per request (module docstring), with ``catalog``'s model, GPU and fitted
+    curves (None: the shipped catalogs).
 
     Raises:
         InputError: ``n_gpus`` outside [1, :data:`MAX_GPUS`], ISL or OSL below 1, an unknown model, GPU or engine,
             or no layout of the budget that fits the model (the message gives the reason for the largest one).
     """
-    from hetplan.catalog.loader import find_gpu, find_model
+    from hetplan.catalog.context import Catalog
     from hetplan.perf.arch import ModelArch
     from hetplan.perf.closed_loop import step_s
     from hetplan.perf.engines import default_kv_dtype, engine_rules
@@ -189,8 +194,9 @@ def search_budget(
     if isl < 1 or osl < 1:
         raise InputError(f"--isl {isl} / --osl {osl}: both must be at least 1", fix="pass e.g. --isl 2048 --osl 512")
     rules = engine_rules(engine)
-    spec = find_model(model)
-    gspec = find_gpu(gpu)
+    cat = catalog or Catalog.shipped()
+    spec = cat.find_model(model)
+    gspec = cat.find_gpu(gpu)
     kv = kv_dtype or default_kv_dtype(rules.name, weight_dtype)
     arch = ModelArch(spec, weight_dtype, kv)
     layouts = candidate_layouts(spec.is_moe, n_gpus, gspec.scale_up_gpus)
@@ -199,7 +205,7 @@ def search_budget(
         return _row(rules.name, spec.name, gspec.name, weight_dtype, kv, lay, c, isl, o)
 
     # which layouts fit at all, and their KV room (one row each)
-    probe = prepare_points([row(lay, 1, osl) for lay in layouts])
+    probe = prepare_points([row(lay, 1, osl) for lay in layouts], cat)
     fitting: list[tuple[Layout, int]] = []
     skipped: list[str] = []
     for lay, out in zip(layouts, probe.out, strict=True):
@@ -223,7 +229,7 @@ def search_budget(
     for lay, kv_tokens in fitting:
         room = min(seqs, kv_tokens // (isl + osl))
         agg_rows.extend((lay, c) for c in CONCURRENCY if c <= room)
-    agg = estimate_points([row(lay, c, osl) for lay, c in agg_rows])
+    agg = estimate_points([row(lay, c, osl) for lay, c in agg_rows], cat)
     estimated += len(agg_rows)
     for (lay, c), est in zip(agg_rows, agg, strict=True):
         if "error" in est or est["tpot_s"] <= 0:
@@ -241,7 +247,7 @@ def search_budget(
         single = [(lay, kv_t) for lay, kv_t in fitting if lay.pp == 1 and lay.gpus < n_gpus]
         # prefill tables: prompts only (one output token) at c_p prompts in flight
         pre_rows = [(lay, c) for lay, kv_t in single for c in PREFILL_CONCURRENCY if c <= min(seqs, kv_t // (isl + 1))]
-        pre = estimate_points([row(lay, c, 1) for lay, c in pre_rows])
+        pre = estimate_points([row(lay, c, 1) for lay, c in pre_rows], cat)
         estimated += len(pre_rows)
         prefill: dict[Layout, list[tuple[float, float, int]]] = {}  # layout -> [(req/s, ttft, c_p)] by c_p
         for (lay, c), est in zip(pre_rows, pre, strict=True):
@@ -251,7 +257,7 @@ def search_budget(
         dec_rows = [(lay, b) for lay, kv_t in single for b in CONCURRENCY if b <= min(seqs, kv_t // (isl + osl))]
         decode: dict[Layout, list[tuple[float, float, int]]] = {}  # layout -> [(req/s, tpot, b)]
         if dec_rows:
-            prep = prepare_points([row(lay, b, osl) for lay, b in dec_rows])
+            prep = prepare_points([row(lay, b, osl) for lay, b in dec_rows], cat)
             estimated += len(dec_rows)
             if prep.rows is not None:
                 b_arr = np.array([float(p.concurrency) for p in prep.points])

@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -77,6 +78,9 @@ from hetplan.perf.calibration_file import (
     with_calibration,
 )
 from hetplan.perf.calibration_readers import FORMATS, Context, MeasuredPoint, detect_format, read_benchmarks
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 #: (tau, sigma) of the shrinkage in natural-log units, for TTFT and TPOT. tau: spread of the shipped curves'
 #: level over engine x GPU x model groups; sigma: spread of one point around its group's level (different ISL,
@@ -120,17 +124,19 @@ class Predicted:
         return np.array([p.tpot_ms for p in self.points])
 
 
-def predict(points: list[MeasuredPoint]) -> Predicted:
-    """The shipped curves' closed-loop estimate of every point (no correction).
+def predict(points: list[MeasuredPoint], catalog: Catalog | None = None) -> Predicted:
+    """The fitted curves' closed-loop estimate of every point (no correction), with ``catalog``'s models, GPUs and
+    curves (None: the shipped catalogs).
 
     Raises:
         InputError: a point hetplan cannot estimate (unknown model or GPU, a layout that does not fit), naming the
             point's source and the reason.
     """
-    from hetplan.catalog.loader import find_gpu, find_model
+    from hetplan.catalog.context import Catalog
     from hetplan.perf.points import estimate_points
 
-    res = estimate_points([p.row for p in points])
+    cat = catalog or Catalog.shipped()
+    res = estimate_points([p.row for p in points], cat)
     keys = []
     rows = [EstimateRow.model_validate(r) for r in res]
     for p, r in zip(points, rows, strict=True):
@@ -139,7 +145,7 @@ def predict(points: list[MeasuredPoint]) -> Predicted:
                 f"{p.source}: hetplan cannot estimate this point: {r.error}",
                 fix="check the GPU, model, TP/EP/DP and dtypes (flags or --metadata), or leave the file out",
             )
-        keys.append((str(r.engine), find_gpu(str(r.gpu)).name, find_model(str(r.model)).name, int(r.tp),
+        keys.append((str(r.engine), cat.find_gpu(str(r.gpu)).name, cat.find_model(str(r.model)).name, int(r.tp),
                      str(r.weight_dtype)))  # fmt: skip
     return Predicted(points, keys, np.array([r.ttft_s * 1e3 for r in rows]), np.array([r.tpot_s * 1e3 for r in rows]))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -42,6 +42,9 @@ from hetplan.plan.types import (
     Slo,
 )
 from hetplan.plan.v1 import parse_bucket_label, upgrade_v1
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 # --- document order: known keys first in this order, then the rest as written ---------------------------------
 _TOP = (
@@ -200,8 +203,9 @@ def check_schema_version(data: Mapping[str, Any], where: str, what: str, known: 
     )
 
 
-def from_doc(data: Any, where: str = "plan") -> Plan:
-    """Check a plan document (version 1 or 2) and build the typed :class:`Plan`.
+def from_doc(data: Any, where: str = "plan", catalog: Catalog | None = None) -> Plan:
+    """Check a plan document (version 1 or 2) and build the typed :class:`Plan` (``catalog``: what a version-1
+    plan's names are resolved in; None: the shipped catalogs).
 
     Raises:
         InputError: see :func:`check_plan`; for version 1, also a model or GPU that can no longer be resolved.
@@ -209,7 +213,7 @@ def from_doc(data: Any, where: str = "plan") -> Plan:
     check_plan(data, where)
     doc = dict(data)
     if int(doc["schema_version"]) < SCHEMA_VERSION:
-        doc = upgrade_v1(doc, where)
+        doc = upgrade_v1(doc, where, catalog)
         check_plan(doc, where)
     sc = dict(doc["scenario"])
     res = ResolvedDoc.model_validate(doc["resolved"])
@@ -259,13 +263,14 @@ def from_doc(data: Any, where: str = "plan") -> Plan:
     return plan
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Read a plan file (YAML or JSON, version 1 or 2) and return the typed :class:`Plan`.
+def load_plan(path: str | Path, catalog: Catalog | None = None) -> Plan:
+    """Read a plan file (YAML or JSON, version 1 or 2) and return the typed :class:`Plan` (``catalog``: as
+    :func:`from_doc`).
 
     Raises:
         InputError: the file is missing, unreadable, not a plan, or lacks a field that later stages need.
     """
-    return from_doc(read_plan_doc(path), str(path))
+    return from_doc(read_plan_doc(path), str(path), catalog)
 
 
 def read_plan_doc(path: str | Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -20,6 +20,9 @@ from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError
 from hetplan.plan.schema import SCHEMA_VERSION
 from hetplan.plan.types import DEFAULT_ENGINE
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 
 def _hi(x: float) -> float | None:
@@ -49,25 +52,27 @@ def parse_bucket_label(label: str) -> tuple[float, float, float, float]:
     )
 
 
-def upgrade_v1(doc: dict[str, Any], where: str = "plan") -> dict[str, Any]:
+def upgrade_v1(doc: dict[str, Any], where: str = "plan", catalog: Catalog | None = None) -> dict[str, Any]:
     """A version-1 plan document as version 2: the model and GPU entries resolved (profiled entries recorded
-    under ``scenario.profiles``, a ``config.json`` under ``scenario.model_config``, else the catalog), bucket
-    labels parsed, provenance marked as unknown.
+    under ``scenario.profiles``, a ``config.json`` under ``scenario.model_config``, else ``catalog``; None: the
+    shipped catalogs), bucket labels parsed, provenance marked as unknown.
 
     Raises:
         InputError: the model or a deployed GPU cannot be resolved any more (the fix: re-plan).
     """
     from hetplan import __version__
-    from hetplan.catalog.loader import catalog_sha256, find_gpu, find_model
+    from hetplan.catalog.context import Catalog
+
+    catalog = catalog or Catalog.shipped()
 
     sc = dict(doc["scenario"])
     config = sc.get("model_config")
     model: dict[str, Any]
     try:
         if config:
-            model = {"source": "config.json", "path": str(config), "spec": find_model(str(config))}
+            model = {"source": "config.json", "path": str(config), "spec": catalog.find_model(str(config))}
         else:
-            model = {"source": "catalog", "spec": find_model(str(sc["model"]))}
+            model = {"source": "catalog", "spec": catalog.find_model(str(sc["model"]))}
     except InputError as exc:
         raise InputError(
             f"{where} (a version-1 plan) names model {sc['model']!r}, which cannot be resolved now",
@@ -94,7 +99,7 @@ def upgrade_v1(doc: dict[str, Any], where: str = "plan") -> dict[str, Any]:
             gpus.append({"source": "profile", "path": profiled[name][1], "spec": profiled[name][0]})
             continue
         try:
-            gpus.append({"source": "catalog", "spec": find_gpu(str(name))})
+            gpus.append({"source": "catalog", "spec": catalog.find_gpu(str(name))})
         except InputError as exc:
             if name in used:
                 raise InputError(
@@ -111,7 +116,7 @@ def upgrade_v1(doc: dict[str, Any], where: str = "plan") -> dict[str, Any]:
     }
     out["provenance"] = {
         "hetplan_version": str(doc.get("hetplan_version") or __version__),
-        "catalog_sha256": f"unknown (version-1 plan; resolved against {catalog_sha256()})",
+        "catalog_sha256": f"unknown (version-1 plan; resolved against {catalog.sha256})",
         "workload_sha256": None,
     }
     out["instances"] = [

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from hetplan import __version__
 from hetplan.autoscale.curves import MAX_WINDOW_S, MIN_WINDOW_S
-from hetplan.catalog.loader import catalog_sha256, find_gpu, format_validation
+from hetplan.catalog.context import Catalog
+from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
 from hetplan.plan.doc import SCHEMA_VERSION, from_doc, to_doc
 from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH
@@ -32,9 +33,11 @@ def autoscale(
     diurnal_text: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     solve: SolveSettings | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """Plan the combo schedule of ``scenario`` over a load curve (``hetplan autoscale``); ``progress(done, total)``
-    as the demand levels are solved; ``solve``: how its MILPs run (:class:`hetplan.solvers.milp.SolveSettings`).
+    as the demand levels are solved; ``solve``: how its MILPs run (:class:`hetplan.solvers.milp.SolveSettings`);
+    ``catalog``: the GPUs, models, prices and fitted curves to plan with (None: the shipped catalogs).
 
     ``spec`` holds :class:`hetplan.scenario_blocks.AutoscaleSpec` fields (durations as text); the curve comes from
     ``curve_path`` (ServeGen per-window CSV or a request trace) or ``diurnal_text`` ("DAYS,PEAK,TROUGH").
@@ -51,6 +54,8 @@ def autoscale(
     from hetplan.planning.document import combo_doc, resolved_doc, scenario_doc
     from hetplan.planning.solve import Planner
     from hetplan.scenario_blocks import AutoscaleSpec
+
+    catalog = catalog or Catalog.shipped()
 
     try:
         parsed = AutoscaleSpec.model_validate(spec)
@@ -71,7 +76,7 @@ def autoscale(
         curve = load_curve(curve_path, window_s)
     lags = tuple(
         sorted(
-            (find_gpu(g).name, parse_duration_s(v, f"startup lag of {g}", 0.0, 86400.0))
+            (catalog.find_gpu(g).name, parse_duration_s(v, f"startup lag of {g}", 0.0, 86400.0))
             for g, v in parsed.startup_lag_by_gpu.items()
         )
     )
@@ -87,7 +92,7 @@ def autoscale(
         max_cv=parsed.max_cv,
     )
     req, workload, warnings, gpu_warnings = build_request(
-        scenario.model_copy(update={"goodput_req_per_s": 1.0}), solve=solve or DEFAULT_SETTINGS
+        scenario.model_copy(update={"goodput_req_per_s": 1.0}), solve=solve or DEFAULT_SETTINGS, catalog=catalog
     )
     # the load curve sets the rates window by window: the trace's own burst pattern, replayed at one rate, does not
     # apply to them, so the capacities are the Poisson ones (hetplan.perf.capacity)
@@ -148,7 +153,7 @@ def autoscale(
     plan_doc["resolved"] = resolved_doc(req, {})
     plan_doc["provenance"] = {
         "hetplan_version": __version__,
-        "catalog_sha256": catalog_sha256(),
+        "catalog_sha256": catalog.sha256,
         "workload_sha256": workload_sha256(scenario),
         **({"perf_calibration_sha256": req.settings.calibration_sha256} if req.settings.calibration_sha256 else {}),
     }

@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from hetplan import __version__
-from hetplan.catalog.loader import catalog_sha256
+from hetplan.catalog.context import Catalog
 from hetplan.errors import InputError
 from hetplan.plan.blocks import PrefixCache, ReuseRate, WithoutReuse
 from hetplan.plan.doc import SCHEMA_VERSION
@@ -56,8 +56,7 @@ def build_plan(
 ) -> dict[str, Any]:
     """Solve every strategy for ``req`` and return the plan document of ``strategy`` (version 2: the resolved
     model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance,
-    whose catalog hash is ``catalog_sha`` -- default :func:`~hetplan.catalog.loader.catalog_sha256` of the
-    catalog alone, without profile overlays; see
+    whose catalog hash is ``catalog_sha`` -- default the hash of ``req.catalog``, profile overlays included; see
     :mod:`hetplan.plan.doc`, whose :func:`~hetplan.plan.doc.from_doc` makes it a typed plan).
     With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later
     (:data:`AnalysisLater`: from this planner, no second solve; its argument replaces ``progress``) (for
@@ -166,7 +165,7 @@ def build_plan(
     doc["resolved"] = resolved_doc(req, profiled or {})
     doc["provenance"] = {
         "hetplan_version": __version__,
-        "catalog_sha256": catalog_sha256() if catalog_sha is None else catalog_sha,
+        "catalog_sha256": (req.catalog or Catalog.shipped()).sha256 if catalog_sha is None else catalog_sha,
         "workload_sha256": workload_sha256,
         **({"perf_calibration_sha256": req.settings.calibration_sha256} if req.settings.calibration_sha256 else {}),
     }

@@ -36,11 +36,12 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hetplan import __version__
-from hetplan.catalog.loader import find_gpu, overlaid_gpus
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.pricing import resolve_price
 from hetplan.errors import InfeasibleError
 from hetplan.perf.arch import ModelArch
@@ -73,15 +74,19 @@ ENGINE_NOTE = (
 MAX_SAMPLES = 2000
 
 
-def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSettings | None = None) -> dict[str, Any]:
-    """Plan ``scenario`` on the pool file with Hetis and both baselines; return the ``hetis-deployment`` document.
+def hetis_plan(
+    scenario: Scenario, pool_path: str | Path, settings: HetisSettings | None = None, catalog: Catalog | None = None
+) -> dict[str, Any]:
+    """Plan ``scenario`` on the pool file with Hetis and both baselines, with ``catalog``'s GPUs, models, prices and
+    fitted curves (None: the shipped catalogs); return the ``hetis-deployment`` document.
 
     Raises:
         InputError: bad scenario or pool file. InfeasibleError: no primary layout fits or meets the TPOT SLO.
     """
-    settings = settings or HetisSettings()
-    pool = load_pool(pool_path)
-    arch = _model(scenario)
+    catalog = catalog or Catalog.shipped()
+    settings = replace(settings or HetisSettings(), catalog=catalog)
+    pool = load_pool(pool_path, catalog)
+    arch = _model(scenario, catalog)
     quantile = parse_percentile(scenario.slo.percentile, "slo.percentile")
     ttft = parse_duration_s(scenario.slo.ttft, "ttft")
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
@@ -137,7 +142,7 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     doc["kv_capacity_ratio_over_splitwise"] = rnd(plan.kv_capacity_tokens / sw, 4) if sw > 0 else None
     if scenario.goodput_req_per_s is not None and plan.req_per_s < scenario.goodput_req_per_s:
         raise _short_of_target(pool, plan, scenario.goodput_req_per_s, tpot)
-    doc.update(_cost_doc(pool, scenario, plan, workload, warnings))
+    doc.update(_cost_doc(pool, scenario, plan, workload, warnings, catalog))
     lines = owned_purchase(pool, doc["pool"]["devices"])
     if lines:
         doc["purchase"] = lines
@@ -147,28 +152,30 @@ def hetis_plan(scenario: Scenario, pool_path: str | Path, settings: HetisSetting
     return finite
 
 
-def _pool_prices(pool: Pool, scenario: Scenario) -> dict[str, tuple[float, str]]:
+def _pool_prices(pool: Pool, scenario: Scenario, catalog: Catalog) -> dict[str, tuple[float, str]]:
     """$/GPU-hour and source per GPU type of the pool: the pool file's ``usd_per_gpu_hour`` (owned GPUs at their
     amortised price), else ``--prices``, else the catalog (``--cloud``, ``--spot``); types no source prices are
     left out."""
     own = dict(pool.usd_per_gpu_hour)
-    user = _user_prices(scenario, overlaid_gpus())
+    user = _user_prices(scenario, catalog)
     out: dict[str, tuple[float, str]] = {}
     for name in pool.counts():
         if name in own:
             out[name] = (own[name], "pool file: owned, amortised")
             continue
         gpu = next(d.gpu for d in pool.devices if d.gpu.name == name)
-        price = resolve_price(find_gpu(gpu.name), scenario.cloud, scenario.spot, user)
+        price = resolve_price(catalog.find_gpu(gpu.name), catalog, scenario.cloud, scenario.spot, user)
         if price is not None:
             out[name] = (price.usd_per_gpu_hour, price.source)
     return out
 
 
-def _cost_doc(pool: Pool, scenario: Scenario, plan: HetisPlan, workload: Any, warnings: list[str]) -> dict[str, Any]:
+def _cost_doc(
+    pool: Pool, scenario: Scenario, plan: HetisPlan, workload: Any, warnings: list[str], catalog: Catalog
+) -> dict[str, Any]:
     """$/h of the whole pool (owned GPUs are paid for whether a role uses them or not), tokens/USD at the plan's
     capacity (input+output and output only, as the other strategies report them) and the prices used."""
-    prices = _pool_prices(pool, scenario)
+    prices = _pool_prices(pool, scenario, catalog)
     counts = pool.counts()
     missing = sorted(set(counts) - set(prices))
     block: dict[str, Any] = {

@@ -8,7 +8,7 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from hetplan.pool import Pool
@@ -32,7 +32,8 @@ def finite_doc(value: Any) -> Any:
 
 def settings_doc(settings: HetisSettings) -> dict[str, Any]:
     """The solver settings the plan used, as written under ``settings``."""
-    out = asdict(settings)
+    out = asdict(replace(settings, catalog=None))  # the catalog is recorded by its hash, not here
+    out.pop("catalog")
     out["length_class_edges_tokens"] = list(settings.length_class_edges_tokens)
     return out
 

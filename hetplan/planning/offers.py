@@ -8,19 +8,26 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hetplan.catalog.loader import (
-    find_gpu,
-    load_user_prices,
-)
+from hetplan.catalog.loader import load_user_prices
 from hetplan.catalog.offers import OWNED, PRICE_FILE, Offer, catalog_offers, owned_nodes, user_offers
 from hetplan.catalog.pricing import GpuPrice
 from hetplan.catalog.schemas import GpuSpec, UserPriceFile
 from hetplan.errors import InputError
 from hetplan.scenario import Scenario
 
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
-def user_prices(scenario: Scenario, table: tuple[GpuSpec, ...]) -> UserPriceFile | None:
+
+def user_prices(scenario: Scenario, catalog: Catalog) -> UserPriceFile | None:
+    """The scenario's price file (``--prices``), its GPU names checked against ``catalog`` (profiled GPUs
+    included); None without one.
+
+    Raises:
+        InputError: unreadable file, an unknown GPU name, or one GPU priced twice.
+    """
     if not scenario.prices:
         return None
     path = scenario.resolve(scenario.prices) or ""
@@ -28,7 +35,7 @@ def user_prices(scenario: Scenario, table: tuple[GpuSpec, ...]) -> UserPriceFile
     seen: dict[str, str] = {}
     for name in user.usd_per_gpu_hour:
         try:
-            canonical = find_gpu(name, table).name
+            canonical = catalog.find_gpu(name).name
         except InputError as exc:
             raise InputError(
                 f"price file {path}: {exc.what}", exc.why, "fix the GPU name in usd_per_gpu_hour"
@@ -52,19 +59,19 @@ def build_offers(
     inventory: dict[str, int],
     user: UserPriceFile | None,
     warnings: list[str],
-    table: tuple[GpuSpec, ...] | None = None,
+    catalog: Catalog,
 ) -> tuple[Offer, ...]:
     """The offers a deployment may buy or use (:mod:`hetplan.catalog.offers`): owned nodes from the inventory and
-    the price file's owned rows, then (unless ``rent`` is off) the rented offers of every candidate GPU. ``table``:
-    the GPU table names are looked up in (default the catalog; :func:`~hetplan.catalog.loader.overlaid_gpus`).
+    the price file's owned rows, then (unless ``rent`` is off) the rented offers of every candidate GPU. ``catalog``:
+    its price rows, and the GPU table (profiled GPUs included) names are looked up in.
 
     Raises:
         InputError: a bad ``offers:`` row in the price file (named with its field).
     """
     names = {g.name for g in gpus}
     path = scenario.resolve(scenario.prices) or "" if scenario.prices else ""
-    from_file = user_offers(user, path, table, scenario.spot) if user is not None else []
-    per_gpu = {find_gpu(n, table).name: float(v) for n, v in (user.usd_per_gpu_hour if user else {}).items()}
+    from_file = user_offers(user, path, catalog, scenario.spot) if user is not None else []
+    per_gpu = {catalog.find_gpu(n).name: float(v) for n, v in (user.usd_per_gpu_hour if user else {}).items()}
     label = f"price file: {user.source}, as of {user.as_of}" if user is not None else ""
     illustrative = bool(user and user.illustrative)
     owned: list[Offer] = [o for o in from_file if o.owned and o.gpu in names]
@@ -97,7 +104,7 @@ def build_offers(
         if not mine and (gpu.name not in per_gpu or gpu.name in inventory):
             # a price file's $/GPU-hour for an inventory GPU is the owned GPUs' amortised price: the cloud's
             # offers of that GPU may still be rented beside them
-            mine = catalog_offers(gpu, scenario.cloud, scenario.spot)
+            mine = catalog_offers(catalog, gpu, scenario.cloud, scenario.spot)
         if scenario.cloud:
             mine = [o for o in mine if o.provider in (scenario.cloud, PRICE_FILE)]
         if scenario.region:  # a pinned region: rent there only (a price file's $/GPU-hour names no region)
@@ -123,20 +130,21 @@ def candidate_gpus(
     inventory: dict[str, int],
     warnings: list[str],
     user: UserPriceFile | None,
-    table: tuple[GpuSpec, ...],
+    catalog: Catalog,
 ) -> list[GpuSpec]:
-    """--gpus, else the inventory's types, else the GPUs a user price file prices, else every GPU of ``table``."""
+    """--gpus, else the inventory's types, else the GPUs a user price file prices, else every GPU of ``catalog``
+    (profiled GPUs included)."""
     if scenario.gpus:
-        gpus = list(dict.fromkeys(find_gpu(g, table) for g in scenario.gpus))
+        gpus = list(dict.fromkeys(catalog.find_gpu(g) for g in scenario.gpus))
         left_out = sorted(set(inventory) - {g.name for g in gpus})
         if left_out:
             warnings.append(f"inventory of {', '.join(left_out)} is ignored: not among the candidate --gpus")
         return gpus
     if inventory:
-        return [find_gpu(g, table) for g in inventory]
+        return [catalog.find_gpu(g) for g in inventory]
     if user is not None:
-        return list(dict.fromkeys(find_gpu(g, table) for g in user.usd_per_gpu_hour))
-    return list(table)
+        return list(dict.fromkeys(catalog.find_gpu(g) for g in user.usd_per_gpu_hour))
+    return list(catalog.gpus)
 
 
 __all__ = ["PRICE_FILE_SIZES", "build_offers", "candidate_gpus", "ranking_price", "user_prices"]

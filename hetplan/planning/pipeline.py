@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hetplan.catalog.loader import catalog_sha256
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.offers import scale_offers
 from hetplan.catalog.profile import LoadedProfiles, load_profiles, profile_notes
 from hetplan.errors import InfeasibleError, InputError
@@ -50,6 +50,7 @@ def plan(
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
     price_factors: Mapping[str, float] | None = None,
+    catalog: Catalog | None = None,
 ) -> Plan:
     """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
 
@@ -73,21 +74,24 @@ def plan(
     ``price_factors``: canonical GPU name -> factor applied to every price of that GPU (rented offers and owned
     amortised prices alike) after the request is built (``hetplan explore``'s ``price:GPU=-20%``;
     :func:`reprice`); the plan's ``scenario.prices`` records the moved prices.
+    ``catalog``: the GPUs, models, prices and fitted curves to plan with (None: the shipped catalogs).
 
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target (names
         the binding constraint).
     """
-    loaded = load_profiles(profiles) if profiles else None
+    catalog = catalog or Catalog.shipped()
+    loaded = load_profiles(profiles, catalog) if profiles else None
     later: list[AnalysisLater] | None = [] if deferred is not None and not analysis else None
     if scenario.weight_dtype not in AUTOS and len(scenario.engines or ()) <= 1:
         if scenario.engines:
             scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
         doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                        deferred=later, solve=solve, lean=lean, price_factors=price_factors)  # fmt: skip
+                        deferred=later, solve=solve, lean=lean, price_factors=price_factors,
+                        catalog=catalog)  # fmt: skip
     else:
         doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                             resources or Resources(), later, solve, lean, price_factors)  # fmt: skip
+                             resources or Resources(), later, solve, lean, price_factors, catalog)  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
@@ -141,6 +145,7 @@ def _search_dtypes(
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
     price_factors: Mapping[str, float] | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """``--weight-dtype auto`` / ``auto-quantized`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
@@ -152,7 +157,8 @@ def _search_dtypes(
         InfeasibleError: no (engine, dtype) has a feasible plan (the first one's reason). InputError: bad scenario
         fields.
     """
-    spec = _model(scenario.model_copy(update={"weight_dtype": MODEL_DTYPE})).spec
+    catalog = catalog or Catalog.shipped()
+    spec = _model(scenario.model_copy(update={"weight_dtype": MODEL_DTYPE}), catalog).spec
     engines = list(scenario.engines or [scenario.engine])
     keys = [(e, d) for e in engines for d in weight_candidates(spec, scenario.weight_dtype)]
     later: dict[tuple[str, str], AnalysisLater] = {}  # analyses, computed for the kept plan only
@@ -166,11 +172,12 @@ def _search_dtypes(
             fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO_QUANTIZED
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
                 return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8,
-                                      solve=solve, lean=lean, price_factors=price_factors), None  # fmt: skip
+                                      solve=solve, lean=lean, price_factors=price_factors,
+                                      catalog=catalog), None  # fmt: skip
             deferred: list[AnalysisLater] = []
             doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
                             deferred if analysis or keep is not None else None, solve=solve, lean=lean,
-                            price_factors=price_factors)  # fmt: skip
+                            price_factors=price_factors, catalog=catalog)  # fmt: skip
             if deferred:
                 (later if analysis else kept)[key] = deferred[0]
             return key, doc, None
@@ -226,12 +233,13 @@ def _plan_doc(
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
     price_factors: Mapping[str, float] | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """The plan document of one weight dtype (``loaded``'s profiled GPUs replace their catalog entries);
     ``deferred`` and ``lean``: see :func:`hetplan.planning.document.build_plan`; ``solve``: how the MILPs run;
     ``price_factors``: see :func:`plan`."""
     overlay = loaded.specs if loaded is not None else ()
-    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only, overlay, solve)
+    req, workload, warnings, gpu_warnings = build_request(scenario, fp8_cores_only, overlay, solve, catalog)
     if price_factors:
         req = reprice(req, price_factors)
     if loaded is not None:
@@ -246,7 +254,7 @@ def _plan_doc(
     doc = build_plan(
         req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
         profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=deferred,
-        catalog_sha=catalog_sha256(overlay), lean=lean,
+        catalog_sha=(catalog or Catalog.shipped()).with_overlay(overlay).sha256, lean=lean,
     )  # fmt: skip
     if req.class_slos and not lean:  # request classes: what sizing on the tightest SLOs would have cost
         from hetplan.planning.whatif import tightest_sizing_note
@@ -259,17 +267,19 @@ def _plan_doc(
     return doc
 
 
-def fit_ce(scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float = DEFAULT_MIN_R2) -> dict[str, Any]:
+def fit_ce(
+    scenario: Scenario, profiles: Sequence[Path] = (), min_r2: float = DEFAULT_MIN_R2, catalog: Catalog | None = None
+) -> dict[str, Any]:
     """Fit Cauchy's A1/A2 cost-efficiency model for ``scenario``'s workload and GPUs (``hetplan profile fit``);
     returns the fit document (:func:`hetplan.solvers.ce_fit.fit_doc`), whose ``warnings`` hold the scenario's
-    warnings, what each profile did and a low-R² warning (below ``min_r2``).
+    warnings, what each profile did and a low-R² warning (below ``min_r2``); ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError: bad scenario fields or files, or fewer than two feasible GPU pairs. InfeasibleError: no GPU
         fits the model or meets the SLOs.
     """
-    loaded = load_profiles(profiles) if profiles else None
-    req, workload, warnings, _ = build_request(scenario, overlay=loaded.specs if loaded else ())
+    loaded = load_profiles(profiles, catalog) if profiles else None
+    req, workload, warnings, _ = build_request(scenario, overlay=loaded.specs if loaded else (), catalog=catalog)
     if loaded is not None:
         warnings = warnings + profile_notes(loaded, [g.name for g in req.gpus])
     tokens = float(workload.prompt_tokens.mean() + workload.output_tokens.mean())

@@ -28,7 +28,7 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from hetplan.scenario_blocks import WorkloadSpec
 from hetplan.units import rnd
 from hetplan.workload.model import Workload
 from hetplan.workload.prefix import declared_reuse, hit_tokens_single_cache
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,11 @@ def estimate_reuse(
     tps: tuple[int, ...],
     settings: PerfSettings,
     source: str = "hash_ids",
+    catalog: Catalog | None = None,
 ) -> ReuseEstimate | None:
     """The hit rates at every candidate instance's own cache size (module docstring), ``source`` naming where the
-    block ids came from; None when the workload has no block ids. One replay per distinct cache size (sizes
+    block ids came from, the instances made with ``catalog`` (:class:`hetplan.perf.latency.InstanceModel`); None
+    when the workload has no block ids. One replay per distinct cache size (sizes
     beyond the workload's distinct blocks share one)."""
     blocks = workload.prefix_blocks
     if blocks is None:
@@ -111,7 +116,7 @@ def estimate_reuse(
     rows = []
     for gpu in sorted(gpus, key=lambda g: g.name):
         for tp in sorted(tps):
-            inst = InstanceModel(arch, gpu, tp, 1, settings)
+            inst = InstanceModel(arch, gpu, tp, 1, settings, catalog)
             if not inst.fits:
                 continue
             size = max(int(inst.kv_capacity_tokens) - reserve, 0) // bt

@@ -17,11 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hetplan.catalog.loader import (
-    find_gpu,
-    find_model,
-    overlaid_gpus,
-)
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.offers import WanLink
 from hetplan.catalog.pricing import GpuPrice, check_cloud, check_region, resolve_price
 from hetplan.catalog.profile import LoadedProfiles
@@ -124,10 +120,10 @@ def workload_sha256(scenario: Scenario) -> str | None:
         return None
 
 
-def _model(scenario: Scenario) -> ModelArch:
+def _model(scenario: Scenario, catalog: Catalog) -> ModelArch:
     local = Path(scenario.resolve(scenario.model) or "")
     name = str(local) if local.exists() else scenario.model
-    spec = find_model(name)
+    spec = catalog.find_model(name)
     # weight_dtype auto or auto-quantized outside the plan's dtype search (hetplan.planning.pipeline): the model's
     # own dtype
     weight = model_dtype(spec) if scenario.weight_dtype in AUTOS else scenario.weight_dtype
@@ -148,10 +144,10 @@ def _goodput(scenario: Scenario, workload: Workload, warnings: list[str]) -> flo
     return rate
 
 
-def _inventory(scenario: Scenario, table: tuple[GpuSpec, ...]) -> dict[str, int]:
+def _inventory(scenario: Scenario, catalog: Catalog) -> dict[str, int]:
     inventory: dict[str, int] = {}
     for name, count in scenario.inventory.items():
-        canonical = find_gpu(name, table).name
+        canonical = catalog.find_gpu(name).name
         if canonical in inventory:
             raise InputError(f"inventory names {canonical} twice ({name!r} is an alias)", fix="give each GPU once")
         inventory[canonical] = int(count)
@@ -183,21 +179,25 @@ def build_request(
     fp8_cores_only: bool = False,
     overlay: Sequence[GpuSpec] = (),
     solve: SolveSettings = DEFAULT_SETTINGS,
+    catalog: Catalog | None = None,
 ) -> tuple[PlanRequest, Workload, list[str], list[tuple[str, str]]]:
     """Validate a scenario into a :class:`PlanRequest`, the workload, general warnings and per-GPU warnings
     (GPU name, text; shown only when a plan uses that GPU). ``fp8_cores_only`` keeps only the candidate GPUs with
     fp8 tensor cores (the fp8 half of ``--weight-dtype auto``, :mod:`hetplan.planning.dtypes`). ``overlay``: the
-    GPU entries of ``--profile`` files, which replace the catalog's entries of the same name (or add new GPUs)
-    wherever a GPU name is looked up (:func:`~hetplan.catalog.loader.overlaid_gpus`); ``solve``: how the request's
-    MILPs run (:class:`hetplan.solvers.milp.SolveSettings`, the CLI's from the environment).
+    GPU entries of ``--profile`` files, which replace ``catalog``'s entries of the same name (or add new GPUs)
+    wherever a GPU name is looked up (:meth:`hetplan.catalog.context.Catalog.with_overlay`); ``solve``: how the
+    request's MILPs run (:class:`hetplan.solvers.milp.SolveSettings`, the CLI's from the environment);
+    ``catalog``: the GPUs, models, prices and fitted curves to plan with (None: the shipped catalogs), carried by
+    the request (``PlanRequest.catalog``, with the overlay) to the solvers and the performance model.
 
     Raises:
         InputError: any invalid or inconsistent setting, named with its fix.
     """
     warnings: list[str] = []
     gpu_warnings: list[tuple[str, str]] = []
-    check_cloud(scenario.cloud)
-    arch = _model(scenario)
+    catalog = (catalog or Catalog.shipped()).with_overlay(overlay)
+    check_cloud(catalog, scenario.cloud)
+    arch = _model(scenario, catalog)
     quantile = parse_percentile(scenario.slo.percentile, "slo.percentile")
     ttft = parse_duration_s(scenario.slo.ttft, "ttft")
     tpot = parse_duration_s(scenario.slo.tpot, "tpot")
@@ -208,9 +208,8 @@ def build_request(
     # the default target is the whole trace's mean rate: a requirement, whatever part of the trace sizing sees
     whole_rate = scenario.workload.holdout and scenario.goodput_req_per_s is None  # else not read: a hot path
     goodput = _goodput(scenario, build_whole_workload(scenario) if whole_rate else workload, warnings)
-    table = overlaid_gpus(overlay)
-    user_prices = read_user_prices(scenario, table)
-    inventory = _inventory(scenario, table)
+    user_prices = read_user_prices(scenario, catalog)
+    inventory = _inventory(scenario, catalog)
     explicit = bool(scenario.gpus or inventory or user_prices)
     prices: dict[str, GpuPrice] = {}
     chosen = []
@@ -219,15 +218,17 @@ def build_request(
     kind = "spot" if scenario.spot else "on-demand"
     where = f" on {scenario.cloud}" if scenario.cloud else ""
     where += f" in {scenario.region}" if scenario.region else ""
-    candidates = candidate_gpus(scenario, inventory, warnings, user_prices, table)
+    candidates = candidate_gpus(scenario, inventory, warnings, user_prices, catalog)
     if fp8_cores_only:
         candidates = [g for g in candidates if has_fp8_cores(g)]
         if not candidates:
             raise InputError("no candidate GPU has fp8 tensor cores", fix="plan with a 16-bit --weight-dtype")
-    check_region(scenario.region, scenario.cloud, [o.region for o in (user_prices.offers if user_prices else ())])
-    offers = build_offers(scenario, candidates, inventory, user_prices, warnings, table)
+    check_region(
+        catalog, scenario.region, scenario.cloud, [o.region for o in (user_prices.offers if user_prices else ())]
+    )
+    offers = build_offers(scenario, candidates, inventory, user_prices, warnings, catalog)
     for gpu in candidates:
-        fallback = resolve_price(gpu, scenario.cloud, scenario.spot, user_prices, table, scenario.region)
+        fallback = resolve_price(gpu, catalog, scenario.cloud, scenario.spot, user_prices, scenario.region)
         price = ranking_price(gpu, offers, fallback)
         if not any(o.gpu == gpu.name for o in offers):
             if not scenario.rent:
@@ -273,7 +274,7 @@ def build_request(
                 )
             )
         # a GPU without fitted curves of its own (no kernel tables, no architecture fit) borrows; say so
-        curve_note = curves_for(scenario.engine, gpu.arch, gpu.vendor, gpu.name)[1]
+        curve_note = curves_for(scenario.engine, gpu.arch, gpu.vendor, gpu.name, catalog=catalog)[1]
         if curve_note:
             gpu_warnings.append((gpu.name, f"{gpu.name}: {curve_note}"))
         prices[gpu.name] = price
@@ -323,7 +324,7 @@ def build_request(
     )
     # prefix caching (hetplan.planning.prefix): the hit rate at the planned cache size prices each prefill
     source = "declared reuse" if scenario.workload.reuse is not None else "hash_ids"
-    reuse = estimate_reuse(workload, arch, tuple(chosen), tps, settings, source)
+    reuse = estimate_reuse(workload, arch, tuple(chosen), tps, settings, source, catalog)
     work = None
     if reuse is not None:
         work = PrefillReuse(reuse.block_tokens, reuse.reserve_tokens, {
@@ -365,6 +366,7 @@ def build_request(
         solve=solve,
         prefix_reuse=None if reuse is None else reuse_doc(reuse),
         class_slos=tuple((name, t, p) for name, (t, p) in class_slos(scenario).items()),
+        catalog=catalog,
     )
     check_request(req)
     # measured figures (hetplan profile): CPU figures under a GPU's name, dtypes the profile lacks

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetplan.perf.error_bands import DEFAULT_CONFIDENCE
 from hetplan.plan.blocks import ModelError, OutOfSample, Verification
@@ -56,6 +56,9 @@ from hetplan.workload.model import Workload
 from hetplan.workload.split import MIN_SPLIT_REQUESTS, REDRAW_WINDOW_S, redraw_windows, time_split
 from hetplan.workload.synthetic import synthetic_workload
 
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
+
 #: Share of a trace's span held out of sizing when the scenario does not say (``workload.holdout``).
 DEFAULT_HOLDOUT = 0.3
 
@@ -69,6 +72,7 @@ def plan_verified(
     progress: Callable[[str], None] | None = None,
     confidence: str | None = DEFAULT_CONFIDENCE,
     confidence_gates: bool = False,
+    catalog: Catalog | None = None,
     **plan_kwargs: Any,
 ) -> Plan:
     """:func:`plan_verified_in_sample_and_out` and then the verdict's third part: the kept plan against the
@@ -84,8 +88,9 @@ def plan_verified(
     step = progress or (lambda _: None)
     gate = confidence if confidence_gates else None
     made = plan_verified_in_sample_and_out(
-        scenario, strategy, analysis, policy, resize, progress, gate, None if gate else confidence, **plan_kwargs
-    )
+        scenario, strategy, analysis, policy, resize, progress, gate, None if gate else confidence, catalog,
+        **plan_kwargs,
+    )  # fmt: skip
     v = made.verification
     # a model_error already made is the block's last part, after the re-size and the cheaper search (its field
     # comes last in the block, :class:`hetplan.plan.blocks.Verification`)
@@ -93,7 +98,7 @@ def plan_verified(
         return made
     step("checking the plan against the model's own error")
     _, workload, _, _ = verification_workloads(scenario, DEFAULT_HOLDOUT)
-    error = error_check(made, workload, policy, confidence)
+    error = error_check(made, workload, policy, confidence, catalog)
     if error is None:
         return made
     return replace(made, verification=v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}"))
@@ -108,12 +113,14 @@ def plan_verified_in_sample_and_out(
     progress: Callable[[str], None] | None = None,
     gate_confidence: str | None = None,
     report_confidence: str | None = None,
+    catalog: Catalog | None = None,
     **plan_kwargs: Any,
 ) -> Plan:
     """Plan ``scenario``, replay its workload through the plan, and, with ``resize``, re-plan for more demand until
     the simulation verifies it (module docstring). ``report_confidence``: the kept plan, when verified, is also
     checked against the model's own error at that confidence (:func:`hetplan.sim.verify.error_check`; the block's
-    ``model_error``), while its analysis is made in another process.
+    ``model_error``), while its analysis is made in another process. ``catalog``: what every plan and simulation
+    is made with (None: the shipped catalogs).
 
     Returns:
         The plan with its ``verification`` block (:func:`hetplan.sim.verify.verify_plan`); after a re-size the
@@ -126,6 +133,7 @@ def plan_verified_in_sample_and_out(
     """
     from hetplan.sim.verify import CAPACITY_MODES, PlanCheck, error_check
 
+    plan_kwargs = {**plan_kwargs, "catalog": catalog}  # each plan made with the caller's catalog
     scenario, workload, out_of_sample, split = verification_workloads(scenario, DEFAULT_HOLDOUT)
     stage = Stage()
 
@@ -169,14 +177,14 @@ def plan_verified_in_sample_and_out(
         pc = checks.get(key)
         if pc is None:
             step(f"simulating the plan (${p.total_usd_per_hour:,.2f}/h)")
-            pc = checks[key] = PlanCheck(p, workload, policy, out_of_sample)
+            pc = checks[key] = PlanCheck(p, workload, policy, out_of_sample, catalog)
         elif capacity != "none":
             step(f"measuring the plan's simulated capacity (${p.total_usd_per_hour:,.2f}/h)")
         v = pc.verdict(capacity)
         v = v.with_(out_of_sample=(v.out_of_sample or OutOfSample()).with_(split=split))
         if gate_confidence is not None and v.verified:  # sized for the model's error too
             if key not in errors:
-                errors[key] = error_check(p, workload, policy, gate_confidence)
+                errors[key] = error_check(p, workload, policy, gate_confidence, catalog)
             error = errors[key]
             if error is not None:
                 v = v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}")
@@ -219,7 +227,7 @@ def plan_verified_in_sample_and_out(
         if report_confidence is None or v.model_error is not None or not v.verified:
             return v
         step("checking the plan against the model's own error")
-        error = error_check(p, workload, policy, report_confidence)
+        error = error_check(p, workload, policy, report_confidence, catalog)
         if error is None:
             return v
         return v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,6 +42,9 @@ from hetplan.sim.result import CalibratedOn, CascadeCalibration, ClassCalibratio
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
 from hetplan.units import rnd
 from hetplan.workload.model import RequestStream
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 Q2_CANDIDATES = (0.0, 0.05, 0.1, 0.2, 0.3)
 MIN_CALIBRATION_REQUESTS = 50  # fewer first tokens than this: calibrate warns that κ rests on too few samples
@@ -234,9 +237,12 @@ class _RouterInputs(BaseModel):
     classes: Any
 
 
-def router_config(plan: Plan, cascade: Mapping[str, Any] | CascadeCalibration) -> dict[str, Any]:
-    """A small config a router can read: policy, κ, q₂, per-class SLOs/budgets, and the routing weights."""
-    dep = deployment_from_plan(plan)
+def router_config(
+    plan: Plan, cascade: Mapping[str, Any] | CascadeCalibration, catalog: Catalog | None = None
+) -> dict[str, Any]:
+    """A small config a router can read: policy, κ, q₂, per-class SLOs/budgets, and the routing weights
+    (``catalog``: where the deployment's curves come from; None: the shipped catalogs)."""
+    dep = deployment_from_plan(plan, catalog)
     c = _RouterInputs.model_validate(cascade.to_doc() if isinstance(cascade, CascadeCalibration) else cascade)
     return {
         "kind": "hetplan-router-config",

@@ -17,7 +17,7 @@ reconstruction.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from hetplan.sim.run import plan_cascade
 from hetplan.units import rnd
 from hetplan.workload.model import MAX_TOKENS, make_stream
 
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
+
 MAX_REQUESTS = 1_000_000
 
 
@@ -44,9 +47,11 @@ def closed_loop_run(
     requests: int | None = None,
     policy: str = "fcfs",
     config: SimConfig | None = None,
+    catalog: Catalog | None = None,
 ) -> ClosedLoop:
     """Run ``concurrency`` clients of ``isl``/``osl``-token requests through ``plan`` (module docstring);
-    ``requests`` in all (default ``max(10 x concurrency, 100)``). Deterministic.
+    ``requests`` in all (default ``max(10 x concurrency, 100)``); step times from ``catalog``'s fitted curves
+    (None: the shipped catalogs). Deterministic.
 
     Returns:
         :class:`~hetplan.sim.result.ClosedLoop`: throughput (req/s, tokens/s), latency statistics (s), Little's
@@ -73,7 +78,7 @@ def closed_loop_run(
         raise InputError(f"--concurrency {concurrency:,} is more than {MAX_REQUESTS:,} clients",
                          fix="pass fewer clients, e.g. --concurrency 64")  # fmt: skip
     cfg = config or SimConfig()
-    dep = deployment_from_plan(plan)
+    dep = deployment_from_plan(plan, catalog)
     # the work budget (hetplan.budget): at most max_num_seqs sequences decode together on each instance, so the
     # loop needs at least n x osl / that many iterations (--concurrency 1 --requests 1000000 --osl 10000000 asked
     # for 10^13)
@@ -139,12 +144,13 @@ def closed_loop(
     requests: int | None = None,
     policy: str = "fcfs",
     config: SimConfig | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """:func:`closed_loop_run` as its document (:meth:`ClosedLoop.to_doc`): ``{"kind": "closed-loop",
     "concurrency", "isl", "osl", "requests", "finished", "throughput_req_per_s", "output_tokens_per_s",
     "total_tokens_per_s", "ttft_s", "tpot_s", "itl_s", "e2e_s", "littles_law_req_per_s", "warnings", ...}`` with
     latency statistics ``{"mean", "p50", "p90", "p99"}`` in seconds. Same errors."""
-    return closed_loop_run(plan, concurrency, isl, osl, requests, policy, config).to_doc()
+    return closed_loop_run(plan, concurrency, isl, osl, requests, policy, config, catalog).to_doc()
 
 
 __all__ = ["MAX_REQUESTS", "closed_loop", "closed_loop_run"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from hetplan.budget import check_sim_start
-from hetplan.catalog.loader import find_gpu, find_model
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
@@ -77,7 +77,9 @@ class Group:
 
 @dataclass
 class Deployment:
-    """Instances and routing groups of a plan, with the shared model and settings."""
+    """Instances and routing groups of a plan, with the shared model and settings; ``catalog``: whose fitted engine
+    curves the instance models use and where a GPU the plan has no entry for is looked up (None: the shipped
+    catalogs)."""
 
     arch: ModelArch
     settings: PerfSettings
@@ -93,6 +95,7 @@ class Deployment:
     #: the plan with steps this much slower than predicted (:func:`hetplan.sim.verify.error_check`).
     prefill_scale: float = 1.0
     decode_scale: float = 1.0
+    catalog: Catalog | None = None
 
     def slowed(self, prefill_scale: float, decode_scale: float) -> Deployment:
         """This deployment with every prefill step ``prefill_scale`` and every decode step ``decode_scale`` times
@@ -123,13 +126,13 @@ class Deployment:
     def gpu(self, name: str) -> GpuSpec:
         """The GPU entry for ``name``: the one the plan recorded (``resolved.gpus``), else the catalog's (for
         :func:`simple_deployment`, which builds from names)."""
-        return self.gpu_specs.get(name) or find_gpu(name)
+        return self.gpu_specs.get(name) or (self.catalog or Catalog.shipped()).find_gpu(name)
 
     def model(self, gpu: str, tp: int) -> InstanceModel:
         """The (cached) performance model of ``gpu`` at TP ``tp``."""
         key = (gpu, tp)
         if key not in self.models:
-            self.models[key] = InstanceModel(self.arch, self.gpu(gpu), tp, 1, self.settings)
+            self.models[key] = InstanceModel(self.arch, self.gpu(gpu), tp, 1, self.settings, self.catalog)
         return self.models[key]
 
     def kv_transfer_coeffs(self, group: Group) -> tuple[float, float]:
@@ -167,9 +170,10 @@ def _check_plan_layout(plan: Plan) -> None:
                              fix=f"fix instances[{ti}].tp in the plan")  # fmt: skip
 
 
-def deployment_from_plan(plan: Plan) -> Deployment:
+def deployment_from_plan(plan: Plan, catalog: Catalog | None = None) -> Deployment:
     """Rebuild every instance of a plan (combos or aggregated instances) from the model and GPU entries it
-    records (no catalog look-up: a profiled GPU or a ``config.json`` model replays as it was planned).
+    records (no catalog look-up: a profiled GPU or a ``config.json`` model replays as it was planned), their
+    step times from ``catalog``'s fitted engine curves (None: the shipped catalogs).
 
     Decode instances run at most the plan's ``decode_batch`` sequences (what ``hetplan emit`` passes as
     ``--max-num-seqs``); prefill and aggregated instances use ``perf_settings.max_num_seqs``. Every instance uses
@@ -188,7 +192,8 @@ def deployment_from_plan(plan: Plan) -> Deployment:
     arch = ModelArch(plan.model.spec, plan.weight_dtype, plan.kv_dtype)
     instances: list[InstanceSpec] = []
     groups: list[Group] = []
-    dep = Deployment(arch, settings, instances, groups, plan.aggregated, plan.slo.ttft_s, plan.slo.tpot_s)
+    dep = Deployment(arch, settings, instances, groups, plan.aggregated, plan.slo.ttft_s, plan.slo.tpot_s,
+                     catalog=catalog)  # fmt: skip
     dep.gpu_specs.update({name: plan.gpu(name) for name in plan.used_gpu_names()})
 
     def add(name: str, role: str, gpu: str, tp: int, seqs: int, group: int) -> int:
@@ -250,8 +255,10 @@ def simple_deployment(
     settings: PerfSettings | None = None,
     ttft_slo_s: float = 2.0,
     tpot_slo_s: float = 0.1,
+    catalog: Catalog | None = None,
 ) -> Deployment:
-    """One routing group: ``count`` aggregated instances, or ``count`` prefill → ``count`` decode instances.
+    """One routing group: ``count`` aggregated instances, or ``count`` prefill → ``count`` decode instances, the
+    model and GPUs looked up in ``catalog`` (None: the shipped catalogs).
 
     For tests, benchmarks and what-if runs without a plan file.
 
@@ -259,11 +266,12 @@ def simple_deployment(
         InputError: unknown model or GPU. OutOfMemoryError: the model does not fit.
     """
     st = settings or PerfSettings()
-    arch = ModelArch(find_model(model))
-    dep = Deployment(arch, st, [], [], not disaggregated, ttft_slo_s, tpot_slo_s)
+    cat = catalog or Catalog.shipped()
+    arch = ModelArch(cat.find_model(model))
+    dep = Deployment(arch, st, [], [], not disaggregated, ttft_slo_s, tpot_slo_s, catalog=cat)
 
     def add(role: str, name: str, t: int) -> int:
-        spec = find_gpu(name)
+        spec = cat.find_gpu(name)
         dep.model(spec.name, t).require_fit()
         net = network_bytes_per_s(spec, t, st)
         dep.instances.append(

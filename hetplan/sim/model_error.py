@@ -7,6 +7,8 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hetplan.plan.blocks import AtConfidence, ModelError
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
@@ -15,14 +17,20 @@ from hetplan.sim.replay import Outcome, Replayer, fit_context, plan_arrivals
 from hetplan.units import rnd
 from hetplan.workload.model import Workload
 
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
+
 #: Largest step slowdown the error margin searches (3: steps 4x the model's prediction).
 MARGIN_MAX = 3.0
 #: Bisection steps of the error margin after its bracket (doubling from 0.05).
 MARGIN_BISECT = 3
 
 
-def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) -> ModelError | None:
-    """The verdict's third part: the plan against the performance model's own measured error.
+def error_check(
+    plan: Plan, workload: Workload, policy: str, confidence: str, catalog: Catalog | None = None
+) -> ModelError | None:
+    """The verdict's third part: the plan against the performance model's own measured error (the curves and error
+    bands of ``catalog``; None: the shipped catalogs).
 
     Replays ``workload`` at the goodput target (as :func:`verify_plan`'s main run) with every prefill and decode
     step slower than the model predicts: (1) by the model's step slowdown at ``confidence`` for the plan's engine
@@ -45,13 +53,14 @@ def error_check(plan: Plan, workload: Workload, policy: str, confidence: str) ->
         layouts.setdefault(c.decode_gpu, set()).add((c.decode_tp, plan.weight_dtype))
     for t in plan.instances:
         layouts.setdefault(t.gpu, set()).add((t.tp, plan.weight_dtype))
-    band = error_band(plan.engine, gpus, confidence, plan.settings.corrections, plan.model.spec.name, layouts)
+    band = error_band(plan.engine, gpus, confidence, plan.settings.corrections, plan.model.spec.name, layouts,
+                      catalog)  # fmt: skip
     if band is None:
         return None
-    window = deployment_from_plan(plan).arch.spec.max_position_embeddings
+    window = deployment_from_plan(plan, catalog).arch.spec.max_position_embeddings
     fitted, _ = fit_context(workload, window)
     stream, own, _, _ = plan_arrivals(plan, fitted)
-    base = Replayer(plan, stream, policy, OutputPredictor(fitted.prompt_tokens, fitted.output_tokens))
+    base = Replayer(plan, stream, policy, OutputPredictor(fitted.prompt_tokens, fitted.output_tokens), catalog)
     scale = plan.goodput_target_req_per_s / own
 
     def run(prefill: float, decode: float) -> Outcome:  # the run as predicted needs no slowed copy

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from hetplan.sim.run import SimRequest, plan_classes, prepare_run, run_measured
 from hetplan.units import rnd
 from hetplan.workload.context import apply_context_window
 from hetplan.workload.model import RequestStream, Workload, make_stream, stream_from_workload
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 VERIFY_SEED = 0  # Poisson arrivals for --verify on a workload without timestamps
 
@@ -89,16 +92,18 @@ class Outcome:
         return doc
 
 
-def verify(plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: float = 1.0) -> dict[str, Any]:
+def verify(
+    plan: Plan, stream: RequestStream, policy: str = "fcfs", rate_scale: float = 1.0, catalog: Catalog | None = None
+) -> dict[str, Any]:
     """Simulate a freshly planned deployment on its own workload (arrivals times ``rate_scale``) and list SLO
-    misses.
+    misses (step times from ``catalog``'s fitted curves; None: the shipped catalogs).
 
     Returns:
         :meth:`Outcome.to_doc`: ``{"metrics": ..., "ttft_q_s", "tpot_q_s", "misses": [text, ...]}`` where q is the
         plan's SLO percentile; a miss is a q-percentile TTFT/TPOT above its SLO (unfinished and dropped requests
         count as infinite) or a joint attainment below q.
     """
-    req = SimRequest(plan, stream, policy=policy, rate_scale=rate_scale, config=verify_config(stream))
+    req = SimRequest(plan, stream, policy=policy, rate_scale=rate_scale, config=verify_config(stream), catalog=catalog)
     dep, scaled = prepare_run(req)
     m, _, res = run_measured(req, dep, scaled)
     return judge(plan, scaled, m, res).to_doc()
@@ -226,13 +231,20 @@ def fit_context(workload: Workload, window: int) -> tuple[Workload, Any]:
 
 class Replayer:
     """Replays one stream through one plan at any rate scale, building the deployment once; ``predictor``: the
-    output predictor learnt from the sizing data (None: from ``stream``)."""
+    output predictor learnt from the sizing data (None: from ``stream``); ``catalog``: whose fitted curves time the
+    steps (None: the shipped catalogs)."""
 
     def __init__(
-        self, plan: Plan, stream: RequestStream, policy: str, predictor: OutputPredictor | None = None
+        self,
+        plan: Plan,
+        stream: RequestStream,
+        policy: str,
+        predictor: OutputPredictor | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         self.plan, self.policy = plan, policy
-        self.req = SimRequest(plan, stream, policy=policy, predictor=predictor, config=verify_config(stream))
+        self.req = SimRequest(plan, stream, policy=policy, predictor=predictor, config=verify_config(stream),
+                              catalog=catalog)  # fmt: skip
         self.dep, self.stream = prepare_run(self.req)
         self.own = stream.n / stream.duration_s if stream.n > 1 else 1.0
         self.cache: dict[float, Outcome] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -30,6 +30,9 @@ from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.result import Capacity, CapacityRun, CascadeRunSettings, HostKvRun, RunMetrics, Simulation
 from hetplan.units import rnd
 from hetplan.workload.model import ClassSlo, RequestStream
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class SimRequest:
             data; None: from ``stream``'s own length distribution (in-sample, :func:`default_predictor`).
         predictor_source: what ``predictor`` was learnt from, in words, for the run's document
             (``output_predictor``; None: the in-sample default's own wording).
+            data; None: from ``stream``'s own length distribution.
+        catalog: whose fitted engine curves time the steps (:func:`hetplan.sim.deployment.deployment_from_plan`);
+            None: the shipped catalogs.
     """
 
     plan: Plan
@@ -58,6 +64,7 @@ class SimRequest:
     window_s: float = 60.0
     predictor: OutputPredictor | None = None
     predictor_source: str | None = None
+    catalog: Catalog | None = None
 
 
 class _CascadeClass(BaseModel):
@@ -164,7 +171,7 @@ def prepare_run(req: SimRequest) -> tuple[Deployment, RequestStream]:
     Raises:
         InputError: a plan the simulator cannot rebuild, a malformed ``cascade`` block or a window <= 0.
     """
-    dep = deployment_from_plan(req.plan)
+    dep = deployment_from_plan(req.plan, req.catalog)
     slos = dict(req.class_slos or {})
     for name, ttft_s, tpot_s in plan_classes(req.plan):  # the scenario's request classes, each with its SLOs
         if name in req.stream.class_names and name not in slos:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetplan.budget import SIM_FIX, events_left, refuse
 from hetplan.errors import InputError
@@ -42,6 +42,9 @@ from hetplan.units import format_duration, rnd
 from hetplan.workload.context import context_note
 from hetplan.workload.model import RequestStream, Workload
 
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
+
 
 def out_of_sample_runs(
     plan: Plan,
@@ -50,10 +53,12 @@ def out_of_sample_runs(
     predictor: OutputPredictor | None = None,
     capacity: bool = False,
     bisect: int = CAPACITY_BISECT,
+    catalog: Catalog | None = None,
 ) -> list[HeldOutRun]:
     """Replay each labelled workload the plan was not sized on at the plan's goodput target (its arrivals
     compressed or stretched to the target's mean rate; Poisson arrivals from seed 1 where it has no timestamps),
-    with ``predictor``, the output predictor learnt from the sizing workload (None: from each replayed stream).
+    with ``predictor``, the output predictor learnt from the sizing workload (None: from each replayed stream),
+    step times from ``catalog``'s fitted curves (None: the shipped catalogs).
 
     Returns:
         One record per workload: ``label``, ``trace``, ``requests``, ``arrivals``, ``rate_req_per_s``,
@@ -64,7 +69,7 @@ def out_of_sample_runs(
         capacity found so far is not searched (its capacity is at least that; the record says
         ``capacity_at_least_req_per_s`` instead).
     """
-    window = deployment_from_plan(plan).arch.spec.max_position_embeddings
+    window = deployment_from_plan(plan, catalog).arch.spec.max_position_embeddings
     target = plan.goodput_target_req_per_s
     q = plan.slo.percentile / 100
     out = []
@@ -74,7 +79,7 @@ def out_of_sample_runs(
         if ctx.n_refused == workload.n_requests:
             continue
         stream, own, kind, _ = plan_arrivals(plan, fitted, seed=VERIFY_SEED + 1)
-        runner = Replayer(plan, stream, policy, predictor)
+        runner = Replayer(plan, stream, policy, predictor, catalog)
         run = runner.run(label, target / own)
         found: dict[str, float | None] = {}
         if capacity and run.misses:  # how far it is from holding there: what a re-size must add
@@ -110,8 +115,10 @@ def verify_plan(
     policy: str = "fcfs",
     capacity: bool = True,
     out_of_sample: Sequence[tuple[str, Workload]] = (),
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
-    """``hetplan plan``'s simulated check: replay the plan's workload through it and give the verdict.
+    """``hetplan plan``'s simulated check: replay the plan's workload through it and give the verdict (step times
+    from ``catalog``'s fitted curves; None: the shipped catalogs).
 
     Runs: at the plan's goodput target (the trace's arrival pattern compressed or stretched to it: rate scale =
     target ÷ the trace's own rate) and, for a trace, at its own rate too. A workload without timestamps (a
@@ -132,7 +139,8 @@ def verify_plan(
     Raises:
         InputError: unknown policy, a plan the simulator cannot rebuild, or every prompt over the context window.
     """
-    return PlanCheck(plan, workload, policy, out_of_sample).verdict("full" if capacity else "none").to_doc()
+    check = PlanCheck(plan, workload, policy, out_of_sample, catalog)
+    return check.verdict("full" if capacity else "none").to_doc()
 
 
 #: What :meth:`PlanCheck.verdict` measures of the simulated capacity, from least to most: none; only what a
@@ -144,21 +152,26 @@ CAPACITY_MODES = ("none", "steer", "full")
 class PlanCheck:
     """One plan's simulated check on one workload (:func:`verify_plan`), built once and asked as often as needed:
     every run is simulated once (:class:`Replayer`'s cache), so asking for the capacity after the verdict reuses
-    the runs at the target.
+    the runs at the target. ``catalog``: whose fitted curves time the steps (None: the shipped catalogs).
 
     Raises:
         InputError: as :func:`verify_plan`.
     """
 
     def __init__(
-        self, plan: Plan, workload: Workload, policy: str = "fcfs", out_of_sample: Sequence[tuple[str, Workload]] = ()
+        self,
+        plan: Plan,
+        workload: Workload,
+        policy: str = "fcfs",
+        out_of_sample: Sequence[tuple[str, Workload]] = (),
+        catalog: Catalog | None = None,
     ) -> None:
         get_scheduler(policy)
         target = plan.goodput_target_req_per_s
         # requests whose prompt is longer than the context window are refused by any deployment: the planner leaves
         # them out of its length distribution (hetplan.workload.context), so the check leaves them out too instead
         # of counting them as misses; outputs cut at the window are served cut (the simulator applies the same rule)
-        window = deployment_from_plan(plan).arch.spec.max_position_embeddings
+        window = deployment_from_plan(plan, catalog).arch.spec.max_position_embeddings
         workload, ctx = fit_context(workload, window)
         if ctx.n_refused == workload.n_requests:
             raise InputError(
@@ -168,11 +181,12 @@ class PlanCheck:
         stream, own, kind, is_trace = plan_arrivals(plan, workload)
         self.cascade = None
         if policy.lower().strip() == "cascade":  # CASCADE is verified with its settings calibrated on this workload
-            self.cascade = calibrate_for_plan(plan, stream, target / own)
+            self.cascade = calibrate_for_plan(plan, stream, target / own, catalog)
             plan = replace(plan, cascade=self.cascade)
         # what policies may know of output lengths: the distribution of the workload the plan was sized on
         self.predictor = OutputPredictor(workload.prompt_tokens, workload.output_tokens)
-        self.runner = Replayer(plan, stream, policy, self.predictor)
+        self.runner = Replayer(plan, stream, policy, self.predictor, catalog)
+        self.catalog = catalog
         self.plan, self.workload, self.policy, self.ctx, self.window = plan, workload, policy, ctx, window
         self.stream, self.own, self.kind = stream, own, kind
         self.out_of_sample = list(out_of_sample)
@@ -223,7 +237,8 @@ class PlanCheck:
         if in_sample:
             if self._held is None or (measure and not self._held_capacity and any(r.misses for r in self._held)):
                 self._held = out_of_sample_runs(plan, self.out_of_sample, self.policy, self.predictor, measure,
-                                                CAPACITY_BISECT if capacity == "full" else STEER_BISECT)  # fmt: skip
+                                                CAPACITY_BISECT if capacity == "full" else STEER_BISECT,
+                                                self.catalog)  # fmt: skip
                 self._held_capacity = measure
             no_cap = ("simulated_capacity_req_per_s", "capacity_at_least_req_per_s")
             held = self._held if measure else [r.without(*no_cap) for r in self._held]
@@ -320,12 +335,15 @@ def _check_budget(n: int, runs: int, disaggregated: bool) -> None:
                      "simulator events", SIM_FIX, True)  # fmt: skip
 
 
-def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> dict[str, Any]:
+def calibrate_for_plan(
+    plan: Plan, stream: RequestStream, rate_scale: float, catalog: Catalog | None = None
+) -> dict[str, Any]:
     """CASCADE's ``cascade`` block for ``plan`` fitted on ``stream`` at ``rate_scale`` (κ per class, q₂ by
-    goodput × Jain; :func:`hetplan.sim.calibrate.calibrate_deployment`), as ``hetplan calibrate`` writes it."""
+    goodput × Jain; :func:`hetplan.sim.calibrate.calibrate_deployment`), as ``hetplan calibrate`` writes it
+    (``catalog``: as :func:`verify_plan`)."""
     from hetplan.sim.calibrate import calibrate_deployment
 
-    req = SimRequest(plan, stream, policy="cascade", config=verify_config(stream))
+    req = SimRequest(plan, stream, policy="cascade", config=verify_config(stream), catalog=catalog)
     dep, scaled = prepare_run(replace(req, rate_scale=rate_scale))
     return calibrate_deployment(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale)
 

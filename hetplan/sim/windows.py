@@ -43,7 +43,7 @@ from __future__ import annotations
 import time
 from array import array
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,6 +59,9 @@ from hetplan.sim.router import Router
 from hetplan.sim.run import SimRequest, default_predictor, host_kv_run, plan_cascade, prepare_run
 from hetplan.units import rnd
 from hetplan.workload.model import RequestStream
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 MAX_WINDOWS = 1024
 RouterState = tuple[dict[int, list[float]], object]
@@ -176,13 +179,14 @@ def router_states(dep: Deployment, stream: RequestStream, config: SimConfig, at:
 
 def run_window(
     plan: Plan, stream: RequestStream, window: Window, policy: str, cascade: CascadeSettings, config: SimConfig,
-    router_state: RouterState | None = None, predictor: OutputPredictor | None = None,
+    router_state: RouterState | None = None, predictor: OutputPredictor | None = None, catalog: Catalog | None = None,
 ) -> WindowResult:  # fmt: skip
     """Simulate ``stream`` (the window's requests, warm-up first, SLOs set) from ``router_state`` and keep what
     ``window`` owns; ``predictor``: the whole run's output predictor (:func:`simulate_windowed` passes the sizing
-    data's, else the whole stream's: :func:`hetplan.sim.run.default_predictor`; None here: the window's own)."""
+    data's, else the whole stream's: :func:`hetplan.sim.run.default_predictor`; None here: the window's own);
+    ``catalog``: whose fitted curves time the steps (None: the shipped catalogs)."""
     start = time.perf_counter()
-    dep = deployment_from_plan(plan)
+    dep = deployment_from_plan(plan, catalog)
     sim = _TimedSimulator(dep, stream, get_scheduler(policy, cascade), config, predictor=predictor)
     if router_state is not None:
         sim.router.restore(router_state)
@@ -253,8 +257,8 @@ def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: 
         states = list(router_states(dep, stream, req.config, [w.run_from for w in wins]))
     # one long run's predictor in every window: the sizing data's (req.predictor), else the whole stream's
     predictor, learnt_from = default_predictor(req, stream)
-    tasks = [(req.plan, _slice(stream, w.run_from, w.own_to), w, req.policy, cascade, req.config, st, predictor)
-             for w, st in zip(wins, states, strict=True)]  # fmt: skip
+    tasks = [(req.plan, _slice(stream, w.run_from, w.own_to), w, req.policy, cascade, req.config, st, predictor,
+              req.catalog) for w, st in zip(wins, states, strict=True)]  # fmt: skip
     ex.run(run_window, tasks, lambda i, r: results.__setitem__(i, r),
            lambda i, exc: failures.append(f"window {i}: {type(exc).__name__}: {exc}"))  # fmt: skip
     if failures:

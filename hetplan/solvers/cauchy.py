@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from hetplan.solvers.cauchy_infeasible import inventory_infeasible
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.solvers.milp_covering import solve_covering
 from hetplan.solvers.packing import CrossSiteNeed, Purchased, solve_purchase
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ class PlanRequest:
             prefill capacities judge each class on its own TTFT over its own requests (``stats.class_labels``,
             :func:`hetplan.perf.capacity.class_prefill_capacities`); decode is held to the tightest TPOT, since
             every class's requests share each decode step.
+        catalog: the catalog the request's names were resolved in (profiled GPUs included), whose fitted engine
+            curves its instances use (:class:`hetplan.perf.latency.InstanceModel`); None: the shipped catalogs.
     """
 
     arch: ModelArch
@@ -110,6 +115,7 @@ class PlanRequest:
     wan: WanLink | None = None
     prefix_reuse: dict[str, Any] | None = None
     class_slos: tuple[tuple[str, float, float], ...] = ()
+    catalog: Catalog | None = None
 
     @property
     def demand_req_per_s(self) -> float:

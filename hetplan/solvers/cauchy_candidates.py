@@ -48,7 +48,11 @@ def _instance_options(req: PlanRequest) -> tuple[list[InstanceOption], list[str]
     dep = deployment_of(req)
     for gpu in req.gpus:
         for tp in req.tp_options:
-            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings) if req.arch.attention_heads % tp == 0 else None
+            inst = (
+                InstanceModel(req.arch, gpu, tp, 1, req.settings, req.catalog)
+                if req.arch.attention_heads % tp == 0
+                else None
+            )
             found = instance_findings(option_shape(req, gpu, tp, "instance", inst), dep)
             if found or inst is None:
                 skipped.extend(f"{f.what} ({f.why})" for f in found)
@@ -211,7 +215,7 @@ def cross_site_combos(
     models: dict[tuple[str, int], InstanceModel] = {}
     for p, _ in pairs:
         if p.key not in models:
-            models[p.key] = InstanceModel(req.arch, p.gpu, p.tp, 1, settings)
+            models[p.key] = InstanceModel(req.arch, p.gpu, p.tp, 1, settings, req.catalog)
     links = [min(p.network_bytes_per_s, d.network_bytes_per_s, wan.bytes_per_s) for p, d in pairs]
     wanted: dict[tuple[str, int, float], tuple[InstanceModel, float]] = {}
     for (p, _), link in zip(pairs, links, strict=True):

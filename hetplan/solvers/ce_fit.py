@@ -139,7 +139,7 @@ def gpu_features(req: PlanRequest) -> dict[str, GpuFeatures]:
     """Features of every GPU type of ``req`` (one GPU, TP 1, the request's dtypes and settings)."""
     out = {}
     for gpu in req.gpus:
-        inst = InstanceModel(req.arch, gpu, 1, 1, req.settings)
+        inst = InstanceModel(req.arch, gpu, 1, 1, req.settings, req.catalog)
         out[gpu.name] = GpuFeatures(
             gpu.name,
             inst.peak_flops * inst.eff.prefill_mfu / 1e12,

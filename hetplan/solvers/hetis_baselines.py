@@ -71,7 +71,9 @@ def _tp_for(arch: ModelArch, devices: list[Device], settings: HetisSettings) -> 
     for tp in TP_OPTIONS:
         if tp <= len(devices) and arch.attention_heads % tp == 0:
             groups = [devices[i : i + tp] for i in range(0, len(devices) - tp + 1, tp)]
-            if all(instance(arch, group_gpu([d.gpu for d in g]), tp, settings.perf).fits for g in groups):
+            if all(
+                instance(arch, group_gpu([d.gpu for d in g]), tp, settings.perf, settings.catalog).fits for g in groups
+            ):
                 return tp
     return None
 
@@ -103,7 +105,7 @@ def splitwise(
     decode: dict[str, tuple[float, int, float, float]] = {}
     for kind, insts in by_kind.items():
         tp = len(insts[0])
-        m = instance(arch, spec_of[kind], tp, perf)
+        m = instance(arch, spec_of[kind], tp, perf, settings.catalog)
         lat = np.asarray(m.prefill_latency_s(work.prompt_tokens), dtype=float)
         kv_s = (
             work.prompt_tokens * arch.kv_bytes_per_token / pool.inter_node.bytes_per_s + perf.kv_transfer_base_latency_s

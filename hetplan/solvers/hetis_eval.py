@@ -121,9 +121,11 @@ def _dense_parts(
     arch: ModelArch, pool: Pool, replica: tuple[Stage, ...], batch: float, settings: HetisSettings
 ) -> tuple[list[float], float]:
     perf = settings.perf
-    stages = [dense_stage_s(arch, st.gpu, st.tp, st.layers / arch.layers, batch, perf) for st in replica]
+    stages = [
+        dense_stage_s(arch, st.gpu, st.tp, st.layers / arch.layers, batch, perf, settings.catalog) for st in replica
+    ]
     link = min((pool.link(a.devices[0], b.devices[0]).bytes_per_s for a, b in pairwise(replica)), default=1.0)
-    fixed = max(overhead_s(arch, st.gpu, st.tp, perf) for st in replica) + handoff_s(
+    fixed = max(overhead_s(arch, st.gpu, st.tp, perf, settings.catalog) for st in replica) + handoff_s(
         arch, len(replica), batch, link, perf
     )
     return stages, fixed
@@ -135,11 +137,12 @@ def _prefill_bottleneck(
     """(mean bottleneck-stage prefill time per request, q-quantile idle TTFT without the decode step), s."""
     perf = settings.perf
     per_stage = [
-        prefill_stage_s(arch, st.gpu, st.tp, st.layers / arch.layers, work.prompt_tokens, perf) for st in replica
+        prefill_stage_s(arch, st.gpu, st.tp, st.layers / arch.layers, work.prompt_tokens, perf, settings.catalog)
+        for st in replica
     ]
     bottleneck = max(float(p.mean()) for p in per_stage)
     link = min((pool.link(a.devices[0], b.devices[0]).bytes_per_s for a, b in pairwise(replica)), default=1.0)
-    total = np.sum(per_stage, axis=0) + max(overhead_s(arch, st.gpu, st.tp, perf) for st in replica)
+    total = np.sum(per_stage, axis=0) + max(overhead_s(arch, st.gpu, st.tp, perf, settings.catalog) for st in replica)
     if len(replica) > 1:
         hops = len(replica) - 1
         total = total + hops * (perf.pp_link_latency_s + work.prompt_tokens * arch.d_model * ACT_BYTES / link)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from hetplan.perf.latency import InstanceModel, compute_dtype
 from hetplan.perf.settings import PerfSettings
 from hetplan.pool import Device
 from hetplan.units import GIB, TERA
+
+if TYPE_CHECKING:
+    from hetplan.catalog.context import Catalog
 
 ACT_BYTES = 2.0  # queries and attention outputs travel as 16-bit activations
 
@@ -66,6 +70,9 @@ class HetisSettings:
     full_eval_top_n: int = 4
     max_pp: int = 4
     perf: PerfSettings = field(default_factory=PerfSettings)
+    catalog: Catalog | None = field(default=None, compare=False)
+    """The catalog whose fitted engine curves price the instances (None: the shipped catalogs); not written into
+    the plan's ``settings``."""
 
 
 # The length statistics Hetis needs (prompt/output samples, SLO quantile, mean output, decode context) are the
@@ -90,29 +97,37 @@ def attention_tflops(gpu: GpuSpec) -> float:
 
 
 @lru_cache(maxsize=4096)
-def instance(arch: ModelArch, gpu: GpuSpec, tp: int, perf: PerfSettings) -> InstanceModel:
-    """The (cached) InstanceModel of the whole model on ``tp`` GPUs of ``gpu``."""
-    return InstanceModel(arch, gpu, tp, 1, perf)
+def instance(
+    arch: ModelArch, gpu: GpuSpec, tp: int, perf: PerfSettings, catalog: Catalog | None = None
+) -> InstanceModel:
+    """The (cached) InstanceModel of the whole model on ``tp`` GPUs of ``gpu``, with ``catalog``'s fitted curves
+    (None: the shipped catalogs)."""
+    return InstanceModel(arch, gpu, tp, 1, perf, catalog)
 
 
-def dense_stage_s(arch: ModelArch, gpu: GpuSpec, tp: int, fraction: float, batch: float, perf: PerfSettings) -> float:
-    """Decode dense time (no attention, no fixed overhead) of a stage holding ``fraction`` of the layers, s."""
-    m = instance(arch, gpu, tp, perf)
+def dense_stage_s(
+    arch: ModelArch, gpu: GpuSpec, tp: int, fraction: float, batch: float, perf: PerfSettings,
+    catalog: Catalog | None = None,
+) -> float:  # fmt: skip
+    """Decode dense time (no attention, no fixed overhead) of a stage holding ``fraction`` of the layers, s
+    (``catalog``: as :func:`instance`)."""
+    m = instance(arch, gpu, tp, perf, catalog)
     return fraction * float(m.decode_step_latency_s(batch, 0.0) - m.overhead_s)
 
 
 def prefill_stage_s(
-    arch: ModelArch, gpu: GpuSpec, tp: int, fraction: float, prompt: np.ndarray, perf: PerfSettings
-) -> np.ndarray:
+    arch: ModelArch, gpu: GpuSpec, tp: int, fraction: float, prompt: np.ndarray, perf: PerfSettings,
+    catalog: Catalog | None = None,
+) -> np.ndarray:  # fmt: skip
     """Prefill time per prompt of a stage holding ``fraction`` of the layers (no fixed overhead), s; shape of
-    ``prompt``."""
-    m = instance(arch, gpu, tp, perf)
+    ``prompt`` (``catalog``: as :func:`instance`)."""
+    m = instance(arch, gpu, tp, perf, catalog)
     return fraction * (np.asarray(m.prefill_latency_s(prompt), dtype=float) - m.overhead_s)
 
 
-def overhead_s(arch: ModelArch, gpu: GpuSpec, tp: int, perf: PerfSettings) -> float:
-    """Fixed framework time per iteration of a TP group, s."""
-    return instance(arch, gpu, tp, perf).overhead_s
+def overhead_s(arch: ModelArch, gpu: GpuSpec, tp: int, perf: PerfSettings, catalog: Catalog | None = None) -> float:
+    """Fixed framework time per iteration of a TP group, s (``catalog``: as :func:`instance`)."""
+    return instance(arch, gpu, tp, perf, catalog).overhead_s
 
 
 def handoff_s(arch: ModelArch, stages: int, tokens: float, link_bytes_per_s: float, perf: PerfSettings) -> float:

@@ -159,7 +159,11 @@ def instance_types(req: PlanRequest, buckets: list[Bucket]) -> list[InstanceType
     for gpu in req.gpus:
         price: GpuPrice = req.prices[gpu.name]
         for tp in req.tp_options:
-            inst = InstanceModel(req.arch, gpu, tp, 1, req.settings) if req.arch.attention_heads % tp == 0 else None
+            inst = (
+                InstanceModel(req.arch, gpu, tp, 1, req.settings, req.catalog)
+                if req.arch.attention_heads % tp == 0
+                else None
+            )
             # the deployment rules' instance checks (hetplan.deploy_rules), as for Cauchy's instance options
             if inst is None or instance_findings(option_shape(req, gpu, tp, "aggregated", inst), dep):
                 continue

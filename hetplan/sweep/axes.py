@@ -47,8 +47,8 @@ from hetplan.errors import InputError
 
 
 @dataclass
-class PlanOptions:
-    """The plan options a case sets besides its scenario fields: the plan's ``strategy`` and ``engine`` and the
+class CaseOptions:
+    """The options a sweep case sets besides its scenario fields: the plan's ``strategy`` and ``engine`` and the
     simulated check's ``policy`` (lower case; set by the grid's defaults, then by the axes)."""
 
     strategy: str
@@ -214,7 +214,7 @@ def _path(value: Any, axis: str, folder: Path) -> str:
     return str(path if path.is_absolute() else (folder / path).resolve())
 
 
-def apply(name: str, value: Any, doc: dict[str, Any], options: PlanOptions, folder: Path) -> None:
+def apply(name: str, value: Any, doc: dict[str, Any], options: CaseOptions, folder: Path) -> None:
     """Write axis ``name``'s ``value`` into the scenario fields ``doc`` or the plan ``options`` (``strategy``,
     ``engine``, ``policy``); paths are made absolute against the grid's ``folder``.
 
@@ -266,7 +266,7 @@ __all__ = [
     "AXES",
     "ENGINES",
     "NOT_PLANNER_FEATURES",
-    "PlanOptions",
+    "CaseOptions",
     "QUESTION_AXES",
     "SERVED_AXES",
     "Axis",

@@ -108,27 +108,28 @@ def _materialise(name: str, data: bytes) -> str:
 _CATALOGS: dict[str, Catalog] = {}  # a worker's catalogs by folder, so its cases share the loaded files
 
 
-def use_catalog(catalog: dict[str, bytes] | None, sha: str | None, folder: str | None = None) -> Catalog | None:
+def use_catalog(catalog: dict[str, bytes] | None, sha: str | None, folder: str | None = None) -> Catalog:
     """The :class:`~hetplan.catalog.context.Catalog` a case is planned with: the driver's catalog files ``catalog``
-    (Ray; relative names, ``perf/<engine>.yaml`` included), written to a cached copy when this worker's catalog
-    differs from ``sha``, or the driver's ``folder`` (local workers); None when it is the one this worker already
-    uses. The case passes it to :mod:`hetplan.api` (``catalog=``); no environment variable is set and nothing
+    (Ray; relative names, ``perf/<engine>.yaml`` included), written to a cached copy unless this worker's shipped
+    catalog has the hash ``sha``, or the driver's ``folder`` (local workers); the shipped catalogs when neither is
+    given. The case passes it to :mod:`hetplan.api` (``catalog=``); no environment variable is set and nothing
     process-wide is changed.
 
     Raises:
         CatalogError: the folder is not a catalog folder (a driver's folder removed while the sweep ran).
     """
-    from hetplan.catalog.context import Catalog, in_use
+    from hetplan.catalog.context import Catalog
 
+    shipped = Catalog.shipped()
     if catalog and sha is not None:
-        if in_use().sha256 == sha:
-            return None
+        if shipped.sha256 == sha:
+            return shipped
         target = _cache_dir() / f"catalog-{sha}"
         for name, data in catalog.items():
             _write_once(target / name, data)
         folder = str(target)
-    if folder is None or Path(folder) == in_use().folder:
-        return None
+    if folder is None or Path(folder) == shipped.folder:
+        return shipped
     if folder not in _CATALOGS:
         _CATALOGS[folder] = Catalog.from_folder(Path(folder), "the sweep driver's catalog folder")
     return _CATALOGS[folder]

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hetplan import __version__
-from hetplan.catalog.loader import catalog_sha256, format_validation, read_yaml_mapping
+from hetplan.catalog.context import Catalog
+from hetplan.catalog.loader import format_validation, read_yaml_mapping
 from hetplan.errors import InputError
 from hetplan.planning.dtypes import AUTOS
 from hetplan.sweep.axes import (
@@ -49,7 +50,7 @@ from hetplan.sweep.axes import (
     ENGINES,
     QUESTION_AXES,
     SERVED_AXES,
-    PlanOptions,
+    CaseOptions,
     apply,
     axis_values,
     check_axis_name,
@@ -157,7 +158,7 @@ def _hashed(scenario: Scenario, files: dict[str, str], shas: dict[str, str]) -> 
     return scenario.model_copy(update=update).model_dump(by_alias=True, exclude_none=True)
 
 
-def _check_options(options: PlanOptions, source: Callable[[str], str]) -> None:
+def _check_options(options: CaseOptions, source: Callable[[str], str]) -> None:
     """Refuse an unknown strategy, engine or policy; ``source(option)`` names the axis or grid key it came from."""
     from hetplan.plan.types import STRATEGIES
     from hetplan.sim.policies import ALIASES, POLICIES
@@ -220,8 +221,10 @@ def load_grid(path: str | Path) -> GridFile:
         ) from None
 
 
-def expand(path: str | Path) -> Grid:
-    """Read the grid at ``path`` and expand it into validated cases (see the module docstring).
+def expand(path: str | Path, catalog: Catalog | None = None) -> Grid:
+    """Read the grid at ``path`` and expand it into validated cases (see the module docstring), their clouds and
+    regions checked against ``catalog``'s prices and its hash in every case's inputs hash (None: the shipped
+    catalogs).
 
     Raises:
         InputError: see the module docstring; every message names the axis or field.
@@ -263,7 +266,8 @@ def expand(path: str | Path) -> Grid:
     if n > MAX_CASES:
         raise InputError(f"the grid expands to {n:,} cases", f"at most {MAX_CASES:,}", "split it into smaller grids")
     width = max(3, len(str(n - 1)))
-    catalog = catalog_sha256()
+    cat = catalog or Catalog.shipped()
+    catalog_sha = cat.sha256
     bases: dict[str, tuple[dict[str, Any], str]] = {}
     shas: dict[str, str] = {}
     cases = []
@@ -274,7 +278,7 @@ def expand(path: str | Path) -> Grid:
         for name, value in fixed.items():
             values.append((name, axis_values(name, [value])[0][0], value))
         values.sort(key=lambda x: used.index(x[0]))
-        cases.append(_case(index, width, values, grid, folder, bases, shas, catalog))
+        cases.append(_case(index, width, values, grid, folder, bases, shas, catalog_sha, cat))
     group_by = tuple(grid.group_by) if grid.group_by is not None else tuple(a for a in used if a in QUESTION_AXES)
     pareto_by = tuple(grid.pareto_by) if grid.pareto_by is not None else tuple(a for a in used if a in SERVED_AXES)
     return Grid(grid.name, str(path), tuple(used), tuple(cases), group_by, pareto_by)
@@ -289,8 +293,9 @@ def _case(
     bases: dict[str, tuple[dict[str, Any], str]],
     shas: dict[str, str],
     catalog: str,
+    prices: Catalog,
 ) -> Case:
-    """Build and validate one case (see :func:`expand`)."""
+    """Build and validate one case (see :func:`expand`; ``catalog``: its hash, ``prices``: the catalog itself)."""
     from hetplan.catalog.pricing import check_cloud, check_region
     from hetplan.perf.arch import check_dtypes
     from hetplan.scenario import Scenario
@@ -306,7 +311,7 @@ def _case(
         raise InputError(f"axis 'scenarios': {base_value!r} is not a file path", fix="give scenario file paths")
     base_path = str((folder / base_value).resolve()) if not Path(base_value).is_absolute() else base_value
     doc, base_dir = _base_doc(base_path, bases, "axis 'scenarios'" if grid.base is None else "base")
-    options = PlanOptions(strategy=grid.strategy.lower(), engine="vllm", policy=grid.policy.lower())
+    options = CaseOptions(strategy=grid.strategy.lower(), engine="vllm", policy=grid.policy.lower())
     for name, _, value in values:
         if name != "scenarios":
             apply(name, value, doc, options, folder)
@@ -327,9 +332,9 @@ def _case(
             f"{blame(field)}: invalid value in {where}", format_validation(exc), "fix the value in the grid"
         ) from None
     checks: list[tuple[str, Callable[[], object]]] = [
-        ("cloud", lambda: check_cloud(scenario.cloud)),
+        ("cloud", lambda: check_cloud(prices, scenario.cloud)),
         # a price file's offers may name regions the catalog lacks: planning checks those
-        ("region", lambda: None if scenario.prices else check_region(scenario.region, scenario.cloud)),
+        ("region", lambda: None if scenario.prices else check_region(prices, scenario.region, scenario.cloud)),
         (
             "weight_dtype",
             lambda: check_dtypes("bf16" if scenario.weight_dtype in AUTOS else scenario.weight_dtype, "bf16"),

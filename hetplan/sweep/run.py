@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from hetplan.budget import check_cases
+from hetplan.catalog.context import Catalog
 from hetplan.errors import HetplanError, InputError, OutputError, OutputExistsError
 from hetplan.io import check_output, to_json, undo_new_files_on_write_error, write_atomic
 from hetplan.sweep.case import CaseOutcome, CaseTask, run_case
@@ -137,7 +138,8 @@ def _check_writable(out: Path) -> None:
 class SweepSettings:
     """How to run a sweep: output folder (None: ``sweep-<grid name>``), executor (``local`` or ``ray``),
     workers (None: the cores), Ray address (``local``, ``auto`` or a cluster address) and how Ray workers get
-    files (``ship`` or ``shared``), ``resume`` and ``force``."""
+    files (``ship`` or ``shared``), ``resume`` and ``force``; ``catalog``: what the cases are planned with (its
+    folder goes to local workers, its files to Ray workers; None: the shipped catalogs)."""
 
     out: Path | None = None
     executor: str = "local"
@@ -147,6 +149,7 @@ class SweepSettings:
     resume: bool = False
     force: bool = False
     solve: SolveSettings | None = None  # how the cases' MILPs run (hetplan.solvers.milp.SolveSettings)
+    catalog: Catalog | None = None
 
 
 #: ``progress(finished, total, row)``: called as each case finishes with its row as column -> value
@@ -197,13 +200,13 @@ def case_task(
                     case.analysis, case.verify, case.policy, files, catalog_sha, catalog_dir, solve=solve)  # fmt: skip
 
 
-def _catalog_payload() -> tuple[dict[str, bytes], str]:
-    from hetplan.catalog.loader import CATALOG_FILES, catalog_dir, catalog_sha256, perf_files
+def _catalog_payload(catalog: Catalog) -> tuple[dict[str, bytes], str]:
+    from hetplan.catalog.context import CATALOG_FILES
 
-    folder = catalog_dir()
+    folder = catalog.folder
     files = {n: (folder / n).read_bytes() for n in CATALOG_FILES if (folder / n).is_file()}
-    files |= {f"perf/{engine}.yaml": path.read_bytes() for engine, path in perf_files(folder).items()}
-    return files, catalog_sha256()
+    files |= {f"perf/{engine}.yaml": path.read_bytes() for engine, path in catalog.perf_files().items()}
+    return files, catalog.sha256
 
 
 def _timings(outcome: CaseOutcome) -> Timings:
@@ -236,7 +239,7 @@ def sweep(grid_path: str | Path, settings: SweepSettings, progress: Progress | N
         raise InputError(f"unknown --ray-files {settings.ray_files!r}", fix="pass ship or shared")
     if settings.ray_files != "ship" and settings.executor != "ray":
         raise InputError("--ray-files is for --executor ray", fix="add --executor ray, or drop --ray-files")
-    grid = expand(grid_path)
+    grid = expand(grid_path, settings.catalog)
     check_cases(len(grid.cases))
     out = settings.out if settings.out is not None else Path(f"sweep-{grid.name}")
     _check_out(out, settings)
@@ -281,7 +284,7 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
             with executor, _stop_on_signals(before, received):
                 tasks: list[tuple[Any, ...]]
                 if executor.ships_files:
-                    catalog, sha = _catalog_payload()
+                    catalog, sha = _catalog_payload(settings.catalog or Catalog.shipped())
                     shared_catalog = executor.share(catalog)
                     refs: dict[str, Any] = {}
                     tasks = []
@@ -298,9 +301,7 @@ def _sweep_into(grid: Grid, out: Path, settings: SweepSettings, progress: Progre
                             )
                         )
                 else:
-                    from hetplan.catalog.loader import catalog_dir
-
-                    folder = str(catalog_dir())
+                    folder = str((settings.catalog or Catalog.shipped()).folder)
                     tasks = [(case_task(case, (), None, folder, settings.solve),) for case in todo]
                 executor.run(
                     run_case, tasks,

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import find_gpu, load_prices
 from hetplan.catalog.pricing import resolve_price
 from hetplan.catalog.skypilot import import_folder
@@ -44,9 +45,11 @@ def test_each_major_cloud_lists_two_regions_with_date_and_source(cloud: str) -> 
 
 def test_the_same_offer_in_two_regions_prices_the_cheaper_spot_region() -> None:
     h100 = find_gpu("H100")
-    best = resolve_price(h100, "aws", spot=True)
+    best = resolve_price(h100, Catalog.shipped(), "aws", spot=True)
     assert best is not None and best.usd_per_gpu_hour == pytest.approx(14.3773 / 8) and "us-east-2" in best.source
-    pinned = resolve_price(h100, "aws", spot=True, region="US-WEST-2")  # regions compare without case
+    pinned = resolve_price(
+        h100, Catalog.shipped(), "aws", spot=True, region="US-WEST-2"
+    )  # regions compare without case
     assert pinned is not None and pinned.usd_per_gpu_hour == pytest.approx(30.5798 / 8) and "us-west-2" in pinned.source
 
 
@@ -79,7 +82,7 @@ def test_catalog_prices_shows_regions_dates_and_sources() -> None:
 
 
 def test_import_prices_merges_zones_maps_names_and_reports_skips(tmp_path: Path) -> None:
-    res = import_folder(SKY, as_of="2026-12-01")
+    res = import_folder(SKY, Catalog.shipped(), as_of="2026-12-01")
     offers = {(o["instance_type"], o["region"]): o for o in res.doc["offers"]}
     l40s = offers[("g6e.12xlarge", "us-east-1")]
     assert l40s["gpu"] == "L40S" and l40s["gpus_per_instance"] == 4
@@ -88,7 +91,9 @@ def test_import_prices_merges_zones_maps_names_and_reports_skips(tmp_path: Path)
     assert offers[("p4d.24xlarge", "us-east-1")]["gpu"] == "A100-40GB-SXM"  # SkyPilot's A100 is the 40 GB part
     assert ("p5e.48xlarge", "us-east-2") not in offers and res.skipped == {"no on-demand price": 1}
     assert res.unknown == {"Inferentia2": 1}
-    mapped = import_folder(SKY, mapping={"A100": "A100-80GB-SXM"}, regions=["US-EAST-1"], as_of="2026-12-01")
+    mapped = import_folder(
+        SKY, Catalog.shipped(), mapping={"A100": "A100-80GB-SXM"}, regions=["US-EAST-1"], as_of="2026-12-01"
+    )
     assert {o["region"] for o in mapped.doc["offers"]} == {"us-east-1"}
     assert {o["gpu"] for o in mapped.doc["offers"]} == {"A100-80GB-SXM", "L40S"}
 
@@ -132,7 +137,7 @@ def test_import_prices_bad_folders_are_one_line_errors(tmp_path: Path) -> None:
 def test_imported_file_is_a_valid_price_file(tmp_path: Path) -> None:
     from hetplan.catalog.schemas import UserPriceFile
 
-    doc = import_folder(SKY, as_of="2026-12-01").doc
+    doc = import_folder(SKY, Catalog.shipped(), as_of="2026-12-01").doc
     UserPriceFile.model_validate(yaml.safe_load(yaml.safe_dump(doc)))
 
 

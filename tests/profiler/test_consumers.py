@@ -10,7 +10,6 @@ import yaml
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from hetplan.catalog.context import install
 from hetplan.catalog.loader import find_gpu
 from hetplan.catalog.profile_match import new_device_spec
 from hetplan.catalog.schemas import GpuMeasured
@@ -42,20 +41,11 @@ def cpu_h100(tmp_path):
     return write_profile(tmp_path / "ph100.yaml", gpu="H100", bf16_tflops=0.72, read_gb_per_s=4.1, kind="cpu")
 
 
-def _clear_catalog_caches():
-    install(None)  # the CLI installs the folder of HETPLAN_CATALOG_DIR; the test puts the shipped one back
-
-
 def test_catalog_folder_with_cpu_figures_warns_in_plan(tmp_path, cpu_h100, monkeypatch):
     out = tmp_path / "cat"
     assert invoke("profile", "merge", cpu_h100, "--out", out).exit_code == 0
-    monkeypatch.setenv("HETPLAN_CATALOG_DIR", str(out))
-    _clear_catalog_caches()
-    try:
-        doc = _json("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--gpus", "H100,A100-80GB", "--no-analysis")
-    finally:
-        monkeypatch.delenv("HETPLAN_CATALOG_DIR")
-        _clear_catalog_caches()
+    monkeypatch.setenv("HETPLAN_CATALOG_DIR", str(out))  # read by the CLI at the command, passed down from there
+    doc = _json("plan", EXAMPLES / "llama3-70b-azure-conv.yaml", "--gpus", "H100,A100-80GB", "--no-analysis")
     assert "H100-SXM" not in doc["gpus_used"]  # it behaves like the CPU it is
     assert any(CPU_NOTE in w for w in doc["warnings"])
 

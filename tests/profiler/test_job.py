@@ -76,8 +76,8 @@ def test_an_invalid_job_is_caught_before_writing(monkeypatch):
 
     real = job_mod.build_job
 
-    def broken(value, s):
-        name, obj = real(value, s)
+    def broken(value, s, catalog=None):
+        name, obj = real(value, s, catalog)
         obj["spec"]["template"]["spec"]["containers"][0]["resources"]["limitz"] = {}
         return name, obj
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import find_gpu, find_model, overlaid_gpus, read_yaml_file
 from hetplan.catalog.profile import PROFILE_SCHEMA, dump_profile, load_profile, load_profiles
 from hetplan.catalog.profile_match import match_device
@@ -21,6 +22,8 @@ from hetplan.perf.settings import PerfSettings
 from tests.conftest import EXAMPLES, ROOT
 from tests.helpers import cli
 from tests.profiler.helpers import make_profile, make_profile_doc, write_profile
+
+SHIPPED = Catalog.shipped()
 
 runner = CliRunner()
 SETTINGS = PerfSettings()
@@ -253,12 +256,12 @@ def test_version_2_errors_name_the_field(tmp_path):
 
 
 def test_device_names_match_catalog_gpus():
-    assert match_device("cuda", "NVIDIA H100 80GB HBM3", None)[0].name == "H100-SXM"
-    assert match_device("cuda", "NVIDIA H200", None)[0].name == "H200-SXM"
-    assert match_device("cuda", "NVIDIA A100-SXM4-80GB", None)[0].name == "A100-80GB-SXM"
-    assert match_device("cuda", "NVIDIA L4", None)[0].name == "L4"
-    assert match_device("cuda", "Some Future GPU", None)[0] is None
-    assert match_device("cpu", "Xeon", "H20")[0].name == "H20"
+    assert match_device("cuda", "NVIDIA H100 80GB HBM3", None, SHIPPED)[0].name == "H100-SXM"
+    assert match_device("cuda", "NVIDIA H200", None, SHIPPED)[0].name == "H200-SXM"
+    assert match_device("cuda", "NVIDIA A100-SXM4-80GB", None, SHIPPED)[0].name == "A100-80GB-SXM"
+    assert match_device("cuda", "NVIDIA L4", None, SHIPPED)[0].name == "L4"
+    assert match_device("cuda", "Some Future GPU", None, SHIPPED)[0] is None
+    assert match_device("cpu", "Xeon", "H20", SHIPPED)[0].name == "H20"
 
 
 def test_schema_is_shared_with_the_profiler_package():

@@ -36,25 +36,25 @@ def test_the_fleet_review_grid_expands_to_24_cases_in_order():
     assert len({c.inputs_sha256 for c in grid.cases}) == 24
 
 
-def test_inputs_hash_is_stable_and_follows_file_contents(tmp_path, small_catalog):
+def test_inputs_hash_is_stable_and_follows_file_contents(tmp_path, small):
     path = write_grid(tmp_path)
-    a, b = expand(path), expand(path)
+    a, b = expand(path, small), expand(path, small)
     assert [c.inputs_sha256 for c in a.cases] == [c.inputs_sha256 for c in b.cases]
     prices = tmp_path / "prices.yaml"
     prices.write_text("schema_version: 1\nkind: prices\nsource: test\nas_of: '2026-01-01'\n"
                       "usd_per_gpu_hour: {H100: 2.0}\n", encoding="utf-8")  # fmt: skip
     grid = BASE + "axes:\n  prices: [prices.yaml]\n"
     (tmp_path / "g2.yaml").write_text(grid, encoding="utf-8")
-    before = expand(tmp_path / "g2.yaml").cases[0].inputs_sha256
+    before = expand(tmp_path / "g2.yaml", small).cases[0].inputs_sha256
     prices.write_text(prices.read_text().replace("2.0", "2.5"), encoding="utf-8")
-    assert expand(tmp_path / "g2.yaml").cases[0].inputs_sha256 != before, "a changed price file is a new input"
+    assert expand(tmp_path / "g2.yaml", small).cases[0].inputs_sha256 != before, "a changed price file is a new input"
 
 
-def test_explicit_cases_alone_and_engines_vllm_are_accepted(tmp_path, small_catalog):
+def test_explicit_cases_alone_and_engines_vllm_are_accepted(tmp_path, small):
     write_grid(tmp_path)
     grid = BASE + "cases:\n  - {goodputs: 1, engines: vllm}\n  - {goodputs: 2, strategies: melange}\n"
     (tmp_path / "g.yaml").write_text(grid, encoding="utf-8")
-    cases = expand(tmp_path / "g.yaml").cases
+    cases = expand(tmp_path / "g.yaml", small).cases
     assert [(c.strategy, c.engine, c.scenario["goodput_req_per_s"]) for c in cases] == [
         ("cauchy", "vllm", 1.0), ("melange", "vllm", 2.0)
     ]  # fmt: skip
@@ -87,11 +87,11 @@ def test_explicit_cases_alone_and_engines_vllm_are_accepted(tmp_path, small_cata
         ("bse: x\naxes:\n  goodputs: [1]\n", "bse: Extra inputs are not permitted"),
     ],
 )
-def test_bad_grids_are_refused_naming_the_axis(tmp_path, small_catalog, body, message):
+def test_bad_grids_are_refused_naming_the_axis(tmp_path, small, body, message):
     write_grid(tmp_path)
     (tmp_path / "bad.yaml").write_text(BASE + body, encoding="utf-8")
     with pytest.raises(InputError) as err:
-        expand(tmp_path / "bad.yaml")
+        expand(tmp_path / "bad.yaml", small)
     assert message in (err.value.what + " " + err.value.why), err.value.render()
 
 

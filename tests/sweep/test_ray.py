@@ -29,15 +29,15 @@ def local_ray() -> Iterator[Any]:
         ray.shutdown()
 
 
-def test_a_grid_gives_equal_rows_on_local_and_on_ray(tmp_path, small_catalog, local_ray):
+def test_a_grid_gives_equal_rows_on_local_and_on_ray(tmp_path, small, local_ray):
     grid = write_grid(tmp_path)
-    local = api.sweep(grid, tmp_path / "local", executor="local", workers=2)
-    on_ray = api.sweep(grid, tmp_path / "ray", executor="ray")
+    local = api.sweep(grid, tmp_path / "local", executor="local", workers=2, catalog=small)
+    on_ray = api.sweep(grid, tmp_path / "ray", executor="ray", catalog=small)
     assert on_ray["executor"].startswith("ray") and on_ray["counts"] == local["counts"]
     assert read_rows(tmp_path / "ray" / "results.csv") == read_rows(tmp_path / "local" / "results.csv")
     assert plan_files(tmp_path / "ray") == plan_files(tmp_path / "local")
     # ray_files="shared": the workers read the trace from its path (the catalog still travels by object store)
-    shared = api.sweep(grid, tmp_path / "shared", executor="ray", ray_files="shared")
+    shared = api.sweep(grid, tmp_path / "shared", executor="ray", ray_files="shared", catalog=small)
     assert read_rows(tmp_path / "shared" / "results.csv") == read_rows(tmp_path / "local" / "results.csv")
     assert shared["counts"] == local["counts"]
 

@@ -20,8 +20,8 @@ def _plan_doc() -> dict:
     return json.loads((FIXTURES / "plan_two_combos.json").read_text())
 
 
-def test_a_row_reads_the_plan_documents_deployment_prices_and_an_older_verification_block(tmp_path, small_catalog):
-    case = expand(write_grid(tmp_path)).cases[0]
+def test_a_row_reads_the_plan_documents_deployment_prices_and_an_older_verification_block(tmp_path, small):
+    case = expand(write_grid(tmp_path), small).cases[0]
     doc = _plan_doc()
     doc["verification"] = {"attainment": {"joint": 0.95}, "goodput_req_per_s": 2.5, "ttft_p90_s": 1.25,
                            "tpot_p90_s": 0.05, "misses": []}  # fmt: skip
@@ -39,10 +39,10 @@ def test_a_row_reads_the_plan_documents_deployment_prices_and_an_older_verificat
                                                                                          None)  # fmt: skip
 
 
-def test_resume_reuses_only_a_plan_file_of_the_same_inputs_that_reads_as_a_plan(tmp_path, small_catalog):
+def test_resume_reuses_only_a_plan_file_of_the_same_inputs_that_reads_as_a_plan(tmp_path, small):
     """A hand-edited plan file whose inputs hash matches but whose fields are of the wrong kind is planned again,
     not read into a row (which stopped the whole sweep with an internal error)."""
-    case = expand(write_grid(tmp_path)).cases[0]
+    case = expand(write_grid(tmp_path), small).cases[0]
     doc = _plan_doc() | {"sweep_case": {"id": case.id, "inputs_sha256": case.inputs_sha256}}
     path = tmp_path / "case.json"
     path.write_text(to_json(doc), encoding="utf-8")
@@ -55,8 +55,8 @@ def test_resume_reuses_only_a_plan_file_of_the_same_inputs_that_reads_as_a_plan(
     assert _reusable(case, path) is None
 
 
-def test_the_summary_document_is_what_is_written_and_reads_back_as_the_same_summary(tmp_path, small_catalog):
-    grid = expand(write_grid(tmp_path))
+def test_the_summary_document_is_what_is_written_and_reads_back_as_the_same_summary(tmp_path, small):
+    grid = expand(write_grid(tmp_path), small)
     ok, bad = grid.cases[0], grid.cases[5]
     rows = {ok.id: build_row(ok, "ok", _plan_doc(), None), bad.id: build_row(bad, "error", None, "no price")}
     out = tmp_path / "out"

@@ -23,10 +23,10 @@ def invoke(*args):
     return CliRunner().invoke(app, list(map(str, args)), env=ENV)
 
 
-def test_failed_cases_are_rows_and_rows_do_not_depend_on_the_worker_count(tmp_path, small_catalog):
+def test_failed_cases_are_rows_and_rows_do_not_depend_on_the_worker_count(tmp_path, small):
     grid = write_grid(tmp_path)
-    one = api.sweep(grid, tmp_path / "one", workers=1)
-    two = api.sweep(grid, tmp_path / "two", workers=2)
+    one = api.sweep(grid, tmp_path / "one", workers=1, catalog=small)
+    two = api.sweep(grid, tmp_path / "two", workers=2, catalog=small)
     assert one["counts"] == two["counts"] == {"ok": 6, "infeasible": 0, "error": 2}
     rows = read_rows(tmp_path / "one" / "results.csv")
     assert rows == read_rows(tmp_path / "two" / "results.csv")
@@ -47,10 +47,10 @@ def test_failed_cases_are_rows_and_rows_do_not_depend_on_the_worker_count(tmp_pa
     assert api.load_plan(tmp_path / "one" / "plans" / "case-000.json").total_usd_per_hour == doc["total_usd_per_hour"]
 
 
-def test_outputs_resume_and_no_clobber(tmp_path, small_catalog):
+def test_outputs_resume_and_no_clobber(tmp_path, small):
     grid = write_grid(tmp_path)
     out = tmp_path / "out"
-    first = api.sweep(grid, out, workers=2)
+    first = api.sweep(grid, out, workers=2, catalog=small)
     for name in ("results.csv", "results.parquet", "report.md", "report.html", "summary.json"):
         assert (out / name).is_file(), name
     assert json.loads((out / "summary.json").read_text()) == first
@@ -60,35 +60,35 @@ def test_outputs_resume_and_no_clobber(tmp_path, small_catalog):
     rows = read_rows(out / "results.csv")
     r = invoke("sweep", grid, "--out", out)
     assert r.exit_code == 2 and "already exists" in r.output and "--resume" in r.output
-    again = api.sweep(grid, out, resume=True)
+    again = api.sweep(grid, out, resume=True, catalog=small)
     assert again["resumed"] == 6 and again["ran"] == 2, "the failed cases run again; the planned ones are reused"
     assert read_rows(out / "results.csv") == rows
     # a changed input is not reused: the case with goodput 3 is planned afresh
     text = grid.read_text().replace("goodputs: [1, 3]", "goodputs: [1, 4]")
     grid.write_text(text, encoding="utf-8")
-    changed = api.sweep(grid, out, resume=True)
+    changed = api.sweep(grid, out, resume=True, catalog=small)
     assert changed["resumed"] == 3 and changed["ran"] == 5
 
 
-def test_parquet_table_matches_the_csv_and_is_skipped_with_a_note_without_pyarrow(tmp_path, small_catalog,
+def test_parquet_table_matches_the_csv_and_is_skipped_with_a_note_without_pyarrow(tmp_path, small,
                                                                                   monkeypatch):  # fmt: skip
     pq = pytest.importorskip("pyarrow.parquet")
     grid = write_grid(tmp_path)
-    api.sweep(grid, tmp_path / "a", workers=1)
+    api.sweep(grid, tmp_path / "a", workers=1, catalog=small)
     parquet = pq.read_table(tmp_path / "a" / "results.parquet").to_pylist()
     assert [r["case_id"] for r in parquet] == [r["case_id"] for r in read_rows(tmp_path / "a" / "results.csv")]
     assert table.csv_text([table.SweepRow(**r) for r in parquet]) == (tmp_path / "a" / "results.csv").read_text()
     monkeypatch.setattr("hetplan.sweep.outputs.parquet_available", lambda: False)
-    summary = api.sweep(grid, tmp_path / "b", workers=1)
+    summary = api.sweep(grid, tmp_path / "b", workers=1, catalog=small)
     assert not (tmp_path / "b" / "results.parquet").exists()
     assert summary["notes"] == [
         "results.parquet not written: pyarrow is not installed (pip install 'hetplan[parquet]')"
     ]
 
 
-def test_ctrl_c_keeps_the_finished_rows_and_resume_finishes_the_rest(tmp_path, small_catalog):
+def test_ctrl_c_keeps_the_finished_rows_and_resume_finishes_the_rest(tmp_path, small):
     grid = write_grid(tmp_path)
-    full = api.sweep(grid, tmp_path / "full", workers=1)
+    full = api.sweep(grid, tmp_path / "full", workers=1, catalog=small)
     seen = []
 
     def stop_after_three(done, total, row):
@@ -98,13 +98,13 @@ def test_ctrl_c_keeps_the_finished_rows_and_resume_finishes_the_rest(tmp_path, s
                 raise KeyboardInterrupt
 
     with pytest.raises(SweepInterrupted) as err:
-        api.sweep(grid, tmp_path / "cut", workers=2, progress=stop_after_three)
+        api.sweep(grid, tmp_path / "cut", workers=2, progress=stop_after_three, catalog=small)
     assert err.value.exit_code == 130 and "3 of 8 cases finished" in err.value.what
     kept = read_rows(tmp_path / "cut" / "results.csv")
     assert [r["case_id"] for r in kept] == sorted(seen)
     summary = json.loads((tmp_path / "cut" / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["finished"] == 3
-    done = api.sweep(grid, tmp_path / "cut", workers=2, resume=True)
+    done = api.sweep(grid, tmp_path / "cut", workers=2, resume=True, catalog=small)
     assert done["finished"] == 8 and done["ran"] == 8 - sum(r["status"] == "ok" for r in kept)
     assert read_rows(tmp_path / "cut" / "results.csv") == read_rows(tmp_path / "full" / "results.csv")
     assert full["counts"] == done["counts"]
@@ -151,7 +151,7 @@ def test_sigterm_to_the_process_group_stops_the_sweep_cleanly(tmp_path, small_ca
     assert len(read_rows(tmp_path / "out" / "results.csv")) == summary["finished"]
 
 
-def test_sigterm_in_process_writes_the_finished_cases_and_restores_the_handlers(tmp_path, small_catalog):
+def test_sigterm_in_process_writes_the_finished_cases_and_restores_the_handlers(tmp_path, small):
     import os
     import signal
 
@@ -172,7 +172,7 @@ def test_sigterm_in_process_writes_the_finished_cases_and_restores_the_handlers(
                     os.kill(os.getpid(), signal.SIGTERM)
 
         with pytest.raises(SweepInterrupted) as err:
-            api.sweep(write_grid(tmp_path), tmp_path / "cut", workers=1, progress=term_after_two)
+            api.sweep(write_grid(tmp_path), tmp_path / "cut", workers=1, progress=term_after_two, catalog=small)
         assert err.value.exit_code == 143 and "stopped by SIGTERM after 2 of 8" in err.value.what
         assert signal.getsignal(signal.SIGTERM) is handler
     finally:

@@ -3,10 +3,13 @@ import json
 import pytest
 
 from hetplan.catalog import find_gpu, find_model, load_gpus, load_models, load_prices, model_from_hf_config
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import catalog_dir, load_user_prices
 from hetplan.catalog.pricing import resolve_price
 from hetplan.errors import CatalogError, InputError
 from hetplan.perf.arch import ModelArch
+
+SHIPPED = Catalog.shipped()
 
 ISSUE_GPUS = ["H100", "H200", "H800", "H20", "A100-80GB", "A800", "L40S", "L4", "A10G", "RTX 3090", "P100", "MI300X"]
 
@@ -85,18 +88,18 @@ def test_hf_config_missing_key(tmp_path):
 
 def test_prices_cloud_and_user_override(tmp_path):
     h100 = find_gpu("H100")
-    assert resolve_price(h100, "aws").usd_per_gpu_hour == pytest.approx(12.29)
-    assert resolve_price(h100, "lambda").usd_per_gpu_hour == pytest.approx(2.99)
-    cheapest = resolve_price(h100)
+    assert resolve_price(h100, SHIPPED, "aws").usd_per_gpu_hour == pytest.approx(12.29)
+    assert resolve_price(h100, SHIPPED, "lambda").usd_per_gpu_hour == pytest.approx(2.99)
+    cheapest = resolve_price(h100, SHIPPED)
     assert cheapest.usd_per_gpu_hour == min(
         p.on_demand_usd_per_gpu_hour
         for p in load_prices().prices
         if p.gpu == "H100-SXM" and p.includes_host and p.on_demand_usd_per_gpu_hour
     )
-    assert resolve_price(find_gpu("H800")) is None
+    assert resolve_price(find_gpu("H800"), SHIPPED) is None
     f = tmp_path / "p.yaml"
     f.write_text("schema_version: 1\nkind: prices\nsource: test\nas_of: '2026-01-01'\nusd_per_gpu_hour: {H100: 1.5}\n")
-    assert resolve_price(h100, "aws", user=load_user_prices(f)).usd_per_gpu_hour == 1.5
+    assert resolve_price(h100, SHIPPED, "aws", user=load_user_prices(f)).usd_per_gpu_hour == 1.5
 
 
 def test_bad_price_file_names_field(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
@@ -198,7 +199,7 @@ def test_moe_layer_overhead_is_paid_by_moe_layers_only() -> None:
     from hetplan.perf.closed_loop import build_rows, row_constants, step_s
 
     h200 = find_gpu("H200-SXM")
-    fitted, _ = curves_for("vllm", h200.arch)
+    fitted, _ = curves_for("vllm", h200.arch, catalog=Catalog.shipped())
     one = np.ones(1)
     # DeepSeek-R1: 61 layers, the first 3 dense
     for name, moe_layers in (("Llama-3.1-70B", 0), ("DeepSeek-R1", 58)):

@@ -340,7 +340,7 @@ def test_gpu_figures_have_documented_bounds(small_catalog, tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("offer", [{"usd_per_instance_hour": 1e12}, {"count": 10**12}, {"gpus_per_instance": 10**9}])
-def test_price_file_figures_have_documented_bounds(small_catalog, tmp_path, offer):
+def test_price_file_figures_have_documented_bounds(small, tmp_path, offer):
     from hetplan.catalog.loader import load_user_prices
     from hetplan.catalog.offers import user_offers
 
@@ -348,7 +348,7 @@ def test_price_file_figures_have_documented_bounds(small_catalog, tmp_path, offe
     doc = {"schema_version": 1, "kind": "prices", "source": "t", "as_of": "2026-01-01", "offers": [row]}
     path = write(tmp_path, "prices.json", json.dumps(doc))
     with pytest.raises(InputError, match="must be in"):
-        user_offers(load_user_prices(path), str(path))
+        user_offers(load_user_prices(path), str(path), small)
 
 
 POINTS_HEADER = "model,gpu,concurrency,isl,osl"
@@ -386,7 +386,7 @@ def test_points_duplicate_columns_and_extra_cells_are_errors(tmp_path, text, nee
         read_points(write(tmp_path, "p.csv", text))
 
 
-def test_points_rows_get_the_checks_of_estimate(small_catalog):
+def test_points_rows_get_the_checks_of_estimate(small):
     """A points row must be refused where ``hetplan estimate`` refuses: bf16 on a GPU without bf16 tensor cores,
     and numbers beyond the numeric rule (1e300, thousands of digits) are row errors, not estimates."""
     from hetplan.catalog.schemas import GpuSpec
@@ -400,9 +400,9 @@ def test_points_rows_get_the_checks_of_estimate(small_catalog):
     from hetplan.perf.points import estimate_points
 
     row = {"model": "Llama-3-8B", "gpu": "H100", "concurrency": "8", "isl": "128", "osl": "128"}
-    assert "error" not in estimate_points([row])[0]
+    assert "error" not in estimate_points([row], small)[0]
     for column, value in (("isl", "1e300"), ("concurrency", "9" * 5000), ("osl", "inf"), ("isl", "20000000")):
-        out = estimate_points([{**row, column: value}])[0]
+        out = estimate_points([{**row, column: value}], small)[0]
         assert column in out["error"] and "whole number in [1, 10,000,000]" in out["error"], out
 
 

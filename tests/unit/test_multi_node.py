@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hetplan import api
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.catalog.schemas import GpuSpec
 from hetplan.cli.main import app
@@ -43,7 +44,7 @@ def _slow(gpu: GpuSpec, factor: float = 10.0) -> GpuSpec:
 def _comm(gpu: GpuSpec, tp: int, dp: int, pp: int, tokens: float = 256.0) -> tuple[float, float, float]:
     """(all-reduce, all-to-all, hand-off) seconds of one step of DeepSeek-R1 fp4 on ``gpu`` (sglang curves)."""
     arch = ModelArch(find_model("DeepSeek-R1"), "fp4", "fp8")
-    curves, _ = curves_for("sglang", gpu.arch, gpu.vendor, gpu.name)
+    curves, _ = curves_for("sglang", gpu.arch, gpu.vendor, gpu.name, catalog=Catalog.shipped())
     r = build_rows([row_constants(arch, gpu, tp, dp, curves, 8192, True, 256, pp)])
     per_rank = np.array([tokens / dp])
     k = np.array([float(arch.spec.experts_per_token or 0)])
@@ -110,7 +111,7 @@ def test_inter_node_link_enters_the_all_reduce() -> None:
     # the cross-node ring at the network's achieved bandwidth, plus 10 us per node hop of each phase
     arch = ModelArch(find_model("DeepSeek-R1"), "fp4", "fp8")
     net = h100.network_gbit_per_s * 1e9 / 8 * NETWORK_EFFICIENCY
-    curves, _ = curves_for("sglang", h100.arch, h100.vendor, h100.name)
+    curves, _ = curves_for("sglang", h100.arch, h100.vendor, h100.name, catalog=Catalog.shipped())
     one = curves.allreduce_latency_s + 2 * INTER_NODE_LATENCY_S + 2 * 15 / 16 * 256 * arch.spec.hidden_size * 2 / net
     assert ar16 == pytest.approx(2 * arch.layers * one, rel=1e-9)
     # inside one node the network plays no part

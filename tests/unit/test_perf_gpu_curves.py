@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from hetplan.catalog.context import Catalog, install
+from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import find_gpu, find_model
 from hetplan.errors import CatalogError
 from hetplan.perf.arch import ModelArch
@@ -25,16 +25,15 @@ from tests.conftest import ROOT
 def catalogs(tmp_path: Path):
     folder = tmp_path / "catalogs"
     shutil.copytree(ROOT / "catalogs", folder)
-    install(Catalog.from_folder(folder))
-    yield folder
-    install(None)
+    return folder
 
 
 def test_a_gpu_with_kernel_curves_takes_its_own() -> None:
-    doc = load_perf_catalog("vllm")
+    shipped = Catalog.shipped()
+    doc = load_perf_catalog("vllm", shipped)
     assert doc is not None and "H100-SXM" in doc["gpu_curves"]
-    own, note = curves_for("vllm", "Hopper", gpu="H100-SXM")
-    arch, _ = curves_for("vllm", "Hopper")
+    own, note = curves_for("vllm", "Hopper", gpu="H100-SXM", catalog=shipped)
+    arch, _ = curves_for("vllm", "Hopper", catalog=shipped)
     assert note is None
     assert own.gemm_max == doc["gpu_curves"]["H100-SXM"]["gemm_max"] != arch.gemm_max
     assert own.kv_mbu == doc["gpu_curves"]["H100-SXM"]["kv_mbu"]
@@ -56,8 +55,7 @@ def test_architecture_curves_without_kv_mbu_use_mbu(catalogs: Path) -> None:
     assert "kv_mbu" not in doc["curves"]["Hopper"]
     doc["curves"]["Hopper"]["mbu"] = 0.5
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    install(Catalog.from_folder(catalogs))  # a new value reads the edited file
-    curves, _ = curves_for("vllm", "Hopper")
+    curves, _ = curves_for("vllm", "Hopper", catalog=Catalog.from_folder(catalogs))  # a new value reads the file
     assert curves.kv_mbu == curves.mbu == 0.5
     assert curves.moe_efficiency == 1.0
 
@@ -67,15 +65,14 @@ def test_unknown_field_in_gpu_curves_is_a_catalog_error(catalogs: Path) -> None:
     doc = yaml.safe_load(path.read_text())
     doc["gpu_curves"]["H100-SXM"]["gemm_maxx"] = 0.5
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    install(Catalog.from_folder(catalogs))
     with pytest.raises(CatalogError, match=r"gpu_curves\.H100-SXM has unknown fields \['gemm_maxx'\]"):
-        curves_for("vllm", "Hopper", gpu="H100-SXM")
+        curves_for("vllm", "Hopper", gpu="H100-SXM", catalog=Catalog.from_folder(catalogs))
 
 
 def _rows(model: str, weight_dtype: str, **curve_fields: float) -> Rows:
     arch = ModelArch(find_model(model), weight_dtype)
     gpu = find_gpu("H200-SXM")
-    curves = replace(curves_for("vllm", gpu.arch, gpu=gpu.name)[0], **curve_fields)
+    curves = replace(curves_for("vllm", gpu.arch, gpu=gpu.name, catalog=Catalog.shipped())[0], **curve_fields)
     return build_rows([row_constants(arch, gpu, 8, 1, curves, 8192, True, 256)])
 
 
@@ -128,5 +125,8 @@ def test_prefill_steps_of_their_own_stop_decoding_but_not_the_prompt() -> None:
 
 def test_shipped_prefill_mix_follows_each_engines_scheduler() -> None:
     gpu = find_gpu("H200-SXM")
-    mix = {e: curves_for(e, gpu.arch, gpu.vendor, gpu.name)[0].prefill_mix for e in ("vllm", "sglang", "trtllm")}
+    mix = {
+        e: curves_for(e, gpu.arch, gpu.vendor, gpu.name, catalog=Catalog.shipped())[0].prefill_mix
+        for e in ("vllm", "sglang", "trtllm")
+    }
     assert mix == {"vllm": 1.0, "sglang": 0.0, "trtllm": 1.0}

@@ -113,7 +113,7 @@ def test_plans_are_frozen():
     assert isinstance(replace(plan, verification=Verification(misses=[])), Plan)
 
 
-def test_a_plan_on_the_fixture_catalog_adds_up(small_catalog):
+def test_a_plan_on_the_fixture_catalog_adds_up(small):
     from hetplan.scenario import Scenario
 
     scenario = Scenario.model_validate(
@@ -125,7 +125,7 @@ def test_a_plan_on_the_fixture_catalog_adds_up(small_catalog):
             "cloud": "aws",
         }
     )
-    plan = api.plan(scenario, analysis=False)
+    plan = api.plan(scenario, analysis=False, catalog=small)
     assert set(plan.gpus) <= {"H100-SXM", "A100-80GB-SXM", "L4"}
     # plans buy whole instances: the total is the purchase, and the combos' GPUs fit in what is bought
     assert plan.total_usd_per_hour == pytest.approx(sum(p.count * p.usd_per_hour_each for p in plan.purchase), rel=1e-5)
@@ -139,6 +139,6 @@ def test_a_plan_on_the_fixture_catalog_adds_up(small_catalog):
     assert all(c.predicted_ttft_s <= 2.0 and c.predicted_tpot_s <= 0.1 for c in plan.combos)
     import yaml
 
-    rows = yaml.safe_load((small_catalog / "prices.yaml").read_text())["prices"]
+    rows = yaml.safe_load((small.folder / "prices.yaml").read_text())["prices"]
     for gpu, price in plan.prices.items():  # every price is one of the fixture's AWS on-demand rows
         assert price.usd_per_gpu_hour in {r["on_demand_usd_per_gpu_hour"] for r in rows if r["gpu"] == gpu}

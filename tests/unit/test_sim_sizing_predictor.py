@@ -67,7 +67,7 @@ def test_a_windowed_run_takes_the_sizing_datas_predictor(tmp_path, monkeypatch):
     real = windows.run_window
 
     def spy(*args):
-        seen.append(args[-1])  # the predictor each window runs with
+        seen.append(args[7])  # the predictor each window runs with (then the catalog)
         return real(*args)
 
     monkeypatch.setattr(windows, "run_window", spy)
