@@ -699,8 +699,8 @@ def test_inputs_at_the_documented_bounds_finish_or_are_refused(tmp_path_factory,
         assert "needs about" in res.output or "reached" in res.output or "more than" in res.output, res.output
 
 
-def test_every_command_is_fuzzed():
-    """Each command and sub-command ``hetplan --help`` lists has a property test above or in test_invalid_inputs."""
+def _command_names() -> set[str]:
+    """Every command and sub-command ``hetplan --help`` lists (``catalog prices``, ``profile fit``)."""
     import typer.main
 
     group = typer.main.get_command(app)
@@ -710,6 +710,12 @@ def test_every_command_is_fuzzed():
         names |= {f"{name} {s}" for s in subs} if subs and name == "catalog" else {name}
         if subs and name == "profile":
             names |= {f"profile {s}" for s in subs}
+    return names
+
+
+def test_every_command_is_fuzzed():
+    """Each command and sub-command ``hetplan --help`` lists has a property test above or in test_invalid_inputs."""
+    names = _command_names()
     text = Path(__file__).read_text() + (Path(__file__).parent / "test_invalid_inputs.py").read_text()
     missing = [n for n in sorted(names) if f'"{n.split()[-1]}"' not in text]
     assert not missing, f"no property test runs {missing}"
@@ -724,13 +730,24 @@ def test_every_command_is_fuzzed():
         "calibrate",
         "sweep",
         "explore",
+        "calibrate-perf",
         "catalog gpus",
         "catalog models",
         "catalog prices",
+        "catalog import-prices",
         "profile",
         "profile merge",
         "profile fit",
     } <= names
+
+
+def test_every_command_has_its_own_row_in_the_reliability_table():
+    """benchmarks/fuzz_report.py counts inputs per :func:`_label`; a command labelled as its group (``catalog
+    import-prices`` was counted as ``catalog``) drops out of docs/reliability.md's table."""
+    from tests.fuzz.test_invalid_inputs import _label
+
+    wrong = {name: _label(name.split()) for name in _command_names() if _label(name.split()) != name}
+    assert not wrong, wrong
 
 
 # --- user benchmark files (calibrate-perf) and SkyPilot catalogs (catalog import-prices) ------------------------
