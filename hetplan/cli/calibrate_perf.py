@@ -24,6 +24,7 @@ from hetplan.io import check_output, to_json, to_yaml, write_atomic
 
 if TYPE_CHECKING:  # pydantic and numpy load when the command runs (tests/cli/test_structure.py)
     from hetplan.perf.calibration_file import CalibrationFile
+    from hetplan.perf.calibration_readers import Context
 
 
 def _pct(x: float) -> str:
@@ -56,6 +57,32 @@ def _render(doc: "CalibrationFile", console: Console) -> None:
         "'other TPs': the model's TPOT factor over all its layouts, applied where no point has the plan's TP and "
         "dtype (its TTFT is left alone: across layouts one point made TTFT worse)"
     )
+
+
+def check_flags(ctx: "Context") -> None:
+    """Refuse a flag value no point could take, whether or not a file says that field itself (``--tp 0`` or
+    ``--gpu Z9`` were silently ignored next to a vllm bench JSON that names its TP and GPU).
+
+    Raises:
+        InputError: naming the flag, the value and what it takes.
+    """
+    from hetplan.catalog.loader import find_gpu, find_model
+    from hetplan.errors import InputError
+    from hetplan.perf.engines import engine_rules
+    from hetplan.perf.points_table import parse_point
+
+    if ctx.engine is not None:
+        engine_rules(ctx.engine)  # InputError: unknown engine, naming the three
+    given = ctx.given()
+    try:  # the row checks every points table gets: whole numbers in range (the error names the column)
+        parse_point({"model": "-", "gpu": "-", "concurrency": 1, "isl": 1, "osl": 1, **given})
+    except ValueError as exc:
+        name = str(exc).split()[0]
+        raise InputError(f"--{name.replace('_', '-')}: {exc}", fix="pass a value the runs used") from None
+    if ctx.gpu is not None:
+        find_gpu(ctx.gpu)  # InputError: unknown GPU, with suggestions
+    if ctx.model is not None:
+        find_model(ctx.model)
 
 
 def calibrate_perf(
@@ -108,6 +135,7 @@ def calibrate_perf(
         if out is not None:
             check_output(out, force)  # refuse before any work is done
         ctx = uc.Context(engine, gpu, model, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl)
+        check_flags(ctx)
         points, notes = uc.read_benchmarks(list(files), ctx)
         for note in notes:
             err_console.print(f"[yellow]note:[/] {note}")
