@@ -26,6 +26,24 @@ def _plain(cell: object) -> str | None:
     return None
 
 
+def _header_lines(header: str, width: int) -> list[str]:
+    """A numeric column's header one word a line, and a word wider than the column's cells also broken after its
+    slashes (``tok/s/user`` over 4-character cells: ``tok/``, ``s/``, ``user``), so the header does not widen the
+    column past its numbers and push a label column into folding mid-word (``P1xTP4+D1xTP`` / ``4``)."""
+    lines: list[str] = []
+    for word in header.split():
+        pieces = re.findall(r"[^/]*/|[^/]+", word)
+        target = max(width, *(len(p) for p in pieces))
+        line = ""
+        for piece in pieces:
+            if line and len(line) + len(piece) > target:
+                lines.append(line)
+                line = ""
+            line += piece
+        lines.append(line)
+    return lines
+
+
 def fit_numbers(table: Table, console: Console | None = None) -> Table:
     """Keep every number of ``table`` whole on a narrow terminal (e.g. ``COLUMNS=80``); returns ``table``.
 
@@ -33,14 +51,16 @@ def fit_numbers(table: Table, console: Console | None = None) -> Table:
     whose cells are all numbers (``1,234``, ``12.5 ms``, ``$98.32``; ``-`` for none) never wraps and is as wide as its
     longest cell, its header's words go on separate lines, and every other column folds its text onto more lines
     instead of cutting it with an ellipsis: rich narrows the wrappable columns first, so the labels wrap and the
-    numbers stay whole as long as the numeric columns alone fit. A table that fits is left as it is (the same output
-    on a wide terminal)."""
+    numbers stay whole as long as the numeric columns alone fit. When a label would still fold inside a word, a
+    numeric header word wider than its cells is also broken after its slashes (:func:`_header_lines`). A table
+    that fits is left as it is (the same output on a wide terminal)."""
     from rich.measure import Measurement
     from rich.text import Text
 
     con = console or Console()
     if Measurement.get(con, con.options.update(max_width=100_000), table).maximum <= con.width:
         return table
+    numeric = []
     for column in table.columns:
         cells = [_plain(c) for c in column.cells]
         if cells and all(c is not None and (c.strip() in ("", "-") or _NUMBER_CELL.match(c)) for c in cells):
@@ -48,9 +68,15 @@ def fit_numbers(table: Table, console: Console | None = None) -> Table:
             column.overflow = "fold"
             column.min_width = max([column.min_width or 0, *(len(c or "") for c in cells)])
             header = _plain(column.header)
+            numeric.append((column, header))
             if header and " " in header.strip():
                 column.header = Text("\n".join(header.split()))
         else:
             column.no_wrap = False
             column.overflow = "fold"
+    if Measurement.get(con, con.options.update(max_width=100_000), table).minimum > con.width:
+        # a label column would still fold inside a word: break the numeric headers after their slashes too
+        for column, header in numeric:
+            if header and len(header) > (column.min_width or 0):
+                column.header = Text("\n".join(_header_lines(header, column.min_width or 0)))
     return table

@@ -21,6 +21,7 @@ from hetplan.cli.options import (
     weight_dtype_option,
 )
 from hetplan.io import check_output, to_json, to_yaml, write_atomic
+from hetplan.tables import fit_numbers
 
 if TYPE_CHECKING:  # pydantic and numpy load when the command runs (tests/cli/test_structure.py)
     from hetplan.perf.calibration_file import CalibrationFile
@@ -44,7 +45,7 @@ def _render(doc: "CalibrationFile", console: Console) -> None:
             f"{_pct(b.ttft.median_abs)} -> {_pct(a.ttft.median_abs)}",
             f"{_pct(b.tpot.median_abs)} -> {_pct(a.tpot.median_abs)}",
         )  # fmt: skip
-    console.print(table)
+    console.print(fit_numbers(table))  # COLUMNS=80: the GPU and model names wrap, no cell is cut
     o = doc.overall
     b, a = o.before, o.leave_one_out
     console.print(
