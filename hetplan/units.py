@@ -170,10 +170,12 @@ PROVIDER_NAMES = {"aws": "AWS", "gcp": "GCP", "azure": "Azure", "lambda": "Lambd
 
 
 def money_per_month(usd: float) -> str:
-    """``$71.8k/month``, ``$730/month``, ``$1.23M/month``: a monthly figure a manager reads at a glance."""
-    if usd >= 1e6:
-        return f"${usd / 1e6:.3g}M/month"
-    if usd >= 1e3:
+    """``$71.8k/month``, ``$730/month``, ``$1.23M/month``, ``$1,200M/month``: a monthly figure a manager reads at a
+    glance (never ``$1000.0k`` or ``$1.2e+03M``: each range starts where the one below would round up to it)."""
+    if usd >= 999_950:
+        millions = usd / 1e6
+        return f"${millions:.3g}M/month" if millions < 999.5 else f"${millions:,.0f}M/month"
+    if usd >= 999.5:
         return f"${usd / 1e3:.1f}k/month"
     return f"${usd:,.0f}/month"
 

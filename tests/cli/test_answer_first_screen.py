@@ -39,6 +39,11 @@ def test_money_per_month_reads_at_a_glance():
     assert money_per_month(71773.6) == "$71.8k/month"
     assert money_per_month(730.0) == "$730/month"
     assert money_per_month(1_234_000.0) == "$1.23M/month"
+    # the edges of each range: a plan for 1e5 req/s costs $100M/month and more (was "$1.2e+03M/month")
+    assert money_per_month(999.6) == "$1.0k/month" and money_per_month(999.4) == "$999/month"
+    assert money_per_month(999_960.0) == "$1M/month"  # was "$1000.0k/month"
+    assert money_per_month(999_960_000.0) == "$1,000M/month" and money_per_month(1.2e9) == "$1,200M/month"
+    assert money_per_month(3.4e10) == "$34,000M/month"
 
 
 def test_decision_names_instances_provider_region_and_both_costs():
