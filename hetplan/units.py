@@ -189,10 +189,10 @@ def purchase_words(purchase: Iterable[Purchase]) -> list[str]:
     owned: list[str] = []
     for p in purchase:
         if p.owned:
-            owned.append(f"{p.count} owned {p.gpus_per_instance}-GPU {p.gpu} node{'s' if p.count != 1 else ''}")
+            owned.append(f"{p.count:,} owned {p.gpus_per_instance}-GPU {p.gpu} node{'s' if p.count != 1 else ''}")
             continue
         rented.setdefault((p.provider, p.region), []).append(
-            f"{p.count} {PROVIDER_NAMES.get(p.provider, p.provider)} {p.instance_type}"
+            f"{p.count:,} {PROVIDER_NAMES.get(p.provider, p.provider)} {p.instance_type}"
         )
     parts = [f"rent {' and '.join(items)}" + (f" in {region}" if region else "") for (_, region), items in
              rented.items()]  # fmt: skip

@@ -66,6 +66,15 @@ def test_decision_names_instances_provider_region_and_both_costs():
     assert decision_line(plan).startswith("decision: run 8x H100-SXM, 8x L40S: $115.00/h")
 
 
+def test_decision_writes_large_counts_with_separators():
+    """A plan at 1e5 req/s said "rent 3219 AWS p4de.24xlarge"; counts read as every other figure does."""
+    plan = replace(
+        load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json"),
+        purchase=(Purchase("aws", "p4de.24xlarge", "us-east-1", "A100-80GB-SXM", 8, 3219, False, 40.97),),
+    )
+    assert decision_line(plan).startswith("decision: rent 3,219 AWS p4de.24xlarge in us-east-1: ")
+
+
 def test_comparison_is_one_number_per_alternative():
     plan = replace(
         load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json"),
