@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 #: A table cell that is a number: digits with separators, an optional sign, currency, approximation or comparison
 #: mark, an optional unit or suffix (``1,234``, ``12.5 ms``, ``$98.32``, ``~3.2?``, ``91.2%``, ``8/128``,
@@ -44,6 +44,35 @@ def _header_lines(header: str, width: int) -> list[str]:
     return lines
 
 
+def _label_widths(table: Table, con: Console, numeric: list[Column]) -> None:
+    """Give each label column of ``table`` a fixed width of at least its longest word when the numbers and the
+    labels' longest words fit ``con`` together: rich narrows the widest wrappable columns first, whatever their
+    words, and folded ``H100-SXM`` into ``H100-SX`` / ``M`` beside room to spare. The room left is shared in
+    proportion to what each label would need on one line. Left to rich when even the words do not fit."""
+    labels = [c for c in table.columns if c not in numeric and c.width is None]
+    fixed = [c for c in table.columns if c not in labels]
+    lines: list[list[str]] = []
+    for column in labels:
+        texts = [_plain(x) for x in (column.header, *column.cells)]
+        if any(t is None for t in texts):
+            return  # a cell that is not text: rich measures it
+        lines.append([line for t in texts for line in (t or "").splitlines()])
+    if not labels:
+        return
+    shortest = [max([len(w) for line in ls for w in line.split()] or [1]) for ls in lines]
+    longest = [max([len(line) for line in ls] or [1]) for ls in lines]
+    used = table._extra_width + sum(table._get_padding_width(i) for i in range(len(table.columns)))
+    for column in fixed:
+        header = _plain(column.header) or ""
+        used += column.width or max([column.min_width or 0, *(len(line) for line in header.splitlines())])
+    room = con.width - used - sum(shortest)
+    want = sum(b - a for a, b in zip(shortest, longest, strict=True))
+    if room < 0 or room >= want:
+        return  # the words do not fit anyway, or nothing needs to wrap
+    for column, a, b in zip(labels, shortest, longest, strict=True):
+        column.width = a + (room * (b - a)) // want
+
+
 def fit_numbers(table: Table, console: Console | None = None) -> Table:
     """Keep every number of ``table`` whole on a narrow terminal (e.g. ``COLUMNS=80``); returns ``table``.
 
@@ -74,6 +103,7 @@ def fit_numbers(table: Table, console: Console | None = None) -> Table:
         else:
             column.no_wrap = False
             column.overflow = "fold"
+    _label_widths(table, con, [c for c, _ in numeric])
     if Measurement.get(con, con.options.update(max_width=100_000), table).minimum > con.width:
         # a label column would still fold inside a word: break the numeric headers after their slashes too
         for column, header in numeric:

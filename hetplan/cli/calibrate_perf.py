@@ -34,16 +34,16 @@ def _pct(x: float) -> str:
 
 def _render(doc: "CalibrationFile", console: Console) -> None:
     table = Table(title="median |error| of mean TTFT / TPOT: shipped curves -> corrected (leave-one-out)")
-    for col in ("engine", "GPU", "model", "layout", "n", "TTFT x", "TPOT x", "TTFT error", "TPOT error"):
-        table.add_column(col, justify="left" if col in ("engine", "GPU", "model", "layout") else "right")
+    for col in ("GPU", "model", "layout", "n", "TTFT x", "TPOT x", "TTFT error %", "TPOT error %"):
+        table.add_column(col, justify="left" if col in ("GPU", "model", "layout") else "right")
     for c in doc.corrections:
         b, a = c.residuals.before, c.residuals.leave_one_out
-        layout = f"TP{c.tp} {c.weight_dtype}" if c.tp != "*" else "other TPs"
+        layout = f"{c.engine} " + (f"TP{c.tp} {c.weight_dtype}" if c.tp != "*" else "other TPs")
         table.add_row(
-            c.engine, c.gpu, c.model, layout, str(c.points),
+            c.gpu, c.model, layout, str(c.points),
             f"{c.ttft_factor:.3f}", f"{c.tpot_factor:.3f}",
-            f"{_pct(b.ttft.median_abs)} -> {_pct(a.ttft.median_abs)}",
-            f"{_pct(b.tpot.median_abs)} -> {_pct(a.tpot.median_abs)}",
+            f"{b.ttft.median_abs * 100:.1f} -> {a.ttft.median_abs * 100:.1f}",  # the % in the header: a
+            f"{b.tpot.median_abs * 100:.1f} -> {a.tpot.median_abs * 100:.1f}",  # narrow cell wraps at the arrow
         )  # fmt: skip
     console.print(fit_numbers(table))  # COLUMNS=80: the GPU and model names wrap, no cell is cut
     o = doc.overall

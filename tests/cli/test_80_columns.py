@@ -225,6 +225,22 @@ def test_fit_numbers_breaks_a_slashed_header_only_when_a_label_would_fold() -> N
     assert "tok/s/user" in roomy and "P1xTP4+D1xTP4" in roomy
 
 
+def test_fit_numbers_wraps_labels_between_words_when_the_words_fit() -> None:
+    """rich narrows the widest wrappable columns first, whatever their words: 'H100-SXM' was folded into 'H100-SX'
+    and 'M' beside a wide label with room to wrap between its words."""
+    table = Table()
+    for name in ("GPU", "model", "layout"):
+        table.add_column(name)
+    for name in ("n", "TTFT x", "TPOT x"):
+        table.add_column(name, justify="right")
+    table.add_row("H100-SXM", "Llama-3.1-8B", "vllm other TPs and a longer note that wraps", "6", "1.274", "1.235")
+    text = _render(table, 60)
+    assert "H100-SXM" in text and "Llama-3.1-8B" in text and "1.274" in text
+    assert max(len(line) for line in text.splitlines()) <= 60
+    tight = _render(table, 40)  # the words do not fit: rich folds them, the numbers stay whole
+    assert "1.274" in tight and max(len(line) for line in tight.splitlines()) <= 40
+
+
 def test_fit_numbers_leaves_a_table_that_fits_unchanged() -> None:
     def make() -> Table:
         t = Table()
