@@ -47,8 +47,8 @@ def _header_lines(header: str, width: int) -> list[str]:
 def _label_widths(table: Table, con: Console, numeric: list[Column]) -> None:
     """Give each label column of ``table`` a fixed width of at least its longest word when the numbers and the
     labels' longest words fit ``con`` together: rich narrows the widest wrappable columns first, whatever their
-    words, and folded ``H100-SXM`` into ``H100-SX`` / ``M`` beside room to spare. The room left is shared in
-    proportion to what each label would need on one line. Left to rich when even the words do not fit."""
+    words, and folded ``H100-SXM`` into ``H100-SX`` / ``M`` beside room to spare. The room left goes first to the
+    labels that need least to fit on one line, then evenly. Left to rich when even the words do not fit."""
     labels = [c for c in table.columns if c not in numeric and c.width is None]
     fixed = [c for c in table.columns if c not in labels]
     lines: list[list[str]] = []
@@ -69,8 +69,13 @@ def _label_widths(table: Table, con: Console, numeric: list[Column]) -> None:
     want = sum(b - a for a, b in zip(shortest, longest, strict=True))
     if room < 0 or room >= want:
         return  # the words do not fit anyway, or nothing needs to wrap
-    for column, a, b in zip(labels, shortest, longest, strict=True):
-        column.width = a + (room * (b - a)) // want
+    # water-filling: a label that needs little more than its longest word gets its whole line (a key column,
+    # "traffic left out"), the others share what is left evenly
+    order = sorted(range(len(labels)), key=lambda i: longest[i] - shortest[i])
+    for n, i in enumerate(order):
+        give = min(longest[i] - shortest[i], room // (len(order) - n))
+        labels[i].width = shortest[i] + give
+        room -= give
 
 
 def fit_numbers(table: Table, console: Console | None = None) -> Table:

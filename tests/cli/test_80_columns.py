@@ -237,6 +237,11 @@ def test_fit_numbers_wraps_labels_between_words_when_the_words_fit() -> None:
     text = _render(table, 60)
     assert "H100-SXM" in text and "Llama-3.1-8B" in text and "1.274" in text
     assert max(len(line) for line in text.splitlines()) <= 60
+    keyed = Table(show_header=False)  # a key column that fits on one line keeps it; the value wraps
+    keyed.add_column("key")
+    keyed.add_column("value")
+    keyed.add_row("traffic left out", "26 of 200 requests (13.0 %): prompt over the 4,096-token window; " * 2)
+    assert "traffic left out" in _render(keyed, 80)
     tight = _render(table, 40)  # the words do not fit: rich folds them, the numbers stay whole
     assert "1.274" in tight and max(len(line) for line in tight.splitlines()) <= 40
 
