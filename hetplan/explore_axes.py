@@ -8,6 +8,7 @@ Source: hetplan's own.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ MAX_AXES = 2
 MAX_POINTS = 64
 _FACTOR = re.compile(r"^([0-9]*\.?[0-9]+)\s*x$", re.ASCII)
 _PERCENT = re.compile(r"^([+-])\s*([0-9]*\.?[0-9]+)\s*%$", re.ASCII)
-_NUMBER = re.compile(r"^[0-9]*\.?[0-9]+$", re.ASCII)
+_NUMBER = re.compile(r"^[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?$", re.ASCII)  # 7.5 or 2e4 req/s
 _DELTA = re.compile(r"^([+-])\s*([0-9]+)$", re.ASCII)
 
 
@@ -85,8 +86,10 @@ def _factor(axis: str, item: str, expected: str, allow_number: bool) -> Value:
         f = 1.0 + (1 if p.group(1) == "+" else -1) * float(p.group(2)) / 100.0
     elif allow_number and _NUMBER.match(item):
         v = float(item)
-        if not v > 0:
-            raise InputError(f"--vary {axis}: {item!r} is not positive", fix=f"write e.g. {_EXAMPLE[axis]}")
+        if not (v > 0 and math.isfinite(v)):
+            raise InputError(
+                f"--vary {axis}: {item!r} is not a positive finite number", fix=f"write e.g. {_EXAMPLE[axis]}"
+            )
         return Value(item, "absolute", v)
     else:
         raise _bad(axis, item, expected)

@@ -170,14 +170,15 @@ def check_input_file(path: str | Path, what: str, max_bytes: int | None = None) 
 
 
 def read_text_input(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
-    """The UTF-8 text of a document ``path`` (checked by :func:`check_input_file` first).
+    """The UTF-8 text of a document ``path`` (checked by :func:`check_input_file` first), without a leading
+    byte-order mark (a JSON parser refuses one, and a CSV header would name its first column ``\ufeffmodel``).
 
     Raises:
         InputError: as :func:`check_input_file`, unreadable, or not UTF-8.
     """
     target = check_input_file(path, what, max_bytes)
     try:
-        return target.read_text(encoding="utf-8")
+        return target.read_text(encoding="utf-8-sig")  # a byte-order mark (Excel, Notepad) is not text
     except OSError as exc:
         raise InputError(f"cannot read {what} {target}", str(exc), "check the path") from None
     except UnicodeDecodeError:

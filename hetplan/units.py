@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from hetplan.errors import InputError
+
+if TYPE_CHECKING:
+    from hetplan.plan.deployment import Purchase
 
 MIN_SLO_S = 1e-4
 MAX_SLO_S = 3600.0
@@ -157,6 +162,43 @@ def cost_vs(other_usd_per_hour: float, this_usd_per_hour: float) -> str:
     if this_usd_per_hour > 0 and other_usd_per_hour > 0:
         return f"{abs(diff) / this_usd_per_hour * 100:.1f} % {word}"
     return f"${abs(diff):,.2f}/h {word}"
+
+
+#: How providers are written in purchase sentences (others as the catalog spells them).
+PROVIDER_NAMES = {"aws": "AWS", "gcp": "GCP", "azure": "Azure", "lambda": "Lambda", "runpod": "RunPod",
+                  "nebius": "Nebius"}  # fmt: skip
+
+
+def money_per_month(usd: float) -> str:
+    """``$71.8k/month``, ``$730/month``, ``$1.23M/month``, ``$1,200M/month``: a monthly figure a manager reads at a
+    glance (never ``$1000.0k`` or ``$1.2e+03M``: each range starts where the one below would round up to it)."""
+    if usd >= 999_950:
+        millions = usd / 1e6
+        return f"${millions:.3g}M/month" if millions < 999.5 else f"${millions:,.0f}M/month"
+    if usd >= 999.5:
+        return f"${usd / 1e3:.1f}k/month"
+    return f"${usd:,.0f}/month"
+
+
+def purchase_words(purchase: Iterable[Purchase]) -> list[str]:
+    """A plan's purchase lines in a buyer's words, one phrase per provider and region and one for the owned nodes:
+    ``["rent 1 AWS p5.48xlarge and 2 AWS g6e.2xlarge in us-east-1", "use 1 owned 8-GPU L40S node"]`` (empty for
+    a plan without purchase lines, priced per GPU). The plan's decision line and the report's sentence both say
+    what is bought this way."""
+    rented: dict[tuple[str, str], list[str]] = {}
+    owned: list[str] = []
+    for p in purchase:
+        if p.owned:
+            owned.append(f"{p.count:,} owned {p.gpus_per_instance}-GPU {p.gpu} node{'s' if p.count != 1 else ''}")
+            continue
+        rented.setdefault((p.provider, p.region), []).append(
+            f"{p.count:,} {PROVIDER_NAMES.get(p.provider, p.provider)} {p.instance_type}"
+        )
+    parts = [f"rent {' and '.join(items)}" + (f" in {region}" if region else "") for (_, region), items in
+             rented.items()]  # fmt: skip
+    if owned:
+        parts.append("use " + " and ".join(owned))
+    return parts
 
 
 def format_signed_percent(fraction: float, decimals: int = 1) -> str:

@@ -81,7 +81,7 @@ def read_servegen(path: Path) -> LoadCurve:
     starts, rates, cvs = [], [], []
     check_input_file(path, "load curve")
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open(path, encoding="utf-8-sig", newline="") as fh:  # a byte-order mark is not part of row 1
             for lineno, row in enumerate(csv.reader(fh), 1):
                 if not row:
                     continue
@@ -239,7 +239,7 @@ def load_curve(path: str | Path, window_s: float | None = None) -> LoadCurve:
         InputError: missing file or unknown format.
     """
     path = check_input_file(path, "load curve")
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
         first = fh.readline()
     fields = first.strip().split(",")
     is_servegen = path.suffix == ".csv" and len(fields) >= 3 and _is_number(fields[0])

@@ -139,15 +139,22 @@ def read_vms(
     instance type and region; skips and unknown names are added to ``result``.
 
     Raises:
-        InputError: unreadable, larger than :data:`MAX_FILE_BYTES`, or a required column missing.
+        InputError: unreadable, not UTF-8 (a byte-order mark is allowed), empty, larger than
+            :data:`MAX_FILE_BYTES`, or a required column missing.
     """
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise InputError(f"{path} is {size:,} bytes", fix=f"a vms.csv is at most {MAX_FILE_BYTES:,} bytes")
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_bytes().decode("utf-8-sig")  # a BOM (Excel's "CSV UTF-8") is not part of the header
     except OSError as exc:
         raise InputError(f"cannot read {path}", str(exc), "check the path and its permissions") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path} is not UTF-8 text (byte {exc.start:,})", fix="pass a vms.csv as SkyPilot publishes it"
+        ) from None
+    if not text.strip():
+        raise InputError(f"{path} is empty", fix="pass a vms.csv from skypilot-org/skypilot-catalog")
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:

@@ -21,9 +21,11 @@ from hetplan.cli.options import (
     weight_dtype_option,
 )
 from hetplan.io import check_output, to_json, to_yaml, write_atomic
+from hetplan.tables import fit_numbers
 
 if TYPE_CHECKING:  # pydantic and numpy load when the command runs (tests/cli/test_structure.py)
     from hetplan.perf.calibration_file import CalibrationFile
+    from hetplan.perf.calibration_readers import Context
 
 
 def _pct(x: float) -> str:
@@ -32,18 +34,18 @@ def _pct(x: float) -> str:
 
 def _render(doc: "CalibrationFile", console: Console) -> None:
     table = Table(title="median |error| of mean TTFT / TPOT: shipped curves -> corrected (leave-one-out)")
-    for col in ("engine", "GPU", "model", "layout", "n", "TTFT x", "TPOT x", "TTFT error", "TPOT error"):
-        table.add_column(col, justify="left" if col in ("engine", "GPU", "model", "layout") else "right")
+    for col in ("GPU", "model", "layout", "n", "TTFT x", "TPOT x", "TTFT error %", "TPOT error %"):
+        table.add_column(col, justify="left" if col in ("GPU", "model", "layout") else "right")
     for c in doc.corrections:
         b, a = c.residuals.before, c.residuals.leave_one_out
-        layout = f"TP{c.tp} {c.weight_dtype}" if c.tp != "*" else "other TPs"
+        layout = f"{c.engine} " + (f"TP{c.tp} {c.weight_dtype}" if c.tp != "*" else "other TPs")
         table.add_row(
-            c.engine, c.gpu, c.model, layout, str(c.points),
+            c.gpu, c.model, layout, str(c.points),
             f"{c.ttft_factor:.3f}", f"{c.tpot_factor:.3f}",
-            f"{_pct(b.ttft.median_abs)} -> {_pct(a.ttft.median_abs)}",
-            f"{_pct(b.tpot.median_abs)} -> {_pct(a.tpot.median_abs)}",
+            f"{b.ttft.median_abs * 100:.1f} -> {a.ttft.median_abs * 100:.1f}",  # the % in the header: a
+            f"{b.tpot.median_abs * 100:.1f} -> {a.tpot.median_abs * 100:.1f}",  # narrow cell wraps at the arrow
         )  # fmt: skip
-    console.print(table)
+    console.print(fit_numbers(table))  # COLUMNS=80: the GPU and model names wrap, no cell is cut
     o = doc.overall
     b, a = o.before, o.leave_one_out
     console.print(
@@ -56,6 +58,34 @@ def _render(doc: "CalibrationFile", console: Console) -> None:
         "'other TPs': the model's TPOT factor over all its layouts, applied where no point has the plan's TP and "
         "dtype (its TTFT is left alone: across layouts one point made TTFT worse)"
     )
+
+
+def check_flags(ctx: "Context") -> None:
+    """Refuse a flag value no point could take, whether or not a file says that field itself (``--tp 0`` or
+    ``--gpu Z9`` were silently ignored next to a vllm bench JSON that names its TP and GPU).
+
+    Raises:
+        InputError: naming the flag, the value and what it takes.
+    """
+    from hetplan.errors import InputError
+    from hetplan.perf.engines import engine_rules
+    from hetplan.perf.points_table import parse_point
+
+    if ctx.engine is not None:
+        engine_rules(ctx.engine)  # InputError: unknown engine, naming the three
+    given = ctx.given()
+    try:  # the row checks every points table gets: whole numbers in range (the error names the column)
+        parse_point({"model": "-", "gpu": "-", "concurrency": 1, "isl": 1, "osl": 1, **given})
+    except ValueError as exc:
+        name = str(exc).split()[0]
+        raise InputError(f"--{name.replace('_', '-')}: {exc}", fix="pass a value the runs used") from None
+    from hetplan.catalog.context import Catalog
+
+    catalog = ctx.catalog or Catalog.shipped()
+    if ctx.gpu is not None:
+        catalog.find_gpu(ctx.gpu)  # InputError: unknown GPU, with suggestions
+    if ctx.model is not None:
+        catalog.find_model(ctx.model)
 
 
 def calibrate_perf(
@@ -110,6 +140,7 @@ def calibrate_perf(
         catalog = catalog_from_env()
         ctx = uc.Context(engine, gpu, model, tp, pp, ep, dp_attention, weight_dtype, kv_dtype, concurrency, isl, osl,
                          catalog)  # fmt: skip
+        check_flags(ctx)
         points, notes = uc.read_benchmarks(list(files), ctx)
         for note in notes:
             err_console.print(f"[yellow]note:[/] {note}")

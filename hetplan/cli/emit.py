@@ -162,4 +162,8 @@ def emit(
     if json_out:
         typer.echo(to_json(result.to_doc()), nl=False)
         return
-    typer.echo(render_result(result))
+    # through rich, as plan --emit and autoscale --emit print it: long notes wrap between words at the terminal's
+    # width, where the terminal itself would cut a number ("7,9" / "79") at column 80
+    from rich.console import Console
+
+    Console().print(render_result(result), markup=False, highlight=False)

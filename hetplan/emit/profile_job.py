@@ -184,8 +184,8 @@ def build_jobs(label_values: list[str], s: JobSettings, catalog: Catalog | None 
     """File name -> YAML text of one Job per label value, validated offline (``catalog``: as :func:`build_job`).
 
     Raises:
-        InputError: no label, a bad label value, namespace, claim name (``pvc``) or GPU count, duplicate labels,
-            or a Job that fails validation (a bug; the message names the field).
+        InputError: no label, an empty or bad label value, namespace, claim name (``pvc``) or GPU count,
+            duplicate labels, or a Job that fails validation (a bug; the message names the field).
     """
     if not label_values:
         raise InputError("--emit-job needs GPU node labels", fix="pass --gpu-label VALUE for each GPU type")
@@ -203,6 +203,14 @@ def build_jobs(label_values: list[str], s: JobSettings, catalog: Catalog | None 
     check_kubernetes_version(s.kubernetes_version)
     files: dict[str, str] = {}
     for value in label_values:
+        if not value.strip():  # a valid label value, but no GPU node carries it: the Job would never schedule
+            raise InputError(
+                "--gpu-label '' is empty",
+                "a Job selects its node by the label's value; an empty value matches no GPU node, so it would wait "
+                "unscheduled",
+                "pass the value your GPU nodes carry, e.g. --gpu-label NVIDIA-H100-80GB-HBM3 (kubectl get nodes -L "
+                "nvidia.com/gpu.product)",
+            )
         check_label_value(value, "--gpu-label")
         fname, job = build_job(value, s, catalog)
         if fname in files:

@@ -287,6 +287,13 @@ def build_request(
             ("pass --weight-dtype fp16, or " if fp16_ok and dtype != "fp16" else "")
             + f"add a GPU with {dtype} support to --gpus or the --prices file (see hetplan catalog gpus)",
         )
+    if not chosen and not scenario.rent:  # every candidate skipped above: none of them is owned
+        owned = ", ".join(f"{n} {g}" for g, n in sorted(inventory.items()) if n) or "no GPUs"
+        raise InputError(
+            f"--no-rent: none of the candidate GPUs ({', '.join(g.name for g in candidates)}) is owned",
+            f"the inventory holds {owned}",
+            "add the owned GPU types to --gpus (or the scenario's gpus), or drop --no-rent to rent the candidates",
+        )
     if not chosen:
         raise InputError(
             f"no candidate GPU has {'a spot' if scenario.spot else 'an on-demand'} price{where}",

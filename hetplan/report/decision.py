@@ -13,7 +13,7 @@ from hetplan.plan.types import Plan
 from hetplan.report import plan_fields
 from hetplan.report.decision_types import BestSingleType, Decision, GpuRole, OwnedRow, PriceRow
 from hetplan.report.types import StrategyRow, VerificationSummary
-from hetplan.units import cost_vs
+from hetplan.units import cost_vs, money_per_month, purchase_words
 
 #: Weight and KV-cache dtypes below 16 bits: they change the model's outputs, so the report lists them.
 QUALITY_NOTES = {
@@ -79,7 +79,10 @@ def best_single_type(
 
 
 def _sentence(plan: Plan, best: BestSingleType | None) -> str:
-    cost = f"${plan.total_usd_per_hour:,.2f}/h"
+    """``Rent 1 AWS p5.48xlarge in us-east-1 and run 1x H100-SXM TP2 for prefill and 1x H100-SXM TP4 for decode:
+    $98.32/h ($71.8k/month), ...``: what is bought (instances, provider, region; owned nodes used) in a buyer's
+    words first, then what runs on it, the cost per hour and per month, and the best single-GPU-type fleet."""
+    cost = f"${plan.total_usd_per_hour:,.2f}/h ({money_per_month(plan.usd_per_month)})"
     if plan.combos:
         what = (
             f"Run {' + '.join(_instances_by_role(plan, 'prefill'))} for prefill and "
@@ -93,6 +96,10 @@ def _sentence(plan: Plan, best: BestSingleType | None) -> str:
             )  # fmt: skip
     else:
         what = "Run " + " + ".join(f"{i.count}x {i.gpu} TP{i.tp}" for i in plan.instances) + " (aggregated)"
+    bought = purchase_words(plan.purchase)
+    if bought:  # issue 31: the decision in purchase terms, not only engineer words
+        words = " and ".join(bought)
+        what = words[0].upper() + words[1:] + " and r" + what[1:]
     if best is None:
         vs = ""
     elif best.status == "this plan":

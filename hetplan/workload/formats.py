@@ -37,7 +37,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
     import csv
 
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
             header = [h.strip() for h in next(csv.reader([fh.readline()]), [])]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(
@@ -154,7 +154,7 @@ def read_mooncake_jsonl(path: Path, rate_per_s: float | None = None, display: st
     with_ids = 0
     fix = "each line needs timestamp (ms), input_length, output_length (and hash_ids: a list of block ids, or none)"
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # a byte-order mark is not part of the first record
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue

@@ -48,7 +48,7 @@ _READERS = {"azure": read_azure_csv, "mooncake": read_mooncake_jsonl, "lengths":
 
 
 def _first_char(path: Path) -> str:
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
         for line in fh:
             if line.strip():
                 return line.strip()[0]

@@ -67,6 +67,60 @@ COMMANDS: dict[str, tuple[object, ...]] = {
     "gate": ("gate", EX / "llama31-8b-mooncake.yaml", "--baseline", EX / "ci" / "baseline.json"),
 }
 SLOW = {"plan --no-verify": ("plan", EX / "llama31-8b-mooncake.yaml", "--no-verify")}
+CAL = FIX / "user_calibration"
+# the commands whose inputs the test writes first (a scenario, a grid): their arguments given a folder
+MORE: dict[str, object] = {
+    "plan": lambda d: ("plan", _tiny(d), "--no-verify", "--no-analysis"),
+    "explore": lambda d: ("explore", _tiny(d), "--vary", "goodput=1x,2x", "--no-verify"),
+    "sweep": lambda d: ("sweep", _grid(d), "--out", d / "sweep", "--workers", "1"),
+    "profile fit": lambda d: ("profile", "fit", _tiny(d)),
+    "emit": lambda d: ("emit", FIX / "plan_example_a.json", "--out", d / "deploy"),
+    "calibrate": lambda d: ("calibrate", FIX / "plan_example_a.json", "--trace", FIX / "azure_conv_200.csv", "--out",
+                            d / "k.json"),  # fmt: skip
+    "profile merge": lambda d: ("profile", "merge", _profile(d), "--out", d / "catalog"),
+    "calibrate-perf": lambda d: ("calibrate-perf", *sorted(CAL.glob("*.json")), CAL / "points_measured.csv",
+                                 "--gpu", "H100-SXM"),  # fmt: skip
+    "catalog import-prices": lambda d: ("catalog", "import-prices", FIX / "skypilot", "--out", d / "p.yaml"),
+    "estimate --points": lambda d: ("estimate", "--points", _points(d)),
+    "simulate --concurrency": lambda d: ("simulate", FIX / "plan_example_a.json", "--concurrency", "4", "--isl",
+                                         "500", "--osl", "50", "--requests", "40"),  # fmt: skip
+    "simulate --find-capacity": lambda d: ("simulate", FIX / "plan_example_a.json", "--trace",
+                                           FIX / "azure_conv_200.csv", "--find-capacity", "--max-requests", "80"),
+}  # fmt: skip
+
+
+def _tiny(folder: Path) -> Path:
+    path = folder / "tiny.yaml"
+    path.write_text(
+        "schema_version: 1\nkind: scenario\nname: tiny-8b\nmodel: Llama-3-8B\n"
+        "workload: {synthetic: {class: balanced, rate_per_s: 2, requests: 200}}\n"
+        "slo: {ttft: 2s, tpot: 100ms, percentile: p90}\ngpus: [H100, A100-80GB]\ncloud: aws\ntp: [1, 2]\n"
+    )
+    return path
+
+
+def _grid(folder: Path) -> Path:
+    _tiny(folder)
+    path = folder / "grid.yaml"
+    path.write_text("schema_version: 1\nkind: sweep\nname: tiny\nbase: tiny.yaml\naxes: {goodputs: [1, 2]}\n"
+                    "verify: false\nanalysis: false\n")  # fmt: skip
+    return path
+
+
+def _profile(folder: Path) -> Path:
+    from hetplan.io import to_yaml
+    from tests.profiler.helpers import make_profile_doc
+
+    path = folder / "h100.yaml"
+    path.write_text(to_yaml(make_profile_doc(gpu="H100")))
+    return path
+
+
+def _points(folder: Path) -> Path:
+    path = folder / "points.csv"
+    path.write_text("model,gpu,tp,concurrency,isl,osl\nLlama-3.1-70B,H100,4,16,2048,512\n"
+                    "Llama-3.1-70B,H100,8,64,2048,512\nLlama-3-8B,L4,1,8,1000,200\n")  # fmt: skip
+    return path
 
 
 def _check(args: tuple[object, ...]) -> str:
@@ -90,6 +144,36 @@ def test_main_output_keeps_numbers_whole_at_80_columns(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SLOW))
 def test_plan_keeps_numbers_whole_at_80_columns(name: str) -> None:
     _check(SLOW[name])
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_more_commands_keep_numbers_whole_at_80_columns(name: str, tmp_path: Path) -> None:
+    _check(MORE[name](tmp_path))  # type: ignore[operator]
+
+
+def test_every_command_is_checked_at_80_columns() -> None:
+    """Each command and sub-command ``hetplan --help`` lists has its main output checked here (``profile``
+    itself measures a GPU, so its table is not run here)."""
+    from tests.fuzz.test_every_command import _command_names
+
+    checked = {name.split(" --")[0] for name in [*COMMANDS, *SLOW, *MORE]} | {"autoscale", "profile"}
+    assert _command_names() - checked == set()
+
+
+def test_estimate_search_keeps_every_layout_whole_at_80_columns() -> None:
+    """The best-layout table (a mode column more than the front's) folded ``P1xTP4+D1xTP4`` into ``P1xTP4+D1xTP``
+    and ``4``: its ``tok/s/user`` header kept the numeric columns too wide; a header now breaks after its slashes
+    when a label would fold inside a word."""
+    import json
+
+    args = COMMANDS["estimate --gpus"]
+    out = _check(args)
+    doc = json.loads(runner.invoke(app, cli((*args, "--json"))).stdout)
+    front, best = out.split("best layout at")
+    for part, points in ((front, doc["pareto"]), (best, [p for p in doc["best"].values() if p])):
+        lines = part.splitlines()
+        for layout in {p["layout"] for p in points}:
+            assert any(re.search(rf"(^|\W){re.escape(layout)}(\W|$)", line) for line in lines), layout
 
 
 def test_autoscale_keeps_numbers_whole_at_80_columns(tmp_path: Path) -> None:
@@ -123,6 +207,43 @@ def test_fit_numbers_wraps_labels_and_keeps_numbers() -> None:
     text = _render(table, 50)
     assert "1,234,567" in text and "$98.32" in text and "1,188 ms" in text and "…" not in text
     assert max(len(line) for line in text.splitlines()) <= 50
+
+
+def test_fit_numbers_breaks_a_slashed_header_only_when_a_label_would_fold() -> None:
+    def make() -> Table:
+        t = Table()
+        t.add_column("layout")
+        for name in ("tok/s/user", "tok/s/GPU", "TTFT ms"):
+            t.add_column(name, justify="right")
+        t.add_row("P1xTP4+D1xTP4", "34.1", "547", "1,782")
+        return t
+
+    narrow = _render(make(), 44)
+    assert "P1xTP4+D1xTP4" in narrow and "tok/" in narrow and "tok/s/user" not in narrow
+    assert max(len(line) for line in narrow.splitlines()) <= 44
+    roomy = _render(make(), 56)  # too wide for 56 at first, but the label fits once the space headers stack
+    assert "tok/s/user" in roomy and "P1xTP4+D1xTP4" in roomy
+
+
+def test_fit_numbers_wraps_labels_between_words_when_the_words_fit() -> None:
+    """rich narrows the widest wrappable columns first, whatever their words: 'H100-SXM' was folded into 'H100-SX'
+    and 'M' beside a wide label with room to wrap between its words."""
+    table = Table()
+    for name in ("GPU", "model", "layout"):
+        table.add_column(name)
+    for name in ("n", "TTFT x", "TPOT x"):
+        table.add_column(name, justify="right")
+    table.add_row("H100-SXM", "Llama-3.1-8B", "vllm other TPs and a longer note that wraps", "6", "1.274", "1.235")
+    text = _render(table, 60)
+    assert "H100-SXM" in text and "Llama-3.1-8B" in text and "1.274" in text
+    assert max(len(line) for line in text.splitlines()) <= 60
+    keyed = Table(show_header=False)  # a key column that fits on one line keeps it; the value wraps
+    keyed.add_column("key")
+    keyed.add_column("value")
+    keyed.add_row("traffic left out", "26 of 200 requests (13.0 %): prompt over the 4,096-token window; " * 2)
+    assert "traffic left out" in _render(keyed, 80)
+    tight = _render(table, 40)  # the words do not fit: rich folds them, the numbers stay whole
+    assert "1.274" in tight and max(len(line) for line in tight.splitlines()) <= 40
 
 
 def test_fit_numbers_leaves_a_table_that_fits_unchanged() -> None:

@@ -39,6 +39,11 @@ def test_money_per_month_reads_at_a_glance():
     assert money_per_month(71773.6) == "$71.8k/month"
     assert money_per_month(730.0) == "$730/month"
     assert money_per_month(1_234_000.0) == "$1.23M/month"
+    # the edges of each range: a plan for 1e5 req/s costs $100M/month and more (was "$1.2e+03M/month")
+    assert money_per_month(999.6) == "$1.0k/month" and money_per_month(999.4) == "$999/month"
+    assert money_per_month(999_960.0) == "$1M/month"  # was "$1000.0k/month"
+    assert money_per_month(999_960_000.0) == "$1,000M/month" and money_per_month(1.2e9) == "$1,200M/month"
+    assert money_per_month(3.4e10) == "$34,000M/month"
 
 
 def test_decision_names_instances_provider_region_and_both_costs():
@@ -59,6 +64,15 @@ def test_decision_names_instances_provider_region_and_both_costs():
     )
     plan = replace(plan, purchase=())  # per-GPU prices only: the GPUs
     assert decision_line(plan).startswith("decision: run 8x H100-SXM, 8x L40S: $115.00/h")
+
+
+def test_decision_writes_large_counts_with_separators():
+    """A plan at 1e5 req/s said "rent 3219 AWS p4de.24xlarge"; counts read as every other figure does."""
+    plan = replace(
+        load_plan(ROOT / "tests" / "fixtures" / "plan_example_a.json"),
+        purchase=(Purchase("aws", "p4de.24xlarge", "us-east-1", "A100-80GB-SXM", 8, 3219, False, 40.97),),
+    )
+    assert decision_line(plan).startswith("decision: rent 3,219 AWS p4de.24xlarge in us-east-1: ")
 
 
 def test_comparison_is_one_number_per_alternative():

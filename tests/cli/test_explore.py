@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from hetplan.cli.main import app
 from hetplan.cli.render.explore import explore_lines
+from hetplan.errors import InputError
 from hetplan.explore import parse_axis
 from tests.helpers import cli
 
@@ -146,6 +147,14 @@ def test_axis_values_are_read_as_written():
     assert [v.number for v in parse_axis("price:L40S=-20%,0.8x").values] == pytest.approx([0.8, 0.8])
     assert [(v.kind, v.number) for v in parse_axis("owned:L40S=+4,12").values] == [("delta", 4), ("absolute", 12)]
     assert [v.number for v in parse_axis("tpot=50ms,0.1s").values] == pytest.approx([0.05, 0.1])
+
+
+def test_goodput_in_scientific_notation_is_read_and_an_infinite_one_refused():
+    """'goodput=1e9' said "cannot read '1e9'" (a number, and the user's own way of writing it): it is read, and the
+    field's bound refuses it at planning; '1e400' (infinite) is refused here."""
+    assert [v.number for v in parse_axis("goodput=2e4,1.5E1").values] == pytest.approx([2e4, 15.0])
+    with pytest.raises(InputError, match="'1e400' is not a positive finite number"):
+        parse_axis("goodput=1e400")
 
 
 def test_the_curve_fits_80_columns_and_keeps_every_number():

@@ -23,6 +23,19 @@ def test_only_bf16_less_candidates_names_the_dtype_not_the_price():
     assert "no candidate GPU has" not in res.output and "matching price rows" not in res.output
 
 
+def test_no_rent_without_an_owned_candidate_names_the_inventory_not_the_price():
+    """Owned L4s beside candidates H100 and A100 with --no-rent said "no candidate GPU has an on-demand price on
+    aws" and advised dropping --spot: the price was never the problem."""
+    base = ("plan", "--model", "Llama-3-8B", "--synthetic", "balanced", "--goodput", "1", "--gpus", "H100,A100",
+            "--cloud", "aws", "--no-rent", "--no-verify", "--no-analysis")  # fmt: skip
+    for inventory, holds in (("L4=1", "1 L4"), ("H100=0", "no GPUs")):
+        res = invoke(*base, "--inventory", inventory)
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        flat = " ".join(res.output.split())
+        assert "--no-rent: none of the candidate GPUs (H100-SXM, A100-80GB-SXM) is owned" in flat
+        assert f"the inventory holds {holds}" in flat and "price" not in flat
+
+
 def test_catalog_gpus_marks_fp16_figures():
     res = invoke("catalog", "gpus")
     assert res.exit_code == 0

@@ -134,6 +134,28 @@ def test_import_prices_bad_folders_are_one_line_errors(tmp_path: Path) -> None:
     assert bad_map.exit_code in (1, 2) and "NAME=GPU" in bad_map.output
 
 
+def test_import_prices_reads_a_vms_csv_with_a_byte_order_mark(tmp_path: Path) -> None:
+    """A vms.csv saved by Excel ("CSV UTF-8") starts with a BOM: its first column was read as '\ufeffInstanceType'
+    and the import refused it as 'column InstanceType is missing'."""
+    (tmp_path / "aws").mkdir()
+    (tmp_path / "aws" / "vms.csv").write_bytes(b"\xef\xbb\xbf" + (SKY / "aws" / "vms.csv").read_bytes())
+    assert (
+        import_folder(tmp_path, Catalog.shipped(), as_of="2026-12-01").doc
+        == import_folder(SKY, Catalog.shipped(), as_of="2026-12-01").doc
+    )
+
+
+@pytest.mark.parametrize(
+    "content,word", [(b"", "is empty"), (b"  \n", "is empty"), (b"InstanceType,\xff\xfe\n", "is not UTF-8 text")]
+)
+def test_an_empty_or_binary_vms_csv_says_so(tmp_path: Path, content: bytes, word: str) -> None:
+    """Both were reported as 'column InstanceType is missing' (bytes that are not UTF-8 were replaced silently)."""
+    (tmp_path / "vms.csv").write_bytes(content)
+    res = invoke("catalog", "import-prices", tmp_path, "--cloud", "aws", "--out", tmp_path / "p.yaml")
+    assert res.exit_code == 2 and word in res.output and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "p.yaml").exists()
+
+
 def test_imported_file_is_a_valid_price_file(tmp_path: Path) -> None:
     from hetplan.catalog.schemas import UserPriceFile
 

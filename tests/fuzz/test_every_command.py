@@ -699,8 +699,8 @@ def test_inputs_at_the_documented_bounds_finish_or_are_refused(tmp_path_factory,
         assert "needs about" in res.output or "reached" in res.output or "more than" in res.output, res.output
 
 
-def test_every_command_is_fuzzed():
-    """Each command and sub-command ``hetplan --help`` lists has a property test above or in test_invalid_inputs."""
+def _command_names() -> set[str]:
+    """Every command and sub-command ``hetplan --help`` lists (``catalog prices``, ``profile fit``)."""
     import typer.main
 
     group = typer.main.get_command(app)
@@ -710,6 +710,12 @@ def test_every_command_is_fuzzed():
         names |= {f"{name} {s}" for s in subs} if subs and name == "catalog" else {name}
         if subs and name == "profile":
             names |= {f"profile {s}" for s in subs}
+    return names
+
+
+def test_every_command_is_fuzzed():
+    """Each command and sub-command ``hetplan --help`` lists has a property test above or in test_invalid_inputs."""
+    names = _command_names()
     text = Path(__file__).read_text() + (Path(__file__).parent / "test_invalid_inputs.py").read_text()
     missing = [n for n in sorted(names) if f'"{n.split()[-1]}"' not in text]
     assert not missing, f"no property test runs {missing}"
@@ -724,13 +730,24 @@ def test_every_command_is_fuzzed():
         "calibrate",
         "sweep",
         "explore",
+        "calibrate-perf",
         "catalog gpus",
         "catalog models",
         "catalog prices",
+        "catalog import-prices",
         "profile",
         "profile merge",
         "profile fit",
     } <= names
+
+
+def test_every_command_has_its_own_row_in_the_reliability_table():
+    """benchmarks/fuzz_report.py counts inputs per :func:`_label`; a command labelled as its group (``catalog
+    import-prices`` was counted as ``catalog``) drops out of docs/reliability.md's table."""
+    from tests.fuzz.test_invalid_inputs import _label
+
+    wrong = {name: _label(name.split()) for name in _command_names() if _label(name.split()) != name}
+    assert not wrong, wrong
 
 
 # --- user benchmark files (calibrate-perf) and SkyPilot catalogs (catalog import-prices) ------------------------
@@ -744,14 +761,18 @@ VMS_CSV = FIXTURES / "skypilot" / "aws" / "vms.csv"
 
 def _garble_csv(text: str, data: Any) -> str:
     """``text`` (a CSV file) with one hand edit drawn from ``data``: a cell's value, a column or row dropped, a
-    header renamed or repeated, a row cut short or made longer, or the file cut at some character."""
+    header renamed or repeated, a row cut short or made longer, the file cut at some character, or a byte-order
+    mark before it."""
     import csv
 
     rows = list(csv.reader(io.StringIO(text)))
-    kind = data.draw(st.sampled_from(["cell", "drop column", "drop row", "header", "short row", "long row", "cut"]))
+    kind = data.draw(st.sampled_from(["cell", "drop column", "drop row", "header", "short row", "long row", "cut",
+                                      "byte-order mark"]))  # fmt: skip
     cells = [(i, j) for i, row in enumerate(rows) for j in range(len(row))]
     if kind == "cut":
         return text[: data.draw(st.integers(0, len(text)))]
+    if kind == "byte-order mark":  # Excel's "CSV UTF-8": a file that must read as the same file without it
+        return "\ufeff" + text
     if kind == "cell":
         i, j = data.draw(st.sampled_from(cells))
         rows[i][j] = str(data.draw(EDGE_SCALARS))
@@ -779,16 +800,22 @@ def _calibrate_perf(files: list[Path], out: Path, *flags: str) -> list[str]:
             str(out)]  # fmt: skip
 
 
-def _check_calibrate_perf(args: list[str], out: Path) -> None:
-    """Run calibrate-perf (checked by ``_check``); a calibration file it writes must be one estimate then reads."""
-    if _check(args, [out]).exit_code == 0:
+def _check_calibrate_perf(args: list[str], out: Path, valid: bool = False) -> None:
+    """Run calibrate-perf (checked by ``_check``); a calibration file it writes must be one estimate then reads.
+    ``valid``: the input reads as the unedited file (a byte-order mark), so the run must succeed."""
+    res = _check(args, [out])
+    assert res.exit_code == 0 or not valid, res.output[-400:]
+    if res.exit_code == 0:
         res = _check(["estimate", "--model", "Llama-3.1-8B", "--gpu", "H100", "--perf-calibration", str(out)])
         assert res.exit_code == 0, res.output[-400:]
 
 
-def _check_import_prices(args: list[str], out: Path) -> None:
-    """Run import-prices (checked by ``_check``); a price file it writes must be one 'catalog prices' then reads."""
-    if _check(args, [out]).exit_code == 0:
+def _check_import_prices(args: list[str], out: Path, valid: bool = False) -> None:
+    """Run import-prices (checked by ``_check``); a price file it writes must be one 'catalog prices' then reads.
+    ``valid``: the input reads as the unedited file (a byte-order mark), so the run must succeed."""
+    res = _check(args, [out])
+    assert res.exit_code == 0 or not valid, res.output[-400:]
+    if res.exit_code == 0:
         res = _check(["catalog", "prices", "--prices", str(out), "--json"])
         assert res.exit_code == 0, res.output[-400:]
 
@@ -810,8 +837,10 @@ def test_hand_edited_benchmark_json_for_calibrate_perf(tmp_path_factory, name, d
 def test_garbled_benchmark_csv_for_calibrate_perf(tmp_path_factory, name, data):
     """A points CSV or an AIPerf CSV export with one hand edit (:func:`_garble_csv`)."""
     folder = tmp_path_factory.mktemp("calcsv")
-    (folder / name).write_text(_garble_csv((CAL_FIX / name).read_text(), data), encoding="utf-8")
-    _check_calibrate_perf(_calibrate_perf([folder / name], folder / "cal.yaml"), folder / "cal.yaml")
+    text = _garble_csv((CAL_FIX / name).read_text(), data)
+    (folder / name).write_text(text, encoding="utf-8")
+    _check_calibrate_perf(_calibrate_perf([folder / name], folder / "cal.yaml"), folder / "cal.yaml",
+                          text.startswith("\ufeff"))  # fmt: skip
 
 
 @few(0.6)
@@ -832,9 +861,11 @@ def test_garbled_skypilot_vms_csv_for_import_prices(tmp_path_factory, data, clou
     folder = tmp_path_factory.mktemp("skypilot")
     where = folder / "catalog" / ("aws" if cloud_folder else "")
     where.mkdir(parents=True)
-    (where / "vms.csv").write_text(_garble_csv(VMS_CSV.read_text(), data), encoding="utf-8")
+    text = _garble_csv(VMS_CSV.read_text(), data)
+    (where / "vms.csv").write_text(text, encoding="utf-8")
     args = ["catalog", "import-prices", str(folder / "catalog"), "--out", str(folder / "p.yaml")]
-    _check_import_prices(args + ([] if cloud_folder else ["--cloud", "aws"]), folder / "p.yaml")
+    _check_import_prices(args + ([] if cloud_folder else ["--cloud", "aws"]), folder / "p.yaml",
+                         text.startswith("\ufeff"))  # fmt: skip
 
 
 @FUZZ

@@ -88,7 +88,8 @@ def _write(path: Path, doc: Any) -> None:
 
 def _label(args: list[str]) -> str:
     """The command an input was tried on, as docs/reliability.md counts them (``profile merge``, ``find-capacity``)."""
-    if args[0] in ("profile", "catalog") and len(args) > 1 and args[1] in ("merge", "fit", "gpus", "models", "prices"):
+    subs = ("merge", "fit", "gpus", "models", "prices", "import-prices")
+    if args[0] in ("profile", "catalog") and len(args) > 1 and args[1] in subs:
         return f"{args[0]} {args[1]}"
     if args[0] == "simulate" and "--find-capacity" in args:
         return "find-capacity"

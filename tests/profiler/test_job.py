@@ -62,6 +62,16 @@ def test_jobs_are_validated_and_bad_labels_refused():
     assert res.exit_code == 2 and "--emit-job" in res.output
 
 
+def test_an_empty_gpu_label_is_refused_before_anything_is_written(tmp_path):
+    """``--gpu-label ''`` wrote a Job selecting ``nvidia.com/gpu.product: ''`` (a valid label value that no GPU
+    node carries: the Job would wait unscheduled), exit 0."""
+    for labels in (("",), ("NVIDIA-L4", " ")):
+        res = invoke("profile", "--emit-job", *(x for v in labels for x in ("--gpu-label", v)), "--out",
+                     tmp_path / "jobs")  # fmt: skip
+        assert res.exit_code == 2 and "--gpu-label '' is empty" in res.output, res.output
+        assert not (tmp_path / "jobs").exists()
+
+
 def test_jobs_print_to_stdout_without_out():
     res = invoke("profile", "--emit-job", "--gpu-label", "NVIDIA-L4")
     assert res.exit_code == 0, res.output

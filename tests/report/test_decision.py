@@ -56,7 +56,7 @@ def test_unverified_plan_says_so_first():
 def test_html_opens_with_the_decision_then_charts():
     html = render_html(_report(_doc("plan_example_a.json")))
     decision, first_chart = html.index('class="decision"'), html.index('class="chart"')
-    assert decision < first_chart and html.index('class="recommendation">Run ') < first_chart
+    assert decision < first_chart and html.index('class="recommendation">Rent 2 AWS p4de.24xlarge') < first_chart
     assert 'id="p0-latency"' in html  # predicted TTFT/TPOT against the SLO lines (no simulation in this plan)
 
 
@@ -123,3 +123,22 @@ def test_a_gpu_bought_dearer_than_its_lowest_per_gpu_price_shows_what_is_paid():
         doc["scenario"]["prices"]["A100-80GB-SXM"]["usd_per_gpu_hour"], rel=1e-3
     )
     assert "A100-80GB-SXM | 8 GPUs aggregated; $5.12/GPU-hour, aws" in md
+
+
+def test_sentence_says_what_to_buy_where_and_the_monthly_cost():
+    """Issue 31: the report's first sentence was in engineer words only ("Run 3x A100-80GB-SXM TP2 for prefill
+    ..."), with the monthly figure further down; it now names the instances, provider and region bought, and
+    $/month."""
+    doc = _doc("plan_example_a.json")
+    sentence = _report(doc).plans[0].decision.sentence
+    (line,) = doc["purchase"]
+    assert sentence.startswith(f"Rent {line['count']} AWS {line['instance_type']} in {line['region']} and run ")
+    assert f"${doc['total_usd_per_hour']:,.2f}/h (${doc['usd_per_month'] / 1e3:.1f}k/month)" in sentence
+    owned = copy.deepcopy(doc)
+    owned["purchase"] = [{**line, "provider": "owned", "instance_type": "owned-A100-8gpu", "region": "",
+                          "owned": True, "usd_per_hour_each": 0.0}]  # fmt: skip
+    assert (
+        _report(owned)
+        .plans[0]
+        .decision.sentence.startswith(f"Use {line['count']} owned 8-GPU {line['gpu']} nodes and run ")
+    )

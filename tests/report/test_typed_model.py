@@ -59,7 +59,7 @@ def test_renderers_read_attributes_of_one_model():
     (p,) = rep.plans
     assert isinstance(p, PlanSection) and p.title and p.verification is None
     assert all(isinstance(s, StrategyRow) for s in p.strategies.values())
-    assert p.decision.sentence.startswith("Run ") and p.strategies[p.strategy].planned
+    assert p.decision.sentence.startswith("Rent ") and p.strategies[p.strategy].planned
 
 
 def test_strategy_rows_write_a_baselines_missing_totals_as_absent_and_the_plans_as_null():

@@ -98,6 +98,24 @@ def test_vllm_bench_bad_input(tmp_path, edit, needle):
         uc.read_benchmarks([f], uc.Context())
 
 
+@pytest.mark.parametrize(
+    "flags,needle",
+    [
+        (("--tp", "0"), "--tp: tp must be a whole number"),
+        (("--dp-attention", "-1"), "--dp-attention: dp_attention must be a whole number"),
+        (("--gpu", "Z9"), "unknown GPU 'Z9'"),
+        (("--model", "Llama-9"), "unknown model 'Llama-9'"),
+        (("--engine", "foo"), "unknown engine 'foo'"),
+    ],
+)
+def test_a_bad_flag_is_refused_even_where_the_file_says_that_field(tmp_path, flags, needle):
+    """The vllm bench JSON names its GPU, model and TP, so these flags were ignored and the run exited 0."""
+    res = invoke("calibrate-perf", FIX / "vllm_bench_c16.json", *flags, "--out", tmp_path / "c.yaml")
+    assert res.exit_code == 2, res.output
+    assert needle in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "c.yaml").exists()
+
+
 def test_unknown_format_and_missing_csv_column(tmp_path):
     f = tmp_path / "x.json"
     f.write_text('{"hello": 1}')

@@ -14,42 +14,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hetplan.units import cost_vs, format_duration
+from hetplan.units import PROVIDER_NAMES, cost_vs, format_duration, money_per_month, purchase_words
 
 if TYPE_CHECKING:  # the CLI loads hetplan.plan only when a command runs (tests/cli/test_structure.py)
     from hetplan.plan.types import Plan
-
-#: How providers are written in the decision sentence (others as the catalog spells them).
-PROVIDER_NAMES = {"aws": "AWS", "gcp": "GCP", "azure": "Azure", "lambda": "Lambda", "runpod": "RunPod",
-                  "nebius": "Nebius"}  # fmt: skip
-
-
-def money_per_month(usd: float) -> str:
-    """``$71.8k/month``, ``$730/month``, ``$1.23M/month``: a monthly figure a manager reads at a glance."""
-    if usd >= 1e6:
-        return f"${usd / 1e6:.3g}M/month"
-    if usd >= 1e3:
-        return f"${usd / 1e3:.1f}k/month"
-    return f"${usd:,.0f}/month"
 
 
 def decision_line(plan: Plan) -> str:
     """``decision: rent 1 AWS p5.48xlarge in us-east-1: $98.32/h, $71.8k/month``; owned nodes the plan uses are
     named too (``use 1 owned 8-GPU L40S node``); a plan without purchase lines names its GPUs."""
-    rented: dict[tuple[str, str], list[str]] = {}
-    owned: list[str] = []
-    for p in plan.purchase:
-        if p.owned:
-            owned.append(f"{p.count} owned {p.gpus_per_instance}-GPU {p.gpu} node{'s' if p.count != 1 else ''}")
-            continue
-        rented.setdefault((p.provider, p.region), []).append(
-            f"{p.count} {PROVIDER_NAMES.get(p.provider, p.provider)} {p.instance_type}"
-        )
-    parts = []
-    for (_, region), items in rented.items():
-        parts.append(f"rent {' and '.join(items)}" + (f" in {region}" if region else ""))
-    if owned:
-        parts.append("use " + " and ".join(owned))
+    parts = purchase_words(plan.purchase)
     if not parts:  # no instance offers (per-GPU prices): the GPUs
         parts.append("run " + ", ".join(f"{n}x {g}" for g, n in plan.gpus_used.items()))
     cost = f"${plan.total_usd_per_hour:,.2f}/h, {money_per_month(plan.usd_per_month)}"
@@ -153,7 +127,7 @@ __all__ = [
     "answer_lines",
     "comparison_line",
     "confidence_line",
-    "cost_vs",  # re-exported: hetplan.units.cost_vs
+    "cost_vs",  # re-exported from hetplan.units, as are PROVIDER_NAMES and money_per_month
     "decision_line",
     "money_per_month",
     "owned_lines",
