@@ -157,17 +157,15 @@ def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalo
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
     from hetplan.catalog.context import using
-    from hetplan.plan.doc import verification_block
-    from hetplan.planning.verify import verification_workloads
+    from hetplan.planning.verify import verification_workloads, with_split
     from hetplan.sim.verify import verify_plan
 
     with using(catalog):
         _, workload, out_of_sample, split = verification_workloads(scenario)
-        block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
-    block["out_of_sample"]["split"] = split
-    if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
-        plan = replace(plan, cascade=block["cascade"])
-    return replace(plan, verification=verification_block(block))
+        v = verify_plan(plan, workload, policy, out_of_sample=out_of_sample)
+    if v.cascade is not None:  # verified under CASCADE: its calibrated settings go into the plan
+        plan = replace(plan, cascade=v.cascade)
+    return replace(plan, verification=with_split(v, split))
 
 
 def build_workload(scenario: Scenario) -> Workload:

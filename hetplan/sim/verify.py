@@ -110,7 +110,7 @@ def verify_plan(
     policy: str = "fcfs",
     capacity: bool = True,
     out_of_sample: Sequence[tuple[str, Workload]] = (),
-) -> dict[str, Any]:
+) -> Verification:
     """``hetplan plan``'s simulated check: replay the plan's workload through it and give the verdict.
 
     Runs: at the plan's goodput target (the trace's arrival pattern compressed or stretched to it: rate scale =
@@ -123,7 +123,7 @@ def verify_plan(
     :class:`PlanCheck` is the same check kept for more questions (the capacity later, reusing the runs).
 
     Returns:
-        The ``verification`` block as plan-document data (:meth:`PlanCheck.verdict`'s typed block, ``to_doc()``):
+        The typed ``verification`` block (:meth:`PlanCheck.verdict`; ``to_doc()`` gives the plan file's data):
         ``status`` ("verified" or "not verified"), ``verdict`` (one line), ``trace``, ``requests``, ``attainment``
         (joint, at the goodput target), ``ttft_p_s`` / ``tpot_p_s`` (the SLO-percentile TTFT/TPOT there, seconds; None
         when unbounded), ``analytic_capacity_req_per_s``, ``simulated_capacity_req_per_s``, ``runs`` (each run's
@@ -132,7 +132,7 @@ def verify_plan(
     Raises:
         InputError: unknown policy, a plan the simulator cannot rebuild, or every prompt over the context window.
     """
-    return PlanCheck(plan, workload, policy, out_of_sample).verdict("full" if capacity else "none").to_doc()
+    return PlanCheck(plan, workload, policy, out_of_sample).verdict("full" if capacity else "none")
 
 
 #: What :meth:`PlanCheck.verdict` measures of the simulated capacity, from least to most: none; only what a

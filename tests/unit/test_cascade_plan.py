@@ -29,11 +29,12 @@ def plan_a():
 
 def test_verify_policy_cascade_calibrates_and_the_plan_carries_the_settings(plan_a):
     workload = read_azure_csv(FIXTURES / "azure_conv_200.csv")
-    block = verify_plan(plan_a, workload, "cascade", capacity=False)
+    v = verify_plan(plan_a, workload, "cascade", capacity=False)
+    block = v.to_doc()
     c = block["cascade"]
     assert c["kappa"] > 0 and set(c["kappa_by_class"]) == {workload.name} and 0 <= c["q2"] <= 1
     assert "attainment_by_class" not in block  # one class: the single-class report stays as it was
-    plan = replace(plan_a, cascade=c, verification=verification_block(block))
+    plan = replace(plan_a, cascade=v.cascade, verification=v)
     assert plan_cascade(plan).kappa_by_class == ((workload.name, c["kappa_by_class"][workload.name]),)
     files = emit_vllm(build_ir(plan))
     router = json.loads(files["vllm/cascade-router.json"])
@@ -43,9 +44,7 @@ def test_verify_policy_cascade_calibrates_and_the_plan_carries_the_settings(plan
     rows = dict(
         map(
             tuple,
-            verification_rows(
-                verification_report(verification_block(block), Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))
-            ),
+            verification_rows(verification_report(v, Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))),
         )
     )
     assert rows["CASCADE settings"].startswith(f"kappa {c['kappa']:.4g}")
