@@ -306,11 +306,10 @@ def explore(
         InputError: a bad axis or value (naming it) or scenario, before any point is planned.
     """
     from hetplan.catalog.context import using
-    from hetplan.explore import explore as _explore
-    from hetplan.explore import parse_axes
+    from hetplan.explore import explore_points, parse_axes
 
     with using(catalog):
-        return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve)
+        return explore_points(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve).to_doc()
 
 
 def hetis(scenario: Scenario, pool: Path, catalog: Catalog | None = None) -> dict[str, Any]:

@@ -194,20 +194,6 @@ def units_line(plan: Plan) -> str:
     )
 
 
-def explore(
-    base: Scenario,
-    axes: list[Axis],
-    strategy: str = "all",
-    verify: bool = True,
-    policy: str = "fcfs",
-    progress: Callable[[int, int, str], None] | None = None,
-    solve: SolveSettings | None = None,
-) -> dict[str, Any]:
-    """:func:`explore_points` as its document (:meth:`ExploreDoc.to_doc`, what ``--json`` prints). Same
-    arguments and errors."""
-    return explore_points(base, axes, strategy, verify, policy, progress, solve).to_doc()
-
-
 def explore_points(
     base: Scenario,
     axes: list[Axis],
@@ -302,5 +288,5 @@ def check_text(verify: bool, policy: str) -> str:
 
 
 __all__ = ["AXES", "MAX_AXES", "MAX_POINTS", "Axis", "AxisDoc", "Counts", "ExploreDoc", "OwnedUse", "Point",
-           "PointRow", "Value", "build_points", "check_text", "explore", "explore_points", "parse_axes", "parse_axis",
+           "PointRow", "Value", "build_points", "check_text", "explore_points", "parse_axes", "parse_axis",
            "point_row"]  # fmt: skip

@@ -233,16 +233,16 @@ def sim_request(plan_file: str | Path, options: SimOptions | None = None, catalo
 
 def simulate(req: SimRequest, catalog: Catalog | None = None) -> dict[str, Any]:
     """Replay a request stream through a plan (``hetplan simulate``; :func:`sim_request` builds ``req`` from the
-    command's inputs); see :func:`hetplan.sim.run.simulate`. ``catalog`` as in :func:`hetplan.api.plan`.
+    command's inputs); see :func:`hetplan.sim.run.simulation`. ``catalog`` as in :func:`hetplan.api.plan`.
 
     Raises:
         InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
     """
     from hetplan.catalog.context import using
-    from hetplan.sim.run import simulate as _simulate
+    from hetplan.sim.run import simulation
 
     with using(catalog):
-        return _simulate(req)
+        return simulation(req).to_doc()
 
 
 def simulate_closed_loop(

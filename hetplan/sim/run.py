@@ -188,14 +188,6 @@ def run_measured(
     return measure(stream, res, req.window_s), sim, res
 
 
-def run_simulation(
-    req: SimRequest, dep: Deployment, stream: RequestStream, record: bool = False
-) -> tuple[dict[str, Any], Simulator, SimResult]:
-    """:func:`run_measured` with the metrics as their document (:meth:`RunMetrics.to_doc`)."""
-    metrics, sim, res = run_measured(req, dep, stream, record)
-    return metrics.to_doc(), sim, res
-
-
 def simulation(req: SimRequest) -> Simulation:
     """Simulate ``req``: the typed metrics with the run's settings (deterministic).
 
@@ -219,16 +211,6 @@ def simulation(req: SimRequest) -> Simulation:
         cascade=CascadeRunSettings.model_validate(settings) if settings else None,
         **dict(metrics),
     )
-
-
-def simulate(req: SimRequest) -> dict[str, Any]:
-    """Simulate ``req``; returns the metrics document with the run's settings (:func:`simulation` as its
-    document, :meth:`Simulation.to_doc`; deterministic).
-
-    Raises:
-        InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
-    """
-    return simulation(req).to_doc()
 
 
 def capacity(
@@ -334,7 +316,5 @@ __all__ = [
     "plan_cascade",
     "prepare_run",
     "run_measured",
-    "run_simulation",
-    "simulate",
     "simulation",
 ]

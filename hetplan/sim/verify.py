@@ -322,12 +322,12 @@ def _check_budget(n: int, runs: int, disaggregated: bool) -> None:
 
 def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> dict[str, Any]:
     """CASCADE's ``cascade`` block for ``plan`` fitted on ``stream`` at ``rate_scale`` (κ per class, q₂ by
-    goodput × Jain; :func:`hetplan.sim.calibrate.calibrate_deployment`), as ``hetplan calibrate`` writes it."""
-    from hetplan.sim.calibrate import calibrate_deployment
+    goodput × Jain; :func:`hetplan.sim.calibrate.calibrate_fit`), as ``hetplan calibrate`` writes it."""
+    from hetplan.sim.calibrate import calibrate_fit
 
     req = SimRequest(plan, stream, policy="cascade", config=verify_config(stream))
     dep, scaled = prepare_run(replace(req, rate_scale=rate_scale))
-    return calibrate_deployment(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale)
+    return calibrate_fit(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale).to_doc()
 
 
 def _verdict(verified: bool, name: str, main: Outcome, runs: list[Outcome], q: float, plan: Plan, kind: str) -> str:

@@ -15,7 +15,7 @@ from hetplan.plan.types import Slo
 from hetplan.report.model import verification_report
 from hetplan.report.render.common import verification_rows
 from hetplan.sim.calibrate import calibrate, router_config
-from hetplan.sim.run import SimRequest, plan_cascade, simulate
+from hetplan.sim.run import SimRequest, plan_cascade, simulation
 from hetplan.sim.verify import verify_plan
 from hetplan.workload.formats import read_azure_csv
 from hetplan.workload.readers import read_stream
@@ -64,7 +64,7 @@ def test_calibrate_writes_per_class_kappa_and_the_router_config_carries_it(plan_
     # q2 per class (issue 32): present only where it beat the single q2; the settings and the router read it
     assert plan_cascade(plan).q2_by_class == tuple(sorted(block.get("q2_by_class", {}).items()))
     assert rc.get("q2_by_class") == block.get("q2_by_class")
-    m = simulate(SimRequest(plan, stream, policy="cascade"))
+    m = simulation(SimRequest(plan, stream, policy="cascade")).to_doc()
     assert m["jain_index"] is not None and len(m["classes"]) == 2
 
 
