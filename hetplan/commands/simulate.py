@@ -317,11 +317,12 @@ def calibrate(
         InputError: ``quantile`` outside (0, 1), or no request reached its first token.
     """
     from hetplan.catalog.context import using
+    from hetplan.plan.docblocks import cascade_of
     from hetplan.sim.calibrate import calibrate as _calibrate
 
     with using(catalog):
         block = _calibrate(req, quantile, progress)
-    return replace(req.plan, cascade=block), block
+    return replace(req.plan, cascade=cascade_of(block, "the calibrated plan")), block
 
 
 __all__ = [

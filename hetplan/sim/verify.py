@@ -18,7 +18,14 @@ from typing import Any
 
 from hetplan.budget import SIM_FIX, events_left, refuse
 from hetplan.errors import InputError
-from hetplan.plan.blocks import Attainment, HeldOutRun, OutOfSample, SimulatedPrefixCache, Verification
+from hetplan.plan.blocks import (
+    Attainment,
+    CascadeSettings,
+    HeldOutRun,
+    OutOfSample,
+    SimulatedPrefixCache,
+    Verification,
+)
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.model_error import MARGIN_BISECT, MARGIN_MAX, error_check
@@ -320,14 +327,15 @@ def _check_budget(n: int, runs: int, disaggregated: bool) -> None:
                      "simulator events", SIM_FIX, True)  # fmt: skip
 
 
-def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> dict[str, Any]:
-    """CASCADE's ``cascade`` block for ``plan`` fitted on ``stream`` at ``rate_scale`` (κ per class, q₂ by
+def calibrate_for_plan(plan: Plan, stream: RequestStream, rate_scale: float) -> CascadeSettings:
+    """CASCADE's typed ``cascade`` block for ``plan`` fitted on ``stream`` at ``rate_scale`` (κ per class, q₂ by
     goodput × Jain; :func:`hetplan.sim.calibrate.calibrate_fit`), as ``hetplan calibrate`` writes it."""
     from hetplan.sim.calibrate import calibrate_fit
 
     req = SimRequest(plan, stream, policy="cascade", config=verify_config(stream))
     dep, scaled = prepare_run(replace(req, rate_scale=rate_scale))
-    return calibrate_fit(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale).to_doc()
+    fit = calibrate_fit(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale)
+    return CascadeSettings.from_doc(fit.to_doc())  # the calibration's document is the block, as written
 
 
 def _verdict(verified: bool, name: str, main: Outcome, runs: list[Outcome], q: float, plan: Plan, kind: str) -> str:

@@ -10,7 +10,8 @@ import pytest
 
 from hetplan.emit.ir_build import build_ir
 from hetplan.emit.vllm import emit_vllm
-from hetplan.plan.doc import load_plan, verification_block
+from hetplan.plan.blocks import CascadeSettings as CascadeBlock
+from hetplan.plan.doc import from_doc, load_plan, to_doc, verification_block
 from hetplan.plan.types import Slo
 from hetplan.report.model import verification_report
 from hetplan.report.render.common import verification_rows
@@ -58,7 +59,7 @@ def test_calibrate_writes_per_class_kappa_and_the_router_config_carries_it(plan_
     assert block["q2"] == best["q2"]
     for r in block["q2_sweep"]:
         assert r["objective"] == pytest.approx((r["goodput_req_per_s"] or 0) * (r["jain_index"] or 0), abs=1e-5)
-    plan = replace(plan_a, cascade=block)
+    plan = replace(plan_a, cascade=CascadeBlock.from_doc(block))
     rc = router_config(plan, block)
     assert rc["kappa_by_class"] == block["kappa_by_class"] and rc["q2"] == block["q2"]
     # q2 per class (issue 32): present only where it beat the single q2; the settings and the router read it
@@ -81,8 +82,8 @@ def test_the_plans_cascade_block_carries_q2_per_class(plan_a):
     from hetplan.errors import InputError
 
     block = {"kappa": 1.2, "q2": 0.1, "q2_by_class": {"long": 0.3, "chat": 0.0}}
-    plan = replace(plan_a, cascade=block)
+    plan = from_doc({**to_doc(plan_a), "cascade": block})
     assert plan_cascade(plan).q2_by_class == (("chat", 0.0), ("long", 0.3))
-    bad = replace(plan_a, cascade={"q2_by_class": {"long": 2.0}})
-    with pytest.raises(InputError, match="cascade.q2_by_class"):
-        plan_cascade(bad)
+    assert to_doc(plan)["cascade"] == block  # written back as read
+    with pytest.raises(InputError, match=r"cascade\.q2_by_class is invalid: .*q2 of class 'long' must be"):
+        from_doc({**to_doc(plan_a), "cascade": {"q2_by_class": {"long": 2.0}}})

@@ -11,7 +11,8 @@ import pytest
 
 from hetplan.errors import InputError
 from hetplan.perf.settings import PerfSettings
-from hetplan.plan.doc import from_doc, load_plan, read_plan_doc
+from hetplan.plan.blocks import CascadeSettings as CascadeBlock
+from hetplan.plan.doc import from_doc, load_plan, read_plan_doc, to_doc
 from hetplan.plan.doc import parse_bucket_label as parse_bucket
 from hetplan.sim.calibrate import calibrate, router_config
 from hetplan.sim.deployment import deployment_from_plan, simple_deployment
@@ -358,7 +359,7 @@ def test_calibrate_covers_the_quantile(plan_a, conv):
     assert block["q2"] in [r["q2"] for r in block["q2_sweep"]]
     cfg = router_config(plan_a, block)
     assert cfg["kappa"] == block["kappa"] and len(cfg["groups"]) == 2
-    plan = replace(plan_a, cascade=block)
+    plan = replace(plan_a, cascade=CascadeBlock.from_doc(block))
     m = simulation(SimRequest(plan, conv, policy="cascade")).to_doc()
     assert m["cascade"] == {"kappa": block["kappa"], "q2": block["q2"]}
     assert set(block["kappa_by_class"]) == {"azure_conv_200"} and block["q2_sweep"][0]["objective"] >= 0
@@ -475,10 +476,12 @@ def test_prompts_over_the_context_window_are_dropped_apart_from_kv_drops():
         ({"kappa": "big"}, "cascade.kappa"),
     ],
 )
-def test_malformed_cascade_block_is_an_input_error_even_under_fcfs(plan_a, conv, block, field):
-    plan = replace(plan_a, cascade=block)
-    with pytest.raises(InputError, match=field.replace(".", r"\.")):
-        simulation(SimRequest(plan, conv, policy="fcfs")).to_doc()
+def test_malformed_cascade_block_is_refused_naming_the_field_when_the_plan_is_read(plan_a, block, field):
+    """The typed cascade block is checked when the plan file is read (simulate, emit and report alike), and the
+    error names the field."""
+    doc = {**to_doc(plan_a), "cascade": block}
+    with pytest.raises(InputError, match="plan's " + re.escape(field) + r"\b"):
+        from_doc(doc)
 
 
 @pytest.mark.parametrize(
