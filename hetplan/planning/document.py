@@ -277,10 +277,14 @@ def prefix_cache_of(req: PlanRequest, workload: Workload, strategy: str, chosen:
     serving = {(c.prefill_gpu, c.prefill_tp) for c in made.combos} | {(i.gpu, i.tp) for i in made.instances}
     reuse = PrefixCache.from_doc(req.prefix_reuse)  # the sizing assumed (hetplan.planning.prefix), as written
     rates = [r for r in reuse.by_instance if (r.gpu, r.tp) in serving]
-    return reuse.with_(
-        plan_token_hit_rate=[ReuseRate(gpu=r.gpu, tp=r.tp, token_hit_rate=r.token_hit_rate) for r in rates],
-        with_reuse_cost_per_hour=rnd(chosen.cost),
-        without_reuse=without,
+    # the sizing's fields as written, then the plan's (one block, so it equals the one its plan file reads back as)
+    return PrefixCache.model_validate(
+        {
+            **req.prefix_reuse,
+            "plan_token_hit_rate": [ReuseRate(gpu=r.gpu, tp=r.tp, token_hit_rate=r.token_hit_rate) for r in rates],
+            "with_reuse_cost_per_hour": rnd(chosen.cost),
+            "without_reuse": without,
+        }
     )
 
 

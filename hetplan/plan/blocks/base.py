@@ -61,11 +61,6 @@ class Block(BaseModel):
         """A copy with ``changes`` (field names; each counts as set, so it is written)."""
         made = self.model_copy(update=changes)
         made.__pydantic_fields_set__ = set(self.model_fields_set) | set(changes)
-        # fields set now are written after the others, in declaration order (as to_doc places them): recorded, so a
-        # block made with with_ equals the one its document reads back as
-        fields = type(self).model_fields
-        added = [fields[n].alias or n for n in fields if n in changes]
-        made._order = self._order + tuple(k for k in added if k not in self._order)
         return made
 
     def without(self, *names: str) -> Self:
