@@ -70,11 +70,11 @@ from typing import Any
 import numpy as np
 
 from hetplan.perf.settings import PerfSettings
-from hetplan.sim.calibrate import calibrate_deployment
+from hetplan.sim.calibrate import calibrate_fit
 from hetplan.sim.deployment import Deployment, simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.hostkv import HostKvTier
-from hetplan.sim.metrics import request_outcomes, summarize
+from hetplan.sim.metrics import measure, outcomes
 from hetplan.sim.policies import CascadeSettings, get_scheduler
 from hetplan.workload.model import ClassSlo, RequestStream, make_stream
 from hetplan.workload.prefix import concat_block_hashes, declared_reuse
@@ -188,15 +188,15 @@ def run(dep: Deployment, stream: RequestStream, policy: str, cfg: CascadeSetting
     scaled = stream.scaled(scale)
     start = time.perf_counter()
     res = Simulator(dep, scaled, get_scheduler(policy, cfg), sim_cfg).run()
-    m = summarize(scaled, res)
-    o = request_outcomes(scaled, res)
+    m = measure(scaled, res).to_doc()
+    o = outcomes(scaled, res)
     span = m["serving_span_s"] or 1e-9
-    good_tokens = float((scaled.prompt_tokens + o["output_tokens"])[o["ok"]].sum())
+    good_tokens = float((scaled.prompt_tokens + o.output_tokens)[o.ok].sum())
     m["goodput_tokens_per_s"] = good_tokens / span
     m["bands"] = {}
     for (lo, hi), label in zip(BANDS, BAND_NAMES, strict=True):
         sel = (scaled.prompt_tokens >= lo) & (scaled.prompt_tokens < hi)
-        m["bands"][label] = float(o["ok"][sel].mean()) if sel.any() else None
+        m["bands"][label] = float(o.ok[sel].mean()) if sel.any() else None
     m["seconds"] = time.perf_counter() - start
     return m
 
@@ -279,8 +279,8 @@ def seed_summary(args: argparse.Namespace, dep: Deployment, loads: list[float], 
         if args.prefix_reuse:
             stream = with_reuse(stream, *args.prefix_reuse)
         cap = fcfs_capacity(dep, stream, sim_cfg)
-        block = calibrate_deployment(dep, stream.scaled(cap), config=sim_cfg, quantile=0.95, rate_scale=cap,
-                                     q2_stream=stream.scaled(2 * cap))  # fmt: skip
+        block = calibrate_fit(dep, stream.scaled(cap), config=sim_cfg, quantile=0.95, rate_scale=cap,
+                                     q2_stream=stream.scaled(2 * cap)).to_doc()  # fmt: skip
         kappa = settings_from(block)
         for load in loads:
             cells = []
@@ -359,8 +359,8 @@ def main() -> int:
     print(f"1x load = FCFS capacity at 90 % joint attainment: rate scale {cap:.3f} "
           f"({cap * stream.n / stream.duration_s:.2f} req/s)")  # fmt: skip
     start = time.perf_counter()
-    block = calibrate_deployment(dep, stream.scaled(cap), config=sim_cfg, quantile=0.95, rate_scale=cap,
-                                 q2_stream=stream.scaled(2 * cap))  # fmt: skip
+    block = calibrate_fit(dep, stream.scaled(cap), config=sim_cfg, quantile=0.95, rate_scale=cap,
+                                 q2_stream=stream.scaled(2 * cap)).to_doc()  # fmt: skip
     by_class = block["kappa_by_class"]
     kappa = settings_from(block)
     sweep = ", ".join(f"{r['q2']:g}: {r['objective']:.3f}" for r in block["q2_sweep"])

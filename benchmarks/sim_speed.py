@@ -26,7 +26,7 @@ from pathlib import Path
 from hetplan.plan.doc import load_plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.engine import Simulator
-from hetplan.sim.metrics import summarize
+from hetplan.sim.metrics import measure
 from hetplan.sim.policies import get_scheduler
 from hetplan.workload.readers import read_stream
 
@@ -63,7 +63,7 @@ def main() -> int:
             res = sim.run()
             times.append(time.perf_counter() - start)
             start = time.perf_counter()
-            m = summarize(stream, res)
+            m = measure(stream, res).to_doc()
             metrics_s.append(time.perf_counter() - start)
         run_s = statistics.median(times)
         events = res.counters["events"]

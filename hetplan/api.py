@@ -178,16 +178,14 @@ def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalo
     Raises:
         InputError: unknown policy, or a plan the simulator cannot rebuild.
     """
-    from hetplan.plan.doc import verification_block
-    from hetplan.planning.verify import verification_workloads
+    from hetplan.planning.verify import verification_workloads, with_split
     from hetplan.sim.verify import verify_plan
 
     _, workload, out_of_sample, split = verification_workloads(scenario)
-    block = verify_plan(plan, workload, policy, out_of_sample=out_of_sample, catalog=catalog)
-    block["out_of_sample"]["split"] = split
-    if "cascade" in block:  # verified under CASCADE: its calibrated settings go into the plan
-        plan = replace(plan, cascade=block["cascade"])
-    return replace(plan, verification=verification_block(block))
+    v = verify_plan(plan, workload, policy, out_of_sample=out_of_sample, catalog=catalog)
+    if v.cascade is not None:  # verified under CASCADE: its calibrated settings go into the plan
+        plan = replace(plan, cascade=v.cascade)
+    return replace(plan, verification=with_split(v, split))
 
 
 def build_workload(scenario: Scenario) -> Workload:
@@ -327,10 +325,9 @@ def explore(
     Raises:
         InputError: a bad axis or value (naming it) or scenario, before any point is planned.
     """
-    from hetplan.explore import explore as _explore
-    from hetplan.explore import parse_axes
+    from hetplan.explore import explore_points, parse_axes
 
-    return _explore(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve, catalog)
+    return explore_points(scenario, parse_axes(list(vary)), strategy, verify, policy, progress, solve, catalog).to_doc()
 
 
 def hetis(scenario: Scenario, pool: Path, catalog: Catalog | None = None) -> dict[str, Any]:

@@ -49,20 +49,15 @@ from pydantic import BaseModel, ConfigDict
 
 from hetplan.errors import HetplanError, InfeasibleError, InputError, OutOfMemoryError
 from hetplan.explore_axes import AXES, MAX_AXES, MAX_POINTS, Axis, Point, Value, build_points, parse_axes, parse_axis
-from hetplan.plan.doc import verification_block
+from hetplan.plan.blocks import Attainment
 from hetplan.units import parse_duration_s, rnd
 
 if TYPE_CHECKING:
     from hetplan.catalog.context import Catalog
+    from hetplan.plan.types import Plan
     from hetplan.scenario import Scenario
     from hetplan.solvers.milp import SolveSettings
     from hetplan.workload.model import Workload
-
-
-def _chosen_units(doc: dict[str, Any]) -> str:
-    from hetplan.sweep.table import chosen_units
-
-    return chosen_units(doc)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -150,51 +145,9 @@ class ExploreDoc(_Doc):
         return {"kind": self.kind, **super().to_doc()}
 
 
-class _View(BaseModel):
-    """What :func:`point_row` reads of a plan document, values as they are (hetplan.plan.doc writes them)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class _ScenarioView(_View):
-    goodput_target_req_per_s: Any = None
-
-
-class _OwnedView(_View):
-    owned: Any = None
-    used: Any = None
-
-
-class _OutOfSampleView(_View):
-    status: Any = None
-
-
-class _JointView(_View):
-    joint: Any = None
-
-
-class _VerificationView(_View):
-    status: Any = None
-    out_of_sample: _OutOfSampleView | None = None
-    attainment: Any = None
-    ttft_p_s: Any = None
-    tpot_p_s: Any = None
-    misses: Any = None
-
-
-class _PlanView(_View):
-    scenario: _ScenarioView
-    strategy: Any = None
-    total_usd_per_hour: Any = None
-    usd_per_month: Any = None
-    gpus_used: Any = None
-    owned_gpus: dict[str, _OwnedView] | None = None
-    verification: _VerificationView | None = None
-
-
-def point_row(point: Point, status: str, doc: dict[str, Any] | None, error: str | None) -> PointRow:
-    """The row of one point: its values, the plan's cost, deployment and GPUs (from the plan document ``doc``),
-    and the check's outcome."""
+def point_row(point: Point, status: str, plan: Plan | None, error: str | None) -> PointRow:
+    """The row of one point: its values, the plan's cost, deployment and GPUs (from the typed ``plan``), and the
+    check's outcome."""
     head: dict[str, Any] = dict(
         point=point.shown,
         values=dict(point.labels),
@@ -205,16 +158,15 @@ def point_row(point: Point, status: str, doc: dict[str, Any] | None, error: str 
         slo_ttft_s=rnd(parse_duration_s(point.scenario.slo.ttft, "ttft")),
         slo_tpot_s=rnd(parse_duration_s(point.scenario.slo.tpot, "tpot")),
     )
-    if doc is None:
+    if plan is None:
         return PointRow(**head, check="not run", error=error or "")
-    plan = _PlanView.model_validate(doc)
     head.update(
-        goodput_target_req_per_s=plan.scenario.goodput_target_req_per_s,
+        goodput_target_req_per_s=plan.goodput_target_req_per_s,
         strategy=plan.strategy,
         usd_per_hour=plan.total_usd_per_hour,
         usd_per_month=plan.usd_per_month,
-        deployment=_chosen_units(doc),
-        gpus_used=plan.gpus_used or {},
+        deployment=units_line(plan),
+        gpus_used=dict(plan.gpus_used),
         owned_gpus={g: OwnedUse(owned=o.owned, used=o.used) for g, o in (plan.owned_gpus or {}).items()},
     )
     v = plan.verification
@@ -227,26 +179,20 @@ def point_row(point: Point, status: str, doc: dict[str, Any] | None, error: str 
         **head,
         check="held" if v.status == "verified" else "missed",
         out_of_sample=None if v.out_of_sample is None else v.out_of_sample.status,
-        attainment=_JointView.model_validate(att).joint if isinstance(att, dict) else att,
+        attainment=att.joint if isinstance(att, Attainment) else att,
         ttft_q_s=v.ttft_p_s,
         tpot_q_s=v.tpot_p_s,
         misses=list(v.misses or []),
     )
 
 
-def explore(
-    base: Scenario,
-    axes: list[Axis],
-    strategy: str = "all",
-    verify: bool = True,
-    policy: str = "fcfs",
-    progress: Callable[[int, int, str], None] | None = None,
-    solve: SolveSettings | None = None,
-    catalog: Catalog | None = None,
-) -> dict[str, Any]:
-    """:func:`explore_points` as its document (:meth:`ExploreDoc.to_doc`, what ``--json`` prints). Same
-    arguments and errors."""
-    return explore_points(base, axes, strategy, verify, policy, progress, solve, catalog).to_doc()
+def units_line(plan: Plan) -> str:
+    """The plan's deployment in one line: ``1x [1x H100-SXM TP2 -> 1x A100-80GB-SXM TP4]; ...`` for combos,
+    ``2x A100-80GB-SXM TP4`` for aggregated instances (as :func:`hetplan.sweep.table.chosen_units` writes a plan
+    file's)."""
+    return "; ".join(
+        [f"{c.count}x [{c.label}]" for c in plan.combos] + [f"{t.count}x {t.gpu} TP{t.tp}" for t in plan.instances]
+    )
 
 
 def explore_points(
@@ -272,7 +218,7 @@ def explore_points(
 
     from hetplan import api
     from hetplan.budget import command_budget
-    from hetplan.planning.verify import DEFAULT_HOLDOUT, verification_workloads
+    from hetplan.planning.verify import DEFAULT_HOLDOUT, verification_workloads, with_split
     from hetplan.resources import Resources
     from hetplan.sim.verify import verify_plan
 
@@ -302,12 +248,11 @@ def explore_points(
                 progress(i, len(points), f"{point.shown}: simulating ${plan.total_usd_per_hour:,.2f}/h")
             try:
                 with command_budget():  # each point's check has the whole budget of simulated work
-                    block = verify_plan(plan, workload, policy, False, held_out, catalog)
-                block["out_of_sample"]["split"] = split
-                plan = replace(plan, verification=verification_block(block))
+                    v = verify_plan(plan, workload, policy, False, held_out, catalog)
+                plan = replace(plan, verification=with_split(v, split))
             except HetplanError as exc:  # the plan stands; the row says the check failed and why
                 check_error = _one_line(exc)
-        rows.append(point_row(point, "ok", api.to_doc(plan), check_error))
+        rows.append(point_row(point, "ok", plan, check_error))
     if progress is not None:
         progress(len(points), len(points), "done")
     ok = [r for r in rows if r.status == "ok"]
@@ -345,5 +290,5 @@ def check_text(verify: bool, policy: str) -> str:
 
 
 __all__ = ["AXES", "MAX_AXES", "MAX_POINTS", "Axis", "AxisDoc", "Counts", "ExploreDoc", "OwnedUse", "Point",
-           "PointRow", "Value", "build_points", "check_text", "explore", "explore_points", "parse_axes", "parse_axis",
+           "PointRow", "Value", "build_points", "check_text", "explore_points", "parse_axes", "parse_axis",
            "point_row"]  # fmt: skip

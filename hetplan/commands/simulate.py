@@ -351,15 +351,15 @@ def sim_request(plan_file: str | Path, options: SimOptions | None = None, catalo
 
 def simulate(req: SimRequest, catalog: Catalog | None = None) -> dict[str, Any]:
     """Replay a request stream through a plan (``hetplan simulate``; :func:`sim_request` builds ``req`` from the
-    command's inputs); see :func:`hetplan.sim.run.simulate`. ``catalog`` as in :func:`hetplan.api.plan` (None: the
+    command's inputs); see :func:`hetplan.sim.run.simulation`. ``catalog`` as in :func:`hetplan.api.plan` (None: the
     request's own, ``req.catalog``).
 
     Raises:
         InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
     """
-    from hetplan.sim.run import simulate as _simulate
+    from hetplan.sim.run import simulation
 
-    return _simulate(_with_catalog(req, catalog))
+    return simulation(_with_catalog(req, catalog)).to_doc()
 
 
 def simulate_closed_loop(
@@ -435,10 +435,11 @@ def calibrate(
     Raises:
         InputError: ``quantile`` outside (0, 1), or no request reached its first token.
     """
+    from hetplan.plan.docblocks import cascade_of
     from hetplan.sim.calibrate import calibrate as _calibrate
 
     block = _calibrate(_with_catalog(req, catalog), quantile, progress)
-    return replace(req.plan, cascade=block), block
+    return replace(req.plan, cascade=cascade_of(block, "the calibrated plan")), block
 
 
 __all__ = [

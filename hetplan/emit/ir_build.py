@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import replace
 
 from hetplan.deploy_rules import DEFAULT_ENGINE_VERSION, DEFAULT_SCALE_UP_GPUS
@@ -292,9 +291,9 @@ the q₂ of an iteration is then that of the Tier-2 request first in line, ``q2`
 
 def _cascade_json(plan: Plan) -> str | None:
     """The router's view of the plan's ``cascade`` block (:data:`CASCADE_ROUTER_KEYS`), as sorted JSON."""
-    block = plan.cascade
-    if not isinstance(block, Mapping):
+    if plan.cascade is None:
         return None
+    block = plan.cascade.to_doc()  # the router's config is the block's own fields, as written
     doc = {"kind": "hetplan-cascade-router-config", "schema_version": 1, "policy": "cascade"}
     doc |= {k: block[k] for k in CASCADE_ROUTER_KEYS if k in block}
     doc["budget"] = (

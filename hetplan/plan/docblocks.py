@@ -20,6 +20,7 @@ from hetplan.errors import InputError
 from hetplan.plan.blocks import (
     Analysis,
     Block,
+    CascadeSettings,
     ClassSlo,
     DeploymentRules,
     DtypeTry,
@@ -127,11 +128,39 @@ def top_fields(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
         if g("dtype_search") is None
         else _rows(DtypeTry, g("dtype_search"), f"{where} dtype_search"),
         "autoscaling": _text(g("autoscaling")),
-        "cascade": g("cascade"),  # checked where it is read (hetplan.sim.run.cascade_block), with its own messages
+        "cascade": None if g("cascade") is None else cascade_of(g("cascade"), where),
         "verification": None
         if g("verification") is None
         else block_of(Verification, g("verification"), f"{where} verification"),
     }
+
+
+def cascade_of(raw: Any, where: str = "plan") -> CascadeSettings:
+    """The typed ``cascade`` block of a plan document (see :mod:`hetplan.plan.blocks.cascade`).
+
+    Raises:
+        InputError: not a mapping, or a field of the wrong type or range; the message names it (e.g.
+            ``cascade.classes.code.ttft_slo_s``) and what the simulator reads from the block.
+    """
+    try:
+        if not isinstance(raw, Mapping):
+            raise InputError(
+                f"{where}'s cascade block is not a mapping (got {raw!r})",
+                "the simulator reads kappa > 0, q2 in [0, 1] and per-class SLOs > 0 (seconds) from this block",
+                "fix cascade in the plan, or re-run 'hetplan calibrate'",
+            )
+        return CascadeSettings.from_doc(raw)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        loc = [str(x) for x in e["loc"]]
+        if e["type"] in ("int_type", "float_type") and loc[-1:] in (["int"], ["float"]):
+            loc = loc[:-1]  # a number's union member (StrictNum), not a field
+        field = ".".join(["cascade", *loc])
+        raise InputError(
+            f"{where}'s {field} is invalid: {e['msg']} (got {e.get('input')!r})",
+            "the simulator reads kappa > 0, q2 in [0, 1] and per-class SLOs > 0 (seconds) from this block",
+            f"fix {field} in the plan, or re-run 'hetplan calibrate'",
+        ) from None
 
 
 def scenario_fields(sc: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -194,8 +223,7 @@ def top_extra_doc(plan: Plan) -> dict[str, Any]:
     if plan.dtype_search is not None:
         out["dtype_search"] = [d.to_doc() for d in plan.dtype_search]
     put("autoscaling", plan.autoscaling)
-    if plan.cascade is not None:  # as written: a malformed block is refused where it is read, naming the field
-        out["cascade"] = dict(plan.cascade) if isinstance(plan.cascade, Mapping) else plan.cascade
+    put("cascade", plan.cascade)
     return out
 
 
@@ -224,6 +252,7 @@ def scenario_extra_doc(plan: Plan) -> dict[str, Any]:
 __all__ = [
     "GAIN",
     "block_of",
+    "cascade_of",
     "SCENARIO_KEYS",
     "TOP_KEYS",
     "scenario_extra_doc",

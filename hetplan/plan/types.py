@@ -25,6 +25,7 @@ from hetplan.errors import InputError
 from hetplan.perf.settings import PerfSettings
 from hetplan.plan.blocks import (
     Analysis,
+    CascadeSettings,
     ClassSlo,
     DeploymentRules,
     DtypeTry,
@@ -146,8 +147,9 @@ class Plan:
         homogeneous_baseline / homogeneous_by_gpu / owned_gpus / gains (``gain_over_<strategy>``, 0-1, None where
             not comparable) / solver / prefix_cache / analysis / quality_note / dtype_search / autoscaling:
             the planner's other records (:mod:`hetplan.plan.blocks`); None (empty) where the plan has none.
-        cascade: CASCADE's calibrated settings (``hetplan calibrate``) as written (None: none), checked where
-            they are read (:func:`hetplan.sim.run.cascade_block`, whose messages name the bad field).
+        cascade: CASCADE's calibrated settings (``hetplan calibrate``, or a verification under CASCADE), typed
+            and checked when the plan is read (:func:`hetplan.plan.docblocks.cascade_of` names a bad field);
+            None: none.
         workload / max_ratio / deployment / classes / cross_provider / model_config_path / profiles / prune_with:
             the scenario echo's other fields (the workload summary, the deployment rules, request classes, the WAN
             link, a local ``config.json``'s path, ``--profile`` records, the A1/A2 pruning fit).
@@ -202,7 +204,7 @@ class Plan:
     quality_note: str | None = None
     dtype_search: tuple[DtypeTry, ...] | None = None
     autoscaling: str | None = None
-    cascade: object = None
+    cascade: CascadeSettings | None = None
     workload: WorkloadSummary | None = None
     max_ratio: float | None = None
     deployment: DeploymentRules | None = None

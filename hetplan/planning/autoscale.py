@@ -51,7 +51,7 @@ def autoscale(
     from hetplan.autoscale.curves import diurnal, load_curve
     from hetplan.autoscale.schedule import ScheduleSettings, build_schedule
     from hetplan.autoscale.schedule_summary import rows, summary
-    from hetplan.planning.document import combo_doc, resolved_doc, scenario_doc
+    from hetplan.planning.schedule_doc import combo_doc, resolved_doc, scenario_doc
     from hetplan.planning.solve import Planner
     from hetplan.scenario_blocks import AutoscaleSpec
 

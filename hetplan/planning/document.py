@@ -1,10 +1,13 @@
-"""Plan documents: solve a scenario with every strategy and write one document.
+"""Plans: solve a scenario with every strategy and assemble the typed :class:`~hetplan.plan.types.Plan` of one.
 
-The document is what ``hetplan plan --json`` prints and ``--out`` writes, and what :func:`hetplan.plan.doc.from_doc`
-makes the typed plan. Besides the chosen strategy's deployment it carries the other strategies as ``baselines``
-and an ``analysis`` block (price sensitivity: the plan's cost and the re-optimised cost when one GPU type's price
-moves ±20 %; cost versus goodput target for every strategy), the resolved model and GPU entries and provenance.
-All numbers are rounded to fixed significant digits so equal inputs give byte-identical documents.
+The plan is assembled from the solvers' typed results (:mod:`hetplan.planning.deployed`); nothing is built as a
+dict first (:func:`hetplan.plan.doc.to_doc` writes what ``hetplan plan --json`` prints and ``--out`` writes).
+Besides the chosen strategy's deployment it carries the other strategies as ``baselines`` and an ``analysis``
+block (price sensitivity: the plan's cost and the re-optimised cost when one GPU type's price moves ±20 %; cost
+versus goodput target for every strategy), the resolved model and GPU entries and provenance. All numbers are
+rounded to fixed significant digits so equal inputs give byte-identical plan files.
+
+The autoscale schedule's deployment is written as document data by :mod:`hetplan.planning.schedule_doc`.
 
 Source: hetplan's own reconstruction.
 """
@@ -13,15 +16,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
-from typing import Any
 
 from hetplan import __version__
 from hetplan.catalog.context import Catalog
 from hetplan.errors import InputError
-from hetplan.plan.blocks import PrefixCache, ReuseRate, WithoutReuse
-from hetplan.plan.doc import SCHEMA_VERSION
-from hetplan.plan.types import STRATEGIES
-from hetplan.planning.deployment_doc import combo_doc, mixed_solver_doc, solved_doc, summary_doc
+from hetplan.plan.blocks import (
+    Analysis,
+    ClassSlo,
+    DeploymentRules,
+    GpuFleet,
+    HomogeneousBaseline,
+    PrefixCache,
+    ReuseRate,
+    SolverStats,
+    WanLink,
+    WithoutReuse,
+    WorkloadSummary,
+)
+from hetplan.plan.types import STRATEGIES, Plan, Price, Provenance, ResolvedGpu, ResolvedModel, Slo
+from hetplan.planning.baseline_block import baseline_block
+from hetplan.planning.deployed import (
+    Deployed,
+    deployed,
+    mixed_solver,
+    strategy_result,
+)
 from hetplan.planning.owned import owned_doc
 from hetplan.planning.solve import Planner, Solved
 from hetplan.planning.whatif import cost_vs_goodput, price_sensitivity
@@ -53,17 +72,17 @@ def build_plan(
     deferred: list[AnalysisLater] | None = None,
     catalog_sha: str | None = None,
     lean: bool = False,
-) -> dict[str, Any]:
-    """Solve every strategy for ``req`` and return the plan document of ``strategy`` (version 2: the resolved
-    model and GPU entries, ``profiled`` naming the profile file each measured GPU came from, and provenance,
-    whose catalog hash is ``catalog_sha`` -- default the hash of ``req.catalog``, profile overlays included; see
-    :mod:`hetplan.plan.doc`, whose :func:`~hetplan.plan.doc.from_doc` makes it a typed plan).
+) -> Plan:
+    """Solve every strategy for ``req`` and return the typed plan of ``strategy``, assembled from the solvers'
+    results (:func:`hetplan.plan.doc.to_doc` writes it as the version-2 plan file: the resolved model and GPU
+    entries, ``profiled`` naming the profile file each measured GPU came from, and provenance, whose catalog hash
+    is ``catalog_sha`` -- default the hash of ``req.catalog``, profile overlays included).
     With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later
     (:data:`AnalysisLater`: from this planner, no second solve; its argument replaces ``progress``) (for
     the one plan kept of several, e.g. the weight-dtype search) is appended to it.
     ``lean`` (a named ``strategy`` only): solve that strategy alone (and what it builds on: the mixed strategy
     reads Cauchy's and Mélange's optima), with no baselines, no homogeneous baseline and no per-GPU homogeneous
-    fleets: the deployment is the one the full document gives, for a re-size attempt that only simulates it.
+    fleets: the deployment is the one the full plan gives, for a re-size attempt that only simulates it.
 
     Raises:
         InputError: unknown strategy. InfeasibleError: the chosen strategy has no feasible plan (its message
@@ -97,34 +116,19 @@ def build_plan(
     chosen = solved[strategy]
     if chosen.error is not None:
         raise chosen.error
-    doc: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "plan",
-        "hetplan_version": __version__,
-        "strategy": strategy,
-        "engine": req.settings.engine,  # the engine the plan was made for (its perf_settings say the same)
-        "scenario": scenario_doc(scenario, req, workload),
-    }
-    doc.update(solved_doc(planner, chosen))
-    doc["tokens_per_usd_basis"] = TOKENS_BASIS
-    if requested == ALL:
-        doc["strategy_requested"] = ALL
-        doc["shape_won"] = shape_won(strategy, chosen, solved)
-    doc["baselines"] = {name: summary_doc(planner, s) for name, s in solved.items() if name != strategy}
+    made = deployed(planner, chosen)
     homo = solved.get("homogeneous")
-    doc["homogeneous_baseline"] = (
-        {"status": "not solved (a re-size attempt)"}
+    baseline = (
+        HomogeneousBaseline(status="not solved (a re-size attempt)")
         if homo is None
-        else {"status": "infeasible", "reason": homo.error.why or homo.error.what}
+        else HomogeneousBaseline(status="infeasible", reason=homo.error.why or homo.error.what)
         if homo.error is not None
-        else solved_doc(planner, homo)
+        else baseline_block(deployed(planner, homo))
     )
-    doc["homogeneous_by_gpu"] = by_gpu
     # why owned GPUs sit idle (an SLO search per idle type): for the plan shown, not a re-size attempt's
     owned = None if lean else owned_doc(req, chosen, planner)
-    if owned is not None:
-        doc["owned_gpus"] = {gpu: row.to_doc() for gpu, row in owned.items()}
     # every restricted optimum's gain with --strategy all; the two original fields otherwise
+    gains: dict[str, float | None] = {}
     for name in STRATEGIES if requested == ALL else ("homogeneous", "melange"):
         other = solved.get(name)
         gain = (
@@ -132,51 +136,119 @@ def build_plan(
             if other is None or other.error is not None or name == strategy or not other.cost
             else 1.0 - chosen.cost / other.cost
         )
-        doc[f"gain_over_{name}"] = None if gain is None else round(gain, 4) + 0.0
+        gains[name] = None if gain is None else round(gain, 4) + 0.0
+    prefix = None
+    if req.prefix_reuse is not None and not lean:  # a re-size attempt is only simulated: no comparison needed
+        step("solving again without prefix reuse")
+        prefix = prefix_cache_of(req, workload, strategy, chosen, made)
+    if analysis:
+        block = analysis_of(planner, strategy, chosen, solved, progress)
+    elif deferred is not None:
+        deferred.append(lambda report=progress: analysis_of(planner, strategy, chosen, solved, report))
+    used = set(made.gpus_used) | set(baseline.gpus_used)
+    wan = req.wan
+    spec = req.arch.spec
+    local = bool(spec.source) and "://" not in spec.source  # read from a local config.json: keep its path
+    return Plan(
+        strategy=strategy,
+        status=made.status,
+        name=str(scenario.name),
+        model=ResolvedModel(spec, "config.json", spec.source) if local else ResolvedModel(spec),
+        weight_dtype=str(req.arch.weight_dtype),
+        kv_dtype=str(req.arch.kv_dtype),
+        gpus=resolved_gpus(req, profiled or {}),
+        settings=req.settings,
+        slo=Slo(float(req.ttft_slo_s), float(req.tpot_slo_s), rnd(req.stats.quantile * 100)),
+        goodput_target_req_per_s=rnd(req.goodput_req_per_s),
+        demand_req_per_s=rnd(req.demand_req_per_s),
+        headroom=float(req.headroom),
+        prices={g: Price(float(p.usd_per_gpu_hour), str(p.source)) for g, p in sorted(req.prices.items())},
+        inventory={str(g): int(n) for g, n in sorted(req.inventory.items())},
+        tp_options=tuple(int(t) for t in (req.tp_options or (1, 2, 4, 8))),
+        total_usd_per_hour=made.total_usd_per_hour,
+        usd_per_month=made.usd_per_month,
+        goodput_req_per_s=made.goodput_req_per_s,
+        gpus_used=made.gpus_used,
+        tokens_per_usd=made.tokens_per_usd,
+        output_tokens_per_usd=made.output_tokens_per_usd,
+        provenance=Provenance(
+            __version__,
+            (req.catalog or Catalog.shipped()).sha256 if catalog_sha is None else catalog_sha,
+            workload_sha256,
+            req.settings.calibration_sha256 or None,
+        ),
+        combos=made.combos,
+        instances=made.instances,
+        purchase=made.purchase,
+        baselines={name: strategy_result(planner, s) for name, s in solved.items() if name != strategy},
+        warnings=tuple(warnings) + tuple(text for name, text in gpu_warnings if name in used),
+        engine=str(req.settings.engine),  # the engine the plan was made for (its perf_settings say the same)
+        gpu_only=made.gpu,
+        usd_per_million_tokens=made.usd_per_million_tokens,
+        lower_bound_usd_per_hour=made.lower_bound_usd_per_hour,
+        tokens_per_usd_basis=TOKENS_BASIS,
+        rented_site=made.rented_site,
+        sites_tried=made.sites_tried,
+        egress_usd_per_hour=made.egress_usd_per_hour,
+        assignment=made.assignment,
+        strategy_requested=ALL if requested == ALL else None,
+        shape_won=shape_won(strategy, chosen, solved) if requested == ALL else None,
+        homogeneous_baseline=baseline,
+        homogeneous_by_gpu={str(g): GpuFleet.from_doc(f) for g, f in by_gpu.items()},
+        owned_gpus=owned,
+        gains=gains,
+        solver=solver_stats(req, planner, chosen, solved.get("mixed")),
+        prefix_cache=prefix,
+        analysis=block if analysis else None,
+        workload=WorkloadSummary.from_doc(workload.summary()),
+        max_ratio=req.max_ratio,
+        # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
+        deployment=DeploymentRules.from_doc(asdict(deployment_of(req))),
+        # request classes: each one's SLOs (the plan's slo is the binding, tightest pair)
+        classes=tuple(ClassSlo.from_doc(c) for c in classes_doc(scenario, workload)) if scenario.classes else None,
+        # --allow-cross-provider: the WAN link cross-site combos were priced with
+        cross_provider=None
+        if wan is None
+        else WanLink(wan_gb_per_s=wan.gb_per_s, wan_latency_s=wan.latency_s, egress_usd_per_gb=wan.egress_usd_per_gb),
+        model_config_path=spec.source if local else None,
+    )
+
+
+def solver_stats(req: PlanRequest, planner: Planner, chosen: Solved, mixed: Solved | None) -> SolverStats:
+    """The plan's ``solver`` block: backend, the chosen optimum's status and MIP gap, the candidate set and how it
+    was pruned, Mélange's buckets and, when the mixed MILP ran, its record."""
     cands = planner.cands
-    doc["solver"] = {
-        "backend": "HiGHS via PuLP",
-        "status": chosen.allocation.status
-        if chosen.allocation is not None
+    alloc = chosen.allocation
+    return SolverStats(
+        backend="HiGHS via PuLP",
+        status=alloc.status
+        if alloc is not None
         else chosen.melange.status
         if chosen.melange is not None
         else chosen.mixed.status
         if chosen.mixed is not None
         else "optimal",
-        "mip_gap": rnd(chosen.allocation.mip_gap, 4) if chosen.allocation and chosen.allocation.mip_gap > 1e-9 else 0.0,
-        "instance_options": len(cands.options),
-        "combos_enumerated": cands.enumerated,
-        "combos_in_ilp": len(cands.combos),
-        "pruning": _pruning_text(req, cands),
-        "melange_buckets": len(planner.buckets),
-        "melange_slices_per_bucket": 4,
-    }
-    if "mixed" in solved and solved["mixed"].milp_size is not None:
-        doc["solver"]["mixed"] = mixed_solver_doc(solved["mixed"])
-    if req.prefix_reuse is not None and not lean:  # a re-size attempt is only simulated: no comparison needed
-        step("solving again without prefix reuse")
-        doc["prefix_cache"] = prefix_cache_doc(req, workload, strategy, chosen, doc).to_doc()
-    if analysis:
-        doc["analysis"] = analysis_of(planner, strategy, chosen, solved, progress)
-    elif deferred is not None:
-        deferred.append(lambda report=progress: analysis_of(planner, strategy, chosen, solved, report))
-    used = set(doc["gpus_used"]) | set(doc["homogeneous_baseline"].get("gpus_used", {}))
-    doc["warnings"] = warnings + [text for name, text in gpu_warnings if name in used]
-    doc["resolved"] = resolved_doc(req, profiled or {})
-    doc["provenance"] = {
-        "hetplan_version": __version__,
-        "catalog_sha256": (req.catalog or Catalog.shipped()).sha256 if catalog_sha is None else catalog_sha,
-        "workload_sha256": workload_sha256,
-        **({"perf_calibration_sha256": req.settings.calibration_sha256} if req.settings.calibration_sha256 else {}),
-    }
-    return doc
+        mip_gap=rnd(alloc.mip_gap, 4) if alloc and alloc.mip_gap > 1e-9 else 0.0,
+        instance_options=len(cands.options),
+        combos_enumerated=cands.enumerated,
+        combos_in_ilp=len(cands.combos),
+        pruning=_pruning_text(req, cands),
+        melange_buckets=len(planner.buckets),
+        melange_slices_per_bucket=4,
+        **({"mixed": mixed_solver(mixed)} if mixed is not None and mixed.milp_size is not None else {}),
+    )
 
 
-def prefix_cache_doc(
-    req: PlanRequest, workload: Workload, strategy: str, chosen: Solved, doc: dict[str, Any]
-) -> PrefixCache:
+def resolved_gpus(req: PlanRequest, profiled: Mapping[str, str]) -> dict[str, ResolvedGpu]:
+    """Every candidate GPU entry of ``req`` by name, with its source (a profile file, by name, or the catalog)."""
+    return {
+        g.name: ResolvedGpu(g, "profile", profiled[g.name]) if g.name in profiled else ResolvedGpu(g) for g in req.gpus
+    }
+
+
+def prefix_cache_of(req: PlanRequest, workload: Workload, strategy: str, chosen: Solved, made: Deployed) -> PrefixCache:
     """The plan's typed ``prefix_cache`` record: the reuse sizing assumed (:mod:`hetplan.planning.prefix`), the token
-    hit rates of the instance types that prefill in the plan ``doc`` (``plan_token_hit_rate``: combos' prefill
+    hit rates of the instance types that prefill in the deployment ``made`` (``plan_token_hit_rate``: combos' prefill
     instances and aggregated instances), and ``strategy`` solved again with every prompt computed whole
     (``without_reuse``: its $/h, GPUs and how much more it costs; its error's reason when no plan meets the target
     then)."""
@@ -196,18 +268,21 @@ def prefix_cache_doc(
             gpus_used=dict(sorted(other.gpus_used().items())),
             extra_cost=rnd(other.cost / chosen.cost - 1.0, 4) if chosen.cost else None,
         )
-    serving = {(c["prefill_gpu"], c["prefill_tp"]) for c in doc.get("combos") or []}
-    serving |= {(i["gpu"], i["tp"]) for i in doc.get("instances") or []}
+    serving = {(c.prefill_gpu, c.prefill_tp) for c in made.combos} | {(i.gpu, i.tp) for i in made.instances}
     reuse = PrefixCache.from_doc(req.prefix_reuse)  # the sizing assumed (hetplan.planning.prefix), as written
     rates = [r for r in reuse.by_instance if (r.gpu, r.tp) in serving]
-    return reuse.with_(
-        plan_token_hit_rate=[ReuseRate(gpu=r.gpu, tp=r.tp, token_hit_rate=r.token_hit_rate) for r in rates],
-        with_reuse_cost_per_hour=rnd(chosen.cost),
-        without_reuse=without,
+    # the sizing's fields as written, then the plan's (one block, so it equals the one its plan file reads back as)
+    return PrefixCache.model_validate(
+        {
+            **req.prefix_reuse,
+            "plan_token_hit_rate": [ReuseRate(gpu=r.gpu, tp=r.tp, token_hit_rate=r.token_hit_rate) for r in rates],
+            "with_reuse_cost_per_hour": rnd(chosen.cost),
+            "without_reuse": without,
+        }
     )
 
 
-AnalysisLater = Callable[..., dict[str, Any]]
+AnalysisLater = Callable[..., Analysis]
 """A plan's analysis block computed later from the planner that made the plan (:func:`build_plan`'s ``deferred``):
 called with no argument it reports to the plan's progress; with one, to that progress function (None: silent)."""
 
@@ -218,15 +293,15 @@ def analysis_of(
     chosen: Solved,
     solved: Mapping[str, Solved],
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> Analysis:
     """The plan's ``analysis`` block: price sensitivity and cost versus goodput (what-if solves of every strategy,
     reusing the plan's own optima at today's prices and target)."""
     if progress is not None:
         progress("price sensitivity and cost versus goodput")
-    return {
-        "price_sensitivity": price_sensitivity(planner, strategy, chosen, solved),
-        "cost_vs_goodput": cost_vs_goodput(planner, solved),
-    }
+    return Analysis(
+        price_sensitivity=price_sensitivity(planner, strategy, chosen, solved),
+        cost_vs_goodput=cost_vs_goodput(planner, solved),
+    )
 
 
 ALL = "all"
@@ -269,20 +344,6 @@ def shape_won(strategy: str, chosen: Solved, solved: Mapping[str, Solved]) -> st
     return f"{shape} won at ${chosen.cost:.2f}/h; " + ", ".join(others)
 
 
-def resolved_doc(req: PlanRequest, profiled: Mapping[str, str]) -> dict[str, Any]:
-    """The ``resolved`` block of a plan: the model architecture and every candidate GPU entry, with sources, so
-    later stages never look a name up in the catalog again."""
-    spec = req.arch.spec
-    local = bool(spec.source) and "://" not in spec.source  # read from a local config.json
-    model: dict[str, Any] = {"source": "config.json", "path": spec.source} if local else {"source": "catalog"}
-    model["spec"] = spec.model_dump(mode="json", exclude_none=True)
-    gpus = []
-    for g in req.gpus:
-        entry: dict[str, Any] = {"source": "profile", "path": profiled[g.name]} if g.name in profiled else {}
-        gpus.append((entry or {"source": "catalog"}) | {"spec": g.model_dump(mode="json", exclude_none=True)})
-    return {"model": model, "gpus": gpus}
-
-
 def _pruning_text(req: PlanRequest, cands: CandidateSet) -> str:
     text = (
         "exact (dominated combos removed)"
@@ -299,67 +360,15 @@ def _pruning_text(req: PlanRequest, cands: CandidateSet) -> str:
     return f"A1/A2 fit kept {kept} of {het} heterogeneous GPU pairs and every homogeneous one (heuristic), then {text}"
 
 
-def scenario_doc(scenario: Scenario, req: PlanRequest, workload: Workload) -> dict[str, Any]:
-    """The scenario as resolved (model, dtypes, SLOs, workload summary, prices with sources, settings)."""
-    doc: dict[str, Any] = {
-        "name": scenario.name,
-        "model": req.arch.spec.name,
-        "weight_dtype": req.arch.weight_dtype,
-        "kv_dtype": req.arch.kv_dtype,
-        "goodput_target_req_per_s": rnd(req.goodput_req_per_s),
-        "headroom": req.headroom,
-        "demand_req_per_s": rnd(req.demand_req_per_s),
-        "slo": {"ttft_s": req.ttft_slo_s, "tpot_s": req.tpot_slo_s, "percentile": rnd(req.stats.quantile * 100)},
-        "workload": workload.summary(),
-        "gpus": [g.name for g in req.gpus],
-        "inventory": dict(sorted(req.inventory.items())),
-        "prices": {
-            name: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for name, p in sorted(req.prices.items())
-        },
-        "tp_options": list(req.tp_options),
-        "max_ratio": req.max_ratio,
-        "perf_settings": _perf_settings_doc(req.settings),
-        # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
-        "deployment": asdict(deployment_of(req)),
-    }
-    if scenario.classes:  # request classes: each one's SLOs (the plan's slo is the binding, tightest pair)
-        doc["classes"] = classes_doc(scenario, workload)
-    if req.wan is not None:  # --allow-cross-provider: the WAN link cross-site combos were priced with
-        doc["cross_provider"] = {
-            "wan_gb_per_s": req.wan.gb_per_s,
-            "wan_latency_s": req.wan.latency_s,
-            "egress_usd_per_gb": req.wan.egress_usd_per_gb,
-        }
-    if req.arch.spec.source and "://" not in req.arch.spec.source:  # read from a local config.json: keep its path
-        doc["model_config"] = req.arch.spec.source
-    return doc
-
-
-def _perf_settings_doc(settings: Any) -> dict[str, Any]:
-    """The plan's ``perf_settings``: every field, the calibration's corrections and file hash only when a
-    calibration file was given (:func:`hetplan.plan.settings_doc.settings_to_doc`; plans without one keep their
-    bytes)."""
-    from hetplan.plan.settings_doc import settings_to_doc
-
-    doc = asdict(settings)
-    calibrated = settings_to_doc(settings)
-    for key in ("corrections", "calibration_sha256"):
-        if key in calibrated:
-            doc[key] = calibrated[key]
-        else:
-            doc.pop(key)
-    return doc
-
-
 __all__ = [
     "ALL",
     "TOKENS_BASIS",
     "cheapest_strategy",
     "shape_won",
+    "AnalysisLater",
+    "analysis_of",
     "build_plan",
-    "combo_doc",
-    "resolved_doc",
-    "scenario_doc",
-    "solved_doc",
-    "summary_doc",
+    "prefix_cache_of",
+    "resolved_gpus",
+    "solver_stats",
 ]

@@ -14,7 +14,7 @@ from hetplan.catalog.context import Catalog
 from hetplan.catalog.offers import scale_offers
 from hetplan.catalog.profile import LoadedProfiles, load_profiles, profile_notes
 from hetplan.errors import InfeasibleError, InputError
-from hetplan.plan.doc import from_doc
+from hetplan.plan.blocks import DtypeTry, ProfileRecord, PruneWith
 from hetplan.plan.types import Plan
 from hetplan.planning.document import AnalysisLater, build_plan
 from hetplan.planning.dtypes import AUTO_QUANTIZED, AUTOS, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
@@ -86,26 +86,27 @@ def plan(
     if scenario.weight_dtype not in AUTOS and len(scenario.engines or ()) <= 1:
         if scenario.engines:
             scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
-        doc = _plan_doc(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                        deferred=later, solve=solve, lean=lean, price_factors=price_factors,
-                        catalog=catalog)  # fmt: skip
+        made = _plan_one(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
+                         deferred=later, solve=solve, lean=lean, price_factors=price_factors,
+                         catalog=catalog)  # fmt: skip
     else:
-        doc = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
-                             resources or Resources(), later, solve, lean, price_factors, catalog)  # fmt: skip
+        made = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
+                              resources or Resources(), later, solve, lean, price_factors, catalog)  # fmt: skip
     if loaded is not None:
         # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
         # instances without the profile files
-        doc["scenario"]["profiles"] = profile_records(loaded, with_spec=True)
+        made = replace(made, profiles=tuple(ProfileRecord.from_doc(r) for r in profile_records(loaded, True)))
     if prune_with is not None:
-        doc["scenario"]["prune_with"] = {"file": Path(prune_with).name, "top_k": prune_top_k}
+        made = replace(made, prune_with=PruneWith(file=Path(prune_with).name, top_k=prune_top_k))
     if deferred is not None and later:
-        block_of = later[0]
+        analysis_later = later[0]
+        kept = made
 
         def with_analysis(*report: Callable[[str], None] | None) -> Plan:
-            return from_doc(with_block(doc, "analysis", block_of(*report)), "the plan hetplan made")
+            return replace(kept, analysis=analysis_later(*report))
 
         deferred.append(with_analysis)
-    return from_doc(doc, "the plan hetplan made")
+    return made
 
 
 def reprice(req: PlanRequest, factors: Mapping[str, float]) -> PlanRequest:
@@ -123,14 +124,6 @@ def reprice(req: PlanRequest, factors: Mapping[str, float]) -> PlanRequest:
     return replace(req, prices=prices, offers=scale_offers(req.offers, factors))
 
 
-def with_block(doc: dict[str, Any], key: str, block: Any) -> dict[str, Any]:
-    """``doc`` with ``key`` set to ``block`` where :func:`hetplan.planning.document.build_plan` puts the analysis:
-    before ``warnings`` (at the end when there are none); ``doc`` itself is not changed."""
-    names = list(doc)
-    at = names.index("warnings") if "warnings" in names else len(names)
-    return {**{k: doc[k] for k in names[:at]}, key: block, **{k: doc[k] for k in names[at:]}}
-
-
 def _search_dtypes(
     scenario: Scenario,
     strategy: str,
@@ -146,10 +139,10 @@ def _search_dtypes(
     lean: bool = False,
     price_factors: Mapping[str, float] | None = None,
     catalog: Catalog | None = None,
-) -> dict[str, Any]:
+) -> Plan:
     """``--weight-dtype auto`` / ``auto-quantized`` or several ``engines``: plan every candidate weight dtype
     (:func:`hetplan.planning.dtypes.weight_candidates`; fp8 on the GPUs with fp8 tensor cores only) on every
-    engine and return the cheapest plan's document, with ``dtype_search`` listing each outcome (with an
+    engine and return the cheapest plan, with ``dtype_search`` listing each outcome (with an
     ``engine`` key when several engines were searched). Ties keep the first engine and the model's own dtype.
     With more than one core, the (engine, dtype) plans run in forked processes (:mod:`hetplan.planning.forked`).
 
@@ -163,7 +156,7 @@ def _search_dtypes(
     keys = [(e, d) for e in engines for d in weight_candidates(spec, scenario.weight_dtype)]
     later: dict[tuple[str, str], AnalysisLater] = {}  # analyses, computed for the kept plan only
     kept: dict[tuple[str, str], AnalysisLater] = {}  # the same, handed to the caller (keep)
-    Found = tuple[tuple[str, str], dict[str, Any] | None, InfeasibleError | InputError | None]
+    Found = tuple[tuple[str, str], Plan | None, InfeasibleError | InputError | None]
 
     def one(key: tuple[str, str], parallel: bool) -> Found:
         engine, dtype = key
@@ -171,16 +164,16 @@ def _search_dtypes(
         try:
             fp8 = dtype == "fp8" and scenario.weight_dtype == AUTO_QUANTIZED
             if parallel:  # in a worker process: the analysis there too (this process cannot call back into it)
-                return key, _plan_doc(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8,
+                return key, _plan_one(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8,
                                       solve=solve, lean=lean, price_factors=price_factors,
                                       catalog=catalog), None  # fmt: skip
             deferred: list[AnalysisLater] = []
-            doc = _plan_doc(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
-                            deferred if analysis or keep is not None else None, solve=solve, lean=lean,
-                            price_factors=price_factors, catalog=catalog)  # fmt: skip
+            made = _plan_one(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
+                             deferred if analysis or keep is not None else None, solve=solve, lean=lean,
+                             price_factors=price_factors, catalog=catalog)  # fmt: skip
             if deferred:
                 (later if analysis else kept)[key] = deferred[0]
-            return key, doc, None
+            return key, made, None
         except (InfeasibleError, InputError) as exc:
             if dtype == model_dtype(spec) and isinstance(exc, InputError):
                 raise  # a bad scenario, not an infeasible dtype
@@ -193,33 +186,32 @@ def _search_dtypes(
         found = run_forked([lambda k=k: one(k, True) for k in keys], workers)  # type: ignore[misc]
     else:
         found = [one(k, False) for k in keys]
-    feasible = [(k, doc) for k, doc, _ in found if doc is not None]
+    feasible = [(k, made) for k, made, _ in found if made is not None]
     if not feasible:
         first = found[0][2]
         assert first is not None
         raise first
-    key, chosen = min(feasible, key=lambda x: float(x[1]["total_usd_per_hour"]))
-    if key in later:  # the analysis block sits where build_plan puts it, before the warnings
-        chosen = with_block(chosen, "analysis", later[key]())
+    key, chosen = min(feasible, key=lambda x: x[1].total_usd_per_hour)
+    if key in later:
+        chosen = replace(chosen, analysis=later[key]())
     elif keep is not None and key in kept:  # the caller computes it later (see plan's deferred)
         keep.append(kept[key])
 
     def which(engine: str) -> dict[str, str]:  # each entry names its engine when several were searched
         return {"engine": engine} if len(engines) > 1 else {}
 
-    chosen["dtype_search"] = [
-        {**which(e), "weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "optimal", "strategy": strategy,
-         "total_usd_per_hour": doc["total_usd_per_hour"], "chosen": (e, d) == key,
-         "gpus": list(doc["scenario"]["gpus"])}
-        if doc is not None
-        else {**which(e), "weight_dtype": d, "kv_dtype": scenario.kv_dtype, "status": "infeasible",
-              "strategy": strategy, "reason": exc.why or exc.what if exc is not None else None, "chosen": False}
-        for (e, d), doc, exc in found
-    ]  # fmt: skip
-    return chosen
+    tries = tuple(
+        DtypeTry(**which(e), weight_dtype=d, kv_dtype=scenario.kv_dtype, status="optimal", strategy=strategy,
+                 total_usd_per_hour=made.total_usd_per_hour, chosen=(e, d) == key, gpus=list(made.gpus))
+        if made is not None
+        else DtypeTry(**which(e), weight_dtype=d, kv_dtype=scenario.kv_dtype, status="infeasible",
+                      strategy=strategy, reason=exc.why or exc.what if exc is not None else None, chosen=False)
+        for (e, d), made, exc in found
+    )  # fmt: skip
+    return replace(chosen, dtype_search=tries)
 
 
-def _plan_doc(
+def _plan_one(
     scenario: Scenario,
     strategy: str,
     analysis: bool,
@@ -234,8 +226,8 @@ def _plan_doc(
     lean: bool = False,
     price_factors: Mapping[str, float] | None = None,
     catalog: Catalog | None = None,
-) -> dict[str, Any]:
-    """The plan document of one weight dtype (``loaded``'s profiled GPUs replace their catalog entries);
+) -> Plan:
+    """The plan of one weight dtype (``loaded``'s profiled GPUs replace their catalog entries);
     ``deferred`` and ``lean``: see :func:`hetplan.planning.document.build_plan`; ``solve``: how the MILPs run;
     ``price_factors``: see :func:`plan`."""
     overlay = loaded.specs if loaded is not None else ()
@@ -251,7 +243,7 @@ def _plan_doc(
         warnings = warnings + fit_notes
         req = replace(req, keep_pairs=keep_pairs(fit.a1, fit.a2, req, prune_top_k, unseen))
     profiled = {prof.gpu.name: name for name, prof in loaded.files} if loaded is not None else {}
-    doc = build_plan(
+    made = build_plan(
         req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
         profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=deferred,
         catalog_sha=(catalog or Catalog.shipped()).with_overlay(overlay).sha256, lean=lean,
@@ -259,12 +251,11 @@ def _plan_doc(
     if req.class_slos and not lean:  # request classes: what sizing on the tightest SLOs would have cost
         from hetplan.planning.whatif import tightest_sizing_note
 
-        said = tightest_sizing_note(req, workload, str(doc.get("strategy")), float(doc.get("total_usd_per_hour") or 0))
-        doc["warnings"] = [*doc.get("warnings", []), *([said] if said else [])]
+        said = tightest_sizing_note(req, workload, made.strategy, made.total_usd_per_hour)
+        if said:
+            made = replace(made, warnings=(*made.warnings, said))
     note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
-    if note is not None:
-        doc["quality_note"] = note
-    return doc
+    return made if note is None else replace(made, quality_note=note)
 
 
 def fit_ce(

@@ -15,7 +15,6 @@ from typing import Any, Protocol
 
 from hetplan.errors import InfeasibleError
 from hetplan.plan.blocks import CheaperSearch, CheaperTry, HeldOutHold, ResizeAttempt, Resized, Verification
-from hetplan.plan.doc import from_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.forked import Background
 
@@ -330,7 +329,7 @@ def final_plan(
         if not analysis:
             full = attempt(headroom, False, False)
         elif ahead is not None:
-            full = from_doc(ahead.result(), "the plan hetplan made")
+            full = ahead.result()  # the typed plan, pickled back from the other process
         elif with_analysis is not None:
             full = with_analysis()
         else:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from hetplan.perf.error_bands import DEFAULT_CONFIDENCE
 from hetplan.plan.blocks import ModelError, OutOfSample, Verification
-from hetplan.plan.doc import to_doc
 from hetplan.plan.types import Plan
 from hetplan.planning.document import ALL
 from hetplan.planning.forked import Background, start_forked
@@ -181,7 +180,7 @@ def plan_verified_in_sample_and_out(
         elif capacity != "none":
             step(f"measuring the plan's simulated capacity (${p.total_usd_per_hour:,.2f}/h)")
         v = pc.verdict(capacity)
-        v = v.with_(out_of_sample=(v.out_of_sample or OutOfSample()).with_(split=split))
+        v = with_split(v, split)
         if gate_confidence is not None and v.verified:  # sized for the model's error too
             if key not in errors:
                 errors[key] = error_check(p, workload, policy, gate_confidence, catalog)
@@ -201,12 +200,12 @@ def plan_verified_in_sample_and_out(
     resources: Resources = plan_kwargs.get("resources") or Resources()
     if analysis and later:  # the analysis alone, in a forked copy of this planner while this process simulates
         with_analysis = later[0]
-        ahead = start_forked(lambda: to_doc(with_analysis(None)), resources.plan_workers)
+        ahead = start_forked(lambda: with_analysis(None), resources.plan_workers)
     elif analysis:  # planned in worker processes (no planner here): the plan again, with its analysis, over there
 
-        def quiet() -> dict[str, Any]:  # no progress from the other process, one planning process there
+        def quiet() -> Plan:  # no progress from the other process, one planning process there
             sc = scenario.model_copy(update={"headroom": base})
-            return to_doc(plan(sc, strategy, True, None, **{**plan_kwargs, "resources": resources.serial()}))
+            return plan(sc, strategy, True, None, **{**plan_kwargs, "resources": resources.serial()})
 
         ahead = start_forked(quiet, resources.plan_workers)
 
@@ -214,9 +213,9 @@ def plan_verified_in_sample_and_out(
         """A function starting the plan of shape ``name`` at a headroom, with its analysis, in another process."""
 
         def start(headroom: float) -> Background | None:
-            def quiet() -> dict[str, Any]:  # no progress from the other process, one planning process there
+            def quiet() -> Plan:  # no progress from the other process, one planning process there
                 sc = scenario.model_copy(update={"headroom": headroom})
-                return to_doc(plan(sc, name, True, None, **{**plan_kwargs, "resources": resources.serial()}))
+                return plan(sc, name, True, None, **{**plan_kwargs, "resources": resources.serial()})
 
             return start_forked(quiet, resources.plan_workers)
 
@@ -246,7 +245,7 @@ def plan_verified_in_sample_and_out(
         def simulating(p: Plan) -> None:
             kept = analyses.get(id(p))
             if analysis and kept is not None and kept[0] is p:
-                bg = start_forked(lambda: to_doc(kept[1](None)), resources.plan_workers)
+                bg = start_forked(lambda: kept[1](None), resources.plan_workers)
                 if bg is not None:
                     aheads[id(p)] = bg
 
@@ -350,6 +349,12 @@ def verification_workloads(
     return scenario, sizing, runs, split
 
 
+def with_split(v: Verification, split: str) -> Verification:
+    """``v`` with its out-of-sample block saying how the workload was split (``split``, from
+    :func:`verification_workloads`)."""
+    return v.with_(out_of_sample=(v.out_of_sample or OutOfSample()).with_(split=split))
+
+
 __all__ = [
     "DEFAULT_HOLDOUT",
     "MAX_HEADROOM",
@@ -362,4 +367,5 @@ __all__ = [
     "plan_verified",
     "plan_verified_in_sample_and_out",
     "verification_workloads",
+    "with_split",
 ]

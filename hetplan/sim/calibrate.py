@@ -111,20 +111,6 @@ def calibration(
     return calibrate_fit(dep, stream, plan_cascade(req.plan), req.config, quantile, progress, req.rate_scale)
 
 
-def calibrate_deployment(
-    dep: Deployment,
-    stream: RequestStream,
-    planned: CascadeSettings | None = None,
-    config: SimConfig | None = None,
-    quantile: float = 0.95,
-    progress: Callable[[str], None] | None = None,
-    rate_scale: float = 1.0,
-    q2_stream: RequestStream | None = None,
-) -> dict[str, Any]:
-    """:func:`calibrate_fit` as the ``cascade`` block's document. Same arguments and errors."""
-    return calibrate_fit(dep, stream, planned, config, quantile, progress, rate_scale, q2_stream).to_doc()
-
-
 def calibrate_fit(
     dep: Deployment,
     stream: RequestStream,
@@ -277,7 +263,6 @@ __all__ = [
     "MIN_CALIBRATION_REQUESTS",
     "Q2_CANDIDATES",
     "calibrate",
-    "calibrate_deployment",
     "calibrate_fit",
     "calibration",
     "fairness_objective",

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -129,21 +128,10 @@ def outcomes(stream: RequestStream, res: SimResult) -> Outcomes:
                     output_tokens=n_out, arrival_s=a)  # fmt: skip
 
 
-def request_outcomes(stream: RequestStream, res: SimResult) -> dict[str, np.ndarray]:
-    """:func:`outcomes` as a dict of its fields (ttft_s, tpot_s, e2e_s, ok_ttft, ok_tpot, ok, finished,
-    tpot_eligible, output_tokens, arrival_s)."""
-    return dict(vars(outcomes(stream, res)))
-
-
 def _share(ok: np.ndarray, among: np.ndarray) -> float | None:
     """Share of ``among`` that is ``ok`` (None when ``among`` is empty)."""
     k = int(among.sum())
     return rnd(float(ok[among].sum()) / k, 5) if k else None
-
-
-def summarize(stream: RequestStream, res: SimResult, window_s: float = 60.0) -> dict[str, Any]:
-    """:func:`measure` as its JSON-friendly document (:meth:`RunMetrics.to_doc`)."""
-    return measure(stream, res, window_s).to_doc()
 
 
 def _itl(res: SimResult) -> LatencyStats:
@@ -343,7 +331,5 @@ __all__ = [
     "jain_index",
     "measure",
     "outcomes",
-    "request_outcomes",
-    "summarize",
     "weighted_percentile",
 ]

@@ -14,11 +14,9 @@ Source: hetplan's own reconstruction (the capacity search after DESIGN §1).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import TYPE_CHECKING, Any
 
 from hetplan.errors import InputError
 from hetplan.plan.types import Plan
@@ -67,75 +65,19 @@ class SimRequest:
     catalog: Catalog | None = None
 
 
-class _CascadeClass(BaseModel):
-    """One class of a plan's ``cascade.classes`` (the SLOs are what the simulator reads)."""
-
-    model_config = ConfigDict(extra="allow")
-    ttft_slo_s: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
-    tpot_slo_s: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
-
-
-class _CascadeBlock(BaseModel):
-    """A plan's ``cascade`` block as ``hetplan calibrate`` writes it (other keys are reports, kept as they are)."""
-
-    model_config = ConfigDict(extra="allow")
-    kappa: float = Field(default=1.0, gt=0, allow_inf_nan=False, strict=True)
-    q2: float = Field(default=0.1, ge=0, le=1, allow_inf_nan=False, strict=True)
-    kappa_by_class: dict[str, float] = Field(default_factory=dict)
-    q2_by_class: dict[str, float] = Field(default_factory=dict)
-    tier2_order: Literal["least-budget", "largest-budget"] = "least-budget"
-    classes: dict[str, _CascadeClass] = Field(default_factory=dict)
-
-    @field_validator("kappa_by_class")
-    @classmethod
-    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
-        for name, k in v.items():
-            if not (isinstance(k, int | float) and math.isfinite(k) and k > 0):
-                raise ValueError(f"kappa of class {name!r} must be a finite number > 0")
-        return v
-
-    @field_validator("q2_by_class")
-    @classmethod
-    def _share(cls, v: dict[str, float]) -> dict[str, float]:
-        for name, q in v.items():
-            if not (isinstance(q, int | float) and 0.0 <= q <= 1.0):
-                raise ValueError(f"q2 of class {name!r} must be a number in [0, 1]")
-        return v
-
-
-def cascade_block(plan: Plan) -> _CascadeBlock:
-    """The plan's ``cascade`` block, validated (an empty block when absent).
-
-    Raises:
-        InputError: the block is not a mapping, or a field has the wrong type or range (the message names it,
-            e.g. ``cascade.classes.code.ttft_slo_s``).
-    """
-    block = dict(plan.cascade) if isinstance(plan.cascade, Mapping) else plan.cascade  # as written
-    if block is None:
-        return _CascadeBlock()
-    try:
-        return _CascadeBlock.model_validate(block)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        where = ".".join(["cascade", *(str(x) for x in e["loc"])]) if e["loc"] else "cascade"
-        raise InputError(
-            f"the plan's {where} is invalid: {e['msg']} (got {e.get('input')!r})",
-            "the simulator reads kappa > 0, q2 in [0, 1] and per-class SLOs > 0 (seconds) from this block",
-            f"fix {where} in the plan, or re-run 'hetplan calibrate'",
-        ) from None
-
-
 def plan_cascade(plan: Plan) -> CascadeSettings:
-    """CASCADE settings recorded in a plan by ``hetplan calibrate`` (defaults when absent).
-
-    Raises:
-        InputError: the plan's ``cascade`` block holds invalid values (see :func:`cascade_block`).
-    """
-    block = cascade_block(plan)
-    by_class = tuple(sorted((str(k), float(v)) for k, v in block.kappa_by_class.items()))
-    q2_by = tuple(sorted((str(k), float(v)) for k, v in block.q2_by_class.items()))
+    """CASCADE settings recorded in a plan by ``hetplan calibrate`` (defaults where the plan's typed ``cascade``
+    block, checked when the plan was read (:func:`hetplan.plan.docblocks.cascade_of`), writes none)."""
+    default = CascadeSettings()
+    block = plan.cascade
+    if block is None:
+        return default
     return CascadeSettings(
-        kappa=block.kappa, q2=block.q2, kappa_by_class=by_class, q2_by_class=q2_by, tier2_order=block.tier2_order
+        kappa=default.kappa if block.kappa is None else float(block.kappa),
+        q2=default.q2 if block.q2 is None else float(block.q2),
+        kappa_by_class=tuple(sorted((str(k), float(v)) for k, v in (block.kappa_by_class or {}).items())),
+        q2_by_class=tuple(sorted((str(k), float(v)) for k, v in (block.q2_by_class or {}).items())),
+        tier2_order=block.tier2_order or default.tier2_order,
     )
 
 
@@ -176,9 +118,9 @@ def prepare_run(req: SimRequest) -> tuple[Deployment, RequestStream]:
     for name, ttft_s, tpot_s in plan_classes(req.plan):  # the scenario's request classes, each with its SLOs
         if name in req.stream.class_names and name not in slos:
             slos[name] = ClassSlo(ttft_s, tpot_s)
-    for name, cls in cascade_block(req.plan).classes.items():
+    for name, cls in ((req.plan.cascade.classes or {}) if req.plan.cascade is not None else {}).items():
         if name in req.stream.class_names and name not in slos:
-            slos[name] = ClassSlo(cls.ttft_slo_s, cls.tpot_slo_s)
+            slos[name] = ClassSlo(*(None if x is None else float(x) for x in (cls.ttft_slo_s, cls.tpot_slo_s)))
     stream = req.stream.with_slos(dep.ttft_slo_s, dep.tpot_slo_s, slos)
     if req.window_s <= 0:
         raise InputError(f"--window must be > 0, got {req.window_s}", fix="pass e.g. --window 60s")
@@ -210,14 +152,6 @@ def run_measured(
     )
     res = sim.run()
     return measure(stream, res, req.window_s), sim, res
-
-
-def run_simulation(
-    req: SimRequest, dep: Deployment, stream: RequestStream, record: bool = False
-) -> tuple[dict[str, Any], Simulator, SimResult]:
-    """:func:`run_measured` with the metrics as their document (:meth:`RunMetrics.to_doc`)."""
-    metrics, sim, res = run_measured(req, dep, stream, record)
-    return metrics.to_doc(), sim, res
 
 
 def simulation(req: SimRequest) -> Simulation:
@@ -256,16 +190,6 @@ def host_kv_run(config: SimConfig) -> HostKvRun | None:
         dram_gib=rnd(tier.dram_gib), ssd_gib=rnd(tier.ssd_gib) if math.isfinite(tier.ssd_gib) else None,
         dram_gb_per_s=tier.dram_gb_per_s, ssd_gb_per_s=tier.ssd_gb_per_s, restore_latency_s=tier.restore_latency_s,
     )  # fmt: skip
-
-
-def simulate(req: SimRequest) -> dict[str, Any]:
-    """Simulate ``req``; returns the metrics document with the run's settings (:func:`simulation` as its
-    document, :meth:`Simulation.to_doc`; deterministic).
-
-    Raises:
-        InputError: bad settings, unknown policy or router, or a plan the simulator cannot rebuild.
-    """
-    return simulation(req).to_doc()
 
 
 def capacity(
@@ -366,12 +290,9 @@ def find_capacity(
 __all__ = [
     "SimRequest",
     "capacity",
-    "cascade_block",
     "find_capacity",
     "plan_cascade",
     "prepare_run",
     "run_measured",
-    "run_simulation",
-    "simulate",
     "simulation",
 ]

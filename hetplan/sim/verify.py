@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from hetplan.budget import SIM_FIX, events_left, refuse
 from hetplan.errors import InputError
-from hetplan.plan.blocks import Attainment, HeldOutRun, OutOfSample, SimulatedPrefixCache, Verification
+from hetplan.plan.blocks import (
+    Attainment,
+    CascadeSettings,
+    HeldOutRun,
+    OutOfSample,
+    SimulatedPrefixCache,
+    Verification,
+)
 from hetplan.plan.types import Plan
 from hetplan.sim.deployment import deployment_from_plan
 from hetplan.sim.model_error import MARGIN_BISECT, MARGIN_MAX, error_check
@@ -116,7 +123,7 @@ def verify_plan(
     capacity: bool = True,
     out_of_sample: Sequence[tuple[str, Workload]] = (),
     catalog: Catalog | None = None,
-) -> dict[str, Any]:
+) -> Verification:
     """``hetplan plan``'s simulated check: replay the plan's workload through it and give the verdict (step times
     from ``catalog``'s fitted curves; None: the shipped catalogs).
 
@@ -130,7 +137,7 @@ def verify_plan(
     :class:`PlanCheck` is the same check kept for more questions (the capacity later, reusing the runs).
 
     Returns:
-        The ``verification`` block as plan-document data (:meth:`PlanCheck.verdict`'s typed block, ``to_doc()``):
+        The typed ``verification`` block (:meth:`PlanCheck.verdict`; ``to_doc()`` gives the plan file's data):
         ``status`` ("verified" or "not verified"), ``verdict`` (one line), ``trace``, ``requests``, ``attainment``
         (joint, at the goodput target), ``ttft_p_s`` / ``tpot_p_s`` (the SLO-percentile TTFT/TPOT there, seconds; None
         when unbounded), ``analytic_capacity_req_per_s``, ``simulated_capacity_req_per_s``, ``runs`` (each run's
@@ -139,8 +146,7 @@ def verify_plan(
     Raises:
         InputError: unknown policy, a plan the simulator cannot rebuild, or every prompt over the context window.
     """
-    check = PlanCheck(plan, workload, policy, out_of_sample, catalog)
-    return check.verdict("full" if capacity else "none").to_doc()
+    return PlanCheck(plan, workload, policy, out_of_sample, catalog).verdict("full" if capacity else "none")
 
 
 #: What :meth:`PlanCheck.verdict` measures of the simulated capacity, from least to most: none; only what a
@@ -337,15 +343,16 @@ def _check_budget(n: int, runs: int, disaggregated: bool) -> None:
 
 def calibrate_for_plan(
     plan: Plan, stream: RequestStream, rate_scale: float, catalog: Catalog | None = None
-) -> dict[str, Any]:
-    """CASCADE's ``cascade`` block for ``plan`` fitted on ``stream`` at ``rate_scale`` (κ per class, q₂ by
-    goodput × Jain; :func:`hetplan.sim.calibrate.calibrate_deployment`), as ``hetplan calibrate`` writes it
-    (``catalog``: as :func:`verify_plan`)."""
-    from hetplan.sim.calibrate import calibrate_deployment
+) -> CascadeSettings:
+    """CASCADE's typed ``cascade`` block for ``plan`` fitted on ``stream`` at ``rate_scale`` (κ per class, q₂ by
+    goodput × Jain; :func:`hetplan.sim.calibrate.calibrate_fit`), as ``hetplan calibrate`` writes it (``catalog``:
+    as :func:`verify_plan`)."""
+    from hetplan.sim.calibrate import calibrate_fit
 
     req = SimRequest(plan, stream, policy="cascade", config=verify_config(stream), catalog=catalog)
     dep, scaled = prepare_run(replace(req, rate_scale=rate_scale))
-    return calibrate_deployment(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale)
+    fit = calibrate_fit(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale)
+    return CascadeSettings.from_doc(fit.to_doc())  # the calibration's document is the block, as written
 
 
 def _verdict(verified: bool, name: str, main: Outcome, runs: list[Outcome], q: float, plan: Plan, kind: str) -> str:

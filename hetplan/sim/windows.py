@@ -9,7 +9,7 @@ its requests finish (the usual drain limit applies).
 
 Merge: each request's first-token and completion times come from the window that owns it, so every request-level
 metric (TTFT, TPOT, E2E, SLO attainment per dimension and class, goodput over the serving span, the time series)
-is computed by :func:`hetplan.sim.metrics.summarize` exactly as for one run; ITL samples, busy time
+is computed by :func:`hetplan.sim.metrics.measure` exactly as for one run; ITL samples, busy time
 (utilisation) and the iteration count come from the iterations each window owns. The other counters (events,
 preemptions, KV restores, recomputes, tier-2 tokens) are summed over the window runs and so include the warm-ups.
 
@@ -52,7 +52,7 @@ from hetplan.plan.types import Plan
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, SimResult, Simulator
 from hetplan.sim.instance import Instance
-from hetplan.sim.metrics import summarize
+from hetplan.sim.metrics import measure
 from hetplan.sim.policies import CascadeSettings, get_scheduler, policy_label
 from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.router import Router
@@ -237,7 +237,7 @@ def _warmup_check(stream: RequestStream, windows: list[Window], results: list[Wi
 def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: Any = None) -> dict[str, Any]:
     """Simulate ``req`` as ``windows`` time windows with ``warmup_s`` seconds of warm-up, run as parallel tasks on
     ``executor`` (a :class:`hetplan.executors.Executor`; None: one after another here), and merge them; returns
-    the metrics document of :func:`hetplan.sim.run.simulate` plus a ``windowed`` block (windows, warm-up,
+    the metrics document of :func:`hetplan.sim.run.simulation` plus a ``windowed`` block (windows, warm-up,
     per-window requests and seconds, the warm-up check).
 
     Raises:
@@ -282,7 +282,7 @@ def simulate_windowed(req: SimRequest, windows: int, warmup_s: float, executor: 
         tuple(s.name for s in dep.instances), tuple(s.role for s in dep.instances), (), over,
         any(r.cut_off for r in ordered), req.config.drain_s, int(dep.arch.spec.max_position_embeddings),
     )  # fmt: skip
-    metrics = summarize(stream, merged, req.window_s)
+    metrics = measure(stream, merged, req.window_s).to_doc()
     check, warnings = _warmup_check(stream, wins, ordered, warmup_s, first)
     metrics["warnings"] = metrics["warnings"] + warnings
     head: dict[str, Any] = {

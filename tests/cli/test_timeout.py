@@ -30,7 +30,7 @@ def _hang(*args: object, **kwargs: object) -> None:
 # (command line, module attribute to replace with a hang, file the command would write)
 LONG_COMMANDS = {
     "plan": (["plan", str(SCENARIO), "--no-verify", "--no-analysis"], ("hetplan.api", "plan"), "p.json"),
-    "simulate": (["simulate", str(PLAN), "--trace", str(TRACE)], ("hetplan.sim.run", "simulate"), "m.json"),
+    "simulate": (["simulate", str(PLAN), "--trace", str(TRACE)], ("hetplan.sim.run", "simulation"), "m.json"),
     "find-capacity": (["simulate", str(PLAN), "--trace", str(TRACE), "--find-capacity"],
                       ("hetplan.sim.run", "find_capacity"), "c.json"),
     "calibrate": (["calibrate", str(PLAN), "--trace", str(TRACE)], ("hetplan.sim.calibrate", "calibrate"),

@@ -87,7 +87,7 @@ def test_sparse_arrivals_stop_at_the_event_budget(monkeypatch, tmp_path):
 def test_the_event_budget_is_per_command_and_counts_every_run():
     from hetplan.budget import command_budget, events_left
     from hetplan.plan.doc import load_plan
-    from hetplan.sim.run import SimRequest, prepare_run, run_simulation
+    from hetplan.sim.run import SimRequest, prepare_run, run_measured
     from hetplan.workload.readers import read_stream
 
     plan = load_plan(PLAN)
@@ -95,16 +95,16 @@ def test_the_event_budget_is_per_command_and_counts_every_run():
     dep, stream = prepare_run(req)
     assert events_left() is None  # outside a command: no budget
     with command_budget(10**9):
-        _, _, res = run_simulation(req, dep, stream)
+        _, _, res = run_measured(req, dep, stream)
         used = 10**9 - (events_left() or 0)
         assert used == res.counters["events"] > stream.n
         with command_budget(used):  # a nested block (a sweep case) gets its own count
-            run_simulation(req, dep, stream)
+            run_measured(req, dep, stream)
             with pytest.raises(budget.WorkBudgetError, match="budget"):  # the second run has nothing left
-                run_simulation(req, dep, stream)
+                run_measured(req, dep, stream)
         assert events_left() == 10**9 - used
     with command_budget(stream.n - 1), pytest.raises(budget.WorkBudgetError, match="200 requests"):
-        run_simulation(req, dep, stream)  # refused before it starts: its arrivals alone are over
+        run_measured(req, dep, stream)  # refused before it starts: its arrivals alone are over
 
 
 def test_plan_verification_is_refused_before_it_starts_when_its_runs_cannot_fit(monkeypatch, tmp_path):

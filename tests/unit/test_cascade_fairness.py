@@ -14,7 +14,7 @@ import pytest
 
 from hetplan.sim.deployment import simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
-from hetplan.sim.metrics import summarize
+from hetplan.sim.metrics import measure
 from hetplan.sim.policies import CascadeSettings, get_scheduler
 from hetplan.workload.model import ClassSlo, RequestStream, make_stream
 
@@ -40,7 +40,7 @@ def overload() -> dict[str, dict]:
     for name, policy, cfg in (("fcfs", "fcfs", None), ("sjf", "sjf", None), ("edf", "edf", None),
                               ("cascade", "cascade", CascadeSettings(q2=0.1))):  # fmt: skip
         res = Simulator(dep, stream, get_scheduler(policy, cfg), SimConfig()).run()
-        out[name] = summarize(stream, res)
+        out[name] = measure(stream, res).to_doc()
     return out
 
 

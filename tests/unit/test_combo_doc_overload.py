@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import math
 
-from hetplan.planning.document import combo_doc
 from hetplan.planning.request import build_request
+from hetplan.planning.schedule_doc import combo_doc
 from hetplan.planning.solve import Planner
 from hetplan.scenario import load_scenario
 from tests.conftest import EXAMPLES

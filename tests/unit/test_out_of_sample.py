@@ -102,12 +102,12 @@ def test_a_plan_that_holds_in_sample_but_misses_out_of_sample_is_not_verified():
     wl = load_workload(FIXTURES / "azure_conv_200.csv", "auto", None, "azure200")
     heavier = replace(wl, name="heavier", prompt_tokens=wl.prompt_tokens * 6)
     v = verify_plan(plan, wl, "fcfs", False, [("heavier stretch", heavier)])
-    assert v["in_sample_status"] == "verified"
-    assert v["status"] == "not verified" and v["out_of_sample"]["status"] == "misses"
-    assert v["verdict"].startswith("NOT verified out of sample: misses on the heavier stretch")
-    assert any(m.startswith("heavier stretch") for m in v["misses"])
+    assert v.in_sample_status == "verified" and v.out_of_sample is not None
+    assert v.status == "not verified" and v.out_of_sample.status == "misses"
+    assert (v.verdict or "").startswith("NOT verified out of sample: misses on the heavier stretch")
+    assert any(m.startswith("heavier stretch") for m in v.misses)
     same = verify_plan(plan, wl, "fcfs", False, [("same traffic", wl)])
-    assert same["status"] == "verified" and same["out_of_sample"]["runs"][0]["misses"] == []
+    assert same.status == "verified" and same.out_of_sample is not None and same.out_of_sample.runs[0].misses == []
 
 
 def test_a_check_measures_only_the_capacity_that_steers_a_resize_and_reuses_its_runs():
@@ -144,4 +144,4 @@ def test_a_check_measures_only_the_capacity_that_steers_a_resize_and_reuses_its_
     assert none["simulated_capacity_req_per_s"] is None
     assert all("simulated_capacity_req_per_s" not in r for r in none["out_of_sample"]["runs"])
     same = verify_plan(plan, wl, "fcfs", True, [("heavier", heavier), ("a bit heavier", lighter)])
-    assert same["simulated_capacity_req_per_s"] == full["simulated_capacity_req_per_s"]
+    assert same.simulated_capacity_req_per_s == full["simulated_capacity_req_per_s"]

@@ -142,3 +142,24 @@ def test_a_plan_on_the_fixture_catalog_adds_up(small):
     rows = yaml.safe_load((small.folder / "prices.yaml").read_text())["prices"]
     for gpu, price in plan.prices.items():  # every price is one of the fixture's AWS on-demand rows
         assert price.usd_per_gpu_hour in {r["on_demand_usd_per_gpu_hour"] for r in rows if r["gpu"] == gpu}
+
+
+def test_the_planner_assembles_the_typed_plan_without_a_plan_document(monkeypatch):
+    """Issue 29 item 1: the planner builds the Plan from the solvers' typed results; the plan document is only
+    what to_doc writes, and reading one back (plan.doc's check) is for files. The plan, its deferred analysis and
+    the weight-dtype search's plan equal their own plan files read back."""
+    import hetplan.plan.doc as plan_doc
+    from hetplan.planning.pipeline import plan
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("the planner read a plan document")
+
+    scenario = load_scenario(EXAMPLES / "llama31-8b-mooncake.yaml").model_copy(update={"weight_dtype": "auto"})
+    deferred: list = []
+    with monkeypatch.context() as m:
+        m.setattr(plan_doc, "check_plan", refuse)
+        made = plan(scenario, "cauchy", analysis=False, deferred=deferred)
+        full = deferred[0](None) if deferred else made
+    assert made.dtype_search is not None and made.analysis is None
+    for p in (made, full):
+        assert from_doc(to_doc(p)) == p and to_doc(from_doc(to_doc(p))) == to_doc(p)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from hetplan.errors import InputError
 from hetplan.plan.blocks import ClassSlo
-from hetplan.plan.doc import load_plan, to_doc, verification_block
+from hetplan.plan.doc import load_plan, to_doc
 from hetplan.planning.request import build_request, build_whole_workload, workload_sha256
 from hetplan.report.gate import compare
 from hetplan.scenario import Scenario
@@ -128,27 +128,28 @@ def checked():
         ]
         plan = replace(base, classes=tuple(ClassSlo.from_doc(c) for c in classes))
         v = verify_plan(plan, wl, capacity=False)
-        return replace(plan, verification=verification_block(v)), v
+        return replace(plan, verification=v), v
 
     return plan_with
 
 
 def test_verification_judges_each_class_against_its_own_slos(checked):
     _, v = checked(2.0, 0.08)
-    assert v["status"] == "verified", v["verdict"]
-    assert [c["class"] for c in v["classes"]] == ["chat", "long-output"]
-    assert all(c["holds"] for c in v["classes"]) and v["jain_index"] is not None
-    assert v["classes"][1]["tpot_slo_s"] == 0.08 and v["classes"][0]["ttft_slo_s"] == 2.0
-    assert "class chat" in v["verdict"] and "class long-output" in v["verdict"]
+    assert v.status == "verified", v.verdict
+    classes = v.classes or []
+    assert [c.class_ for c in classes] == ["chat", "long-output"]
+    assert all(c.holds for c in classes) and v.jain_index is not None
+    assert classes[1].tpot_slo_s == 0.08 and classes[0].ttft_slo_s == 2.0
+    assert "class chat" in (v.verdict or "") and "class long-output" in (v.verdict or "")
 
 
 @pytest.mark.parametrize(("chat_ttft_s", "long_tpot_s", "failing"), [(1e-4, 0.08, "chat"), (2.0, 1e-4, "long-output")])
 def test_the_gate_fails_when_either_class_stops_holding(checked, chat_ttft_s, long_tpot_s, failing):
     baseline, _ = checked(2.0, 0.08)
     current, v = checked(chat_ttft_s, long_tpot_s)
-    assert v["status"] == "not verified"
-    assert [c["class"] for c in v["classes"] if not c["holds"]] == [failing]
-    assert all(m.split(": ")[1] == f"class {failing}" for m in v["misses"] if "class" in m)
+    assert v.status == "not verified"
+    assert [c.class_ for c in v.classes or [] if not c.holds] == [failing]
+    assert all(m.split(": ")[1] == f"class {failing}" for m in v.misses if "class" in m)
     result = compare(current, to_doc(baseline), 0.05, name="s")
     assert not result.passed
     assert any(f.startswith(f"class {failing} held its SLOs in the baseline") for f in result.failures)
@@ -157,13 +158,12 @@ def test_the_gate_fails_when_either_class_stops_holding(checked, chat_ttft_s, lo
 
 
 def test_the_report_shows_each_class_against_its_own_slos(checked):
-    from hetplan.plan.doc import verification_block
     from hetplan.plan.types import Slo
     from hetplan.report.model import verification_report
     from hetplan.report.render.common import verification_rows
 
     _, v = checked(1e-4, 0.08)
-    rep = verification_report(verification_block(v), Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))
+    rep = verification_report(v, Slo(ttft_s=2.0, tpot_s=0.1, percentile=90))
     assert [c.class_ for c in rep.classes or ()] == ["chat", "long-output"]
     rows = dict(map(tuple, verification_rows(rep)))
     assert rows["class chat"].startswith("misses: attainment ") and "TTFT" in rows["class chat"]

@@ -178,16 +178,16 @@ def test_an_output_too_long_for_the_kv_cache_is_cut_there_not_routed_away_by_its
 
 
 def test_a_run_uses_the_output_predictor_of_its_sizing_data():
-    from hetplan.sim.run import SimRequest, prepare_run, run_simulation
+    from hetplan.sim.run import SimRequest, prepare_run, run_measured
 
     plan = _melange_plan()
     stream = read_stream([FIXTURES / "azure_conv_200.csv"])
     sizing = OutputPredictor(np.full(MIN_SAMPLES, 100), np.full(MIN_SAMPLES, 7))  # not the replayed lengths
     req = SimRequest(plan, stream, policy="cascade", predictor=sizing)
-    _, sim, _ = run_simulation(req, *prepare_run(req))
+    _, sim, _ = run_measured(req, *prepare_run(req))
     assert sim.predictor is sizing
     own = SimRequest(plan, stream, policy="cascade")  # without sizing data: the replayed workload's distribution
-    _, sim, _ = run_simulation(own, *prepare_run(own))
+    _, sim, _ = run_measured(own, *prepare_run(own))
     ref = OutputPredictor(stream.prompt_tokens, stream.output_tokens)
     assert [sim.predictor.remaining(p, 3) for p in (50, 700, 3000)] == [ref.remaining(p, 3) for p in (50, 700, 3000)]
 

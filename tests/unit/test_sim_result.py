@@ -14,7 +14,7 @@ from hetplan.io import to_json
 from hetplan.plan.doc import from_doc, load_plan
 from hetplan.sim.closed import closed_loop_run
 from hetplan.sim.result import Capacity, ClosedLoop, Simulation
-from hetplan.sim.run import SimRequest, capacity, plan_classes, simulate, simulation
+from hetplan.sim.run import SimRequest, capacity, plan_classes, simulation
 from hetplan.workload.readers import read_stream
 from tests.conftest import FIXTURES
 
@@ -33,7 +33,7 @@ def test_a_simulation_is_typed_and_its_document_round_trips_byte_for_byte():
             "plan_strategy", "plan_goodput_req_per_s", "slo_percentile", "cascade"]  # fmt: skip
     assert list(doc)[:12] == head
     assert "prefix_cache" not in doc and "windowed" not in doc  # optional blocks absent, not null
-    assert doc == simulate(_req(policy="cascade", rate_scale=2.0))
+    assert doc == simulation(_req(policy="cascade", rate_scale=2.0)).to_doc()
     text = to_json(doc)
     assert to_json(Simulation.model_validate(json.loads(text)).to_doc()) == text
 

@@ -13,9 +13,9 @@ from hetplan.plan.doc import load_plan
 from hetplan.sim.closed import closed_loop
 from hetplan.sim.deployment import simple_deployment
 from hetplan.sim.engine import SimConfig, Simulator
-from hetplan.sim.metrics import summarize
+from hetplan.sim.metrics import measure
 from hetplan.sim.policies import get_scheduler
-from hetplan.sim.run import SimRequest, simulate
+from hetplan.sim.run import SimRequest, simulation
 from hetplan.workload.context import apply_context_window, served_workload
 from hetplan.workload.model import make_stream, make_workload
 from hetplan.workload.readers import read_stream
@@ -39,7 +39,7 @@ def test_planner_and_simulator_count_over_context_requests_the_same_way():
     assert f"{ctx.n_refused:,} of 300 requests refused" in note
     dep = simple_deployment()  # Llama-3-8B: 8,192-token window
     res = Simulator(dep, stream, get_scheduler("fcfs")).run()
-    m = summarize(stream, res)
+    m = measure(stream, res).to_doc()
     assert m["dropped_over_context"] == ctx.n_refused and m["truncated_at_context"] == ctx.n_truncated
     assert int(res.output_tokens.max()) <= 8192
     with pytest.raises(InputError, match="every request's prompt is longer"):
@@ -49,7 +49,7 @@ def test_planner_and_simulator_count_over_context_requests_the_same_way():
 def test_tpot_attainment_counts_only_requests_with_two_or_more_tokens():
     dep = simple_deployment(tpot_slo_s=1e-6)  # a TPOT SLO that no multi-token request meets
     stream = make_stream([0.0, 0.1, 0.2, 0.3], [100] * 4, [1, 1, 1, 50], tpot_slo_s=1e-6)
-    m = summarize(stream, Simulator(dep, stream, get_scheduler("fcfs")).run())
+    m = measure(stream, Simulator(dep, stream, get_scheduler("fcfs")).run()).to_doc()
     assert m["tpot_ineligible"] == 3
     assert m["attainment"]["tpot"] == 0.0  # one eligible request, and it misses (was 0.75: 3 "passes")
     assert m["attainment"]["joint"] == 0.75  # a single-token request's joint outcome is its TTFT's
@@ -58,7 +58,7 @@ def test_tpot_attainment_counts_only_requests_with_two_or_more_tokens():
 def test_routers_differ_between_combos():
     plan = load_plan(FIXTURES / "plan_two_combos.json")  # two combos
     stream = read_stream([str(FIXTURES / "azure_conv_200.csv")])
-    docs = [simulate(SimRequest(plan, stream, rate_scale=3.0, config=SimConfig(router=r)))
+    docs = [simulation(SimRequest(plan, stream, rate_scale=3.0, config=SimConfig(router=r))).to_doc()
             for r in ("round-robin", "jsq", "random")]  # fmt: skip
     assert len({(d["attainment"]["joint"], d["ttft_s"]["p90"]) for d in docs}) == 3
 
@@ -92,7 +92,7 @@ def test_simulator_refuses_requests_over_the_plans_max_model_len_like_over_the_w
     dep = simple_deployment()
     dep = replace(dep, settings=replace(dep.settings, max_model_len_tokens=4096))
     ctx = apply_context_window(stream.prompt_tokens, stream.output_tokens, 4096)
-    m = summarize(stream, Simulator(dep, stream, get_scheduler("fcfs")).run())
+    m = measure(stream, Simulator(dep, stream, get_scheduler("fcfs")).run()).to_doc()
     assert (
         m["dropped_over_context"]
         == ctx.n_refused

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from hetplan.cli.main import app
 from hetplan.executors import LocalExecutor
 from hetplan.plan.doc import load_plan
-from hetplan.sim.run import SimRequest, simulate
+from hetplan.sim.run import SimRequest, simulation
 from hetplan.sim.windows import simulate_windowed, split
 from hetplan.workload.readers import read_stream
 from tests.conftest import EXAMPLES, FIXTURES
@@ -31,7 +31,7 @@ def _request(policy: str = "fcfs", scale: float = 1.0) -> SimRequest:
 @pytest.mark.parametrize("policy", ["fcfs", "cascade"])
 def test_windowed_metrics_match_one_run_within_the_stated_tolerance(policy):
     req = _request(policy, 0.8)  # example (a)'s plan now holds 93.5 % at the trace rate
-    one = simulate(req)
+    one = simulation(req).to_doc()
     split_run = simulate_windowed(req, 4, 60.0, LocalExecutor(2))
     assert one["attainment"]["joint"] > 0.95, "the tolerance is stated for a deployment that is not overloaded"
     for key in ("requests", "finished", "dropped", "dropped_over_context", "unfinished"):

@@ -5,7 +5,6 @@ settings and the simulated warnings and misses (the verdict itself is in the pla
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -13,7 +12,7 @@ from rich.console import Console
 from hetplan.cli.render.format import print_warnings
 
 if TYPE_CHECKING:  # the CLI loads hetplan.plan only when a command runs (tests/cli/test_structure.py)
-    from hetplan.plan.blocks import CheaperSearch, Resized, Verification
+    from hetplan.plan.blocks import CascadeSettings, CheaperSearch, Resized, Verification
 
 
 def capacity_line(v: Verification) -> str:
@@ -120,20 +119,20 @@ def render_verification(v: Verification, console: Console) -> None:
             highlight=False,
             markup=False,
         )
-    if v.cascade:
+    if v.cascade is not None:
         console.print(_cascade_text(v.cascade), highlight=False, markup=False)
     print_warnings(console, v.warnings, "warning (simulated)")
     print_warnings(console, v.misses, "SLO miss (simulated)")
 
 
-def _cascade_text(c: Mapping[str, object]) -> str:
-    """CASCADE's settings as calibrated on the workload (the ``cascade`` block, :mod:`hetplan.sim.calibrate`)."""
-    by_class = c.get("kappa_by_class")
-    pairs = by_class.items() if isinstance(by_class, Mapping) else ()
+def _cascade_text(c: CascadeSettings) -> str:
+    """CASCADE's settings as calibrated on the workload (the typed ``cascade`` block, :mod:`hetplan.sim.calibrate`)."""
+    kappa = "-" if c.kappa is None else f"{c.kappa:.4g}"
+    q2 = "-" if c.q2 is None else f"{c.q2:g}"
     return (
-        f"verify: CASCADE calibrated on this workload: kappa {c['kappa']:.4g} "
-        + ", ".join(f"{k} {x:.4g}" for k, x in pairs)
-        + f"; q2 {c['q2']:g} (written into the plan's cascade block)"
+        f"verify: CASCADE calibrated on this workload: kappa {kappa} "
+        + ", ".join(f"{k} {x:.4g}" for k, x in (c.kappa_by_class or {}).items())
+        + f"; q2 {q2} (written into the plan's cascade block)"
     )
 
 

@@ -2,6 +2,7 @@
 it back unchanged (:mod:`hetplan.plan.blocks.base`)."""
 
 from hetplan.plan.blocks.base import Block, Num, block_map
+from hetplan.plan.blocks.cascade import CascadeClass, CascadeSettings
 from hetplan.plan.blocks.planning import (
     Analysis,
     BucketRow,
@@ -55,6 +56,8 @@ __all__ = [
     "Attainment",
     "Block",
     "BucketRow",
+    "CascadeClass",
+    "CascadeSettings",
     "CheaperSearch",
     "CheaperTry",
     "ClassCheck",

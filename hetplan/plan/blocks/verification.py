@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from hetplan.plan.blocks.base import Block, Num
+from hetplan.plan.blocks.cascade import CascadeSettings
 
 
 class Attainment(Block):
@@ -183,17 +184,6 @@ class Resized(Block):
     method: str = ""
 
 
-class CascadeSettings(Block):
-    """The CASCADE settings a plan was verified with (:mod:`hetplan.sim.calibrate`): ``kappa`` (and per class),
-    ``q2``, Tier 2's order and the quantile they were fitted at; None where the block lacks a field."""
-
-    kappa: Num | None = None
-    kappa_by_class: dict[str, Num] | None = None
-    q2: Num | None = None
-    tier2_order: str | None = None
-    quantile: Num | None = None
-
-
 class Verification(Block):
     """The simulated check of a plan (see the module docstring). ``status``: ``verified`` or ``not verified``.
 
@@ -203,7 +193,7 @@ class Verification(Block):
     attainment_by_class: dict[str, Num | None] | None = None
     jain_index: Num | None = None
     classes: list[ClassCheck] | None = None
-    cascade: dict[str, object] | None = None
+    cascade: CascadeSettings | None = None
     status: str | None = None
     in_sample_status: str | None = None
     out_of_sample: OutOfSample | None = None
@@ -268,7 +258,7 @@ class Verification(Block):
     @property
     def cascade_settings(self) -> CascadeSettings | None:
         """The ``cascade`` block typed (None when the plan was not verified under CASCADE's settings)."""
-        return CascadeSettings.from_doc(self.cascade) if isinstance(self.cascade, dict) else None
+        return self.cascade
 
     def ttft_q_s(self, percentile: float) -> float | None:
         """The simulated p-``percentile`` TTFT in seconds: ``ttft_p_s``, or an older block's ``ttft_p90_s``-style
