@@ -31,6 +31,7 @@ from hetplan.perf.latency import compute_dtype
 from hetplan.perf.measured import measured_notes
 from hetplan.perf.settings import PerfSettings, engine_settings
 from hetplan.perf.user_calibration import with_calibration
+from hetplan.planning.calibration_notes import calibration_notes
 from hetplan.planning.dtypes import AUTOS, has_fp8_cores, model_dtype
 from hetplan.planning.offers import build_offers, candidate_gpus, ranking_price
 from hetplan.planning.offers import user_prices as read_user_prices
@@ -380,26 +381,3 @@ def build_request(
     warnings.extend(measured_notes(req.gpus, compute_dtype(arch.weight_dtype)))
     warnings.extend(calibration_notes(req))
     return req, workload, warnings, gpu_warnings
-
-
-def calibration_notes(req: PlanRequest) -> list[str]:
-    """Which candidate GPUs a perf calibration file (``perf.calibration``) corrects for the plan's engine and
-    model, or that it corrects none of them (the shipped curves alone are then used); empty without a file."""
-    s = req.settings
-    if not s.calibration_sha256:
-        return []
-    model = req.arch.spec.name
-    dtype = req.arch.weight_dtype
-    hit = []
-    for g in req.gpus:
-        own = [f"TP{t}" for t in req.tp_options if (c := s.correction(g.name, model, t, dtype)) and c.tp]
-        if own:
-            hit.append(f"{g.name} ({', '.join(own)}: TTFT and TPOT; other TPs: TPOT only)")
-        elif any(s.correction(g.name, model, t, dtype) for t in req.tp_options):
-            hit.append(f"{g.name} (TPOT only: no point at a TP and {dtype} of this plan)")
-    if not hit:
-        return [
-            f"the perf calibration file corrects no candidate GPU for {s.engine} serving {model}: the shipped curves "
-            "are used (calibrate-perf with benchmarks of this engine and model)"
-        ]
-    return [f"perf calibration: {s.engine} {model} ({dtype}) corrected by your benchmarks on {'; '.join(hit)}"]

@@ -33,12 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hetplan.errors import InputError
 from hetplan.plan.types import Plan
+from hetplan.sim.calibration_result import CalibratedOn, CascadeCalibration, ClassCalibration, Q2Point
 from hetplan.sim.cascade import CascadeSettings, choose_q2_by_class
 from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.metrics import measure
 from hetplan.sim.policies import get_scheduler
-from hetplan.sim.result import CalibratedOn, CascadeCalibration, ClassCalibration, Q2Point, RunMetrics
+from hetplan.sim.result import RunMetrics
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
 from hetplan.units import rnd
 from hetplan.workload.model import RequestStream

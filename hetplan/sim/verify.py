@@ -36,7 +36,6 @@ from hetplan.sim.replay import (
     CAPACITY_STEP,
     STEER_BISECT,
     VERIFY_SEED,
-    Outcome,
     Replayer,
     fit_context,
     plan_arrivals,
@@ -45,7 +44,8 @@ from hetplan.sim.replay import (
     verify_config,
 )
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
-from hetplan.units import format_duration, rnd
+from hetplan.sim.verdict_text import verdict_line, with_out_of_sample
+from hetplan.units import rnd
 from hetplan.workload.context import context_note
 from hetplan.workload.model import RequestStream, Workload
 
@@ -266,9 +266,9 @@ class PlanCheck:
         note = context_note(left_out, ctx.n_truncated, window)
         name = self.workload.name
         kind = self.kind
-        verdict = _verdict(in_sample, name, main, runs, q, plan, kind)
+        verdict = verdict_line(in_sample, name, main, runs, q, plan, kind)
         if held:
-            verdict = _with_out_of_sample(verdict, in_sample, held)
+            verdict = with_out_of_sample(verdict, in_sample, held)
         m = main.metrics
         misses = [f"{r.label} ({r.rate_req_per_s:.4g} req/s): {x}" for r in runs for x in r.misses]
         misses += [f"{r.label} ({r.rate_req_per_s:.4g} req/s): {x}" for r in held for x in r.misses]
@@ -353,53 +353,6 @@ def calibrate_for_plan(
     dep, scaled = prepare_run(replace(req, rate_scale=rate_scale))
     fit = calibrate_fit(dep, scaled, plan_cascade(plan), req.config, rate_scale=rate_scale)
     return CascadeSettings.from_doc(fit.to_doc())  # the calibration's document is the block, as written
-
-
-def _verdict(verified: bool, name: str, main: Outcome, runs: list[Outcome], q: float, plan: Plan, kind: str) -> str:
-    """The verdict line, e.g. ``verified on azure_code_15min (2,598 requests): joint attainment 92.4 % ≥ 90 %,
-    p90 TTFT 1.31 s ≤ 1.5 s, p90 TPOT 61 ms ≤ 80 ms at the goodput target 8 req/s (also at the trace's 2.89 req/s)``."""
-    worst = min(runs, key=lambda r: (not r.misses, r.joint))
-    shown = main if verified else worst
-
-    def cmp(x: float | None, slo_or_none: float | None) -> str:
-        slo = float(slo_or_none or 0.0)  # a class's SLOs are always set (hetplan.sim.replay.judge)
-        if x is None:
-            return "unbounded > " + format_duration(slo)
-        return f"{format_duration(x)} {'≤' if x <= slo else '>'} {format_duration(slo)}"
-
-    att = shown.joint
-    slos = f"p{q:g} TTFT {cmp(shown.ttft_q_s, plan.slo.ttft_s)}, p{q:g} TPOT {cmp(shown.tpot_q_s, plan.slo.tpot_s)}"
-    if shown.class_checks is not None:  # request classes: each class against its own SLOs
-        slos = ", ".join(
-            f"class {c.class_} {(c.attainment or 0.0) * 100:.1f} % (p{q:g} TTFT {cmp(c.ttft_p_s, c.ttft_slo_s)}, "
-            f"TPOT {cmp(c.tpot_p_s, c.tpot_slo_s)})"
-            for c in shown.class_checks
-        )
-    body = (
-        f"joint attainment {att * 100:.1f} % {'≥' if att >= q / 100 else '<'} {q:g} %, {slos}"
-        f" at the {shown.label} {shown.rate_req_per_s:.3g} req/s"
-    )
-    others = [r for r in runs if r is not shown]
-    if others:
-        body += "; " + "; ".join(
-            f"{'holds' if not r.misses else 'misses'} at the {r.label} {r.rate_req_per_s:.3g} req/s" for r in others
-        )
-    where = f"{name} ({shown.metrics.requests:,} requests, {kind})"
-    return f"verified on {where}: {body}" if verified else f"NOT verified on {where}: {body}"
-
-
-def _with_out_of_sample(verdict: str, in_sample: bool, held: list[HeldOutRun]) -> str:
-    """The verdict with the out-of-sample runs: ``…; out of sample: holds on the held-out stretch (1,327
-    requests): joint 93.1 %; …`` (a miss turns a verified verdict into "NOT verified out of sample")."""
-    parts = []
-    for r in held:
-        att = r.attainment or 0.0  # always set (out_of_sample_runs)
-        word = "holds" if not r.misses else "misses"
-        parts.append(f"{word} on the {r.label} ({r.requests:,} requests): joint {att * 100:.1f} %")
-    text = "out of sample: " + "; ".join(parts)
-    if in_sample and any(r.misses for r in held):
-        return f"NOT verified {text}; in sample it holds on {verdict.removeprefix('verified on ')}"
-    return f"{verdict}; {text}"
 
 
 __all__ = [

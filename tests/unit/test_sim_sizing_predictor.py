@@ -15,7 +15,7 @@ from hetplan.commands.simulate import SimOptions, build_request, sizing_predicto
 from hetplan.plan.doc import load_plan, to_doc
 from hetplan.sim import windows
 from hetplan.sim.predict import OutputPredictor
-from hetplan.sim.run import IN_SAMPLE, simulate
+from hetplan.sim.run import IN_SAMPLE, simulation
 from hetplan.workload.readers import read_stream
 from tests.conftest import FIXTURES
 
@@ -48,7 +48,7 @@ def test_the_predictor_learns_from_the_plans_sizing_part_not_the_replay(tmp_path
     sizing = OutputPredictor(stream.prompt_tokens[:SIZED], stream.output_tokens[:SIZED])
     replayed = OutputPredictor(stream.prompt_tokens, stream.output_tokens)
     assert _same(req.predictor, sizing) and not _same(req.predictor, replayed)
-    doc = simulate(req)
+    doc = simulation(req).to_doc()
     assert doc["output_predictor"] == req.predictor_source
     # an explicit --sizing-trace wins; a trace the plan was not sized on gives the in-sample default, said so
     other = build_request(
@@ -56,8 +56,8 @@ def test_the_predictor_learns_from_the_plans_sizing_part_not_the_replay(tmp_path
     )
     assert other.predictor_source == "--sizing-trace mooncake_300.jsonl (300 requests)"
     plain = build_request(FIXTURES / "plan_two_combos.json", SimOptions(trace=(str(trace),), policy="cascade"))
-    assert plain.predictor is None and simulate(plain)["output_predictor"] == IN_SAMPLE
-    assert "output_predictor" not in simulate(replace(plain, policy="fcfs"))  # no policy reads it
+    assert plain.predictor is None and simulation(plain).to_doc()["output_predictor"] == IN_SAMPLE
+    assert "output_predictor" not in simulation(replace(plain, policy="fcfs")).to_doc()  # no policy reads it
 
 
 def test_a_windowed_run_takes_the_sizing_datas_predictor(tmp_path, monkeypatch):

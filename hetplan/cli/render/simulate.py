@@ -15,7 +15,8 @@ from rich.table import Table
 from hetplan.cli.render.format import duration, fit_numbers, percent
 
 if TYPE_CHECKING:  # hetplan.sim loads numpy: the CLI loads it when a command runs (tests/cli/test_structure.py)
-    from hetplan.sim.result import Capacity, CascadeCalibration, ClosedLoop, LatencyStats, Simulation
+    from hetplan.sim.calibration_result import CascadeCalibration
+    from hetplan.sim.result import Capacity, ClosedLoop, LatencyStats, Simulation
 
 
 def share(x: float) -> str:
@@ -177,7 +178,7 @@ CAPACITY_RUNS = 12
 
 def render_calibration(doc: CascadeCalibration | Mapping[str, Any], console: Console) -> None:
     """The fitted kappa and chosen q2 (``hetplan calibrate``), and the q2 sweep behind the choice."""
-    from hetplan.sim.result import CascadeCalibration
+    from hetplan.sim.calibration_result import CascadeCalibration
 
     block = doc if isinstance(doc, CascadeCalibration) else CascadeCalibration.model_validate(doc)
     by_objective = block.q2_objective is not None
