@@ -24,6 +24,7 @@ def example_a_json():
     return first.stdout, second.stdout
 
 
+@pytest.mark.slow
 def test_plan_json_is_byte_identical(example_a_json):
     a, b = example_a_json
     assert a == b
@@ -84,6 +85,7 @@ def test_plan_table_output(examples):
     assert "Cauchy plan (cheapest mixed prefill/decode deployment)" in res.stdout and "homogeneous" in res.stdout
 
 
+@pytest.mark.slow
 def test_out_never_overwrites_without_force(tmp_path, examples):
     out = tmp_path / "plan.yaml"
     assert invoke("plan", examples / "llama3-70b-azure-conv.yaml", "--out", out, "--no-analysis").exit_code == 0
@@ -301,6 +303,7 @@ def test_plan_emit_writes_all_targets_and_validates(tmp_path, examples):
     assert invoke("plan", examples / "cauchy-h800-a800-h20.yaml", "--validate").exit_code == 2
 
 
+@pytest.mark.slow
 def test_owned_only_plan_renders_and_emits(tmp_path):
     """A plan on owned GPUs only costs $0.00/h: tokens/USD is not defined (null per combo, 0 in the plan file),
     and the terminal tables, --json and emit all finish (this used to print a TypeError after $0.00/h, exit 1)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
@@ -90,6 +91,7 @@ def test_points_table_output(tmp_path: Path) -> None:
     assert "error" in res.output and "TTFT" in res.output
 
 
+@pytest.mark.slow
 def test_emit_refuses_a_plan_for_another_engine(tmp_path: Path) -> None:
     from tests.conftest import EXAMPLES
 

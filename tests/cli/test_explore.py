@@ -102,6 +102,7 @@ def test_owned_what_if_adds_gpus_to_the_inventory(scenario):
     assert eight["usd_per_hour"] <= none["usd_per_hour"]
 
 
+@pytest.mark.slow
 def test_each_point_is_checked_as_plan_no_resize_checks_it(scenario):
     res = invoke("explore", scenario, "--vary", "ttft=1s,5s", "--json")
     assert res.exit_code == 0, res.output
@@ -185,6 +186,7 @@ def test_short_labels_sit_beside_their_figures():
     assert any(line.startswith("ttft=1s") and "71.10" in line and "held" in line for line in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bf16", "auto"])
 def test_price_factors_move_the_plans_prices(scenario, dtype):
     """``price:GPU`` reaches the plan through ``price_factors``, on the dtype search's path too."""

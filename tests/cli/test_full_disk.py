@@ -95,6 +95,7 @@ def _tree(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "fail_at"), CASES)
 def test_a_full_disk_is_exit_1_and_leaves_nothing(name, fail_at, tmp_path, monkeypatch):
     inputs = _inputs(tmp_path / "in")

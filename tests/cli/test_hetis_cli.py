@@ -162,6 +162,7 @@ def test_hetis_plan_is_priced_at_the_owned_pools_amortised_price(tmp_path):
     assert "cost: $5.00/h for the whole pool" in table.output
 
 
+@pytest.mark.slow
 def test_hetis_below_the_goodput_target_exits_1_naming_the_binding_constraint(tmp_path):
     pool = _priced_pool(tmp_path, {"A100-40GB-PCIe": 1.0, "RTX-3090": 0.25, "P100-PCIe": 0.0})
     args = ("plan", EXAMPLES / "hetis" / "llama2-13b.yaml", "--strategy", "hetis", "--pool", pool)

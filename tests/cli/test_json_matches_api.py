@@ -95,6 +95,7 @@ def test_closed_loop_json_is_the_api_closed_loop():
     assert printed == to_json(api.simulate_closed_loop(plan_file, 4, 256, 32, 100))
 
 
+@pytest.mark.slow
 def test_gate_json_is_the_api_gate():
     """Pass or fail (a fresh plan made with --no-verify against verified baselines fails), the CLI prints the
     API's gate document; the baseline scenarios not given are warnings in both."""

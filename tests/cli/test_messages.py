@@ -3,6 +3,7 @@ percentages, emit summaries, --router-image, KV dtypes."""
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from hetplan.cli.main import app
@@ -67,6 +68,7 @@ def test_autoscale_carries_the_plan_gpu_warnings(tmp_path, examples):
         assert report.exit_code == 0 and "A10G: 70 TFLOPS is an estimate" in " ".join(report.stdout.split()), fmt
 
 
+@pytest.mark.slow
 def test_plan_and_autoscale_take_router_image(tmp_path, examples):
     scenario = examples / "llama3-70b-azure-conv.yaml"
     image = "registry.example/vllm-router:1.0"

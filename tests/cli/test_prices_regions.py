@@ -53,6 +53,7 @@ def test_the_same_offer_in_two_regions_prices_the_cheaper_spot_region() -> None:
     assert pinned is not None and pinned.usd_per_gpu_hour == pytest.approx(30.5798 / 8) and "us-west-2" in pinned.source
 
 
+@pytest.mark.slow
 def test_a_plan_buys_in_the_cheapest_region_or_the_pinned_one(tmp_path: Path) -> None:
     scenario = owned_only_scenario(tmp_path, rented=True)  # Llama-3.1-8B on AWS H100
     spot = _purchase(invoke("plan", scenario, "--no-verify", "--json", "--spot"))

@@ -191,6 +191,7 @@ def test_plan_verify_policy_is_checked_before_planning():
     assert "--verify-policy fcfs|sjf|oracle-sjf-total|edf|cascade" in r.output
 
 
+@pytest.mark.slow
 def test_plan_verifies_by_default_and_prints_the_verdict_and_both_capacities():
     from tests.conftest import EXAMPLES
 
@@ -255,6 +256,7 @@ def test_plan_resizes_a_plan_that_misses_until_it_is_verified(tmp_path):
                and "status" in a)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_plan_says_when_no_resized_plan_holds():
     from tests.conftest import EXAMPLES
 

@@ -166,6 +166,7 @@ def test_autoscale_refuses_more_windows_than_its_schedule_file_can_hold(tmp_path
     assert time.perf_counter() - start < 30 and not (tmp_path / "s.json").exists()
 
 
+@pytest.mark.slow
 def test_a_sweep_of_more_cases_than_an_hour_needs_a_timeout(monkeypatch, tmp_path):
     """A grid may expand to 100,000 cases (days of planning): over the untimed budget the sweep asks for --timeout
     (its finished cases are kept, --resume goes on) and starts nothing without one."""
@@ -202,6 +203,7 @@ def test_emit_refuses_a_plan_of_thousands_of_combos_before_writing(monkeypatch, 
     assert res.exit_code == 0, res.output
 
 
+@pytest.mark.slow
 def test_a_capacity_search_that_cannot_fit_is_refused_after_the_first_run(monkeypatch, tmp_path):
     """At 1e-5 req/s no two requests overlap: each run of the verification costs one iteration per output token,
     and its capacity search makes at least five more. Refused once the first run shows it (was: run until the

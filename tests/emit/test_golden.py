@@ -42,6 +42,7 @@ def emitted(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_golden_files_match(emitted):
     got = _tree(emitted)
     if os.environ.get("HETPLAN_UPDATE_GOLDEN") == "1":
@@ -74,6 +75,7 @@ def test_manifest_lists_every_file_with_its_sha256(emitted):
     assert all(os.access(emitted / rel, os.X_OK) for rel in files if rel.endswith(".sh"))
 
 
+@pytest.mark.slow
 def test_output_is_byte_identical_across_runs_and_processes(emitted, tmp_path):
     again = tmp_path / "again"
     api.emit(PLAN, again, ["all"], SETTINGS)
@@ -141,6 +143,7 @@ def engine_plan(engine: str, plan: Path = PLAN) -> dict:
     return doc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", sorted(ENGINE_CASES))
 def test_engine_golden_files_match(engine, tmp_path):
     out = tmp_path / engine

@@ -48,6 +48,7 @@ def test_gke_label_key_alone_picks_gke_values():
     assert s.label_for("H100-SXM") == "nvidia-h100-80gb"
 
 
+@pytest.mark.slow
 def test_karpenter_adds_a_gpu_memory_requirement():
     files = files_of(_plan(), EmitSettings(provisioner="karpenter"), ("kubernetes", "llmd", "dynamo"))
     specs = _pod_specs(files)

@@ -299,6 +299,7 @@ def baseline_doc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return json.loads((folder / "b.json").read_text())
 
 
+@pytest.mark.slow
 @few(0.6)
 @given(data=st.data())
 def test_hand_edited_gate_baselines(tmp_path_factory, baseline_doc, data):
@@ -400,6 +401,7 @@ def test_explore_axes(tmp_path_factory, axis, value):
     _check(["explore", str(_tiny(folder)), "--vary", f"{axis}={value}", "--no-verify"])
 
 
+@pytest.mark.slow
 @few(0.6)
 @given(edit=_field(POOL_DOC))
 def test_hand_edited_hetis_pools(tmp_path_factory, edit):
@@ -535,6 +537,7 @@ def check_plan_invariants(doc: dict[str, Any]) -> None:
     assert units
 
 
+@pytest.mark.slow
 @few(0.4)
 @given(v=VALID_SCENARIOS)
 def test_generated_scenarios_plan_to_plans_that_hold_their_invariants(tmp_path_factory, v):
@@ -686,6 +689,7 @@ def _bound_cases() -> Any:
     return st.sampled_from(cases)
 
 
+@pytest.mark.slow
 @few(0.6)
 @given(case=_bound_cases())
 def test_inputs_at_the_documented_bounds_finish_or_are_refused(tmp_path_factory, case):

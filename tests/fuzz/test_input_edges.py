@@ -111,6 +111,7 @@ def test_numbers_past_the_edge_in_every_document(tmp_path_factory, kind, data, s
 @given(kind=st.sampled_from(["scenario", "plan", "baseline", "prices", "config", "profile"]),
        depth=st.sampled_from([65, 1000, 100_000]), shape=st.sampled_from(["list", "map"]),
        suffix=st.sampled_from([".json", ".yaml"]))  # fmt: skip
+@pytest.mark.slow
 def test_deep_documents(tmp_path_factory, kind, depth, shape, suffix):
     """A document nesting 65 to 100,000 levels (RecursionError in json.loads before): refused."""
     folder = tmp_path_factory.mktemp("deep")

@@ -150,6 +150,7 @@ def test_hand_edited_plan_files(tmp_path_factory, path, value, delete, suffix):
            [folder / "m.json"])  # fmt: skip
 
 
+@pytest.mark.slow
 @FUZZ
 @given(path=st.sampled_from(PATHS_SCENARIO), value=EDGE_VALUES, delete=st.booleans())
 def test_hand_edited_scenario_files(tmp_path_factory, path, value, delete):

@@ -190,6 +190,7 @@ def test_gate_command_replans_scenarios(tmp_path, examples):
     assert result["cost_change_fraction"] > 0.02 and "goodput target (req/s): 5.0 -> 12.0" in result["changes"]
 
 
+@pytest.mark.slow
 @pytest.mark.chromium
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_html_report_renders_in_headless_chromium(tmp_path):
@@ -222,6 +223,7 @@ def _check_html(path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.chromium
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_html_check_is_per_chart(tmp_path, examples):
@@ -369,6 +371,7 @@ def owned_and_rented(tmp_path_factory):
     return plans[0], plans[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["term", "md", "html", "json"])
 def test_owned_only_plan_reports_in_every_format(owned_and_rented, fmt):
     owned, _ = owned_and_rented

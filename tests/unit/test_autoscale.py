@@ -134,6 +134,7 @@ def test_autoscale_cli_on_servegen(tmp_path, examples):
     assert res.exit_code == 0 and "autoscaling schedule" in res.stdout
 
 
+@pytest.mark.slow
 def test_flags_override_the_scenarios_curve(examples):
     runner = CliRunner()
     res = runner.invoke(

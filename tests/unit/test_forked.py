@@ -121,6 +121,7 @@ def test_an_interrupt_while_waiting_stops_the_workers(tmp_path):
     assert all(_state(p) in ("gone", "Z") for p in pids)
 
 
+@pytest.mark.slow
 def test_verified_plan_with_analysis_is_the_same_when_the_analysis_runs_ahead():
     """plan --verify with the analysis: the analysed re-plan runs in a second process while this one simulates;
     the plan is byte-identical to the one-process run."""
@@ -131,6 +132,7 @@ def test_verified_plan_with_analysis_is_the_same_when_the_analysis_runs_ahead():
     assert "analysis" in json.loads(docs[0]) and json.loads(docs[0])["verification"]["status"] == "verified"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_verified_plan_with_analysis_is_solved_once(monkeypatch, tmp_path, workers):
     """plan --verify with the analysis (the CLI default): the analysis comes from the planner that made the plan,
