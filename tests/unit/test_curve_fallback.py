@@ -1,8 +1,8 @@
-"""What a GPU without curves of its own borrows (issue 30): an engine with no serving points on an architecture takes
-the nearest architecture's scheduler fields and the other engines' overheads in seconds on its own architecture
-(TensorRT-LLM on H200 held out took all of Blackwell's and came out 37 % / 26 % too fast); a GPU without kernel tables on an
-architecture without curves takes a same-generation GPU's measured curves (an L4 the L40S's, not Hopper's end-to-end
-ones); every borrowing says so in its note. No test reads ../shared."""
+"""What a GPU without curves of its own borrows (issue 30): an engine with no serving points on an architecture
+takes the nearest architecture's scheduler fields and the other engines' overheads in seconds on its own
+architecture (TensorRT-LLM on H200 held out took all of Blackwell's and came out 37 % / 26 % too fast); a GPU
+without kernel tables on an architecture without curves takes a same-generation GPU's measured curves (an L4 the
+L40S's, not Hopper's end-to-end ones); every borrowing says so in its note. No test reads ../shared."""
 
 from __future__ import annotations
 
