@@ -350,14 +350,14 @@ def _nearest_fitted(arch_name: str, fitted: dict[str, Any]) -> str | None:
 def fit_engine(
     prep: Prepared, eng: str, engine: np.ndarray, arch: np.ndarray, gpu_names: np.ndarray, fit_mask: np.ndarray,
     ttft: np.ndarray, tpot: np.ndarray, versions: np.ndarray, models: np.ndarray, log: bool = False,
+    peers: dict[str, dict[str, dict[str, float]]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Fit engine ``eng`` on the rows of ``fit_mask``: the architecture curves (every field end to end) and the
     per-GPU curves (kernel-level fields from :func:`kernel_values`, the :data:`OVERHEAD_FIELDS` refitted on the
     engine x architecture's end-to-end rows with each row's GPU kernel fields held fixed). Returns ``curves``,
-    ``provenance``, ``gpu_curves``, ``gpu_provenance`` as the catalog writes them."""
-    from hetplan.catalog.loader import find_gpu
-    from hetplan.perf.calibration import normalize_arch
-
+    ``provenance``, ``gpu_curves``, ``gpu_provenance`` as the catalog writes them (:func:`assemble_gpu_curves`, with
+    ``peers``: the other engines' ``overheads``, fitted on their own rows) and, for that assembly, ``overheads``
+    (per architecture), ``gpu_overheads`` and ``kernels``."""
     assert prep.rows is not None
     curves: dict[str, dict[str, float]] = {}
     provenance: dict[str, Any] = {}
@@ -420,23 +420,101 @@ def fit_engine(
             if own.sum() >= GPU_OVERHEAD_MIN_ROWS and gpu in kernels:
                 cg = fit_group(prep, rows_k, own, ttft, tpot, OVERHEAD_FIELDS)
                 gpu_overheads[gpu] = {n: float(f"{getattr(cg, n):.6g}") for n in OVERHEAD_FIELDS}
+    fit = {"curves": curves, "provenance": provenance, "overheads": overheads, "gpu_overheads": gpu_overheads,
+           "kernels": kernels}  # fmt: skip
+    return {**fit, **assemble_gpu_curves(eng, fit, peers)}
+
+
+OVERHEAD_TIME_FIELDS = ("step_overhead_s", "layer_overhead_s", "moe_layer_overhead_s", "seq_overhead_s",
+                        "ttft_overhead_s", "ttft_token_overhead_s")  # fmt: skip
+"""Overhead fields in seconds (per step, layer, MoE layer, running sequence; per request and prompt token before
+the first token) that a GPU borrows from the other engines on its own architecture (:func:`borrow_overheads`); the
+unit-free ones (queueing, synchronised waves, decode steps before the first token) describe the engine's
+scheduler and come from the same engine on the nearest architecture."""
+
+
+def borrow_overheads(
+    eng: str, arch_name: str, overheads: dict[str, dict[str, float]],
+    peers: dict[str, dict[str, dict[str, float]]] | None = None,
+) -> tuple[str, dict[str, float], list[str]] | None:  # fmt: skip
+    """The overhead fields of engine ``eng`` on architecture ``arch_name``.
+
+    ``overheads``: ``eng``'s fitted :data:`OVERHEAD_FIELDS` per architecture; ``peers``: the same of the other
+    engines, fitted on their own rows. Where ``eng`` has overheads on ``arch_name`` they are returned as fitted.
+    Else the nearest fitted architecture's (by generation, :func:`_nearest_fitted`) stand in for the unit-free
+    fields (the engine's scheduler), and the seconds-valued ones (:data:`OVERHEAD_TIME_FIELDS`: host, launch and
+    small-kernel costs of this generation's systems) are the geometric mean of the peer engines' on ``arch_name``
+    (the nearest architecture's too when no peer is fitted there).
+
+    Chosen by the error on held-out systems (``benchmarks/fidelity.py --hold-out system``; fit-split rows of the
+    three campaigns that borrow: TensorRT-LLM H200 and B200, SGLang H200), sum of their TTFT and TPOT median
+    |errors| 199 % with the nearest architecture's overheads as fitted, 227 % with their per-step times scaled by
+    the peers' ratio between the two architectures, 178 % with every overhead field from the peers, 169 % with the
+    nearest architecture's end-to-end curves (no kernel tables), 153 % with this rule.
+
+    Returns:
+        (source architecture, overhead fields, peer engines whose times are used), or None when ``eng`` has no
+        fitted architecture at all.
+    """
+    source = _nearest_fitted(arch_name, overheads)
+    if source is None:
+        return None
+    values = dict(overheads[source])
+    if source == arch_name:
+        return source, values, []
+    on_arch = {peer: fitted[arch_name] for peer, fitted in sorted((peers or {}).items()) if arch_name in fitted}
+    on_arch.pop(eng, None)
+    for name in OVERHEAD_TIME_FIELDS if on_arch else ():
+        values[name] = float(np.exp(np.mean([np.log(fields[name]) for fields in on_arch.values()])))
+    used = list(on_arch)
+    return source, values, used
+
+
+def assemble_gpu_curves(
+    eng: str, fit: dict[str, Any], peers: dict[str, dict[str, dict[str, float]]] | None = None
+) -> dict[str, Any]:
+    """``gpu_curves`` and ``gpu_provenance`` of engine ``eng`` from its group fit (:func:`fit_engine`'s
+    ``curves``, ``overheads``, ``gpu_overheads``, ``kernels``): each GPU with kernel tables takes its kernel-level
+    fields, its own overheads where it has them, else its architecture's, else borrowed (:func:`borrow_overheads`:
+    the nearest architecture's, their seconds-valued fields from the other engines on its own; ``peers``: the
+    other engines' ``overheads``)."""
+    from hetplan.catalog.loader import find_gpu
+    from hetplan.perf.calibration import normalize_arch
+
+    curves: dict[str, dict[str, float]] = fit["curves"]
+    overheads: dict[str, dict[str, float]] = fit["overheads"]
+    gpu_overheads: dict[str, dict[str, float]] = fit["gpu_overheads"]
     gpu_curves: dict[str, dict[str, float]] = {}
     gpu_provenance: dict[str, Any] = {}
-    for gpu, (values, prov) in sorted(kernels.items()):
+    for gpu, (values, prov) in sorted(fit["kernels"].items()):
         a = normalize_arch(find_gpu(gpu).arch)
-        group = _nearest_fitted(a, overheads)
-        if group is None:
+        borrowed = borrow_overheads(eng, a, overheads, peers)
+        if borrowed is None:
             continue
-        full = {**curves[group], **gpu_overheads.get(gpu, overheads[group]), **values, "prefill_mix": PREFILL_MIX[eng]}
+        group, group_overheads, used = borrowed
+        full = {**curves[group], **gpu_overheads.get(gpu, group_overheads), **values, "prefill_mix": PREFILL_MIX[eng]}
         gpu_curves[gpu] = {n: float(f"{full[n]:.6g}") for n in CURVE_FIELDS if n in full}
-        gpu_provenance[gpu] = {
-            "kernel_tables": prov,
-            "overheads_from": f"{eng} {gpu} end-to-end rows (its own: {GPU_OVERHEAD_MIN_ROWS} fit rows or more)"
-            if gpu in gpu_overheads
-            else f"{eng} {group} end-to-end rows"
-            + ("" if group == a else f" (no end-to-end rows on {a}: the nearest architecture's)"),
-        }
-    return {"curves": curves, "provenance": provenance, "gpu_curves": gpu_curves, "gpu_provenance": gpu_provenance}
+        if gpu in gpu_overheads:
+            source = f"{eng} {gpu} end-to-end rows (its own: {GPU_OVERHEAD_MIN_ROWS} fit rows or more)"
+        elif group == a:
+            source = f"{eng} {group} end-to-end rows"
+        elif used:
+            source = (f"{eng} {group} end-to-end rows (no end-to-end rows on {a}: borrowed from the nearest "
+                      f"architecture; its overheads in seconds from {' and '.join(used)} on {a})")  # fmt: skip
+        else:
+            source = (f"{eng} {group} end-to-end rows (no end-to-end rows on {a}: borrowed from the nearest "
+                      "architecture, as fitted there: no other engine has rows on it)")  # fmt: skip
+        gpu_provenance[gpu] = {"kernel_tables": prov, "overheads_from": source}
+    return {"gpu_curves": gpu_curves, "gpu_provenance": gpu_provenance}
+
+
+ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def peer_overheads(fits: dict[str, dict[str, Any]], eng: str) -> dict[str, dict[str, dict[str, float]]]:
+    """The other engines' fitted overheads per architecture (``{engine: {architecture: fields}}``) from
+    :func:`fit_engine` results ``fits``: the ``peers`` of ``eng``'s :func:`assemble_gpu_curves`."""
+    return {other: fit["overheads"] for other, fit in sorted(fits.items()) if other != eng}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -474,8 +552,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.leave_one_model_out:
         return leave_one_model_out(prep, engine, arch, split, models, ttft, tpot, t0)
     gpu_names = gpu_names_of(prep)
-    for eng in ("vllm", "sglang", "trtllm"):
-        fit = fit_engine(prep, eng, engine, arch, gpu_names, split == "fit", ttft, tpot, versions, models, log=True)
+    fits = {
+        eng: fit_engine(prep, eng, engine, arch, gpu_names, split == "fit", ttft, tpot, versions, models, log=True)
+        for eng in ENGINES
+    }
+    for eng in ENGINES:  # borrowed overheads take the other engines' on the GPU's architecture
+        fit = {**fits[eng], **assemble_gpu_curves(eng, fits[eng], peer_overheads(fits, eng))}
         doc = {
             "schema_version": CATALOG_VERSION,
             "kind": "perf",

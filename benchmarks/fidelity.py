@@ -320,7 +320,8 @@ def hold_out(kind: str, groups: bool) -> int:
     end-to-end points). Groups with fewer than :data:`HOLD_OUT_MIN_ROWS` fit rows are left out."""
     import calibrate_perf as cp
 
-    from hetplan.perf.calibration import EfficiencyCurves
+    from hetplan.catalog.context import Catalog
+    from hetplan.perf.calibration import EfficiencyCurves, peak_16bit_tflops, sibling_gpu
     from hetplan.perf.points import prepare_points, steady_state
 
     frame, _ = silicon.load()
@@ -337,18 +338,29 @@ def hold_out(kind: str, groups: bool) -> int:
     models = meas["model"].to_numpy()
     fit = meas["split"].to_numpy() == "fit"
     key = versions if kind == "version" else gpus
-    parts: dict[str, list[pd.DataFrame]] = {"gpu": [], "arch": []}
-    for eng in ("vllm", "sglang", "trtllm"):
+    parts: dict[str, list[pd.DataFrame]] = {"gpu": [], "arch": [], "sibling": []}
+    catalog = Catalog.shipped()
+    # the other engines' fits, for the scale of borrowed overheads: a held-out campaign is one engine's rows only
+    full = {eng: cp.fit_engine(prep, eng, engine, arch, gpus, fit, ttft, tpot, versions, models) for eng in cp.ENGINES}
+    for eng in cp.ENGINES:
         for value in sorted({str(v) for v in key[(engine == eng) & fit]}):
             test = (engine == eng) & (key == value) & fit
             if test.sum() < HOLD_OUT_MIN_ROWS:
                 continue
-            res = cp.fit_engine(prep, eng, engine, arch, gpus, fit & ~test, ttft, tpot, versions, models)
+            res = cp.fit_engine(prep, eng, engine, arch, gpus, fit & ~test, ttft, tpot, versions, models,
+                                peers=cp.peer_overheads(full, eng))  # fmt: skip
             idx = np.nonzero(test)[0]
-            for variant in ("gpu", "arch"):
+            for variant in ("gpu", "arch", "sibling"):
+                if variant == "sibling" and kind != "system":
+                    continue
                 curves = []
                 for i in idx:
                     table = res["gpu_curves"].get(str(gpus[i])) if variant == "gpu" else None
+                    if variant == "sibling":  # as a GPU without kernel tables whose architecture has no curves
+                        others = {g: c for g, c in res["gpu_curves"].items() if g != str(gpus[i])}
+                        spec = catalog.find_gpu(str(gpus[i]))
+                        sib = sibling_gpu(spec.arch, others, peak_16bit_tflops(spec), catalog=catalog)
+                        table = others[sib] if sib else None
                     if table is None:
                         nearest = cp._nearest_fitted(str(arch[i]), res["curves"])
                         table = cp._arch_params(res["curves"][nearest]) if nearest else None
@@ -367,7 +379,11 @@ def hold_out(kind: str, groups: bool) -> int:
                     print(f"  {'':8s} {'':7s} {'':30s} {'':4s}       TPOT {stats(e2)}")
     label = "engine version" if kind == "version" else "engine x GPU (system)"
     for variant, what in (("arch", "architecture curves only, every field end to end (the fit before kernel tables)"),
+                          ("sibling", "another GPU of the architecture's per-GPU curves (as a GPU without kernel "
+                           "tables on an architecture without curves takes)"),
                           ("gpu", "per-GPU curves: kernel tables + overheads end to end")):  # fmt: skip
+        if not parts[variant]:
+            continue
         df = pd.concat(parts[variant], ignore_index=True)
         df["e_ttft"] = df["p_ttft_ms"] / df["ttft_ms"] - 1.0
         df["e_tpot"] = df["p_tpot_ms"] / df["tpot_ms"] - 1.0

@@ -51,11 +51,12 @@ Source: hetplan's own reconstruction; the curve shapes follow the roofline of DE
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hetplan.errors import CatalogError
+from hetplan.errors import CatalogError, InputError
 
 if TYPE_CHECKING:
     from hetplan.catalog.context import Catalog
@@ -135,7 +136,6 @@ def read_perf_catalog(path: Path) -> dict[str, Any]:
         CatalogError: not a valid perf catalog.
     """
     from hetplan.catalog.loader import read_yaml_mapping
-    from hetplan.errors import InputError
 
     try:  # the shared reader: a regular file, no aliases, depth, key types, numbers (a user catalog folder's file)
         doc = read_yaml_mapping(path, "perf catalog", "regenerate it with benchmarks/calibrate_perf.py")
@@ -156,6 +156,51 @@ def read_perf_catalog(path: Path) -> dict[str, Any]:
     return doc
 
 
+def _borrowed_overheads(doc: dict[str, Any], gpu: str) -> str | None:
+    """Where the per-step overheads of ``gpu``'s curves in perf document ``doc`` come from when not from its own
+    architecture's serving points (``gpu_provenance.<gpu>.overheads_from``, written by
+    ``benchmarks/calibrate_perf.py``, shortened to the source rows), else None."""
+    prov = doc.get("gpu_provenance", {}).get(gpu, {})
+    source = prov.get("overheads_from") if isinstance(prov, dict) else None
+    if isinstance(source, str) and "no end-to-end rows on" in source:
+        peers = source.split("in seconds from ")[1].split(" on ")[0] if "in seconds from " in source else ""
+        return source.split(" (")[0] + (f" (its times in seconds from {peers})" if peers else "")
+    return None
+
+
+def is_nvidia(vendor: str) -> bool:
+    """Whether a catalog vendor names NVIDIA (``'NVIDIA (AWS custom)'``, the A10G's, does)."""
+    return vendor.split("(")[0].strip().upper() == "NVIDIA"
+
+
+def peak_16bit_tflops(gpu: Any) -> float | None:
+    """A GPU spec's 16-bit dense peak in TFLOP/s (bf16, fp16, else the estimate); None when the catalog has none."""
+    for value in (gpu.bf16_dense_tflops, gpu.fp16_dense_tflops, gpu.fp16_dense_tflops_estimate):
+        if value:
+            return float(value)
+    return None
+
+
+def sibling_gpu(arch: str, gpu_curves: dict[str, Any], peak_tflops: float | None, *, catalog: Catalog) -> str | None:
+    """The GPU of ``gpu_curves`` (names, curves measured on its kernel tables) on architecture ``arch`` whose 16-bit
+    dense peak is nearest ``peak_tflops`` (in ratio; ties and an unknown peak by name); None when none shares it.
+
+    Names the catalog does not know are skipped."""
+    name = normalize_arch(arch)
+    candidates: list[tuple[float, str]] = []
+    for other in sorted(gpu_curves):
+        try:
+            spec = catalog.find_gpu(other)
+        except InputError:  # a user's perf file may name GPUs their catalog folder lacks
+            continue
+        if normalize_arch(spec.arch) != name or not is_nvidia(spec.vendor):
+            continue
+        peak = peak_16bit_tflops(spec)
+        distance = abs(math.log(peak / peak_tflops)) if peak and peak_tflops else math.inf
+        candidates.append((distance, other))
+    return min(candidates)[1] if candidates else None
+
+
 def curves_for(
     engine: str, arch: str, vendor: str = "NVIDIA", gpu: str | None = None, *, catalog: Catalog
 ) -> tuple[EfficiencyCurves, str | None]:
@@ -164,23 +209,51 @@ def curves_for(
 
     A GPU with curves of its own (``gpu_curves``: the kernel-level fields fitted on that GPU's measured kernel
     latencies, the overheads on the engine's end-to-end points) takes them; any other GPU the curves of its
-    architecture (``curves``), else the nearest architecture's.
+    architecture (``curves``); a GPU whose architecture has none either, the curves of a GPU of its architecture
+    that has them (:func:`sibling_gpu`: kernel-level fields measured on the same generation's kernels, e.g. an L4
+    takes the L40S's rather than Hopper's end-to-end efficiencies), else the nearest architecture's. Choosing the
+    sibling over the nearest architecture: ``benchmarks/fidelity.py --hold-out system`` (docs/perf-model.md).
 
     Returns:
         (curves, note): ``note`` is None when the GPU or its architecture has its own fitted curves, else a
-        sentence saying which architecture's curves (or the prior) stand in.
+        sentence saying what was borrowed (the sibling GPU's or another architecture's curves, or the prior).
     """
     doc = catalog.perf_doc(engine)
     if doc is None:
         return PRIOR, f"no fitted {engine} curves are shipped; the roofline uses hetplan's prior efficiencies"
     per_gpu: dict[str, dict[str, float]] = doc.get("gpu_curves", {})
     if gpu is not None and gpu in per_gpu:
-        return _curves(per_gpu[gpu]), None
+        borrowed = _borrowed_overheads(doc, gpu)
+        if borrowed is None:
+            return _curves(per_gpu[gpu]), None
+        note = (
+            f"no measured {engine} serving data for {gpu}: the roofline uses its own measured {engine} kernel "
+            f"tables, and per-step overheads borrowed from {borrowed}"
+        )
+        return _curves(per_gpu[gpu]), note
     fitted: dict[str, dict[str, float]] = doc["curves"]
     name = normalize_arch(arch)
     if name in fitted:
         return _curves(fitted[name]), None
-    if vendor.upper() != "NVIDIA" or name not in ARCH_ORDER:
+    nvidia = is_nvidia(vendor)
+    if nvidia and name in ARCH_ORDER and per_gpu:
+        peak = None
+        if gpu is not None:
+            try:
+                peak = peak_16bit_tflops(catalog.find_gpu(gpu))
+            except InputError:  # a GPU the catalog does not name: the sibling by name order
+                peak = None
+        sibling = sibling_gpu(name, per_gpu, peak, catalog=catalog)
+        if sibling is not None:
+            overheads = _borrowed_overheads(doc, sibling)
+            note = (
+                f"no measured {engine} data for {gpu or name}: the roofline uses the curves of the {sibling} (same "
+                f"{name} architecture), borrowed from its measured {engine} kernel tables"
+                + (f" and overheads borrowed from {overheads}" if overheads else "")
+                + " (measure it with 'hetplan profile' to replace them)"
+            )
+            return _curves(per_gpu[sibling]), note
+    if not nvidia or name not in ARCH_ORDER:
         stand_in = NON_NVIDIA_STAND_IN if NON_NVIDIA_STAND_IN in fitted else sorted(fitted)[0]
     else:
         index = ARCH_ORDER.index(name)
@@ -199,7 +272,10 @@ __all__ = [
     "PRIOR",
     "EfficiencyCurves",
     "curves_for",
+    "is_nvidia",
     "load_perf_catalog",
     "normalize_arch",
+    "peak_16bit_tflops",
     "perf_catalog_path",
+    "sibling_gpu",
 ]
