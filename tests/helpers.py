@@ -106,7 +106,9 @@ def fake_plan_check(verify: Any) -> type:
     the mode is "none"."""
 
     class _Check:
-        def __init__(self, plan: Any, workload: Any, policy: str = "fcfs", out_of_sample: Any = ()) -> None:
+        def __init__(
+            self, plan: Any, workload: Any, policy: str = "fcfs", out_of_sample: Any = (), catalog: Any = None
+        ) -> None:  # the catalog, which PlanCheck now takes, is not used
             self.args = (plan, workload, policy, out_of_sample)
 
         def verdict(self, capacity: str = "full") -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
+from typing import Protocol
 
 from hetplan import __version__
 from hetplan.catalog.context import Catalog
@@ -69,7 +70,7 @@ def build_plan(
     progress: Callable[[str], None] | None = None,
     profiled: Mapping[str, str] | None = None,
     workload_sha256: str | None = None,
-    deferred: list[AnalysisLater] | None = None,
+    deferred: list[PlanLater] | None = None,
     catalog_sha: str | None = None,
     lean: bool = False,
 ) -> Plan:
@@ -77,12 +78,14 @@ def build_plan(
     results (:func:`hetplan.plan.doc.to_doc` writes it as the version-2 plan file: the resolved model and GPU
     entries, ``profiled`` naming the profile file each measured GPU came from, and provenance, whose catalog hash
     is ``catalog_sha`` -- default the hash of ``req.catalog``, profile overlays included).
-    With ``analysis`` False and a ``deferred`` list, a function that computes the analysis block later
-    (:data:`AnalysisLater`: from this planner, no second solve; its argument replaces ``progress``) (for
-    the one plan kept of several, e.g. the weight-dtype search) is appended to it.
+    With ``analysis`` False and a ``deferred`` list, a :class:`PlanLater` is appended to it: the plan whole with
+    its analysis block, computed later from this planner (no second solve), for the one plan kept of several (the
+    weight-dtype search, the re-size attempts of ``plan --verify``).
     ``lean`` (a named ``strategy`` only): solve that strategy alone (and what it builds on: the mixed strategy
     reads Cauchy's and Mélange's optima), with no baselines, no homogeneous baseline and no per-GPU homogeneous
-    fleets: the deployment is the one the full plan gives, for a re-size attempt that only simulates it.
+    fleets: the deployment is the one the full plan gives, for a re-size attempt that only simulates it. Its
+    :class:`PlanLater` solves the other strategies on the same planner (the chosen optimum is reused) and
+    assembles the plan a full solve gives.
 
     Raises:
         InputError: unknown strategy. InfeasibleError: the chosen strategy has no feasible plan (its message
@@ -95,123 +98,142 @@ def build_plan(
     step = progress or (lambda _: None)
     step("enumerating combos")
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
-    lean = lean and strategy != ALL and not analysis and deferred is None  # the analysis reads every optimum
+    lean = lean and strategy != ALL and not analysis  # the analysis reads every optimum
     if lean:
         step(f"solving the {strategy} plan")
         solved = {strategy: planner.solve(strategy)}
     else:
         step("solving Cauchy, homogeneous, Mélange and mixed plans")
         solved = {name: planner.solve(name) for name in STRATEGIES}
-    homo_solved = solved.get("homogeneous")
-    by_gpu = (
-        homo_solved.by_gpu
-        if homo_solved is not None and homo_solved.by_gpu is not None
-        else {}
-        if lean
-        else planner._homogeneous(req)[1]
-    )
-    requested = strategy
-    if strategy == ALL:
-        strategy = cheapest_strategy(solved)
-    chosen = solved[strategy]
-    if chosen.error is not None:
-        raise chosen.error
-    made = deployed(planner, chosen)
-    homo = solved.get("homogeneous")
-    baseline = (
-        HomogeneousBaseline(status="not solved (a re-size attempt)")
-        if homo is None
-        else HomogeneousBaseline(status="infeasible", reason=homo.error.why or homo.error.what)
-        if homo.error is not None
-        else baseline_block(deployed(planner, homo))
-    )
-    # why owned GPUs sit idle (an SLO search per idle type): for the plan shown, not a re-size attempt's
-    owned = None if lean else owned_doc(req, chosen, planner)
-    # every restricted optimum's gain with --strategy all; the two original fields otherwise
-    gains: dict[str, float | None] = {}
-    for name in STRATEGIES if requested == ALL else ("homogeneous", "melange"):
-        other = solved.get(name)
-        gain = (
-            None
-            if other is None or other.error is not None or name == strategy or not other.cost
-            else 1.0 - chosen.cost / other.cost
+
+    def assemble(solved: Mapping[str, Solved], lean: bool, with_analysis: bool,
+                 report: Callable[[str], None] | None) -> Plan:  # fmt: skip
+        """The plan of ``solved`` (every strategy's optimum, or ``lean``: the chosen one's alone), with its
+        analysis when asked (``report``: its progress)."""
+        step = report or (lambda _: None)
+        homo_solved = solved.get("homogeneous")
+        by_gpu = (
+            homo_solved.by_gpu
+            if homo_solved is not None and homo_solved.by_gpu is not None
+            else {}
+            if lean
+            else planner._homogeneous(req)[1]
         )
-        gains[name] = None if gain is None else round(gain, 4) + 0.0
-    prefix = None
-    if req.prefix_reuse is not None and not lean:  # a re-size attempt is only simulated: no comparison needed
-        step("solving again without prefix reuse")
-        prefix = prefix_cache_of(req, workload, strategy, chosen, made)
-    if analysis:
-        block = analysis_of(planner, strategy, chosen, solved, progress)
-    elif deferred is not None:
-        deferred.append(lambda report=progress: analysis_of(planner, strategy, chosen, solved, report))
-    used = set(made.gpus_used) | set(baseline.gpus_used)
-    wan = req.wan
-    spec = req.arch.spec
-    local = bool(spec.source) and "://" not in spec.source  # read from a local config.json: keep its path
-    return Plan(
-        strategy=strategy,
-        status=made.status,
-        name=str(scenario.name),
-        model=ResolvedModel(spec, "config.json", spec.source) if local else ResolvedModel(spec),
-        weight_dtype=str(req.arch.weight_dtype),
-        kv_dtype=str(req.arch.kv_dtype),
-        gpus=resolved_gpus(req, profiled or {}),
-        settings=req.settings,
-        slo=Slo(float(req.ttft_slo_s), float(req.tpot_slo_s), rnd(req.stats.quantile * 100)),
-        goodput_target_req_per_s=rnd(req.goodput_req_per_s),
-        demand_req_per_s=rnd(req.demand_req_per_s),
-        headroom=float(req.headroom),
-        prices={g: Price(float(p.usd_per_gpu_hour), str(p.source)) for g, p in sorted(req.prices.items())},
-        inventory={str(g): int(n) for g, n in sorted(req.inventory.items())},
-        tp_options=tuple(int(t) for t in (req.tp_options or (1, 2, 4, 8))),
-        total_usd_per_hour=made.total_usd_per_hour,
-        usd_per_month=made.usd_per_month,
-        goodput_req_per_s=made.goodput_req_per_s,
-        gpus_used=made.gpus_used,
-        tokens_per_usd=made.tokens_per_usd,
-        output_tokens_per_usd=made.output_tokens_per_usd,
-        provenance=Provenance(
-            __version__,
-            (req.catalog or Catalog.shipped()).sha256 if catalog_sha is None else catalog_sha,
-            workload_sha256,
-            req.settings.calibration_sha256 or None,
-        ),
-        combos=made.combos,
-        instances=made.instances,
-        purchase=made.purchase,
-        baselines={name: strategy_result(planner, s) for name, s in solved.items() if name != strategy},
-        warnings=tuple(warnings) + tuple(text for name, text in gpu_warnings if name in used),
-        engine=str(req.settings.engine),  # the engine the plan was made for (its perf_settings say the same)
-        gpu_only=made.gpu,
-        usd_per_million_tokens=made.usd_per_million_tokens,
-        lower_bound_usd_per_hour=made.lower_bound_usd_per_hour,
-        tokens_per_usd_basis=TOKENS_BASIS,
-        rented_site=made.rented_site,
-        sites_tried=made.sites_tried,
-        egress_usd_per_hour=made.egress_usd_per_hour,
-        assignment=made.assignment,
-        strategy_requested=ALL if requested == ALL else None,
-        shape_won=shape_won(strategy, chosen, solved) if requested == ALL else None,
-        homogeneous_baseline=baseline,
-        homogeneous_by_gpu={str(g): GpuFleet.from_doc(f) for g, f in by_gpu.items()},
-        owned_gpus=owned,
-        gains=gains,
-        solver=solver_stats(req, planner, chosen, solved.get("mixed")),
-        prefix_cache=prefix,
-        analysis=block if analysis else None,
-        workload=WorkloadSummary.from_doc(workload.summary()),
-        max_ratio=req.max_ratio,
-        # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
-        deployment=DeploymentRules.from_doc(asdict(deployment_of(req))),
-        # request classes: each one's SLOs (the plan's slo is the binding, tightest pair)
-        classes=tuple(ClassSlo.from_doc(c) for c in classes_doc(scenario, workload)) if scenario.classes else None,
-        # --allow-cross-provider: the WAN link cross-site combos were priced with
-        cross_provider=None
-        if wan is None
-        else WanLink(wan_gb_per_s=wan.gb_per_s, wan_latency_s=wan.latency_s, egress_usd_per_gb=wan.egress_usd_per_gb),
-        model_config_path=spec.source if local else None,
-    )
+        picked = cheapest_strategy(solved) if strategy == ALL else strategy
+        chosen = solved[picked]
+        if chosen.error is not None:
+            raise chosen.error
+        made = deployed(planner, chosen)
+        homo = solved.get("homogeneous")
+        baseline = (
+            HomogeneousBaseline(status="not solved (a re-size attempt)")
+            if homo is None
+            else HomogeneousBaseline(status="infeasible", reason=homo.error.why or homo.error.what)
+            if homo.error is not None
+            else baseline_block(deployed(planner, homo))
+        )
+        # why owned GPUs sit idle (an SLO search per idle type): for the plan shown, not a re-size attempt's
+        owned = None if lean else owned_doc(req, chosen, planner)
+        # every restricted optimum's gain with --strategy all; the two original fields otherwise
+        gains: dict[str, float | None] = {}
+        for name in STRATEGIES if strategy == ALL else ("homogeneous", "melange"):
+            other = solved.get(name)
+            gain = (
+                None
+                if other is None or other.error is not None or name == picked or not other.cost
+                else 1.0 - chosen.cost / other.cost
+            )
+            gains[name] = None if gain is None else round(gain, 4) + 0.0
+        prefix = None
+        if req.prefix_reuse is not None and not lean:  # a re-size attempt is only simulated: no comparison needed
+            step("solving again without prefix reuse")
+            prefix = prefix_cache_of(req, workload, picked, chosen, made)
+        block = analysis_of(planner, picked, chosen, solved, report) if with_analysis else None
+        used = set(made.gpus_used) | set(baseline.gpus_used)
+        wan = req.wan
+        spec = req.arch.spec
+        local = bool(spec.source) and "://" not in spec.source  # read from a local config.json: keep its path
+        return Plan(
+            strategy=picked,
+            status=made.status,
+            name=str(scenario.name),
+            model=ResolvedModel(spec, "config.json", spec.source) if local else ResolvedModel(spec),
+            weight_dtype=str(req.arch.weight_dtype),
+            kv_dtype=str(req.arch.kv_dtype),
+            gpus=resolved_gpus(req, profiled or {}),
+            settings=req.settings,
+            slo=Slo(float(req.ttft_slo_s), float(req.tpot_slo_s), rnd(req.stats.quantile * 100)),
+            goodput_target_req_per_s=rnd(req.goodput_req_per_s),
+            demand_req_per_s=rnd(req.demand_req_per_s),
+            headroom=float(req.headroom),
+            prices={g: Price(float(p.usd_per_gpu_hour), str(p.source)) for g, p in sorted(req.prices.items())},
+            inventory={str(g): int(n) for g, n in sorted(req.inventory.items())},
+            tp_options=tuple(int(t) for t in (req.tp_options or (1, 2, 4, 8))),
+            total_usd_per_hour=made.total_usd_per_hour,
+            usd_per_month=made.usd_per_month,
+            goodput_req_per_s=made.goodput_req_per_s,
+            gpus_used=made.gpus_used,
+            tokens_per_usd=made.tokens_per_usd,
+            output_tokens_per_usd=made.output_tokens_per_usd,
+            provenance=Provenance(
+                __version__,
+                (req.catalog or Catalog.shipped()).sha256 if catalog_sha is None else catalog_sha,
+                workload_sha256,
+                req.settings.calibration_sha256 or None,
+            ),
+            combos=made.combos,
+            instances=made.instances,
+            purchase=made.purchase,
+            baselines={name: strategy_result(planner, s) for name, s in solved.items() if name != picked},
+            warnings=tuple(warnings) + tuple(text for name, text in gpu_warnings if name in used),
+            engine=str(req.settings.engine),  # the engine the plan was made for (its perf_settings say the same)
+            gpu_only=made.gpu,
+            usd_per_million_tokens=made.usd_per_million_tokens,
+            lower_bound_usd_per_hour=made.lower_bound_usd_per_hour,
+            tokens_per_usd_basis=TOKENS_BASIS,
+            rented_site=made.rented_site,
+            sites_tried=made.sites_tried,
+            egress_usd_per_hour=made.egress_usd_per_hour,
+            assignment=made.assignment,
+            strategy_requested=ALL if strategy == ALL else None,
+            shape_won=shape_won(picked, chosen, solved) if strategy == ALL else None,
+            homogeneous_baseline=baseline,
+            homogeneous_by_gpu={str(g): GpuFleet.from_doc(f) for g, f in by_gpu.items()},
+            owned_gpus=owned,
+            gains=gains,
+            solver=solver_stats(req, planner, chosen, solved.get("mixed")),
+            prefix_cache=prefix,
+            analysis=block,
+            workload=WorkloadSummary.from_doc(workload.summary()),
+            max_ratio=req.max_ratio,
+            # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
+            deployment=DeploymentRules.from_doc(asdict(deployment_of(req))),
+            # request classes: each one's SLOs (the plan's slo is the binding, tightest pair)
+            classes=tuple(ClassSlo.from_doc(c) for c in classes_doc(scenario, workload)) if scenario.classes else None,
+            # --allow-cross-provider: the WAN link cross-site combos were priced with
+            cross_provider=None
+            if wan is None
+            else WanLink(
+                wan_gb_per_s=wan.gb_per_s, wan_latency_s=wan.latency_s, egress_usd_per_gb=wan.egress_usd_per_gb
+            ),
+            model_config_path=spec.source if local else None,
+        )
+
+    made = assemble(solved, lean, analysis, progress)
+    if deferred is not None and not analysis:
+
+        def later(*report: Callable[[str], None] | None, with_analysis: bool = True) -> Plan:
+            say = report[0] if report else progress
+            if lean:  # a re-size attempt kept: the other strategies on its planner (its own optimum is reused)
+                if say is not None:
+                    say("solving the other strategies on the same planner")
+                return assemble({name: planner.solve(name) for name in STRATEGIES}, False, with_analysis, say)
+            if not with_analysis:
+                return made
+            return replace(made, analysis=analysis_of(planner, made.strategy, solved[made.strategy], solved, say))
+
+        deferred.append(later)
+    return made
 
 
 def solver_stats(req: PlanRequest, planner: Planner, chosen: Solved, mixed: Solved | None) -> SolverStats:
@@ -282,9 +304,13 @@ def prefix_cache_of(req: PlanRequest, workload: Workload, strategy: str, chosen:
     )
 
 
-AnalysisLater = Callable[..., Analysis]
-"""A plan's analysis block computed later from the planner that made the plan (:func:`build_plan`'s ``deferred``):
-called with no argument it reports to the plan's progress; with one, to that progress function (None: silent)."""
+class PlanLater(Protocol):
+    """A plan made whole later from the planner that made it (:func:`build_plan`'s ``deferred``): a lean plan's
+    other strategies are solved on that planner and its baselines assembled, and the analysis block is computed
+    there (``with_analysis``), so the plan is never solved twice. Called with no positional argument it reports to
+    the plan's progress; with one, to that progress function (None: silent)."""
+
+    def __call__(self, *report: Callable[[str], None] | None, with_analysis: bool = True) -> Plan: ...
 
 
 def analysis_of(
@@ -365,7 +391,7 @@ __all__ = [
     "TOKENS_BASIS",
     "cheapest_strategy",
     "shape_won",
-    "AnalysisLater",
+    "PlanLater",
     "analysis_of",
     "build_plan",
     "prefix_cache_of",

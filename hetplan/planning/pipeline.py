@@ -16,7 +16,7 @@ from hetplan.catalog.profile import LoadedProfiles, load_profiles, profile_notes
 from hetplan.errors import InfeasibleError, InputError
 from hetplan.plan.blocks import DtypeTry, ProfileRecord, PruneWith
 from hetplan.plan.types import Plan
-from hetplan.planning.document import AnalysisLater, build_plan
+from hetplan.planning.document import PlanLater, build_plan
 from hetplan.planning.dtypes import AUTO_QUANTIZED, AUTOS, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
 from hetplan.planning.forked import plan_workers, run_forked
 from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
@@ -46,7 +46,7 @@ def plan(
     prune_top_k: int = DEFAULT_TOP_K,
     min_r2: float = DEFAULT_MIN_R2,
     resources: Resources | None = None,
-    deferred: list[Callable[..., Plan]] | None = None,
+    deferred: list[PlanLater] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
     price_factors: Mapping[str, float] | None = None,
@@ -64,10 +64,11 @@ def plan(
     when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
     never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`). ``resources``: the processes the weight-dtype and
     engine search may use (default: the usable cores; :class:`hetplan.resources.Resources`).
-    With ``analysis`` False and a ``deferred`` list, a function is appended to it that returns this plan with its
-    analysis block, computed from the planner that made it (no second solve; an argument replaces ``progress``:
-    None for silence). Nothing is appended when the plan was made in worker processes (a weight-dtype search
-    on several cores): the caller then plans again with the analysis.
+    With ``analysis`` False and a ``deferred`` list, a :class:`~hetplan.planning.document.PlanLater` is appended
+    to it that returns this plan whole with its analysis block, computed from the planner that made it (no second
+    solve; a ``lean`` plan's other strategies are solved on that planner; an argument replaces ``progress``: None
+    for silence). Nothing is appended when the plan was made in worker processes (a weight-dtype search on several
+    cores): the caller then plans again.
     ``solve``: how the MILPs run (threads, slice presolve, hard stop; :class:`hetplan.solvers.milp.SolveSettings`).
     ``lean``: solve ``strategy`` alone, without baselines (a re-size attempt; see
     :func:`hetplan.planning.document.build_plan`).
@@ -82,7 +83,7 @@ def plan(
     """
     catalog = catalog or Catalog.shipped()
     loaded = load_profiles(profiles, catalog) if profiles else None
-    later: list[AnalysisLater] | None = [] if deferred is not None and not analysis else None
+    later: list[PlanLater] | None = [] if deferred is not None and not analysis else None
     if scenario.weight_dtype not in AUTOS and len(scenario.engines or ()) <= 1:
         if scenario.engines:
             scenario = scenario.model_copy(update={"engine": scenario.engines[0], "engines": None})
@@ -92,21 +93,24 @@ def plan(
     else:
         made = _search_dtypes(scenario, strategy, analysis, progress, loaded, prune_with, prune_top_k, min_r2,
                               resources or Resources(), later, solve, lean, price_factors, catalog)  # fmt: skip
-    if loaded is not None:
-        # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
-        # instances without the profile files
-        made = replace(made, profiles=tuple(ProfileRecord.from_doc(r) for r in profile_records(loaded, True)))
-    if prune_with is not None:
-        made = replace(made, prune_with=PruneWith(file=Path(prune_with).name, top_k=prune_top_k))
+
+    def finish(made: Plan) -> Plan:
+        if loaded is not None:
+            # the GPU entries the plan was made with, so plan --verify, simulate and calibrate rebuild the same
+            # instances without the profile files
+            made = replace(made, profiles=tuple(ProfileRecord.from_doc(r) for r in profile_records(loaded, True)))
+        if prune_with is not None:
+            made = replace(made, prune_with=PruneWith(file=Path(prune_with).name, top_k=prune_top_k))
+        return made
+
     if deferred is not None and later:
-        analysis_later = later[0]
-        kept = made
+        inner = later[0]
 
-        def with_analysis(*report: Callable[[str], None] | None) -> Plan:
-            return replace(kept, analysis=analysis_later(*report))
+        def whole(*report: Callable[[str], None] | None, with_analysis: bool = True) -> Plan:
+            return finish(inner(*report, with_analysis=with_analysis))
 
-        deferred.append(with_analysis)
-    return made
+        deferred.append(whole)
+    return finish(made)
 
 
 def reprice(req: PlanRequest, factors: Mapping[str, float]) -> PlanRequest:
@@ -134,7 +138,7 @@ def _search_dtypes(
     prune_top_k: int,
     min_r2: float,
     resources: Resources,
-    keep: list[AnalysisLater] | None = None,
+    keep: list[PlanLater] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
     price_factors: Mapping[str, float] | None = None,
@@ -154,8 +158,8 @@ def _search_dtypes(
     spec = _model(scenario.model_copy(update={"weight_dtype": MODEL_DTYPE}), catalog).spec
     engines = list(scenario.engines or [scenario.engine])
     keys = [(e, d) for e in engines for d in weight_candidates(spec, scenario.weight_dtype)]
-    later: dict[tuple[str, str], AnalysisLater] = {}  # analyses, computed for the kept plan only
-    kept: dict[tuple[str, str], AnalysisLater] = {}  # the same, handed to the caller (keep)
+    later: dict[tuple[str, str], PlanLater] = {}  # analyses, computed for the kept plan only
+    kept: dict[tuple[str, str], PlanLater] = {}  # the same, handed to the caller (keep)
     Found = tuple[tuple[str, str], Plan | None, InfeasibleError | InputError | None]
 
     def one(key: tuple[str, str], parallel: bool) -> Found:
@@ -167,7 +171,7 @@ def _search_dtypes(
                 return key, _plan_one(sc, strategy, analysis, None, loaded, prune_with, prune_top_k, min_r2, fp8,
                                       solve=solve, lean=lean, price_factors=price_factors,
                                       catalog=catalog), None  # fmt: skip
-            deferred: list[AnalysisLater] = []
+            deferred: list[PlanLater] = []
             made = _plan_one(sc, strategy, False, progress, loaded, prune_with, prune_top_k, min_r2, fp8,
                              deferred if analysis or keep is not None else None, solve=solve, lean=lean,
                              price_factors=price_factors, catalog=catalog)  # fmt: skip
@@ -192,10 +196,8 @@ def _search_dtypes(
         assert first is not None
         raise first
     key, chosen = min(feasible, key=lambda x: x[1].total_usd_per_hour)
-    if key in later:
-        chosen = replace(chosen, analysis=later[key]())
-    elif keep is not None and key in kept:  # the caller computes it later (see plan's deferred)
-        keep.append(kept[key])
+    if key in later:  # the chosen plan whole, with its analysis, from its planner
+        chosen = later[key]()
 
     def which(engine: str) -> dict[str, str]:  # each entry names its engine when several were searched
         return {"engine": engine} if len(engines) > 1 else {}
@@ -208,6 +210,13 @@ def _search_dtypes(
                       strategy=strategy, reason=exc.why or exc.what if exc is not None else None, chosen=False)
         for (e, d), made, exc in found
     )  # fmt: skip
+    if keep is not None and key in kept:  # the caller computes it later (see plan's deferred)
+        whole = kept[key]
+
+        def with_tries(*report: Callable[[str], None] | None, with_analysis: bool = True) -> Plan:
+            return replace(whole(*report, with_analysis=with_analysis), dtype_search=tries)
+
+        keep.append(with_tries)
     return replace(chosen, dtype_search=tries)
 
 
@@ -221,7 +230,7 @@ def _plan_one(
     prune_top_k: int,
     min_r2: float,
     fp8_cores_only: bool = False,
-    deferred: list[AnalysisLater] | None = None,
+    deferred: list[PlanLater] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
     price_factors: Mapping[str, float] | None = None,
@@ -243,19 +252,34 @@ def _plan_one(
         warnings = warnings + fit_notes
         req = replace(req, keep_pairs=keep_pairs(fit.a1, fit.a2, req, prune_top_k, unseen))
     profiled = {prof.gpu.name: name for name, prof in loaded.files} if loaded is not None else {}
+    inner: list[PlanLater] | None = [] if deferred is not None else None
     made = build_plan(
         req, scenario, workload, warnings, gpu_warnings, strategy, analysis, progress,
-        profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=deferred,
+        profiled=profiled, workload_sha256=workload_sha256(scenario), deferred=inner,
         catalog_sha=(catalog or Catalog.shipped()).with_overlay(overlay).sha256, lean=lean,
     )  # fmt: skip
-    if req.class_slos and not lean:  # request classes: what sizing on the tightest SLOs would have cost
-        from hetplan.planning.whatif import tightest_sizing_note
 
-        said = tightest_sizing_note(req, workload, made.strategy, made.total_usd_per_hour)
-        if said:
-            made = replace(made, warnings=(*made.warnings, said))
-    note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
-    return made if note is None else replace(made, quality_note=note)
+    def finish(made: Plan, lean: bool) -> Plan:
+        if req.class_slos and not lean:  # request classes: what sizing on the tightest SLOs would have cost
+            from hetplan.planning.whatif import tightest_sizing_note
+
+            said = tightest_sizing_note(req, workload, made.strategy, made.total_usd_per_hour)
+            if said:
+                made = replace(made, warnings=(*made.warnings, said))
+        note = quality_note(req.arch.spec, req.arch.weight_dtype, req.arch.kv_dtype)
+        return made if note is None else replace(made, quality_note=note)
+
+    kept = finish(made, lean)
+    if deferred is not None and inner:
+        later = inner[0]
+
+        def whole(*report: Callable[[str], None] | None, with_analysis: bool = True) -> Plan:
+            full = later(*report, with_analysis=with_analysis)
+            # a lean plan is completed on its planner: finished as a full plan is; else only the analysis is new
+            return finish(full, False) if lean else replace(kept, analysis=full.analysis)
+
+        deferred.append(whole)
+    return kept
 
 
 def fit_ce(

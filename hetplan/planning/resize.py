@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hetplan.errors import InfeasibleError
 from hetplan.plan.blocks import CheaperSearch, CheaperTry, HeldOutHold, ResizeAttempt, Resized, Verification
 from hetplan.plan.types import Plan
 from hetplan.planning.forked import Background
+
+if TYPE_CHECKING:
+    from hetplan.planning.document import PlanLater
 
 #: Simulated capacity aimed at, above the goodput target, when re-sizing.
 RESIZE_MARGIN = 0.05
@@ -304,18 +307,19 @@ def final_plan(
     check: Callable[[Plan, str], Verification],
     resized: Resized | None,
     ahead: Background | None = None,
-    with_analysis: Callable[..., Plan] | None = None,
+    later: PlanLater | None = None,
     lean: bool = False,
     start_ahead: Callable[[float], Background | None] | None = None,
     extra_check: Callable[[Plan, Verification], Verification] | None = None,
 ) -> Plan:
-    """The chosen plan with its analysis when asked (the same deployment: its verification, ``v_of()``, is kept):
-    ``ahead``, the plan with its analysis made in another process (:func:`hetplan.planning.forked.start_forked`),
-    else ``with_analysis`` (the analysis from the planner that made ``p``), else ``p`` planned again with it (a
-    re-sized plan): in another process (``start_ahead``) while this one finishes the verification (``v_of`` and
-    ``extra_check``, the model-error check), where the cores allow. Without the analysis, a ``lean`` plan (a
-    re-size attempt: no baselines) is planned again whole."""
-    if analysis and ahead is None and with_analysis is None and start_ahead is not None:
+    """The chosen plan whole, with its analysis when asked (the same deployment: its verification, ``v_of()``, is
+    kept). A ``lean`` plan (a re-size attempt: its strategy alone, no baselines) is made whole, and the analysis
+    computed, once, from the planner that made ``p``: ``ahead``, already started in another process
+    (:func:`hetplan.planning.forked.start_forked`), else started now (``start_ahead``) while this one finishes the
+    verification (``v_of`` and ``extra_check``, the model-error check), where the cores allow, else ``later``
+    (:data:`hetplan.planning.document.PlanLater`) in this process. Only a plan made in worker processes (no
+    planner here) is planned again (``attempt``)."""
+    if (analysis or lean) and ahead is None and start_ahead is not None:
         ahead = start_ahead(headroom)
     try:
         v = v_of()
@@ -326,14 +330,12 @@ def final_plan(
             ahead.cancel()
         raise
     if analysis or lean:
-        if not analysis:
-            full = attempt(headroom, False, False)
-        elif ahead is not None:
+        if ahead is not None:
             full = ahead.result()  # the typed plan, pickled back from the other process
-        elif with_analysis is not None:
-            full = with_analysis()
+        elif later is not None:
+            full = later(with_analysis=analysis)
         else:
-            full = attempt(headroom, True)
+            full = attempt(headroom, analysis, False)
         if signature(full) != signature(p):
             v = check(full, "full")
             if extra_check is not None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from hetplan.perf.error_bands import DEFAULT_CONFIDENCE
 from hetplan.plan.blocks import ModelError, OutOfSample, Verification
 from hetplan.plan.types import Plan
-from hetplan.planning.document import ALL
+from hetplan.planning.document import ALL, PlanLater
 from hetplan.planning.forked import Background, start_forked
 from hetplan.planning.pipeline import plan
 from hetplan.planning.request import build_whole_workload, build_workload
@@ -142,23 +142,29 @@ def plan_verified_in_sample_and_out(
 
     base = scenario.headroom
     seen: dict[tuple[Any, ...], tuple[int, Verification]] = {}  # each deployment's block, by how much it measured
-    analyses: dict[int, tuple[Plan, Callable[..., Plan]]] = {}  # an attempt's analysis, from the planner that made it
+    kept: dict[int, tuple[Plan, PlanLater]] = {}  # each plan's completion, from the planner that made it
+
+    def keep(made: Plan, later: list[PlanLater]) -> Plan:
+        if later:
+            kept[id(made)] = (made, later[0])
+        return made
+
+    def later_of(p: Plan) -> PlanLater | None:
+        """``p`` whole and with its analysis, from the planner that made it (None: planned in worker processes)."""
+        have = kept.get(id(p))
+        return have[1] if have is not None and have[0] is p else None
 
     def planner_for(
         name: str, report: Callable[[str], None] | None = step if progress is not None else None
     ) -> Attempt:
         def attempt(headroom: float, with_analysis: bool, lean: bool = True) -> Plan:
-            # an attempt is only simulated: its strategy alone, no baselines (the plan kept is planned again whole);
-            # --strategy all solves every shape anyway, and keeps its analysis for later (the plan kept needs no
-            # second solve)
+            # an attempt is only simulated: its strategy alone, no baselines; its planner is kept, so the plan
+            # kept is completed from it (the other strategies, baselines and analysis), not planned again
             sc = scenario.model_copy(update={"headroom": headroom})
-            if name == ALL and not with_analysis and "deferred" not in plan_kwargs:
-                later: list[Callable[..., Plan]] = []
-                made = plan(sc, name, False, progress=report, deferred=later, **plan_kwargs)
-                if later:
-                    analyses[id(made)] = (made, later[0])
-                return made
-            return plan(sc, name, with_analysis, progress=report, lean=lean and not with_analysis, **plan_kwargs)
+            if with_analysis or "deferred" in plan_kwargs:
+                return plan(sc, name, with_analysis, progress=report, lean=lean and not with_analysis, **plan_kwargs)
+            later: list[PlanLater] = []
+            return keep(plan(sc, name, False, progress=report, deferred=later, lean=lean, **plan_kwargs), later)
 
         return attempt
 
@@ -193,9 +199,9 @@ def plan_verified_in_sample_and_out(
         return v
 
     attempt = planner_for(strategy)
-    later: list[Callable[..., Plan]] = []  # the first plan with its analysis, from the planner that made it
-    first = plan(scenario.model_copy(update={"headroom": base}), strategy, False, progress, deferred=later,
-                 **plan_kwargs)  # fmt: skip
+    later: list[PlanLater] = []  # the first plan with its analysis, from the planner that made it
+    first = keep(plan(scenario.model_copy(update={"headroom": base}), strategy, False, progress, deferred=later,
+                      **plan_kwargs), later)  # fmt: skip
     ahead = None
     resources: Resources = plan_kwargs.get("resources") or Resources()
     if analysis and later:  # the analysis alone, in a forked copy of this planner while this process simulates
@@ -209,10 +215,18 @@ def plan_verified_in_sample_and_out(
 
         ahead = start_forked(quiet, resources.plan_workers)
 
-    def start_ahead(name: str) -> Callable[[float], Background | None]:
-        """A function starting the plan of shape ``name`` at a headroom, with its analysis, in another process."""
+    def start_ahead(p: Plan, name: str) -> Callable[[float], Background | None]:
+        """A function starting, in another process, plan ``p`` (of shape ``name``, made at a headroom) made whole
+        with its analysis from the planner that made it; only a plan made in worker processes (no planner here) is
+        planned again there, with its analysis."""
 
         def start(headroom: float) -> Background | None:
+            done = later_of(p)
+            if done is not None:  # no progress from the other process
+                return start_forked(lambda: done(None, with_analysis=analysis), resources.plan_workers)
+            if not analysis:
+                return None
+
             def quiet() -> Plan:  # no progress from the other process, one planning process there
                 sc = scenario.model_copy(update={"headroom": headroom})
                 return plan(sc, name, True, None, **{**plan_kwargs, "resources": resources.serial()})
@@ -243,9 +257,9 @@ def plan_verified_in_sample_and_out(
         aheads: dict[int, Background] = {}  # a candidate's analysis, in another process while it is simulated
 
         def simulating(p: Plan) -> None:
-            kept = analyses.get(id(p))
-            if analysis and kept is not None and kept[0] is p:
-                bg = start_forked(lambda: kept[1](None), resources.plan_workers)
+            done = later_of(p)
+            if analysis and done is not None:
+                bg = start_forked(lambda: done(None), resources.plan_workers)
                 if bg is not None:
                     aheads[id(p)] = bg
 
@@ -264,13 +278,11 @@ def plan_verified_in_sample_and_out(
         if best is not first:
             if ahead is not None:
                 ahead.cancel()
-            kept = analyses.get(id(best))
-            later_of = kept[1] if kept is not None and kept[0] is best else None
             best_ahead = aheads.pop(id(best), None)
             if best_ahead is not None:
                 step("the plan's analysis (price sensitivity, cost versus goodput), in another process")
             made = final_plan(best, lambda: check(best, "full"), hi, analysis, attempt, check, None, best_ahead,
-                              later_of, lean=strategy != ALL, start_ahead=start_ahead(strategy),
+                              later_of(best), lean=strategy != ALL, start_ahead=start_ahead(best, strategy),
                               extra_check=with_error)  # fmt: skip
         else:
             for bg in aheads.values():
@@ -291,12 +303,13 @@ def plan_verified_in_sample_and_out(
         best, hi, resized = resize_until_verified(first, v0, base, attempt, check, stage=stage)
         stage.label = "the re-sized plan" + (" with its analysis" if analysis else "")
         return final_plan(best, lambda: check(best, "full"), hi, analysis, attempt, check, resized,
-                          lean=best is not first, start_ahead=start_ahead(strategy),
+                          later=later_of(best), lean=best is not first, start_ahead=start_ahead(best, strategy),
                           extra_check=with_error)  # fmt: skip
     best, hi, resized, name = resize_every_shape(first, v0, base, planner_for, check, stage)
     stage.shape, stage.label = "", f"the re-sized {name} plan" + (" with its analysis" if analysis else "")
     return final_plan(best, lambda: check(best, "full"), hi, analysis, planner_for(name), check, resized,
-                      lean=best is not first, start_ahead=start_ahead(name), extra_check=with_error)  # fmt: skip
+                      later=later_of(best), lean=best is not first, start_ahead=start_ahead(best, name),
+                      extra_check=with_error)  # fmt: skip
 
 
 def verification_workloads(

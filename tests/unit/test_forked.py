@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -152,3 +154,57 @@ def test_a_verified_plan_with_analysis_is_solved_once(monkeypatch, tmp_path, wor
     assert solves.read_text().count("solve") == 1
     assert made.analysis is not None and made.analysis.price_sensitivity
     assert made.verification is not None and made.verification.status in ("verified", "not verified")
+
+
+def _fails_at_the_asked_headroom(base: float) -> type:
+    """A stand-in for :class:`hetplan.sim.verify.PlanCheck`: a plan made at ``base`` headroom misses (its simulated
+    capacity 80 % of the analytic one), a plan made for more demand holds, so verification re-sizes."""
+    from hetplan.plan.blocks import Verification
+
+    class _Check:
+        def __init__(self, plan: Any, *_: Any) -> None:
+            self.plan = plan
+
+        def verdict(self, capacity: str = "full") -> Verification:
+            p = self.plan
+            ok = p.headroom > base + 1e-9
+            return Verification.from_doc(
+                {"status": "verified" if ok else "not verified", "attainment": 0.95 if ok else 0.6, "dropped": 0,
+                 "simulated_capacity_req_per_s": p.goodput_req_per_s * (1.0 if ok else 0.8),
+                 "misses": [] if ok else ["joint attainment"],
+                 "out_of_sample": {"status": "holds" if ok else "misses", "runs": []}}
+            )  # fmt: skip
+
+    return _Check
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_resized_plan_is_made_whole_from_the_planner_that_made_it(monkeypatch, tmp_path, workers):
+    """Issue 29: the re-sized plan kept (a lean attempt: its strategy alone) gets its baselines and analysis from the
+    planner that made it, in this process (one worker) or a forked copy of it (two): no demand is planned twice,
+    and the plan equals the one planned whole at its headroom."""
+    import hetplan.sim.verify as sim_verify
+    from hetplan.planning import pipeline
+    from hetplan.planning.verify import DEFAULT_HOLDOUT, verification_workloads
+
+    scenario = _small("bf16")
+    made_at = tmp_path / "headrooms"  # a file: a forked process's plans count too
+    real = pipeline.build_plan
+
+    def counted(req: Any, sc: Scenario, *args: Any, **kwargs: Any) -> Any:
+        with made_at.open("a") as f:
+            f.write(f"{sc.headroom!r}\n")
+        return real(req, sc, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "build_plan", counted)
+    monkeypatch.setattr(sim_verify, "PlanCheck", _fails_at_the_asked_headroom(scenario.headroom))
+    made = api.plan_verified(scenario, "cauchy", analysis=True, resize=True, confidence=None,
+                             resources=Resources(plan_workers=workers))  # fmt: skip
+    planned = made_at.read_text().split()
+    assert made.verification is not None and made.verification.resized is not None
+    assert len(planned) >= 2 and len(set(planned)) == len(planned), planned  # each demand planned once
+    assert made.analysis is not None and made.analysis.price_sensitivity and made.baselines
+    monkeypatch.setattr(pipeline, "build_plan", real)
+    sized = verification_workloads(scenario, DEFAULT_HOLDOUT)[0]  # the trace's head, as verification sizes on it
+    whole = api.plan(sized.model_copy(update={"headroom": made.headroom}), "cauchy", analysis=True)
+    assert api.to_doc(replace(made, verification=None)) == api.to_doc(whole)
