@@ -59,3 +59,24 @@ def test_broken_runs_do_not_steer_the_fit(cp: ModuleType) -> None:
         errors[outliers] = float(np.median(np.abs(e_ttft[clean])))
     # without the second pass the broken rows pull every TTFT up; with it the clean rows are met closely
     assert errors[True] < 0.03 < errors[False]
+
+
+def test_leave_one_model_out_bins_show_the_shape_of_the_error(
+    cp: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``print_bins`` (the leave-one-model-out printout) puts each row in its ISL, OSL and concurrency bin with the
+    signed median error, per engine: TTFT made 20 % long only on the 8192-token prompts shows there and nowhere
+    else."""
+    prep = prepare_points(_points())
+    idx = np.arange(len(prep.points))
+    long_prompt = np.array([p.isl == 8192 for p in prep.points])
+    e_ttft = np.where(long_prompt, np.log(1.2), 0.0)
+    cp.print_bins(prep, idx, e_ttft, np.zeros(idx.size))
+    lines = capsys.readouterr().out.splitlines()
+    isl_all = next(line for line in lines if line.split()[:3] == ["by", "isl", "all"])
+    assert "(700,1500] 16: TTFT +0%" in isl_all
+    assert "(3000,6000] 8: TTFT +0%" in isl_all
+    assert "(6000,inf] 8: TTFT +20% |20%|" in isl_all
+    conc_vllm = next(line for line in lines if line.split()[:3] == ["by", "concurrency", "vllm"])
+    assert "(1,4] 8: TTFT +0%" in conc_vllm and "(64,256] 8: TTFT +0%" in conc_vllm
+    assert not any(line.split()[2] == "sglang" and "TTFT" in line for line in lines)
