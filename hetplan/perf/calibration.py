@@ -31,11 +31,9 @@ engine on one architecture:
 - ``ttft_overhead_s``: time to first token outside the steps (HTTP, tokenisation, scheduling the new request,
   detokenising and streaming the first token), paid once per request; ``ttft_token_overhead_s`` per prompt token
   outside the GPU (tokenisation, input processing: measured vLLM Llama-3.1-70B TTFT per 1k prompt tokens falls as
-  ``a + b / TP``, not ``b / TP``); ``ttft_decode_steps``: engine steps a new request waits before its first token
+  ``a + b / TP``, not ``b / TP``); ``ttft_decode_steps``: decode steps a new request waits before its first token
   besides its own prefill (admission into the running batch, output processing and streaming run a step or more
-  behind; measured TTFT grows with the decode step time at prompt loads far below the prefill capacity), each at the
-  mean step time the running sequences see (TPOT: under load the steps carry other prompts' prefill, or stop for it
-  with ``prefill_mix`` 0; the pure decode step before, leave-one-model-out TTFT 36.4 % -> 36.0 %). Chosen over
+  behind; measured TTFT grows with the decode step time at prompt loads far below the prefill capacity). Chosen over
   a cost per running sequence by the leave-one-model-out error of ``benchmarks/calibrate_perf.py
   --leave-one-model-out`` (TTFT 45.4 % -> 36.6 % median |error| on the fit split).
 

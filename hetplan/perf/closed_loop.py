@@ -32,10 +32,8 @@ ahead of decoding (``prefill_mix`` 0, SGLang's default) stops its decodes for th
 prefill steps take: TPOT ``T_decode / (1 - u)``, and the prompt's steps carry no decodes (``prefill_mix`` between
 0 and 1 blends the two). TTFT = the prompt's chunks x T_mixed + the wait
 for the step in flight (``T_decode / 2``) + the time outside the prompt's own steps (``ttft_overhead_s +
-ttft_token_overhead_s x I + ttft_decode_steps x TPOT``: the steps a new request waits are the engine's mean steps,
-which under load carry other prompts' prefill or, with ``prefill_mix`` 0, stop for it; charged at the pure decode
-step ``T_decode`` before, leave-one-model-out TTFT 36.4 % -> 36.0 %) + an M/D/1 wait for other prompts (``u / (2
-(1 - u))`` chunks), and when prefill saturates the budget the wait follows from Little's law instead. A fixed-point
+ttft_token_overhead_s x I + ttft_decode_steps x T_decode``) + an M/D/1 wait for other prompts (``u / (2 (1 - u))``
+chunks), and when prefill saturates the budget the wait follows from Little's law instead. A fixed-point
 iteration (damped) solves the loop for thousands of rows at once.
 
 Source: hetplan's own reconstruction (roofline per operator after DESIGN §2; Little's law; M/D/1 wait).
@@ -341,9 +339,7 @@ def closed_loop(
         ttft_new = (1.0 - sync) * np.minimum(ttft_open, ttft_wave) + sync * ttft_wave
         # clients beyond the running cap wait for a slot
         queue = np.maximum(c - running_cap, 0.0) / np.maximum(running_cap, 1.0) * ((o - 1.0) * tpot_new + service)
-        # the engine steps a new request waits run at the mean step time the running sequences see (TPOT):
-        # under load they carry other prompts' prefill, or stop decoding for it (prefill_mix 0)
-        front_end = r.ttft_overhead_s + r.ttft_token_overhead_s * i + r.ttft_decode_steps * tpot_new
+        front_end = r.ttft_overhead_s + r.ttft_token_overhead_s * i + r.ttft_decode_steps * t_dec
         ttft_new = ttft_new + queue + front_end
         tpot = DAMPING * tpot + (1 - DAMPING) * tpot_new
         ttft = DAMPING * ttft + (1 - DAMPING) * ttft_new

@@ -233,29 +233,3 @@ def test_attention_dp_does_not_split_one_prompt_or_one_sequence() -> None:
            "weight_dtype": "fp4", "isl": "1024", "osl": "1024"}  # fmt: skip
     low, high = estimate_points([{**moe, "concurrency": "8"}, {**moe, "concurrency": "64"}])
     assert high["tpot_s"] > low["tpot_s"] and high["ttft_s"] > low["ttft_s"]
-
-
-def test_ttft_decode_steps_run_at_the_engine_s_mean_step_time() -> None:
-    """The engine steps a new request waits (``ttft_decode_steps``) last as long as the steps the running sequences
-    see (TPOT), not as a pure decode step: with SGLang's prefill steps of their own at 64 clients of 8k-token
-    prompts the decodes stop for prefill three quarters of the time, so 10 such steps cost 10 x TPOT, over four
-    times 10 pure decode steps (charged at the pure decode step before: leave-one-model-out TTFT 36.4 -> 36.0 %)."""
-    from dataclasses import replace
-
-    from hetplan.perf.calibration import curves_for
-    from hetplan.perf.closed_loop import build_rows, closed_loop, row_constants, step_s
-
-    h200 = find_gpu("H200-SXM")
-    fitted, _ = curves_for("sglang", h200.arch)
-    arch = ModelArch(find_model("Llama-3.1-70B"), "fp8")
-    one = np.ones(1)
-    ttft, tpot, t_dec = [], [], []
-    for steps in (0.0, 10.0):
-        curves = replace(fitted, ttft_decode_steps=steps, prefill_mix=0.0, sync_share=0.001)
-        rows = build_rows([row_constants(arch, h200, 4, 1, curves, 8192, True, 256)])
-        ss = closed_loop(rows, 64 * one, 8192 * one, 256 * one)
-        ttft.append(float(ss.ttft_s[0]))
-        tpot.append(float(ss.tpot_s[0]))
-        t_dec.append(float(step_s(rows, ss.decode_batch, (8192 + 128) * one, 0 * one, 0 * one)[0]))
-    assert ttft[1] - ttft[0] == pytest.approx(10 * tpot[1], rel=0.05)
-    assert ttft[1] - ttft[0] > 4 * 10 * t_dec[1]
