@@ -80,3 +80,28 @@ def test_leave_one_model_out_bins_show_the_shape_of_the_error(
     conc_vllm = next(line for line in lines if line.split()[:3] == ["by", "concurrency", "vllm"])
     assert "(1,4] 8: TTFT +0%" in conc_vllm and "(64,256] 8: TTFT +0%" in conc_vllm
     assert not any(line.split()[2] == "sglang" and "TTFT" in line for line in lines)
+
+
+def test_fidelity_bins_show_the_shape_of_the_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``benchmarks/fidelity.py --bins`` (:func:`report_bins`) bins the signed relative error by ISL, OSL and
+    concurrency with ``calibrate_perf``'s bins, per engine, refused rows left out."""
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    fidelity = importlib.import_module("fidelity")
+    try:
+        df = pd.DataFrame({"engine": ["vllm", "vllm", "trtllm", "trtllm"], "isl": [128, 8192, 128, 8192],
+                           "osl": [128, 128, 1024, 1024], "concurrency": [4, 4, 64, 64],
+                           "e_ttft": [0.0, 0.3, 0.0, 0.3], "e_tpot": [0.1, 0.1, -0.1, -0.1],
+                           "error": ["", "", "", "refused"]})  # fmt: skip
+        fidelity.report_bins(df, "made up")
+    finally:
+        for name in ("fidelity", "accuracy", "calibrate_perf", "kernel_curves", "silicon"):
+            sys.modules.pop(name, None)
+    lines = capsys.readouterr().out.splitlines()
+    isl_all = next(line for line in lines if line.split()[:3] == ["by", "isl", "all"])
+    assert "(0,300] 2: TTFT +0% |0%| TPOT +0%" in isl_all and "(6000,inf] 1: TTFT +30% |30%| TPOT +10%" in isl_all
+    conc_trt = next(line for line in lines if line.split()[:3] == ["by", "concurrency", "trtllm"])
+    assert conc_trt.endswith("(16,64] 1: TTFT +0% |0%| TPOT -10%")
