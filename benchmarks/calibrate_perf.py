@@ -3,6 +3,7 @@ architecture (serving points only, the fallback); write ``catalogs/perf/<engine>
 
     python benchmarks/calibrate_perf.py            # fit, print residuals, write the catalogs
     python benchmarks/calibrate_perf.py --dry-run  # fit and print only
+    python benchmarks/calibrate_perf.py --leave-one-model-out  # each fit model predicted by a fit without it
 
 Data: ``../shared/data/measured/engine_silicon_calibration.csv`` (measured serving data from NVIDIA AIConfigurator,
 Apache-2.0), aggregated rows only (:mod:`silicon`). Split by MODEL: the models in ``silicon.VALIDATION_MODELS``
@@ -262,10 +263,11 @@ def leave_one_model_out(
 ) -> int:
     """For every engine x architecture group and every fit model in it with another fit model beside it, fit on
     the group's other models and predict the left-out model's rows; print the pooled median |error| (the validation
-    models stay out throughout)."""
+    models stay out throughout), then the signed error binned by ISL, OSL and concurrency (:func:`print_bins`)."""
     assert prep.rows is not None
     e_ttft: list[np.ndarray] = []
     e_tpot: list[np.ndarray] = []
+    tested: list[np.ndarray] = []
     for eng in ("vllm", "sglang", "trtllm"):
         for a in sorted({str(x) for x in arch[engine == eng]}):
             group = (engine == eng) & (arch == a) & (split == "fit")
@@ -286,6 +288,7 @@ def leave_one_model_out(
                 e1, e2 = log_errors(_sub(prep, test), r, ttft[test], tpot[test])
                 e_ttft.append(e1)
                 e_tpot.append(e2)
+                tested.append(np.nonzero(test)[0])
                 print(f"{eng:7s} {a:10s} without {m:18s} {int(test.sum()):4d} rows  TTFT median |err| "
                       f"{summary(e1)['median_abs']:.1%} bias {summary(e1)['median_signed']:+.1%}  TPOT median |err| "
                       f"{summary(e2)['median_abs']:.1%} bias {summary(e2)['median_signed']:+.1%}")  # fmt: skip
@@ -293,7 +296,37 @@ def leave_one_model_out(
     print(f"leave-one-model-out, {all1['rows']} rows: TTFT median |err| {all1['median_abs']:.1%} "
           f"(p90 {all1['p90_abs']:.1%}), TPOT median |err| {all2['median_abs']:.1%} (p90 {all2['p90_abs']:.1%}); "
           f"took {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    print_bins(prep, np.concatenate(tested), np.concatenate(e_ttft), np.concatenate(e_tpot))
     return 0
+
+
+BINS = {
+    "isl": (0, 300, 700, 1500, 3000, 6000, 1 << 30),
+    "osl": (0, 150, 300, 700, 1500, 3000, 1 << 30),
+    "concurrency": (0, 1, 4, 16, 64, 256, 1 << 30),
+}
+"""Bin edges (left-open, right-closed) of :func:`print_bins`."""
+
+
+def print_bins(prep: Prepared, idx: np.ndarray, e_ttft: np.ndarray, e_tpot: np.ndarray) -> None:
+    """Print the signed median and median |error| of TTFT and TPOT binned by ISL, OSL and concurrency (each on its
+    own, per engine and pooled) for the rows ``idx`` of ``prep`` with log errors ``e_ttft``, ``e_tpot``: the shape
+    an error follows, not only its size."""
+    engines = np.array([prep.points[i].engine for i in idx])
+    for name, edges in BINS.items():
+        values = np.array([getattr(prep.points[i], name) for i in idx])
+        for eng in ("all", "vllm", "sglang", "trtllm"):
+            keep = np.ones(idx.size, bool) if eng == "all" else engines == eng
+            cells = []
+            for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+                sel = keep & (values > lo) & (values <= hi)
+                if sel.sum() == 0:
+                    continue
+                t, p = summary(e_ttft[sel]), summary(e_tpot[sel])
+                top = f"{hi}" if hi < 1 << 30 else "inf"
+                cells.append(f"({lo},{top}] {int(sel.sum())}: TTFT {t['median_signed']:+.0%} |{t['median_abs']:.0%}| "
+                             f"TPOT {p['median_signed']:+.0%}")  # fmt: skip
+            print(f"  by {name:11s} {eng:6s} " + "; ".join(cells))
 
 
 GPU_OVERHEAD_MIN_ROWS = 60

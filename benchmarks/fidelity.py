@@ -3,6 +3,7 @@
     python benchmarks/fidelity.py             # validation split, DGX-A100 latencies, published throughputs
     python benchmarks/fidelity.py --groups    # also every engine x GPU x model group
     python benchmarks/fidelity.py --levels    # also the error left when each group's level were right
+    python benchmarks/fidelity.py --bins      # also the signed error binned by ISL, OSL and concurrency
     python benchmarks/fidelity.py --hold-out version  # refit without each engine version, error on it (minutes)
     python benchmarks/fidelity.py --hold-out system   # the same per engine x GPU
     python benchmarks/fidelity.py --fixture tests/fixtures/perf/silicon_validation_sample.csv  # the shipped subset
@@ -227,6 +228,30 @@ def report_levels(df: pd.DataFrame, name: str) -> None:
         print(f"  {label:55s} TTFT {out[0]:5.1f} %  TPOT {out[1]:5.1f} %")
 
 
+def report_bins(df: pd.DataFrame, name: str) -> None:
+    """Print the signed median and median |error| of TTFT and TPOT binned by ISL, OSL and concurrency (each on its
+    own; pooled and per engine; the bins of ``calibrate_perf.BINS``, as its leave-one-model-out printout): the shape
+    an error follows."""
+    from calibrate_perf import BINS
+
+    ok = df[df["error"] == ""]
+    print(f"\n== {name}: signed error binned by ISL, OSL and concurrency")
+    for col, edges in BINS.items():
+        for eng in ("all", "vllm", "sglang", "trtllm"):
+            part = ok if eng == "all" else ok[ok["engine"] == eng]
+            cells = []
+            for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+                cell = part[(part[col] > lo) & (part[col] <= hi)]
+                if cell.empty:
+                    continue
+                t, p = cell["e_ttft"].to_numpy(), cell["e_tpot"].to_numpy()
+                top = f"{hi}" if hi < 1 << 30 else "inf"
+                cells.append(f"({lo},{top}] {len(cell)}: TTFT {np.median(t):+.0%} |{np.median(np.abs(t)):.0%}| "
+                             f"TPOT {np.median(p):+.0%}")  # fmt: skip
+            if cells:
+                print(f"  by {col:11s} {eng:6s} " + "; ".join(cells))
+
+
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "perf"
 FIXTURE_ROWS = 96
 THRESHOLD_MARGIN = 0.02
@@ -396,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", action="store_true", help="print every engine x GPU x model group")
     ap.add_argument("--levels", action="store_true", help="print the error left with each group's level right")
+    ap.add_argument("--bins", action="store_true", help="print the signed error binned by ISL, OSL and concurrency")
     ap.add_argument("--fixture", type=Path, help="a points CSV with measured ttft_ms/tpot_ms columns instead")
     ap.add_argument("--refresh-fixture", action="store_true", help="rewrite tests/fixtures/perf (on purpose)")
     ap.add_argument("--write-error-bands", action="store_true", help="rewrite catalogs/perf/error_bands.yaml")
@@ -437,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.levels:
         report_levels(pred[pred["split"] == "validation"], "validation split")
         report_levels(pred[pred["split"] == "fit"], "fit split")
+    if args.bins:
+        report_bins(pred[pred["split"] == "validation"], "validation split")
+        report_bins(pred[pred["split"] == "fit"], "fit split (in-sample)")
 
     data = silicon.SHARED
     rows = accuracy.load_measured(data)

@@ -36,7 +36,7 @@ from hetplan.catalog.schemas import GpuSpec
 from hetplan.errors import InputError, OutOfMemoryError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.calibration import EfficiencyCurves, curves_for
-from hetplan.perf.closed_loop import INTER_NODE_LATENCY_S, Rows, build_rows, node_layout, row_constants, step_s
+from hetplan.perf.closed_loop import Rows, build_rows, row_constants, step_s
 from hetplan.perf.engines import (
     EngineRules,
     activation_gib,
@@ -45,6 +45,7 @@ from hetplan.perf.engines import (
     kv_free_gib,
     visible_memory_gib,
 )
+from hetplan.perf.links import INTER_NODE_LATENCY_S, node_layout
 from hetplan.perf.measured import measured_efficiency
 from hetplan.perf.settings import GpuEfficiency, PerfSettings
 from hetplan.units import GB, GIB, TERA
@@ -200,7 +201,7 @@ class InstanceModel:
     @cached_property
     def nodes(self) -> tuple[int, int, int]:
         """(nodes the instance spans, nodes its TP group spans, PP hand-offs that cross nodes) on nodes of the GPU's
-        NVLink domain (``scale_up_gpus``; :func:`hetplan.perf.closed_loop.node_layout`)."""
+        NVLink domain (``scale_up_gpus``; :func:`hetplan.perf.links.node_layout`)."""
         return node_layout(self.tp, 1, self.pp, self.gpu.scale_up_gpus)
 
     @cached_property
@@ -308,7 +309,7 @@ class InstanceModel:
     def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
         """All-reduce time of one iteration over ``tokens`` tokens: 2 per layer, ring algorithm; a TP group over
         several nodes runs at the slower of the GPU link and the scale-out network (:attr:`network_bytes_per_s`)
-        with :data:`~hetplan.perf.closed_loop.INTER_NODE_LATENCY_S` per node hop."""
+        with :data:`~hetplan.perf.links.INTER_NODE_LATENCY_S` per node hop."""
         t = self.tp
         if t == 1:
             return np.zeros_like(np.asarray(tokens, dtype=float))
@@ -324,7 +325,7 @@ class InstanceModel:
     def pp_handoff_s(self, tokens: ArrayLike) -> np.ndarray:
         """Pipeline hand-offs: p-1 activation transfers of ``tokens * hidden * 2`` bytes, those between stages on
         different nodes (:attr:`nodes`) over the scale-out network (:attr:`network_bytes_per_s`, plus
-        :data:`~hetplan.perf.closed_loop.INTER_NODE_LATENCY_S`)."""
+        :data:`~hetplan.perf.links.INTER_NODE_LATENCY_S`)."""
         if self.pp == 1:
             return np.zeros_like(np.asarray(tokens, dtype=float))
         message = np.asarray(tokens, dtype=float) * self.arch.d_model * 2.0

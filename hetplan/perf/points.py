@@ -258,9 +258,9 @@ def check_instance_gpus(tp: int, dp: int, pp: int) -> None:
 def nodes_note(gpu: Any, tp: int, dp: int, pp: int, moe: bool = False) -> str | None:
     """A sentence for a layout of ``tp x dp x pp`` GPUs that spans more than one node of ``gpu`` (its NVLink domain,
     ``scale_up_gpus``): how many nodes, and the scale-out link the collectives that cross them use (the catalog's
-    ``network_gbit_per_s`` per GPU at :data:`hetplan.perf.closed_loop.NETWORK_EFFICIENCY`); None inside one node.
+    ``network_gbit_per_s`` per GPU at :data:`hetplan.perf.links.NETWORK_EFFICIENCY`); None inside one node.
     ``moe``: a mixture-of-experts model, whose all-to-all spans the ``tp x dp`` GPUs."""
-    from hetplan.perf.closed_loop import NETWORK_EFFICIENCY, node_layout
+    from hetplan.perf.links import NETWORK_EFFICIENCY, node_layout
 
     nodes, tp_nodes, crossing = node_layout(tp, dp, pp, gpu.scale_up_gpus)
     if nodes <= 1:

@@ -59,3 +59,49 @@ def test_broken_runs_do_not_steer_the_fit(cp: ModuleType) -> None:
         errors[outliers] = float(np.median(np.abs(e_ttft[clean])))
     # without the second pass the broken rows pull every TTFT up; with it the clean rows are met closely
     assert errors[True] < 0.03 < errors[False]
+
+
+def test_leave_one_model_out_bins_show_the_shape_of_the_error(
+    cp: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``print_bins`` (the leave-one-model-out printout) puts each row in its ISL, OSL and concurrency bin with the
+    signed median error, per engine: TTFT made 20 % long only on the 8192-token prompts shows there and nowhere
+    else."""
+    prep = prepare_points(_points())
+    idx = np.arange(len(prep.points))
+    long_prompt = np.array([p.isl == 8192 for p in prep.points])
+    e_ttft = np.where(long_prompt, np.log(1.2), 0.0)
+    cp.print_bins(prep, idx, e_ttft, np.zeros(idx.size))
+    lines = capsys.readouterr().out.splitlines()
+    isl_all = next(line for line in lines if line.split()[:3] == ["by", "isl", "all"])
+    assert "(700,1500] 16: TTFT +0%" in isl_all
+    assert "(3000,6000] 8: TTFT +0%" in isl_all
+    assert "(6000,inf] 8: TTFT +20% |20%|" in isl_all
+    conc_vllm = next(line for line in lines if line.split()[:3] == ["by", "concurrency", "vllm"])
+    assert "(1,4] 8: TTFT +0%" in conc_vllm and "(64,256] 8: TTFT +0%" in conc_vllm
+    assert not any(line.split()[2] == "sglang" and "TTFT" in line for line in lines)
+
+
+def test_fidelity_bins_show_the_shape_of_the_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``benchmarks/fidelity.py --bins`` (:func:`report_bins`) bins the signed relative error by ISL, OSL and
+    concurrency with ``calibrate_perf``'s bins, per engine, refused rows left out."""
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    fidelity = importlib.import_module("fidelity")
+    try:
+        df = pd.DataFrame({"engine": ["vllm", "vllm", "trtllm", "trtllm"], "isl": [128, 8192, 128, 8192],
+                           "osl": [128, 128, 1024, 1024], "concurrency": [4, 4, 64, 64],
+                           "e_ttft": [0.0, 0.3, 0.0, 0.3], "e_tpot": [0.1, 0.1, -0.1, -0.1],
+                           "error": ["", "", "", "refused"]})  # fmt: skip
+        fidelity.report_bins(df, "made up")
+    finally:
+        for name in ("fidelity", "accuracy", "calibrate_perf", "kernel_curves", "silicon"):
+            sys.modules.pop(name, None)
+    lines = capsys.readouterr().out.splitlines()
+    isl_all = next(line for line in lines if line.split()[:3] == ["by", "isl", "all"])
+    assert "(0,300] 2: TTFT +0% |0%| TPOT +0%" in isl_all and "(6000,inf] 1: TTFT +30% |30%| TPOT +10%" in isl_all
+    conc_trt = next(line for line in lines if line.split()[:3] == ["by", "concurrency", "trtllm"])
+    assert conc_trt.endswith("(16,64] 1: TTFT +0% |0%| TPOT -10%")

@@ -18,15 +18,9 @@ from hetplan.cli.main import app
 from hetplan.errors import InputError
 from hetplan.perf.arch import ModelArch
 from hetplan.perf.calibration import curves_for
-from hetplan.perf.closed_loop import (
-    INTER_NODE_LATENCY_S,
-    NETWORK_EFFICIENCY,
-    build_rows,
-    communication_s,
-    node_layout,
-    row_constants,
-)
+from hetplan.perf.closed_loop import build_rows, row_constants
 from hetplan.perf.latency import InstanceModel
+from hetplan.perf.links import INTER_NODE_LATENCY_S, NETWORK_EFFICIENCY, communication_s, node_layout
 from hetplan.perf.points import estimate_points
 from hetplan.perf.settings import PerfSettings
 
