@@ -101,19 +101,13 @@ def plan(
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target.
     """
-    from hetplan.planning import pipeline
+    from hetplan.planning.options import PlanOptions
 
-    kw: dict[str, Any] = {}
-    if prune_top_k is not None:
-        kw["prune_top_k"] = prune_top_k
-    if min_r2 is not None:
-        kw["min_r2"] = min_r2
-    if solve is not None:
-        kw["solve"] = solve
-    if price_factors:
-        kw["price_factors"] = price_factors
-    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources,
-                         catalog=catalog, **kw)  # fmt: skip
+    options = PlanOptions.of(
+        price_factors, strategy=strategy, analysis=analysis, profiles=tuple(profiles), prune_with=prune_with,
+        prune_top_k=prune_top_k, min_r2=min_r2,
+    )  # fmt: skip
+    return plan_with(scenario, options, progress, resources, solve, catalog)
 
 
 def plan_verified(
@@ -137,12 +131,15 @@ def plan_verified(
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.
     """
-    from hetplan.planning.verify import plan_verified as _plan_verified
+    from hetplan.planning.options import PlanOptions
 
-    return _plan_verified(
-        scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, catalog=catalog,
-        **plan_kwargs,
+    run = {k: plan_kwargs.pop(k) for k in ("resources", "solve") if k in plan_kwargs}
+    options = PlanOptions.of(
+        plan_kwargs.pop("price_factors", None), strategy=strategy, analysis=analysis, verify=True, policy=policy,
+        resize=resize, confidence=confidence, confidence_gates=confidence_gates,
+        profiles=tuple(plan_kwargs.pop("profiles", ())), **plan_kwargs,
     )  # fmt: skip
+    return plan_with(scenario, options, progress, catalog=catalog, **run)
 
 
 def plan_with(
@@ -160,13 +157,15 @@ def plan_with(
     Raises:
         As :func:`plan` and :func:`plan_verified`.
     """
-    kw: dict[str, Any] = {**options.pipeline_kwargs(), "resources": resources, "catalog": catalog}
-    if solve is not None:
-        kw["solve"] = solve
+    from hetplan.planning import pipeline
+    from hetplan.planning.verify import plan_verified as _plan_verified
+    from hetplan.solvers.milp import DEFAULT_SETTINGS
+
     if options.verify:
-        return plan_verified(scenario, options.strategy, options.analysis, options.policy, options.resize, progress,
-                             options.confidence, options.confidence_gates, **kw)  # fmt: skip
-    return plan(scenario, options.strategy, options.analysis, progress, **kw)
+        return _plan_verified(
+            scenario, options, progress, catalog, resources=resources, solve=solve or DEFAULT_SETTINGS
+        )
+    return pipeline.plan(scenario, options, progress, resources, solve=solve or DEFAULT_SETTINGS, catalog=catalog)
 
 
 def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalog | None = None) -> Plan:

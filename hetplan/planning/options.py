@@ -53,18 +53,6 @@ class PlanOptions:
         """Options from keyword fields, ``price_factors`` as a mapping (sorted into the value)."""
         return cls(price_factors=tuple(sorted((price_factors or {}).items())), **fields)
 
-    def pipeline_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of :func:`hetplan.planning.pipeline.plan` these options set (the ones left at
-        None keep the pipeline's defaults)."""
-        kw: dict[str, Any] = {"profiles": list(self.profiles), "prune_with": self.prune_with}
-        if self.prune_top_k is not None:
-            kw["prune_top_k"] = self.prune_top_k
-        if self.min_r2 is not None:
-            kw["min_r2"] = self.min_r2
-        if self.price_factors:
-            kw["price_factors"] = dict(self.price_factors)
-        return kw
-
 
 __all__ = [
     "PlanOptions",
