@@ -89,9 +89,10 @@ def plan(
     price_factors: Mapping[str, float] | None = None,
     catalog: Catalog | None = None,
 ) -> Plan:
-    """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan` (``price_factors``: each
-    GPU's prices times its factor, a what-if of ``hetplan explore``). ``to_doc`` of the result
-    is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
+    """Plan ``scenario`` (``hetplan plan --no-verify``): :func:`plan_with` the
+    :class:`~hetplan.planning.options.PlanOptions` these arguments make; see :func:`hetplan.planning.pipeline.plan`
+    (``price_factors``: each GPU's prices times its factor, a what-if of ``hetplan explore``). ``to_doc`` of the
+    result is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
     cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
     (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults); ``catalog``: the GPUs, models, prices and
     fitted curves to plan with (:class:`hetplan.catalog.context.Catalog`, passed down to everything that looks a
@@ -125,8 +126,10 @@ def plan_verified(
     """Plan ``scenario`` and check it in the simulator (``hetplan plan``'s default; ``--no-resize``,
     ``--confidence``, ``--size-for-confidence``): in sample, out of sample and against the model's own error at
     ``confidence``; ``resize`` re-plans until the simulation holds the SLOs (on by default in the CLI, off here);
-    see :func:`hetplan.planning.verify.plan_verified`. ``plan_kwargs`` go to :func:`hetplan.planning.pipeline.plan`
-    (``resources``; ``solve``: :class:`hetplan.solvers.milp.SolveSettings`); ``catalog`` as in :func:`plan`.
+    see :func:`hetplan.planning.verify.plan_verified`. ``plan_kwargs``: :func:`plan`'s ``profiles``, ``prune_with``,
+    ``prune_top_k``, ``min_r2`` and ``price_factors`` (with the arguments above, the
+    :class:`~hetplan.planning.options.PlanOptions` value passed down, as :func:`plan_with` does), ``resources`` and
+    ``solve`` (:class:`hetplan.solvers.milp.SolveSettings`); ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.

@@ -1,7 +1,9 @@
 """What ``hetplan plan`` was asked, as one value: :class:`PlanOptions`, built by the CLI from its flags (or by an
-API caller) and passed to :func:`hetplan.api.plan_with`, beside the other two values a plan is made with: the
-:class:`~hetplan.catalog.context.Catalog` (GPUs, models, prices, fitted curves) and the
-:class:`~hetplan.resources.Resources` / :class:`~hetplan.solvers.milp.SolveSettings` (processes, solver threads).
+API caller) and passed to :func:`hetplan.api.plan_with` and on down, whole, to
+:func:`hetplan.planning.pipeline.plan` and :func:`hetplan.planning.verify.plan_verified`, beside the other two
+values a plan is made with: the :class:`~hetplan.catalog.context.Catalog` (GPUs, models, prices, fitted curves)
+and the :class:`~hetplan.resources.Resources` / :class:`~hetplan.solvers.milp.SolveSettings` (processes, solver
+threads).
 
 Source: hetplan's own reconstruction.
 """
