@@ -92,8 +92,8 @@ def plan(
     """Plan ``scenario`` (``hetplan plan --no-verify``): :func:`plan_with` the
     :class:`~hetplan.planning.options.PlanOptions` these arguments make; see :func:`hetplan.planning.pipeline.plan`
     (``price_factors``: each GPU's prices times its factor, a what-if of ``hetplan explore``). ``to_doc`` of the
-    result is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
-    cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
+    result is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the
+    usable cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
     (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults); ``catalog``: the GPUs, models, prices and
     fitted curves to plan with (:class:`hetplan.catalog.context.Catalog`, passed down to everything that looks a
     name up or reads a curve; None: the shipped catalogs; the CLI passes the one ``HETPLAN_CATALOG_DIR`` names);
