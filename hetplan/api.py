@@ -89,10 +89,11 @@ def plan(
     price_factors: Mapping[str, float] | None = None,
     catalog: Catalog | None = None,
 ) -> Plan:
-    """Plan ``scenario`` (``hetplan plan``); see :func:`hetplan.planning.pipeline.plan` (``price_factors``: each
-    GPU's prices times its factor, a what-if of ``hetplan explore``). ``to_doc`` of the result
-    is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the usable
-    cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
+    """Plan ``scenario`` (``hetplan plan --no-verify``): :func:`plan_with` the
+    :class:`~hetplan.planning.options.PlanOptions` these arguments make; see :func:`hetplan.planning.pipeline.plan`
+    (``price_factors``: each GPU's prices times its factor, a what-if of ``hetplan explore``). ``to_doc`` of the
+    result is the ``--json`` output and the plan file. ``resources``: the processes planning may use (default: the
+    usable cores; the CLI passes ``HETPLAN_PLAN_WORKERS``); ``solve``: how the MILPs run
     (:class:`hetplan.solvers.milp.SolveSettings`; None: its defaults); ``catalog``: the GPUs, models, prices and
     fitted curves to plan with (:class:`hetplan.catalog.context.Catalog`, passed down to everything that looks a
     name up or reads a curve; None: the shipped catalogs; the CLI passes the one ``HETPLAN_CATALOG_DIR`` names);
@@ -101,19 +102,13 @@ def plan(
     Raises:
         InputError: bad scenario fields, profile or fit files. InfeasibleError: no plan meets the target.
     """
-    from hetplan.planning import pipeline
+    from hetplan.planning.options import PlanOptions
 
-    kw: dict[str, Any] = {}
-    if prune_top_k is not None:
-        kw["prune_top_k"] = prune_top_k
-    if min_r2 is not None:
-        kw["min_r2"] = min_r2
-    if solve is not None:
-        kw["solve"] = solve
-    if price_factors:
-        kw["price_factors"] = price_factors
-    return pipeline.plan(scenario, strategy, analysis, progress, profiles, prune_with, resources=resources,
-                         catalog=catalog, **kw)  # fmt: skip
+    options = PlanOptions.of(
+        price_factors, strategy=strategy, analysis=analysis, profiles=tuple(profiles), prune_with=prune_with,
+        prune_top_k=prune_top_k, min_r2=min_r2,
+    )  # fmt: skip
+    return plan_with(scenario, options, progress, resources, solve, catalog)
 
 
 def plan_verified(
@@ -131,18 +126,23 @@ def plan_verified(
     """Plan ``scenario`` and check it in the simulator (``hetplan plan``'s default; ``--no-resize``,
     ``--confidence``, ``--size-for-confidence``): in sample, out of sample and against the model's own error at
     ``confidence``; ``resize`` re-plans until the simulation holds the SLOs (on by default in the CLI, off here);
-    see :func:`hetplan.planning.verify.plan_verified`. ``plan_kwargs`` go to :func:`hetplan.planning.pipeline.plan`
-    (``resources``; ``solve``: :class:`hetplan.solvers.milp.SolveSettings`); ``catalog`` as in :func:`plan`.
+    see :func:`hetplan.planning.verify.plan_verified`. ``plan_kwargs``: :func:`plan`'s ``profiles``, ``prune_with``,
+    ``prune_top_k``, ``min_r2`` and ``price_factors`` (with the arguments above, the
+    :class:`~hetplan.planning.options.PlanOptions` value passed down, as :func:`plan_with` does), ``resources`` and
+    ``solve`` (:class:`hetplan.solvers.milp.SolveSettings`); ``catalog`` as in :func:`plan`.
 
     Raises:
         InputError, InfeasibleError: as :func:`plan`; InfeasibleError also when no headroom holds the SLOs.
     """
-    from hetplan.planning.verify import plan_verified as _plan_verified
+    from hetplan.planning.options import PlanOptions
 
-    return _plan_verified(
-        scenario, strategy, analysis, policy, resize, progress, confidence, confidence_gates, catalog=catalog,
-        **plan_kwargs,
+    run = {k: plan_kwargs.pop(k) for k in ("resources", "solve") if k in plan_kwargs}
+    options = PlanOptions.of(
+        plan_kwargs.pop("price_factors", None), strategy=strategy, analysis=analysis, verify=True, policy=policy,
+        resize=resize, confidence=confidence, confidence_gates=confidence_gates,
+        profiles=tuple(plan_kwargs.pop("profiles", ())), **plan_kwargs,
     )  # fmt: skip
+    return plan_with(scenario, options, progress, catalog=catalog, **run)
 
 
 def plan_with(
@@ -160,13 +160,15 @@ def plan_with(
     Raises:
         As :func:`plan` and :func:`plan_verified`.
     """
-    kw: dict[str, Any] = {**options.pipeline_kwargs(), "resources": resources, "catalog": catalog}
-    if solve is not None:
-        kw["solve"] = solve
+    from hetplan.planning import pipeline
+    from hetplan.planning.verify import plan_verified as _plan_verified
+    from hetplan.solvers.milp import DEFAULT_SETTINGS
+
     if options.verify:
-        return plan_verified(scenario, options.strategy, options.analysis, options.policy, options.resize, progress,
-                             options.confidence, options.confidence_gates, **kw)  # fmt: skip
-    return plan(scenario, options.strategy, options.analysis, progress, **kw)
+        return _plan_verified(
+            scenario, options, progress, catalog, resources=resources, solve=solve or DEFAULT_SETTINGS
+        )
+    return pipeline.plan(scenario, options, progress, resources, solve=solve or DEFAULT_SETTINGS, catalog=catalog)
 
 
 def verify(plan: Plan, scenario: Scenario, policy: str = "fcfs", catalog: Catalog | None = None) -> Plan:

@@ -5,10 +5,10 @@ Source: hetplan's own reconstruction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -18,12 +18,19 @@ from hetplan.autoscale.curves import MAX_WINDOW_S, MIN_WINDOW_S
 from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
-from hetplan.plan.doc import SCHEMA_VERSION, from_doc, to_doc
-from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH
+from hetplan.plan.blocks import ClassSlo, DeploymentRules, WanLink, WorkloadSummary
+from hetplan.plan.doc import to_doc
+from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH, Plan, Price, Provenance, ResolvedModel, Slo
 from hetplan.planning.request import build_request, workload_sha256
 from hetplan.scenario import Scenario
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 from hetplan.units import parse_duration_s, rnd
+
+if TYPE_CHECKING:
+    from hetplan.autoscale.schedule import Schedule
+    from hetplan.plan.deployment import ComboUnit
+    from hetplan.solvers.cauchy import PlanRequest
+    from hetplan.workload.model import Workload
 
 
 def autoscale(
@@ -43,7 +50,8 @@ def autoscale(
     ``curve_path`` (ServeGen per-window CSV or a request trace) or ``diurnal_text`` ("DAYS,PEAK,TROUGH").
 
     Returns a document with ``summary`` (costs, short windows, GPU-hours), ``windows`` (one row each), ``curve`` and
-    ``deployment``: a plan document whose combos carry ``min_count``/``max_count`` for autoscaler bounds.
+    ``deployment``: a plan document (:func:`deployment_plan`) whose combos carry ``min_count`` (fewest copies) and
+    ``count`` (most) for autoscaler bounds.
 
     Raises:
         InputError: bad settings or curve. InfeasibleError: the peak cannot be served.
@@ -51,8 +59,6 @@ def autoscale(
     from hetplan.autoscale.curves import diurnal, load_curve
     from hetplan.autoscale.schedule import ScheduleSettings, build_schedule
     from hetplan.autoscale.schedule_summary import rows, summary
-    from hetplan.planning.schedule_doc import combo_doc, resolved_doc, scenario_doc
-    from hetplan.planning.solve import Planner
     from hetplan.scenario_blocks import AutoscaleSpec
 
     catalog = catalog or Catalog.shipped()
@@ -103,62 +109,9 @@ def autoscale(
     # GPU type the schedule runs at some point
     scheduled = {gpu for gpu, hours in sched_summary["gpu_hours"].items() if hours}
     warnings = warnings + [text for name, text in gpu_warnings if name in scheduled]
-    counts = np.array([sched.fleets[int(i)].counts for i in sched.requested_level])
-    planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
-    peak_req = replace(req, goodput_req_per_s=float(sched.demand_req_per_s.max()), headroom=0.0)
-    deployment = scenario_doc(scenario, peak_req, workload)
-    combos = []
-    tokens = sum(planner.token_means)
-    for k, combo in enumerate(sched.combos):
-        high, low = int(counts[:, k].max()), int(counts[:, k].min())
-        if high:
-            # latencies predicted at full load (the most a copy carries before the autoscaler adds one)
-            doc = combo_doc(peak_req, planner.cands, combo, high, combo.goodput_req_per_s * (1 - 1e-9), tokens)
-            # pod metrics cannot wake a combo with no pods, so each combo the schedule uses keeps one copy
-            doc["min_count"] = max(low, 1)
-            combos.append(doc)
-    used: dict[str, int] = {}
-    for doc in combos:
-        for role in ("prefill", "decode"):
-            gpu = doc[f"{role}_gpu"]
-            used[gpu] = used.get(gpu, 0) + doc[f"n_{role}"] * doc[f"{role}_tp"] * doc["count"]
-    total = sum(d["usd_per_hour"] * d["count"] for d in combos)
-    goodput = sum(d["goodput_req_per_s"] * d["count"] for d in combos)
-    plan_doc: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "plan",
-        "hetplan_version": __version__,
-        "strategy": "cauchy",
-        "engine": DEFAULT_ENGINE,
-        "scenario": deployment,
-    }
-    plan_doc.update(
-        {
-            "status": "optimal",
-            "total_usd_per_hour": rnd(total),
-            "usd_per_month": rnd(total * HOURS_PER_MONTH),
-            "goodput_req_per_s": rnd(goodput),
-            # 0 at $0/h (owned GPUs priced at $0): tokens per dollar is not defined, as in plan files
-            "tokens_per_usd": rnd(3600 * goodput * tokens / total) if total > 0 else 0.0,
-            "output_tokens_per_usd": rnd(3600 * goodput * planner.token_means[1] / total) if total > 0 else 0.0,
-            "gpus_used": dict(sorted(used.items())),
-            "combos": combos,
-            "instances": [],
-            "warnings": warnings,
-            "autoscaling": "combos carry min_count (fewest copies over the schedule, at least 1: pod metrics "
-            "cannot wake a combo with no pods) and count (most); the schedule's own cost lets unused combo types "
-            "drop to zero; predicted latencies are at full load",
-        }
-    )
-    plan_doc["resolved"] = resolved_doc(req, {})
-    plan_doc["provenance"] = {
-        "hetplan_version": __version__,
-        "catalog_sha256": catalog.sha256,
-        "workload_sha256": workload_sha256(scenario),
-        **({"perf_calibration_sha256": req.settings.calibration_sha256} if req.settings.calibration_sha256 else {}),
-    }
-    # the deployment is checked as any plan file is, and written in the plan file's canonical form
-    plan_doc = to_doc(from_doc(plan_doc, "the schedule's deployment"))
+    plan = deployment_plan(scenario, req, workload, sched, warnings, catalog.sha256)
+    # written in the plan file's canonical form (hetplan.plan.doc, the one place a plan becomes a dict)
+    plan_doc = to_doc(plan)
     return {
         "schema_version": 1,
         "kind": "autoscale-schedule",
@@ -188,3 +141,97 @@ def autoscale(
         "deployment": plan_doc,
         "windows": rows(sched),
     }
+
+
+AUTOSCALING_NOTE = (
+    "combos carry min_count (fewest copies over the schedule, at least 1: pod metrics cannot wake a combo with no "
+    "pods) and count (most); the schedule's own cost lets unused combo types drop to zero; predicted latencies are "
+    "at full load"
+)
+"""The deployment's ``autoscaling`` note: what its combos' counts mean."""
+
+
+def deployment_plan(
+    scenario: Scenario,
+    req: PlanRequest,
+    workload: Workload,
+    sched: Schedule,
+    warnings: Sequence[str],
+    catalog_sha: str,
+) -> Plan:
+    """The typed plan schedule ``sched`` deploys: every combo type it uses, deployed ``count`` = its most copies
+    over the windows with ``min_count`` = its fewest (at least 1: pod metrics cannot wake a combo with no pods), the
+    autoscaler's bounds; latencies predicted at full load (the most a copy carries before the autoscaler adds one);
+    totals ($/hour, req/s, tokens/USD) at the most copies of each. The scenario echo is ``req``'s (the request the
+    schedule's levels were solved for) sized for the curve's peak at headroom 0; provenance hashes the catalog
+    (``catalog_sha``), the workload and a perf calibration file, as plans do.
+    """
+    from hetplan.planning.deployed import combo_unit
+    from hetplan.planning.document import resolved_gpus
+    from hetplan.planning.solve import Planner
+    from hetplan.solvers.cauchy import deployment_of
+    from hetplan.workload.classes import classes_doc
+
+    planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
+    peak_req = replace(req, goodput_req_per_s=float(sched.demand_req_per_s.max()), headroom=0.0)
+    counts = np.array([sched.fleets[int(i)].counts for i in sched.requested_level])
+    tokens = sum(planner.token_means)
+    combos: list[ComboUnit] = []
+    for k, combo in enumerate(sched.combos):
+        high, low = int(counts[:, k].max()), int(counts[:, k].min())
+        if high:
+            unit = combo_unit(peak_req, planner.cands, combo, high, combo.goodput_req_per_s * (1 - 1e-9), tokens)
+            combos.append(replace(unit, min_count=max(low, 1)))
+    used: dict[str, int] = {}
+    for c in combos:
+        for gpu, n in ((c.prefill_gpu, c.n_prefill * c.prefill_tp), (c.decode_gpu, c.n_decode * c.decode_tp)):
+            used[gpu] = used.get(gpu, 0) + n * c.count
+    total = sum(c.usd_per_hour * c.count for c in combos)
+    goodput = sum(c.goodput_req_per_s * c.count for c in combos)
+    spec, wan = req.arch.spec, req.wan
+    local = bool(spec.source) and "://" not in spec.source  # read from a local config.json: keep its path
+    return Plan(
+        strategy="cauchy",
+        status="optimal",
+        name=str(scenario.name),
+        model=ResolvedModel(spec, "config.json", spec.source) if local else ResolvedModel(spec),
+        weight_dtype=str(req.arch.weight_dtype),
+        kv_dtype=str(req.arch.kv_dtype),
+        gpus=resolved_gpus(req, {}),
+        settings=req.settings,
+        slo=Slo(float(req.ttft_slo_s), float(req.tpot_slo_s), rnd(req.stats.quantile * 100)),
+        goodput_target_req_per_s=rnd(peak_req.goodput_req_per_s),
+        demand_req_per_s=rnd(peak_req.demand_req_per_s),
+        headroom=float(peak_req.headroom),
+        prices={g: Price(float(p.usd_per_gpu_hour), str(p.source)) for g, p in sorted(req.prices.items())},
+        inventory={str(g): int(n) for g, n in sorted(req.inventory.items())},
+        tp_options=tuple(int(t) for t in (req.tp_options or (1, 2, 4, 8))),
+        total_usd_per_hour=rnd(total),
+        usd_per_month=rnd(total * HOURS_PER_MONTH),
+        goodput_req_per_s=rnd(goodput),
+        gpus_used=dict(sorted(used.items())),
+        # 0 at $0/h (owned GPUs priced at $0): tokens per dollar is not defined, as in plan files
+        tokens_per_usd=rnd(3600 * goodput * tokens / total) if total > 0 else 0.0,
+        output_tokens_per_usd=rnd(3600 * goodput * planner.token_means[1] / total) if total > 0 else 0.0,
+        provenance=Provenance(
+            __version__, catalog_sha, workload_sha256(scenario), req.settings.calibration_sha256 or None
+        ),
+        combos=tuple(combos),
+        warnings=tuple(warnings),
+        engine=DEFAULT_ENGINE,
+        autoscaling=AUTOSCALING_NOTE,
+        workload=WorkloadSummary.from_doc(workload.summary()),
+        max_ratio=req.max_ratio,
+        # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
+        deployment=DeploymentRules.from_doc(asdict(deployment_of(peak_req))),
+        # request classes: each one's SLOs (the plan's slo is the binding, tightest pair)
+        classes=tuple(ClassSlo.from_doc(c) for c in classes_doc(scenario, workload)) if scenario.classes else None,
+        # --allow-cross-provider: the WAN link cross-site combos were priced with
+        cross_provider=None
+        if wan is None
+        else WanLink(wan_gb_per_s=wan.gb_per_s, wan_latency_s=wan.latency_s, egress_usd_per_gb=wan.egress_usd_per_gb),
+        model_config_path=spec.source if local else None,
+    )
+
+
+__all__ = ["AUTOSCALING_NOTE", "autoscale", "deployment_plan"]

@@ -7,7 +7,7 @@ block (price sensitivity: the plan's cost and the re-optimised cost when one GPU
 versus goodput target for every strategy), the resolved model and GPU entries and provenance. All numbers are
 rounded to fixed significant digits so equal inputs give byte-identical plan files.
 
-The autoscale schedule's deployment is written as document data by :mod:`hetplan.planning.schedule_doc`.
+The autoscale schedule's deployment is assembled the same way (:func:`hetplan.planning.autoscale.deployment_plan`).
 
 Source: hetplan's own reconstruction.
 """

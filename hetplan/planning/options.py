@@ -1,7 +1,9 @@
 """What ``hetplan plan`` was asked, as one value: :class:`PlanOptions`, built by the CLI from its flags (or by an
-API caller) and passed to :func:`hetplan.api.plan_with`, beside the other two values a plan is made with: the
-:class:`~hetplan.catalog.context.Catalog` (GPUs, models, prices, fitted curves) and the
-:class:`~hetplan.resources.Resources` / :class:`~hetplan.solvers.milp.SolveSettings` (processes, solver threads).
+API caller) and passed to :func:`hetplan.api.plan_with` and on down, whole, to
+:func:`hetplan.planning.pipeline.plan` and :func:`hetplan.planning.verify.plan_verified`, beside the other two
+values a plan is made with: the :class:`~hetplan.catalog.context.Catalog` (GPUs, models, prices, fitted curves)
+and the :class:`~hetplan.resources.Resources` / :class:`~hetplan.solvers.milp.SolveSettings` (processes, solver
+threads).
 
 Source: hetplan's own reconstruction.
 """
@@ -52,18 +54,6 @@ class PlanOptions:
     def of(cls, price_factors: Mapping[str, float] | None = None, **fields: Any) -> PlanOptions:
         """Options from keyword fields, ``price_factors`` as a mapping (sorted into the value)."""
         return cls(price_factors=tuple(sorted((price_factors or {}).items())), **fields)
-
-    def pipeline_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of :func:`hetplan.planning.pipeline.plan` these options set (the ones left at
-        None keep the pipeline's defaults)."""
-        kw: dict[str, Any] = {"profiles": list(self.profiles), "prune_with": self.prune_with}
-        if self.prune_top_k is not None:
-            kw["prune_top_k"] = self.prune_top_k
-        if self.min_r2 is not None:
-            kw["min_r2"] = self.min_r2
-        if self.price_factors:
-            kw["price_factors"] = dict(self.price_factors)
-        return kw
 
 
 __all__ = [

@@ -19,6 +19,7 @@ from hetplan.plan.types import Plan
 from hetplan.planning.document import PlanLater, build_plan
 from hetplan.planning.dtypes import AUTO_QUANTIZED, AUTOS, MODEL_DTYPE, model_dtype, quality_note, weight_candidates
 from hetplan.planning.forked import plan_workers, run_forked
+from hetplan.planning.options import PlanOptions
 from hetplan.planning.request import _model, build_request, profile_records, workload_sha256
 from hetplan.resources import Resources
 from hetplan.scenario import Scenario
@@ -38,31 +39,28 @@ from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
 
 def plan(
     scenario: Scenario,
-    strategy: str = "cauchy",
-    analysis: bool = True,
+    options: PlanOptions = PlanOptions(),
     progress: Callable[[str], None] | None = None,
-    profiles: Sequence[Path] = (),
-    prune_with: Path | None = None,
-    prune_top_k: int = DEFAULT_TOP_K,
-    min_r2: float = DEFAULT_MIN_R2,
     resources: Resources | None = None,
     deferred: list[PlanLater] | None = None,
     solve: SolveSettings = DEFAULT_SETTINGS,
     lean: bool = False,
-    price_factors: Mapping[str, float] | None = None,
     catalog: Catalog | None = None,
 ) -> Plan:
-    """Plan ``scenario`` with ``strategy`` (cauchy, homogeneous or melange), the other strategies as baselines.
+    """Plan ``scenario`` as ``options`` ask (:class:`hetplan.planning.options.PlanOptions`; its verification fields
+    are :func:`hetplan.planning.verify.plan_verified`'s): ``options.strategy`` (cauchy, homogeneous, melange, mixed
+    or all), the other strategies as baselines.
 
     Returns the typed plan (:func:`hetplan.plan.doc.to_doc` gives the ``--json`` output and the plan file),
-    deterministic for equal inputs; see :mod:`hetplan.planning.solve`. ``analysis`` adds price sensitivity and
-    cost versus goodput (extra ILP solves).
+    deterministic for equal inputs; see :mod:`hetplan.planning.solve`. ``options.analysis`` adds price sensitivity
+    and cost versus goodput (extra ILP solves). Of ``options``:
     ``profiles`` are ``hetplan profile`` files whose measured figures replace the datasheet and efficiency priors
     of their GPUs (:mod:`hetplan.catalog.profile`; the plan lists them under ``scenario.profiles`` and says
     what each did); ``prune_with`` is an A1/A2 fit file whose top ``prune_top_k`` heterogeneous GPU pairs (plus
-    every homogeneous pair) are the only ones enumerated (:func:`hetplan.solvers.ce_fit.keep_pairs`); the plan warns
-    when the fit comes from another scenario or its R² is below ``min_r2``, and keeps every pair with a GPU the fit
-    never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`). ``resources``: the processes the weight-dtype and
+    every homogeneous pair) are the only ones enumerated (:func:`hetplan.solvers.ce_fit.keep_pairs`; None:
+    :data:`~hetplan.solvers.ce_fit.DEFAULT_TOP_K`); the plan warns when the fit comes from another scenario or its
+    R² is below ``min_r2`` (None: :data:`~hetplan.solvers.ce_fit.DEFAULT_MIN_R2`), and keeps every pair with a GPU
+    the fit never saw (:func:`hetplan.solvers.ce_fit.fit_mismatch`). ``resources``: the processes the weight-dtype and
     engine search may use (default: the usable cores; :class:`hetplan.resources.Resources`).
     With ``analysis`` False and a ``deferred`` list, a :class:`~hetplan.planning.document.PlanLater` is appended
     to it that returns this plan whole with its analysis block, computed from the planner that made it (no second
@@ -82,6 +80,10 @@ def plan(
         the binding constraint).
     """
     catalog = catalog or Catalog.shipped()
+    strategy, analysis, profiles, prune_with = options.strategy, options.analysis, options.profiles, options.prune_with
+    prune_top_k = DEFAULT_TOP_K if options.prune_top_k is None else options.prune_top_k
+    min_r2 = DEFAULT_MIN_R2 if options.min_r2 is None else options.min_r2
+    price_factors = dict(options.price_factors) or None
     loaded = load_profiles(profiles, catalog) if profiles else None
     later: list[PlanLater] | None = [] if deferred is not None and not analysis else None
     if scenario.weight_dtype not in AUTOS and len(scenario.engines or ()) <= 1:

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from hetplan.perf.error_bands import DEFAULT_CONFIDENCE
 from hetplan.plan.blocks import ModelError, OutOfSample, Verification
 from hetplan.plan.types import Plan
 from hetplan.planning.document import ALL, PlanLater
 from hetplan.planning.forked import Background, start_forked
+from hetplan.planning.options import PlanOptions
 from hetplan.planning.pipeline import plan
 from hetplan.planning.request import build_whole_workload, build_workload
 from hetplan.planning.resize import (
@@ -60,24 +60,23 @@ if TYPE_CHECKING:
 
 #: Share of a trace's span held out of sizing when the scenario does not say (``workload.holdout``).
 DEFAULT_HOLDOUT = 0.3
+VERIFIED = PlanOptions(verify=True)
+"""The default options of :func:`plan_verified`: Cauchy, with the analysis, FCFS, re-sized, checked at
+:data:`~hetplan.perf.error_bands.DEFAULT_CONFIDENCE`."""
 
 
 def plan_verified(
     scenario: Scenario,
-    strategy: str = "cauchy",
-    analysis: bool = True,
-    policy: str = "fcfs",
-    resize: bool = True,
+    options: PlanOptions = VERIFIED,
     progress: Callable[[str], None] | None = None,
-    confidence: str | None = DEFAULT_CONFIDENCE,
-    confidence_gates: bool = False,
     catalog: Catalog | None = None,
     **plan_kwargs: Any,
 ) -> Plan:
     """:func:`plan_verified_in_sample_and_out` and then the verdict's third part: the kept plan against the
-    performance model's own error at ``confidence`` (:func:`hetplan.sim.verify.error_check`; None skips it). With
-    ``confidence_gates`` a plan that does not hold with steps as slow as the model's error at ``confidence`` is
-    not verified, so re-sizing sizes for it.
+    performance model's own error at ``options.confidence`` (:func:`hetplan.sim.verify.error_check`; None skips
+    it). With ``options.confidence_gates`` a plan that does not hold with steps as slow as the model's error at
+    that confidence is not verified, so re-sizing sizes for it. ``plan_kwargs``: the planner's ``resources`` and
+    ``solve`` (:func:`hetplan.planning.pipeline.plan`); ``catalog``: what every plan and simulation is made with.
 
     Raises:
         As :func:`plan_verified_in_sample_and_out`.
@@ -85,11 +84,11 @@ def plan_verified(
     from hetplan.sim.verify import error_check
 
     step = progress or (lambda _: None)
-    gate = confidence if confidence_gates else None
+    confidence = options.confidence
+    gate = confidence if options.confidence_gates else None
     made = plan_verified_in_sample_and_out(
-        scenario, strategy, analysis, policy, resize, progress, gate, None if gate else confidence, catalog,
-        **plan_kwargs,
-    )  # fmt: skip
+        scenario, options, progress, gate, None if gate else confidence, catalog, **plan_kwargs
+    )
     v = made.verification
     # a model_error already made is the block's last part, after the re-size and the cheaper search (its field
     # comes last in the block, :class:`hetplan.plan.blocks.Verification`)
@@ -97,7 +96,7 @@ def plan_verified(
         return made
     step("checking the plan against the model's own error")
     _, workload, _, _ = verification_workloads(scenario, DEFAULT_HOLDOUT)
-    error = error_check(made, workload, policy, confidence, catalog)
+    error = error_check(made, workload, options.policy, confidence, catalog)
     if error is None:
         return made
     return replace(made, verification=v.with_(model_error=error, verdict=f"{v.verdict}; {error.summary}"))
@@ -105,10 +104,7 @@ def plan_verified(
 
 def plan_verified_in_sample_and_out(
     scenario: Scenario,
-    strategy: str = "cauchy",
-    analysis: bool = True,
-    policy: str = "fcfs",
-    resize: bool = True,
+    options: PlanOptions = VERIFIED,
     progress: Callable[[str], None] | None = None,
     gate_confidence: str | None = None,
     report_confidence: str | None = None,
@@ -116,9 +112,11 @@ def plan_verified_in_sample_and_out(
     **plan_kwargs: Any,
 ) -> Plan:
     """Plan ``scenario``, replay its workload through the plan, and, with ``resize``, re-plan for more demand until
-    the simulation verifies it (module docstring). ``report_confidence``: the kept plan, when verified, is also
-    checked against the model's own error at that confidence (:func:`hetplan.sim.verify.error_check`; the block's
-    ``model_error``), while its analysis is made in another process. ``catalog``: what every plan and simulation
+    the simulation verifies it (module docstring), as ``options`` ask (:class:`hetplan.planning.options.PlanOptions`:
+    strategy, analysis, policy, ``resize``; each plan is made with them, :func:`hetplan.planning.pipeline.plan`,
+    whose ``resources`` and ``solve`` ``plan_kwargs`` holds). ``report_confidence``: the kept plan, when verified,
+    is also checked against the model's own error at that confidence (:func:`hetplan.sim.verify.error_check`; the
+    block's ``model_error``), while its analysis is made in another process. ``catalog``: what every plan and simulation
     is made with (None: the shipped catalogs).
 
     Returns:
@@ -133,6 +131,11 @@ def plan_verified_in_sample_and_out(
     from hetplan.sim.verify import CAPACITY_MODES, PlanCheck, error_check
 
     plan_kwargs = {**plan_kwargs, "catalog": catalog}  # each plan made with the caller's catalog
+    strategy, analysis, policy, resize = options.strategy, options.analysis, options.policy, options.resize
+
+    def asked(name: str, with_analysis: bool) -> PlanOptions:  # the options of one plan made here
+        return replace(options, strategy=name, analysis=with_analysis)
+
     scenario, workload, out_of_sample, split = verification_workloads(scenario, DEFAULT_HOLDOUT)
     stage = Stage()
 
@@ -162,9 +165,9 @@ def plan_verified_in_sample_and_out(
             # kept is completed from it (the other strategies, baselines and analysis), not planned again
             sc = scenario.model_copy(update={"headroom": headroom})
             if with_analysis or "deferred" in plan_kwargs:
-                return plan(sc, name, with_analysis, progress=report, lean=lean and not with_analysis, **plan_kwargs)
+                return plan(sc, asked(name, with_analysis), report, lean=lean and not with_analysis, **plan_kwargs)
             later: list[PlanLater] = []
-            return keep(plan(sc, name, False, progress=report, deferred=later, lean=lean, **plan_kwargs), later)
+            return keep(plan(sc, asked(name, False), report, deferred=later, lean=lean, **plan_kwargs), later)
 
         return attempt
 
@@ -200,7 +203,7 @@ def plan_verified_in_sample_and_out(
 
     attempt = planner_for(strategy)
     later: list[PlanLater] = []  # the first plan with its analysis, from the planner that made it
-    first = keep(plan(scenario.model_copy(update={"headroom": base}), strategy, False, progress, deferred=later,
+    first = keep(plan(scenario.model_copy(update={"headroom": base}), asked(strategy, False), progress, deferred=later,
                       **plan_kwargs), later)  # fmt: skip
     ahead = None
     resources: Resources = plan_kwargs.get("resources") or Resources()
@@ -211,7 +214,7 @@ def plan_verified_in_sample_and_out(
 
         def quiet() -> Plan:  # no progress from the other process, one planning process there
             sc = scenario.model_copy(update={"headroom": base})
-            return plan(sc, strategy, True, None, **{**plan_kwargs, "resources": resources.serial()})
+            return plan(sc, asked(strategy, True), None, **{**plan_kwargs, "resources": resources.serial()})
 
         ahead = start_forked(quiet, resources.plan_workers)
 
@@ -229,7 +232,7 @@ def plan_verified_in_sample_and_out(
 
             def quiet() -> Plan:  # no progress from the other process, one planning process there
                 sc = scenario.model_copy(update={"headroom": headroom})
-                return plan(sc, name, True, None, **{**plan_kwargs, "resources": resources.serial()})
+                return plan(sc, asked(name, True), None, **{**plan_kwargs, "resources": resources.serial()})
 
             return start_forked(quiet, resources.plan_workers)
 

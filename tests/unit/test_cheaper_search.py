@@ -11,7 +11,7 @@ import hetplan.planning.verify as verify
 import hetplan.sim.verify as sim_verify
 from hetplan.scenario import Scenario
 from tests.helpers import fake_plan_check
-from tests.unit.test_resize_shapes import _Baseline, _Combo, _Plan
+from tests.unit.test_resize_shapes import _asked, _Baseline, _Combo, _Plan
 
 #: $/h per unit of analytic demand, in steps of whole instances (a plan buys ceil(demand / 0.25) units)
 UNIT = 0.25
@@ -21,7 +21,7 @@ def _units(demand: float) -> int:
     return -int(-demand // UNIT)
 
 
-def _plan(scenario: Scenario, strategy: str, analysis: bool, progress: Any = None, **_: Any) -> _Plan:
+def _plan(scenario: Scenario, options: Any, progress: Any = None, **_: Any) -> _Plan:
     units = _units(1.0 + scenario.headroom)
     capacity = units * UNIT
     return _Plan(
@@ -59,7 +59,7 @@ def test_a_cheaper_plan_that_holds_is_found_when_the_model_under_promises(monkey
     monkeypatch.setattr(
         sim_verify, "PlanCheck", fake_plan_check(_verify(1.6))
     )  # the deployment holds 1.6x what the model says
-    out = verify.plan_verified(scenario, "cauchy", analysis=False, confidence=None)  # type: ignore[arg-type]
+    out = verify.plan_verified(scenario, _asked("cauchy"))
     first = 10.0 * _units(1.1)  # the plan at the asked +10 % headroom: 5 units, $50/h
     assert out.total_usd_per_hour < first
     assert out.goodput_req_per_s * 1.6 >= 1.0  # it still holds the target in (fake) simulation
@@ -73,7 +73,7 @@ def test_below_a_plan_the_model_sized_right_one_plan_is_tried_and_not_simulated(
     monkeypatch.setattr(
         sim_verify, "PlanCheck", fake_plan_check(_verify(1.0))
     )  # simulated = analytic: only whole-unit slack
-    out = verify.plan_verified(scenario, "cauchy", analysis=False, confidence=None)  # type: ignore[arg-type]
+    out = verify.plan_verified(scenario, _asked("cauchy"))
     assert out.total_usd_per_hour == 10.0 * _units(1.1)
     tried = out.verification.cheaper_search.to_doc()["tried"]
     assert [t["status"] for t in tried] == ["not cheaper (not simulated)"]
@@ -91,7 +91,7 @@ def test_a_cheaper_plan_that_misses_is_reported_and_not_kept(monkeypatch, scenar
 
     monkeypatch.setattr(verify, "plan", _plan)
     monkeypatch.setattr(sim_verify, "PlanCheck", fake_plan_check(fake))
-    out = verify.plan_verified(scenario, "cauchy", analysis=False, confidence=None)  # type: ignore[arg-type]
+    out = verify.plan_verified(scenario, _asked("cauchy"))
     assert out.total_usd_per_hour == 50.0
     tried = out.verification.cheaper_search.to_doc()["tried"]
     assert tried and all(t["status"] != "verified" for t in tried if "status" in t)

@@ -149,6 +149,7 @@ def test_the_planner_assembles_the_typed_plan_without_a_plan_document(monkeypatc
     what to_doc writes, and reading one back (plan.doc's check) is for files. The plan, its deferred analysis and
     the weight-dtype search's plan equal their own plan files read back."""
     import hetplan.plan.doc as plan_doc
+    from hetplan.planning.options import PlanOptions
     from hetplan.planning.pipeline import plan
 
     def refuse(*_: object, **__: object) -> None:
@@ -158,7 +159,7 @@ def test_the_planner_assembles_the_typed_plan_without_a_plan_document(monkeypatc
     deferred: list = []
     with monkeypatch.context() as m:
         m.setattr(plan_doc, "check_plan", refuse)
-        made = plan(scenario, "cauchy", analysis=False, deferred=deferred)
+        made = plan(scenario, PlanOptions(analysis=False), deferred=deferred)
         full = deferred[0](None) if deferred else made
     assert made.dtype_search is not None and made.analysis is None
     for p in (made, full):

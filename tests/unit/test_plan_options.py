@@ -22,12 +22,29 @@ def _scenario() -> Scenario:
     )
 
 
-def test_options_left_unset_keep_the_pipelines_defaults():
-    assert PlanOptions().pipeline_kwargs() == {"profiles": [], "prune_with": None}
+def test_price_factors_are_kept_sorted():
     asked = PlanOptions.of({"L4": 0.5, "H100-SXM": 2.0}, profiles=(Path("p.yaml"),), prune_top_k=3, min_r2=0.5)
     assert asked.price_factors == (("H100-SXM", 2.0), ("L4", 0.5))
-    assert asked.pipeline_kwargs() == {"profiles": [Path("p.yaml")], "prune_with": None, "prune_top_k": 3,
-                                       "min_r2": 0.5, "price_factors": {"H100-SXM": 2.0, "L4": 0.5}}  # fmt: skip
+
+
+def test_plan_and_plan_verified_pass_one_options_value_down(monkeypatch):
+    """api.plan and api.plan_verified are thin wrappers: the pipeline and the verified planner get the PlanOptions
+    value their keywords make (issue 29, "explicit context"), never a keyword list."""
+    import hetplan.planning.pipeline as pipeline
+    import hetplan.planning.verify as verify
+
+    seen: list[tuple[str, PlanOptions]] = []
+    monkeypatch.setattr(pipeline, "plan", lambda scenario, options, *a, **kw: seen.append(("plan", options)))
+    monkeypatch.setattr(verify, "plan_verified", lambda scenario, options, *a, **kw: seen.append(("verified", options)))
+    api.plan(_scenario(), "melange", False, profiles=[Path("p.yaml")], prune_top_k=3, price_factors={"L4": 0.5})
+    api.plan_verified(_scenario(), "all", analysis=False, policy="sjf", resize=True, confidence=None, min_r2=0.4,
+                      price_factors={"L4": 0.5, "A10G": 2.0})  # fmt: skip
+    assert seen == [
+        ("plan", PlanOptions(strategy="melange", analysis=False, profiles=(Path("p.yaml"),), prune_top_k=3,
+                             price_factors=(("L4", 0.5),))),
+        ("verified", PlanOptions(strategy="all", analysis=False, verify=True, policy="sjf", resize=True,
+                                 confidence=None, min_r2=0.4, price_factors=(("A10G", 2.0), ("L4", 0.5)))),
+    ]  # fmt: skip
 
 
 def test_plan_with_plans_as_plan_does(small):

@@ -12,6 +12,7 @@ import pytest
 import hetplan.planning.resize as resize
 import hetplan.planning.verify as verify
 import hetplan.sim.verify as sim_verify
+from hetplan.planning.options import PlanOptions
 from hetplan.scenario import Scenario
 from tests.helpers import fake_plan_check
 
@@ -47,7 +48,13 @@ class _Plan:
 SHAPES = {"mixed": (10.0, 0.4), "cauchy": (12.0, 0.95), "homogeneous": (14.0, 0.95), "melange": (11.0, 0.4)}
 
 
-def _fake_plan(scenario: Scenario, strategy: str, analysis: bool, progress: Any = None, **_: Any) -> _Plan:
+def _asked(strategy: str) -> PlanOptions:
+    """A verified plan of ``strategy``, without the analysis or the model-error check (what the fakes model)."""
+    return PlanOptions(strategy=strategy, analysis=False, verify=True, confidence=None)
+
+
+def _fake_plan(scenario: Scenario, options: PlanOptions, progress: Any = None, **_: Any) -> _Plan:
+    strategy = options.strategy
     demand = 1.0 + scenario.headroom
     costs = {name: rate * demand for name, (rate, _) in SHAPES.items()}
     name = min(costs, key=lambda n: costs[n]) if strategy == "all" else strategy
@@ -76,7 +83,7 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
         {"model": "Llama-3-8B", "workload": {"synthetic": {"class": "balanced", "rate_per_s": 1.0}},
          "slo": {"ttft": "2s", "tpot": "100ms"}}
     )  # fmt: skip
-    out = verify.plan_verified(scenario, "all", analysis=False, confidence=None)  # type: ignore[arg-type]
+    out = verify.plan_verified(scenario, _asked("all"))
     assert out.strategy == "cauchy"  # mixed needs 2.5x its demand (>= $25/h); cauchy holds at ~1.05x (~$12.6/h)
     resized = out.verification.resized.to_doc()
     assert resized["strategy_before"] == "mixed"
@@ -90,7 +97,7 @@ def test_every_shape_is_resized_and_the_cheapest_verified_kept(monkeypatch: pyte
     )
     assert out.total_usd_per_hour == min(r["usd_per_hour"] for r in shapes.values() if "usd_per_hour" in r)
     # a restricted strategy still follows only itself
-    only = verify.plan_verified(scenario, "mixed", analysis=False, confidence=None)  # type: ignore[arg-type]
+    only = verify.plan_verified(scenario, _asked("mixed"))
     assert only.strategy == "mixed" and not only.verification.resized.per_strategy
 
 
@@ -122,8 +129,8 @@ def test_a_shape_whose_first_plan_is_another_shapes_deployment_is_resized_last(m
     shapes = {"mixed": (10.0, 0.4), "melange": (10.0, 0.4), "cauchy": (12.0, 0.95), "homogeneous": (14.0, 0.95)}
     monkeypatch.setattr(sys.modules[__name__], "SHAPES", shapes)
 
-    def fake_plan(scenario: Scenario, strategy: str, analysis: bool, progress: Any = None, **kw: Any) -> _Plan:
-        made = _fake_plan(scenario, strategy, analysis, progress, **kw)
+    def fake_plan(scenario: Scenario, options: PlanOptions, progress: Any = None, **kw: Any) -> _Plan:
+        made = _fake_plan(scenario, options, progress, **kw)
         if made.strategy == "mixed":  # the Mélange deployment, under the mixed strategy's name
             return replace(made, combos=(_Combo("melange", 1, 1, made.goodput_req_per_s),))
         return made
@@ -140,7 +147,7 @@ def test_a_shape_whose_first_plan_is_another_shapes_deployment_is_resized_last(m
         {"model": "Llama-3-8B", "workload": {"synthetic": {"class": "balanced", "rate_per_s": 1.0}},
          "slo": {"ttft": "2s", "tpot": "100ms"}}
     )  # fmt: skip
-    out = verify.plan_verified(scenario, "all", analysis=False, confidence=None)  # type: ignore[arg-type]
+    out = verify.plan_verified(scenario, _asked("all"))
     assert out.strategy == "cauchy"
     order = [row.strategy for row in out.verification.resized.per_strategy]
     assert order[-1] == "mixed" and order.index("cauchy") < order.index("mixed")  # the twin went last

@@ -2,7 +2,7 @@
 deployment rules, request classes, the WAN link of ``--allow-cross-provider``, the profile records and the
 pruning fit.
 
-Source: hetplan's own reconstruction (what :func:`hetplan.planning.document.scenario_doc` writes).
+Source: hetplan's own reconstruction (what :func:`hetplan.planning.document.build_plan` fills in).
 """
 
 from __future__ import annotations
