@@ -10,6 +10,8 @@ import pytest
 from hypothesis import settings
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from hetplan.catalog.context import Catalog
 
 # Property-based tests: a fixed seed and few examples in CI (the default); --hypothesis-profile=fuzz for the long run.
@@ -50,3 +52,17 @@ def small(small_catalog: Path) -> Catalog:
     from hetplan.catalog.context import Catalog
 
     return Catalog.from_folder(small_catalog)
+
+
+@pytest.fixture
+def cp(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """``benchmarks/calibrate_perf.py`` imported as a module (benchmarks are scripts, not a package); the modules it
+    pulled in are dropped afterwards so each test imports them afresh."""
+    import importlib
+    import sys
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    module = importlib.import_module("calibrate_perf")
+    yield module
+    for name in ("calibrate_perf", "kernel_curves", "silicon"):
+        sys.modules.pop(name, None)

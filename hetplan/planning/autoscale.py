@@ -6,7 +6,7 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +18,8 @@ from hetplan.autoscale.curves import MAX_WINDOW_S, MIN_WINDOW_S
 from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
-from hetplan.plan.blocks import ClassSlo, DeploymentRules, WanLink, WorkloadSummary
 from hetplan.plan.doc import to_doc
-from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH, Plan, Price, Provenance, ResolvedModel, Slo
+from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH, Plan, Price, Provenance, Slo
 from hetplan.planning.request import build_request, workload_sha256
 from hetplan.scenario import Scenario
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
@@ -166,11 +165,9 @@ def deployment_plan(
     schedule's levels were solved for) sized for the curve's peak at headroom 0; provenance hashes the catalog
     (``catalog_sha``), the workload and a perf calibration file, as plans do.
     """
-    from hetplan.planning.deployed import combo_unit
+    from hetplan.planning.deployed import combo_unit, scenario_fields
     from hetplan.planning.document import resolved_gpus
     from hetplan.planning.solve import Planner
-    from hetplan.solvers.cauchy import deployment_of
-    from hetplan.workload.classes import classes_doc
 
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
     peak_req = replace(req, goodput_req_per_s=float(sched.demand_req_per_s.max()), headroom=0.0)
@@ -188,13 +185,10 @@ def deployment_plan(
             used[gpu] = used.get(gpu, 0) + n * c.count
     total = sum(c.usd_per_hour * c.count for c in combos)
     goodput = sum(c.goodput_req_per_s * c.count for c in combos)
-    spec, wan = req.arch.spec, req.wan
-    local = bool(spec.source) and "://" not in spec.source  # read from a local config.json: keep its path
     return Plan(
         strategy="cauchy",
         status="optimal",
         name=str(scenario.name),
-        model=ResolvedModel(spec, "config.json", spec.source) if local else ResolvedModel(spec),
         weight_dtype=str(req.arch.weight_dtype),
         kv_dtype=str(req.arch.kv_dtype),
         gpus=resolved_gpus(req, {}),
@@ -220,17 +214,7 @@ def deployment_plan(
         warnings=tuple(warnings),
         engine=DEFAULT_ENGINE,
         autoscaling=AUTOSCALING_NOTE,
-        workload=WorkloadSummary.from_doc(workload.summary()),
-        max_ratio=req.max_ratio,
-        # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
-        deployment=DeploymentRules.from_doc(asdict(deployment_of(peak_req))),
-        # request classes: each one's SLOs (the plan's slo is the binding, tightest pair)
-        classes=tuple(ClassSlo.from_doc(c) for c in classes_doc(scenario, workload)) if scenario.classes else None,
-        # --allow-cross-provider: the WAN link cross-site combos were priced with
-        cross_provider=None
-        if wan is None
-        else WanLink(wan_gb_per_s=wan.gb_per_s, wan_latency_s=wan.latency_s, egress_usd_per_gb=wan.egress_usd_per_gb),
-        model_config_path=spec.source if local else None,
+        **scenario_fields(req, scenario, workload, peak_req),
     )
 
 

@@ -15,7 +15,7 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Protocol
 
 from hetplan import __version__
@@ -23,23 +23,20 @@ from hetplan.catalog.context import Catalog
 from hetplan.errors import InputError
 from hetplan.plan.blocks import (
     Analysis,
-    ClassSlo,
-    DeploymentRules,
     GpuFleet,
     HomogeneousBaseline,
     PrefixCache,
     ReuseRate,
     SolverStats,
-    WanLink,
     WithoutReuse,
-    WorkloadSummary,
 )
-from hetplan.plan.types import STRATEGIES, Plan, Price, Provenance, ResolvedGpu, ResolvedModel, Slo
+from hetplan.plan.types import STRATEGIES, Plan, Price, Provenance, ResolvedGpu, Slo
 from hetplan.planning.baseline_block import baseline_block
 from hetplan.planning.deployed import (
     Deployed,
     deployed,
     mixed_solver,
+    scenario_fields,
     strategy_result,
 )
 from hetplan.planning.owned import owned_doc
@@ -49,11 +46,9 @@ from hetplan.scenario import Scenario
 from hetplan.solvers.cauchy import (
     CandidateSet,
     PlanRequest,
-    deployment_of,
 )
 from hetplan.solvers.mixed import describe
 from hetplan.units import rnd
-from hetplan.workload.classes import classes_doc
 from hetplan.workload.model import Workload
 
 TOKENS_BASIS = "input+output tokens per USD at the plan's goodput capacity (output_tokens_per_usd: output only)"
@@ -150,14 +145,10 @@ def build_plan(
             prefix = prefix_cache_of(req, workload, picked, chosen, made)
         block = analysis_of(planner, picked, chosen, solved, report) if with_analysis else None
         used = set(made.gpus_used) | set(baseline.gpus_used)
-        wan = req.wan
-        spec = req.arch.spec
-        local = bool(spec.source) and "://" not in spec.source  # read from a local config.json: keep its path
         return Plan(
             strategy=picked,
             status=made.status,
             name=str(scenario.name),
-            model=ResolvedModel(spec, "config.json", spec.source) if local else ResolvedModel(spec),
             weight_dtype=str(req.arch.weight_dtype),
             kv_dtype=str(req.arch.kv_dtype),
             gpus=resolved_gpus(req, profiled or {}),
@@ -204,19 +195,7 @@ def build_plan(
             solver=solver_stats(req, planner, chosen, solved.get("mixed")),
             prefix_cache=prefix,
             analysis=block,
-            workload=WorkloadSummary.from_doc(workload.summary()),
-            max_ratio=req.max_ratio,
-            # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
-            deployment=DeploymentRules.from_doc(asdict(deployment_of(req))),
-            # request classes: each one's SLOs (the plan's slo is the binding, tightest pair)
-            classes=tuple(ClassSlo.from_doc(c) for c in classes_doc(scenario, workload)) if scenario.classes else None,
-            # --allow-cross-provider: the WAN link cross-site combos were priced with
-            cross_provider=None
-            if wan is None
-            else WanLink(
-                wan_gb_per_s=wan.gb_per_s, wan_latency_s=wan.latency_s, egress_usd_per_gb=wan.egress_usd_per_gb
-            ),
-            model_config_path=spec.source if local else None,
+            **scenario_fields(req, scenario, workload, req),
         )
 
     made = assemble(solved, lean, analysis, progress)

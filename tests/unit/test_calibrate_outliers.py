@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Iterator
 from types import ModuleType
 
 import numpy as np
@@ -18,15 +17,6 @@ from tests.conftest import ROOT
 
 BROKEN = (1, 6, 11, 16, 21, 26)
 """Rows whose measured TTFT is made ten times the true one (broken runs)."""
-
-
-@pytest.fixture
-def cp(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    module = importlib.import_module("calibrate_perf")
-    yield module
-    for name in ("calibrate_perf", "kernel_curves", "silicon"):
-        sys.modules.pop(name, None)
 
 
 def _points() -> list[dict[str, str]]:

@@ -6,25 +6,12 @@ L40S's, not Hopper's end-to-end ones); every borrowing says so in its note. No t
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
 
 from hetplan.catalog.context import Catalog
 from hetplan.perf.calibration import curves_for, load_perf_catalog
-from tests.conftest import ROOT
-
-
-@pytest.fixture
-def cp(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    module = importlib.import_module("calibrate_perf")
-    yield module
-    for name in ("calibrate_perf", "kernel_curves", "silicon"):
-        sys.modules.pop(name, None)
 
 
 def _overheads(scale: float) -> dict[str, float]:
