@@ -39,6 +39,7 @@ from hetplan.sim.deployment import Deployment, deployment_from_plan
 from hetplan.sim.engine import SimConfig, Simulator
 from hetplan.sim.metrics import measure
 from hetplan.sim.policies import get_scheduler
+from hetplan.sim.predict import OutputPredictor
 from hetplan.sim.result import RunMetrics
 from hetplan.sim.run import SimRequest, plan_cascade, prepare_run
 from hetplan.units import rnd
@@ -109,7 +110,8 @@ def calibration(
     if not 0 < quantile < 1:
         raise InputError(f"--quantile must be in (0, 1), got {quantile}", fix="pass e.g. --quantile 0.95")
     dep, stream = prepare_run(req)
-    return calibrate_fit(dep, stream, plan_cascade(req.plan), req.config, quantile, progress, req.rate_scale)
+    return calibrate_fit(dep, stream, plan_cascade(req.plan), req.config, quantile, progress, req.rate_scale,
+                         predictor=req.predictor)  # fmt: skip
 
 
 def calibrate_fit(
@@ -121,11 +123,14 @@ def calibrate_fit(
     progress: Callable[[str], None] | None = None,
     rate_scale: float = 1.0,
     q2_stream: RequestStream | None = None,
+    predictor: OutputPredictor | None = None,
 ) -> CascadeCalibration:
     """:func:`calibration` on a deployment and a stream with its SLOs (already at the rate to calibrate at);
     ``planned`` supplies the settings κ and q₂ are not fitted for (tier order, host tier); ``q2_stream``, when
     given, is the stream q₂ is chosen on (e.g. the trace at an overload: at a rate the deployment holds, Tier 2 is
-    empty and every q₂ ties). Same result and errors."""
+    empty and every q₂ ties); ``predictor``: what the scheduler may know of output lengths (the sizing data's,
+    ``--sizing-trace``; None: the calibration stream's own, :class:`hetplan.sim.engine.Simulator`'s default).
+    Same result and errors."""
     if not 0 < quantile < 1:
         raise InputError(f"--quantile must be in (0, 1), got {quantile}", fix="pass e.g. --quantile 0.95")
     step = progress or (lambda _: None)
@@ -136,7 +141,7 @@ def calibrate_fit(
         settings: CascadeSettings, record: bool = False, on: RequestStream | None = None
     ) -> tuple[RunMetrics, Simulator]:
         s = stream if on is None else on
-        sim = Simulator(dep, s, get_scheduler("cascade", settings), cfg, record_estimates=record)
+        sim = Simulator(dep, s, get_scheduler("cascade", settings), cfg, record_estimates=record, predictor=predictor)
         return measure(s, sim.run()), sim
 
     step("fitting kappa")

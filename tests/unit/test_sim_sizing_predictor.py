@@ -99,3 +99,21 @@ def test_an_unreadable_sizing_trace_is_refused_naming_the_flag(tmp_path):
     res = CliRunner().invoke(app, ["simulate", plan, "--trace", trace, "--sizing-trace", str(tmp_path / "nope.csv")])
     assert res.exit_code == 2 and "Error: --sizing-trace: trace file" in res.output and "Traceback" not in res.output
     assert "check the --sizing-trace path" in res.output
+
+
+def test_cascade_calibration_schedules_with_the_sizing_datas_predictor(tmp_path, monkeypatch):
+    from hetplan.sim import calibrate as calibrate_module
+
+    plan_file, trace = _plan_sized_on(tmp_path)
+    req = build_request(plan_file, SimOptions(trace=(str(trace),), policy="cascade"))
+    assert req.predictor is not None
+    seen = []
+    real = calibrate_module.Simulator
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("predictor"))  # what each calibration run's scheduler may know of output lengths
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(calibrate_module, "Simulator", spy)
+    calibrate_module.calibration(req)
+    assert seen and all(p is req.predictor for p in seen)
