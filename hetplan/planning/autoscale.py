@@ -19,7 +19,7 @@ from hetplan.catalog.context import Catalog
 from hetplan.catalog.loader import format_validation
 from hetplan.errors import InputError
 from hetplan.plan.doc import to_doc
-from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH, Plan, Price, Provenance, Slo
+from hetplan.plan.types import DEFAULT_ENGINE, HOURS_PER_MONTH, Plan, Provenance
 from hetplan.planning.request import build_request, workload_sha256
 from hetplan.scenario import Scenario
 from hetplan.solvers.milp import DEFAULT_SETTINGS, SolveSettings
@@ -165,8 +165,8 @@ def deployment_plan(
     schedule's levels were solved for) sized for the curve's peak at headroom 0; provenance hashes the catalog
     (``catalog_sha``), the workload and a perf calibration file, as plans do.
     """
-    from hetplan.planning.deployed import combo_unit, scenario_fields
-    from hetplan.planning.document import resolved_gpus
+    from hetplan.planning.deployed import combo_unit
+    from hetplan.planning.echo import scenario_fields
     from hetplan.planning.solve import Planner
 
     planner = Planner(req, (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())))
@@ -188,18 +188,6 @@ def deployment_plan(
     return Plan(
         strategy="cauchy",
         status="optimal",
-        name=str(scenario.name),
-        weight_dtype=str(req.arch.weight_dtype),
-        kv_dtype=str(req.arch.kv_dtype),
-        gpus=resolved_gpus(req, {}),
-        settings=req.settings,
-        slo=Slo(float(req.ttft_slo_s), float(req.tpot_slo_s), rnd(req.stats.quantile * 100)),
-        goodput_target_req_per_s=rnd(peak_req.goodput_req_per_s),
-        demand_req_per_s=rnd(peak_req.demand_req_per_s),
-        headroom=float(peak_req.headroom),
-        prices={g: Price(float(p.usd_per_gpu_hour), str(p.source)) for g, p in sorted(req.prices.items())},
-        inventory={str(g): int(n) for g, n in sorted(req.inventory.items())},
-        tp_options=tuple(int(t) for t in (req.tp_options or (1, 2, 4, 8))),
         total_usd_per_hour=rnd(total),
         usd_per_month=rnd(total * HOURS_PER_MONTH),
         goodput_req_per_s=rnd(goodput),
@@ -214,7 +202,7 @@ def deployment_plan(
         warnings=tuple(warnings),
         engine=DEFAULT_ENGINE,
         autoscaling=AUTOSCALING_NOTE,
-        **scenario_fields(req, scenario, workload, peak_req),
+        **scenario_fields(req, scenario, workload, peak_req, {}),
     )
 
 

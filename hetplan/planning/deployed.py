@@ -10,10 +10,9 @@ Source: hetplan's own reconstruction.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
 
-from hetplan.plan.blocks import ClassSlo, DeploymentRules, MixedSolver, WanLink, WorkloadSummary
+from hetplan.plan.blocks import MixedSolver
 from hetplan.plan.deployment import AggregatedUnit, BucketShare, ComboUnit, Purchase
 from hetplan.plan.types import HOURS_PER_MONTH, StrategyResult
 from hetplan.planning.solve import Planner, Solved
@@ -22,10 +21,6 @@ from hetplan.solvers.melange import Bucket, MelangePlan
 from hetplan.solvers.mixed import BUCKET_COLUMNS, MIX_COLUMNS, POOL, MixedPlan, describe
 from hetplan.solvers.packing import Purchased
 from hetplan.units import rnd
-
-if TYPE_CHECKING:
-    from hetplan.scenario import Scenario
-    from hetplan.workload.model import Workload
 
 
 @dataclass(frozen=True)
@@ -351,32 +346,4 @@ def _melange_instances(plan: MelangePlan) -> tuple[AggregatedUnit, ...]:
     return tuple(rows)
 
 
-def scenario_fields(req: PlanRequest, scenario: Scenario, workload: Workload, rules_req: PlanRequest) -> dict[str, Any]:
-    """The :class:`~hetplan.plan.types.Plan` fields every plan echoes from its scenario and request, as keyword
-    arguments (the planner's :func:`hetplan.planning.document.build_plan` and autoscale's deployment take the same):
-    the resolved model (with its local ``config.json`` path), the workload summary, ``max_ratio``, the deployment
-    rules every candidate was checked against (of ``rules_req``: autoscale's is the peak request), the request
-    classes and the WAN link cross-site combos were priced with."""
-    from hetplan.plan.types import ResolvedModel
-    from hetplan.solvers.cauchy import deployment_of
-    from hetplan.workload.classes import classes_doc
-
-    spec, wan = req.arch.spec, req.wan
-    local = bool(spec.source) and "://" not in spec.source  # read from a local config.json: keep its path
-    return {
-        "model": ResolvedModel(spec, "config.json", spec.source) if local else ResolvedModel(spec),
-        "workload": WorkloadSummary.from_doc(workload.summary()),
-        "max_ratio": req.max_ratio,
-        # what the deployment rules checked every candidate against (hetplan.deploy_rules); emit deploys with it
-        "deployment": DeploymentRules.from_doc(asdict(deployment_of(rules_req))),
-        # request classes: each one's SLOs (the plan's slo is the binding, tightest pair)
-        "classes": tuple(ClassSlo.from_doc(c) for c in classes_doc(scenario, workload)) if scenario.classes else None,
-        # --allow-cross-provider: the WAN link cross-site combos were priced with
-        "cross_provider": None
-        if wan is None
-        else WanLink(wan_gb_per_s=wan.gb_per_s, wan_latency_s=wan.latency_s, egress_usd_per_gb=wan.egress_usd_per_gb),
-        "model_config_path": spec.source if local else None,
-    }
-
-
-__all__ = ["scenario_fields", "Deployed", "combo_unit", "deployed", "mixed_solver", "purchase_lines", "strategy_result"]
+__all__ = ["Deployed", "combo_unit", "deployed", "mixed_solver", "purchase_lines", "strategy_result"]

@@ -30,15 +30,15 @@ from hetplan.plan.blocks import (
     SolverStats,
     WithoutReuse,
 )
-from hetplan.plan.types import STRATEGIES, Plan, Price, Provenance, ResolvedGpu, Slo
+from hetplan.plan.types import STRATEGIES, Plan, Provenance
 from hetplan.planning.baseline_block import baseline_block
 from hetplan.planning.deployed import (
     Deployed,
     deployed,
     mixed_solver,
-    scenario_fields,
     strategy_result,
 )
+from hetplan.planning.echo import scenario_fields
 from hetplan.planning.owned import owned_doc
 from hetplan.planning.solve import Planner, Solved
 from hetplan.planning.whatif import cost_vs_goodput, price_sensitivity
@@ -148,18 +148,6 @@ def build_plan(
         return Plan(
             strategy=picked,
             status=made.status,
-            name=str(scenario.name),
-            weight_dtype=str(req.arch.weight_dtype),
-            kv_dtype=str(req.arch.kv_dtype),
-            gpus=resolved_gpus(req, profiled or {}),
-            settings=req.settings,
-            slo=Slo(float(req.ttft_slo_s), float(req.tpot_slo_s), rnd(req.stats.quantile * 100)),
-            goodput_target_req_per_s=rnd(req.goodput_req_per_s),
-            demand_req_per_s=rnd(req.demand_req_per_s),
-            headroom=float(req.headroom),
-            prices={g: Price(float(p.usd_per_gpu_hour), str(p.source)) for g, p in sorted(req.prices.items())},
-            inventory={str(g): int(n) for g, n in sorted(req.inventory.items())},
-            tp_options=tuple(int(t) for t in (req.tp_options or (1, 2, 4, 8))),
             total_usd_per_hour=made.total_usd_per_hour,
             usd_per_month=made.usd_per_month,
             goodput_req_per_s=made.goodput_req_per_s,
@@ -195,7 +183,7 @@ def build_plan(
             solver=solver_stats(req, planner, chosen, solved.get("mixed")),
             prefix_cache=prefix,
             analysis=block,
-            **scenario_fields(req, scenario, workload, req),
+            **scenario_fields(req, scenario, workload, req, profiled or {}),
         )
 
     made = assemble(solved, lean, analysis, progress)
@@ -238,13 +226,6 @@ def solver_stats(req: PlanRequest, planner: Planner, chosen: Solved, mixed: Solv
         melange_slices_per_bucket=4,
         **({"mixed": mixed_solver(mixed)} if mixed is not None and mixed.milp_size is not None else {}),
     )
-
-
-def resolved_gpus(req: PlanRequest, profiled: Mapping[str, str]) -> dict[str, ResolvedGpu]:
-    """Every candidate GPU entry of ``req`` by name, with its source (a profile file, by name, or the catalog)."""
-    return {
-        g.name: ResolvedGpu(g, "profile", profiled[g.name]) if g.name in profiled else ResolvedGpu(g) for g in req.gpus
-    }
 
 
 def prefix_cache_of(req: PlanRequest, workload: Workload, strategy: str, chosen: Solved, made: Deployed) -> PrefixCache:
@@ -374,6 +355,5 @@ __all__ = [
     "analysis_of",
     "build_plan",
     "prefix_cache_of",
-    "resolved_gpus",
     "solver_stats",
 ]
